@@ -1,0 +1,56 @@
+// Builder for ConfigOption values, in the shape of Flink's ConfigOptions:
+//
+//   const auto TIMEOUT = ConfigOptions::key("discovery-script.timeout")
+//                            .durationType()
+//                            .defaultValue(std::chrono::seconds(10))
+//                            .withDescription("...");
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "flink/configuration/ConfigOption.h"
+
+namespace flink {
+
+class ConfigOptions {
+ public:
+  template <typename T>
+  class TypedConfigOptionBuilder {
+   public:
+    explicit TypedConfigOptionBuilder(std::string key) : key_(std::move(key)) {}
+    ConfigOption<T> defaultValue(T value) const { return ConfigOption<T>(key_, std::move(value)); }
+    ConfigOption<T> noDefaultValue() const { return ConfigOption<T>(key_, std::nullopt); }
+
+   private:
+    std::string key_;
+  };
+
+  class OptionBuilder {
+   public:
+    explicit OptionBuilder(std::string key) : key_(std::move(key)) {}
+    TypedConfigOptionBuilder<std::string> stringType() const { return typed<std::string>(); }
+    TypedConfigOptionBuilder<std::int32_t> intType() const { return typed<std::int32_t>(); }
+    TypedConfigOptionBuilder<std::int64_t> longType() const { return typed<std::int64_t>(); }
+    TypedConfigOptionBuilder<bool> booleanType() const { return typed<bool>(); }
+    TypedConfigOptionBuilder<double> doubleType() const { return typed<double>(); }
+    /// Durations are held in milliseconds; see parseDuration for the accepted text forms.
+    TypedConfigOptionBuilder<std::chrono::milliseconds> durationType() const {
+      return typed<std::chrono::milliseconds>();
+    }
+
+   private:
+    template <typename T>
+    TypedConfigOptionBuilder<T> typed() const {
+      return TypedConfigOptionBuilder<T>(key_);
+    }
+    std::string key_;
+  };
+
+  /// Starts an option for `key`.
+  static OptionBuilder key(std::string key) { return OptionBuilder(std::move(key)); }
+};
+
+}  // namespace flink

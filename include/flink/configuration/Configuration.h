@@ -1,0 +1,95 @@
+// Key/value configuration with typed access through ConfigOption.
+//
+// Mirrors org.apache.flink.configuration.Configuration: values are kept as text, as they come
+// from configuration files and command lines, and converted when read through a typed option.
+// A Configuration is a value type (copyable). Concurrent reads of one instance are safe; a write
+// concurrent with any other access is not.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flink/configuration/ConfigOption.h"
+#include "flink/util/Exceptions.h"
+
+namespace flink {
+
+namespace detail {
+/// Converts configuration text to T (defined for std::string, int32, int64, bool, double and
+/// std::chrono::milliseconds). @throws IllegalConfigurationException naming key and value.
+template <typename T>
+T parseConfigValue(const std::string& key, const std::string& text);
+/// Converts a value back to the text form parseConfigValue reads.
+template <typename T>
+std::string formatConfigValue(const T& value);
+}  // namespace detail
+
+class Configuration {
+ public:
+  Configuration() = default;
+
+  /// The option's value if set, else its default.
+  /// @throws IllegalConfigurationException if the value cannot be converted to T, or if the
+  ///         option is not set and has no default.
+  template <typename T>
+  T get(const ConfigOption<T>& option) const {
+    if (auto value = getOptional(option)) return std::move(*value);
+    if (option.hasDefaultValue()) return *option.defaultValue();
+    throw IllegalConfigurationException("Configuration key '" + option.key() +
+                                        "' is not set and has no default value.");
+  }
+
+  /// The option's value if it is set (defaults are not applied), else std::nullopt.
+  /// @throws IllegalConfigurationException if the value cannot be converted to T.
+  template <typename T>
+  std::optional<T> getOptional(const ConfigOption<T>& option) const {
+    auto text = getString(option.key());
+    if (!text) return std::nullopt;
+    return detail::parseConfigValue<T>(option.key(), *text);
+  }
+
+  template <typename T>
+  Configuration& set(const ConfigOption<T>& option, const T& value) {
+    entries_[option.key()] = detail::formatConfigValue<T>(value);
+    return *this;
+  }
+
+  /// Overload so that string literals can be set on string options.
+  Configuration& set(const ConfigOption<std::string>& option, const char* value) {
+    return set(option, std::string(value));
+  }
+
+  /// Whether the option's key is set (defaults do not count).
+  template <typename T>
+  bool contains(const ConfigOption<T>& option) const {
+    return containsKey(option.key());
+  }
+
+  bool containsKey(std::string_view key) const;
+  std::optional<std::string> getString(std::string_view key) const;
+  Configuration& setString(std::string key, std::string value);
+  /// Removes the key; returns whether it was set.
+  bool removeKey(std::string_view key);
+
+  /// All keys, sorted.
+  std::vector<std::string> keySet() const;
+  const std::map<std::string, std::string, std::less<>>& toMap() const noexcept {
+    return entries_;
+  }
+
+  /// The entries whose key starts with `prefix`, with the prefix removed (Flink's
+  /// DelegatingConfiguration view, as used for external-resource.<name>.param.).
+  Configuration withPrefixRemoved(std::string_view prefix) const;
+
+  friend bool operator==(const Configuration&, const Configuration&) = default;
+
+ private:
+  std::map<std::string, std::string, std::less<>> entries_;
+};
+
+}  // namespace flink

@@ -1,0 +1,32 @@
+// Small text helpers shared by the parsers of this library (not part of the public API).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flink::strings {
+
+/// Whitespace as Java's String.trim and StringTokenizer see it: space, \t, \n, \r, \f, \v.
+bool isSpace(char c) noexcept;
+
+/// `text` without leading and trailing whitespace.
+std::string_view trim(std::string_view text) noexcept;
+
+/// Whether `text` is empty or whitespace only.
+bool isBlank(std::string_view text) noexcept;
+
+std::string toLower(std::string_view text);
+
+/// Splits on runs of whitespace, dropping empty tokens (java.util.StringTokenizer's default,
+/// which Runtime.exec uses to split a command line).
+std::vector<std::string> splitWhitespace(std::string_view text);
+
+/// Splits on `separator`, keeping empty parts.
+std::vector<std::string_view> split(std::string_view text, char separator);
+
+/// `text` made safe to quote in one line of a message: control characters are escaped
+/// (\n, \t, \xNN) and anything past `maxLength` bytes is replaced by "... (N more bytes)".
+std::string quoteForMessage(std::string_view text, std::size_t maxLength = 200);
+
+}  // namespace flink::strings
