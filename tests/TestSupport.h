@@ -1,0 +1,54 @@
+// Helpers shared by the tests: temporary folders, fixture scripts written on the fly, and looks
+// at the process table and the descriptor table through /proc.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace flink::testing {
+
+/// A fresh folder under $TMPDIR (its name may contain `nameHint`), removed with its contents.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& nameHint = "flink-gpu-test");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// Writes `body` to `path` with mode `mode` (executable by default) and returns the path.
+std::filesystem::path writeScript(const std::filesystem::path& path, const std::string& body,
+                                  std::filesystem::perms mode = std::filesystem::perms::owner_all);
+
+std::string readFile(const std::filesystem::path& path);
+
+/// Non-blank lines of a file (empty if it does not exist).
+std::vector<std::string> readLines(const std::filesystem::path& path);
+
+/// Whether `pid` names a live process (not gone, not a zombie).
+bool isRunning(pid_t pid);
+
+/// Waits until none of `pids` is running, or `limit` passes; returns those still running.
+std::vector<pid_t> waitUntilGone(const std::vector<pid_t>& pids,
+                                 std::chrono::milliseconds limit);
+
+/// Polls until the file at `path` has at least `count` non-blank lines, or `limit` passes.
+std::vector<std::string> waitForLines(const std::filesystem::path& path, std::size_t count,
+                                      std::chrono::milliseconds limit);
+
+/// The number of descriptors open in this process.
+std::size_t openDescriptorCount();
+
+/// Whether this process has any child, reaped or not (waitpid(-1, WNOHANG) != ECHILD).
+bool hasChildren();
+
+}  // namespace flink::testing
