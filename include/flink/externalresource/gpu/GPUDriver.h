@@ -1,0 +1,54 @@
+// The GPU driver: runs a discovery script and turns its answer into GPUInfo objects.
+//
+// Mirrors org.apache.flink.externalresource.gpu.GPUDriver, with the differences that make it
+// safe to embed: the script runs without a shell, its output is drained while it runs, a time-out
+// ends every process it started, and only device identifiers are accepted as GPUs.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "flink/configuration/Configuration.h"
+#include "flink/externalresource/ExternalResourceDriver.h"
+
+namespace flink::externalresource::gpu {
+
+class GPUDriver final : public ExternalResourceDriver {
+ public:
+  /// Runs `<script> <gpuAmount> <args…>` and returns the GPUs it printed, in its order, unique by
+  /// index; fewer than asked are returned as printed (with a warning in the log).
+  ///
+  /// Safe to call from several threads at once; each call runs the script anew.
+  ///
+  /// @param gpuAmount how many GPUs to ask for; must be > 0.
+  /// @throws std::invalid_argument if gpuAmount <= 0 (nothing is run).
+  /// @throws TimeoutException if the script runs past the time-out (`discovery-script.timeout`,
+  ///         10 s by default); the script and every process of its process group are killed.
+  /// @throws FlinkException if the script cannot be started, exits non-zero, is killed by a
+  ///         signal, or prints anything but device identifiers on its first line.
+  ExternalResourceInfoSet retrieveResourceInfo(std::int64_t gpuAmount) override;
+
+  /// The absolute path of the discovery script.
+  const std::filesystem::path& discoveryScript() const noexcept { return script_; }
+  /// The arguments passed after the amount.
+  const std::vector<std::string>& discoveryArguments() const noexcept { return arguments_; }
+  std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+
+ private:
+  friend class GPUDriverFactory;
+
+  /// Validates the configuration, in Flink's order: blank path → IllegalConfigurationException;
+  /// relative path resolved against $FLINK_HOME, else the working directory; missing file →
+  /// FileNotFoundException (with the absolute path); not an executable regular file →
+  /// FlinkException. A time-out that is not positive → IllegalConfigurationException.
+  explicit GPUDriver(const Configuration& config);
+
+  std::filesystem::path script_;
+  std::vector<std::string> arguments_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace flink::externalresource::gpu

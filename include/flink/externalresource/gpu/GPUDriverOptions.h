@@ -1,0 +1,50 @@
+// Configuration options of the GPU driver, with Flink's keys and defaults.
+//
+// Keys are relative to the resource: in a Flink configuration they are written
+// `external-resource.<resource_name>.param.<key>`, and the driver sees them with that prefix
+// removed.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "flink/configuration/ConfigOption.h"
+#include "flink/configuration/ConfigOptions.h"
+
+namespace flink::externalresource::gpu {
+
+struct GPUDriverOptions {
+  /// Flink's DEFAULT_FLINK_PLUGINS_DIRS.
+  static constexpr const char* DEFAULT_FLINK_PLUGINS_DIR = "/opt/flink/plugins";
+
+  /// `discovery-script.path`: the discovery script, absolute or relative to $FLINK_HOME (else to
+  /// the working directory). Default: Flink's nvidia-gpu-discovery.sh in the plugins folder.
+  inline static const ConfigOption<std::string> DISCOVERY_SCRIPT_PATH =
+      ConfigOptions::key("discovery-script.path")
+          .stringType()
+          .defaultValue(std::string(DEFAULT_FLINK_PLUGINS_DIR) +
+                        "/external-resource-gpu/nvidia-gpu-discovery.sh")
+          .withDescription(
+              "The path of the discovery script. It can be an absolute path, or a path relative "
+              "to FLINK_HOME.");
+
+  /// `discovery-script.args`: arguments for the script, split on whitespace. No default: the
+  /// script then gets the single argument "null", as Flink passes it.
+  inline static const ConfigOption<std::string> DISCOVERY_SCRIPT_ARG =
+      ConfigOptions::key("discovery-script.args")
+          .stringType()
+          .noDefaultValue()
+          .withDescription("The arguments passed to the discovery script, split on whitespace.");
+
+  /// `discovery-script.timeout`: how long the script may run (not in Flink, which fixes 10 s).
+  /// A duration such as "10 s", "500 ms" or "1 min"; must be positive.
+  inline static const ConfigOption<std::chrono::milliseconds> DISCOVERY_SCRIPT_TIMEOUT =
+      ConfigOptions::key("discovery-script.timeout")
+          .durationType()
+          .defaultValue(std::chrono::seconds(10))
+          .withDescription(
+              "How long the discovery script may run before it and every process it started are "
+              "killed.");
+};
+
+}  // namespace flink::externalresource::gpu

@@ -1,0 +1,200 @@
+// GPUDriver: configuration checks, one run of the discovery script, and the turning of its answer
+// into GPUInfo objects. Process handling lives in process/Subprocess, parsing in DiscoveryOutput.
+#include "flink/externalresource/gpu/GPUDriver.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <system_error>
+
+#include "externalresource/gpu/DiscoveryOutput.h"
+#include "flink/externalresource/gpu/GPUDriverOptions.h"
+#include "flink/externalresource/gpu/GPUInfo.h"
+#include "flink/util/Exceptions.h"
+#include "flink/util/TimeUtils.h"
+#include "logging/Logging.h"
+#include "process/Subprocess.h"
+#include "util/Strings.h"
+
+namespace flink::externalresource::gpu {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// How much of each stream an error message shows; the rest is summarised by its size.
+constexpr std::size_t kShownOutputBytes = 2000;
+
+const std::shared_ptr<spdlog::logger>& log() {
+  static const auto logger = logging::get("GPUDriver");
+  return logger;
+}
+
+fs::path resolveScriptPath(const std::string& configured) {
+  fs::path path(configured);
+  if (path.is_relative()) {
+    const char* flinkHome = std::getenv("FLINK_HOME");
+    const fs::path base =
+        (flinkHome != nullptr && *flinkHome != '\0') ? fs::path(flinkHome) : fs::current_path();
+    path = base / path;
+  }
+  return path.lexically_normal();
+}
+
+/// One stream's capture for a message: its text up to kShownOutputBytes, then a size note.
+std::string describeStream(const char* name, const process::CapturedOutput& captured) {
+  const std::string_view text = strings::trim(captured.data);
+  if (text.empty() && captured.discardedBytes == 0) return std::string(name) + ": (empty)";
+  std::string described = std::string(name) + ":\n" +
+                          std::string(text.substr(0, std::min(text.size(), kShownOutputBytes)));
+  const std::size_t hidden = (text.size() > kShownOutputBytes ? text.size() - kShownOutputBytes
+                                                              : 0) + captured.discardedBytes;
+  if (hidden > 0) described += "\n... (" + std::to_string(hidden) + " more bytes)";
+  return described;
+}
+
+std::string describeOutputs(const process::ProcessResult& result) {
+  return describeStream("stdout", result.stdoutOutput) + "\n" +
+         describeStream("stderr", result.stderrOutput);
+}
+
+/// The first non-blank line of stderr, else of stdout: usually the script's own reason.
+std::string firstReason(const process::ProcessResult& result) {
+  for (const auto* captured : {&result.stderrOutput, &result.stdoutOutput}) {
+    for (std::string_view line : strings::split(captured->data, '\n')) {
+      if (!strings::isBlank(line)) return strings::quoteForMessage(strings::trim(line));
+    }
+  }
+  return "it printed nothing";
+}
+
+std::string joinInfos(const std::vector<std::shared_ptr<const ExternalResourceInfo>>& infos) {
+  std::string joined = "[";
+  for (const auto& info : infos) {
+    if (joined.size() > 1) joined += ", ";
+    joined += info->toString();
+  }
+  return joined + "]";
+}
+
+}  // namespace
+
+GPUDriver::GPUDriver(const Configuration& config) {
+  const std::string configured = config.get(GPUDriverOptions::DISCOVERY_SCRIPT_PATH);
+  if (strings::isBlank(configured)) {
+    throw IllegalConfigurationException(
+        "GPU discovery script ('external-resource.<resource_name>.param." +
+        GPUDriverOptions::DISCOVERY_SCRIPT_PATH.key() + "') is not configured.");
+  }
+  script_ = resolveScriptPath(configured);
+
+  struct stat status {};
+  if (::stat(script_.c_str(), &status) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) {
+      throw FileNotFoundException("The GPU discovery script does not exist in path " +
+                                  script_.string() + ".");
+    }
+    throw FlinkException("Cannot access the GPU discovery script " + script_.string() + ": " +
+                         std::generic_category().message(errno) + ".");
+  }
+  if (!S_ISREG(status.st_mode)) {
+    throw FlinkException("The GPU discovery script " + script_.string() +
+                         " is not a regular file.");
+  }
+  if (::access(script_.c_str(), X_OK) != 0) {
+    throw FlinkException("The discovery script " + script_.string() + " is not executable.");
+  }
+
+  if (auto args = config.getOptional(GPUDriverOptions::DISCOVERY_SCRIPT_ARG)) {
+    arguments_ = strings::splitWhitespace(*args);
+  } else {
+    arguments_ = {"null"};  // Flink formats the missing value into the command line as "null".
+  }
+
+  timeout_ = config.get(GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT);
+  if (timeout_.count() <= 0) {
+    throw IllegalConfigurationException(
+        "Invalid value '" + formatDuration(timeout_) + "' for configuration key '" +
+        GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT.key() + "': the time-out must be positive.");
+  }
+}
+
+ExternalResourceInfoSet GPUDriver::retrieveResourceInfo(std::int64_t gpuAmount) {
+  if (gpuAmount <= 0) {
+    throw std::invalid_argument("Found illegal amount of GPUs: " + std::to_string(gpuAmount) +
+                                ". The amount must be positive.");
+  }
+
+  std::vector<std::string> argv{script_.string(), std::to_string(gpuAmount)};
+  argv.insert(argv.end(), arguments_.begin(), arguments_.end());
+  process::RunOptions options;
+  options.timeout = timeout_;
+
+  process::ProcessResult result;
+  try {
+    result = process::run(argv, options);
+  } catch (const std::system_error& e) {
+    throw FlinkException("Could not run the GPU discovery script: " + std::string(e.what()));
+  }
+
+  if (result.outcome.kind() == process::ProcessOutcome::Kind::kTimedOut) {
+    const std::string message = "The GPU discovery script " + script_.string() +
+                                " did not finish within " + formatDuration(timeout_) +
+                                "; it and every process it started were killed.\n" +
+                                describeOutputs(result);
+    log()->warn("{}", message);
+    throw TimeoutException(message);
+  }
+  if (!result.outcome.succeeded()) {
+    const std::string message = "The GPU discovery script " + script_.string() + " " +
+                                result.outcome.toString() + ": " + firstReason(result) + "\n" +
+                                describeOutputs(result);
+    log()->warn("{}", message);
+    throw FlinkException(message);
+  }
+  if (!result.stderrOutput.data.empty()) {
+    log()->debug("The GPU discovery script wrote to stderr: {}",
+                 strings::quoteForMessage(result.stderrOutput.data, kShownOutputBytes));
+  }
+
+  DiscoveryOutput output;
+  try {
+    output = parseDiscoveryOutput(result.stdoutOutput.data);
+  } catch (const FlinkException& e) {
+    const std::string message = "The GPU discovery script " + script_.string() + " printed " +
+                                e.what() + ".\n" + describeStream("stderr", result.stderrOutput);
+    log()->warn("{}", message);
+    throw FlinkException(message);
+  }
+
+  if (output.ignoredLines > 0) {
+    log()->warn(
+        "The GPU discovery script printed {} more line(s) after the first; only the first line "
+        "is read. Output: {}",
+        output.ignoredLines,
+        strings::quoteForMessage(result.stdoutOutput.data, kShownOutputBytes));
+  }
+  for (const std::string& duplicate : output.duplicates) {
+    log()->warn("The GPU discovery script printed GPU {} more than once; it is counted once.",
+                duplicate);
+  }
+  if (output.identifiers.size() < static_cast<std::uint64_t>(gpuAmount)) {
+    log()->warn("Asked the GPU discovery script for {} GPU(s), it found {}.", gpuAmount,
+                output.identifiers.size());
+  } else if (output.identifiers.size() > static_cast<std::uint64_t>(gpuAmount)) {
+    log()->warn("Asked the GPU discovery script for {} GPU(s), it printed {}; all are returned.",
+                gpuAmount, output.identifiers.size());
+  }
+
+  std::vector<std::shared_ptr<const ExternalResourceInfo>> infos;
+  infos.reserve(output.identifiers.size());
+  for (std::string& identifier : output.identifiers) {
+    infos.push_back(std::shared_ptr<const GPUInfo>(new GPUInfo(std::move(identifier))));
+  }
+  log()->info("Discovered GPU resources: {}", joinInfos(infos));
+  return ExternalResourceInfoSet(std::move(infos));
+}
+
+}  // namespace flink::externalresource::gpu

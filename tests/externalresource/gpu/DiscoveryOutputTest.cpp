@@ -1,0 +1,96 @@
+// The discovery-script protocol's parser: Flink's rules (first line, split on commas, trim, drop
+// blanks) plus ours (only device identifiers are GPUs).
+#include "externalresource/gpu/DiscoveryOutput.h"
+
+#include <gtest/gtest.h>
+
+#include "flink/util/Exceptions.h"
+
+namespace flink::externalresource::gpu {
+namespace {
+
+using Ids = std::vector<std::string>;
+
+TEST(DiscoveryOutputTest, CommaSeparatedIndicesTrimmedBlankPartsDropped) {
+  EXPECT_EQ(parseDiscoveryOutput("0,1\n").identifiers, (Ids{"0", "1"}));
+  EXPECT_EQ(parseDiscoveryOutput(" 0 , \t1 ,, ,2,\r\n").identifiers, (Ids{"0", "1", "2"}));
+  EXPECT_EQ(parseDiscoveryOutput("3").identifiers, (Ids{"3"}));
+}
+
+TEST(DiscoveryOutputTest, EmptyOrBlankOutputMeansNoGpus) {
+  EXPECT_TRUE(parseDiscoveryOutput("").identifiers.empty());
+  EXPECT_TRUE(parseDiscoveryOutput("  \n").identifiers.empty());
+  EXPECT_TRUE(parseDiscoveryOutput(",,").identifiers.empty());
+}
+
+TEST(DiscoveryOutputTest, OnlyTheFirstLineCountsAndFurtherLinesAreCounted) {
+  const DiscoveryOutput output = parseDiscoveryOutput("0,1\n2,3\n\nwhatever\n");
+  EXPECT_EQ(output.identifiers, (Ids{"0", "1"}));
+  EXPECT_EQ(output.ignoredLines, 2u);
+  EXPECT_EQ(parseDiscoveryOutput("0,1\n\n  \n").ignoredLines, 0u);
+}
+
+TEST(DiscoveryOutputTest, SixteenGpusKeepTheirIndices) {
+  const DiscoveryOutput output =
+      parseDiscoveryOutput("0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n");
+  ASSERT_EQ(output.identifiers.size(), 16u);
+  EXPECT_EQ(output.identifiers[10], "10");
+  EXPECT_EQ(output.identifiers[15], "15");
+}
+
+TEST(DiscoveryOutputTest, DuplicatesAreDroppedInOrderAndReported) {
+  const DiscoveryOutput output = parseDiscoveryOutput("1,0,1,1,2,0");
+  EXPECT_EQ(output.identifiers, (Ids{"1", "0", "2"}));
+  EXPECT_EQ(output.duplicates, (Ids{"1", "0"}));
+  // Leading zeros name the same device: "01" is GPU 1.
+  EXPECT_EQ(parseDiscoveryOutput("01,1,000").identifiers, (Ids{"1", "0"}));
+}
+
+TEST(DiscoveryOutputTest, UuidFormsThatCudaVisibleDevicesAccepts) {
+  const char* line =
+      "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6,MIG-4b9e1b0a-7f3c-5a2e-9d1c-0e6f2a8b7c3d,"
+      "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/0,GPU-8932f937";
+  EXPECT_EQ(parseDiscoveryOutput(line).identifiers,
+            (Ids{"GPU-8932f937-d72c-4106-c12f-20bd9faed9f6",
+                 "MIG-4b9e1b0a-7f3c-5a2e-9d1c-0e6f2a8b7c3d",
+                 "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/0", "GPU-8932f937"}));
+}
+
+TEST(DiscoveryOutputTest, TextThatIsNotADeviceIsRejectedQuotingTheLine) {
+  for (const char* bad : {"No devices were found", "[N/A]", "0,[N/A]",
+                          "WARNING: infoROM is corrupted at gpu 0000:0B:00.0", "-1", "1.5",
+                          "0x1", "GPU-", "GPU-xyz", "MIG-GPU-abc/1", "MIG-GPU-abc/x/0", "gpu0",
+                          "1234567890", "0 1", "null"}) {
+    try {
+      parseDiscoveryOutput(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const FlinkException& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("\"") + bad + "\""), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("not a list of GPUs"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(DiscoveryOutputTest, ControlCharactersAreEscapedInTheMessage) {
+  try {
+    parseDiscoveryOutput(std::string("0,\x1b[31mred\x1b[0m"));
+    FAIL();
+  } catch (const FlinkException& e) {
+    EXPECT_EQ(std::string(e.what()).find('\x1b'), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("\\x1b"), std::string::npos);
+  }
+}
+
+TEST(DiscoveryOutputTest, IsDeviceIdentifier) {
+  EXPECT_TRUE(isDeviceIdentifier("0"));
+  EXPECT_TRUE(isDeviceIdentifier("999999999"));
+  EXPECT_FALSE(isDeviceIdentifier("1000000000"));
+  EXPECT_FALSE(isDeviceIdentifier(""));
+  EXPECT_FALSE(isDeviceIdentifier(" 0"));
+  EXPECT_TRUE(isDeviceIdentifier("GPU-ABCDEF01-2345"));
+  EXPECT_FALSE(isDeviceIdentifier("GPU--"));
+}
+
+}  // namespace
+}  // namespace flink::externalresource::gpu
