@@ -1,0 +1,24 @@
+// How flink-gpu talks to a person on stderr: one clear first line, details after.
+#pragma once
+
+#include <string_view>
+
+namespace flink::cli {
+
+enum class Verbosity { kQuiet, kNormal, kVerbose, kDebug };
+
+/// Sets the verbosity of flink-gpu's own messages and of the library's loggers
+/// (quiet/normal: library logs off; verbose: info; debug: debug).
+void setVerbosity(Verbosity verbosity);
+Verbosity verbosity();
+
+/// "flink-gpu: error: <first line of message>", then the remaining lines of `message` unless quiet.
+void printError(std::string_view message);
+
+/// "flink-gpu: warning: <message>" unless quiet.
+void printWarning(std::string_view message);
+
+/// "hint: <message>" unless quiet.
+void printHint(std::string_view message);
+
+}  // namespace flink::cli

@@ -1,0 +1,43 @@
+// flink-gpu: the command-line front of the GPU driver. Each subcommand lives in commands/.
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "Console.h"
+#include "ExitCode.h"
+#include "commands/DiscoverCommand.h"
+
+int main(int argc, char** argv) {
+  using namespace flink::cli;
+
+  CLI::App app("flink-gpu: GPU discovery for Apache Flink workers, as Flink's GPU driver does it",
+               "flink-gpu");
+  app.set_version_flag("--version", std::string("flink-gpu ") + FLINK_GPU_VERSION);
+  app.require_subcommand(1);
+  int verboseCount = 0;
+  bool quiet = false;
+  app.add_flag("-v,--verbose", verboseCount,
+               "Show the library's log (info; twice for debug)");
+  app.add_flag("-q,--quiet", quiet, "Print only the result and one line per error");
+
+  DiscoverOptions discoverOptions;
+  CLI::App* discover = addDiscoverCommand(app, discoverOptions);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "flink-gpu: error: " << e.what() << "\n"
+              << "Run 'flink-gpu --help' for usage.\n";
+    return kUsageError;
+  }
+
+  setVerbosity(quiet ? Verbosity::kQuiet
+               : verboseCount >= 2 ? Verbosity::kDebug
+               : verboseCount == 1 ? Verbosity::kVerbose
+                                   : Verbosity::kNormal);
+  if (discover->parsed()) return runDiscover(discoverOptions);
+  return kUsageError;
+}
