@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
                "flink-gpu");
   app.set_version_flag("--version", std::string("flink-gpu ") + FLINK_GPU_VERSION);
   app.require_subcommand(1);
+  // Let -v/-q come after the subcommand too (`flink-gpu discover -q`).
+  app.fallthrough();
   int verboseCount = 0;
   bool quiet = false;
   app.add_flag("-v,--verbose", verboseCount,
@@ -38,6 +40,13 @@ int main(int argc, char** argv) {
                : verboseCount >= 2 ? Verbosity::kDebug
                : verboseCount == 1 ? Verbosity::kVerbose
                                    : Verbosity::kNormal);
-  if (discover->parsed()) return runDiscover(discoverOptions);
+  try {
+    if (discover->parsed()) return runDiscover(discoverOptions);
+  } catch (const std::exception& e) {
+    // Anything the commands do not map themselves (a vanished working directory, out of
+    // memory): still one clear line, never an abort.
+    printError(std::string("internal error: ") + e.what());
+    return kDiscoveryFailed;
+  }
   return kUsageError;
 }

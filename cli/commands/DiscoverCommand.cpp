@@ -73,6 +73,11 @@ CLI::App* addDiscoverCommand(CLI::App& app, DiscoverOptions& options) {
 }
 
 int runDiscover(const DiscoverOptions& options) {
+  if (options.amount <= 0) {  // before the script is even looked at, as the driver does
+    printError("invalid --amount " + std::to_string(options.amount) +
+               ": the amount of GPUs must be positive");
+    return kUsageError;
+  }
   Configuration config;
   const bool usingDefaultScript = !options.discoveryScript.has_value();
   config.set(GPUDriverOptions::DISCOVERY_SCRIPT_PATH,

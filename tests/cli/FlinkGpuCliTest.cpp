@@ -1,0 +1,353 @@
+// Tests of the flink-gpu program from the outside: each test runs the real binary (built beside
+// this test, path in FLINK_GPU_CLI) on discovery scripts written on the fly, and checks what a
+// user or a calling script would see: stdout, stderr and the exit code of cli/ExitCode.h
+// (0 success, 1 discovery failed, 2 usage or configuration error).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "TestSupport.h"
+#include "process/Subprocess.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using flink::testing::readLines;
+using flink::testing::TempDir;
+using flink::testing::writeScript;
+
+constexpr const char* kCli = FLINK_GPU_CLI;
+
+/// What one run of flink-gpu showed.
+struct CliRun {
+  int exitCode = -1;
+  std::string out;
+  std::string err;
+  std::chrono::milliseconds elapsed{0};
+};
+
+std::ostream& operator<<(std::ostream& stream, const CliRun& run) {
+  return stream << "\nexit code: " << run.exitCode << "\n--- stdout ---\n"
+                << run.out << "--- stderr ---\n"
+                << run.err;
+}
+
+/// The lines of `text`, without their '\n' (a final newline ends the last line, not a new one).
+std::vector<std::string> linesOf(std::string_view text) {
+  std::vector<std::string> lines;
+  while (!text.empty()) {
+    const std::size_t newline = text.find('\n');
+    lines.emplace_back(text.substr(0, newline));
+    text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);
+  }
+  return lines;
+}
+
+std::string firstLine(std::string_view text) {
+  const auto lines = linesOf(text);
+  return lines.empty() ? std::string() : lines.front();
+}
+
+bool hasLineStartingWith(std::string_view text, std::string_view prefix) {
+  for (const std::string& line : linesOf(text)) {
+    if (line.starts_with(prefix)) return true;
+  }
+  return false;
+}
+
+/// Runs `flink-gpu <args>`. With `environment` ("NAME=value" entries) it runs through
+/// /usr/bin/env, because process::run hands the child this process's own environment.
+CliRun runCli(const std::vector<std::string>& args,
+              const std::vector<std::string>& environment = {}) {
+  std::vector<std::string> argv;
+  if (!environment.empty()) {
+    argv.push_back("/usr/bin/env");
+    argv.insert(argv.end(), environment.begin(), environment.end());
+  }
+  argv.push_back(kCli);
+  argv.insert(argv.end(), args.begin(), args.end());
+
+  flink::process::RunOptions options;
+  // Far above anything a test expects, so that a hang shows as a failure rather than a ctest
+  // time-out.
+  options.timeout = 30s;
+  const auto start = std::chrono::steady_clock::now();
+  const flink::process::ProcessResult result = flink::process::run(argv, options);
+  CliRun run;
+  run.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  run.out = result.stdoutOutput.data;
+  run.err = result.stderrOutput.data;
+  if (result.outcome.kind() == flink::process::ProcessOutcome::Kind::kExited) {
+    run.exitCode = result.outcome.value();
+  } else {
+    ADD_FAILURE() << "flink-gpu " << result.outcome.toString() << run;
+  }
+  return run;
+}
+
+class FlinkGpuCliTest : public ::testing::Test {
+ protected:
+  /// Writes an executable `#!/bin/sh` script with `body` into the test's folder.
+  std::string script(const std::string& name, const std::string& body) {
+    return writeScript(dir_ / name, "#!/bin/sh\n" + body).string();
+  }
+
+  /// A script that prints `0,1`, as a host with two GPUs would.
+  std::string twoGpus() { return script("two-gpus.sh", "echo 0,1\n"); }
+
+  /// A script that writes each argument it gets on a line of `argsFile()`, then prints `0`.
+  std::string recordingScript() {
+    return script("recording.sh", "for arg in \"$@\"; do printf '%s\\n' \"$arg\"; done > '" +
+                                      argsFile().string() + "'\necho 0\n");
+  }
+  fs::path argsFile() const { return dir_ / "args.txt"; }
+
+  /// A folder holding a stand-in nvidia-smi that prints `output`.
+  fs::path fakeNvidiaSmiDir(const std::string& output) {
+    const fs::path bin = dir_ / "fake-bin";
+    fs::create_directories(bin);
+    writeScript(bin / "nvidia-smi", "#!/bin/sh\nprintf '" + output + "'\n");
+    return bin;
+  }
+
+  TempDir dir_{"flink-gpu-cli-test"};
+};
+
+TEST_F(FlinkGpuCliTest, PrintsOneLinePerGpu) {
+  const CliRun run = runCli({"discover", "--discovery-script", twoGpus(), "--amount", "2"});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "GPU Device(0)\nGPU Device(1)\n") << run;
+  EXPECT_EQ(run.err, "") << run;
+}
+
+TEST_F(FlinkGpuCliTest, PrintsJsonOnRequest) {
+  const CliRun run =
+      runCli({"discover", "--discovery-script", twoGpus(), "--amount", "2", "--format", "json"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "{\"gpu\":[{\"index\":\"0\"},{\"index\":\"1\"}]}\n") << run;
+  const auto parsed = nlohmann::json::parse(run.out);
+  ASSERT_EQ(parsed.at("gpu").size(), 2u);
+  EXPECT_EQ(parsed["gpu"][1]["index"], "1");
+}
+
+TEST_F(FlinkGpuCliTest, RejectsAnUnknownFormat) {
+  const CliRun run = runCli({"discover", "--discovery-script", twoGpus(), "--format", "yaml"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.out, "") << run;
+}
+
+TEST_F(FlinkGpuCliTest, FailingScriptExitsOneWithItsMessage) {
+  const std::string failing =
+      script("failing.sh", "echo 'cannot reach the GPU daemon' >&2\nexit 1\n");
+  const CliRun run = runCli({"discover", "--discovery-script", failing, "--amount", "2"});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_EQ(run.out, "") << run;
+  const std::string first = firstLine(run.err);
+  EXPECT_TRUE(first.starts_with("flink-gpu: error: discovery failed:")) << run;
+  EXPECT_NE(first.find("cannot reach the GPU daemon"), std::string::npos) << run;
+}
+
+TEST_F(FlinkGpuCliTest, SlowScriptIsStoppedAtTheTimeout) {
+  const std::string slow = script("slow.sh", "sleep 30\necho 0\n");
+  const CliRun run = runCli({"discover", "--discovery-script", slow, "--timeout", "300ms"});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_TRUE(firstLine(run.err).starts_with("flink-gpu: error:")) << run;
+  EXPECT_NE(run.err.find("did not finish within"), std::string::npos) << run;
+  EXPECT_LT(run.elapsed, 3s) << run;
+}
+
+TEST_F(FlinkGpuCliTest, NoDevicesFoundIsAFailure) {
+  // What nvidia-smi prints, with exit code 0, on a host whose driver sees no GPU.
+  const std::string none = script("none.sh", "echo 'No devices were found'\n");
+  const CliRun run = runCli({"discover", "--discovery-script", none});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_TRUE(firstLine(run.err).starts_with("flink-gpu: error: discovery failed:")) << run;
+  EXPECT_NE(firstLine(run.err).find("No devices were found"), std::string::npos) << run;
+}
+
+class FlinkGpuCliAmountTest : public FlinkGpuCliTest,
+                              public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(FlinkGpuCliAmountTest, AmountThatIsNotPositiveIsAUsageError) {
+  const CliRun run =
+      runCli({"discover", "--discovery-script", recordingScript(), "--amount", GetParam()});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_TRUE(firstLine(run.err).starts_with("flink-gpu: error:")) << run;
+  EXPECT_FALSE(fs::exists(argsFile())) << "the script ran" << run;
+}
+
+/// gtest names may hold only letters, digits and underscores.
+std::string amountName(const ::testing::TestParamInfo<const char*>& info) {
+  const std::string amount = info.param;
+  if (amount == "0") return "zero";
+  if (amount == "-1") return "minus_one";
+  return amount;
+}
+
+INSTANTIATE_TEST_SUITE_P(Amounts, FlinkGpuCliAmountTest, ::testing::Values("0", "-1", "two"),
+                         amountName);
+
+TEST_F(FlinkGpuCliTest, MissingScriptIsAUsageErrorNamingThePath) {
+  const std::string missing = (dir_ / "does-not-exist.sh").string();
+  const CliRun run = runCli({"discover", "--discovery-script", missing});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_TRUE(firstLine(run.err).starts_with("flink-gpu: error:")) << run;
+  EXPECT_NE(firstLine(run.err).find(missing), std::string::npos) << run;
+}
+
+TEST_F(FlinkGpuCliTest, BlankScriptPathIsAUsageErrorNamingTheKey) {
+  const CliRun run = runCli({"discover", "--discovery-script", "  "});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_NE(run.err.find("discovery-script.path"), std::string::npos) << run;
+}
+
+TEST_F(FlinkGpuCliTest, NonExecutableScriptIsAUsageError) {
+  const std::string plain = writeScript(dir_ / "plain.sh", "#!/bin/sh\necho 0\n",
+                                        fs::perms::owner_read | fs::perms::owner_write)
+                                .string();
+  const CliRun run = runCli({"discover", "--discovery-script", plain});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_NE(firstLine(run.err).find(plain), std::string::npos) << run;
+}
+
+TEST_F(FlinkGpuCliTest, UnreadableTimeoutIsAUsageError) {
+  const CliRun run = runCli({"discover", "--discovery-script", twoGpus(), "--timeout", "abc"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_NE(firstLine(run.err).find("abc"), std::string::npos) << run;
+}
+
+TEST_F(FlinkGpuCliTest, UnknownOptionIsAUsageError) {
+  const CliRun run = runCli({"discover", "--discovery-script", twoGpus(), "--bogus"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_NE(firstLine(run.err).find("--bogus"), std::string::npos) << run;
+}
+
+TEST_F(FlinkGpuCliTest, MissingSubcommandIsAUsageError) {
+  const CliRun run = runCli({});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_TRUE(firstLine(run.err).starts_with("flink-gpu: error:")) << run;
+}
+
+TEST_F(FlinkGpuCliTest, DiscoveryArgsReachTheScriptSplitOnWhitespace) {
+  const CliRun run =
+      runCli({"discover", "--discovery-script", recordingScript(), "--discovery-args", "a  b"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(readLines(argsFile()), (std::vector<std::string>{"1", "a", "b"}));
+}
+
+TEST_F(FlinkGpuCliTest, WithoutDiscoveryArgsTheScriptGetsNull) {
+  // As Flink does: it formats the unset option into the command line as "null".
+  const CliRun run = runCli({"discover", "--discovery-script", recordingScript()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(readLines(argsFile()), (std::vector<std::string>{"1", "null"}));
+}
+
+TEST_F(FlinkGpuCliTest, RelativeScriptIsFoundUnderFlinkHome) {
+  twoGpus();
+  const CliRun run = runCli({"discover", "--discovery-script", "two-gpus.sh", "--amount", "2"},
+                            {"FLINK_HOME=" + dir_.path().string()});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "GPU Device(0)\nGPU Device(1)\n") << run;
+}
+
+TEST_F(FlinkGpuCliTest, HelpMentionsDiscover) {
+  const CliRun run = runCli({"--help"});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_NE(run.out.find("discover"), std::string::npos) << run;
+}
+
+TEST_F(FlinkGpuCliTest, VersionIsTheProjectVersion) {
+  const CliRun run = runCli({"--version"});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, std::string("flink-gpu ") + FLINK_GPU_EXPECTED_VERSION + "\n") << run;
+}
+
+TEST_F(FlinkGpuCliTest, QuietFailurePrintsOneLine) {
+  // The driver's message has several lines (the script's stdout and stderr); -q keeps the first.
+  const std::string failing = script("failing.sh",
+                                     "echo 'first problem' >&2\n"
+                                     "echo 'second problem' >&2\nexit 1\n");
+  const CliRun run = runCli({"-q", "discover", "--discovery-script", failing});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_EQ(run.out, "") << run;
+  ASSERT_EQ(linesOf(run.err).size(), 1u) << run;
+  EXPECT_TRUE(run.err.starts_with("flink-gpu: error:")) << run;
+}
+
+TEST_F(FlinkGpuCliTest, QuietAndVerboseMayFollowTheSubcommand) {
+  const std::string failing = script("failing.sh", "echo one >&2\necho two >&2\nexit 1\n");
+  const CliRun quiet = runCli({"discover", "-q", "--discovery-script", failing});
+  EXPECT_EQ(quiet.exitCode, 1) << quiet;
+  EXPECT_EQ(linesOf(quiet.err).size(), 1u) << quiet;
+  const CliRun verbose = runCli({"discover", "--discovery-script", twoGpus(), "-v"});
+  EXPECT_EQ(verbose.exitCode, 0) << verbose;
+  EXPECT_NE(verbose.err.find("Discovered GPU resources"), std::string::npos) << verbose;
+}
+
+TEST_F(FlinkGpuCliTest, BadAmountIsReportedBeforeTheScriptIsLookedAt) {
+  const CliRun run = runCli({"discover", "--discovery-script", "/nonexistent.sh", "--amount", "0"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_NE(firstLine(run.err).find("--amount 0"), std::string::npos) << run;
+}
+
+TEST_F(FlinkGpuCliTest, FewerGpusThanAskedIsAWarning) {
+  const CliRun run = runCli({"discover", "--discovery-script", twoGpus(), "--amount", "3"});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "GPU Device(0)\nGPU Device(1)\n") << run;
+  EXPECT_TRUE(hasLineStartingWith(run.err, "flink-gpu: warning:")) << run;
+}
+
+/// The nvidia-gpu-discovery.sh that flink-gpu runs by default: the build tree keeps it where an
+/// install does, <prefix>/plugins/external-resource-gpu/ beside <prefix>/bin/flink-gpu.
+fs::path defaultScriptBesideCli() {
+  return fs::path(kCli).parent_path().parent_path() /
+         "plugins/external-resource-gpu/nvidia-gpu-discovery.sh";
+}
+
+TEST_F(FlinkGpuCliTest, DefaultScriptAsksNvidiaSmi) {
+  ASSERT_TRUE(fs::exists(defaultScriptBesideCli())) << defaultScriptBesideCli();
+  const fs::path fakeBin = fakeNvidiaSmiDir("0\\n1\\n2\\n");
+  const CliRun run =
+      runCli({"discover", "--amount", "1"}, {"PATH=" + fakeBin.string() + ":/usr/bin:/bin"});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "GPU Device(0)\n") << run;
+}
+
+TEST_F(FlinkGpuCliTest, DefaultScriptWithoutNvidiaSmiGivesAHint) {
+  ASSERT_TRUE(fs::exists(defaultScriptBesideCli())) << defaultScriptBesideCli();
+  // A PATH with nothing but bash (the script's `#!/usr/bin/env bash` needs it), so that no
+  // nvidia-smi of the host, on a GPU machine, can be found.
+  const fs::path bashOnly = dir_ / "bash-only";
+  fs::create_directories(bashOnly);
+  const fs::path bash = fs::exists("/bin/bash") ? "/bin/bash" : "/usr/bin/bash";
+  fs::create_symlink(bash, bashOnly / "bash");
+
+  const CliRun run = runCli({"discover", "--amount", "1"}, {"PATH=" + bashOnly.string()});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_EQ(run.out, "") << run;
+  const std::vector<std::string> lines = linesOf(run.err);
+  ASSERT_FALSE(lines.empty()) << run;
+  EXPECT_TRUE(lines.front().starts_with("flink-gpu: error:")) << run;
+  EXPECT_NE(lines.front().find("nvidia-smi was not found"), std::string::npos) << run;
+  EXPECT_TRUE(hasLineStartingWith(run.err, "hint:")) << run;
+}
+
+}  // namespace
