@@ -1,0 +1,367 @@
+// The coordination file: parsing and formatting records, the allocation rule, and the locked,
+// in-place read-modify-write. See Coordination.h for the contract.
+#include "coordination/Coordination.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "externalresource/gpu/DiscoveryOutput.h"
+#include "process/FileDescriptor.h"
+#include "util/Strings.h"
+
+namespace flink::coordination {
+namespace {
+
+namespace fs = std::filesystem;
+using process::FileDescriptor;
+
+/// A coordination file larger than this is not one of ours; refuse it rather than rewrite it.
+constexpr off_t kMaxFileBytes = 4 << 20;
+
+template <typename Int>
+std::optional<Int> parseDecimal(std::string_view text) {
+  Int value{};
+  if (text.empty() || text.front() == '-' || text.front() == '+') return std::nullopt;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+/// The fields of /proc/<pid>/stat after the command name, which is in parentheses and may itself
+/// hold spaces and parentheses: field 3 (the state) is the first one returned.
+std::optional<std::vector<std::string>> procStatFields(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return std::nullopt;
+  const std::size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  return strings::splitWhitespace(std::string_view(text).substr(close + 1));
+}
+
+struct OwnerHash {
+  std::size_t operator()(const Owner& owner) const noexcept {
+    return std::hash<pid_t>{}(owner.pid) * 31 +
+           std::hash<std::uint64_t>{}(owner.startTime.value_or(~std::uint64_t{0}));
+  }
+};
+
+[[noreturn]] void fail(const fs::path& file, const std::string& what, int error = 0) {
+  std::string message = "coordination file " + file.string() + ": " + what;
+  if (error != 0) message += ": " + std::string(std::strerror(error));
+  throw CoordinationError(message);
+}
+
+/// An open, exclusively locked coordination file. The lock goes with the descriptor.
+class LockedFile {
+ public:
+  /// Opens `file` without following a symlink at its last component (creating it when `create`),
+  /// refuses anything but a regular file with one link, and takes the lock, waiting at most
+  /// `lockTimeout`. Returns an invalid LockedFile if the file does not exist and !create.
+  static LockedFile open(const fs::path& file, bool create, int lockType,
+                         std::chrono::milliseconds lockTimeout) {
+    const auto deadline = std::chrono::steady_clock::now() + lockTimeout;
+    while (true) {
+      // O_NONBLOCK: a FIFO planted at the path must not block the open; it is refused below.
+      const int flags = (lockType == LOCK_EX ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW |
+                        O_NONBLOCK | (create ? O_CREAT : 0);
+      FileDescriptor fd(::open(file.c_str(), flags, 0666));
+      if (!fd) {
+        if (errno == ENOENT && !create) return LockedFile(file);
+        if (errno == ELOOP) fail(file, "refusing to use it: it is a symbolic link");
+        if (errno == EISDIR) fail(file, "refusing to use it: it is a directory");
+        fail(file, "cannot open it", errno);
+      }
+      struct stat opened {};
+      if (::fstat(fd.get(), &opened) != 0) fail(file, "cannot stat it", errno);
+      if (!S_ISREG(opened.st_mode)) fail(file, "refusing to use it: it is not a regular file");
+      if (opened.st_nlink > 1) {
+        fail(file, "refusing to use it: it has " + std::to_string(opened.st_nlink) +
+                       " hard links, so writing it would change another file");
+      }
+
+      while (::flock(fd.get(), lockType | LOCK_NB) != 0) {
+        if (errno == EINTR) continue;
+        if (errno != EWOULDBLOCK) fail(file, "cannot lock it", errno);
+        if (std::chrono::steady_clock::now() >= deadline) {
+          fail(file, "still locked by another process after " +
+                         std::to_string(lockTimeout.count()) + " ms");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+
+      // Someone may have replaced the file (Flink's script edits it with `sed -i`, which renames
+      // a new file over it) between our open and our lock: then we hold the lock of a file
+      // nobody else will look at. Start again on the file now at the path.
+      struct stat current {};
+      if (::lstat(file.c_str(), &current) == 0 && current.st_dev == opened.st_dev &&
+          current.st_ino == opened.st_ino) {
+        // The size must be read under the lock: the previous holder may have just grown it.
+        struct stat locked {};
+        if (::fstat(fd.get(), &locked) != 0) fail(file, "cannot stat it", errno);
+        return LockedFile(file, std::move(fd), locked.st_size);
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        fail(file, "it kept being replaced while waiting for its lock");
+      }
+    }
+  }
+
+  bool exists() const { return fd_.valid(); }
+
+  std::string read() {
+    if (size_ > kMaxFileBytes) {
+      fail(file_, "refusing to use it: " + std::to_string(size_) +
+                      " bytes is far more than a coordination file holds");
+    }
+    std::string text(static_cast<std::size_t>(size_), '\0');
+    std::size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::pread(fd_.get(), text.data() + done, text.size() - done,
+                                static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) fail(file_, "cannot read it", errno);
+      if (n == 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    text.resize(done);
+    return text;
+  }
+
+  /// Replaces the contents in place. One pwrite of the new text, padded with newlines to at least
+  /// the old length so that no old byte survives past it, then a truncate to the new length: a
+  /// writer killed at any point leaves whole lines (blank lines are skipped by readers).
+  void write(const std::string& text) {
+    std::string padded = text;
+    if (padded.size() < static_cast<std::size_t>(size_)) {
+      padded.append(static_cast<std::size_t>(size_) - padded.size(), '\n');
+    }
+    std::size_t done = 0;
+    while (done < padded.size()) {
+      const ssize_t n = ::pwrite(fd_.get(), padded.data() + done, padded.size() - done,
+                                 static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) fail(file_, "cannot write it", errno);
+      done += static_cast<std::size_t>(n);
+    }
+    while (::ftruncate(fd_.get(), static_cast<off_t>(text.size())) != 0) {
+      if (errno != EINTR) fail(file_, "cannot truncate it", errno);
+    }
+    size_ = static_cast<off_t>(text.size());
+  }
+
+ private:
+  explicit LockedFile(fs::path file) : file_(std::move(file)) {}
+  LockedFile(fs::path file, FileDescriptor fd, off_t size)
+      : file_(std::move(file)), fd_(std::move(fd)), size_(size) {}
+
+  fs::path file_;
+  FileDescriptor fd_;
+  off_t size_ = 0;
+};
+
+}  // namespace
+
+Owner Owner::of(pid_t pid) {
+  Owner owner{pid, std::nullopt};
+  // Field 22 (starttime) is the 20th after the command name.
+  if (auto fields = procStatFields(pid); fields && fields->size() > 19) {
+    owner.startTime = parseDecimal<std::uint64_t>((*fields)[19]);
+  }
+  return owner;
+}
+
+bool isRunning(const Owner& owner) {
+  if (owner.pid <= 0) return false;
+  if (auto fields = procStatFields(owner.pid)) {
+    if (fields->empty()) return false;
+    const std::string& state = fields->front();
+    if (state == "Z" || state == "X" || state == "x") return false;  // dead, not yet reaped
+    if (owner.startTime && fields->size() > 19) {
+      return parseDecimal<std::uint64_t>((*fields)[19]) == owner.startTime;
+    }
+    return true;
+  }
+  // No /proc entry: gone, unless /proc is not there at all (then ask the kernel directly).
+  if (::access("/proc/self/stat", F_OK) == 0) return false;
+  return ::kill(owner.pid, 0) == 0 || errno == EPERM;
+}
+
+ParsedRecords parseRecords(std::string_view text) {
+  ParsedRecords parsed;
+  std::size_t lineNumber = 0;
+  for (std::string_view line : strings::split(text, '\n')) {
+    ++lineNumber;
+    if (strings::isBlank(line)) continue;
+    const std::vector<std::string> fields = strings::splitWhitespace(line);
+    std::optional<pid_t> pid;
+    std::optional<std::uint64_t> startTime;
+    bool valid = (fields.size() == 2 || fields.size() == 3) &&
+                 externalresource::gpu::isDeviceIdentifier(fields[0]);
+    if (valid) {
+      pid = parseDecimal<pid_t>(fields[1]);
+      valid = pid.has_value() && *pid > 0;
+    }
+    if (valid && fields.size() == 3) {
+      startTime = parseDecimal<std::uint64_t>(fields[2]);
+      valid = startTime.has_value();
+    }
+    if (valid) {
+      parsed.records.push_back(Record{fields[0], Owner{*pid, startTime}});
+    } else {
+      parsed.junk.push_back(JunkLine{lineNumber, std::string(strings::trim(line))});
+    }
+  }
+  return parsed;
+}
+
+std::string formatRecords(const std::vector<Record>& records) {
+  std::string text;
+  text.reserve(records.size() * 32);
+  for (const Record& record : records) {
+    text += record.gpu;
+    text += ' ';
+    text += std::to_string(record.owner.pid);
+    if (record.owner.startTime) {
+      text += ' ';
+      text += std::to_string(*record.owner.startTime);
+    }
+    text += '\n';
+  }
+  return text;
+}
+
+Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
+                          const LivenessProbe& isRunningProbe) {
+  Allocation allocation;
+  allocation.junk = current.junk;
+
+  std::unordered_map<Owner, bool, OwnerHash> running;
+  const auto ownerRunning = [&](const Owner& owner) {
+    auto [it, inserted] = running.try_emplace(owner, false);
+    if (inserted) it->second = isRunningProbe(owner);
+    return it->second;
+  };
+
+  // GPUs held by the requester, and by other running owners; dead records are dropped.
+  std::unordered_set<std::string> mine;
+  std::unordered_set<std::string> taken;
+  std::vector<Record> kept;
+  kept.reserve(current.records.size());
+  for (const Record& record : current.records) {
+    if (record.owner == request.owner ||
+        (record.owner.pid == request.owner.pid && !record.owner.startTime)) {
+      mine.insert(record.gpu);  // re-recorded below, if still granted
+    } else if (ownerRunning(record.owner)) {
+      taken.insert(record.gpu);
+      allocation.heldByOthers.push_back(record);
+      kept.push_back(record);
+    } else {
+      allocation.reclaimed.push_back(record);
+    }
+  }
+
+  // The requester's own GPUs first, then free ones, both in the host's order.
+  std::vector<std::string> granted;
+  for (const std::string& gpu : request.gpus) {
+    if (granted.size() < request.amount && mine.count(gpu) && !taken.count(gpu)) {
+      granted.push_back(gpu);
+    }
+  }
+  std::unordered_set<std::string> grantedSet(granted.begin(), granted.end());
+  for (const std::string& gpu : request.gpus) {
+    if (granted.size() >= request.amount) break;
+    if (!taken.count(gpu) && !grantedSet.count(gpu)) {
+      granted.push_back(gpu);
+      grantedSet.insert(gpu);
+    }
+  }
+
+  allocation.satisfied = request.amount > 0 && granted.size() == request.amount;
+  allocation.records = std::move(kept);
+  if (allocation.satisfied) {
+    // Keep the host's order in the answer, whatever mix of old and new GPUs it holds.
+    for (const std::string& gpu : request.gpus) {
+      if (grantedSet.count(gpu)) {
+        allocation.granted.push_back(gpu);
+        allocation.records.push_back(Record{gpu, request.owner});
+      }
+    }
+  } else {
+    // Nothing changes hands; the requester keeps what it had.
+    for (const Record& record : current.records) {
+      if (mine.count(record.gpu) &&
+          (record.owner == request.owner ||
+           (record.owner.pid == request.owner.pid && !record.owner.startTime))) {
+        allocation.records.push_back(record);
+      }
+    }
+  }
+  return allocation;
+}
+
+namespace {
+
+/// The file's new text: the records, then the junk lines as they were (nothing is lost; the
+/// junk is reported on every read until someone removes it).
+std::string formatFile(const std::vector<Record>& records, const std::vector<JunkLine>& junk) {
+  std::string text = formatRecords(records);
+  for (const JunkLine& line : junk) {
+    text += line.text;
+    text += '\n';
+  }
+  return text;
+}
+
+}  // namespace
+
+Allocation allocate(const fs::path& file, const AllocationRequest& request,
+                    std::chrono::milliseconds lockTimeout) {
+  LockedFile locked = LockedFile::open(file, /*create=*/true, LOCK_EX, lockTimeout);
+  const std::string before = locked.read();
+  Allocation allocation = planAllocation(parseRecords(before), request, isRunning);
+  const std::string after = formatFile(allocation.records, allocation.junk);
+  if (after != before) locked.write(after);
+  return allocation;
+}
+
+Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
+  LockedFile locked = LockedFile::open(file, /*create=*/false, LOCK_SH, lockTimeout);
+  Status status;
+  if (!locked.exists()) return status;
+  ParsedRecords parsed = parseRecords(locked.read());
+  status.junk = std::move(parsed.junk);
+  for (Record& record : parsed.records) {
+    const bool running = isRunning(record.owner);
+    status.records.push_back(RecordStatus{std::move(record), running});
+  }
+  return status;
+}
+
+std::vector<Record> release(const fs::path& file,
+                            const std::function<bool(const Record&)>& predicate,
+                            std::chrono::milliseconds lockTimeout) {
+  LockedFile locked = LockedFile::open(file, /*create=*/false, LOCK_EX, lockTimeout);
+  if (!locked.exists()) return {};
+  const std::string before = locked.read();
+  ParsedRecords parsed = parseRecords(before);
+  std::vector<Record> kept;
+  std::vector<Record> released;
+  for (Record& record : parsed.records) {
+    (predicate(record) ? released : kept).push_back(std::move(record));
+  }
+  if (!released.empty()) locked.write(formatFile(kept, parsed.junk));
+  return released;
+}
+
+}  // namespace flink::coordination

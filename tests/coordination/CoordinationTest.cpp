@@ -1,0 +1,426 @@
+// Coordination: the record format (Flink's, plus a start time), the allocation rule, and the
+// locked file — symlinks refused, junk tolerated, locks that die with their holder, and no
+// GPU ever held by two running owners, also under races and kill -9.
+#include "coordination/Coordination.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "TestSupport.h"
+#include "process/FileDescriptor.h"
+
+namespace flink::coordination {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::readFile;
+using testing::TempDir;
+
+std::vector<std::string> gpuRange(int count) {
+  std::vector<std::string> gpus;
+  for (int i = 0; i < count; ++i) gpus.push_back(std::to_string(i));
+  return gpus;
+}
+
+/// A child process that sleeps until killed; killed and reaped by the destructor.
+class LiveProcess {
+ public:
+  LiveProcess() {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+  }
+  ~LiveProcess() { stop(); }
+  void stop() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  pid_t pid() const { return pid_; }
+  Owner owner() const { return Owner::of(pid_); }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+/// The pid of a process that has exited and been reaped.
+pid_t deadPid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+// --- records -----------------------------------------------------------------------------------
+
+TEST(CoordinationRecordsTest, ReadsFlinksTwoFieldLinesAndOurThreeFieldLines) {
+  const ParsedRecords parsed = parseRecords("0 1234\n1 99 5551212\n\n 11 7 \n");
+  ASSERT_EQ(parsed.records.size(), 3u);
+  EXPECT_EQ(parsed.records[0], (Record{"0", Owner{1234, std::nullopt}}));
+  EXPECT_EQ(parsed.records[1], (Record{"1", Owner{99, 5551212}}));
+  EXPECT_EQ(parsed.records[2], (Record{"11", Owner{7, std::nullopt}}));
+  EXPECT_TRUE(parsed.junk.empty());
+}
+
+TEST(CoordinationRecordsTest, JunkLinesAreReportedWithTheirLineNumbers) {
+  const ParsedRecords parsed =
+      parseRecords("0 1234\n3\nx 12\n4 abc\n5 -1\n6 0\n7 8 9 10\n8 9 x\n# comment\n1 77\n");
+  ASSERT_EQ(parsed.records.size(), 2u);
+  EXPECT_EQ(parsed.records[1].gpu, "1");
+  std::vector<std::size_t> lines;
+  for (const JunkLine& junk : parsed.junk) lines.push_back(junk.lineNumber);
+  EXPECT_EQ(lines, (std::vector<std::size_t>{2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(parsed.junk[0].text, "3");
+}
+
+TEST(CoordinationRecordsTest, FormatIsFlinksWithTheStartTimeAsThirdField) {
+  EXPECT_EQ(formatRecords({Record{"0", Owner{12, 345}}, Record{"GPU-ab12", Owner{13, {}}}}),
+            "0 12 345\nGPU-ab12 13\n");
+}
+
+TEST(CoordinationRecordsTest, OwnerOfReadsTheStartTimeAndIsRunningChecksIt) {
+  const Owner self = Owner::of(::getpid());
+  ASSERT_TRUE(self.startTime.has_value());
+  EXPECT_TRUE(isRunning(self));
+  EXPECT_TRUE(isRunning(Owner{::getpid(), std::nullopt}));
+  // The same pid with another start time is another process: the record's owner is gone.
+  EXPECT_FALSE(isRunning(Owner{::getpid(), *self.startTime + 1}));
+  EXPECT_FALSE(isRunning(Owner{deadPid(), std::nullopt}));
+  EXPECT_FALSE(isRunning(Owner{0, std::nullopt}));
+}
+
+TEST(CoordinationRecordsTest, AZombieOwnerIsNotRunning) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  // Not reaped yet: a zombie.
+  for (int i = 0; i < 200 && isRunning(Owner{child, std::nullopt}); ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_FALSE(isRunning(Owner{child, std::nullopt}));
+  ::waitpid(child, nullptr, 0);
+}
+
+// --- the allocation rule -----------------------------------------------------------------------
+
+bool byPidTable(const Owner& owner, const std::vector<pid_t>& live) {
+  return std::find(live.begin(), live.end(), owner.pid) != live.end();
+}
+
+TEST(CoordinationPlanTest, TakesFreeGpusInOrderAndRecordsTheOwner) {
+  const Allocation a =
+      planAllocation(parseRecords("0 10\n"), {gpuRange(4), 2, Owner{20, 7}},
+                     [](const Owner& o) { return byPidTable(o, {10, 20}); });
+  EXPECT_TRUE(a.satisfied);
+  EXPECT_EQ(a.granted, (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(formatRecords(a.records), "0 10\n1 20 7\n2 20 7\n");
+}
+
+TEST(CoordinationPlanTest, DeadOwnersRecordOfGpuOneNeverTouchesGpuEleven) {
+  // Flink's script deletes with sed "/1 /d", which also removes "11 <pid>".
+  const Allocation a =
+      planAllocation(parseRecords("1 500\n11 600\n"), {gpuRange(16), 1, Owner{700, 1}},
+                     [](const Owner& o) { return byPidTable(o, {600, 700}); });
+  EXPECT_EQ(a.granted, std::vector<std::string>{"0"});
+  EXPECT_EQ(a.reclaimed, (std::vector<Record>{Record{"1", Owner{500, {}}}}));
+  EXPECT_EQ(formatRecords(a.records), "11 600\n0 700 1\n");
+}
+
+TEST(CoordinationPlanTest, ADeadOwnersGpuIsTakenOver) {
+  const Allocation a = planAllocation(parseRecords("0 500\n1 600\n"), {gpuRange(2), 2, Owner{700, 1}},
+                                      [](const Owner& o) { return o.pid == 700; });
+  EXPECT_TRUE(a.satisfied);
+  EXPECT_EQ(a.granted, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(a.reclaimed.size(), 2u);
+}
+
+TEST(CoordinationPlanTest, AskingAgainGivesTheSameGpus) {
+  const auto live = [](const Owner& o) { return byPidTable(o, {10, 20}); };
+  const Allocation first = planAllocation(parseRecords("0 10\n"), {gpuRange(4), 2, Owner{20, 7}}, live);
+  const Allocation again = planAllocation(parseRecords(formatRecords(first.records)),
+                                          {gpuRange(4), 2, Owner{20, 7}}, live);
+  EXPECT_EQ(again.granted, first.granted);
+  EXPECT_EQ(again.records, first.records);
+}
+
+TEST(CoordinationPlanTest, TooFewFreeGpusGrantsNothingButStillDropsDeadRecords) {
+  const Allocation a =
+      planAllocation(parseRecords("0 10\n1 11\n2 99\n"), {gpuRange(3), 2, Owner{20, 7}},
+                     [](const Owner& o) { return byPidTable(o, {10, 11, 20}); });
+  EXPECT_FALSE(a.satisfied);
+  EXPECT_TRUE(a.granted.empty());
+  EXPECT_EQ(a.heldByOthers.size(), 2u);
+  EXPECT_EQ(formatRecords(a.records), "0 10\n1 11\n");
+}
+
+TEST(CoordinationPlanTest, LivenessIsAskedOncePerOwnerSoTheCostIsLinear) {
+  std::string text;
+  for (int i = 0; i < 63; ++i) text += std::to_string(i) + " 10 5\n";
+  int probes = 0;
+  const Allocation a = planAllocation(parseRecords(text), {gpuRange(64), 1, Owner{20, 7}},
+                                      [&](const Owner& o) {
+                                        ++probes;
+                                        return o.pid == 10;
+                                      });
+  EXPECT_EQ(a.granted, std::vector<std::string>{"63"});
+  EXPECT_EQ(probes, 1);
+}
+
+// --- the file ----------------------------------------------------------------------------------
+
+class CoordinationFileTest : public ::testing::Test {
+ protected:
+  fs::path file() const { return dir_ / "nested" / "coordination"; }
+  TempDir dir_;
+};
+
+TEST_F(CoordinationFileTest, CreatesTheFileAndTwoOwnersGetDisjointGpus) {
+  fs::create_directories(file().parent_path());
+  LiveProcess first;
+  LiveProcess second;
+  const Allocation a = allocate(file(), {gpuRange(4), 2, first.owner()});
+  const Allocation b = allocate(file(), {gpuRange(4), 2, second.owner()});
+  EXPECT_EQ(a.granted, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(b.granted, (std::vector<std::string>{"2", "3"}));
+  LiveProcess third;
+  EXPECT_FALSE(allocate(file(), {gpuRange(4), 1, third.owner()}).satisfied);
+
+  // Flink's script reads `<index> <pid>`: the first two fields are exactly that.
+  const ParsedRecords onDisk = parseRecords(readFile(file()));
+  ASSERT_EQ(onDisk.records.size(), 4u);
+  EXPECT_EQ(onDisk.records[0].owner.pid, first.pid());
+  EXPECT_EQ(onDisk.records[3].owner.pid, second.pid());
+
+  first.stop();  // its GPUs come back
+  EXPECT_EQ(allocate(file(), {gpuRange(4), 2, third.owner()}).granted,
+            (std::vector<std::string>{"0", "1"}));
+}
+
+TEST_F(CoordinationFileTest, ARecordWithAReusedPidIsTakenBack) {
+  fs::create_directories(file().parent_path());
+  const Owner self = Owner::of(::getpid());
+  // This process's pid, but a start time of another process: the pid was reused.
+  testing::writeScript(file(), "0 " + std::to_string(::getpid()) + " " +
+                                   std::to_string(*self.startTime - 1) + "\n",
+                       fs::perms::owner_read | fs::perms::owner_write);
+  LiveProcess other;
+  const Allocation a = allocate(file(), {gpuRange(1), 1, other.owner()});
+  EXPECT_TRUE(a.satisfied);
+  EXPECT_EQ(a.reclaimed.size(), 1u);
+}
+
+TEST_F(CoordinationFileTest, ASymlinkAtThePathIsRefusedAndItsTargetNeverWritten) {
+  fs::create_directories(file().parent_path());
+  const fs::path target = dir_ / "precious";
+  testing::writeScript(target, "do not touch\n", fs::perms::owner_read | fs::perms::owner_write);
+  fs::create_symlink(target, file());
+  try {
+    allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())});
+    FAIL();
+  } catch (const CoordinationError& e) {
+    EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(file().string()), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(readFile(target), "do not touch\n");
+  EXPECT_THROW(release(file(), [](const Record&) { return true; }), CoordinationError);
+}
+
+TEST_F(CoordinationFileTest, AnythingButARegularFileIsRefused) {
+  fs::create_directories(file());  // a directory at the path
+  EXPECT_THROW(allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}), CoordinationError);
+  fs::remove(file());
+  ASSERT_EQ(::mkfifo(file().c_str(), 0600), 0);
+  EXPECT_THROW(allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}), CoordinationError);
+  fs::remove(file());
+  const fs::path other = dir_ / "other";
+  testing::writeScript(other, "", fs::perms::owner_read | fs::perms::owner_write);
+  fs::create_hard_link(other, file());
+  EXPECT_THROW(allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}), CoordinationError);
+  EXPECT_EQ(readFile(other), "");
+}
+
+TEST_F(CoordinationFileTest, JunkLinesAreToleratedReportedAndKept) {
+  fs::create_directories(file().parent_path());
+  testing::writeScript(file(), "garbage\n0 " + std::to_string(deadPid()) + "\n\n1 not-a-pid\n",
+                       fs::perms::owner_read | fs::perms::owner_write);
+  LiveProcess owner;
+  const Allocation a = allocate(file(), {gpuRange(2), 2, owner.owner()});
+  EXPECT_TRUE(a.satisfied);
+  ASSERT_EQ(a.junk.size(), 2u);
+  EXPECT_EQ(a.junk[0].lineNumber, 1u);
+  EXPECT_EQ(a.junk[1].text, "1 not-a-pid");
+  const ParsedRecords onDisk = parseRecords(readFile(file()));
+  EXPECT_EQ(onDisk.records.size(), 2u);
+  EXPECT_EQ(onDisk.junk.size(), 2u);
+}
+
+TEST_F(CoordinationFileTest, ALockHeldTooLongIsAClearErrorAndALockOfTheDeadIsNot) {
+  fs::create_directories(file().parent_path());
+  allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())});
+  {
+    process::FileDescriptor holder(::open(file().c_str(), O_RDWR | O_CLOEXEC));
+    ASSERT_EQ(::flock(holder.get(), LOCK_EX), 0);
+    try {
+      allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}, 200ms);
+      FAIL();
+    } catch (const CoordinationError& e) {
+      EXPECT_NE(std::string(e.what()).find("locked"), std::string::npos) << e.what();
+    }
+  }
+  // A process killed while it holds the lock does not leave the host locked.
+  const pid_t holder = ::fork();
+  if (holder == 0) {
+    const int fd = ::open(file().c_str(), O_RDWR);
+    ::flock(fd, LOCK_EX);
+    ::pause();
+    ::_exit(0);
+  }
+  std::this_thread::sleep_for(50ms);
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  EXPECT_TRUE(allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}, 1s).satisfied);
+}
+
+TEST_F(CoordinationFileTest, StatusAndRelease) {
+  fs::create_directories(file().parent_path());
+  EXPECT_TRUE(readStatus(file()).records.empty());  // no file yet: nothing held
+  LiveProcess owner;
+  allocate(file(), {gpuRange(4), 2, owner.owner()});
+  std::ofstream(file(), std::ios::app) << "3 " << deadPid() << "\n";
+  Status status = readStatus(file());
+  ASSERT_EQ(status.records.size(), 3u);
+  EXPECT_TRUE(status.records[0].running);
+  EXPECT_FALSE(status.records[2].running);
+
+  const auto released = release(file(), [](const Record& r) { return r.gpu == "1"; });
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].owner.pid, owner.pid());
+  const pid_t pid = owner.pid();
+  EXPECT_EQ(release(file(), [&](const Record& r) { return r.owner.pid == pid; }).size(), 1u);
+  EXPECT_EQ(readStatus(file()).records.size(), 1u);
+}
+
+// --- races and kill -9 -------------------------------------------------------------------------
+
+/// One round: `owners` processes start together and each asks for one of `gpus` GPUs. A process
+/// that gets a GPU claims a marker file for it with O_EXCL while it holds it, and removes the
+/// marker before it exits: finding the marker already there means two running owners held the
+/// same GPU. Returns {granted, violations}.
+std::pair<int, int> raceRound(const fs::path& file, const fs::path& markers, int owners,
+                              int gpus) {
+  int startPipe[2];
+  EXPECT_EQ(::pipe(startPipe), 0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < owners; ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(startPipe[1]);
+      char go;
+      (void)::read(startPipe[0], &go, 1);  // wait for the start: all race at once
+      int code = 2;                        // not granted
+      try {
+        const Allocation a = allocate(file, {gpuRange(gpus), 1, Owner::of(::getpid())});
+        if (a.satisfied) {
+          const fs::path marker = markers / a.granted.front();
+          const int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+          if (fd < 0) ::_exit(3);  // someone running holds this GPU too
+          ::close(fd);
+          ::usleep(2000);
+          ::unlink(marker.c_str());
+          code = 0;
+        }
+      } catch (...) {
+        code = 4;
+      }
+      ::_exit(code);
+    }
+    children.push_back(pid);
+  }
+  ::close(startPipe[0]);
+  ::close(startPipe[1]);  // EOF: go
+  int granted = 0;
+  int violations = 0;
+  for (pid_t child : children) {
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (code == 0) ++granted;
+    if (code == 3 || code == 4 || code == -1) {
+      ++violations;
+      ADD_FAILURE() << "owner " << child << " ended with " << code << " (status " << status << ")";
+    }
+  }
+  return {granted, violations};
+}
+
+TEST_F(CoordinationFileTest, ThirtyTwoOwnersRaceForEightGpusAndNoGpuHasTwoRunningOwners) {
+  fs::create_directories(file().parent_path());
+  const fs::path markers = dir_ / "markers";
+  fs::create_directories(markers);
+  int totalGranted = 0;
+  for (int round = 0; round < 25; ++round) {
+    const auto [granted, violations] = raceRound(file(), markers, 32, 8);
+    ASSERT_EQ(violations, 0) << "round " << round;
+    EXPECT_GE(granted, 8) << "round " << round;  // at least one full set of GPUs handed out
+    totalGranted += granted;
+  }
+  EXPECT_GE(totalGranted, 25 * 8);
+  const ParsedRecords onDisk = parseRecords(readFile(file()));
+  EXPECT_TRUE(onDisk.junk.empty());
+}
+
+TEST_F(CoordinationFileTest, KillNineAtRandomMomentsLeavesAConsistentFile) {
+  fs::create_directories(file().parent_path());
+  std::mt19937 random(12345);
+  for (int round = 0; round < 60; ++round) {
+    std::vector<pid_t> children;
+    for (int i = 0; i < 6; ++i) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        // Allocate over and over: a kill lands inside an allocation most of the time.
+        for (;;) {
+          try {
+            allocate(file(), {gpuRange(8), 1 + static_cast<std::size_t>(::getpid() % 3),
+                              Owner::of(::getpid())});
+            release(file(), [](const Record& r) { return r.owner.pid == ::getpid(); });
+          } catch (...) {
+            ::_exit(4);
+          }
+        }
+      }
+      children.push_back(pid);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(random() % 20000));
+    for (pid_t child : children) {
+      ::kill(child, SIGKILL);
+    }
+    for (pid_t child : children) {
+      int status = 0;
+      ::waitpid(child, &status, 0);
+      ASSERT_TRUE(WIFSIGNALED(status)) << "a child failed instead of being killed";
+    }
+    const ParsedRecords onDisk = parseRecords(readFile(file()));
+    ASSERT_TRUE(onDisk.junk.empty()) << "torn file: " << readFile(file());
+  }
+  // Every owner is dead: the whole host is free again.
+  const Allocation all = allocate(file(), {gpuRange(8), 8, Owner::of(::getpid())});
+  EXPECT_TRUE(all.satisfied);
+}
+
+}  // namespace
+}  // namespace flink::coordination
