@@ -81,7 +81,7 @@ int runDiscover(const DiscoverOptions& options) {
   Configuration config;
   const bool usingDefaultScript = !options.discoveryScript.has_value();
   config.set(GPUDriverOptions::DISCOVERY_SCRIPT_PATH,
-             options.discoveryScript.value_or(defaultDiscoveryScript()));
+             usingDefaultScript ? defaultDiscoveryScript() : *options.discoveryScript);
   if (options.discoveryArgs) config.set(GPUDriverOptions::DISCOVERY_SCRIPT_ARG, *options.discoveryArgs);
   if (options.timeout) config.setString(GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT.key(), *options.timeout);
 

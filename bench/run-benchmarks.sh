@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Runs the two benchmark programs of a build and prints the figures the README quotes:
+#
+#   1. in-process overhead: GPUDriver::retrieveResourceInfo / a bare posix_spawn + read + waitpid
+#      of the same discovery script (driver_bench);            target: within 5 % (ratio <= 1.05)
+#      Twice: from the two separate benchmarks' means, and from BM_PairedRetrieveVsBare, which
+#      alternates the two calls in one loop and is the steadier figure on a busy machine.
+#      (The CLI ratio is likewise given twice, the second from BM_PairedProcesses.)
+#   2. whole CLI: a `flink-gpu discover` process / a bare run of the script (cli_bench);
+#                                                               target: within 3x   (ratio <= 3)
+#   3. flink-gpu's peak resident memory (VmHWM at exit), next to the bare script's.
+#
+# For reference it also prints process::run / bare spawn (the driver's process layer alone) and
+# `flink-gpu --version` / script (flink-gpu's start-up alone, without a discovery).
+#
+# Builds nothing: configure and build first (FLINK_GPU_BENCH=ON, the default), preferably in a
+# Release or RelWithDebInfo build. Usage:
+#
+#   bench/run-benchmarks.sh [BUILD_DIR] [--benchmark_... flags]
+#
+# BUILD_DIR defaults to build/ in the repository root. Flags after it go to both programs
+# (e.g. --benchmark_filter=Bare). Console output is shown as it runs; the JSON of each program
+# goes to BUILD_DIR/bench-results/{driver_bench,cli_bench}.json, from which the ratios are
+# computed (python3). Ratios are of mean wall-clock time over the repetitions, with a rough 95 %
+# interval from the spread of the repetitions (median ratio in brackets). When that interval
+# straddles the target the verdict says "inconclusive": the machine was too noisy, rerun it when
+# it is idle. Exit status: non-zero if a benchmark failed (it reports the error; Google Benchmark
+# itself still exits 0), not when a target is missed.
+set -euo pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=$repo_root/build
+if [[ $# -gt 0 && $1 != -* ]]; then
+  build_dir=$1
+  shift
+fi
+
+for program in driver_bench cli_bench; do
+  if [[ ! -x $build_dir/bin/$program ]]; then
+    echo "run-benchmarks.sh: $build_dir/bin/$program not found; build it first, e.g." >&2
+    echo "  cmake -S $repo_root -B $build_dir -G Ninja && ninja -C $build_dir $program" >&2
+    exit 2
+  fi
+done
+
+results=$build_dir/bench-results
+mkdir -p "$results"
+
+for program in driver_bench cli_bench; do
+  echo "=== $program ==="
+  "$build_dir/bin/$program" --benchmark_format=console \
+    --benchmark_out="$results/$program.json" --benchmark_out_format=json "$@"
+  echo
+done
+
+python3 - "$results/driver_bench.json" "$results/cli_bench.json" <<'PY'
+import json
+import math
+import statistics
+import sys
+
+UNIT_TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+errors = []
+
+
+def load(path):
+    """{benchmark name: {"agg": {aggregate name: entry}, "reps": [real time in us, ...]}}."""
+    with open(path) as f:
+        data = json.load(f)
+    found = {}
+    for entry in data["benchmarks"]:
+        if entry.get("error_occurred"):
+            errors.append(f"{entry['name']}: {entry.get('error_message', 'failed')}")
+            continue
+        name = entry["run_name"].split("/")[0]
+        slot = found.setdefault(name, {"agg": {}, "reps": [], "counters": {}})
+        if entry.get("run_type") == "aggregate":
+            slot["agg"][entry["aggregate_name"]] = entry
+        else:
+            slot["reps"].append(us(entry))
+            for counter in ("ratio", "discover_ratio", "version_ratio"):
+                if counter in entry:
+                    slot["counters"].setdefault(counter, []).append(entry[counter])
+    return {name: slot for name, slot in found.items() if "mean" in slot["agg"]}
+
+
+def us(entry):
+    return entry["real_time"] * UNIT_TO_US[entry["time_unit"]]
+
+
+def relative_standard_error(reps):
+    """Standard error of the mean over the repetitions, relative to the mean."""
+    if len(reps) < 2:
+        return float("nan")
+    return statistics.stdev(reps) / statistics.fmean(reps) / math.sqrt(len(reps))
+
+
+def describe(found, name):
+    a = found[name]["agg"]
+    return (f"{name} {us(a['mean']):.0f} us (median {us(a['median']):.0f} us, "
+            f"cv {a['cv']['real_time'] * 100:.1f} % over {len(found[name]['reps'])} repetitions)")
+
+
+def compare(found, label, numerator, denominator, limit, target):
+    if numerator not in found or denominator not in found:
+        print(f"{label}: not measured (filtered out or failed)")
+        return
+    n, d = found[numerator], found[denominator]
+    mean_ratio = us(n["agg"]["mean"]) / us(d["agg"]["mean"])
+    median_ratio = us(n["agg"]["median"]) / us(d["agg"]["median"])
+    # Rough 95 % interval of the ratio of means (repetitions taken as independent).
+    spread = 2 * mean_ratio * math.hypot(relative_standard_error(n["reps"]),
+                                         relative_standard_error(d["reps"]))
+    interval = "" if math.isnan(spread) else f" +/- {spread:.3f}"
+    if limit is None:
+        verdict = None
+    elif math.isnan(spread):
+        verdict = "meets target" if mean_ratio <= limit else "ABOVE TARGET"
+    else:
+        if mean_ratio + spread <= limit:
+            verdict = "meets target"
+        elif mean_ratio - spread > limit:
+            verdict = "ABOVE TARGET"
+        else:
+            verdict = "inconclusive (the interval straddles the target; rerun on a quieter machine)"
+    line = f"{label}: {mean_ratio:.3f}{interval} [median {median_ratio:.3f}]"
+    if verdict is not None:
+        line += f"   target {target} -> {verdict}"
+    print(line)
+    print(f"    {describe(found, numerator)}")
+    print(f"    {describe(found, denominator)}")
+
+
+def paired(found, name, counter, limit, target):
+    """The per-repetition ratios a paired benchmark reported: their mean +/- 2 standard errors."""
+    ratios = found.get(name, {}).get("counters", {}).get(counter, [])
+    if not ratios:
+        return
+    mean_ratio = statistics.fmean(ratios)
+    spread = 2 * statistics.stdev(ratios) / math.sqrt(len(ratios)) if len(ratios) > 1 else 0.0
+    line = (f"  same, paired ({name}, {len(ratios)} repetitions): "
+            f"{mean_ratio:.3f} +/- {spread:.3f}")
+    if limit is not None:
+        verdict = ("meets target" if mean_ratio + spread <= limit else
+                   "ABOVE TARGET" if mean_ratio - spread > limit else "inconclusive")
+        line += f"   target {target} -> {verdict}"
+    print(line)
+
+
+driver = load(sys.argv[1])
+cli = load(sys.argv[2])
+
+print("=== Summary: ratio of mean wall-clock times, +/- a rough 95 % interval ===")
+compare(driver, "retrieveResourceInfo / bare spawn+wait", "BM_RetrieveResourceInfo",
+        "BM_BareSpawnAndWait", 1.05, "<= 1.05 (within 5 %)")
+paired(driver, "BM_PairedRetrieveVsBare", "ratio", 1.05, "<= 1.05")
+compare(driver, "process::run / bare spawn+wait (for reference)", "BM_ProcessRun",
+        "BM_BareSpawnAndWait", 1.05, "<= 1.05")
+compare(cli, "flink-gpu discover process / script process", "BM_FlinkGpuDiscoverProcess",
+        "BM_ScriptProcess", 3.0, "<= 3x")
+paired(cli, "BM_PairedProcesses", "discover_ratio", 3.0, "<= 3x")
+compare(cli, "flink-gpu --version process / script process (start-up alone, for reference)",
+        "BM_FlinkGpuVersionProcess", "BM_ScriptProcess", None, None)
+paired(cli, "BM_PairedProcesses", "version_ratio", None, None)
+if "BM_FlinkGpuDiscoverProcess" in cli:
+    def mib(name, counter):
+        value = cli.get(name, {}).get("agg", {}).get("mean", {}).get(counter)
+        return "n/a (ptrace not allowed?)" if value is None else f"{value:.2f} MiB"
+
+    print(f"flink-gpu peak RSS: {mib('BM_FlinkGpuDiscoverProcess', 'peak_rss_MiB')} (VmHWM at "
+          f"exit); the bare script: {mib('BM_ScriptProcess', 'peak_rss_MiB')}; wait4 ru_maxrss "
+          f"of flink-gpu: {mib('BM_FlinkGpuDiscoverProcess', 'wait4_maxrss_MiB')}")
+for error in dict.fromkeys(errors):
+    print(f"FAILED: {error}", file=sys.stderr)
+sys.exit(1 if errors else 0)
+PY
