@@ -79,9 +79,11 @@ std::string describeSpawnError(int error, const std::string& path) {
   return message;
 }
 
-/// Starts argv in a new process group, stdin from /dev/null, stdout/stderr on the given pipe
-/// ends, every other descriptor closed, default signal dispositions and an empty signal mask.
-pid_t spawn(const std::vector<std::string>& argv, int stdoutFd, int stderrFd) {
+/// Starts argv (in a new process group when asked), stdin from /dev/null, stdout/stderr on the
+/// given pipe ends, every other descriptor closed, default signal dispositions and an empty
+/// signal mask.
+pid_t spawn(const std::vector<std::string>& argv, int stdoutFd, int stderrFd,
+            bool newProcessGroup) {
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
@@ -100,10 +102,9 @@ pid_t spawn(const std::vector<std::string>& argv, int stdoutFd, int stderrFd) {
   check(::posix_spawn_file_actions_addclosefrom_np(settings.actions(), STDERR_FILENO + 1),
         "posix_spawn_file_actions_addclosefrom_np");
 
-  check(::posix_spawnattr_setflags(settings.attributes(), POSIX_SPAWN_SETPGROUP |
-                                                              POSIX_SPAWN_SETSIGMASK |
-                                                              POSIX_SPAWN_SETSIGDEF),
-        "posix_spawnattr_setflags");
+  const short flags = static_cast<short>(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                         (newProcessGroup ? POSIX_SPAWN_SETPGROUP : 0));
+  check(::posix_spawnattr_setflags(settings.attributes(), flags), "posix_spawnattr_setflags");
   check(::posix_spawnattr_setpgroup(settings.attributes(), 0), "posix_spawnattr_setpgroup");
   sigset_t signals;
   ::sigemptyset(&signals);
@@ -188,7 +189,7 @@ class Run {
     setNonBlocking(err.readEnd.get());
     out_ = Stream{std::move(out.readEnd), {}, options.maxCapturedBytes};
     err_ = Stream{std::move(err.readEnd), {}, options.maxCapturedBytes};
-    pid_ = spawn(argv, out.writeEnd.get(), err.writeEnd.get());
+    pid_ = spawn(argv, out.writeEnd.get(), err.writeEnd.get(), options.newProcessGroup);
     // The write ends close here, when `out` and `err` go: from now on only the child holds them.
     if (options.usePidfd) pidfd_ = openPidfd(pid_);
   }
@@ -308,8 +309,8 @@ class Run {
   }
 
   void signalGroup(int signal) const {
-    ::kill(-pid_, signal);  // ESRCH: the group is already empty
-    ::kill(pid_, signal);   // the leader too, in case it moved to another group
+    if (options_.newProcessGroup) ::kill(-pid_, signal);  // ESRCH: the group is already empty
+    ::kill(pid_, signal);  // the leader too, in case it moved to another group
   }
 
   int reap() {

@@ -72,6 +72,11 @@ struct RunOptions {
   /// Watch for the program's exit through a pidfd (Linux 5.3+). When false, or when the kernel
   /// has no pidfd_open, exit is noticed by polling waitid every few milliseconds instead.
   bool usePidfd = true;
+  /// Start the program in a process group of its own (and end that whole group). When false it
+  /// stays in the caller's group, so that whoever ends the caller's group ends it too (a
+  /// discovery program's nvidia-smi, when the driver kills the discovery); then only the program
+  /// itself is signalled, and what it leaves behind is not ours to kill.
+  bool newProcessGroup = true;
 };
 
 /// The program could not be started (not found, not executable, bad format, out of resources).

@@ -68,7 +68,9 @@ foreach(path
     "${INCLUDEDIR}/flink/externalresource/gpu/GPUDriverFactory.h"
     "${LIBDIR}/cmake/FlinkGpu/FlinkGpuConfig.cmake"
     "${LIBDIR}/cmake/FlinkGpu/FlinkGpuConfigVersion.cmake"
-    "${PLUGIN_DIR}/nvidia-gpu-discovery.sh")
+    "${PLUGIN_DIR}/nvidia-gpu-discovery.sh"
+    "${PLUGIN_DIR}/nvidia-gpu-discovery"
+    "${PLUGIN_DIR}/gpu-discovery-common.sh")
   if(NOT EXISTS "${prefix}/${path}")
     message(FATAL_ERROR "the install has no ${path} (prefix ${prefix})")
   endif()
@@ -78,7 +80,8 @@ if(NOT versioned_libraries)
   message(FATAL_ERROR "the install has no versioned ${LIBDIR}/libflink-external-resource-gpu.so.*")
 endif()
 # CMake 3.25 has no if(IS_EXECUTABLE); test(1) asks the kernel's view (mode and mount).
-foreach(program "${BINDIR}/flink-gpu" "${PLUGIN_DIR}/nvidia-gpu-discovery.sh")
+foreach(program "${BINDIR}/flink-gpu" "${PLUGIN_DIR}/nvidia-gpu-discovery.sh"
+                "${PLUGIN_DIR}/nvidia-gpu-discovery")
   execute_process(COMMAND test -x "${prefix}/${program}" RESULT_VARIABLE not_executable)
   if(not_executable)
     message(FATAL_ERROR "the installed ${program} is not executable")

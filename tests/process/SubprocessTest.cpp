@@ -195,6 +195,20 @@ TEST_P(SubprocessTest, ScriptThatClosesItsStreamsEarlyIsStillWaitedFor) {
   EXPECT_EQ(result.stdoutOutput.data, "0\n");
 }
 
+TEST_P(SubprocessTest, RunsInItsOwnProcessGroupUnlessToldToStayInOurs) {
+  const std::string body = "cut -d' ' -f5 /proc/$$/stat\n";
+  RunOptions own = options();
+  const ProcessResult separate = runScript(body, own);
+  RunOptions shared = options();
+  shared.newProcessGroup = false;
+  const ProcessResult same = runScript(body, shared);
+  EXPECT_NE(separate.stdoutOutput.data, std::to_string(::getpgrp()) + "\n");
+  EXPECT_EQ(same.stdoutOutput.data, std::to_string(::getpgrp()) + "\n");
+  // A time-out still ends the program itself.
+  shared.timeout = 200ms;
+  EXPECT_EQ(runScript("exec sleep 10\n", shared).outcome, ProcessOutcome::timedOut());
+}
+
 INSTANTIATE_TEST_SUITE_P(ExitWatch, SubprocessTest, ::testing::Values(true, false),
                          [](const auto& param) { return param.param ? "Pidfd" : "WaitidPolling"; });
 

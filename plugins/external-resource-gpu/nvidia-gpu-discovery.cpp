@@ -1,0 +1,194 @@
+// nvidia-gpu-discovery: the default discovery program of the GPU external-resource driver.
+//
+// Flink's driver (and ours) runs nvidia-gpu-discovery.sh, which execs this program with the same
+// arguments:
+//
+//     nvidia-gpu-discovery <amount> [--enable-coordination-mode] [--coordination-file PATH]
+//                          [--gpus LIST] [--owner-pid PID]
+//
+// It answers by the discovery-script protocol: one line of comma-separated GPU indices on stdout
+// and exit 0, or exit 1 with the cause on the first stderr line (details and notes follow).
+// The host's GPUs come from nvidia-smi, or from --gpus (custom scripts, through
+// gpu-discovery-common.sh). In plain mode the first <amount> are printed. In coordination mode
+// they are allocated through the coordination file shared by the workers of the host, for the
+// process that owns them: --owner-pid, by default our parent — the worker that started the
+// discovery, since the wrapper script execs us (Flink's script records its $PPID the same way).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "coordination/Coordination.h"
+#include "discovery/DiscoveryArguments.h"
+#include "discovery/NvidiaSmi.h"
+#include "util/Strings.h"
+
+namespace {
+
+using flink::discovery::DiscoveryArguments;
+using flink::discovery::DiscoveryError;
+namespace coordination = flink::coordination;
+
+std::string join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string joined;
+  for (const std::string& part : parts) {
+    if (!joined.empty()) joined += separator;
+    joined += part;
+  }
+  return joined;
+}
+
+/// What goes to stderr after the first line (or after the answer, on success): details about
+/// the cause first, then notes about the command line and the coordination file, so that the
+/// first stderr line always names the cause of a failure.
+struct Trailer {
+  std::vector<std::string> details;
+  std::vector<std::string> notes;
+
+  void print() const {
+    std::string text;
+    for (const auto* lines : {&details, &notes}) {
+      for (const std::string& line : *lines) text += line + '\n';
+    }
+    std::fputs(text.c_str(), stderr);
+  }
+};
+
+int fail(const std::string& cause, const Trailer& trailer) {
+  std::fputs((cause + '\n').c_str(), stderr);
+  trailer.print();
+  return 1;
+}
+
+int answer(const std::vector<std::string>& gpus, const Trailer& trailer) {
+  const std::string line = join(gpus, ",") + '\n';
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fflush(stdout);
+  trailer.print();
+  return 0;
+}
+
+/// The same GPU twice would be handed out twice; nvidia-smi never does it, a --gpus list may.
+std::vector<std::string> withoutDuplicates(const std::vector<std::string>& gpus, Trailer& trailer) {
+  std::vector<std::string> unique;
+  std::unordered_set<std::string> seen;
+  for (const std::string& gpu : gpus) {
+    if (seen.insert(gpu).second) {
+      unique.push_back(gpu);
+    } else {
+      trailer.notes.push_back("note: GPU " + gpu + " is listed more than once; counted once");
+    }
+  }
+  return unique;
+}
+
+int allocate(const DiscoveryArguments& args, const std::vector<std::string>& gpus,
+             Trailer& trailer) {
+  const pid_t ownerPid = args.ownerPid.value_or(::getppid());
+  const coordination::Owner owner = coordination::Owner::of(ownerPid);
+  if (!coordination::isRunning(owner)) {
+    // Its records would be taken back by the very next allocation.
+    return fail("the owner process " + std::to_string(ownerPid) +
+                    " is not running: GPUs recorded for it would not stay reserved",
+                trailer);
+  }
+
+  const coordination::Allocation allocation =
+      coordination::allocate(args.coordinationFile, {gpus, args.amount, owner});
+
+  const std::string file = args.coordinationFile.string();
+  for (const coordination::JunkLine& junk : allocation.junk) {
+    trailer.notes.push_back("note: ignoring line " + std::to_string(junk.lineNumber) + " of " +
+                            file + ", which is not a record: '" +
+                            flink::strings::quoteForMessage(junk.text) + "'");
+  }
+  for (const coordination::Record& record : allocation.reclaimed) {
+    trailer.notes.push_back("note: took back GPU " + record.gpu + " from process " +
+                            std::to_string(record.owner.pid) + ", which is no longer running");
+  }
+
+  if (!allocation.satisfied) {
+    // Free for this owner: every GPU of the host that no other running owner holds.
+    std::unordered_set<std::string> hostGpus(gpus.begin(), gpus.end());
+    std::unordered_set<std::string> heldGpus;
+    std::vector<std::string> held;
+    for (const coordination::Record& record : allocation.heldByOthers) {
+      if (!hostGpus.count(record.gpu)) continue;
+      heldGpus.insert(record.gpu);
+      held.push_back("GPU " + record.gpu + " is held by process " +
+                     std::to_string(record.owner.pid));
+    }
+    const std::size_t free = gpus.size() - heldGpus.size();
+    trailer.details.insert(trailer.details.begin(), held.begin(), held.end());
+    trailer.details.insert(trailer.details.begin(), "coordination file: " + file);
+    return fail("not enough free GPUs: " + args.amountText + " requested, " + std::to_string(free) +
+                    " free",
+                trailer);
+  }
+  return answer(allocation.granted, trailer);
+}
+
+int discover(const std::vector<std::string>& argv) {
+  Trailer trailer;
+  const DiscoveryArguments args = flink::discovery::parseDiscoveryArguments(argv);
+  trailer.notes = args.notes;
+
+  std::unique_ptr<flink::discovery::GpuEnumerator> enumerator;
+  if (args.gpus) {
+    enumerator = std::make_unique<flink::discovery::StaticEnumerator>(*args.gpus);
+  } else {
+    const flink::discovery::TimeoutSetting timeout =
+        flink::discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT"));
+    if (timeout.note) trailer.notes.push_back(*timeout.note);
+    flink::discovery::NvidiaSmiOptions options;
+    options.timeout = timeout.timeout;
+    enumerator = std::make_unique<flink::discovery::NvidiaSmiEnumerator>(options);
+  }
+
+  flink::discovery::Enumeration found;
+  try {
+    found = enumerator->enumerate();
+  } catch (const DiscoveryError& e) {
+    trailer.details = e.details();
+    return fail(e.what(), trailer);
+  }
+  trailer.details = found.warnings;
+  const std::vector<std::string> gpus = withoutDuplicates(found.gpus, trailer);
+
+  if (gpus.size() < args.amount) {
+    return fail("only " + std::to_string(gpus.size()) + " GPU(s) found, " + args.amountText +
+                    " requested (found: " + join(gpus, ",") + ")",
+                trailer);
+  }
+  if (args.coordination) {
+    try {
+      return allocate(args, gpus, trailer);
+    } catch (const coordination::CoordinationError& e) {
+      return fail(e.what(), trailer);
+    }
+  }
+  return answer({gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(args.amount)}, trailer);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return discover(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const DiscoveryError& e) {
+    // A bad command line: nothing was looked at yet, so the trailer is the error's own.
+    std::string text = std::string(e.what()) + '\n';
+    for (const std::string& line : e.details()) text += line + '\n';
+    std::fputs(text.c_str(), stderr);
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nvidia-gpu-discovery: unexpected error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,49 @@
+// The command line of the nvidia-gpu-discovery program, read by hand and tolerantly.
+//
+// The program is run by Flink's Java driver and by ours with whatever `discovery-script.args` a
+// deployment configured for Flink's own script, so it must accept Flink's arguments
+// (`<amount> [--enable-coordination-mode] [--coordination-file PATH]`) and must not fail on
+// arguments it does not know: those are reported as notes and ignored, and the `null` the
+// drivers pass when no arguments are configured is ignored silently. Only the amount, and the
+// values of our own options (--gpus, --owner-pid), are checked strictly, since a mistake there
+// would hand out the wrong GPUs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flink::discovery {
+
+struct DiscoveryArguments {
+  /// The amount as messages show it: digits without leading zeros ("007" → "7").
+  std::string amountText;
+  /// The amount, or SIZE_MAX when it is too large to hold (certainly more GPUs than a host has).
+  std::size_t amount = 0;
+  bool coordination = false;
+  std::filesystem::path coordinationFile;
+  /// --gpus: the host's GPUs, instead of asking nvidia-smi.
+  std::optional<std::vector<std::string>> gpus;
+  /// --owner-pid: the process the GPUs are recorded for.
+  std::optional<pid_t> ownerPid;
+  /// "note: ..." lines about arguments that were ignored.
+  std::vector<std::string> notes;
+};
+
+/// Reads the arguments after the program name.
+/// @throws DiscoveryError for a missing or invalid amount and for bad --gpus/--owner-pid values.
+DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args);
+
+/// Splits a GPU list on commas and whitespace (newlines included, as a custom script may pass
+/// nvidia-smi's output as it is), dropping empty parts. Each part must be a device identifier
+/// (see isDeviceIdentifier); decimal indices lose their leading zeros, so "01" and "1" are one
+/// GPU in the coordination file.
+/// @throws DiscoveryError naming the first part that is not a device identifier.
+std::vector<std::string> parseGpuList(std::string_view text);
+
+}  // namespace flink::discovery

@@ -1,0 +1,108 @@
+// The command line of nvidia-gpu-discovery: Flink's arguments, ours, and tolerance of the rest.
+#include "discovery/DiscoveryArguments.h"
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "coordination/Coordination.h"
+#include "discovery/NvidiaSmi.h"
+
+namespace flink::discovery {
+namespace {
+
+using Args = std::vector<std::string>;
+
+std::string errorOf(const Args& args) {
+  try {
+    parseDiscoveryArguments(args);
+  } catch (const DiscoveryError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(DiscoveryArguments, AmountOnly) {
+  const DiscoveryArguments parsed = parseDiscoveryArguments({"2"});
+  EXPECT_EQ(parsed.amount, 2u);
+  EXPECT_EQ(parsed.amountText, "2");
+  EXPECT_FALSE(parsed.coordination);
+  EXPECT_EQ(parsed.coordinationFile, coordination::kDefaultCoordinationFile);
+  EXPECT_FALSE(parsed.gpus);
+  EXPECT_FALSE(parsed.ownerPid);
+  EXPECT_TRUE(parsed.notes.empty());
+}
+
+TEST(DiscoveryArguments, AmountLosesLeadingZerosAndSaturates) {
+  EXPECT_EQ(parseDiscoveryArguments({"007"}).amountText, "7");
+  EXPECT_EQ(parseDiscoveryArguments({"007"}).amount, 7u);
+  const DiscoveryArguments huge = parseDiscoveryArguments({"99999999999999999999999"});
+  EXPECT_EQ(huge.amount, std::numeric_limits<std::size_t>::max());
+  EXPECT_EQ(huge.amountText, "99999999999999999999999");
+}
+
+TEST(DiscoveryArguments, InvalidAmounts) {
+  for (const std::string amount : {"0", "000", "-1", "two", "1.5", "", "+1", " 1"}) {
+    EXPECT_EQ(errorOf({amount, "--enable-coordination-mode"}),
+              "invalid amount '" + amount + "': expected a positive integer");
+  }
+  EXPECT_EQ(errorOf({}), "invalid amount '': expected a positive integer");
+}
+
+TEST(DiscoveryArguments, FlinksArguments) {
+  for (const std::string flag : {"--enable-coordination-mode", "--enable-coordination"}) {
+    const DiscoveryArguments parsed =
+        parseDiscoveryArguments({"1", flag, "--coordination-file", "/tmp/c"});
+    EXPECT_TRUE(parsed.coordination);
+    EXPECT_EQ(parsed.coordinationFile, "/tmp/c");
+    EXPECT_TRUE(parsed.notes.empty());
+  }
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--coordination-file=/tmp/d"}).coordinationFile,
+            "/tmp/d");
+}
+
+TEST(DiscoveryArguments, NullIsIgnoredSilentlyAndUnknownWithANote) {
+  EXPECT_TRUE(parseDiscoveryArguments({"1", "null"}).notes.empty());
+  const DiscoveryArguments parsed = parseDiscoveryArguments({"1", "--device-type", "nvidia"});
+  EXPECT_EQ(parsed.notes,
+            (std::vector<std::string>{"note: ignoring unknown argument '--device-type'",
+                                      "note: ignoring unknown argument 'nvidia'"}));
+}
+
+TEST(DiscoveryArguments, CoordinationFileWithoutPath) {
+  const DiscoveryArguments parsed = parseDiscoveryArguments({"1", "--coordination-file"});
+  EXPECT_EQ(parsed.coordinationFile, coordination::kDefaultCoordinationFile);
+  EXPECT_EQ(parsed.notes,
+            std::vector<std::string>{"note: --coordination-file given without a path; ignored"});
+}
+
+TEST(DiscoveryArguments, GpusAndOwner) {
+  const DiscoveryArguments parsed =
+      parseDiscoveryArguments({"1", "--gpus", "0, 1\n2", "--owner-pid", "1234"});
+  EXPECT_EQ(parsed.gpus, (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(parsed.ownerPid, 1234);
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--gpus=3", "--owner-pid=5"}).ownerPid, 5);
+}
+
+TEST(DiscoveryArguments, BadValuesOfOurOptions) {
+  EXPECT_EQ(errorOf({"1", "--gpus"}), "--gpus needs a list of GPUs, e.g. --gpus 0,1");
+  EXPECT_EQ(errorOf({"1", "--gpus", " , "}), "no GPU given: the list of --gpus is empty");
+  EXPECT_EQ(errorOf({"1", "--gpus", "0,gpu0"}),
+            "invalid GPU 'gpu0' in --gpus: expected an index (e.g. 0) or a GPU-/MIG- UUID");
+  EXPECT_EQ(errorOf({"1", "--owner-pid"}), "--owner-pid needs a process id");
+  for (const std::string pid : {"0", "-1", "abc", "99999999999"}) {
+    EXPECT_EQ(errorOf({"1", "--owner-pid", pid}),
+              "invalid --owner-pid '" + pid + "': expected a process id (a positive integer)");
+  }
+}
+
+TEST(ParseGpuList, IdentifiersAndCanonicalIndices) {
+  EXPECT_EQ(parseGpuList("007,GPU-6f2a3c1e-0b1d, MIG-0a1b 0"),
+            (std::vector<std::string>{"7", "GPU-6f2a3c1e-0b1d", "MIG-0a1b", "0"}));
+  EXPECT_TRUE(parseGpuList("").empty());
+}
+
+}  // namespace
+}  // namespace flink::discovery
