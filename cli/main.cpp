@@ -7,12 +7,17 @@
 #include "Console.h"
 #include "ExitCode.h"
 #include "commands/DiscoverCommand.h"
+#include "commands/ExecCommand.h"
+#include "commands/ReleaseCommand.h"
+#include "commands/StatusCommand.h"
 
 int main(int argc, char** argv) {
   using namespace flink::cli;
 
-  CLI::App app("flink-gpu: GPU discovery for Apache Flink workers, as Flink's GPU driver does it",
-               "flink-gpu");
+  CLI::App app(
+      "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them, and the "
+      "host's GPU coordination file (status, release, exec)",
+      "flink-gpu");
   app.set_version_flag("--version", std::string("flink-gpu ") + FLINK_GPU_VERSION);
   app.require_subcommand(1);
   // Let -v/-q come after the subcommand too (`flink-gpu discover -q`).
@@ -25,6 +30,12 @@ int main(int argc, char** argv) {
 
   DiscoverOptions discoverOptions;
   CLI::App* discover = addDiscoverCommand(app, discoverOptions);
+  StatusOptions statusOptions;
+  CLI::App* status = addStatusCommand(app, statusOptions);
+  ReleaseOptions releaseOptions;
+  CLI::App* release = addReleaseCommand(app, releaseOptions);
+  ExecOptions execOptions;
+  CLI::App* exec = addExecCommand(app, execOptions);
 
   try {
     app.parse(argc, argv);
@@ -42,6 +53,9 @@ int main(int argc, char** argv) {
                                    : Verbosity::kNormal);
   try {
     if (discover->parsed()) return runDiscover(discoverOptions);
+    if (status->parsed()) return runStatus(statusOptions);
+    if (release->parsed()) return runRelease(releaseOptions);
+    if (exec->parsed()) return runExec(execOptions);
   } catch (const std::exception& e) {
     // Anything the commands do not map themselves (a vanished working directory, out of
     // memory): still one clear line, never an abort.

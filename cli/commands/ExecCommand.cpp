@@ -1,0 +1,244 @@
+// `flink-gpu exec`: allocates GPUs through the coordination file with this process as their
+// owner, puts them in CUDA_VISIBLE_DEVICES, and execvp's the command in this same process. exec
+// keeps the pid and the start time that the records name, so the command inherits the GPUs: they
+// stay taken while it runs and the next allocation takes them back once it has ended. No record
+// outlives a failed exec: they are released before flink-gpu exits with 127/126, as a shell would.
+#include "commands/ExecCommand.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "Console.h"
+#include "ExitCode.h"
+#include "coordination/Coordination.h"
+#include "discovery/DiscoveryArguments.h"
+#include "discovery/NvidiaSmi.h"
+#include "util/Strings.h"
+
+namespace flink::cli {
+namespace {
+
+/// What a shell exits with when the command cannot be run (POSIX, "Command Search and
+/// Execution"); the command's own exit codes are whatever it returns.
+
+std::string join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string joined;
+  for (const std::string& part : parts) {
+    if (!joined.empty()) joined += separator;
+    joined += part;
+  }
+  return joined;
+}
+
+/// An error whose first line is `cause` and whose further lines are `details`.
+void printErrorWithDetails(const std::string& cause, const std::vector<std::string>& details) {
+  std::string message = cause;
+  for (const std::string& line : details) message += '\n' + line;
+  printError(message);
+}
+
+/// "warning: x" / "note: x" lines from the discovery layer, as flink-gpu warnings.
+void printDiscoveryNote(std::string_view line) {
+  for (std::string_view prefix : {"warning: ", "note: "}) {
+    if (line.starts_with(prefix)) line.remove_prefix(prefix.size());
+  }
+  printWarning(line);
+}
+
+/// The host's GPUs: --gpus, else nvidia-smi. Returns nullopt after printing the error, with
+/// `exitCode` set.
+std::optional<std::vector<std::string>> hostGpus(const ExecOptions& options, int& exitCode) {
+  std::vector<std::string> listed;
+  if (options.gpus) {
+    try {
+      listed = discovery::parseGpuList(*options.gpus);
+    } catch (const discovery::DiscoveryError& e) {
+      printError(e.what());
+      exitCode = kUsageError;
+      return std::nullopt;
+    }
+    if (listed.empty()) {
+      printError("no GPU given: the list of --gpus is empty");
+      exitCode = kUsageError;
+      return std::nullopt;
+    }
+  } else {
+    const discovery::TimeoutSetting timeout =
+        discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT"));
+    if (timeout.note) printDiscoveryNote(*timeout.note);
+    discovery::NvidiaSmiOptions smiOptions;
+    smiOptions.timeout = timeout.timeout;
+    discovery::Enumeration found;
+    try {
+      found = discovery::NvidiaSmiEnumerator(smiOptions).enumerate();
+    } catch (const discovery::DiscoveryError& e) {
+      printErrorWithDetails(std::string("cannot find the GPUs of this host: ") + e.what(),
+                            e.details());
+      printHint("on a host without NVIDIA tools, list its GPUs yourself: --gpus 0,1");
+      exitCode = kDiscoveryFailed;
+      return std::nullopt;
+    }
+    for (const std::string& warning : found.warnings) printDiscoveryNote(warning);
+    listed = std::move(found.gpus);
+  }
+  // The same GPU twice would be handed out twice.
+  std::vector<std::string> gpus;
+  std::unordered_set<std::string> seen;
+  for (std::string& gpu : listed) {
+    if (seen.insert(gpu).second) gpus.push_back(std::move(gpu));
+  }
+  return gpus;
+}
+
+/// Why `amount` GPUs could not be had: how many are free, and who holds the others.
+void printShortfall(const ExecOptions& options, const std::vector<std::string>& gpus,
+                    const coordination::Allocation& allocation) {
+  std::size_t free = 0;
+  std::vector<std::string> details;
+  for (const std::string& gpu : gpus) {
+    bool held = false;
+    for (const coordination::Record& record : allocation.heldByOthers) {
+      if (record.gpu != gpu) continue;
+      held = true;
+      details.push_back("GPU " + gpu + " is held by process " + std::to_string(record.owner.pid));
+    }
+    if (!held) ++free;
+  }
+  details.insert(details.begin(), "coordination file: " + options.coordinationFile);
+  printErrorWithDetails("not enough free GPUs: " + std::to_string(options.amount) + " requested, " +
+                            std::to_string(free) + " free, " + std::to_string(gpus.size() - free) +
+                            " held by other processes",
+                        details);
+}
+
+/// Takes back what was just recorded for `owner`, after the command could not be started.
+void releaseAfterFailedExec(const std::string& file, const coordination::Owner& owner) {
+  try {
+    coordination::release(
+        file, [&owner](const coordination::Record& record) { return record.owner == owner; });
+  } catch (const coordination::CoordinationError& e) {
+    printWarning(std::string("could not release the GPUs allocated for the command: ") + e.what());
+  }
+}
+
+}  // namespace
+
+CLI::App* addExecCommand(CLI::App& app, ExecOptions& options) {
+  options.coordinationFile = coordination::kDefaultCoordinationFile;
+  CLI::App* command = app.add_subcommand(
+      "exec",
+      "Run a command with GPUs of its own: allocate them in the coordination file, set "
+      "CUDA_VISIBLE_DEVICES, and exec the command.");
+  command->add_option("-n,--amount", options.amount, "How many GPUs to allocate (must be > 0)")
+      ->required();
+  command
+      ->add_option("--coordination-file", options.coordinationFile,
+                   "The coordination file shared by the workers of this host")
+      ->capture_default_str();
+  command->add_option("--gpus", options.gpus,
+                      "The GPUs of this host, comma or space separated (default: ask nvidia-smi)");
+  command->add_option("command", options.command,
+                      "The command to run and its arguments; everything from the first of them "
+                      "on is the command's, options included (-- before it is optional)");
+  // `flink-gpu exec -n 1 python -u train.py -v`: -u and -v are python's and train.py's.
+  command->positionals_at_end();
+  command->footer(
+      "The command replaces flink-gpu in the same process (same pid), so it inherits the GPUs:\n"
+      "they are recorded for that pid, stay taken while the command runs, and are free again\n"
+      "once it ends. If the command cannot be run, the GPUs are released and flink-gpu exits\n"
+      "with 127 (not found) or 126 (cannot be executed), as a shell does.\n");
+  return command;
+}
+
+int runExec(const ExecOptions& options) {
+  if (options.amount <= 0) {
+    printError("invalid --amount " + std::to_string(options.amount) +
+               ": the amount of GPUs must be positive");
+    return kUsageError;
+  }
+  if (options.command.empty()) {
+    printError("no command to run: give it after --, e.g. flink-gpu exec --amount 1 -- nvidia-smi");
+    return kUsageError;
+  }
+
+  int exitCode = kSuccess;
+  const std::optional<std::vector<std::string>> gpus = hostGpus(options, exitCode);
+  if (!gpus) return exitCode;
+  const auto amount = static_cast<std::size_t>(options.amount);
+  if (gpus->size() < amount) {
+    printError("only " + std::to_string(gpus->size()) + " GPU(s) on this host, " +
+               std::to_string(amount) + " requested (GPUs: " + join(*gpus, ",") + ")");
+    return kDiscoveryFailed;
+  }
+
+  const coordination::Owner owner = coordination::Owner::of(::getpid());
+  coordination::Allocation allocation;
+  try {
+    allocation = coordination::allocate(options.coordinationFile, {*gpus, amount, owner});
+  } catch (const coordination::CoordinationError& e) {
+    printError(e.what());
+    return kDiscoveryFailed;
+  }
+  for (const coordination::JunkLine& junk : allocation.junk) {
+    printWarning("ignoring line " + std::to_string(junk.lineNumber) + " of " +
+                 options.coordinationFile + ", which is not a record: '" +
+                 strings::quoteForMessage(junk.text) + "'");
+  }
+  if (verbosity() >= Verbosity::kVerbose) {
+    for (const coordination::Record& record : allocation.reclaimed) {
+      std::cerr << "flink-gpu: took back GPU " << record.gpu << " from process " << record.owner.pid
+                << ", which is no longer running\n";
+    }
+  }
+  if (!allocation.satisfied) {
+    printShortfall(options, *gpus, allocation);
+    return kDiscoveryFailed;
+  }
+
+  const std::string visible = join(allocation.granted, ",");
+  if (::setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1) != 0) {
+    const int error = errno;
+    releaseAfterFailedExec(options.coordinationFile, owner);
+    printError(std::string("cannot set CUDA_VISIBLE_DEVICES: ") + std::strerror(error));
+    return kDiscoveryFailed;
+  }
+  if (verbosity() >= Verbosity::kVerbose) {
+    std::cerr << "flink-gpu: CUDA_VISIBLE_DEVICES=" << visible << " for process " << owner.pid
+              << '\n';
+  }
+
+  std::vector<char*> argv;
+  argv.reserve(options.command.size() + 1);
+  for (const std::string& arg : options.command) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  // Nothing buffered here may be lost to the exec, or printed twice by the command.
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  ::execvp(argv[0], argv.data());
+
+  const int error = errno;
+  releaseAfterFailedExec(options.coordinationFile, owner);
+  const std::string& name = options.command.front();
+  const bool notFound = error == ENOENT;
+  const std::string why = notFound && name.find('/') == std::string::npos
+                              ? std::string("command not found")
+                              : std::string(std::strerror(error));
+  printError("cannot run '" + strings::quoteForMessage(name) + "': " + why + "\nGPU(s) " + visible +
+             " released again");
+  return notFound ? kCommandNotFound : kCommandNotExecutable;
+}
+
+}  // namespace flink::cli

@@ -1,0 +1,23 @@
+// `flink-gpu status`: what the coordination file says — which GPU each process holds, and whether
+// that process is still running (a record of a process that is gone is taken back by the next
+// allocation).
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace flink::cli {
+
+struct StatusOptions {
+  std::string coordinationFile;
+  std::string format = "text";
+};
+
+/// Adds the `status` subcommand to `app`; its parsed values land in `options`.
+CLI::App* addStatusCommand(CLI::App& app, StatusOptions& options);
+
+/// Prints the records on stdout (table or JSON), junk lines as warnings. @returns an ExitCode.
+int runStatus(const StatusOptions& options);
+
+}  // namespace flink::cli

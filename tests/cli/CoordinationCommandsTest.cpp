@@ -1,0 +1,648 @@
+// Tests of `flink-gpu status`, `release` and `exec` from the outside: the real binary on a
+// coordination file of each test's own, with the commands that `exec` runs kept alive in the
+// background where a test needs GPUs to stay held. Every background process is started in a
+// process group of its own, and killed and reaped by the test that started it.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "TestSupport.h"
+#include "process/Subprocess.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using flink::testing::readFile;
+using flink::testing::readLines;
+using flink::testing::TempDir;
+using flink::testing::waitForLines;
+using flink::testing::writeScript;
+
+constexpr const char* kCli = FLINK_GPU_CLI;
+
+/// What one run of flink-gpu showed.
+struct CliRun {
+  int exitCode = -1;
+  std::string out;
+  std::string err;
+};
+
+std::ostream& operator<<(std::ostream& stream, const CliRun& run) {
+  return stream << "\nexit code: " << run.exitCode << "\n--- stdout ---\n"
+                << run.out << "--- stderr ---\n"
+                << run.err;
+}
+
+std::vector<std::string> linesOf(std::string_view text) {
+  std::vector<std::string> lines;
+  while (!text.empty()) {
+    const std::size_t newline = text.find('\n');
+    lines.emplace_back(text.substr(0, newline));
+    text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);
+  }
+  return lines;
+}
+
+std::string firstLine(std::string_view text) {
+  const auto lines = linesOf(text);
+  return lines.empty() ? std::string() : lines.front();
+}
+
+bool contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
+
+/// Runs `flink-gpu <args>` to completion. With `environment` ("NAME=value" entries) it runs
+/// through /usr/bin/env.
+CliRun runCli(const std::vector<std::string>& args,
+              const std::vector<std::string>& environment = {}) {
+  std::vector<std::string> argv;
+  if (!environment.empty()) {
+    argv.push_back("/usr/bin/env");
+    argv.insert(argv.end(), environment.begin(), environment.end());
+  }
+  argv.push_back(kCli);
+  argv.insert(argv.end(), args.begin(), args.end());
+  flink::process::RunOptions options;
+  options.timeout = 30s;
+  const flink::process::ProcessResult result = flink::process::run(argv, options);
+  CliRun run;
+  run.out = result.stdoutOutput.data;
+  run.err = result.stderrOutput.data;
+  if (result.outcome.kind() == flink::process::ProcessOutcome::Kind::kExited) {
+    run.exitCode = result.outcome.value();
+  } else {
+    ADD_FAILURE() << "flink-gpu " << result.outcome.toString() << run;
+  }
+  return run;
+}
+
+/// A program started with posix_spawn in a process group of its own, stdin on /dev/null and
+/// stdout/stderr into files. The destructor kills the group and reaps the program.
+class Background {
+ public:
+  Background(const std::vector<std::string>& args, const fs::path& out, const fs::path& err) {
+    std::vector<char*> argv;
+    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    ::posix_spawn_file_actions_init(&actions);
+    ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    ::posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                       0644);
+    ::posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                       0644);
+    ::posix_spawnattr_init(&attributes);
+    ::posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    ::posix_spawnattr_setpgroup(&attributes, 0);
+    const int error = ::posix_spawn(&pid_, argv[0], &actions, &attributes, argv.data(), environ);
+    ::posix_spawnattr_destroy(&attributes);
+    ::posix_spawn_file_actions_destroy(&actions);
+    if (error != 0) {
+      pid_ = -1;
+      ADD_FAILURE() << "cannot start " << args.front() << ": " << std::strerror(error);
+    }
+  }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+  ~Background() { stop(); }
+
+  pid_t pid() const { return pid_; }
+
+  /// SIGKILL to its process group, then reaps it (the group is its own: pgid == pid).
+  void stop() {
+    if (pid_ <= 0 || reaped_) return;
+    ::kill(-pid_, SIGKILL);
+    reap(0);
+  }
+
+  /// Waits for it to end by itself; returns its exit code, or nullopt (killed, or still
+  /// running after `limit`).
+  std::optional<int> waitForExit(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!reaped_ && std::chrono::steady_clock::now() < deadline) {
+      reap(WNOHANG);
+      if (!reaped_) std::this_thread::sleep_for(10ms);
+    }
+    if (reaped_ && WIFEXITED(status_)) return WEXITSTATUS(status_);
+    return std::nullopt;
+  }
+
+ private:
+  void reap(int flags) {
+    while (true) {
+      const pid_t done = ::waitpid(pid_, &status_, flags);
+      if (done == pid_) {
+        reaped_ = true;
+        // Nothing of its group may outlive the test.
+        ::kill(-pid_, SIGKILL);
+        return;
+      }
+      if (done < 0 && errno == EINTR) continue;
+      if (done < 0) reaped_ = true;  // not our child any more: nothing to reap
+      return;
+    }
+  }
+
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int status_ = 0;
+};
+
+/// One `<gpu> <pid> [<start time>]` line of the coordination file.
+struct FileRecord {
+  std::string gpu;
+  pid_t pid = 0;
+};
+
+std::vector<FileRecord> recordsIn(const fs::path& file) {
+  std::vector<FileRecord> records;
+  for (const std::string& line : readLines(file)) {
+    std::istringstream fields(line);
+    FileRecord record;
+    if (fields >> record.gpu >> record.pid) records.push_back(record);
+  }
+  return records;
+}
+
+class CoordinationCommandsTest : public ::testing::Test {
+ protected:
+  std::string coordinationFile() const { return (dir_ / "coordination").string(); }
+
+  /// Starts `flink-gpu exec --amount <amount> --gpus <gpus> -- /bin/sh -c ...` in the background:
+  /// the command writes "<its pid> <CUDA_VISIBLE_DEVICES>" to `<name>.out`, then becomes
+  /// `sleep 30` (exec, so the pid that holds the GPUs is still the one started here).
+  std::unique_ptr<Background> startHolder(const std::string& name, int amount,
+                                          const std::string& gpus) {
+    const fs::path report = dir_ / (name + ".out");
+    return std::make_unique<Background>(
+        std::vector<std::string>{
+            kCli, "exec", "--amount", std::to_string(amount), "--gpus", gpus, "--coordination-file",
+            coordinationFile(), "--", "/bin/sh", "-c",
+            "echo $$ $CUDA_VISIBLE_DEVICES > '" + report.string() + "'; exec sleep 30"},
+        dir_ / (name + ".stdout"), dir_ / (name + ".stderr"));
+  }
+
+  /// The "<pid> <gpus>" a holder wrote, once it has; fails the test after 10 s.
+  std::vector<std::string> holderReport(const std::string& name) {
+    const auto lines = waitForLines(dir_ / (name + ".out"), 1, 10s);
+    if (lines.empty()) {
+      ADD_FAILURE() << name << " did not start; stderr: " << readFile(dir_ / (name + ".stderr"));
+      return {};
+    }
+    std::istringstream fields(lines.front());
+    std::vector<std::string> words;
+    for (std::string word; fields >> word;) words.push_back(word);
+    return words;
+  }
+
+  /// A command line that creates `marker()` when it runs (to see that it did not).
+  std::vector<std::string> touchMarker() const {
+    return {"/bin/sh", "-c", "echo ran > '" + marker().string() + "'"};
+  }
+  fs::path marker() const { return dir_ / "marker"; }
+
+  /// `flink-gpu exec <options> -- <command>` against the test's coordination file.
+  CliRun exec(std::vector<std::string> options, const std::vector<std::string>& command) {
+    std::vector<std::string> args{"exec", "--coordination-file", coordinationFile()};
+    args.insert(args.end(), options.begin(), options.end());
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    return runCli(args);
+  }
+
+  TempDir dir_{"flink-gpu-coordination-cli-test"};
+};
+
+// --- status -------------------------------------------------------------------------------
+
+TEST_F(CoordinationCommandsTest, StatusOfAMissingFileSaysNoGpuIsHeld) {
+  const CliRun text = runCli({"status", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(text.exitCode, 0) << text;
+  EXPECT_EQ(text.out,
+            "no GPU is held: coordination file " + coordinationFile() + " does not exist\n")
+      << text;
+  EXPECT_EQ(text.err, "") << text;
+  EXPECT_FALSE(fs::exists(coordinationFile())) << "status created the file";
+
+  const CliRun json =
+      runCli({"status", "--coordination-file", coordinationFile(), "--format", "json"});
+  EXPECT_EQ(json.exitCode, 0) << json;
+  EXPECT_EQ(json.out,
+            "{\"coordination_file\":\"" + coordinationFile() + "\",\"records\":[],\"junk\":[]}\n")
+      << json;
+}
+
+TEST_F(CoordinationCommandsTest, StatusShowsTheGpusOfRunningCommands) {
+  auto first = startHolder("first", 1, "0,1,2");
+  const auto firstReport = holderReport("first");
+  auto second = startHolder("second", 1, "0,1,2");
+  const auto secondReport = holderReport("second");
+  ASSERT_EQ(firstReport, (std::vector<std::string>{std::to_string(first->pid()), "0"}));
+  ASSERT_EQ(secondReport, (std::vector<std::string>{std::to_string(second->pid()), "1"}));
+
+  // A record of a process that is gone: this test's pid, with a start time it never had.
+  {
+    std::ofstream append(coordinationFile(), std::ios::app);
+    append << "2 " << ::getpid() << " 1\n";
+  }
+
+  const CliRun text = runCli({"status", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(text.exitCode, 0) << text;
+  const auto row = [](const std::string& gpu, pid_t pid, const std::string& state) {
+    std::string line = gpu + std::string(5 - gpu.size(), ' ');
+    const std::string pidText = std::to_string(pid);
+    line += pidText + std::string(11 - pidText.size(), ' ') + state + '\n';
+    return line;
+  };
+  EXPECT_EQ(text.out, "GPU  OWNER PID  OWNER\n" + row("0", first->pid(), "running") +
+                          row("1", second->pid(), "running") + row("2", ::getpid(), "gone"))
+      << text;
+  EXPECT_EQ(text.err, "") << text;
+
+  const CliRun json =
+      runCli({"status", "--coordination-file", coordinationFile(), "--format", "json"});
+  ASSERT_EQ(json.exitCode, 0) << json;
+  const auto parsed = nlohmann::json::parse(json.out);
+  EXPECT_EQ(parsed.at("coordination_file"), coordinationFile());
+  const auto& records = parsed.at("records");
+  ASSERT_EQ(records.size(), 3u) << json;
+  EXPECT_EQ(records[0].at("gpu"), "0");
+  EXPECT_EQ(records[0].at("owner_pid"), first->pid());
+  EXPECT_TRUE(records[0].at("owner_start_time").is_number_unsigned()) << json;
+  EXPECT_EQ(records[0].at("running"), true);
+  EXPECT_EQ(records[1].at("gpu"), "1");
+  EXPECT_EQ(records[1].at("owner_pid"), second->pid());
+  EXPECT_EQ(records[1].at("running"), true);
+  EXPECT_EQ(records[2].at("owner_pid"), ::getpid());
+  EXPECT_EQ(records[2].at("owner_start_time"), 1);
+  EXPECT_EQ(records[2].at("running"), false);
+  EXPECT_TRUE(parsed.at("junk").empty()) << json;
+  // The keys in the documented order.
+  EXPECT_TRUE(json.out.starts_with("{\"coordination_file\":")) << json;
+  EXPECT_TRUE(contains(json.out, "{\"gpu\":\"0\",\"owner_pid\":")) << json;
+}
+
+TEST_F(CoordinationCommandsTest, StatusShowsATwoFieldRecordWithoutStartTime) {
+  writeScript(coordinationFile(), "0 " + std::to_string(::getpid()) + "\n",
+              fs::perms::owner_read | fs::perms::owner_write);
+  const CliRun json =
+      runCli({"status", "--coordination-file", coordinationFile(), "--format", "json"});
+  ASSERT_EQ(json.exitCode, 0) << json;
+  const auto record = nlohmann::json::parse(json.out).at("records").at(0);
+  EXPECT_TRUE(record.at("owner_start_time").is_null()) << json;
+  EXPECT_EQ(record.at("running"), true) << json;  // Flink's own form: pid alone, this process
+}
+
+TEST_F(CoordinationCommandsTest, StatusReportsJunkLines) {
+  writeScript(coordinationFile(), "0 " + std::to_string(::getpid()) + " 1\nthis is junk\n",
+              fs::perms::owner_read | fs::perms::owner_write);
+
+  const CliRun text = runCli({"status", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(text.exitCode, 0) << text;
+  EXPECT_TRUE(text.out.starts_with("GPU  OWNER PID  OWNER\n")) << text;
+  ASSERT_EQ(linesOf(text.err).size(), 1u) << text;
+  EXPECT_TRUE(text.err.starts_with("flink-gpu: warning:")) << text;
+  EXPECT_TRUE(contains(text.err, "line 2")) << text;
+  EXPECT_TRUE(contains(text.err, "'this is junk'")) << text;
+
+  const CliRun json =
+      runCli({"status", "--coordination-file", coordinationFile(), "--format", "json"});
+  EXPECT_EQ(json.exitCode, 0) << json;
+  EXPECT_EQ(json.err, "") << json;
+  const auto parsed = nlohmann::json::parse(json.out);
+  EXPECT_EQ(parsed.at("records").size(), 1u) << json;
+  EXPECT_EQ(parsed.at("junk"), nlohmann::json::parse(R"([{"line":2,"text":"this is junk"}])"))
+      << json;
+}
+
+TEST_F(CoordinationCommandsTest, StatusRejectsAnUnknownFormat) {
+  const CliRun run =
+      runCli({"status", "--coordination-file", coordinationFile(), "--format", "yaml"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.out, "") << run;
+}
+
+// --- exec ---------------------------------------------------------------------------------
+
+TEST_F(CoordinationCommandsTest, ExecSetsCudaVisibleDevicesAndTheCommandOwnsTheGpus) {
+  const CliRun run = exec({"--amount", "2", "--gpus", "0,1,2"},
+                          {"/bin/sh", "-c", "echo $$ $CUDA_VISIBLE_DEVICES"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.err, "") << run;
+  std::istringstream words(run.out);
+  pid_t commandPid = 0;
+  std::string visible;
+  ASSERT_TRUE(words >> commandPid >> visible) << run;
+  EXPECT_EQ(visible, "0,1") << run;
+
+  const auto records = recordsIn(coordinationFile());
+  ASSERT_EQ(records.size(), 2u) << readFile(coordinationFile());
+  EXPECT_EQ(records[0].gpu, "0");
+  EXPECT_EQ(records[1].gpu, "1");
+  EXPECT_EQ(records[0].pid, commandPid) << "the record's owner is not the command";
+  EXPECT_EQ(records[1].pid, commandPid);
+}
+
+TEST_F(CoordinationCommandsTest, ExecPassesTheCommandsExitCodeAndOptionsThrough) {
+  // No `--`: from the first word on, everything is the command's, -v and --amount included.
+  const CliRun run =
+      runCli({"exec", "--coordination-file", coordinationFile(), "--gpus", "0", "-n", "1",
+              "/bin/sh", "-c", "echo \"$@\"; exit 3", "sh", "-v", "--amount", "5"});
+  EXPECT_EQ(run.exitCode, 3) << run;
+  EXPECT_EQ(run.out, "-v --amount 5\n") << run;
+  EXPECT_EQ(run.err, "") << run;
+}
+
+TEST_F(CoordinationCommandsTest, ConcurrentExecsGetDisjointGpus) {
+  // Started together, so that their allocations race on the lock.
+  auto first = startHolder("first", 2, "0 1 2 3");
+  auto second = startHolder("second", 2, "0 1 2 3");
+  const auto firstReport = holderReport("first");
+  const auto secondReport = holderReport("second");
+  ASSERT_EQ(firstReport.size(), 2u);
+  ASSERT_EQ(secondReport.size(), 2u);
+  EXPECT_EQ(firstReport[0], std::to_string(first->pid()));
+  EXPECT_EQ(secondReport[0], std::to_string(second->pid()));
+  std::vector<std::string> together{firstReport[1], secondReport[1]};
+  std::sort(together.begin(), together.end());
+  EXPECT_EQ(together, (std::vector<std::string>{"0,1", "2,3"}));
+
+  const auto records = recordsIn(coordinationFile());
+  ASSERT_EQ(records.size(), 4u) << readFile(coordinationFile());
+  for (const FileRecord& record : records) {
+    const pid_t expected = contains(firstReport[1], record.gpu) ? first->pid() : second->pid();
+    EXPECT_EQ(record.pid, expected) << "GPU " << record.gpu;
+  }
+}
+
+TEST_F(CoordinationCommandsTest, NotEnoughFreeGpusExitsOneNamingTheHolder) {
+  auto holder = startHolder("holder", 1, "0,1");
+  ASSERT_EQ(holderReport("holder").size(), 2u);
+  const std::string before = readFile(coordinationFile());
+
+  const CliRun run = exec({"--amount", "2", "--gpus", "0,1"}, touchMarker());
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_EQ(
+      firstLine(run.err),
+      "flink-gpu: error: not enough free GPUs: 2 requested, 1 free, 1 held by other processes")
+      << run;
+  EXPECT_TRUE(contains(run.err, "GPU 0 is held by process " + std::to_string(holder->pid())))
+      << run;
+  EXPECT_FALSE(fs::exists(marker())) << "the command ran";
+  EXPECT_EQ(readFile(coordinationFile()), before);
+}
+
+TEST_F(CoordinationCommandsTest, TheGpuIsFreeAgainWhenTheCommandEnds) {
+  auto holder = startHolder("holder", 1, "0");
+  ASSERT_EQ(holderReport("holder").size(), 2u);
+  const CliRun refused = exec({"--amount", "1", "--gpus", "0"}, touchMarker());
+  ASSERT_EQ(refused.exitCode, 1) << refused;
+  EXPECT_TRUE(contains(refused.err, "held by process " + std::to_string(holder->pid()))) << refused;
+
+  holder->stop();  // the command ends (killed, here): its GPU comes back
+
+  const CliRun run =
+      exec({"--amount", "1", "--gpus", "0"}, {"/bin/sh", "-c", "echo $$ $CUDA_VISIBLE_DEVICES"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  std::istringstream words(run.out);
+  pid_t commandPid = 0;
+  std::string visible;
+  ASSERT_TRUE(words >> commandPid >> visible) << run;
+  EXPECT_EQ(visible, "0");
+  const auto records = recordsIn(coordinationFile());
+  ASSERT_EQ(records.size(), 1u) << readFile(coordinationFile());
+  EXPECT_EQ(records[0].pid, commandPid);
+}
+
+TEST_F(CoordinationCommandsTest, MissingCommandExits127AndReleasesTheGpus) {
+  const CliRun byName = exec({"--amount", "2", "--gpus", "0,1"}, {"flink-gpu-no-such-command"});
+  EXPECT_EQ(byName.exitCode, 127) << byName;
+  EXPECT_EQ(byName.out, "") << byName;
+  EXPECT_EQ(firstLine(byName.err),
+            "flink-gpu: error: cannot run 'flink-gpu-no-such-command': command not found")
+      << byName;
+  EXPECT_TRUE(recordsIn(coordinationFile()).empty()) << readFile(coordinationFile());
+
+  const std::string missing = (dir_ / "missing").string();
+  const CliRun byPath = exec({"--amount", "1", "--gpus", "0,1"}, {missing});
+  EXPECT_EQ(byPath.exitCode, 127) << byPath;
+  EXPECT_TRUE(firstLine(byPath.err).starts_with("flink-gpu: error: cannot run '" + missing + "'"))
+      << byPath;
+  EXPECT_TRUE(recordsIn(coordinationFile()).empty()) << readFile(coordinationFile());
+}
+
+TEST_F(CoordinationCommandsTest, CommandThatCannotBeExecutedExits126AndReleasesTheGpus) {
+  const fs::path plain = writeScript(dir_ / "plain.sh", "#!/bin/sh\necho ran\n",
+                                     fs::perms::owner_read | fs::perms::owner_write);
+  const CliRun run = exec({"--amount", "1", "--gpus", "0"}, {plain.string()});
+  EXPECT_EQ(run.exitCode, 126) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_TRUE(
+      firstLine(run.err).starts_with("flink-gpu: error: cannot run '" + plain.string() + "': "))
+      << run;
+  EXPECT_TRUE(recordsIn(coordinationFile()).empty()) << readFile(coordinationFile());
+}
+
+TEST_F(CoordinationCommandsTest, ExecUsageErrorsExitTwoAndRunNothing) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"exec", "--coordination-file", coordinationFile(), "--amount", "1", "--gpus", "0"},
+      {"exec", "--coordination-file", coordinationFile(), "--amount", "1", "--gpus", "0", "--"},
+      {"exec", "--coordination-file", coordinationFile(), "--amount", "0", "--gpus", "0", "--",
+       "/bin/sh", "-c", "echo ran > '" + marker().string() + "'"},
+      {"exec", "--coordination-file", coordinationFile(), "--amount", "-1", "--gpus", "0", "--",
+       "/bin/sh", "-c", "echo ran > '" + marker().string() + "'"},
+      {"exec", "--coordination-file", coordinationFile(), "--amount", "1", "--gpus", "0,x", "--",
+       "/bin/sh", "-c", "echo ran > '" + marker().string() + "'"},
+      {"exec", "--coordination-file", coordinationFile(), "--amount", "1", "--gpus", " , ", "--",
+       "/bin/sh", "-c", "echo ran > '" + marker().string() + "'"},
+      {"exec", "--coordination-file", coordinationFile(), "--gpus", "0", "--", "/bin/sh", "-c",
+       "echo ran > '" + marker().string() + "'"},
+  };
+  for (const auto& args : cases) {
+    const CliRun run = runCli(args);
+    EXPECT_EQ(run.exitCode, 2) << run;
+    EXPECT_EQ(run.out, "") << run;
+    EXPECT_TRUE(firstLine(run.err).starts_with("flink-gpu: error:")) << run;
+  }
+  EXPECT_FALSE(fs::exists(marker())) << "a command ran";
+  EXPECT_FALSE(fs::exists(coordinationFile())) << "a usage error touched the coordination file";
+}
+
+TEST_F(CoordinationCommandsTest, FewerGpusOnTheHostThanAskedExitsOne) {
+  const CliRun run = exec({"--amount", "3", "--gpus", "0,1"}, touchMarker());
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_TRUE(firstLine(run.err).starts_with("flink-gpu: error: only 2 GPU(s)")) << run;
+  EXPECT_FALSE(fs::exists(marker()));
+}
+
+TEST_F(CoordinationCommandsTest, ExecAsksNvidiaSmiWithoutGpus) {
+  const fs::path bin = dir_ / "fake-bin";
+  writeScript(bin / "nvidia-smi", "#!/bin/sh\nprintf '0\\n1\\n2\\n'\n");
+  const CliRun run = runCli({"exec", "--coordination-file", coordinationFile(), "--amount", "2",
+                             "--", "/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"},
+                            {"PATH=" + bin.string() + ":/usr/bin:/bin"});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "0,1\n") << run;
+  EXPECT_EQ(run.err, "") << run;
+}
+
+TEST_F(CoordinationCommandsTest, ExecWhenNvidiaSmiFailsExitsOne) {
+  const fs::path bin = dir_ / "fake-bin";
+  writeScript(bin / "nvidia-smi", "#!/bin/sh\necho 'NVIDIA-SMI has failed'\nexit 9\n");
+  const CliRun run = runCli({"exec", "--coordination-file", coordinationFile(), "--amount", "1",
+                             "--", "/bin/sh", "-c", "echo ran > '" + marker().string() + "'"},
+                            {"PATH=" + bin.string() + ":/usr/bin:/bin"});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_TRUE(firstLine(run.err).starts_with("flink-gpu: error:")) << run;
+  EXPECT_TRUE(contains(run.err, "NVIDIA-SMI has failed")) << run;
+  EXPECT_FALSE(fs::exists(marker()));
+  EXPECT_FALSE(fs::exists(coordinationFile()));
+}
+
+TEST_F(CoordinationCommandsTest, ExecHelpSaysTheCommandInheritsTheGpus) {
+  const CliRun run = runCli({"exec", "--help"});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_TRUE(contains(run.out, "same process (same pid)")) << run;
+  EXPECT_TRUE(contains(run.out, "inherits the GPUs")) << run;
+  const CliRun top = runCli({"--help"});
+  for (const char* command : {"status", "release", "exec"}) {
+    EXPECT_TRUE(contains(top.out, command)) << top;
+  }
+}
+
+// --- release ------------------------------------------------------------------------------
+
+/// Records of this test process with a start time it never had (so: gone), and of pid 1
+/// (running, whatever it is).
+std::string sampleRecords() {
+  const std::string self = std::to_string(::getpid());
+  return "0 " + self + " 1\n1 1\n2 " + self + " 1\n";
+}
+
+TEST_F(CoordinationCommandsTest, ReleaseByOwner) {
+  writeScript(coordinationFile(), sampleRecords(), fs::perms::owner_read | fs::perms::owner_write);
+  const std::string self = std::to_string(::getpid());
+  const CliRun run =
+      runCli({"release", "--owner", self, "--coordination-file", coordinationFile()});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out,
+            "released GPU 0 (owner pid " + self + ")\nreleased GPU 2 (owner pid " + self + ")\n")
+      << run;
+  EXPECT_EQ(run.err, "") << run;
+  EXPECT_EQ(readLines(coordinationFile()), (std::vector<std::string>{"1 1"}));
+}
+
+TEST_F(CoordinationCommandsTest, ReleaseByGpuWarnsWhenTheOwnerStillRuns) {
+  writeScript(coordinationFile(), sampleRecords(), fs::perms::owner_read | fs::perms::owner_write);
+  const CliRun run = runCli({"release", "--gpu", "01", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "released GPU 1 (owner pid 1)\n") << run;
+  EXPECT_TRUE(firstLine(run.err).starts_with("flink-gpu: warning: process 1 is still running"))
+      << run;
+  EXPECT_EQ(recordsIn(coordinationFile()).size(), 2u) << readFile(coordinationFile());
+}
+
+TEST_F(CoordinationCommandsTest, ReleaseOfARunningCommandsGpu) {
+  auto holder = startHolder("holder", 1, "0,1");
+  ASSERT_EQ(holderReport("holder").size(), 2u);
+  const CliRun run = runCli({"release", "--owner", std::to_string(holder->pid()),
+                             "--coordination-file", coordinationFile()});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "released GPU 0 (owner pid " + std::to_string(holder->pid()) + ")\n") << run;
+  EXPECT_EQ(run.err, "flink-gpu: warning: process " + std::to_string(holder->pid()) +
+                         " is still running and may still be using GPU 0\n")
+      << run;
+  EXPECT_TRUE(recordsIn(coordinationFile()).empty()) << readFile(coordinationFile());
+}
+
+TEST_F(CoordinationCommandsTest, ReleaseOfNothingSaysSo) {
+  writeScript(coordinationFile(), sampleRecords(), fs::perms::owner_read | fs::perms::owner_write);
+  const CliRun byGpu = runCli({"release", "--gpu", "7", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(byGpu.exitCode, 0) << byGpu;
+  EXPECT_TRUE(byGpu.out.starts_with("GPU 7 is not held")) << byGpu;
+  const CliRun byOwner =
+      runCli({"release", "--owner", "999999999", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(byOwner.exitCode, 0) << byOwner;
+  EXPECT_TRUE(byOwner.out.starts_with("no GPU is held by process 999999999")) << byOwner;
+  EXPECT_EQ(readFile(coordinationFile()), sampleRecords());
+
+  const CliRun missing =
+      runCli({"release", "--gpu", "0", "--coordination-file", (dir_ / "missing").string()});
+  EXPECT_EQ(missing.exitCode, 0) << missing;
+  EXPECT_FALSE(fs::exists(dir_ / "missing"));
+}
+
+TEST_F(CoordinationCommandsTest, ReleaseNeedsExactlyOneOfOwnerAndGpu) {
+  writeScript(coordinationFile(), sampleRecords(), fs::perms::owner_read | fs::perms::owner_write);
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"release", "--coordination-file", coordinationFile()},
+           {"release", "--owner", "1", "--gpu", "1", "--coordination-file", coordinationFile()},
+           {"release", "--owner", "0", "--coordination-file", coordinationFile()},
+           {"release", "--owner", "x", "--coordination-file", coordinationFile()},
+           {"release", "--owner", "99999999999", "--coordination-file", coordinationFile()},
+           {"release", "--gpu", "x", "--coordination-file", coordinationFile()},
+           {"release", "--gpu", "0,1", "--coordination-file", coordinationFile()}}) {
+    const CliRun run = runCli(args);
+    EXPECT_EQ(run.exitCode, 2) << run;
+    EXPECT_EQ(run.out, "") << run;
+    EXPECT_TRUE(firstLine(run.err).starts_with("flink-gpu: error:")) << run;
+  }
+  EXPECT_EQ(readFile(coordinationFile()), sampleRecords());
+}
+
+// --- a coordination file that must not be used -------------------------------------------
+
+TEST_F(CoordinationCommandsTest, SymlinkAtTheCoordinationPathIsRefusedByEveryCommand) {
+  const fs::path target = dir_ / "target";
+  writeScript(target, sampleRecords(), fs::perms::owner_read | fs::perms::owner_write);
+  fs::create_symlink(target, coordinationFile());
+
+  const std::vector<std::vector<std::string>> cases = {
+      {"status", "--coordination-file", coordinationFile()},
+      {"status", "--coordination-file", coordinationFile(), "--format", "json"},
+      {"release", "--gpu", "1", "--coordination-file", coordinationFile()},
+      {"release", "--owner", std::to_string(::getpid()), "--coordination-file", coordinationFile()},
+      {"exec", "--amount", "1", "--gpus", "3", "--coordination-file", coordinationFile(), "--",
+       "/bin/sh", "-c", "echo ran > '" + marker().string() + "'"},
+  };
+  for (const auto& args : cases) {
+    const CliRun run = runCli(args);
+    EXPECT_EQ(run.exitCode, 1) << run;
+    EXPECT_EQ(run.out, "") << run;
+    const std::string first = firstLine(run.err);
+    EXPECT_TRUE(first.starts_with("flink-gpu: error: coordination file " + coordinationFile()))
+        << run;
+    EXPECT_TRUE(contains(first, "symbolic link")) << run;
+  }
+  EXPECT_FALSE(fs::exists(marker())) << "exec ran the command";
+  EXPECT_EQ(readFile(target), sampleRecords()) << "the symlink's target was changed";
+  EXPECT_TRUE(fs::is_symlink(coordinationFile()));
+}
+
+}  // namespace
