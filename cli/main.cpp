@@ -24,8 +24,7 @@ int main(int argc, char** argv) {
   app.fallthrough();
   int verboseCount = 0;
   bool quiet = false;
-  app.add_flag("-v,--verbose", verboseCount,
-               "Show the library's log (info; twice for debug)");
+  app.add_flag("-v,--verbose", verboseCount, "Show the library's log (info; twice for debug)");
   app.add_flag("-q,--quiet", quiet, "Print only the result and one line per error");
 
   DiscoverOptions discoverOptions;
@@ -47,7 +46,7 @@ int main(int argc, char** argv) {
     return kUsageError;
   }
 
-  setVerbosity(quiet ? Verbosity::kQuiet
+  setVerbosity(quiet               ? Verbosity::kQuiet
                : verboseCount >= 2 ? Verbosity::kDebug
                : verboseCount == 1 ? Verbosity::kVerbose
                                    : Verbosity::kNormal);

@@ -38,8 +38,7 @@ std::vector<std::string> readLines(const std::filesystem::path& path);
 bool isRunning(pid_t pid);
 
 /// Waits until none of `pids` is running, or `limit` passes; returns those still running.
-std::vector<pid_t> waitUntilGone(const std::vector<pid_t>& pids,
-                                 std::chrono::milliseconds limit);
+std::vector<pid_t> waitUntilGone(const std::vector<pid_t>& pids, std::chrono::milliseconds limit);
 
 /// Polls until the file at `path` has at least `count` non-blank lines, or `limit` passes.
 std::vector<std::string> waitForLines(const std::filesystem::path& path, std::size_t count,

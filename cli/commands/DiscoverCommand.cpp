@@ -82,8 +82,10 @@ int runDiscover(const DiscoverOptions& options) {
   const bool usingDefaultScript = !options.discoveryScript.has_value();
   config.set(GPUDriverOptions::DISCOVERY_SCRIPT_PATH,
              usingDefaultScript ? defaultDiscoveryScript() : *options.discoveryScript);
-  if (options.discoveryArgs) config.set(GPUDriverOptions::DISCOVERY_SCRIPT_ARG, *options.discoveryArgs);
-  if (options.timeout) config.setString(GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT.key(), *options.timeout);
+  if (options.discoveryArgs)
+    config.set(GPUDriverOptions::DISCOVERY_SCRIPT_ARG, *options.discoveryArgs);
+  if (options.timeout)
+    config.setString(GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT.key(), *options.timeout);
 
   std::unique_ptr<ExternalResourceDriver> driver;
   try {

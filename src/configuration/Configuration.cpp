@@ -146,8 +146,8 @@ Configuration Configuration::withPrefixRemoved(std::string_view prefix) const {
   for (auto it = entries_.lower_bound(prefix);
        it != entries_.end() && std::string_view(it->first).substr(0, prefix.size()) == prefix;
        ++it) {
-    if (it->first.size() > prefix.size()) view.entries_.emplace(it->first.substr(prefix.size()),
-                                                                 it->second);
+    if (it->first.size() > prefix.size())
+      view.entries_.emplace(it->first.substr(prefix.size()), it->second);
   }
   return view;
 }

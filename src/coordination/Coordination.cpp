@@ -127,8 +127,8 @@ class LockedFile {
     std::string text(static_cast<std::size_t>(size_), '\0');
     std::size_t done = 0;
     while (done < text.size()) {
-      const ssize_t n = ::pread(fd_.get(), text.data() + done, text.size() - done,
-                                static_cast<off_t>(done));
+      const ssize_t n =
+          ::pread(fd_.get(), text.data() + done, text.size() - done, static_cast<off_t>(done));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) fail(file_, "cannot read it", errno);
       if (n == 0) break;
@@ -148,8 +148,8 @@ class LockedFile {
     }
     std::size_t done = 0;
     while (done < padded.size()) {
-      const ssize_t n = ::pwrite(fd_.get(), padded.data() + done, padded.size() - done,
-                                 static_cast<off_t>(done));
+      const ssize_t n =
+          ::pwrite(fd_.get(), padded.data() + done, padded.size() - done, static_cast<off_t>(done));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) fail(file_, "cannot write it", errno);
       done += static_cast<std::size_t>(n);

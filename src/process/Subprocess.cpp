@@ -90,8 +90,8 @@ pid_t spawn(const std::vector<std::string>& argv, int stdoutFd, int stderrFd,
   args.push_back(nullptr);
 
   SpawnSettings settings;
-  check(::posix_spawn_file_actions_addopen(settings.actions(), STDIN_FILENO, "/dev/null",
-                                           O_RDONLY, 0),
+  check(::posix_spawn_file_actions_addopen(settings.actions(), STDIN_FILENO, "/dev/null", O_RDONLY,
+                                           0),
         "posix_spawn_file_actions_addopen");
   check(::posix_spawn_file_actions_adddup2(settings.actions(), stdoutFd, STDOUT_FILENO),
         "posix_spawn_file_actions_adddup2");
@@ -259,8 +259,10 @@ class Run {
       }
       for (nfds_t i = 0; i < count; ++i) {
         if (fds[i].revents == 0) continue;
-        if (fds[i].fd == out_.fd.get()) out_.drainAvailable();
-        else if (fds[i].fd == err_.fd.get()) err_.drainAvailable();
+        if (fds[i].fd == out_.fd.get())
+          out_.drainAvailable();
+        else if (fds[i].fd == err_.fd.get())
+          err_.drainAvailable();
       }
       exited_ = hasExited();
       if (exited_) {
@@ -289,8 +291,10 @@ class Run {
       if (ready == 0) return;  // a descendant outside the group keeps a pipe open: stop reading
       for (nfds_t i = 0; i < count; ++i) {
         if (fds[i].revents == 0) continue;
-        if (fds[i].fd == out_.fd.get()) out_.drainAvailable();
-        else if (fds[i].fd == err_.fd.get()) err_.drainAvailable();
+        if (fds[i].fd == out_.fd.get())
+          out_.drainAvailable();
+        else if (fds[i].fd == err_.fd.get())
+          err_.drainAvailable();
       }
     }
   }

@@ -56,9 +56,15 @@ std::string quoteForMessage(std::string_view text, std::size_t maxLength) {
   for (std::size_t i = 0; i < shown; ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
     switch (c) {
-      case '\n': quoted += "\\n"; break;
-      case '\r': quoted += "\\r"; break;
-      case '\t': quoted += "\\t"; break;
+      case '\n':
+        quoted += "\\n";
+        break;
+      case '\r':
+        quoted += "\\r";
+        break;
+      case '\t':
+        quoted += "\\t";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           char escaped[5];

@@ -71,7 +71,8 @@ TEST(ConfigurationTest, DurationsAreReadAsFlinkWritesThem) {
 }
 
 TEST(ConfigurationTest, BadValuesNameTheKeyAndTheValue) {
-  const auto amount = ConfigOptions::key("external-resource.gpu.amount").longType().noDefaultValue();
+  const auto amount =
+      ConfigOptions::key("external-resource.gpu.amount").longType().noDefaultValue();
   Configuration config;
   for (const char* bad : {"two", "", "1.5", "99999999999999999999", "3x"}) {
     config.setString(amount.key(), bad);

@@ -124,8 +124,9 @@ bool byPidTable(const Owner& owner, const std::vector<pid_t>& live) {
 
 TEST(CoordinationPlanTest, TakesFreeGpusInOrderAndRecordsTheOwner) {
   const Allocation a =
-      planAllocation(parseRecords("0 10\n"), {gpuRange(4), 2, Owner{20, 7}},
-                     [](const Owner& o) { return byPidTable(o, {10, 20}); });
+      planAllocation(parseRecords("0 10\n"), {gpuRange(4), 2, Owner{20, 7}}, [](const Owner& o) {
+        return byPidTable(o, {10, 20});
+      });
   EXPECT_TRUE(a.satisfied);
   EXPECT_EQ(a.granted, (std::vector<std::string>{"1", "2"}));
   EXPECT_EQ(formatRecords(a.records), "0 10\n1 20 7\n2 20 7\n");
@@ -133,17 +134,19 @@ TEST(CoordinationPlanTest, TakesFreeGpusInOrderAndRecordsTheOwner) {
 
 TEST(CoordinationPlanTest, DeadOwnersRecordOfGpuOneNeverTouchesGpuEleven) {
   // Flink's script deletes with sed "/1 /d", which also removes "11 <pid>".
-  const Allocation a =
-      planAllocation(parseRecords("1 500\n11 600\n"), {gpuRange(16), 1, Owner{700, 1}},
-                     [](const Owner& o) { return byPidTable(o, {600, 700}); });
+  const Allocation a = planAllocation(parseRecords("1 500\n11 600\n"),
+                                      {gpuRange(16), 1, Owner{700, 1}}, [](const Owner& o) {
+                                        return byPidTable(o, {600, 700});
+                                      });
   EXPECT_EQ(a.granted, std::vector<std::string>{"0"});
   EXPECT_EQ(a.reclaimed, (std::vector<Record>{Record{"1", Owner{500, {}}}}));
   EXPECT_EQ(formatRecords(a.records), "11 600\n0 700 1\n");
 }
 
 TEST(CoordinationPlanTest, ADeadOwnersGpuIsTakenOver) {
-  const Allocation a = planAllocation(parseRecords("0 500\n1 600\n"), {gpuRange(2), 2, Owner{700, 1}},
-                                      [](const Owner& o) { return o.pid == 700; });
+  const Allocation a =
+      planAllocation(parseRecords("0 500\n1 600\n"), {gpuRange(2), 2, Owner{700, 1}},
+                     [](const Owner& o) { return o.pid == 700; });
   EXPECT_TRUE(a.satisfied);
   EXPECT_EQ(a.granted, (std::vector<std::string>{"0", "1"}));
   EXPECT_EQ(a.reclaimed.size(), 2u);
@@ -151,7 +154,8 @@ TEST(CoordinationPlanTest, ADeadOwnersGpuIsTakenOver) {
 
 TEST(CoordinationPlanTest, AskingAgainGivesTheSameGpus) {
   const auto live = [](const Owner& o) { return byPidTable(o, {10, 20}); };
-  const Allocation first = planAllocation(parseRecords("0 10\n"), {gpuRange(4), 2, Owner{20, 7}}, live);
+  const Allocation first =
+      planAllocation(parseRecords("0 10\n"), {gpuRange(4), 2, Owner{20, 7}}, live);
   const Allocation again = planAllocation(parseRecords(formatRecords(first.records)),
                                           {gpuRange(4), 2, Owner{20, 7}}, live);
   EXPECT_EQ(again.granted, first.granted);
@@ -159,9 +163,10 @@ TEST(CoordinationPlanTest, AskingAgainGivesTheSameGpus) {
 }
 
 TEST(CoordinationPlanTest, TooFewFreeGpusGrantsNothingButStillDropsDeadRecords) {
-  const Allocation a =
-      planAllocation(parseRecords("0 10\n1 11\n2 99\n"), {gpuRange(3), 2, Owner{20, 7}},
-                     [](const Owner& o) { return byPidTable(o, {10, 11, 20}); });
+  const Allocation a = planAllocation(parseRecords("0 10\n1 11\n2 99\n"),
+                                      {gpuRange(3), 2, Owner{20, 7}}, [](const Owner& o) {
+                                        return byPidTable(o, {10, 11, 20});
+                                      });
   EXPECT_FALSE(a.satisfied);
   EXPECT_TRUE(a.granted.empty());
   EXPECT_EQ(a.heldByOthers.size(), 2u);
@@ -172,11 +177,11 @@ TEST(CoordinationPlanTest, LivenessIsAskedOncePerOwnerSoTheCostIsLinear) {
   std::string text;
   for (int i = 0; i < 63; ++i) text += std::to_string(i) + " 10 5\n";
   int probes = 0;
-  const Allocation a = planAllocation(parseRecords(text), {gpuRange(64), 1, Owner{20, 7}},
-                                      [&](const Owner& o) {
-                                        ++probes;
-                                        return o.pid == 10;
-                                      });
+  const Allocation a =
+      planAllocation(parseRecords(text), {gpuRange(64), 1, Owner{20, 7}}, [&](const Owner& o) {
+        ++probes;
+        return o.pid == 10;
+      });
   EXPECT_EQ(a.granted, std::vector<std::string>{"63"});
   EXPECT_EQ(probes, 1);
 }
@@ -215,9 +220,9 @@ TEST_F(CoordinationFileTest, ARecordWithAReusedPidIsTakenBack) {
   fs::create_directories(file().parent_path());
   const Owner self = Owner::of(::getpid());
   // This process's pid, but a start time of another process: the pid was reused.
-  testing::writeScript(file(), "0 " + std::to_string(::getpid()) + " " +
-                                   std::to_string(*self.startTime - 1) + "\n",
-                       fs::perms::owner_read | fs::perms::owner_write);
+  testing::writeScript(
+      file(), "0 " + std::to_string(::getpid()) + " " + std::to_string(*self.startTime - 1) + "\n",
+      fs::perms::owner_read | fs::perms::owner_write);
   LiveProcess other;
   const Allocation a = allocate(file(), {gpuRange(1), 1, other.owner()});
   EXPECT_TRUE(a.satisfied);
@@ -321,8 +326,7 @@ TEST_F(CoordinationFileTest, StatusAndRelease) {
 /// that gets a GPU claims a marker file for it with O_EXCL while it holds it, and removes the
 /// marker before it exits: finding the marker already there means two running owners held the
 /// same GPU. Returns {granted, violations}.
-std::pair<int, int> raceRound(const fs::path& file, const fs::path& markers, int owners,
-                              int gpus) {
+std::pair<int, int> raceRound(const fs::path& file, const fs::path& markers, int owners, int gpus) {
   int startPipe[2];
   EXPECT_EQ(::pipe(startPipe), 0);
   std::vector<pid_t> children;

@@ -94,13 +94,15 @@ TEST_P(SubprocessTest, DrainsMegabytesOnBothStreamsAndKeepsABoundedAmount) {
 TEST_P(SubprocessTest, TimeOutKillsTheWholeGroupIncludingChildrenThatIgnoreSigterm) {
   const auto pidFile = dir_ / "pids";
   const auto start = Clock::now();
-  const ProcessResult result = runScript(
-      "sleep 300 &\necho $! >> " + pidFile.string() + "\n" +
-          "sh -c 'trap \"\" TERM; echo $$ >> " + pidFile.string() +
-          "; while :; do sleep 1; done' &\n"
-          "echo $$ >> " + pidFile.string() + "\n"
-          "echo started; wait\n",
-      options(700ms));
+  const ProcessResult result =
+      runScript("sleep 300 &\necho $! >> " + pidFile.string() + "\n" +
+                    "sh -c 'trap \"\" TERM; echo $$ >> " + pidFile.string() +
+                    "; while :; do sleep 1; done' &\n"
+                    "echo $$ >> " +
+                    pidFile.string() +
+                    "\n"
+                    "echo started; wait\n",
+                options(700ms));
   const auto elapsed = Clock::now() - start;
   EXPECT_EQ(result.outcome, ProcessOutcome::timedOut());
   EXPECT_EQ(result.outcome.toString(), "timed out");
@@ -140,11 +142,11 @@ TEST_P(SubprocessTest, StdinIsDevNullAndNoHostDescriptorReachesTheChild) {
   const int leaky = ::open("/dev/null", O_RDONLY);
   ASSERT_GE(leaky, 3);
   const auto report = dir_ / "report";
-  const ProcessResult result = runScript(
-      "readlink /proc/$$/fd/0 > " + report.string() + "\n" + "if [ -e /proc/$$/fd/" +
-          std::to_string(leaky) + " ]; then echo leaked >> " + report.string() + "; fi\n" +
-          "cat\n",  // would block forever on an inherited terminal or pipe
-      options(5s));
+  const ProcessResult result =
+      runScript("readlink /proc/$$/fd/0 > " + report.string() + "\n" + "if [ -e /proc/$$/fd/" +
+                    std::to_string(leaky) + " ]; then echo leaked >> " + report.string() +
+                    "; fi\n" + "cat\n",  // would block forever on an inherited terminal or pipe
+                options(5s));
   ::close(leaky);
   EXPECT_TRUE(result.outcome.succeeded()) << result.outcome.toString();
   EXPECT_EQ(readLines(report), std::vector<std::string>{"/dev/null"});

@@ -78,9 +78,7 @@ class Configuration {
 
   /// All keys, sorted.
   std::vector<std::string> keySet() const;
-  const std::map<std::string, std::string, std::less<>>& toMap() const noexcept {
-    return entries_;
-  }
+  const std::map<std::string, std::string, std::less<>>& toMap() const noexcept { return entries_; }
 
   /// The entries whose key starts with `prefix`, with the prefix removed (Flink's
   /// DelegatingConfiguration view, as used for external-resource.<name>.param.).

@@ -49,8 +49,9 @@ std::string describeStream(const char* name, const process::CapturedOutput& capt
   if (text.empty() && captured.discardedBytes == 0) return std::string(name) + ": (empty)";
   std::string described = std::string(name) + ":\n" +
                           std::string(text.substr(0, std::min(text.size(), kShownOutputBytes)));
-  const std::size_t hidden = (text.size() > kShownOutputBytes ? text.size() - kShownOutputBytes
-                                                              : 0) + captured.discardedBytes;
+  const std::size_t hidden =
+      (text.size() > kShownOutputBytes ? text.size() - kShownOutputBytes : 0) +
+      captured.discardedBytes;
   if (hidden > 0) described += "\n... (" + std::to_string(hidden) + " more bytes)";
   return described;
 }
@@ -173,8 +174,7 @@ ExternalResourceInfoSet GPUDriver::retrieveResourceInfo(std::int64_t gpuAmount) 
     log()->warn(
         "The GPU discovery script printed {} more line(s) after the first; only the first line "
         "is read. Output: {}",
-        output.ignoredLines,
-        strings::quoteForMessage(result.stdoutOutput.data, kShownOutputBytes));
+        output.ignoredLines, strings::quoteForMessage(result.stdoutOutput.data, kShownOutputBytes));
   }
   for (const std::string& duplicate : output.duplicates) {
     log()->warn("The GPU discovery script printed GPU {} more than once; it is counted once.",

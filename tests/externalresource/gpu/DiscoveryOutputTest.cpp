@@ -31,8 +31,7 @@ TEST(DiscoveryOutputTest, OnlyTheFirstLineCountsAndFurtherLinesAreCounted) {
 }
 
 TEST(DiscoveryOutputTest, SixteenGpusKeepTheirIndices) {
-  const DiscoveryOutput output =
-      parseDiscoveryOutput("0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n");
+  const DiscoveryOutput output = parseDiscoveryOutput("0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n");
   ASSERT_EQ(output.identifiers.size(), 16u);
   EXPECT_EQ(output.identifiers[10], "10");
   EXPECT_EQ(output.identifiers[15], "15");
@@ -50,17 +49,17 @@ TEST(DiscoveryOutputTest, UuidFormsThatCudaVisibleDevicesAccepts) {
   const char* line =
       "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6,MIG-4b9e1b0a-7f3c-5a2e-9d1c-0e6f2a8b7c3d,"
       "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/0,GPU-8932f937";
-  EXPECT_EQ(parseDiscoveryOutput(line).identifiers,
-            (Ids{"GPU-8932f937-d72c-4106-c12f-20bd9faed9f6",
-                 "MIG-4b9e1b0a-7f3c-5a2e-9d1c-0e6f2a8b7c3d",
-                 "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/0", "GPU-8932f937"}));
+  EXPECT_EQ(
+      parseDiscoveryOutput(line).identifiers,
+      (Ids{"GPU-8932f937-d72c-4106-c12f-20bd9faed9f6", "MIG-4b9e1b0a-7f3c-5a2e-9d1c-0e6f2a8b7c3d",
+           "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/0", "GPU-8932f937"}));
 }
 
 TEST(DiscoveryOutputTest, TextThatIsNotADeviceIsRejectedQuotingTheLine) {
-  for (const char* bad : {"No devices were found", "[N/A]", "0,[N/A]",
-                          "WARNING: infoROM is corrupted at gpu 0000:0B:00.0", "-1", "1.5",
-                          "0x1", "GPU-", "GPU-xyz", "MIG-GPU-abc/1", "MIG-GPU-abc/x/0", "gpu0",
-                          "1234567890", "0 1", "null"}) {
+  for (const char* bad :
+       {"No devices were found", "[N/A]", "0,[N/A]",
+        "WARNING: infoROM is corrupted at gpu 0000:0B:00.0", "-1", "1.5", "0x1", "GPU-", "GPU-xyz",
+        "MIG-GPU-abc/1", "MIG-GPU-abc/x/0", "gpu0", "1234567890", "0 1", "null"}) {
     try {
       parseDiscoveryOutput(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";

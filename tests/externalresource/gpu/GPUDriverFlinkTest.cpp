@@ -24,10 +24,11 @@ class GPUDriverFlinkTest : public ::testing::Test {
 
 // Flink: testGPUDriverWithTestScript — a valid script gives the GPUs it prints.
 TEST_F(GPUDriverFlinkTest, ValidScriptGivesTwoGpus) {
-  const auto script = writeScript(dir_ / "testing-gpu-discovery.sh",
-                                  "#!/bin/sh\n"
-                                  "# Prints the first <amount> of four GPUs, as Flink's test does.\n"
-                                  "seq 0 3 | head -n \"$1\" | paste -sd, -\n");
+  const auto script =
+      writeScript(dir_ / "testing-gpu-discovery.sh",
+                  "#!/bin/sh\n"
+                  "# Prints the first <amount> of four GPUs, as Flink's test does.\n"
+                  "seq 0 3 | head -n \"$1\" | paste -sd, -\n");
   const ExternalResourceInfoSet gpus = makeDriver(script.string())->retrieveResourceInfo(2);
   ASSERT_EQ(gpus.size(), 2u);
   EXPECT_EQ(gpus[0]->getProperty("index"), "0");
@@ -52,9 +53,9 @@ TEST_F(GPUDriverFlinkTest, MissingScriptIsFileNotFound) {
 
 // Flink: testGPUDriverWithInexecutableScript.
 TEST_F(GPUDriverFlinkTest, NonExecutableScriptIsAFlinkException) {
-  const auto script = writeScript(dir_ / "gpus.sh", "#!/bin/sh\necho 0\n",
-                                  std::filesystem::perms::owner_read |
-                                      std::filesystem::perms::owner_write);
+  const auto script =
+      writeScript(dir_ / "gpus.sh", "#!/bin/sh\necho 0\n",
+                  std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   EXPECT_THROW(makeDriver(script.string()), FlinkException);
 }
 

@@ -69,12 +69,16 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const std::optional<std::string>& value) : name_(name) {
     if (const char* old = ::getenv(name)) previous_ = old;
-    if (value) ::setenv(name, value->c_str(), 1);
-    else ::unsetenv(name);
+    if (value)
+      ::setenv(name, value->c_str(), 1);
+    else
+      ::unsetenv(name);
   }
   ~ScopedEnv() {
-    if (previous_) ::setenv(name_, previous_->c_str(), 1);
-    else ::unsetenv(name_);
+    if (previous_)
+      ::setenv(name_, previous_->c_str(), 1);
+    else
+      ::unsetenv(name_);
   }
 
  private:
@@ -154,8 +158,7 @@ TEST_F(GPUDriverTest, MissingFileIsFileNotFoundWithTheAbsolutePath) {
 }
 
 TEST_F(GPUDriverTest, NotExecutableOrNotAFileIsAFlinkException) {
-  const auto plain =
-      writeScript(dir_ / "plain.sh", "#!/bin/sh\necho 0\n", fs::perms::owner_read);
+  const auto plain = writeScript(dir_ / "plain.sh", "#!/bin/sh\necho 0\n", fs::perms::owner_read);
   try {
     makeDriver(plain.string());
     FAIL();
@@ -193,8 +196,8 @@ TEST_F(GPUDriverTest, ArgsAreSplitOnWhitespaceAndAPathWithASpaceWorks) {
                                     argsFile.string() + "'\necho 0,1\n");
   const auto driver = makeDriver(path.string(), "  --device-type\tnvidia  '$HOME' ");
   EXPECT_EQ(indices(driver->retrieveResourceInfo(2)), (std::vector<std::string>{"0", "1"}));
-  EXPECT_EQ(readLines(argsFile), (std::vector<std::string>{path.string(), "2", "--device-type",
-                                                           "nvidia", "'$HOME'"}));
+  EXPECT_EQ(readLines(argsFile),
+            (std::vector<std::string>{path.string(), "2", "--device-type", "nvidia", "'$HOME'"}));
 }
 
 TEST_F(GPUDriverTest, WithoutArgsTheScriptGetsNullAsFlinkPassesIt) {
@@ -213,8 +216,7 @@ TEST_F(GPUDriverTest, TimeOutKillsTheScriptAndEveryProcessItStarted) {
   const auto driver = makeDriver(
       script("sleep 300 & echo $! >> " + pidFile.string() + "\n" +
              "sh -c 'trap \"\" TERM; echo $$ >> " + pidFile.string() +
-             "; while :; do sleep 1; done' &\n" + "echo $$ >> " + pidFile.string() +
-             "\nwait\n")
+             "; while :; do sleep 1; done' &\n" + "echo $$ >> " + pidFile.string() + "\nwait\n")
           .string(),
       std::nullopt, "500 ms");
   LogCapture log;
@@ -238,10 +240,10 @@ TEST_F(GPUDriverTest, TimeOutKillsTheScriptAndEveryProcessItStarted) {
 // 5. Non-zero exit or a signal: FlinkException naming it, with both streams, logged at WARN.
 
 TEST_F(GPUDriverTest, NonZeroExitNamesTheCodeAndShowsBothStreams) {
-  const auto driver = makeDriver(
-      script("echo 'Failed to initialize NVML: Driver/library version mismatch'\n"
-             "echo 'some detail' >&2\nexit 18\n")
-          .string());
+  const auto driver =
+      makeDriver(script("echo 'Failed to initialize NVML: Driver/library version mismatch'\n"
+                        "echo 'some detail' >&2\nexit 18\n")
+                     .string());
   LogCapture log;
   try {
     driver->retrieveResourceInfo(1);
@@ -283,17 +285,17 @@ TEST_F(GPUDriverTest, HugeFailureOutputIsTrimmedInTheMessage) {
 // 6. Both streams drained while the script runs.
 
 TEST_F(GPUDriverTest, MegabytesOnStderrBeforeTheAnswerNeitherStallNorTimeOut) {
-  const auto driver = makeDriver(
-      script("head -c 4194304 /dev/zero | tr '\\0' e >&2\necho 0,1\n").string(), std::nullopt,
-      "5 s");
+  const auto driver =
+      makeDriver(script("head -c 4194304 /dev/zero | tr '\\0' e >&2\necho 0,1\n").string(),
+                 std::nullopt, "5 s");
   const auto start = Clock::now();
   EXPECT_EQ(indices(driver->retrieveResourceInfo(2)), (std::vector<std::string>{"0", "1"}));
   EXPECT_LT(Clock::now() - start, 4s);
 }
 
 TEST_F(GPUDriverTest, MegabytesOnStdoutAfterTheAnswerAreIgnored) {
-  const auto driver = makeDriver(
-      script("echo 0,1\nhead -c 4194304 /dev/zero | tr '\\0' '\\n'\n").string());
+  const auto driver =
+      makeDriver(script("echo 0,1\nhead -c 4194304 /dev/zero | tr '\\0' '\\n'\n").string());
   EXPECT_EQ(indices(driver->retrieveResourceInfo(2)), (std::vector<std::string>{"0", "1"}));
 }
 
@@ -340,8 +342,8 @@ TEST_F(GPUDriverTest, UuidsAreAccepted) {
 TEST_F(GPUDriverTest, SixteenGpusKeepTheirIndicesAndOrder) {
   const auto driver = makeDriver(script("echo 15,10,0,1,2,3,4,5,6,7,8,9,11,12,13,14\n").string());
   const auto gpus = driver->retrieveResourceInfo(16);
-  EXPECT_EQ(indices(gpus), (std::vector<std::string>{"15", "10", "0", "1", "2", "3", "4", "5",
-                                                     "6", "7", "8", "9", "11", "12", "13", "14"}));
+  EXPECT_EQ(indices(gpus), (std::vector<std::string>{"15", "10", "0", "1", "2", "3", "4", "5", "6",
+                                                     "7", "8", "9", "11", "12", "13", "14"}));
   EXPECT_EQ(gpus[1]->toString(), "GPU Device(10)");
 }
 

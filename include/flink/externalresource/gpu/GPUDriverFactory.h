@@ -13,7 +13,8 @@ namespace flink::externalresource::gpu {
 class GPUDriverFactory final : public ExternalResourceDriverFactory {
  public:
   /// The factory's name in Flink configurations (`external-resource.<name>.driver-factory.class`).
-  static constexpr const char* CLASS_NAME = "org.apache.flink.externalresource.gpu.GPUDriverFactory";
+  static constexpr const char* CLASS_NAME =
+      "org.apache.flink.externalresource.gpu.GPUDriverFactory";
 
   /// @returns a GPUDriver for `config` (keys as in GPUDriverOptions).
   /// @throws IllegalConfigurationException, FileNotFoundException or FlinkException, as
