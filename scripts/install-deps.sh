@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake make g++ clang libclang-rt-14-dev  # compilers; clang for the ASan/UBSan and fuzz build
+  clang-format git                         # style check
   libspdlog-dev libfmt-dev                 # logging
   libcli11-dev                             # command line
   nlohmann-json3-dev                       # JSON output
