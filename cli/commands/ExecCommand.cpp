@@ -22,6 +22,7 @@
 
 #include "Console.h"
 #include "ExitCode.h"
+#include "commands/CoordinationFileOption.h"
 #include "coordination/Coordination.h"
 #include "discovery/DiscoveryArguments.h"
 #include "discovery/NvidiaSmi.h"
@@ -29,18 +30,6 @@
 
 namespace flink::cli {
 namespace {
-
-/// What a shell exits with when the command cannot be run (POSIX, "Command Search and
-/// Execution"); the command's own exit codes are whatever it returns.
-
-std::string join(const std::vector<std::string>& parts, std::string_view separator) {
-  std::string joined;
-  for (const std::string& part : parts) {
-    if (!joined.empty()) joined += separator;
-    joined += part;
-  }
-  return joined;
-}
 
 /// An error whose first line is `cause` and whose further lines are `details`.
 void printErrorWithDetails(const std::string& cause, const std::vector<std::string>& details) {
@@ -136,17 +125,13 @@ void releaseAfterFailedExec(const std::string& file, const coordination::Owner& 
 }  // namespace
 
 CLI::App* addExecCommand(CLI::App& app, ExecOptions& options) {
-  options.coordinationFile = coordination::kDefaultCoordinationFile;
   CLI::App* command = app.add_subcommand(
       "exec",
       "Run a command with GPUs of its own: allocate them in the coordination file, set "
       "CUDA_VISIBLE_DEVICES, and exec the command.");
   command->add_option("-n,--amount", options.amount, "How many GPUs to allocate (must be > 0)")
       ->required();
-  command
-      ->add_option("--coordination-file", options.coordinationFile,
-                   "The coordination file shared by the workers of this host")
-      ->capture_default_str();
+  addCoordinationFileOption(*command, options.coordinationFile);
   command->add_option("--gpus", options.gpus,
                       "The GPUs of this host, comma or space separated (default: ask nvidia-smi)");
   command->add_option("command", options.command,
@@ -179,7 +164,7 @@ int runExec(const ExecOptions& options) {
   const auto amount = static_cast<std::size_t>(options.amount);
   if (gpus->size() < amount) {
     printError("only " + std::to_string(gpus->size()) + " GPU(s) on this host, " +
-               std::to_string(amount) + " requested (GPUs: " + join(*gpus, ",") + ")");
+               std::to_string(amount) + " requested (GPUs: " + strings::join(*gpus, ",") + ")");
     return kDiscoveryFailed;
   }
 
@@ -207,7 +192,7 @@ int runExec(const ExecOptions& options) {
     return kDiscoveryFailed;
   }
 
-  const std::string visible = join(allocation.granted, ",");
+  const std::string visible = strings::join(allocation.granted, ",");
   if (::setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1) != 0) {
     const int error = errno;
     releaseAfterFailedExec(options.coordinationFile, owner);

@@ -13,6 +13,7 @@
 
 #include "Console.h"
 #include "ExitCode.h"
+#include "commands/CoordinationFileOption.h"
 #include "coordination/Coordination.h"
 #include "discovery/DiscoveryArguments.h"
 #include "discovery/NvidiaSmi.h"  // DiscoveryError
@@ -21,17 +22,13 @@
 namespace flink::cli {
 
 CLI::App* addReleaseCommand(CLI::App& app, ReleaseOptions& options) {
-  options.coordinationFile = coordination::kDefaultCoordinationFile;
   CLI::App* command = app.add_subcommand(
       "release",
       "Free GPUs by hand: remove the records of one owner process (--owner) or of "
       "one GPU (--gpu) from the coordination file.");
   command->add_option("--owner", options.owner, "Release every GPU held by this process id");
   command->add_option("--gpu", options.gpu, "Release this GPU (an index, or a GPU-/MIG- UUID)");
-  command
-      ->add_option("--coordination-file", options.coordinationFile,
-                   "The coordination file shared by the workers of this host")
-      ->capture_default_str();
+  addCoordinationFileOption(*command, options.coordinationFile);
   return command;
 }
 

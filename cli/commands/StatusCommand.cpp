@@ -14,6 +14,7 @@
 
 #include "Console.h"
 #include "ExitCode.h"
+#include "commands/CoordinationFileOption.h"
 #include "coordination/Coordination.h"
 #include "util/Strings.h"
 
@@ -86,15 +87,11 @@ void printText(const std::string& file, const coordination::Status& status) {
 }  // namespace
 
 CLI::App* addStatusCommand(CLI::App& app, StatusOptions& options) {
-  options.coordinationFile = coordination::kDefaultCoordinationFile;
   CLI::App* command =
       app.add_subcommand("status",
                          "Show which GPUs the coordination file records, for which processes, and "
                          "whether those are still running.");
-  command
-      ->add_option("--coordination-file", options.coordinationFile,
-                   "The coordination file shared by the workers of this host")
-      ->capture_default_str();
+  addCoordinationFileOption(*command, options.coordinationFile);
   command->add_option("--format", options.format, "Output format")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

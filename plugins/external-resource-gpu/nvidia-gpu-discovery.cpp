@@ -35,15 +35,6 @@ using flink::discovery::DiscoveryArguments;
 using flink::discovery::DiscoveryError;
 namespace coordination = flink::coordination;
 
-std::string join(const std::vector<std::string>& parts, std::string_view separator) {
-  std::string joined;
-  for (const std::string& part : parts) {
-    if (!joined.empty()) joined += separator;
-    joined += part;
-  }
-  return joined;
-}
-
 /// What goes to stderr after the first line (or after the answer, on success): details about
 /// the cause first, then notes about the command line and the coordination file, so that the
 /// first stderr line always names the cause of a failure.
@@ -67,7 +58,7 @@ int fail(const std::string& cause, const Trailer& trailer) {
 }
 
 int answer(const std::vector<std::string>& gpus, const Trailer& trailer) {
-  const std::string line = join(gpus, ",") + '\n';
+  const std::string line = flink::strings::join(gpus, ",") + '\n';
   std::fwrite(line.data(), 1, line.size(), stdout);
   std::fflush(stdout);
   trailer.print();
@@ -163,7 +154,7 @@ int discover(const std::vector<std::string>& argv) {
 
   if (gpus.size() < args.amount) {
     return fail("only " + std::to_string(gpus.size()) + " GPU(s) found, " + args.amountText +
-                    " requested (found: " + join(gpus, ",") + ")",
+                    " requested (found: " + flink::strings::join(gpus, ",") + ")",
                 trailer);
   }
   if (args.coordination) {

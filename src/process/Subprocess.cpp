@@ -257,13 +257,7 @@ class Run {
         // deadline is recomputed on the next turn.
         for (nfds_t i = 0; i < count; ++i) fds[i].revents = 0;
       }
-      for (nfds_t i = 0; i < count; ++i) {
-        if (fds[i].revents == 0) continue;
-        if (fds[i].fd == out_.fd.get())
-          out_.drainAvailable();
-        else if (fds[i].fd == err_.fd.get())
-          err_.drainAvailable();
-      }
+      drainReady(fds.data(), count);
       exited_ = hasExited();
       if (exited_) {
         // What the child wrote before it exited is in the pipes now; take it before the group is
@@ -273,6 +267,18 @@ class Run {
         return;
       }
       if (Clock::now() >= until) return;
+    }
+  }
+
+  /// Reads the pipes that poll reported ready (readable, closed, or in error).
+  void drainReady(const pollfd* fds, nfds_t count) {
+    for (nfds_t i = 0; i < count; ++i) {
+      if (fds[i].revents == 0) continue;
+      if (fds[i].fd == out_.fd.get()) {
+        out_.drainAvailable();
+      } else if (fds[i].fd == err_.fd.get()) {
+        err_.drainAvailable();
+      }
     }
   }
 
@@ -289,13 +295,7 @@ class Run {
         throwErrno("poll");
       }
       if (ready == 0) return;  // a descendant outside the group keeps a pipe open: stop reading
-      for (nfds_t i = 0; i < count; ++i) {
-        if (fds[i].revents == 0) continue;
-        if (fds[i].fd == out_.fd.get())
-          out_.drainAvailable();
-        else if (fds[i].fd == err_.fd.get())
-          err_.drainAvailable();
-      }
+      drainReady(fds.data(), count);
     }
   }
 

@@ -35,6 +35,15 @@ std::vector<std::string> splitWhitespace(std::string_view text) {
   return tokens;
 }
 
+std::string join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string joined;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) joined += separator;
+    joined += parts[i];
+  }
+  return joined;
+}
+
 std::vector<std::string_view> split(std::string_view text, char separator) {
   std::vector<std::string_view> parts;
   std::size_t start = 0;

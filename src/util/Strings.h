@@ -22,6 +22,9 @@ std::string toLower(std::string_view text);
 /// which Runtime.exec uses to split a command line).
 std::vector<std::string> splitWhitespace(std::string_view text);
 
+/// The parts joined with `separator` between them.
+std::string join(const std::vector<std::string>& parts, std::string_view separator);
+
 /// Splits on `separator`, keeping empty parts.
 std::vector<std::string_view> split(std::string_view text, char separator);
 

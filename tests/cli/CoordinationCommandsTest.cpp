@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "CliRun.h"
 #include "TestSupport.h"
 #include "process/Subprocess.h"
 
@@ -35,69 +36,19 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using flink::testing::CliRun;
+using flink::testing::firstLine;
+using flink::testing::kCli;
+using flink::testing::linesOf;
 using flink::testing::readFile;
 using flink::testing::readLines;
+using flink::testing::runCli;
 using flink::testing::TempDir;
 using flink::testing::waitForLines;
 using flink::testing::writeScript;
 
-constexpr const char* kCli = FLINK_GPU_CLI;
-
-/// What one run of flink-gpu showed.
-struct CliRun {
-  int exitCode = -1;
-  std::string out;
-  std::string err;
-};
-
-std::ostream& operator<<(std::ostream& stream, const CliRun& run) {
-  return stream << "\nexit code: " << run.exitCode << "\n--- stdout ---\n"
-                << run.out << "--- stderr ---\n"
-                << run.err;
-}
-
-std::vector<std::string> linesOf(std::string_view text) {
-  std::vector<std::string> lines;
-  while (!text.empty()) {
-    const std::size_t newline = text.find('\n');
-    lines.emplace_back(text.substr(0, newline));
-    text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);
-  }
-  return lines;
-}
-
-std::string firstLine(std::string_view text) {
-  const auto lines = linesOf(text);
-  return lines.empty() ? std::string() : lines.front();
-}
-
 bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
-}
-
-/// Runs `flink-gpu <args>` to completion. With `environment` ("NAME=value" entries) it runs
-/// through /usr/bin/env.
-CliRun runCli(const std::vector<std::string>& args,
-              const std::vector<std::string>& environment = {}) {
-  std::vector<std::string> argv;
-  if (!environment.empty()) {
-    argv.push_back("/usr/bin/env");
-    argv.insert(argv.end(), environment.begin(), environment.end());
-  }
-  argv.push_back(kCli);
-  argv.insert(argv.end(), args.begin(), args.end());
-  flink::process::RunOptions options;
-  options.timeout = 30s;
-  const flink::process::ProcessResult result = flink::process::run(argv, options);
-  CliRun run;
-  run.out = result.stdoutOutput.data;
-  run.err = result.stderrOutput.data;
-  if (result.outcome.kind() == flink::process::ProcessOutcome::Kind::kExited) {
-    run.exitCode = result.outcome.value();
-  } else {
-    ADD_FAILURE() << "flink-gpu " << result.outcome.toString() << run;
-  }
-  return run;
 }
 
 /// A program started with posix_spawn in a process group of its own, stdin on /dev/null and

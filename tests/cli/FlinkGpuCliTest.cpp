@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "CliRun.h"
 #include "TestSupport.h"
 #include "process/Subprocess.h"
 
@@ -20,79 +21,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using flink::testing::CliRun;
+using flink::testing::firstLine;
+using flink::testing::hasLineStartingWith;
+using flink::testing::kCli;
+using flink::testing::linesOf;
 using flink::testing::readLines;
+using flink::testing::runCli;
 using flink::testing::TempDir;
 using flink::testing::writeScript;
-
-constexpr const char* kCli = FLINK_GPU_CLI;
-
-/// What one run of flink-gpu showed.
-struct CliRun {
-  int exitCode = -1;
-  std::string out;
-  std::string err;
-  std::chrono::milliseconds elapsed{0};
-};
-
-std::ostream& operator<<(std::ostream& stream, const CliRun& run) {
-  return stream << "\nexit code: " << run.exitCode << "\n--- stdout ---\n"
-                << run.out << "--- stderr ---\n"
-                << run.err;
-}
-
-/// The lines of `text`, without their '\n' (a final newline ends the last line, not a new one).
-std::vector<std::string> linesOf(std::string_view text) {
-  std::vector<std::string> lines;
-  while (!text.empty()) {
-    const std::size_t newline = text.find('\n');
-    lines.emplace_back(text.substr(0, newline));
-    text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);
-  }
-  return lines;
-}
-
-std::string firstLine(std::string_view text) {
-  const auto lines = linesOf(text);
-  return lines.empty() ? std::string() : lines.front();
-}
-
-bool hasLineStartingWith(std::string_view text, std::string_view prefix) {
-  for (const std::string& line : linesOf(text)) {
-    if (line.starts_with(prefix)) return true;
-  }
-  return false;
-}
-
-/// Runs `flink-gpu <args>`. With `environment` ("NAME=value" entries) it runs through
-/// /usr/bin/env, because process::run hands the child this process's own environment.
-CliRun runCli(const std::vector<std::string>& args,
-              const std::vector<std::string>& environment = {}) {
-  std::vector<std::string> argv;
-  if (!environment.empty()) {
-    argv.push_back("/usr/bin/env");
-    argv.insert(argv.end(), environment.begin(), environment.end());
-  }
-  argv.push_back(kCli);
-  argv.insert(argv.end(), args.begin(), args.end());
-
-  flink::process::RunOptions options;
-  // Far above anything a test expects, so that a hang shows as a failure rather than a ctest
-  // time-out.
-  options.timeout = 30s;
-  const auto start = std::chrono::steady_clock::now();
-  const flink::process::ProcessResult result = flink::process::run(argv, options);
-  CliRun run;
-  run.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - start);
-  run.out = result.stdoutOutput.data;
-  run.err = result.stderrOutput.data;
-  if (result.outcome.kind() == flink::process::ProcessOutcome::Kind::kExited) {
-    run.exitCode = result.outcome.value();
-  } else {
-    ADD_FAILURE() << "flink-gpu " << result.outcome.toString() << run;
-  }
-  return run;
-}
 
 class FlinkGpuCliTest : public ::testing::Test {
  protected:
