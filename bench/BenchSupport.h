@@ -1,17 +1,23 @@
-// Shared set-up of the two benchmark programs (driver_bench, cli_bench): the trivial discovery
-// script they all run, and a main() that makes one run compare its benchmarks fairly.
+// Shared set-up of the benchmark programs (driver_bench, cli_bench, discovery_bench): a temporary
+// folder with executables written into it, the trivial discovery script driver_bench and
+// cli_bench run, the floor they all compare against (a bare spawn with stdout read to EOF), and a
+// main() that makes one run compare its benchmarks fairly.
 //
 // The script is the cheapest one the driver accepts (`#!/bin/sh` + `echo 0,1`), so that what the
 // benchmarks measure is the cost of starting and finishing a process, which is what the driver
 // and the CLI add overhead to, not the cost of a real nvidia-smi.
 #pragma once
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -22,29 +28,39 @@
 #include <system_error>
 #include <vector>
 
+extern char** environ;
+
 namespace flink::bench {
+
+/// A fresh, empty folder under $TMPDIR (or /tmp), named after `prefix`.
+inline std::filesystem::path makeTempFolder(const std::string& prefix) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/" + prefix + "-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    throw std::system_error(errno, std::generic_category(), "mkdtemp " + pattern);
+  }
+  return pattern;
+}
+
+/// Writes `text` to `file` and makes it executable (0755).
+inline void writeExecutable(const std::filesystem::path& file, const std::string& text) {
+  {
+    // Closed before the first exec: a file still open for writing cannot be run (ETXTBSY).
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) throw std::runtime_error("cannot write " + file.string());
+  }
+  if (::chmod(file.c_str(), 0755) != 0) {
+    throw std::system_error(errno, std::generic_category(), "chmod " + file.string());
+  }
+}
 
 /// A fresh temporary folder holding the discovery script; both are removed when this goes.
 class TempDiscoveryScript {
  public:
-  TempDiscoveryScript() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/flink-gpu-bench-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      throw std::system_error(errno, std::generic_category(), "mkdtemp " + pattern);
-    }
-    dir_ = pattern;
-    script_ = dir_ / "discover.sh";
-    {
-      // Closed before the first exec: a file still open for writing cannot be run (ETXTBSY).
-      std::ofstream out(script_, std::ios::binary | std::ios::trunc);
-      out << "#!/bin/sh\necho 0,1\n";
-      if (!out.flush()) throw std::runtime_error("cannot write " + script_.string());
-    }
-    if (::chmod(script_.c_str(), 0755) != 0) {
-      throw std::system_error(errno, std::generic_category(), "chmod " + script_.string());
-    }
+  TempDiscoveryScript() : dir_(makeTempFolder("flink-gpu-bench")), script_(dir_ / "discover.sh") {
+    writeExecutable(script_, "#!/bin/sh\necho 0,1\n");
   }
   ~TempDiscoveryScript() {
     std::error_code ignored;
@@ -59,6 +75,57 @@ class TempDiscoveryScript {
   std::filesystem::path dir_;
   std::filesystem::path script_;
 };
+
+/// `strings` as the char* array posix_spawn takes; valid as long as `strings` lives.
+inline std::vector<char*> cArgv(const std::vector<std::string>& strings) {
+  std::vector<char*> argv;
+  for (const std::string& arg : strings) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  return argv;
+}
+
+/// The floor: the least a caller can do to run a program and read its stdout (posix_spawn with
+/// stdout on a pipe, read to EOF, waitpid; stderr inherited). Returns the output, or an empty
+/// string with `error` set.
+inline std::string bareSpawnAndRead(char* const* argv, std::string& error) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    error = "pipe2 failed";
+    return {};
+  }
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  // dup2 clears O_CLOEXEC on the child's copy; both original ends close at exec.
+  ::posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv, environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);  // only the child holds the write end now, so EOF means it is done writing
+  std::string output;
+  if (rc == 0) {
+    std::array<char, 4096> buffer;
+    for (;;) {
+      const ssize_t n = ::read(fds[0], buffer.data(), buffer.size());
+      if (n > 0) {
+        output.append(buffer.data(), static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        break;
+      }
+    }
+  }
+  ::close(fds[0]);
+  if (rc != 0) {
+    error = "posix_spawn failed";
+    return {};
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    error = std::string(argv[0]) + " did not exit with 0";
+  }
+  return output;
+}
 
 /// The script of this run. Benchmarks are registered statically, before main() has made it, so
 /// they read it through this pointer at run time.

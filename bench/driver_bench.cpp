@@ -20,16 +20,9 @@
 // the CPU column (the parent's own CPU time) shows the driver's extra work, most of which
 // overlaps the child's exec and so does not reach the wall clock.
 // bench/run-benchmarks.sh prints the ratio retrieveResourceInfo / bare spawn, both ways.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <benchmark/benchmark.h>
 #include <spdlog/spdlog.h>
 
-#include <array>
-#include <cerrno>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -42,62 +35,14 @@
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
 #include "process/Subprocess.h"
 
-extern char** environ;
-
 namespace {
 
+using flink::bench::bareSpawnAndRead;
+using flink::bench::cArgv;
 using flink::bench::scriptPath;
 
 /// The argv every benchmark here runs, as the driver builds it for retrieveResourceInfo(2).
 std::vector<std::string> scriptArgv() { return {scriptPath(), "2", "null"}; }
-
-/// The floor: the least a caller can do to run the script and read its stdout. Returns the
-/// output, or an empty string with `error` set.
-std::string bareSpawnAndRead(char* const* argv, std::string& error) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    error = "pipe2 failed";
-    return {};
-  }
-  posix_spawn_file_actions_t actions;
-  ::posix_spawn_file_actions_init(&actions);
-  // dup2 clears O_CLOEXEC on the child's copy; both original ends close at exec.
-  ::posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv, environ);
-  ::posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);  // only the child holds the write end now, so EOF means it is done writing
-  std::string output;
-  if (rc == 0) {
-    std::array<char, 4096> buffer;
-    for (;;) {
-      const ssize_t n = ::read(fds[0], buffer.data(), buffer.size());
-      if (n > 0) {
-        output.append(buffer.data(), static_cast<std::size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        break;
-      }
-    }
-  }
-  ::close(fds[0]);
-  if (rc != 0) {
-    error = "posix_spawn failed";
-    return {};
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) error = "the script did not exit with 0";
-  return output;
-}
-
-/// scriptArgv() as the char* array posix_spawn takes; valid as long as `strings` lives.
-std::vector<char*> cArgv(const std::vector<std::string>& strings) {
-  std::vector<char*> argv;
-  for (const std::string& arg : strings) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  return argv;
-}
 
 /// One bare run, checked; false (with the state marked failed) if the script misbehaved.
 bool bareRunChecked(benchmark::State& state, char* const* argv) {

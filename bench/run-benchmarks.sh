@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the two benchmark programs of a build and prints the figures the README quotes:
+# Runs the three benchmark programs of a build and prints the figures the README quotes:
 #
 #   1. in-process overhead: GPUDriver::retrieveResourceInfo / a bare posix_spawn + read + waitpid
 #      of the same discovery script (driver_bench);            target: within 5 % (ratio <= 1.05)
@@ -9,18 +9,24 @@
 #   2. whole CLI: a `flink-gpu discover` process / a bare run of the script (cli_bench);
 #                                                               target: within 3x   (ratio <= 3)
 #   3. flink-gpu's peak resident memory (VmHWM at exit), next to the bare script's.
+#   4. default discovery: one coordinated allocation (a whole run of nvidia-gpu-discovery.sh on a
+#      stand-in host of 64 GPUs, 63 held by a live owner) / a bare run of nvidia-smi itself
+#      (discovery_bench);                                       target: within 1.5x (ratio <= 1.5)
+#      Also twice, the second from BM_PairedDiscovery.
 #
 # For reference it also prints process::run / bare spawn (the driver's process layer alone) and
-# `flink-gpu --version` / script (flink-gpu's start-up alone, without a discovery).
+# `flink-gpu --version` / script (flink-gpu's start-up alone, without a discovery), and for the
+# discovery the program run without its sh wrapper, and a plain (uncoordinated) discovery, each
+# over the bare nvidia-smi.
 #
 # Builds nothing: configure and build first (FLINK_GPU_BENCH=ON, the default), preferably in a
 # Release or RelWithDebInfo build. Usage:
 #
 #   bench/run-benchmarks.sh [BUILD_DIR] [--benchmark_... flags]
 #
-# BUILD_DIR defaults to build/ in the repository root. Flags after it go to both programs
+# BUILD_DIR defaults to build/ in the repository root. Flags after it go to every program
 # (e.g. --benchmark_filter=Bare). Console output is shown as it runs; the JSON of each program
-# goes to BUILD_DIR/bench-results/{driver_bench,cli_bench}.json, from which the ratios are
+# goes to BUILD_DIR/bench-results/{driver_bench,cli_bench,discovery_bench}.json, from which the ratios are
 # computed (python3). Ratios are of mean wall-clock time over the repetitions, with a rough 95 %
 # interval from the spread of the repetitions (median ratio in brackets). When that interval
 # straddles the target the verdict says "inconclusive": the machine was too noisy, rerun it when
@@ -35,7 +41,9 @@ if [[ $# -gt 0 && $1 != -* ]]; then
   shift
 fi
 
-for program in driver_bench cli_bench; do
+programs=(driver_bench cli_bench discovery_bench)
+
+for program in "${programs[@]}"; do
   if [[ ! -x $build_dir/bin/$program ]]; then
     echo "run-benchmarks.sh: $build_dir/bin/$program not found; build it first, e.g." >&2
     echo "  cmake -S $repo_root -B $build_dir -G Ninja && ninja -C $build_dir $program" >&2
@@ -46,14 +54,15 @@ done
 results=$build_dir/bench-results
 mkdir -p "$results"
 
-for program in driver_bench cli_bench; do
+for program in "${programs[@]}"; do
   echo "=== $program ==="
   "$build_dir/bin/$program" --benchmark_format=console \
     --benchmark_out="$results/$program.json" --benchmark_out_format=json "$@"
   echo
 done
 
-python3 - "$results/driver_bench.json" "$results/cli_bench.json" <<'PY'
+python3 - "$results/driver_bench.json" "$results/cli_bench.json" \
+  "$results/discovery_bench.json" <<'PY'
 import json
 import math
 import statistics
@@ -65,8 +74,14 @@ errors = []
 
 def load(path):
     """{benchmark name: {"agg": {aggregate name: entry}, "reps": [real time in us, ...]}}."""
-    with open(path) as f:
-        data = json.load(f)
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return {}
+    if not text.strip():
+        return {}  # a --benchmark_filter that matched nothing in this program leaves it empty
+    data = json.loads(text)
     found = {}
     for entry in data["benchmarks"]:
         if entry.get("error_occurred"):
@@ -78,7 +93,8 @@ def load(path):
             slot["agg"][entry["aggregate_name"]] = entry
         else:
             slot["reps"].append(us(entry))
-            for counter in ("ratio", "discover_ratio", "version_ratio"):
+            for counter in ("ratio", "discover_ratio", "version_ratio", "program_ratio",
+                            "plain_ratio"):
                 if counter in entry:
                     slot["counters"].setdefault(counter, []).append(entry[counter])
     return {name: slot for name, slot in found.items() if "mean" in slot["agg"]}
@@ -149,6 +165,7 @@ def paired(found, name, counter, limit, target):
 
 driver = load(sys.argv[1])
 cli = load(sys.argv[2])
+discovery = load(sys.argv[3])
 
 print("=== Summary: ratio of mean wall-clock times, +/- a rough 95 % interval ===")
 compare(driver, "retrieveResourceInfo / bare spawn+wait", "BM_RetrieveResourceInfo",
@@ -170,6 +187,15 @@ if "BM_FlinkGpuDiscoverProcess" in cli:
     print(f"flink-gpu peak RSS: {mib('BM_FlinkGpuDiscoverProcess', 'peak_rss_MiB')} (VmHWM at "
           f"exit); the bare script: {mib('BM_ScriptProcess', 'peak_rss_MiB')}; wait4 ru_maxrss "
           f"of flink-gpu: {mib('BM_FlinkGpuDiscoverProcess', 'wait4_maxrss_MiB')}")
+compare(discovery, "coordinated discovery / bare nvidia-smi (64 GPUs, 63 held)",
+        "BM_CoordinatedDiscovery", "BM_BareNvidiaSmi", 1.5, "<= 1.5x")
+paired(discovery, "BM_PairedDiscovery", "ratio", 1.5, "<= 1.5x")
+compare(discovery, "coordinated program without the sh wrapper / bare nvidia-smi (for reference)",
+        "BM_CoordinatedProgram", "BM_BareNvidiaSmi", None, None)
+paired(discovery, "BM_PairedDiscovery", "program_ratio", None, None)
+compare(discovery, "plain discovery (no coordination) / bare nvidia-smi (for reference)",
+        "BM_PlainDiscovery", "BM_BareNvidiaSmi", None, None)
+paired(discovery, "BM_PairedDiscovery", "plain_ratio", None, None)
 for error in dict.fromkeys(errors):
     print(f"FAILED: {error}", file=sys.stderr)
 sys.exit(1 if errors else 0)

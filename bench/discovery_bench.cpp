@@ -1,0 +1,296 @@
+// discovery_bench: what one coordinated allocation through the default discovery costs next to a
+// bare run of nvidia-smi itself, on a stand-in host of 64 GPUs of which 63 are held by another
+// live worker. The target: within 1.5x (Flink's bash script, measured the same way, is about 16x,
+// from its grep of the coordination file once per GPU).
+//
+// The stand-in host, made at start-up in a temporary folder:
+//   nvidia-smi        `#!/bin/sh` + one printf (a dash builtin) of the 64 indices 0..63, one per
+//                     line, whatever its arguments. The benchmark puts the folder first on its own
+//                     PATH, so the discovery program finds it there as it would find the real one.
+//   coordination      63 records `<gpu> <pid> <start time>` for GPUs 0..62, all owned by a
+//                     holder process this benchmark forks (it pause()s until killed at the end),
+//                     so each allocation checks a live owner and gets the one free GPU, 63.
+//
+//   BM_BareNvidiaSmi         the floor: posix_spawn `nvidia-smi --query-gpu=index
+//                            --format=csv,noheader`, stdout on a pipe read to EOF, waitpid.
+//   BM_CoordinatedDiscovery  the same harness around `nvidia-gpu-discovery.sh 1
+//                            --enable-coordination-mode --coordination-file <file>` (the wrapper
+//                            execs the static program, which runs nvidia-smi, locks the file,
+//                            checks the holder, writes a 64th record): checked to print 63.
+//                            The owner of GPU 63 is this process (the wrapper's parent); its record
+//                            is released before every run, outside the timing, so that every timed
+//                            run makes a real allocation and rewrites the file.
+//   BM_CoordinatedProgram    the same allocation with the program run directly, without the sh
+//                            wrapper: BM_CoordinatedDiscovery minus this is the wrapper's cost.
+//   BM_PlainDiscovery        `nvidia-gpu-discovery.sh 1` (no coordination): prints 0. Minus the
+//                            bare nvidia-smi, the cost of the wrapper and the program themselves.
+//   BM_PairedDiscovery       the four above, one of each per iteration in rotating order, each
+//                            timed; counter `ratio` is coordinated / bare (the figure to quote on
+//                            a noisy machine: load that comes and goes hits all of them alike),
+//                            program_ratio and plain_ratio the other two over bare.
+//
+// Wall-clock time is what counts (UseRealTime). bench/run-benchmarks.sh prints the ratio
+// coordinated discovery / bare nvidia-smi against the 1.5x target.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <benchmark/benchmark.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "BenchSupport.h"
+#include "coordination/Coordination.h"
+
+#ifndef FLINK_GPU_DISCOVERY_SCRIPT
+#error "FLINK_GPU_DISCOVERY_SCRIPT (the path of nvidia-gpu-discovery.sh) must be set by the build"
+#endif
+#ifndef FLINK_GPU_DISCOVERY_PROGRAM
+#error "FLINK_GPU_DISCOVERY_PROGRAM (the path of nvidia-gpu-discovery) must be defined by the build"
+#endif
+
+namespace {
+
+namespace coordination = flink::coordination;
+using flink::bench::bareSpawnAndRead;
+using flink::bench::cArgv;
+
+constexpr int kHostGpus = 64;
+
+/// The stand-in host: the folder with nvidia-smi and the coordination file, the holder of GPUs
+/// 0..62, and this process's PATH pointing at the folder. Undone (holder killed and reaped,
+/// folder removed) when this goes; PATH is left as it is, the process being about to exit.
+class StandInHost {
+ public:
+  StandInHost() : dir_(flink::bench::makeTempFolder("flink-gpu-discovery-bench")) {
+    try {
+      nvidiaSmi_ = (dir_ / "nvidia-smi").string();
+      coordinationFile_ = (dir_ / "coordination").string();
+
+      std::string smi = "#!/bin/sh\nprintf '%s\\n'";
+      for (int i = 0; i < kHostGpus; ++i) smi += ' ' + std::to_string(i);
+      flink::bench::writeExecutable(nvidiaSmi_, smi + '\n');
+
+      startHolder();
+      const coordination::Owner holder = coordination::Owner::of(holderPid_);
+      if (!holder.startTime || !coordination::isRunning(holder)) {
+        throw std::runtime_error("the holder process " + std::to_string(holderPid_) +
+                                 " does not show as running");
+      }
+      std::vector<coordination::Record> records;
+      for (int i = 0; i < kHostGpus - 1; ++i) records.push_back({std::to_string(i), holder});
+      {
+        std::ofstream out(coordinationFile_, std::ios::binary | std::ios::trunc);
+        out << coordination::formatRecords(records);
+        if (!out.flush()) throw std::runtime_error("cannot write " + coordinationFile_);
+      }
+
+      const char* path = std::getenv("PATH");
+      const std::string newPath =
+          dir_.string() + (path != nullptr && *path != '\0' ? ":" + std::string(path) : "");
+      if (::setenv("PATH", newPath.c_str(), 1) != 0) {
+        throw std::system_error(errno, std::generic_category(), "setenv PATH");
+      }
+    } catch (...) {
+      cleanUp();
+      throw;
+    }
+  }
+  ~StandInHost() { cleanUp(); }
+  StandInHost(const StandInHost&) = delete;
+  StandInHost& operator=(const StandInHost&) = delete;
+
+  const std::string& nvidiaSmi() const noexcept { return nvidiaSmi_; }
+  const std::string& coordinationFile() const noexcept { return coordinationFile_; }
+
+ private:
+  void startHolder() {
+    const pid_t parent = ::getpid();
+    holderPid_ = ::fork();
+    if (holderPid_ < 0) throw std::system_error(errno, std::generic_category(), "fork");
+    if (holderPid_ == 0) {
+      // Should the benchmark die without killing it, it goes too.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(0);
+      for (;;) ::pause();
+    }
+  }
+
+  void cleanUp() noexcept {
+    if (holderPid_ > 0) {
+      ::kill(holderPid_, SIGKILL);
+      while (::waitpid(holderPid_, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      holderPid_ = -1;
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  std::filesystem::path dir_;
+  std::string nvidiaSmi_;
+  std::string coordinationFile_;
+  pid_t holderPid_ = -1;
+};
+
+/// The host of this run; benchmarks are registered before main() has made it.
+const StandInHost* gHost = nullptr;
+
+/// What each benchmark runs, and what it must print.
+struct Command {
+  std::vector<std::string> argv;
+  std::string expected;
+  bool coordinated = false;  ///< allocates: our record is released before each run
+};
+
+std::string allIndices() {
+  std::string lines;
+  for (int i = 0; i < kHostGpus; ++i) lines += std::to_string(i) + '\n';
+  return lines;
+}
+
+Command bareNvidiaSmi() {
+  return {{gHost->nvidiaSmi(), "--query-gpu=index", "--format=csv,noheader"}, allIndices()};
+}
+
+Command coordinatedDiscovery() {
+  return {{FLINK_GPU_DISCOVERY_SCRIPT, "1", "--enable-coordination-mode", "--coordination-file",
+           gHost->coordinationFile()},
+          std::to_string(kHostGpus - 1) + '\n',
+          true};
+}
+
+Command coordinatedProgram() {
+  Command command = coordinatedDiscovery();
+  command.argv[0] = FLINK_GPU_DISCOVERY_PROGRAM;
+  return command;
+}
+
+Command plainDiscovery() { return {{FLINK_GPU_DISCOVERY_SCRIPT, "1"}, "0\n"}; }
+
+/// Gives back GPU 63: removes the records owned by this process (the discovery's parent).
+void releaseOurs() {
+  const pid_t self = ::getpid();
+  coordination::release(gHost->coordinationFile(), [self](const coordination::Record& record) {
+    return record.owner.pid == self;
+  });
+}
+
+/// One run of `command`, checked; false (with the state marked failed) if it misbehaved.
+bool runChecked(benchmark::State& state, const Command& command, char* const* argv) {
+  std::string error;
+  std::string output = bareSpawnAndRead(argv, error);
+  if (error.empty() && output != command.expected) {
+    error = command.argv[0] + " printed '" + output + "', not '" + command.expected + "'";
+  }
+  if (!error.empty()) {
+    state.SkipWithError(error.c_str());
+    return false;
+  }
+  benchmark::DoNotOptimize(output);
+  return true;
+}
+
+void runBenchmark(benchmark::State& state, const Command& command) {
+  const std::vector<char*> argv = cArgv(command.argv);
+  try {
+    for (auto _ : state) {
+      if (command.coordinated) {
+        state.PauseTiming();
+        releaseOurs();
+        state.ResumeTiming();
+      }
+      if (!runChecked(state, command, argv.data())) break;
+    }
+  } catch (const std::exception& e) {  // Google Benchmark does not catch; report, don't abort
+    state.SkipWithError(e.what());
+  }
+}
+
+void BM_BareNvidiaSmi(benchmark::State& state) { runBenchmark(state, bareNvidiaSmi()); }
+
+void BM_CoordinatedDiscovery(benchmark::State& state) {
+  runBenchmark(state, coordinatedDiscovery());
+}
+
+void BM_CoordinatedProgram(benchmark::State& state) { runBenchmark(state, coordinatedProgram()); }
+
+void BM_PlainDiscovery(benchmark::State& state) { runBenchmark(state, plainDiscovery()); }
+
+void BM_PairedDiscovery(benchmark::State& state) {
+  using Clock = std::chrono::steady_clock;
+  constexpr int kSides = 4;
+  const Command commands[kSides] = {bareNvidiaSmi(), coordinatedDiscovery(), coordinatedProgram(),
+                                    plainDiscovery()};
+  std::vector<std::vector<char*>> argvs;
+  for (const Command& command : commands) argvs.push_back(cArgv(command.argv));
+  Clock::duration spent[kSides]{};
+  int first = 0;
+  try {
+    for (auto _ : state) {
+      // Rotate the order so that none of them always follows the same one.
+      for (int offset = 0; offset < kSides; ++offset) {
+        const int which = (first + offset) % kSides;
+        if (commands[which].coordinated) releaseOurs();  // outside this side's clock
+        const Clock::time_point start = Clock::now();
+        if (!runChecked(state, commands[which], argvs[which].data())) return;
+        spent[which] += Clock::now() - start;
+      }
+      first = (first + 1) % kSides;
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  const double iterations = static_cast<double>(state.iterations());
+  state.counters["ratio"] = seconds(spent[1]) / seconds(spent[0]);
+  state.counters["program_ratio"] = seconds(spent[2]) / seconds(spent[0]);
+  state.counters["plain_ratio"] = seconds(spent[3]) / seconds(spent[0]);
+  state.counters["bare_us"] = seconds(spent[0]) * 1e6 / iterations;
+  state.counters["coordinated_us"] = seconds(spent[1]) * 1e6 / iterations;
+}
+
+// A run is one to a few milliseconds; twenty repetitions of 0.25 s, interleaved (see benchMain),
+// as in the other two programs. The console shows only the aggregates; the JSON file keeps every
+// repetition too, for run-benchmarks.sh.
+void configure(benchmark::internal::Benchmark* benchmark) {
+  benchmark->UseRealTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->MinTime(0.25)
+      ->Repetitions(20)
+      ->DisplayAggregatesOnly(true);
+}
+
+BENCHMARK(BM_BareNvidiaSmi)->Apply(configure);
+BENCHMARK(BM_CoordinatedDiscovery)->Apply(configure);
+BENCHMARK(BM_CoordinatedProgram)->Apply(configure);
+BENCHMARK(BM_PlainDiscovery)->Apply(configure);
+BENCHMARK(BM_PairedDiscovery)->Apply(configure);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    // Before benchMain: the holder is forked while this process is still single-threaded.
+    StandInHost host;
+    gHost = &host;
+    const int rc = flink::bench::benchMain(argc, argv);
+    gHost = nullptr;
+    return rc;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "discovery_bench: %s\n", e.what());
+    return 1;
+  }
+}
