@@ -1,4 +1,6 @@
 // flink-gpu: the command-line front of the GPU driver. Each subcommand lives in commands/.
+#include <signal.h>
+
 #include <iostream>
 #include <string>
 
@@ -10,9 +12,36 @@
 #include "commands/ExecCommand.h"
 #include "commands/ReleaseCommand.h"
 #include "commands/StatusCommand.h"
+#include "process/Subprocess.h"
+
+namespace {
+
+/// SIGINT, SIGTERM, SIGHUP or SIGQUIT while a discovery script runs: end the script's process
+/// group too (it is not in ours, so a terminal's Ctrl-C would not reach it), then die of the
+/// same signal as flink-gpu would have.
+void endScriptsAndDie(int signal) {
+  flink::process::signalAllRunning(SIGKILL);
+  ::signal(signal, SIG_DFL);
+  ::raise(signal);
+}
+
+void forwardFatalSignals() {
+  struct sigaction action {};
+  action.sa_handler = endScriptsAndDie;
+  ::sigemptyset(&action.sa_mask);
+  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    struct sigaction current {};
+    // A signal ignored by whoever started us (nohup, a background job) stays ignored.
+    if (::sigaction(signal, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
+    ::sigaction(signal, &action, nullptr);
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace flink::cli;
+  forwardFatalSignals();  // exec's command gets default dispositions back from execvp
 
   CLI::App app(
       "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them, and the "
@@ -51,15 +80,21 @@ int main(int argc, char** argv) {
                : verboseCount == 1 ? Verbosity::kVerbose
                                    : Verbosity::kNormal);
   try {
-    if (discover->parsed()) return runDiscover(discoverOptions);
-    if (status->parsed()) return runStatus(statusOptions);
-    if (release->parsed()) return runRelease(releaseOptions);
-    if (exec->parsed()) return runExec(execOptions);
+    int code = kUsageError;
+    if (discover->parsed()) code = runDiscover(discoverOptions);
+    if (status->parsed()) code = runStatus(statusOptions);
+    if (release->parsed()) code = runRelease(releaseOptions);
+    if (exec->parsed()) code = runExec(execOptions);
+    // A result that could not be written (a full disk, a closed pipe) is no success.
+    if (!std::cout.flush()) {
+      printError("cannot write the result to standard output");
+      return code == kSuccess ? kDiscoveryFailed : code;
+    }
+    return code;
   } catch (const std::exception& e) {
     // Anything the commands do not map themselves (a vanished working directory, out of
     // memory): still one clear line, never an abort.
     printError(std::string("internal error: ") + e.what());
     return kDiscoveryFailed;
   }
-  return kUsageError;
 }

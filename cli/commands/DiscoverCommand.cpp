@@ -1,5 +1,6 @@
 #include "commands/DiscoverCommand.h"
 
+#include <charconv>
 #include <filesystem>
 #include <iostream>
 #include <stdexcept>
@@ -73,9 +74,13 @@ CLI::App* addDiscoverCommand(CLI::App& app, DiscoverOptions& options) {
 }
 
 int runDiscover(const DiscoverOptions& options) {
-  if (options.amount <= 0) {  // before the script is even looked at, as the driver does
-    printError("invalid --amount " + std::to_string(options.amount) +
-               ": the amount of GPUs must be positive");
+  // Checked before the script is even looked at, as the driver does.
+  std::int64_t amount = 0;
+  const std::string& text = options.amount;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), amount);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || amount <= 0) {
+    printError("invalid --amount " + text + ": the amount of GPUs must be a positive integer" +
+               (ec == std::errc::result_out_of_range ? " below 2^63" : ""));
     return kUsageError;
   }
   Configuration config;
@@ -103,7 +108,7 @@ int runDiscover(const DiscoverOptions& options) {
 
   ExternalResourceInfoSet gpus;
   try {
-    gpus = driver->retrieveResourceInfo(options.amount);
+    gpus = driver->retrieveResourceInfo(amount);
   } catch (const std::invalid_argument& e) {
     printError(std::string("invalid --amount: ") + e.what());
     return kUsageError;
@@ -112,7 +117,9 @@ int runDiscover(const DiscoverOptions& options) {
     return kDiscoveryFailed;
   } catch (const FlinkException& e) {
     printError(std::string("discovery failed: ") + e.what());
-    if (usingDefaultScript) {
+    const std::string_view reason = e.what();
+    if (usingDefaultScript && (reason.find("nvidia-smi was not found") != std::string_view::npos ||
+                               reason.find("no NVIDIA GPU found") != std::string_view::npos)) {
       printHint(
           "to try flink-gpu without NVIDIA GPUs, give it a discovery script of your own: "
           "flink-gpu discover --discovery-script ./my-gpus.sh --amount 2 (the script gets the "
@@ -121,8 +128,8 @@ int runDiscover(const DiscoverOptions& options) {
     return kDiscoveryFailed;
   }
 
-  if (gpus.size() < static_cast<std::uint64_t>(options.amount)) {
-    printWarning("asked for " + std::to_string(options.amount) + " GPU(s), got " +
+  if (gpus.size() < static_cast<std::uint64_t>(amount)) {
+    printWarning("asked for " + std::to_string(amount) + " GPU(s), got " +
                  std::to_string(gpus.size()));
   }
   printGpus(gpus, options.format);

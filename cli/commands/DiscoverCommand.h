@@ -12,7 +12,8 @@
 namespace flink::cli {
 
 struct DiscoverOptions {
-  std::int64_t amount = 1;
+  /// As typed: read by runDiscover, so that overflow and non-decimal forms are errors.
+  std::string amount = "1";
   std::optional<std::string> discoveryScript;
   std::optional<std::string> discoveryArgs;
   std::optional<std::string> timeout;

@@ -59,9 +59,14 @@ int fail(const std::string& cause, const Trailer& trailer) {
 
 int answer(const std::vector<std::string>& gpus, const Trailer& trailer) {
   const std::string line = flink::strings::join(gpus, ",") + '\n';
-  std::fwrite(line.data(), 1, line.size(), stdout);
-  std::fflush(stdout);
+  const bool written =
+      std::fwrite(line.data(), 1, line.size(), stdout) == line.size() && std::fflush(stdout) == 0;
   trailer.print();
+  if (!written) {
+    // The driver would read no GPUs and take that for an answer.
+    std::fputs("cannot write the answer to standard output\n", stderr);
+    return 1;
+  }
   return 0;
 }
 

@@ -57,7 +57,7 @@ std::vector<std::string> parseGpuList(std::string_view text) {
         throw DiscoveryError("invalid GPU " + inQuotes(part) +
                              " in --gpus: expected an index (e.g. 0) or a GPU-/MIG- UUID");
       }
-      gpus.emplace_back(isDigits(part) ? std::string(withoutLeadingZeros(part)) : part);
+      gpus.push_back(externalresource::gpu::canonicalDeviceIdentifier(part));
     }
   }
   return gpus;
@@ -92,10 +92,10 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
               ? nextValue()
               : arg.substr(std::string_view("--coordination-file=").size());
       if (!path || path->empty()) {
-        parsed.notes.push_back("note: --coordination-file given without a path; ignored");
-      } else {
-        parsed.coordinationFile = *path;
+        // Never fall back to the host's shared file when another one was meant.
+        throw DiscoveryError("--coordination-file needs a path");
       }
+      parsed.coordinationFile = *path;
     } else if (arg == "--gpus" || arg.starts_with("--gpus=")) {
       const std::optional<std::string> list =
           arg == "--gpus" ? nextValue() : arg.substr(std::string_view("--gpus=").size());

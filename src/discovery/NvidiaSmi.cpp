@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "externalresource/gpu/DiscoveryOutput.h"
 #include "util/Strings.h"
 
 namespace flink::discovery {
@@ -111,7 +112,8 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
     const std::string_view line = strings::trim(rawLine);
     if (line.empty()) continue;
     if (isDigits(line)) {
-      result.gpus.emplace_back(line);
+      // "00" and "0" are one GPU: one coordination record.
+      result.gpus.push_back(externalresource::gpu::canonicalDeviceIdentifier(line));
       continue;
     }
     if (firstLine.empty()) firstLine = std::string(line);

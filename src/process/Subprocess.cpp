@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <stdexcept>
 
@@ -37,6 +38,34 @@ std::string ProcessOutcome::toString() const {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// The programs run() is running, as kill() targets (-pgid for a group, pid for the program
+/// alone), for signalAllRunning. Lock-free so that a signal handler may read it; a run that
+/// finds no free slot is simply not reachable from there.
+std::array<std::atomic<pid_t>, 256> gRunning{};
+
+/// Keeps a program's kill() target in gRunning from spawn until just before it is reaped (while
+/// its pid can still only name it).
+class RunningSlot {
+ public:
+  void set(pid_t target) noexcept {
+    for (auto& slot : gRunning) {
+      pid_t empty = 0;
+      if (slot.compare_exchange_strong(empty, target)) {
+        slot_ = &slot;
+        return;
+      }
+    }
+  }
+  void clear() noexcept {
+    if (slot_ != nullptr) slot_->store(0);
+    slot_ = nullptr;
+  }
+  ~RunningSlot() { clear(); }
+
+ private:
+  std::atomic<pid_t>* slot_ = nullptr;
+};
 
 [[noreturn]] void throwErrno(const char* what) {
   throw std::system_error(errno, std::generic_category(), what);
@@ -190,6 +219,7 @@ class Run {
     out_ = Stream{std::move(out.readEnd), {}, options.maxCapturedBytes};
     err_ = Stream{std::move(err.readEnd), {}, options.maxCapturedBytes};
     pid_ = spawn(argv, out.writeEnd.get(), err.writeEnd.get(), options.newProcessGroup);
+    running_.set(options.newProcessGroup ? -pid_ : pid_);
     // The write ends close here, when `out` and `err` go: from now on only the child holds them.
     if (options.usePidfd) pidfd_ = openPidfd(pid_);
   }
@@ -318,6 +348,7 @@ class Run {
   }
 
   int reap() {
+    running_.clear();
     int status = 0;
     while (::waitpid(pid_, &status, 0) < 0) {
       if (errno != EINTR) {
@@ -330,6 +361,7 @@ class Run {
   }
 
   const RunOptions& options_;
+  RunningSlot running_;
   Stream out_{};
   Stream err_{};
   pid_t pid_ = -1;
@@ -339,6 +371,13 @@ class Run {
 };
 
 }  // namespace
+
+void signalAllRunning(int signal) noexcept {
+  for (const auto& slot : gRunning) {
+    const pid_t target = slot.load();
+    if (target != 0) ::kill(target, signal);
+  }
+}
 
 ProcessResult run(const std::vector<std::string>& argv, const RunOptions& options) {
   if (argv.empty()) throw std::invalid_argument("process::run: argv is empty");

@@ -92,4 +92,9 @@ class SpawnError : public std::system_error {
 /// @throws std::invalid_argument if argv is empty or argv[0] is not absolute.
 ProcessResult run(const std::vector<std::string>& argv, const RunOptions& options);
 
+/// Sends `signal` to every program run() is running in this process right now: to its process
+/// group, or to the program alone when it shares ours. Async-signal-safe, for a host's SIGINT or
+/// SIGTERM handler, so that the host's death does not leave discovery scripts running.
+void signalAllRunning(int signal) noexcept;
+
 }  // namespace flink::process

@@ -4,11 +4,17 @@
 // (0 success, 1 discovery failed, 2 usage or configuration error).
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -130,10 +136,14 @@ std::string amountName(const ::testing::TestParamInfo<const char*>& info) {
   const std::string amount = info.param;
   if (amount == "0") return "zero";
   if (amount == "-1") return "minus_one";
+  if (amount == "99999999999999999999") return "overflow";
+  if (amount == "0x2") return "hex";
+  if (amount == "1e3") return "exponent";
   return amount;
 }
 
-INSTANTIATE_TEST_SUITE_P(Amounts, FlinkGpuCliAmountTest, ::testing::Values("0", "-1", "two"),
+INSTANTIATE_TEST_SUITE_P(Amounts, FlinkGpuCliAmountTest,
+                         ::testing::Values("0", "-1", "two", "99999999999999999999", "0x2", "1e3"),
                          amountName);
 
 TEST_F(FlinkGpuCliTest, MissingScriptIsAUsageErrorNamingThePath) {
@@ -290,6 +300,56 @@ TEST_F(FlinkGpuCliTest, DefaultScriptWithoutNvidiaSmiGivesAHint) {
   EXPECT_TRUE(lines.front().starts_with("flink-gpu: error:")) << run;
   EXPECT_NE(lines.front().find("nvidia-smi was not found"), std::string::npos) << run;
   EXPECT_TRUE(hasLineStartingWith(run.err, "hint:")) << run;
+}
+
+TEST_F(FlinkGpuCliTest, KillingFlinkGpuEndsTheScriptItRuns) {
+  const fs::path pidFile = dir_ / "pids";
+  const std::string hanging =
+      script("hanging.sh", "sleep 300 &\necho $! >> '" + pidFile.string() + "'\necho $$ >> '" +
+                               pidFile.string() + "'\nwait\n");
+  for (int signal : {SIGTERM, SIGINT}) {
+    fs::remove(pidFile);
+    std::vector<std::string> args{kCli,    "discover",  "--discovery-script",
+                                  hanging, "--timeout", "60 s"};
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGINT);  // a test runner may start us with SIGINT ignored
+    posix_spawnattr_setsigdefault(&attributes, &defaults);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF);
+    pid_t cli = 0;
+    ASSERT_EQ(posix_spawn(&cli, kCli, nullptr, &attributes, argv.data(), environ), 0);
+    posix_spawnattr_destroy(&attributes);
+
+    const auto lines = flink::testing::waitForLines(pidFile, 2, 10s);
+    ASSERT_EQ(lines.size(), 2u) << "the script did not start";
+    ::kill(cli, signal);
+    int status = 0;
+    ::waitpid(cli, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == signal) << status;
+    std::vector<pid_t> pids;
+    for (const auto& line : lines) pids.push_back(static_cast<pid_t>(std::stol(line)));
+    EXPECT_EQ(flink::testing::waitUntilGone(pids, 2s), std::vector<pid_t>{})
+        << "the script outlived flink-gpu (signal " << signal << ")";
+  }
+}
+
+TEST_F(FlinkGpuCliTest, AResultThatCannotBeWrittenIsNoSuccess) {
+  // stdout on /dev/full: every write fails with ENOSPC.
+  flink::process::RunOptions options;
+  options.timeout = 30s;
+  const auto result =
+      flink::process::run({"/bin/sh", "-c",
+                           std::string("exec '") + kCli + "' discover --discovery-script '" +
+                               twoGpus() + "' > /dev/full"},
+                          options);
+  EXPECT_EQ(result.outcome, flink::process::ProcessOutcome::exited(1));
+  EXPECT_NE(result.stderrOutput.data.find("cannot write the result"), std::string::npos)
+      << result.stderrOutput.data;
 }
 
 }  // namespace

@@ -71,11 +71,18 @@ TEST(DiscoveryArguments, NullIsIgnoredSilentlyAndUnknownWithANote) {
                                       "note: ignoring unknown argument 'nvidia'"}));
 }
 
-TEST(DiscoveryArguments, CoordinationFileWithoutPath) {
-  const DiscoveryArguments parsed = parseDiscoveryArguments({"1", "--coordination-file"});
-  EXPECT_EQ(parsed.coordinationFile, coordination::kDefaultCoordinationFile);
-  EXPECT_EQ(parsed.notes,
-            std::vector<std::string>{"note: --coordination-file given without a path; ignored"});
+TEST(DiscoveryArguments, CoordinationFileWithoutPathIsAnErrorNotTheHostsFile) {
+  // Falling back to /var/tmp/flink-gpu-coordination would allocate in the host's real file when
+  // another one was meant.
+  for (const auto& args : {std::vector<std::string>{"1", "--coordination-file"},
+                           std::vector<std::string>{"1", "--coordination-file="}}) {
+    try {
+      parseDiscoveryArguments(args);
+      ADD_FAILURE() << "accepted " << args.back();
+    } catch (const DiscoveryError& e) {
+      EXPECT_NE(std::string(e.what()).find("--coordination-file needs a path"), std::string::npos);
+    }
+  }
 }
 
 TEST(DiscoveryArguments, GpusAndOwner) {

@@ -234,6 +234,11 @@ TEST(InterpretNvidiaSmiOutput, WhitespaceAndCrlfAroundIndices) {
   EXPECT_TRUE(found.warnings.empty());
 }
 
+TEST(InterpretNvidiaSmiOutput, IndicesAreCanonicalSoOneGpuIsOneRecord) {
+  const Enumeration found = interpretNvidiaSmiOutput("00\n01\n10\n", ProcessOutcome::exited(0), 8s);
+  EXPECT_EQ(found.gpus, (std::vector<std::string>{"0", "1", "10"}));
+}
+
 TEST(InterpretNvidiaSmiOutput, NothingPrinted) {
   try {
     interpretNvidiaSmiOutput("", ProcessOutcome::exited(0), 8s);

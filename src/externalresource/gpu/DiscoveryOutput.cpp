@@ -26,12 +26,14 @@ bool isUuidBody(std::string_view text) noexcept {
 
 constexpr std::size_t kMaxIndexDigits = 9;
 
-std::string canonicalIndex(std::string_view digits) {
-  const std::size_t firstNonZero = digits.find_first_not_of('0');
-  return firstNonZero == std::string_view::npos ? "0" : std::string(digits.substr(firstNonZero));
-}
-
 }  // namespace
+
+std::string canonicalDeviceIdentifier(std::string_view identifier) {
+  if (!isDigits(identifier)) return std::string(identifier);
+  const std::size_t firstNonZero = identifier.find_first_not_of('0');
+  return firstNonZero == std::string_view::npos ? "0"
+                                                : std::string(identifier.substr(firstNonZero));
+}
 
 bool isDeviceIdentifier(std::string_view part) noexcept {
   if (isDigits(part)) return part.size() <= kMaxIndexDigits;
@@ -46,6 +48,8 @@ bool isDeviceIdentifier(std::string_view part) noexcept {
 }
 
 DiscoveryOutput parseDiscoveryOutput(std::string_view stdoutText) {
+  // A script saved by a Windows editor may start with a UTF-8 byte order mark.
+  if (stdoutText.starts_with("\xEF\xBB\xBF")) stdoutText.remove_prefix(3);
   const std::size_t newline = stdoutText.find('\n');
   const std::string_view firstLine = stdoutText.substr(0, newline);
 
@@ -64,9 +68,10 @@ DiscoveryOutput parseDiscoveryOutput(std::string_view stdoutText) {
       throw FlinkException("\"" + strings::quoteForMessage(strings::trim(firstLine)) +
                            "\", which is not a list of GPUs: \"" +
                            strings::quoteForMessage(part, 80) +
-                           "\" is not a device index (a number) nor a GPU-/MIG- UUID");
+                           "\" is not a device index (a number of at most 9 digits) nor a "
+                           "GPU-/MIG- UUID");
     }
-    std::string identifier = isDigits(part) ? canonicalIndex(part) : std::string(part);
+    std::string identifier = canonicalDeviceIdentifier(part);
     if (seen.insert(identifier).second) {
       output.identifiers.push_back(std::move(identifier));
     } else if (std::find(output.duplicates.begin(), output.duplicates.end(), identifier) ==

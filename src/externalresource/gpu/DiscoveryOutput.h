@@ -26,6 +26,11 @@ struct DiscoveryOutput {
 /// `GPU-<hex and dashes>`, `MIG-<hex and dashes>`, or the older `MIG-GPU-<uuid>/<gi>/<ci>`.
 bool isDeviceIdentifier(std::string_view part) noexcept;
 
+/// The canonical form of a device identifier: a decimal index without leading zeros ("007" →
+/// "7", "00" → "0"); UUIDs unchanged. Two spellings of one device must be one GPU everywhere:
+/// in a result, and in the coordination file.
+std::string canonicalDeviceIdentifier(std::string_view identifier);
+
 /// Parses a script's stdout. Empty or blank output gives no identifiers.
 /// @throws FlinkException when a part is not a device identifier; its message quotes the first
 ///         line and the part, and reads on from "<script> printed ".

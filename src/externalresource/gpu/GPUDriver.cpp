@@ -40,7 +40,8 @@ fs::path resolveScriptPath(const std::string& configured) {
         (flinkHome != nullptr && *flinkHome != '\0') ? fs::path(flinkHome) : fs::current_path();
     path = base / path;
   }
-  return path.lexically_normal();
+  // FLINK_HOME itself may be relative: the script is run by its absolute path.
+  return fs::absolute(path).lexically_normal();
 }
 
 /// One stream's capture for a message: its text up to kShownOutputBytes, then a size note.
@@ -135,8 +136,19 @@ ExternalResourceInfoSet GPUDriver::retrieveResourceInfo(std::int64_t gpuAmount) 
 
   process::ProcessResult result;
   try {
-    result = process::run(argv, options);
-  } catch (const std::system_error& e) {
+    try {
+      result = process::run(argv, options);
+    } catch (const process::SpawnError& e) {
+      if (e.code().value() != ENOEXEC) throw;
+      // No #! line. Java's Runtime.exec, and so Flink, then runs the file with /bin/sh, as
+      // execvp does; existing scripts may rely on it. The script is still a file run by an
+      // interpreter, never a command line for a shell to parse.
+      log()->warn("The GPU discovery script {} has no #! line; running it with /bin/sh.",
+                  script_.string());
+      argv.insert(argv.begin(), "/bin/sh");
+      result = process::run(argv, options);
+    }
+  } catch (const std::exception& e) {
     throw FlinkException("Could not run the GPU discovery script: " + std::string(e.what()));
   }
 
@@ -158,6 +170,16 @@ ExternalResourceInfoSet GPUDriver::retrieveResourceInfo(std::int64_t gpuAmount) 
   if (!result.stderrOutput.data.empty()) {
     log()->debug("The GPU discovery script wrote to stderr: {}",
                  strings::quoteForMessage(result.stderrOutput.data, kShownOutputBytes));
+  }
+
+  if (result.stdoutOutput.discardedBytes > 0 &&
+      result.stdoutOutput.data.find('\n') == std::string::npos) {
+    // Only the start of the first line was kept: its end, and so the last GPUs, are unknown.
+    const std::string message =
+        "The GPU discovery script " + script_.string() + " printed a first line longer than " +
+        std::to_string(result.stdoutOutput.data.size()) + " bytes, which is not a list of GPUs.";
+    log()->warn("{}", message);
+    throw FlinkException(message);
   }
 
   DiscoveryOutput output;

@@ -81,6 +81,20 @@ TEST(DiscoveryOutputTest, ControlCharactersAreEscapedInTheMessage) {
   }
 }
 
+TEST(DiscoveryOutputTest, AByteOrderMarkIsNotPartOfTheFirstGpu) {
+  EXPECT_EQ(parseDiscoveryOutput("\xEF\xBB\xBF"
+                                 "0,1\n")
+                .identifiers,
+            (Ids{"0", "1"}));
+}
+
+TEST(DiscoveryOutputTest, CanonicalDeviceIdentifier) {
+  EXPECT_EQ(canonicalDeviceIdentifier("007"), "7");
+  EXPECT_EQ(canonicalDeviceIdentifier("000"), "0");
+  EXPECT_EQ(canonicalDeviceIdentifier("10"), "10");
+  EXPECT_EQ(canonicalDeviceIdentifier("GPU-0a"), "GPU-0a");
+}
+
 TEST(DiscoveryOutputTest, IsDeviceIdentifier) {
   EXPECT_TRUE(isDeviceIdentifier("0"));
   EXPECT_TRUE(isDeviceIdentifier("999999999"));

@@ -430,6 +430,44 @@ TEST_F(GPUDriverTest, ThirtyTwoThreadsOnOneDriver) {
   EXPECT_FALSE(testing::hasChildren());
 }
 
+TEST_F(GPUDriverTest, ARelativeFlinkHomeStillGivesAnAbsolutePath) {
+  script("echo 0\n", "home/discover.sh");
+  const fs::path previous = fs::current_path();
+  fs::current_path(dir_.path());
+  ScopedEnv home("FLINK_HOME", "home");
+  std::unique_ptr<GPUDriver> driver;
+  EXPECT_NO_THROW(driver = makeDriver("discover.sh"));
+  fs::current_path(previous);
+  ASSERT_TRUE(driver);
+  EXPECT_EQ(driver->discoveryScript(), dir_ / "home/discover.sh");
+  EXPECT_EQ(indices(driver->retrieveResourceInfo(1)), std::vector<std::string>{"0"});
+}
+
+TEST_F(GPUDriverTest, AScriptWithoutAnInterpreterLineRunsWithBinShAsInJava) {
+  const auto argsFile = dir_ / "args";
+  const auto path =
+      writeScript(dir_ / "no-shebang.sh", "echo \"$@\" > " + argsFile.string() + "\necho 0,1\n");
+  LogCapture log;
+  EXPECT_EQ(indices(makeDriver(path.string(), "a b")->retrieveResourceInfo(2)),
+            (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(readLines(argsFile), std::vector<std::string>{"2 a b"});
+  EXPECT_TRUE(log.contains("warning", "has no #! line"));
+}
+
+TEST_F(GPUDriverTest, AFirstLineLongerThanWhatIsKeptIsNotCutIntoWrongGpus) {
+  // "0,0,...,0,12345" with the cut falling inside 12345 would otherwise read as GPU 12.
+  const auto driver = makeDriver(
+      script("head -c 1048574 /dev/zero | tr '\\0' '\\n' | sed 's/^$/0/' | tr '\\n' ','\n"
+             "echo 12345\n"));
+  try {
+    driver->retrieveResourceInfo(1);
+    FAIL();
+  } catch (const FlinkException& e) {
+    EXPECT_NE(std::string(e.what()).find("first line longer than"), std::string::npos)
+        << std::string(e.what()).substr(0, 300);
+  }
+}
+
 TEST_F(GPUDriverTest, AScriptRemovedAfterConstructionIsAFlinkException) {
   const auto path = script("echo 0\n");
   const auto driver = makeDriver(path.string());
