@@ -12,7 +12,7 @@
 #include "commands/ExecCommand.h"
 #include "commands/ReleaseCommand.h"
 #include "commands/StatusCommand.h"
-#include "process/Subprocess.h"
+#include "flink/externalresource/gpu/GPUDriver.h"
 
 namespace {
 
@@ -20,7 +20,7 @@ namespace {
 /// group too (it is not in ours, so a terminal's Ctrl-C would not reach it), then die of the
 /// same signal as flink-gpu would have.
 void endScriptsAndDie(int signal) {
-  flink::process::signalAllRunning(SIGKILL);
+  flink::externalresource::gpu::GPUDriver::killRunningDiscoveries();
   ::signal(signal, SIG_DFL);
   ::raise(signal);
 }

@@ -2,6 +2,7 @@
 // into GPUInfo objects. Process handling lives in process/Subprocess, parsing in DiscoveryOutput.
 #include "flink/externalresource/gpu/GPUDriver.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -122,6 +123,8 @@ GPUDriver::GPUDriver(const Configuration& config) {
         GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT.key() + "': the time-out must be positive.");
   }
 }
+
+void GPUDriver::killRunningDiscoveries() noexcept { process::signalAllRunning(SIGKILL); }
 
 ExternalResourceInfoSet GPUDriver::retrieveResourceInfo(std::int64_t gpuAmount) {
   if (gpuAmount <= 0) {

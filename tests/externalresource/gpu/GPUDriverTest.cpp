@@ -468,6 +468,31 @@ TEST_F(GPUDriverTest, AFirstLineLongerThanWhatIsKeptIsNotCutIntoWrongGpus) {
   }
 }
 
+TEST_F(GPUDriverTest, KillRunningDiscoveriesEndsScriptsAndTheirGroups) {
+  const auto pidFile = dir_ / "pids";
+  const auto driver = makeDriver(script("sleep 300 &\necho $! >> " + pidFile.string() +
+                                        "\necho $$ >> " + pidFile.string() + "\nwait\n"),
+                                 std::nullopt, "60 s");
+  std::string failure;
+  std::thread discovery([&] {
+    try {
+      driver->retrieveResourceInfo(1);
+    } catch (const FlinkException& e) {
+      failure = e.what();
+    }
+  });
+  const auto lines = testing::waitForLines(pidFile, 2, 10s);
+  const auto start = Clock::now();
+  GPUDriver::killRunningDiscoveries();
+  discovery.join();
+  EXPECT_LT(Clock::now() - start, 2s);
+  EXPECT_NE(failure.find("signal 9 (SIGKILL)"), std::string::npos) << failure;
+  ASSERT_EQ(lines.size(), 2u);
+  std::vector<pid_t> pids;
+  for (const auto& line : lines) pids.push_back(static_cast<pid_t>(std::stol(line)));
+  EXPECT_EQ(testing::waitUntilGone(pids, 2s), std::vector<pid_t>{});
+}
+
 TEST_F(GPUDriverTest, AScriptRemovedAfterConstructionIsAFlinkException) {
   const auto path = script("echo 0\n");
   const auto driver = makeDriver(path.string());

@@ -31,6 +31,13 @@ class GPUDriver final : public ExternalResourceDriver {
   ///         signal, or prints anything but device identifiers on its first line.
   ExternalResourceInfoSet retrieveResourceInfo(std::int64_t gpuAmount) override;
 
+  /// Kills (SIGKILL) every discovery script that any GPUDriver of this process is running now,
+  /// with its whole process group. Async-signal-safe: call it from a SIGTERM/SIGINT handler so
+  /// that the worker's death does not leave scripts running (they are in process groups of their
+  /// own, so a terminal's signals do not reach them). The interrupted calls then fail with
+  /// FlinkException. Not in Flink, whose scripts outlive a killed TaskManager.
+  static void killRunningDiscoveries() noexcept;
+
   /// The absolute path of the discovery script.
   const std::filesystem::path& discoveryScript() const noexcept { return script_; }
   /// The arguments passed after the amount.
