@@ -136,6 +136,19 @@ inline const std::string& scriptPath() {
   return path;
 }
 
+/// The settings every benchmark here runs with. One run is one to a few milliseconds, so 0.25 s
+/// per repetition is some hundred iterations; twenty short repetitions rather than a few long
+/// ones, interleaved with the other benchmarks' (see benchMain), so that a slow patch of the
+/// machine hits all benchmarks alike. The console shows only the aggregates; the JSON file keeps
+/// every repetition, for run-benchmarks.sh.
+inline void configureRepetitions(benchmark::internal::Benchmark* benchmark) {
+  benchmark->UseRealTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->MinTime(0.25)
+      ->Repetitions(20)
+      ->DisplayAggregatesOnly(true);
+}
+
 /// Google Benchmark's main, with one default changed: repetitions of different benchmarks are
 /// interleaved in random order (--benchmark_enable_random_interleaving). On a noisy 2-core
 /// machine, a slow patch (another build, a cron job) then spreads over every benchmark instead

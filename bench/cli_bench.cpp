@@ -211,21 +211,10 @@ void BM_PairedProcesses(benchmark::State& state) {
   state.counters["version_ratio"] = seconds(spent[2]) / seconds(spent[0]);
 }
 
-// A run is a few milliseconds; twenty repetitions of 0.25 s, interleaved (see benchMain), keep
-// the 3x comparison well clear of the machine's noise. The console shows
-// only the aggregates; the JSON file keeps every repetition too.
-void configure(benchmark::internal::Benchmark* benchmark) {
-  benchmark->UseRealTime()
-      ->Unit(benchmark::kMicrosecond)
-      ->MinTime(0.25)
-      ->Repetitions(20)
-      ->DisplayAggregatesOnly(true);
-}
-
-BENCHMARK(BM_ScriptProcess)->Apply(configure);
-BENCHMARK(BM_FlinkGpuDiscoverProcess)->Apply(configure);
-BENCHMARK(BM_FlinkGpuVersionProcess)->Apply(configure);
-BENCHMARK(BM_PairedProcesses)->Apply(configure);
+BENCHMARK(BM_ScriptProcess)->Apply(flink::bench::configureRepetitions);
+BENCHMARK(BM_FlinkGpuDiscoverProcess)->Apply(flink::bench::configureRepetitions);
+BENCHMARK(BM_FlinkGpuVersionProcess)->Apply(flink::bench::configureRepetitions);
+BENCHMARK(BM_PairedProcesses)->Apply(flink::bench::configureRepetitions);
 
 }  // namespace
 

@@ -262,22 +262,11 @@ void BM_PairedDiscovery(benchmark::State& state) {
   state.counters["coordinated_us"] = seconds(spent[1]) * 1e6 / iterations;
 }
 
-// A run is one to a few milliseconds; twenty repetitions of 0.25 s, interleaved (see benchMain),
-// as in the other two programs. The console shows only the aggregates; the JSON file keeps every
-// repetition too, for run-benchmarks.sh.
-void configure(benchmark::internal::Benchmark* benchmark) {
-  benchmark->UseRealTime()
-      ->Unit(benchmark::kMicrosecond)
-      ->MinTime(0.25)
-      ->Repetitions(20)
-      ->DisplayAggregatesOnly(true);
-}
-
-BENCHMARK(BM_BareNvidiaSmi)->Apply(configure);
-BENCHMARK(BM_CoordinatedDiscovery)->Apply(configure);
-BENCHMARK(BM_CoordinatedProgram)->Apply(configure);
-BENCHMARK(BM_PlainDiscovery)->Apply(configure);
-BENCHMARK(BM_PairedDiscovery)->Apply(configure);
+BENCHMARK(BM_BareNvidiaSmi)->Apply(flink::bench::configureRepetitions);
+BENCHMARK(BM_CoordinatedDiscovery)->Apply(flink::bench::configureRepetitions);
+BENCHMARK(BM_CoordinatedProgram)->Apply(flink::bench::configureRepetitions);
+BENCHMARK(BM_PlainDiscovery)->Apply(flink::bench::configureRepetitions);
+BENCHMARK(BM_PairedDiscovery)->Apply(flink::bench::configureRepetitions);
 
 }  // namespace
 

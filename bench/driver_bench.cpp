@@ -148,24 +148,10 @@ void BM_PairedRetrieveVsBare(benchmark::State& state) {
       std::chrono::duration<double, std::micro>(driverTime).count() / iterations;
 }
 
-// One spawn takes one to a few milliseconds, so 0.25 s per repetition is about a hundred
-// iterations. Twenty short repetitions rather than a few long ones, interleaved with the other
-// benchmarks' (see benchMain): a slow patch of the machine then hits all benchmarks alike, and
-// the mean of the ratio is known to within a couple of percent on a quiet machine. The console
-// shows only mean/median/stddev/cv; the JSON file keeps every repetition too, for
-// run-benchmarks.sh.
-void configure(benchmark::internal::Benchmark* benchmark) {
-  benchmark->UseRealTime()
-      ->Unit(benchmark::kMicrosecond)
-      ->MinTime(0.25)
-      ->Repetitions(20)
-      ->DisplayAggregatesOnly(true);
-}
-
-BENCHMARK(BM_BareSpawnAndWait)->Apply(configure);
-BENCHMARK(BM_ProcessRun)->Apply(configure);
-BENCHMARK(BM_RetrieveResourceInfo)->Apply(configure);
-BENCHMARK(BM_PairedRetrieveVsBare)->Apply(configure);
+BENCHMARK(BM_BareSpawnAndWait)->Apply(flink::bench::configureRepetitions);
+BENCHMARK(BM_ProcessRun)->Apply(flink::bench::configureRepetitions);
+BENCHMARK(BM_RetrieveResourceInfo)->Apply(flink::bench::configureRepetitions);
+BENCHMARK(BM_PairedRetrieveVsBare)->Apply(flink::bench::configureRepetitions);
 
 }  // namespace
 

@@ -95,13 +95,9 @@ int runDiscover(const DiscoverOptions& options) {
   std::unique_ptr<ExternalResourceDriver> driver;
   try {
     driver = GPUDriverFactory().createExternalResourceDriver(config);
-  } catch (const IllegalConfigurationException& e) {
-    printError(std::string("configuration error: ") + e.what());
-    return kUsageError;
-  } catch (const FileNotFoundException& e) {
-    printError(std::string("configuration error: ") + e.what());
-    return kUsageError;
-  } catch (const FlinkException& e) {
+  } catch (const std::exception& e) {
+    // Construction only checks the configuration: IllegalConfigurationException (blank path,
+    // bad time-out), FileNotFoundException, FlinkException (not an executable file).
     printError(std::string("configuration error: ") + e.what());
     return kUsageError;
   }
