@@ -262,14 +262,17 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
   };
 
   // GPUs held by the requester, and by other running owners; dead records are dropped.
+  // A two-field record (Flink's script) with the requester's pid is the requester's too.
   std::unordered_set<std::string> mine;
+  std::vector<Record> own;
   std::unordered_set<std::string> taken;
   std::vector<Record> kept;
   kept.reserve(current.records.size());
   for (const Record& record : current.records) {
     if (record.owner == request.owner ||
         (record.owner.pid == request.owner.pid && !record.owner.startTime)) {
-      mine.insert(record.gpu);  // re-recorded below, if still granted
+      mine.insert(record.gpu);  // re-recorded below if granted again, else kept as it was
+      own.push_back(record);
     } else if (ownerRunning(record.owner)) {
       taken.insert(record.gpu);
       allocation.heldByOthers.push_back(record);
@@ -307,13 +310,7 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     }
   } else {
     // Nothing changes hands; the requester keeps what it had.
-    for (const Record& record : current.records) {
-      if (mine.count(record.gpu) &&
-          (record.owner == request.owner ||
-           (record.owner.pid == request.owner.pid && !record.owner.startTime))) {
-        allocation.records.push_back(record);
-      }
-    }
+    allocation.records.insert(allocation.records.end(), own.begin(), own.end());
   }
   return allocation;
 }
