@@ -80,7 +80,7 @@ std::optional<std::vector<std::string>> hostGpus(const ExecOptions& options, int
       return std::nullopt;
     }
     for (const std::string& warning : found.warnings) printDiscoveryNote(warning);
-    listed = std::move(found.gpus);
+    listed = discovery::identifiersOf(found.devices);
   }
   // The same GPU twice would be handed out twice.
   std::vector<std::string> gpus;

@@ -155,7 +155,8 @@ int discover(const std::vector<std::string>& argv) {
     return fail(e.what(), trailer);
   }
   trailer.details = found.warnings;
-  const std::vector<std::string> gpus = withoutDuplicates(found.gpus, trailer);
+  const std::vector<std::string> gpus =
+      withoutDuplicates(flink::discovery::identifiersOf(found.devices), trailer);
 
   if (gpus.size() < args.amount) {
     return fail("only " + std::to_string(gpus.size()) + " GPU(s) found, " + args.amountText +

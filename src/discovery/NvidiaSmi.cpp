@@ -113,7 +113,9 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
     if (line.empty()) continue;
     if (isDigits(line)) {
       // "00" and "0" are one GPU: one coordination record.
-      result.gpus.push_back(externalresource::gpu::canonicalDeviceIdentifier(line));
+      GpuDevice device;
+      device.identifier = externalresource::gpu::canonicalDeviceIdentifier(line);
+      result.devices.push_back(std::move(device));
       continue;
     }
     if (firstLine.empty()) firstLine = std::string(line);
@@ -132,7 +134,7 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
     if (ending.starts_with("was ")) ending.erase(0, 4);
   }
 
-  if (result.gpus.empty()) {
+  if (result.devices.empty()) {
     // The order matters: "No devices were found" comes with exit code 6, and is the real cause.
     if (noDevices) {
       throw DiscoveryError("no NVIDIA GPU found: nvidia-smi printed \"No devices were found\"",
@@ -155,7 +157,7 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
     throw DiscoveryError("no NVIDIA GPU found: nvidia-smi listed no GPU", std::move(printed));
   }
 
-  const std::string count = std::to_string(result.gpus.size());
+  const std::string count = std::to_string(result.devices.size());
   if (timedOut) {
     result.warnings.push_back("warning: nvidia-smi did not answer within " +
                               describeDuration(timeout) + "; using the " + count +

@@ -8,8 +8,8 @@
 // exit code are used, with a warning (nvidia-smi exits 14 when an infoROM is corrupted but still
 // lists every GPU). No index at all is an error naming the cause.
 //
-// Enumeration sits behind GpuEnumerator so that other sources (an explicit list today, NVML
-// later) can take nvidia-smi's place without the allocation logic knowing.
+// Enumeration sits behind GpuEnumerator so that other sources (NVML, an explicit list) can take
+// nvidia-smi's place without the allocation logic knowing.
 #pragma once
 
 #include <chrono>
@@ -20,48 +20,10 @@
 #include <string_view>
 #include <vector>
 
+#include "discovery/GpuEnumerator.h"
 #include "process/Subprocess.h"
 
 namespace flink::discovery {
-
-/// Discovery cannot go on. what() is the cause, one line; details() are further lines (what
-/// nvidia-smi printed, where it was looked for) to print after it.
-class DiscoveryError : public std::runtime_error {
- public:
-  explicit DiscoveryError(const std::string& cause, std::vector<std::string> details = {})
-      : std::runtime_error(cause), details_(std::move(details)) {}
-  const std::vector<std::string>& details() const noexcept { return details_; }
-
- private:
-  std::vector<std::string> details_;
-};
-
-/// The GPUs a source reported, and what else it had to say.
-struct Enumeration {
-  /// GPU identifiers in the order reported (indices as printed, trimmed).
-  std::vector<std::string> gpus;
-  /// Lines for stderr: a warning about how the source ended, then what it printed that was not
-  /// a GPU (`nvidia-smi: ...`).
-  std::vector<std::string> warnings;
-};
-
-/// A source of the host's GPUs.
-class GpuEnumerator {
- public:
-  virtual ~GpuEnumerator() = default;
-  /// @throws DiscoveryError when the source cannot tell (absent, failing, no GPU at all).
-  virtual Enumeration enumerate() = 0;
-};
-
-/// A fixed list, given on the command line (--gpus) by custom scripts and tests.
-class StaticEnumerator : public GpuEnumerator {
- public:
-  explicit StaticEnumerator(std::vector<std::string> gpus) : gpus_(std::move(gpus)) {}
-  Enumeration enumerate() override { return {gpus_, {}}; }
-
- private:
-  std::vector<std::string> gpus_;
-};
 
 /// Shorter than the driver's own 10 s, so that a hanging nvidia-smi is reported by us, with its
 /// output, rather than the whole discovery being killed without a word.

@@ -99,7 +99,7 @@ TEST_F(NvidiaSmiTest, NoDevicesFound) {
 TEST_F(NvidiaSmiTest, InfoRomWarningWithIndicesIsUsable) {
   const Enumeration found =
       enumerateIn(standIn("WARNING: infoROM is corrupted at gpu 0000:0B:00.0\\n0\\n1\\n", 14));
-  EXPECT_EQ(found.gpus, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"0", "1"}));
   ASSERT_EQ(found.warnings.size(), 2u);
   EXPECT_EQ(found.warnings[0],
             "warning: nvidia-smi exited with code 14 but listed 2 GPU(s); using them");
@@ -110,9 +110,10 @@ TEST_F(NvidiaSmiTest, SixteenGpusInOrder) {
   std::string text;
   for (int i = 0; i < 16; ++i) text += std::to_string(i) + "\\n";
   const Enumeration found = enumerateIn(standIn(text, 0));
-  ASSERT_EQ(found.gpus.size(), 16u);
+  const std::vector<std::string> gpus = identifiersOf(found.devices);
+  ASSERT_EQ(gpus.size(), 16u);
   // What the program hands out for amount 12: the first twelve, as listed.
-  const std::vector<std::string> first12(found.gpus.begin(), found.gpus.begin() + 12);
+  const std::vector<std::string> first12(gpus.begin(), gpus.begin() + 12);
   EXPECT_EQ(first12, (std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
                                                "10", "11"}));
   EXPECT_TRUE(found.warnings.empty());
@@ -163,7 +164,8 @@ TEST_F(NvidiaSmiTest, ExplicitExecutableSkipsTheSearch) {
   options.executable = folder / "nvidia-smi";
   options.searchPath = "";
   options.folders = {};
-  EXPECT_EQ(NvidiaSmiEnumerator(options).enumerate().gpus, std::vector<std::string>{"3"});
+  EXPECT_EQ(identifiersOf(NvidiaSmiEnumerator(options).enumerate().devices),
+            std::vector<std::string>{"3"});
 }
 
 /// Sets an environment variable for one scope (gtest runs the tests of this binary on one
@@ -194,7 +196,8 @@ TEST_F(NvidiaSmiTest, SearchesThePathOfThisProcessByDefault) {
   const ScopedEnv path("PATH", folder.string() + ":/usr/bin:/bin");
   NvidiaSmiOptions options;
   options.folders = {};
-  EXPECT_EQ(NvidiaSmiEnumerator(options).enumerate().gpus, std::vector<std::string>{"5"});
+  EXPECT_EQ(identifiersOf(NvidiaSmiEnumerator(options).enumerate().devices),
+            std::vector<std::string>{"5"});
 }
 
 // --- finding it -----------------------------------------------------------------------------
@@ -230,13 +233,13 @@ TEST_F(NvidiaSmiTest, DefaultFoldersAreTheUsualOnes) {
 TEST(InterpretNvidiaSmiOutput, WhitespaceAndCrlfAroundIndices) {
   const Enumeration found =
       interpretNvidiaSmiOutput(" 0 \r\n\n  1\r\n", ProcessOutcome::exited(0), 8s);
-  EXPECT_EQ(found.gpus, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"0", "1"}));
   EXPECT_TRUE(found.warnings.empty());
 }
 
 TEST(InterpretNvidiaSmiOutput, IndicesAreCanonicalSoOneGpuIsOneRecord) {
   const Enumeration found = interpretNvidiaSmiOutput("00\n01\n10\n", ProcessOutcome::exited(0), 8s);
-  EXPECT_EQ(found.gpus, (std::vector<std::string>{"0", "1", "10"}));
+  EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"0", "1", "10"}));
 }
 
 TEST(InterpretNvidiaSmiOutput, NothingPrinted) {
@@ -266,7 +269,7 @@ TEST(InterpretNvidiaSmiOutput, TextWithoutIndexOnSuccess) {
 
 TEST(InterpretNvidiaSmiOutput, TimedOutAfterIndices) {
   const Enumeration found = interpretNvidiaSmiOutput("0\n", ProcessOutcome::timedOut(), 8s);
-  EXPECT_EQ(found.gpus, std::vector<std::string>{"0"});
+  EXPECT_EQ(identifiersOf(found.devices), std::vector<std::string>{"0"});
   ASSERT_FALSE(found.warnings.empty());
   EXPECT_EQ(found.warnings[0],
             "warning: nvidia-smi did not answer within 8 s; using the 1 GPU index(es) it printed "

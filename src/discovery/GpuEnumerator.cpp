@@ -1,0 +1,33 @@
+#include "discovery/GpuEnumerator.h"
+
+namespace flink::discovery {
+
+Enumeration StaticEnumerator::enumerate() {
+  Enumeration listed;
+  listed.devices.reserve(identifiers_.size());
+  for (const std::string& identifier : identifiers_) {
+    GpuDevice device;
+    device.identifier = identifier;
+    listed.devices.push_back(std::move(device));
+  }
+  return listed;
+}
+
+std::vector<GpuDevice> allocatableUnits(const std::vector<GpuDevice>& devices, bool mig) {
+  std::vector<GpuDevice> units;
+  for (const GpuDevice& device : devices) {
+    const bool unit =
+        mig ? (device.isMigInstance() || !device.migEnabled) : !device.isMigInstance();
+    if (unit) units.push_back(device);
+  }
+  return units;
+}
+
+std::vector<std::string> identifiersOf(const std::vector<GpuDevice>& devices) {
+  std::vector<std::string> identifiers;
+  identifiers.reserve(devices.size());
+  for (const GpuDevice& device : devices) identifiers.push_back(device.identifier);
+  return identifiers;
+}
+
+}  // namespace flink::discovery

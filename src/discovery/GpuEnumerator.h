@@ -1,0 +1,103 @@
+// What the default discovery knows about the host's GPUs, and the interface of the sources that
+// tell it (nvidia-smi, NVML, a fixed list).
+//
+// A source lists devices: every whole GPU and, where it can see them, the MIG instances of the
+// GPUs that have MIG mode on (each right after its parent). Which of them are the units that get
+// handed out is decided later (see allocatableUnits), not by the source.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace flink::discovery {
+
+/// Discovery cannot go on. what() is the cause, one line; details() are further lines (what
+/// nvidia-smi printed, where it was looked for) to print after it.
+class DiscoveryError : public std::runtime_error {
+ public:
+  explicit DiscoveryError(const std::string& cause, std::vector<std::string> details = {})
+      : std::runtime_error(cause), details_(std::move(details)) {}
+  const std::vector<std::string>& details() const noexcept { return details_; }
+
+ private:
+  std::vector<std::string> details_;
+};
+
+/// Where a MIG instance sits: NVML's ids, which nvidia-smi -L does not print.
+struct MigPlacement {
+  /// The index of the GPU the instance is carved from.
+  unsigned parentIndex = 0;
+  /// nvmlDeviceGetGpuInstanceId / nvmlDeviceGetComputeInstanceId of the MIG device handle.
+  std::optional<unsigned> gpuInstanceId;
+  std::optional<unsigned> computeInstanceId;
+};
+
+/// One device: a whole GPU or a MIG instance, with what its source knew of it. Every optional
+/// field is nullopt when the source did not say (nvidia-smi's "[N/A]", an NVML call that is not
+/// supported), never a made-up value.
+struct GpuDevice {
+  /// What the discovery protocol prints and CUDA_VISIBLE_DEVICES accepts: a whole GPU's index
+  /// ("0"), a MIG instance's UUID ("MIG-…").
+  std::string identifier;
+  /// "GPU-…" for a whole GPU, "MIG-…" for a MIG instance.
+  std::optional<std::string> uuid;
+  /// The product name, e.g. "NVIDIA H200" (for MIG, the instance's, e.g. "NVIDIA H200 MIG
+  /// 1g.18gb").
+  std::optional<std::string> name;
+  /// The PCI bus id, "domain:bus:device.function" as NVML prints it ("00000000:19:00.0"). A MIG
+  /// instance has its parent's.
+  std::optional<std::string> pciBusId;
+  /// Total memory in MiB (for MIG, the instance's share).
+  std::optional<std::uint64_t> memoryTotalMiB;
+  /// The N of /dev/nvidiaN (whole GPUs only).
+  std::optional<unsigned> minorNumber;
+  /// A whole GPU whose current MIG mode is enabled: its instances, not itself, are the units
+  /// with --mig.
+  bool migEnabled = false;
+  /// Set exactly for MIG instances.
+  std::optional<MigPlacement> mig;
+
+  bool isMigInstance() const noexcept { return mig.has_value(); }
+};
+
+/// The devices a source reported, and what else it had to say.
+struct Enumeration {
+  /// In the order reported: whole GPUs by index, each MIG-enabled GPU followed by its instances.
+  std::vector<GpuDevice> devices;
+  /// Lines for stderr: a warning about how the source ended, then what it printed that was not
+  /// a GPU (`nvidia-smi: ...`).
+  std::vector<std::string> warnings;
+};
+
+/// A source of the host's GPUs.
+class GpuEnumerator {
+ public:
+  virtual ~GpuEnumerator() = default;
+  /// @throws DiscoveryError when the source cannot tell (absent, failing, no GPU at all).
+  virtual Enumeration enumerate() = 0;
+};
+
+/// A fixed list, given on the command line (--gpus) by custom scripts and tests: identifiers
+/// only, no properties.
+class StaticEnumerator : public GpuEnumerator {
+ public:
+  explicit StaticEnumerator(std::vector<std::string> identifiers)
+      : identifiers_(std::move(identifiers)) {}
+  Enumeration enumerate() override;
+
+ private:
+  std::vector<std::string> identifiers_;
+};
+
+/// The units to hand out. Without MIG: every whole GPU (MIG instances are dropped, as nvidia-smi
+/// lists GPUs). With MIG: every MIG instance, plus each whole GPU whose MIG mode is off; a GPU
+/// with MIG on is never a unit beside its own instances.
+std::vector<GpuDevice> allocatableUnits(const std::vector<GpuDevice>& devices, bool mig);
+
+/// The identifiers of `devices`, in order.
+std::vector<std::string> identifiersOf(const std::vector<GpuDevice>& devices);
+
+}  // namespace flink::discovery
