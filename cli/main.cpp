@@ -8,6 +8,7 @@
 
 #include "Console.h"
 #include "ExitCode.h"
+#include "commands/ConfigCommand.h"
 #include "commands/DiscoverCommand.h"
 #include "commands/ExecCommand.h"
 #include "commands/ReleaseCommand.h"
@@ -44,8 +45,9 @@ int main(int argc, char** argv) {
   forwardFatalSignals();  // exec's command gets default dispositions back from execvp
 
   CLI::App app(
-      "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them, and the "
-      "host's GPU coordination file (status, release, exec)",
+      "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them; the "
+      "external resources of a Flink configuration (discover --config, config); and the host's "
+      "GPU coordination file (status, release, exec)",
       "flink-gpu");
   app.set_version_flag("--version", std::string("flink-gpu ") + FLINK_GPU_VERSION);
   app.require_subcommand(1);
@@ -64,6 +66,8 @@ int main(int argc, char** argv) {
   CLI::App* release = addReleaseCommand(app, releaseOptions);
   ExecOptions execOptions;
   CLI::App* exec = addExecCommand(app, execOptions);
+  ConfigOptions configOptions;
+  CLI::App* config = addConfigCommand(app, configOptions);
 
   try {
     app.parse(argc, argv);
@@ -85,6 +89,7 @@ int main(int argc, char** argv) {
     if (status->parsed()) code = runStatus(statusOptions);
     if (release->parsed()) code = runRelease(releaseOptions);
     if (exec->parsed()) code = runExec(execOptions);
+    if (config->parsed()) code = runConfig(configOptions);
     // A result that could not be written (a full disk, a closed pipe) is no success.
     if (!std::cout.flush()) {
       printError("cannot write the result to standard output");

@@ -9,6 +9,7 @@ packages=(
   libspdlog-dev libfmt-dev                 # logging
   libcli11-dev                             # command line
   nlohmann-json3-dev                       # JSON output
+  libyaml-cpp-dev                          # config.yaml
   libgtest-dev libgmock-dev                # tests
   libbenchmark-dev                         # benchmarks
 )

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,20 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+};
+
+/// Sets (or, with nullopt, unsets) an environment variable for the life of this object, then
+/// puts back what was there. Tests run one at a time in a process, so this is safe in them.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(std::string name, const std::optional<std::string>& value);
+  ~ScopedEnvironment();
+  ScopedEnvironment(const ScopedEnvironment&) = delete;
+  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> previous_;
 };
 
 /// Writes `body` to `path` with mode `mode` (executable by default) and returns the path.

@@ -10,6 +10,9 @@
 
 #include "Console.h"
 #include "ExitCode.h"
+#include "ResourceOutput.h"
+#include "flink/core/plugin/PluginManager.h"
+#include "flink/externalresource/ExternalResourceUtils.h"
 #include "flink/externalresource/gpu/GPUDriverFactory.h"
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
 #include "flink/util/Exceptions.h"
@@ -37,18 +40,83 @@ std::string defaultDiscoveryScript() {
 
 void printGpus(const ExternalResourceInfoSet& gpus, const std::string& format) {
   if (format == "json") {
-    nlohmann::ordered_json list = nlohmann::ordered_json::array();
-    for (const auto& gpu : gpus) {
-      nlohmann::ordered_json properties = nlohmann::ordered_json::object();
-      for (const std::string& key : gpu->getKeys()) {
-        properties[key] = gpu->getProperty(key).value_or("");
-      }
-      list.push_back(std::move(properties));
-    }
-    std::cout << nlohmann::ordered_json{{"gpu", std::move(list)}}.dump() << '\n';
+    std::cout << nlohmann::ordered_json{{"gpu", infosToJson(gpus)}}.dump() << '\n';
     return;
   }
   for (const auto& gpu : gpus) std::cout << gpu->toString() << '\n';
+}
+
+/// The --config form: every resource of the configuration, as a TaskManager starts them. Every
+/// configuration problem is reported before anything runs (exit 2); then every resource is
+/// discovered, a failure costing only its own resource (exit 1 at the end).
+int runDiscoverConfigured(const DiscoverOptions& options) {
+  for (const CLI::Option* option : options.singleDriverOptions) {
+    if (option->count() > 0) {
+      printError(option->get_name() +
+                 " cannot be combined with --config or -D: the configuration says how each "
+                 "resource is discovered (set external-resource.<name>.param.* there, or with -D)");
+      return kUsageError;
+    }
+  }
+  const std::optional<LoadedConfiguration> loaded = loadFlinkConfiguration(options.flinkConfig);
+  if (!loaded) return kUsageError;
+
+  const ExternalResources configured =
+      ExternalResourceUtils::readExternalResources(loaded->configuration);
+  for (const std::string& warning : configured.warnings) printWarning(warning);
+  for (const std::string& error : configured.errors) {
+    printError("configuration error in " + loaded->file.string() + ": " + error);
+  }
+  if (!configured.errors.empty()) return kUsageError;
+  if (configured.resources.empty()) {
+    printWarning("no external resources are configured in " + loaded->file.string() +
+                 " ('external-resources' is not set, empty or 'none')");
+  }
+
+  // Every driver first: a configuration that cannot be started is reported whole, and runs
+  // nothing.
+  PluginManager plugins;
+  std::vector<std::unique_ptr<ExternalResourceDriver>> drivers;
+  bool driversMade = true;
+  for (const ExternalResourceSpec& resource : configured.resources) {
+    drivers.emplace_back();
+    if (!resource.driverFactoryClass) continue;  // warned about above: no infos, like Flink
+    try {
+      drivers.back() = ExternalResourceUtils::createExternalResourceDriver(resource, plugins);
+    } catch (const std::exception& e) {
+      printError(std::string("configuration error: ") + e.what());
+      driversMade = false;
+    }
+  }
+  if (!driversMade) return kUsageError;
+
+  int code = kSuccess;
+  nlohmann::ordered_json json = nlohmann::ordered_json::object();
+  for (std::size_t i = 0; i < configured.resources.size(); ++i) {
+    const ExternalResourceSpec& resource = configured.resources[i];
+    ExternalResourceInfoSet infos;
+    if (drivers[i]) {
+      try {
+        infos = drivers[i]->retrieveResourceInfo(*resource.amount);
+      } catch (const std::exception& e) {
+        printError("discovery of the external resource '" + resource.name +
+                   "' failed: " + e.what());
+        code = kDiscoveryFailed;
+        continue;  // left out: an empty list would read as "no devices"
+      }
+      if (infos.size() < static_cast<std::uint64_t>(*resource.amount)) {
+        printWarning("asked for " + std::to_string(*resource.amount) + " of '" + resource.name +
+                     "', got " + std::to_string(infos.size()));
+      }
+    }
+    if (options.format == "json") {
+      json[resource.name] = infosToJson(infos);
+    } else {
+      for (const auto& info : infos) std::cout << resource.name << ": " << info->toString() << '\n';
+    }
+  }
+  if (options.format == "json") std::cout << json.dump() << '\n';
+  return code;
 }
 
 }  // namespace
@@ -56,24 +124,30 @@ void printGpus(const ExternalResourceInfoSet& gpus, const std::string& format) {
 CLI::App* addDiscoverCommand(CLI::App& app, DiscoverOptions& options) {
   CLI::App* command = app.add_subcommand(
       "discover", "Find out which GPUs a worker on this host gets, as Flink's GPU driver does.");
-  command->add_option("-n,--amount", options.amount, "How many GPUs to ask for (must be > 0)")
-      ->capture_default_str();
-  command->add_option("--discovery-script", options.discoveryScript,
-                      "The discovery script (default: nvidia-gpu-discovery.sh installed beside "
-                      "flink-gpu, else Flink's " +
-                          *GPUDriverOptions::DISCOVERY_SCRIPT_PATH.defaultValue() + ")");
-  command->add_option("--discovery-args", options.discoveryArgs,
-                      "Arguments for the script, split on whitespace (default: the single "
-                      "argument 'null', as Flink passes it)");
-  command->add_option("--timeout", options.timeout,
-                      "How long the script may run, e.g. '10 s', '500 ms', '1 min' (default 10 s)");
+  options.singleDriverOptions.push_back(
+      command->add_option("-n,--amount", options.amount, "How many GPUs to ask for (must be > 0)")
+          ->capture_default_str());
+  options.singleDriverOptions.push_back(
+      command->add_option("--discovery-script", options.discoveryScript,
+                          "The discovery script (default: nvidia-gpu-discovery.sh installed beside "
+                          "flink-gpu, else Flink's " +
+                              *GPUDriverOptions::DISCOVERY_SCRIPT_PATH.defaultValue() + ")"));
+  options.singleDriverOptions.push_back(
+      command->add_option("--discovery-args", options.discoveryArgs,
+                          "Arguments for the script, split on whitespace (default: the single "
+                          "argument 'null', as Flink passes it)"));
+  options.singleDriverOptions.push_back(command->add_option(
+      "--timeout", options.timeout,
+      "How long the script may run, e.g. '10 s', '500 ms', '1 min' (default 10 s)"));
   command->add_option("--format", options.format, "Output format")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+  addFlinkConfigurationOptions(*command, options.flinkConfig);
   return command;
 }
 
 int runDiscover(const DiscoverOptions& options) {
+  if (options.flinkConfig.wanted()) return runDiscoverConfigured(options);
   // Checked before the script is even looked at, as the driver does.
   std::int64_t amount = 0;
   const std::string& text = options.amount;

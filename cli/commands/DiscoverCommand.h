@@ -1,13 +1,17 @@
 // `flink-gpu discover`: what a worker does at start-up — make a GPUDriver through
-// GPUDriverFactory and print the GPUs it gets.
+// GPUDriverFactory and print the GPUs it gets; or, with --config, what a TaskManager does: make
+// the driver of every external resource its Flink configuration lists and print what each gets.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "commands/FlinkConfigurationOption.h"
 
 namespace flink::cli {
 
@@ -18,6 +22,10 @@ struct DiscoverOptions {
   std::optional<std::string> discoveryArgs;
   std::optional<std::string> timeout;
   std::string format = "text";
+  /// --config/-D: discover every resource of a Flink configuration instead of one GPU driver.
+  FlinkConfigurationOptions flinkConfig;
+  /// The options of the one-driver form, which --config and -D exclude.
+  std::vector<const CLI::Option*> singleDriverOptions;
 };
 
 /// Adds the `discover` subcommand to `app`; its parsed values land in `options`.

@@ -1,5 +1,6 @@
 #include "flink/configuration/Configuration.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -84,6 +85,60 @@ std::chrono::milliseconds parseConfigValue<std::chrono::milliseconds>(const std:
 }
 
 template <>
+std::vector<std::string> parseConfigValue<std::vector<std::string>>(const std::string& key,
+                                                                    const std::string& text) {
+  const auto malformed = [&](const std::string& why) {
+    return IllegalConfigurationException("Invalid value '" + strings::quoteForMessage(text) +
+                                         "' for configuration key '" + key +
+                                         "': expected a list separated by ';', but " + why + ".");
+  };
+  std::vector<std::string> elements;
+  bool afterDelimiter = false;  // the last thing seen (whitespace aside) was a ';'
+  bool afterQuoted = false;     // ... was a closing quote
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == ';') {
+      // Only a ';' that follows another stands for an empty element, as in Flink.
+      if (afterDelimiter) elements.emplace_back();
+      afterDelimiter = true;
+      afterQuoted = false;
+      ++i;
+    } else if (strings::isSpace(c)) {
+      ++i;
+    } else if (afterQuoted) {
+      throw malformed("position " + std::to_string(i) + " follows a closing quote");
+    } else if (c == '\'' || c == '"') {
+      std::string element;
+      std::size_t j = i + 1;
+      for (;; ++j) {
+        if (j == text.size()) {
+          throw malformed("the quote at position " + std::to_string(i) + " is not closed");
+        }
+        if (text[j] != c) {
+          element += text[j];
+        } else if (j + 1 < text.size() && text[j + 1] == c) {
+          element += c;  // a doubled quote is one quote character
+          ++j;
+        } else {
+          break;
+        }
+      }
+      elements.push_back(std::move(element));
+      afterDelimiter = false;
+      afterQuoted = true;
+      i = j + 1;
+    } else {
+      const std::size_t end = std::min(text.find(';', i), text.size());
+      elements.emplace_back(strings::trim(std::string_view(text).substr(i, end - i)));
+      afterDelimiter = false;
+      i = end;
+    }
+  }
+  return elements;
+}
+
+template <>
 std::string formatConfigValue<std::string>(const std::string& value) {
   return value;
 }
@@ -108,6 +163,28 @@ std::string formatConfigValue<double>(const double& value) {
 template <>
 std::string formatConfigValue<std::chrono::milliseconds>(const std::chrono::milliseconds& value) {
   return formatDuration(value);
+}
+template <>
+std::string formatConfigValue<std::vector<std::string>>(const std::vector<std::string>& value) {
+  std::string text;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const std::string& element = value[i];
+    if (i > 0) text += ';';
+    const bool quote = element.empty() || strings::isSpace(element.front()) ||
+                       strings::isSpace(element.back()) ||
+                       element.find_first_of(";'\"") != std::string::npos;
+    if (!quote) {
+      text += element;
+      continue;
+    }
+    text += '\'';
+    for (const char c : element) {
+      if (c == '\'') text += '\'';
+      text += c;
+    }
+    text += '\'';
+  }
+  return text;
 }
 
 }  // namespace detail

@@ -4,12 +4,20 @@
 //                            .durationType()
 //                            .defaultValue(std::chrono::seconds(10))
 //                            .withDescription("...");
+//
+//   const auto RESOURCES = ConfigOptions::key("external-resources")
+//                              .stringType()
+//                              .asList()
+//                              .noDefaultValue();   // ConfigOption<std::vector<std::string>>
 #pragma once
 
 #include <chrono>
+#include <concepts>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "flink/configuration/ConfigOption.h"
 
@@ -17,12 +25,38 @@ namespace flink {
 
 class ConfigOptions {
  public:
+  /// Builds an option whose value is a list of E (Flink's ListConfigOptionBuilder). As text the
+  /// list is its elements joined with ';', an element quoted when it needs it (see
+  /// detail::formatConfigValue).
+  template <typename E>
+  class ListConfigOptionBuilder {
+   public:
+    explicit ListConfigOptionBuilder(std::string key) : key_(std::move(key)) {}
+    ConfigOption<std::vector<E>> defaultValues(std::vector<E> values) const {
+      return ConfigOption<std::vector<E>>(key_, std::move(values));
+    }
+    ConfigOption<std::vector<E>> defaultValues(std::initializer_list<E> values) const {
+      return defaultValues(std::vector<E>(values));
+    }
+    ConfigOption<std::vector<E>> noDefaultValue() const {
+      return ConfigOption<std::vector<E>>(key_, std::nullopt);
+    }
+
+   private:
+    std::string key_;
+  };
+
   template <typename T>
   class TypedConfigOptionBuilder {
    public:
     explicit TypedConfigOptionBuilder(std::string key) : key_(std::move(key)) {}
     ConfigOption<T> defaultValue(T value) const { return ConfigOption<T>(key_, std::move(value)); }
     ConfigOption<T> noDefaultValue() const { return ConfigOption<T>(key_, std::nullopt); }
+
+    /// The option holds a list of T instead (Flink's asList()). Only string lists for now.
+    ListConfigOptionBuilder<T> asList() const requires std::same_as<T, std::string> {
+      return ListConfigOptionBuilder<T>(key_);
+    }
 
    private:
     std::string key_;

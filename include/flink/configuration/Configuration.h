@@ -20,11 +20,24 @@
 namespace flink {
 
 namespace detail {
-/// Converts configuration text to T (defined for std::string, int32, int64, bool, double and
-/// std::chrono::milliseconds). @throws IllegalConfigurationException naming key and value.
+/// Converts configuration text to T (defined for std::string, int32, int64, bool, double,
+/// std::chrono::milliseconds and std::vector<std::string>).
+///
+/// A list is read as Flink reads list options (StructuredOptionsSplitter): split on ';';
+/// unquoted elements are trimmed; an element in single or double quotes is taken verbatim, a
+/// doubled quote inside standing for one ("'a;b';'it''s'" is {"a;b", "it's"}); an empty text is
+/// the empty list; a ';' that follows another ';' (whitespace aside) adds an empty element, a
+/// lone ';' at either end adds nothing ("a;;b" is {"a", "", "b"}, ";a;" is {"a"}).
+/// @throws IllegalConfigurationException naming key and value (for a list: an unclosed quote, or
+///         something other than ';' after a closing quote).
 template <typename T>
 T parseConfigValue(const std::string& key, const std::string& text);
 /// Converts a value back to the text form parseConfigValue reads.
+///
+/// A list becomes its elements joined with ';'. An element holding ';' or a quote (' or ") is
+/// put in single quotes with its single quotes doubled, as Flink writes it; so is an empty element
+/// or one with whitespace at either end (Flink leaves those bare and loses them on reading), so
+/// that every list reads back exactly.
 template <typename T>
 std::string formatConfigValue(const T& value);
 }  // namespace detail

@@ -1,0 +1,26 @@
+// `flink-gpu config`: the external-resource configuration as a TaskManager would read it — each
+// resource's amount, driver factory (and where it comes from), parameters, and what Kubernetes
+// and YARN are asked for — and every problem in it, without running anything.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "commands/FlinkConfigurationOption.h"
+
+namespace flink::cli {
+
+struct ConfigOptions {
+  FlinkConfigurationOptions flinkConfig;
+  std::string format = "text";
+};
+
+CLI::App* addConfigCommand(CLI::App& app, ConfigOptions& options);
+
+/// Prints the resolved configuration on stdout, problems on stderr.
+/// @returns kSuccess, or kUsageError when the configuration cannot be read or has errors
+///          (what could be read is still printed).
+int runConfig(const ConfigOptions& options);
+
+}  // namespace flink::cli

@@ -1,0 +1,51 @@
+// The two readers behind GlobalConfiguration::loadConfiguration, on text already in memory
+// (not part of the public API; the tests and the fuzzer call them directly).
+//
+// The legacy reader has a source file of its own without the YAML library, so that the fuzzer
+// can compile it with coverage instrumentation and nothing else.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flink/configuration/Configuration.h"
+
+namespace flink {
+
+/// Reads a legacy flink-conf.yaml the way Flink's GlobalConfiguration reads it, line by line and
+/// not as YAML:
+/// - a leading UTF-8 byte order mark is dropped;
+/// - lines end at "\n", "\r\n" or a lone "\r" (Java's BufferedReader.readLine), numbered from 1;
+/// - everything from the first '#' on is a comment, even inside a value;
+/// - what is left is trimmed as Java's String.trim does (every byte up to ' ', control
+///   characters included); a blank line is skipped;
+/// - key and value are split at the first ": " (a colon followed by a space; "key:value" is not
+///   a pair) and trimmed again;
+/// - a line that is not a pair, or has an empty key or value, is skipped, and a later value for
+///   a key wins over an earlier one. Each of these adds a warning (Flink only logs them):
+///   "<fileName>:<line>: <why>, line skipped", or for a repeated key
+///   "<fileName>:<line>: key '<key>' repeats line <n>; the later value is used".
+/// Values are kept as text ("gpu;fpga" stays "gpu;fpga"). Never throws for any input (beyond
+/// std::bad_alloc); the warnings name keys but never values.
+Configuration parseLegacyConfiguration(std::string_view text, const std::string& fileName,
+                                       std::vector<std::string>& warnings);
+
+/// Reads a standard-YAML config.yaml (Flink 1.19+'s format) with yaml-cpp:
+/// - an empty document (or one with only comments, or `~`) is the empty configuration; any other
+///   document root must be a map, and only one document is allowed;
+/// - nested maps flatten with '.' ("a: {b: 1}" is a.b=1) and mix freely with dotted keys; an empty
+///   map adds nothing;
+/// - a scalar keeps its text as written (`true`, `2`, `10 s`, `0x10` all as they are);
+/// - a sequence of scalars becomes list text: the elements joined with ';', quoted where needed
+///   (detail::formatConfigValue<std::vector<std::string>>), which is how Flink stores a list
+///   read from YAML when it is read back as text; an empty sequence is the empty text.
+/// @throws IllegalConfigurationException "<fileName>:<line>: ..." (lines from 1) naming the key
+///         for: a null value (`key:` or `key: ~`), a null or empty key, a key that is not a
+///         scalar, a list that holds a map, a list or a null, a key set twice once flattened
+///         ("a.b: 1" beside "a: {b: 2}", or a key repeated in one map), a root that is not a map,
+///         a second document; "<fileName>:<line>:<column>: <yaml-cpp's message>" for a YAML
+///         syntax error.
+Configuration parseStandardYamlConfiguration(std::string_view text, const std::string& fileName);
+
+}  // namespace flink

@@ -1,0 +1,220 @@
+#include "flink/externalresource/ExternalResourceUtils.h"
+
+#include <algorithm>
+#include <exception>
+#include <variant>
+
+#include "flink/externalresource/ExternalResourceOptions.h"
+#include "flink/util/Exceptions.h"
+#include "logging/Logging.h"
+#include "util/Strings.h"
+
+namespace flink {
+namespace {
+
+using Options = ExternalResourceOptions;
+
+const std::shared_ptr<spdlog::logger>& log() {
+  static const auto logger = logging::get("ExternalResourceUtils");
+  return logger;
+}
+
+/// The amount of `name`, or the message saying why there is none (naming key and value).
+std::variant<std::int64_t, std::string> readAmount(const Configuration& config,
+                                                   const std::string& name) {
+  const ConfigOption<std::int64_t> option = Options::getAmountConfigOptionForResource(name);
+  const std::optional<std::string> text = config.getString(option.key());
+  if (!text) {
+    return "The amount of the external resource '" + name + "' is not configured: set '" +
+           option.key() + "' to a positive integer.";
+  }
+  const std::string invalid = "Invalid value '" + strings::quoteForMessage(*text) +
+                              "' for configuration key '" + option.key() + "': ";
+  std::int64_t amount = 0;
+  try {
+    amount = detail::parseConfigValue<std::int64_t>(option.key(), *text);
+  } catch (const IllegalConfigurationException&) {
+    return invalid + "the amount must be a positive integer below 2^63.";
+  }
+  if (amount <= 0) return invalid + "the amount must be positive.";
+  return amount;
+}
+
+std::optional<std::string> readNonBlank(const Configuration& config, const std::string& key) {
+  std::optional<std::string> value = config.getString(key);
+  if (value && strings::isBlank(*value)) return std::nullopt;
+  if (value) return std::string(strings::trim(*value));
+  return value;
+}
+
+}  // namespace
+
+std::vector<std::string> ExternalResourceUtils::getExternalResourceSet(
+    const Configuration& config) {
+  const std::vector<std::string> listed = config.get(Options::EXTERNAL_RESOURCE_LIST);
+  std::vector<std::string> names;
+  if (listed.size() == 1 && strings::toLower(strings::trim(listed.front())) == Options::NONE) {
+    return names;
+  }
+  for (const std::string& entry : listed) {
+    std::string name(strings::trim(entry));
+    if (name.empty()) continue;
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  return names;
+}
+
+ExternalResources ExternalResourceUtils::readExternalResources(const Configuration& config) {
+  ExternalResources read;
+  std::vector<std::string> listed;
+  try {
+    listed = config.get(Options::EXTERNAL_RESOURCE_LIST);
+  } catch (const IllegalConfigurationException& e) {
+    read.errors.emplace_back(e.what());
+    return read;
+  }
+  if (listed.size() == 1 && strings::toLower(strings::trim(listed.front())) == Options::NONE) {
+    return read;
+  }
+
+  const std::string listKey = Options::EXTERNAL_RESOURCE_LIST.key();
+  std::vector<std::string> names;
+  for (const std::string& entry : listed) {
+    std::string name(strings::trim(entry));
+    if (name.empty()) {
+      read.warnings.push_back("'" + listKey + "' holds a blank resource name ('" +
+                              strings::quoteForMessage(*config.getString(listKey)) +
+                              "'); it is ignored.");
+    } else if (std::find(names.begin(), names.end(), name) != names.end()) {
+      read.warnings.push_back("'" + listKey + "' lists the resource '" + name +
+                              "' more than once; it is configured once.");
+    } else {
+      names.push_back(std::move(name));
+    }
+  }
+
+  for (const std::string& name : names) {
+    ExternalResourceSpec resource;
+    resource.name = name;
+    std::variant<std::int64_t, std::string> amount = readAmount(config, name);
+    if (auto* value = std::get_if<std::int64_t>(&amount)) {
+      resource.amount = *value;
+    } else {
+      read.errors.push_back(std::move(std::get<std::string>(amount)));
+    }
+    const std::string factoryKey =
+        Options::getExternalResourceDriverFactoryConfigOptionForResource(name).key();
+    resource.driverFactoryClass = readNonBlank(config, factoryKey);
+    if (!resource.driverFactoryClass) {
+      read.warnings.push_back("The external resource '" + name + "' has no driver ('" + factoryKey +
+                              "' is not set): it gets no infos.");
+    }
+    resource.driverConfiguration =
+        config.withPrefixRemoved(Options::getExternalResourceParamConfigPrefix(name));
+    resource.kubernetesConfigKey = readNonBlank(
+        config, Options::keyWithResourceNameAndSuffix(name, Options::KUBERNETES_CONFIG_KEY_SUFFIX));
+    resource.yarnConfigKey = readNonBlank(
+        config, Options::keyWithResourceNameAndSuffix(name, Options::YARN_CONFIG_KEY_SUFFIX));
+    read.resources.push_back(std::move(resource));
+  }
+  return read;
+}
+
+std::map<std::string, std::int64_t> ExternalResourceUtils::getExternalResourceAmountMap(
+    const Configuration& config) {
+  std::map<std::string, std::int64_t> amounts;
+  for (const std::string& name : getExternalResourceSet(config)) {
+    std::variant<std::int64_t, std::string> amount = readAmount(config, name);
+    if (auto* value = std::get_if<std::int64_t>(&amount)) {
+      amounts.emplace(name, *value);
+    } else {
+      log()->warn("The external resource '{}' is ignored: {}", name, std::get<std::string>(amount));
+    }
+  }
+  return amounts;
+}
+
+std::map<std::string, std::string> ExternalResourceUtils::getExternalResourceConfigurationKeys(
+    const Configuration& config, std::string_view suffix) {
+  std::map<std::string, std::string> keys;
+  for (const auto& [name, amount] : getExternalResourceAmountMap(config)) {
+    const std::string key = Options::keyWithResourceNameAndSuffix(name, suffix);
+    if (std::optional<std::string> value = readNonBlank(config, key)) {
+      keys.emplace(name, std::move(*value));
+    } else {
+      log()->warn("The external resource '{}' does not set '{}'.", name, key);
+    }
+  }
+  return keys;
+}
+
+std::unique_ptr<ExternalResourceDriver> ExternalResourceUtils::createExternalResourceDriver(
+    const ExternalResourceSpec& resource, PluginManager& plugins) {
+  if (!resource.driverFactoryClass) {
+    throw FlinkException(
+        "The external resource '" + resource.name + "' has no driver: '" +
+        Options::getExternalResourceDriverFactoryConfigOptionForResource(resource.name).key() +
+        "' is not set.");
+  }
+  try {
+    std::unique_ptr<ExternalResourceDriverFactory> factory =
+        plugins.createExternalResourceDriverFactory(*resource.driverFactoryClass);
+    std::unique_ptr<ExternalResourceDriver> driver =
+        factory->createExternalResourceDriver(resource.driverConfiguration);
+    if (!driver) throw FlinkException("the factory returned no driver");
+    return driver;
+  } catch (const std::exception& e) {
+    throw FlinkException("Could not make the driver of the external resource '" + resource.name +
+                         "' (" + *resource.driverFactoryClass + "): " + e.what());
+  }
+}
+
+std::map<std::string, std::unique_ptr<ExternalResourceDriver>>
+ExternalResourceUtils::externalResourceDriversFromConfig(const Configuration& config,
+                                                         PluginManager& plugins) {
+  std::map<std::string, std::unique_ptr<ExternalResourceDriver>> drivers;
+  const ExternalResources read = readExternalResources(config);
+  for (const std::string& error : read.errors) log()->warn("{}", error);
+  for (const std::string& warning : read.warnings) log()->warn("{}", warning);
+  for (const ExternalResourceSpec& resource : read.resources) {
+    if (!resource.amount || !resource.driverFactoryClass) continue;
+    try {
+      drivers.emplace(resource.name, createExternalResourceDriver(resource, plugins));
+    } catch (const std::exception& e) {
+      log()->warn("The external resource '{}' gets no infos: {}", resource.name, e.what());
+    }
+  }
+  return drivers;
+}
+
+std::unique_ptr<StaticExternalResourceInfoProvider>
+ExternalResourceUtils::createStaticExternalResourceInfoProvider(
+    const std::map<std::string, std::int64_t>& externalResourceAmountMap,
+    const std::map<std::string, std::unique_ptr<ExternalResourceDriver>>& externalResourceDrivers) {
+  StaticExternalResourceInfoProvider::InfoMap infos;
+  for (const auto& [name, driver] : externalResourceDrivers) {
+    const auto amount = externalResourceAmountMap.find(name);
+    if (amount == externalResourceAmountMap.end()) {
+      log()->warn("The amount of the external resource '{}' is not configured; it gets no infos.",
+                  name);
+      continue;
+    }
+    try {
+      infos.emplace(name, driver->retrieveResourceInfo(amount->second));
+    } catch (const std::exception& e) {
+      log()->warn("Failed to retrieve the information of the external resource '{}': {}", name,
+                  e.what());
+    }
+  }
+  return std::make_unique<StaticExternalResourceInfoProvider>(std::move(infos));
+}
+
+std::unique_ptr<StaticExternalResourceInfoProvider>
+ExternalResourceUtils::createStaticExternalResourceInfoProviderFromConfig(
+    const Configuration& config, PluginManager& plugins) {
+  const auto amounts = getExternalResourceAmountMap(config);
+  const auto drivers = externalResourceDriversFromConfig(config, plugins);
+  return createStaticExternalResourceInfoProvider(amounts, drivers);
+}
+
+}  // namespace flink

@@ -1,0 +1,244 @@
+// flink-gpu discover --config and flink-gpu config: the TaskManager's start-up path from a Flink
+// configuration folder, run as an operator runs it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "CliRun.h"
+#include "TestSupport.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using flink::testing::CliRun;
+using flink::testing::firstLine;
+using flink::testing::linesOf;
+using flink::testing::runCli;
+using flink::testing::TempDir;
+using flink::testing::writeScript;
+using ::testing::HasSubstr;
+
+constexpr const char* kGpuFactory = "org.apache.flink.externalresource.gpu.GPUDriverFactory";
+
+class ConfigCommandsTest : public ::testing::Test {
+ protected:
+  ConfigCommandsTest() { fs::create_directories(confDir()); }
+
+  fs::path confDir() const { return dir_ / "conf"; }
+  std::string conf() const { return confDir().string(); }
+
+  /// A discovery script that records that it ran, prints `line` and exits with `exitCode`.
+  std::string script(const std::string& name, const std::string& line, int exitCode = 0) {
+    return writeScript(dir_ / name, "#!/bin/sh\ntouch '" + (dir_ / (name + ".ran")).string() +
+                                        "'\necho '" + line + "'\nexit " + std::to_string(exitCode) +
+                                        "\n")
+        .string();
+  }
+  bool ran(const std::string& name) const { return fs::exists(dir_ / (name + ".ran")); }
+
+  void writeConfig(const std::string& file, const std::string& text) {
+    writeScript(confDir() / file, text, fs::perms::owner_read | fs::perms::owner_write);
+  }
+
+  /// config.yaml with one GPU resource `name` whose script prints `line`.
+  std::string gpuResource(const std::string& name, int amount, const std::string& scriptPath) {
+    return "  " + name + ":\n    amount: " + std::to_string(amount) +
+           "\n    driver-factory:\n      class: " + kGpuFactory +
+           "\n    param:\n      discovery-script:\n        path: " + scriptPath + "\n";
+  }
+
+  TempDir dir_{"flink-gpu-config"};
+};
+
+TEST_F(ConfigCommandsTest, DiscoversEveryResourceOfANestedConfigYaml) {
+  writeConfig("config.yaml", "external-resources: [gpu, inference]\nexternal-resource:\n" +
+                                 gpuResource("gpu", 2, script("a.sh", "0,1")) +
+                                 gpuResource("inference", 1, script("b.sh", "3")));
+  const CliRun run = runCli({"discover", "--config", conf(), "--format", "json"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  const auto json = nlohmann::ordered_json::parse(run.out);
+  EXPECT_EQ(json.dump(), R"({"gpu":[{"index":"0"},{"index":"1"}],"inference":[{"index":"3"}]})");
+}
+
+TEST_F(ConfigCommandsTest, ReadsALegacyFlinkConfWithCommentsAndASemicolonList) {
+  writeConfig("flink-conf.yaml",
+              "# TaskManager GPUs\n"
+              "external-resources: gpu;fpga   # two of them\n"
+              "external-resource.gpu.amount: 1\n"
+              "external-resource.gpu.driver-factory.class: " +
+                  std::string(kGpuFactory) +
+                  "\n"
+                  "external-resource.gpu.param.discovery-script.path: " +
+                  script("gpu.sh", "2") +
+                  "\n"
+                  "external-resource.fpga.amount: 1\n"
+                  "taskmanager.numberOfTaskSlots: 4\n");
+  const CliRun run = runCli({"discover", "--config", conf()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(2)\n");
+  // fpga has no driver: a warning, not an error (Kubernetes/YARN may still be asked for it).
+  EXPECT_THAT(run.err, HasSubstr("'external-resource.fpga.driver-factory.class' is not set"));
+}
+
+TEST_F(ConfigCommandsTest, DynamicPropertiesOverrideTheFile) {
+  writeConfig("config.yaml", "external-resources: gpu\nexternal-resource:\n" +
+                                 gpuResource("gpu", 1, script("a.sh", "0")));
+  const std::string other = script("b.sh", "5,6");
+  const CliRun run = runCli({"discover", "--config", conf(), "-D",
+                             "external-resource.gpu.param.discovery-script.path=" + other,
+                             "-Dexternal-resource.gpu.amount=2"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(5)\ngpu: GPU Device(6)\n");
+  EXPECT_FALSE(ran("a.sh"));
+}
+
+TEST_F(ConfigCommandsTest, FindsTheFolderThroughFlinkConfDirThenFlinkHome) {
+  writeConfig("config.yaml", "external-resources: gpu\nexternal-resource:\n" +
+                                 gpuResource("gpu", 1, script("a.sh", "4")));
+  CliRun run = runCli({"discover", "--config"}, {"FLINK_CONF_DIR=" + conf()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(4)\n");
+
+  run = runCli({"discover", "--config"}, {"FLINK_CONF_DIR=", "FLINK_HOME=" + dir_.path().string()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(4)\n");
+
+  // -D alone also means "read the configuration".
+  run = runCli({"discover", "-Dexternal-resource.gpu.amount=1"}, {"FLINK_CONF_DIR=" + conf()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(4)\n");
+}
+
+TEST_F(ConfigCommandsTest, AFailingResourceIsReportedAndTheOthersPrinted) {
+  writeConfig("config.yaml", "external-resources: [broken, gpu]\nexternal-resource:\n" +
+                                 gpuResource("broken", 1, script("bad.sh", "no GPUs here", 3)) +
+                                 gpuResource("gpu", 1, script("good.sh", "1")));
+  const CliRun run = runCli({"discover", "--config", conf(), "--format", "json", "-q"});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_EQ(run.out, "{\"gpu\":[{\"index\":\"1\"}]}\n");
+  ASSERT_EQ(linesOf(run.err).size(), 1u) << run;
+  EXPECT_THAT(run.err, HasSubstr("discovery of the external resource 'broken' failed"));
+  EXPECT_THAT(run.err, HasSubstr("exited with code 3"));
+}
+
+TEST_F(ConfigCommandsTest, BadAmountsAreConfigurationErrorsAndNothingRuns) {
+  for (const std::string amount : {"0", "-1", "two", "99999999999999999999"}) {
+    writeConfig("config.yaml", "external-resources: gpu\nexternal-resource.gpu.amount: " + amount +
+                                   "\nexternal-resource.gpu.driver-factory.class: " + kGpuFactory +
+                                   "\nexternal-resource.gpu.param.discovery-script.path: " +
+                                   script("a.sh", "0") + "\n");
+    const CliRun run = runCli({"discover", "--config", conf()});
+    EXPECT_EQ(run.exitCode, 2) << run;
+    EXPECT_THAT(firstLine(run.err),
+                HasSubstr("Invalid value '" + amount +
+                          "' for configuration key 'external-resource.gpu.amount'"))
+        << run;
+    EXPECT_TRUE(run.out.empty());
+    EXPECT_FALSE(ran("a.sh")) << amount;
+  }
+}
+
+TEST_F(ConfigCommandsTest, UnknownFactoryIsAConfigurationErrorNamingIt) {
+  writeConfig("config.yaml",
+              "external-resources: fpga\nexternal-resource.fpga.amount: 1\n"
+              "external-resource.fpga.driver-factory.class: com.example.FpgaDriverFactory\n");
+  const CliRun run = runCli({"discover", "--config", conf()},
+                            {"FLINK_PLUGINS_DIR=" + (dir_ / "no-plugins").string()});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(run.err, HasSubstr("'com.example.FpgaDriverFactory'"));
+  EXPECT_THAT(run.err, HasSubstr((dir_ / "no-plugins").string() + " does not exist"));
+}
+
+TEST_F(ConfigCommandsTest, BrokenYamlNamesTheFileAndLine) {
+  writeConfig("config.yaml", "external-resources: gpu\nexternal-resource:\n  gpu: [1, 2\n");
+  const CliRun run = runCli({"discover", "--config", conf()});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(firstLine(run.err), HasSubstr((confDir() / "config.yaml").string() + ":"));
+}
+
+TEST_F(ConfigCommandsTest, MissingConfigurationIsAConfigurationError) {
+  CliRun run = runCli({"discover", "--config", (dir_ / "nowhere").string()});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(run.err, HasSubstr((dir_ / "nowhere").string()));
+
+  run = runCli({"discover", "--config"}, {"FLINK_CONF_DIR=", "FLINK_HOME="});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(run.err, HasSubstr("FLINK_CONF_DIR"));
+}
+
+TEST_F(ConfigCommandsTest, SingleDriverOptionsDoNotMixWithAConfiguration) {
+  const CliRun run =
+      runCli({"discover", "--config", conf(), "--discovery-script", script("a.sh", "0")});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(firstLine(run.err), HasSubstr("--discovery-script cannot be combined with --config"));
+  EXPECT_FALSE(ran("a.sh"));
+}
+
+TEST_F(ConfigCommandsTest, LoadsAPluginFromThePluginsFolder) {
+  const fs::path plugins = dir_ / "plugins";
+  fs::create_directories(plugins / "static-devices");
+  fs::copy_file(STATIC_DEVICES_PLUGIN,
+                plugins / "static-devices" / fs::path(STATIC_DEVICES_PLUGIN).filename());
+  writeConfig("config.yaml",
+              "external-resources: [fpga]\n"
+              "external-resource.fpga.amount: 2\n"
+              "external-resource.fpga.driver-factory.class: "
+              "org.example.flink.StaticDeviceDriverFactory\n"
+              "external-resource.fpga.param.devices: fpga0,fpga1,fpga2\n");
+  const CliRun run = runCli({"discover", "--config", conf(), "--format", "json"},
+                            {"FLINK_PLUGINS_DIR=" + plugins.string()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "{\"fpga\":[{\"id\":\"fpga0\"},{\"id\":\"fpga1\"}]}\n");
+}
+
+TEST_F(ConfigCommandsTest, ConfigShowsTheResolvedResources) {
+  writeConfig("config.yaml", "external-resources: gpu\nexternal-resource:\n" +
+                                 gpuResource("gpu", 2, "/opt/flink/gpu.sh") +
+                                 "    kubernetes.config-key: nvidia.com/gpu\n"
+                                 "    yarn.config-key: yarn.io/gpu\n");
+  CliRun run = runCli({"config", "--config", conf()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_THAT(run.out, HasSubstr("configuration: " + (confDir() / "config.yaml").string()));
+  EXPECT_THAT(run.out, HasSubstr("\ngpu\n  amount: 2\n  driver-factory.class: " +
+                                 std::string(kGpuFactory) + " (built in)\n"));
+  EXPECT_THAT(run.out, HasSubstr("  kubernetes.config-key: nvidia.com/gpu\n"));
+  EXPECT_THAT(run.out, HasSubstr("  yarn.config-key: yarn.io/gpu\n"));
+  EXPECT_THAT(run.out, HasSubstr("  param.discovery-script.path: /opt/flink/gpu.sh\n"));
+
+  run = runCli(
+      {"config", "--config", conf(), "--format", "json", "-Dexternal-resource.gpu.amount=3"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  const auto json = nlohmann::json::parse(run.out);
+  const auto& gpu = json.at("external-resources").at(0);
+  EXPECT_EQ(gpu.at("name"), "gpu");
+  EXPECT_EQ(gpu.at("amount"), 3);
+  EXPECT_EQ(gpu.at("driver-factory.source"), "built in");
+  EXPECT_EQ(gpu.at("kubernetes.config-key"), "nvidia.com/gpu");
+  EXPECT_EQ(gpu.at("param").at("discovery-script.path"), "/opt/flink/gpu.sh");
+}
+
+TEST_F(ConfigCommandsTest, ConfigReportsEveryProblemWithExitTwo) {
+  writeConfig("flink-conf.yaml",
+              "external-resources: gpu;fpga\n"
+              "external-resource.gpu.amount: two\n"
+              "external-resource.gpu.driver-factory.class: " +
+                  std::string(kGpuFactory) +
+                  "\n"
+                  "external-resource.fpga.amount: 1\n"
+                  "external-resource.fpga.driver-factory.class: com.example.Fpga\n"
+                  "this line is not a pair\n");
+  const CliRun run =
+      runCli({"config", "--config", conf()}, {"FLINK_PLUGINS_DIR=" + (dir_ / "none").string()});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(run.out, HasSubstr("  amount: (invalid)\n"));
+  EXPECT_THAT(run.out, HasSubstr("com.example.Fpga (not found)"));
+  EXPECT_THAT(run.err, HasSubstr("Invalid value 'two'"));
+  EXPECT_THAT(run.err, HasSubstr("'com.example.Fpga'"));
+  EXPECT_THAT(run.err, HasSubstr("flink-conf.yaml:6"));
+}
+
+}  // namespace

@@ -1,0 +1,537 @@
+// GlobalConfiguration: finding the configuration folder, reading config.yaml and the legacy
+// flink-conf.yaml, `-D` overrides, and the list options that config.yaml lists turn into.
+#include "flink/configuration/GlobalConfiguration.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "TestSupport.h"
+#include "configuration/ConfigurationFileParsers.h"
+#include "flink/configuration/ConfigOptions.h"
+
+namespace flink {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+using Strings = std::vector<std::string>;
+
+/// Sets (or, with std::nullopt, unsets) an environment variable for one scope, then puts back
+/// what was there.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(std::string name, const std::optional<std::string>& value)
+      : name_(std::move(name)) {
+    if (const char* old = std::getenv(name_.c_str())) old_ = old;
+    if (value) {
+      ::setenv(name_.c_str(), value->c_str(), 1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+  ~ScopedEnvironment() {
+    if (old_) {
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+  ScopedEnvironment(const ScopedEnvironment&) = delete;
+  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+Configuration yaml(const std::string& text) {
+  return parseStandardYamlConfiguration(text, "config.yaml");
+}
+
+Configuration legacy(const std::string& text, Strings& warnings) {
+  return parseLegacyConfiguration(text, "flink-conf.yaml", warnings);
+}
+
+Configuration entries(std::initializer_list<std::pair<const char*, const char*>> pairs) {
+  Configuration configuration;
+  for (const auto& [key, value] : pairs) configuration.setString(key, value);
+  return configuration;
+}
+
+/// The message of the IllegalConfigurationException that `parse` throws (fails the test if it
+/// throws nothing).
+template <typename Parse>
+std::string errorOf(Parse parse) {
+  try {
+    parse();
+  } catch (const IllegalConfigurationException& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no IllegalConfigurationException";
+  return {};
+}
+
+std::string yamlError(const std::string& text) {
+  return errorOf([&] { yaml(text); });
+}
+
+void write(const fs::path& path, const std::string& text) {
+  testing::writeScript(path, text, fs::perms::owner_read | fs::perms::owner_write);
+}
+
+const auto kResources = ConfigOptions::key("external-resources").stringType().asList();
+
+// --- config.yaml -----------------------------------------------------------
+
+TEST(StandardYamlTest, NestedMapsFlattenWithDots) {
+  EXPECT_EQ(
+      yaml("external-resource:\n"
+           "  gpu:\n"
+           "    amount: 2\n"
+           "    param:\n"
+           "      discovery-script.path: /opt/flink/discover.sh\n"),
+      entries({{"external-resource.gpu.amount", "2"},
+               {"external-resource.gpu.param.discovery-script.path", "/opt/flink/discover.sh"}}));
+  EXPECT_EQ(yaml("external-resource: {gpu: {amount: 2}}"),
+            entries({{"external-resource.gpu.amount", "2"}}));
+}
+
+TEST(StandardYamlTest, FlatDottedKeysWorkAndMixWithNestedOnes) {
+  EXPECT_EQ(yaml("taskmanager.numberOfTaskSlots: 4\n"
+                 "external-resource.gpu.amount: 1\n"
+                 "external-resource:\n"
+                 "  gpu.param.discovery-script.args: --x\n"
+                 "  fpga:\n"
+                 "    amount: 3\n"),
+            entries({{"taskmanager.numberOfTaskSlots", "4"},
+                     {"external-resource.gpu.amount", "1"},
+                     {"external-resource.gpu.param.discovery-script.args", "--x"},
+                     {"external-resource.fpga.amount", "3"}}));
+}
+
+TEST(StandardYamlTest, ScalarsKeepTheTextTheyWereWrittenWith) {
+  const Configuration config = yaml(
+      "flag: true\n"
+      "count: 2\n"
+      "timeout: 10 s\n"
+      "hex: 0x10\n"
+      "ratio: 1.50\n"
+      "quoted: 'a # not a comment'\n"
+      "double-quoted: \"tab\\there\"\n"
+      "path: /opt/flink # a comment\n"
+      "block: |\n"
+      "  line one\n"
+      "  line two\n");
+  EXPECT_EQ(config, entries({{"flag", "true"},
+                             {"count", "2"},
+                             {"timeout", "10 s"},
+                             {"hex", "0x10"},
+                             {"ratio", "1.50"},
+                             {"quoted", "a # not a comment"},
+                             {"double-quoted", "tab\there"},
+                             {"path", "/opt/flink"},
+                             {"block", "line one\nline two\n"}}));
+}
+
+TEST(StandardYamlTest, ListsBecomeFlinkListText) {
+  const Configuration config = yaml(
+      "external-resources: [gpu, fpga]\n"
+      "block:\n"
+      "  - a\n"
+      "  - 'b;c'\n"
+      "  - \"it's\"\n"
+      "  - ''\n"
+      "empty: []\n");
+  EXPECT_EQ(config.getString("external-resources"), "gpu;fpga");
+  EXPECT_EQ(config.getString("block"), "a;'b;c';'it''s';''");
+  EXPECT_EQ(config.getString("empty"), "");
+  EXPECT_EQ(config.get(kResources.noDefaultValue()), (Strings{"gpu", "fpga"}));
+  const auto block = ConfigOptions::key("block").stringType().asList().noDefaultValue();
+  EXPECT_EQ(config.get(block), (Strings{"a", "b;c", "it's", ""}));
+  const auto empty = ConfigOptions::key("empty").stringType().asList().noDefaultValue();
+  EXPECT_EQ(config.get(empty), Strings{});
+}
+
+TEST(StandardYamlTest, EmptyOrCommentOnlyFileIsAnEmptyConfiguration) {
+  EXPECT_EQ(yaml(""), Configuration{});
+  EXPECT_EQ(yaml("# nothing set yet\n\n"), Configuration{});
+  EXPECT_EQ(yaml("---\n"), Configuration{});
+  EXPECT_EQ(yaml("empty-map: {}\n"), Configuration{});
+}
+
+TEST(StandardYamlTest, ByteOrderMarkIsAccepted) {
+  EXPECT_EQ(yaml("\xEF\xBB\xBFkey: value\n"), entries({{"key", "value"}}));
+}
+
+TEST(StandardYamlTest, RootMustBeAMap) {
+  EXPECT_EQ(yamlError("just text\n"),
+            "config.yaml:1: the document must be a map of configuration keys.");
+  EXPECT_EQ(yamlError("\n- a\n- b\n"),
+            "config.yaml:2: the document must be a map of configuration keys.");
+}
+
+TEST(StandardYamlTest, NullValuesAreErrorsNamingFileLineAndKey) {
+  EXPECT_EQ(yamlError("a: 1\nexternal-resource.gpu.amount:\n"),
+            "config.yaml:2: key 'external-resource.gpu.amount' has no value (null).");
+  EXPECT_EQ(yamlError("a:\n  b: ~\n"), "config.yaml:2: key 'a.b' has no value (null).");
+  EXPECT_EQ(yamlError("a: null\n"), "config.yaml:1: key 'a' has no value (null).");
+  EXPECT_EQ(yamlError("a: [x, ~]\n"), "config.yaml:1: the list of key 'a' holds a null element.");
+  EXPECT_EQ(yamlError("a: 1\n~: 2\n"), "config.yaml:2: a key is null.");
+  EXPECT_EQ(yamlError("a:\n  '': 2\n"), "config.yaml:2: a key under 'a' is empty.");
+  // Quoted, "null" is text.
+  EXPECT_EQ(yaml("a: 'null'\n"), entries({{"a", "null"}}));
+}
+
+TEST(StandardYamlTest, KeySetTwiceAfterFlatteningIsAnError) {
+  EXPECT_EQ(yamlError("external-resource.gpu.amount: 1\n"
+                      "external-resource:\n"
+                      "  gpu:\n"
+                      "    amount: 2\n"),
+            "config.yaml:4: key 'external-resource.gpu.amount' is set twice (first on line 1).");
+  EXPECT_EQ(yamlError("a: 1\nb: 2\na: 3\n"),
+            "config.yaml:3: key 'a' is set twice (first on line 1).");
+}
+
+TEST(StandardYamlTest, ListsOfMapsOrListsAreErrors) {
+  EXPECT_EQ(yamlError("a:\n  - x\n  - k: v\n"),
+            "config.yaml:3: the list of key 'a' holds a map; only lists of plain values are "
+            "supported.");
+  EXPECT_EQ(yamlError("a: [[x, y]]\n"),
+            "config.yaml:1: the list of key 'a' holds a list; nested lists are not supported.");
+  EXPECT_EQ(yamlError("[a, b]: 1\n"), "config.yaml:1: a key is not a plain value.");
+}
+
+TEST(StandardYamlTest, SyntaxErrorNamesFileLineAndColumn) {
+  const std::string message = yamlError("a: 1\nb: [unclosed\nc: 3\n");
+  EXPECT_EQ(message.rfind("config.yaml:", 0), 0u) << message;
+  EXPECT_NE(message.find("config.yaml:3:"), std::string::npos) << message;
+
+  const std::string badIndent = yamlError("a:\n  b: 1\n c: 2\n");
+  EXPECT_EQ(badIndent.rfind("config.yaml:3:", 0), 0u) << badIndent;
+}
+
+TEST(StandardYamlTest, SecondDocumentIsAnError) {
+  EXPECT_EQ(yamlError("a: 1\n---\nb: 2\n"),
+            "config.yaml:3: a second YAML document; a configuration file holds one.");
+}
+
+// --- flink-conf.yaml -------------------------------------------------------
+
+TEST(LegacyConfigurationTest, ReadsKeyValueLinesAndDropsComments) {
+  Strings warnings;
+  const Configuration config = legacy(
+      "# Flink's own format\n"
+      "\n"
+      "jobmanager.rpc.address: localhost   # where the job manager is\n"
+      "  taskmanager.numberOfTaskSlots :   4\n"
+      "external-resources: gpu;fpga\n"
+      "password: abc#def\n"
+      "url: http://host:8081/x\n"
+      "   # indented comment\n",
+      warnings);
+  EXPECT_EQ(config, entries({{"jobmanager.rpc.address", "localhost"},
+                             {"taskmanager.numberOfTaskSlots", "4"},
+                             {"external-resources", "gpu;fpga"},
+                             {"password", "abc"},
+                             {"url", "http://host:8081/x"}}));
+  EXPECT_EQ(warnings, Strings{});
+  EXPECT_EQ(config.get(kResources.noDefaultValue()), (Strings{"gpu", "fpga"}));
+}
+
+TEST(LegacyConfigurationTest, CrlfLoneCrAndByteOrderMark) {
+  Strings warnings;
+  EXPECT_EQ(legacy("\xEF\xBB\xBF"
+                   "a: 1\r\nb: 2 # c\r\n\r\nc: 3\rd: 4",
+                   warnings),
+            entries({{"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", "4"}}));
+  EXPECT_EQ(warnings, Strings{});
+  // Line numbers count \r\n once and a lone \r as a line end, as Java's readLine does.
+  legacy("a: 1\r\n\r\nbad\rb: 2\nworse\n", warnings);
+  EXPECT_EQ(warnings, (Strings{
+                          "flink-conf.yaml:3: not a key-value pair (no ': ' between a key and a "
+                          "value), line skipped",
+                          "flink-conf.yaml:5: not a key-value pair (no ': ' between a key and a "
+                          "value), line skipped",
+                      }));
+}
+
+TEST(LegacyConfigurationTest, BadLinesAreSkippedWithWarningsAndTheRestIsRead) {
+  Strings warnings;
+  const Configuration config = legacy(
+      "good: 1\n"               // 1
+      "key:value\n"             // 2: no space after ':'
+      "no separator here\n"     // 3
+      ": value\n"               // 4: empty key
+      "empty:\n"                // 5: empty value
+      "empty2:    # comment\n"  // 6: empty value once the comment is gone
+      "x: # only a comment\n"   // 7: same
+      "also-good: 2\n",         // 8
+      warnings);
+  EXPECT_EQ(config, entries({{"good", "1"}, {"also-good", "2"}}));
+  const std::string notAPair = "not a key-value pair (no ': ' between a key and a value)";
+  EXPECT_EQ(warnings, (Strings{
+                          "flink-conf.yaml:2: " + notAPair + ", line skipped",
+                          "flink-conf.yaml:3: " + notAPair + ", line skipped",
+                          "flink-conf.yaml:4: empty key, line skipped",
+                          "flink-conf.yaml:5: key 'empty' has no value, line skipped",
+                          "flink-conf.yaml:6: key 'empty2' has no value, line skipped",
+                          "flink-conf.yaml:7: key 'x' has no value, line skipped",
+                      }));
+}
+
+TEST(LegacyConfigurationTest, LaterDuplicateWinsWithAWarning) {
+  Strings warnings;
+  const Configuration config = legacy("a: 1\nb: 2\na: 3\na: 4\n", warnings);
+  EXPECT_EQ(config, entries({{"a", "4"}, {"b", "2"}}));
+  EXPECT_EQ(warnings, (Strings{
+                          "flink-conf.yaml:3: key 'a' repeats line 1; the later value is used",
+                          "flink-conf.yaml:4: key 'a' repeats line 3; the later value is used",
+                      }));
+}
+
+TEST(LegacyConfigurationTest, IsNotReadAsYaml) {
+  Strings warnings;
+  // Nesting, lists and quotes mean nothing here: the text after ": " is the value.
+  EXPECT_EQ(legacy("a: [x, y]\nb: 'q'\nc: d: e\n  nested: 1\n", warnings),
+            entries({{"a", "[x, y]"}, {"b", "'q'"}, {"c", "d: e"}, {"nested", "1"}}));
+  EXPECT_EQ(warnings, Strings{});
+}
+
+// --- loadConfiguration -----------------------------------------------------
+
+TEST(GlobalConfigurationTest, ReadsConfigYaml) {
+  TempDir dir;
+  write(dir / "config.yaml", "external-resources: [gpu]\nexternal-resource.gpu.amount: 2\n");
+  const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(dir.path());
+  EXPECT_EQ(loaded.file, dir / "config.yaml");
+  EXPECT_EQ(loaded.configuration,
+            entries({{"external-resources", "gpu"}, {"external-resource.gpu.amount", "2"}}));
+  EXPECT_EQ(loaded.warnings, Strings{});
+}
+
+TEST(GlobalConfigurationTest, ReadsTheLegacyFileWhenItIsTheOnlyOne) {
+  TempDir dir;
+  write(dir / "flink-conf.yaml", "a: 1\nbroken\n");
+  const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(dir.path());
+  EXPECT_EQ(loaded.file, dir / "flink-conf.yaml");
+  EXPECT_EQ(loaded.configuration, entries({{"a", "1"}}));
+  EXPECT_EQ(loaded.warnings,
+            Strings{(dir / "flink-conf.yaml").string() +
+                    ":2: not a key-value pair (no ': ' between a key and a value), line skipped"});
+}
+
+TEST(GlobalConfigurationTest, ConfigYamlWinsOverTheLegacyFileWithAWarning) {
+  TempDir dir;
+  write(dir / "config.yaml", "a: from-yaml\n");
+  write(dir / "flink-conf.yaml", "a: from-legacy\nb: 2\n");
+  const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(dir.path());
+  EXPECT_EQ(loaded.file, dir / "config.yaml");
+  EXPECT_EQ(loaded.configuration, entries({{"a", "from-yaml"}}));
+  EXPECT_EQ(loaded.warnings, Strings{"Both " + (dir / "config.yaml").string() + " and " +
+                                     (dir / "flink-conf.yaml").string() +
+                                     " are present; config.yaml read, flink-conf.yaml ignored"});
+}
+
+TEST(GlobalConfigurationTest, FolderWithNeitherFileIsAnErrorNamingItAndBothFiles) {
+  TempDir dir;
+  try {
+    GlobalConfiguration::loadConfiguration(dir.path());
+    FAIL() << "no error";
+  } catch (const FileNotFoundException& e) {
+    EXPECT_EQ(std::string(e.what()), "The configuration folder '" + dir.path().string() +
+                                         "' holds neither config.yaml nor flink-conf.yaml.");
+  }
+}
+
+TEST(GlobalConfigurationTest, MissingFolderOrAFileInsteadAreErrors) {
+  TempDir dir;
+  try {
+    GlobalConfiguration::loadConfiguration(dir / "missing");
+    FAIL() << "no error";
+  } catch (const FileNotFoundException& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "The configuration folder '" + (dir / "missing").string() +
+                  "' does not exist; it should hold config.yaml or flink-conf.yaml.");
+  }
+  write(dir / "file", "a: 1\n");
+  try {
+    GlobalConfiguration::loadConfiguration(dir / "file");
+    FAIL() << "no error";
+  } catch (const FileNotFoundException& e) {
+    EXPECT_NE(std::string(e.what()).find("'" + (dir / "file").string() + "' is not a folder"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(GlobalConfigurationTest, UnreadableFilesAreErrorsNamingThePath) {
+  TempDir dir;
+  fs::create_directory(dir / "config.yaml");  // a folder where the file should be
+  try {
+    GlobalConfiguration::loadConfiguration(dir.path());
+    FAIL() << "no error";
+  } catch (const FlinkException& e) {
+    EXPECT_EQ(std::string(e.what()), "Cannot read the configuration file '" +
+                                         (dir / "config.yaml").string() + "': Is a directory");
+  }
+  fs::remove(dir / "config.yaml");
+  // A dangling link is reported, not passed over for flink-conf.yaml.
+  fs::create_symlink(dir / "nowhere.yaml", dir / "config.yaml");
+  write(dir / "flink-conf.yaml", "a: 1\n");
+  try {
+    GlobalConfiguration::loadConfiguration(dir.path());
+    FAIL() << "no error";
+  } catch (const FileNotFoundException& e) {
+    EXPECT_EQ(std::string(e.what()), "Cannot read the configuration file '" +
+                                         (dir / "config.yaml").string() +
+                                         "': No such file or directory");
+  }
+}
+
+TEST(GlobalConfigurationTest, YamlErrorsNameTheFileAndLine) {
+  TempDir dir;
+  write(dir / "config.yaml", "a: 1\nb:\n");
+  const std::string message = errorOf([&] { GlobalConfiguration::loadConfiguration(dir.path()); });
+  EXPECT_EQ(message, (dir / "config.yaml").string() + ":2: key 'b' has no value (null).");
+
+  write(dir / "config.yaml", "a: 1\nb: {\n");
+  const std::string syntax = errorOf([&] { GlobalConfiguration::loadConfiguration(dir.path()); });
+  EXPECT_EQ(syntax.rfind((dir / "config.yaml").string() + ":", 0), 0u) << syntax;
+}
+
+TEST(GlobalConfigurationTest, DynamicPropertiesWinOverTheFile) {
+  TempDir dir;
+  write(dir / "config.yaml", "external-resource.gpu.amount: 1\nkept: yes\n");
+  const Configuration dynamic =
+      parseDynamicProperties({"external-resource.gpu.amount=4", "added=x"});
+  const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(dir.path(), dynamic);
+  EXPECT_EQ(loaded.configuration,
+            entries({{"external-resource.gpu.amount", "4"}, {"kept", "yes"}, {"added", "x"}}));
+}
+
+// --- -D and the folder -----------------------------------------------------
+
+TEST(DynamicPropertiesTest, SplitAtTheFirstEqualsLaterWins) {
+  EXPECT_EQ(parseDynamicProperties({" a.b =1", "c=x=y", "empty=", "a.b=2", "sp= v "}),
+            entries({{"a.b", "2"}, {"c", "x=y"}, {"empty", ""}, {"sp", " v "}}));
+  EXPECT_EQ(parseDynamicProperties({}), Configuration{});
+}
+
+TEST(DynamicPropertiesTest, BadArgumentsAreQuoted) {
+  EXPECT_EQ(errorOf([] {
+              parseDynamicProperties({"a=1", "novalue"});
+            }),
+            "Invalid dynamic property 'novalue': expected key=value.");
+  EXPECT_EQ(errorOf([] { parseDynamicProperties({" =1"}); }),
+            "Invalid dynamic property ' =1': the key before '=' is empty.");
+}
+
+TEST(ConfigurationDirectoryTest, ExplicitThenFlinkConfDirThenFlinkHome) {
+  ScopedEnvironment confDir("FLINK_CONF_DIR", "/etc/flink");
+  ScopedEnvironment home("FLINK_HOME", "/opt/flink");
+  EXPECT_EQ(GlobalConfiguration::resolveConfigurationDirectory(fs::path("/mine")), "/mine");
+  EXPECT_EQ(GlobalConfiguration::resolveConfigurationDirectory(std::nullopt), "/etc/flink");
+  {
+    ScopedEnvironment unset("FLINK_CONF_DIR", std::nullopt);
+    EXPECT_EQ(GlobalConfiguration::resolveConfigurationDirectory(std::nullopt), "/opt/flink/conf");
+  }
+  {
+    ScopedEnvironment empty("FLINK_CONF_DIR", "");
+    EXPECT_EQ(GlobalConfiguration::resolveConfigurationDirectory(std::nullopt), "/opt/flink/conf");
+  }
+  EXPECT_STREQ(std::getenv("FLINK_CONF_DIR"), "/etc/flink");  // restored
+}
+
+TEST(ConfigurationDirectoryTest, NoneGivenIsAnErrorNamingWhatWasTried) {
+  ScopedEnvironment confDir("FLINK_CONF_DIR", std::nullopt);
+  ScopedEnvironment home("FLINK_HOME", "");
+  EXPECT_EQ(errorOf([] { GlobalConfiguration::resolveConfigurationDirectory(std::nullopt); }),
+            "No configuration folder: none was given, and neither $FLINK_CONF_DIR nor "
+            "$FLINK_HOME is set (the folder would be $FLINK_HOME/conf).");
+  EXPECT_THROW(GlobalConfiguration::resolveConfigurationDirectory(fs::path()),
+               IllegalConfigurationException);
+}
+
+// --- list options ----------------------------------------------------------
+
+TEST(ListOptionTest, BuilderMakesListOptions) {
+  const ConfigOption<Strings> withDefault = kResources.defaultValues({"gpu"});
+  EXPECT_EQ(withDefault.key(), "external-resources");
+  EXPECT_EQ(withDefault.defaultValue(), Strings{"gpu"});
+  Configuration config;
+  EXPECT_EQ(config.get(withDefault), Strings{"gpu"});
+  config.set(withDefault, {"gpu", "fpga"});
+  EXPECT_EQ(config.getString("external-resources"), "gpu;fpga");
+  EXPECT_EQ(config.get(withDefault), (Strings{"gpu", "fpga"}));
+  EXPECT_FALSE(kResources.noDefaultValue().hasDefaultValue());
+}
+
+TEST(ListOptionTest, FormatQuotesWhatNeedsItAndParseReadsItBack) {
+  const std::vector<std::pair<Strings, std::string>> cases = {
+      {{}, ""},
+      {{"a"}, "a"},
+      {{"a", "b c"}, "a;b c"},
+      {{"a;b", "c"}, "'a;b';c"},
+      {{"it's"}, "'it''s'"},
+      {{"say \"hi\""}, "'say \"hi\"'"},
+      {{"", "x", ""}, "'';x;''"},
+      {{" padded "}, "' padded '"},
+      {{"''"}, "''''''"},
+  };
+  for (const auto& [list, text] : cases) {
+    EXPECT_EQ(detail::formatConfigValue(list), text);
+    EXPECT_EQ(detail::parseConfigValue<Strings>("k", text), list) << text;
+  }
+}
+
+TEST(ListOptionTest, ParseReadsWhatFlinkReads) {
+  const auto parse = [](const std::string& text) {
+    return detail::parseConfigValue<Strings>("k", text);
+  };
+  EXPECT_EQ(parse(" gpu ; fpga "), (Strings{"gpu", "fpga"}));
+  EXPECT_EQ(parse("\"a;b\" ; 'c'"), (Strings{"a;b", "c"}));
+  EXPECT_EQ(parse("a;;b"), (Strings{"a", "", "b"}));
+  EXPECT_EQ(parse("a; ;b"), (Strings{"a", "", "b"}));
+  EXPECT_EQ(parse(";a;"), (Strings{"a"}));
+  EXPECT_EQ(parse("   "), Strings{});
+  EXPECT_EQ(parse("a'b"), Strings{"a'b"});  // a quote inside an unquoted element is text
+  EXPECT_EQ(parse("'x''y\"z'"), Strings{"x'y\"z"});
+}
+
+TEST(ListOptionTest, MalformedQuotingNamesKeyAndValue) {
+  const auto list = ConfigOptions::key("external-resources").stringType().asList().noDefaultValue();
+  Configuration config;
+  config.setString("external-resources", "gpu;'fpga");
+  EXPECT_EQ(errorOf([&] { config.get(list); }),
+            "Invalid value 'gpu;'fpga' for configuration key 'external-resources': expected a "
+            "list separated by ';', but the quote at position 4 is not closed.");
+  config.setString("external-resources", "'gpu' x;fpga");
+  EXPECT_EQ(errorOf([&] { config.get(list); }),
+            "Invalid value ''gpu' x;fpga' for configuration key 'external-resources': expected a "
+            "list separated by ';', but position 6 follows a closing quote.");
+}
+
+TEST(ListOptionTest, RoundTripsEveryList) {
+  // Elements built from the characters that matter to the format.
+  const std::string alphabet = "a ;'\"\t";
+  std::vector<std::string> elements = {""};
+  for (char c1 : alphabet) {
+    elements.push_back(std::string(1, c1));
+    for (char c2 : alphabet) elements.push_back(std::string{c1, c2});
+  }
+  for (const std::string& first : elements) {
+    for (const std::string& second : elements) {
+      const Strings list = {first, second};
+      const std::string text = detail::formatConfigValue(list);
+      ASSERT_EQ(detail::parseConfigValue<Strings>("k", text), list) << "text: [" << text << "]";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flink
