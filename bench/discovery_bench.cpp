@@ -15,7 +15,7 @@
 //                            --format=csv,noheader`, stdout on a pipe read to EOF, waitpid.
 //   BM_CoordinatedDiscovery  the same harness around `nvidia-gpu-discovery.sh 1
 //                            --enable-coordination-mode --coordination-file <file>` (the wrapper
-//                            execs the static program, which runs nvidia-smi, locks the file,
+//                            execs the program, which runs nvidia-smi, locks the file,
 //                            checks the holder, writes a 64th record): checked to print 63.
 //                            The owner of GPU 63 is this process (the wrapper's parent); its record
 //                            is released before every run, outside the timing, so that every timed

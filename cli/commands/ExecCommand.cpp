@@ -25,6 +25,7 @@
 #include "commands/CoordinationFileOption.h"
 #include "coordination/Coordination.h"
 #include "discovery/DiscoveryArguments.h"
+#include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
 #include "util/Strings.h"
 
@@ -67,11 +68,12 @@ std::optional<std::vector<std::string>> hostGpus(const ExecOptions& options, int
     const discovery::TimeoutSetting timeout =
         discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT"));
     if (timeout.note) printDiscoveryNote(*timeout.note);
-    discovery::NvidiaSmiOptions smiOptions;
-    smiOptions.timeout = timeout.timeout;
-    discovery::Enumeration found;
+    discovery::HostGpuOptions hostOptions;
+    hostOptions.mig = options.mig;
+    hostOptions.nvidiaSmi.timeout = timeout.timeout;
+    discovery::HostGpus host;
     try {
-      found = discovery::NvidiaSmiEnumerator(smiOptions).enumerate();
+      host = discovery::enumerateHostGpus(hostOptions);
     } catch (const discovery::DiscoveryError& e) {
       printErrorWithDetails(std::string("cannot find the GPUs of this host: ") + e.what(),
                             e.details());
@@ -79,8 +81,10 @@ std::optional<std::vector<std::string>> hostGpus(const ExecOptions& options, int
       exitCode = kDiscoveryFailed;
       return std::nullopt;
     }
-    for (const std::string& warning : found.warnings) printDiscoveryNote(warning);
-    listed = discovery::identifiersOf(found.devices);
+    for (const std::string& warning : host.found.warnings) printDiscoveryNote(warning);
+    // With --mig, MIG instances (by UUID, which CUDA_VISIBLE_DEVICES takes) replace the GPUs
+    // they are carved from.
+    listed = discovery::identifiersOf(discovery::allocatableUnits(host.found.devices, options.mig));
   }
   // The same GPU twice would be handed out twice.
   std::vector<std::string> gpus;
@@ -133,7 +137,11 @@ CLI::App* addExecCommand(CLI::App& app, ExecOptions& options) {
       ->required();
   addCoordinationFileOption(*command, options.coordinationFile);
   command->add_option("--gpus", options.gpus,
-                      "The GPUs of this host, comma or space separated (default: ask nvidia-smi)");
+                      "The GPUs of this host, comma or space separated (default: ask NVML, else "
+                      "nvidia-smi)");
+  command->add_flag("--mig", options.mig,
+                    "Allocate MIG instances, by their MIG-... UUIDs, instead of the GPUs in MIG "
+                    "mode they are carved from (GPUs not in MIG mode are still allocated whole)");
   command->add_option("command", options.command,
                       "The command to run and its arguments; everything from the first of them "
                       "on is the command's, options included (-- before it is optional)");

@@ -15,8 +15,11 @@ namespace flink::cli {
 struct ExecOptions {
   std::int64_t amount = 0;
   std::string coordinationFile;
-  /// --gpus: the host's GPUs, instead of asking nvidia-smi.
+  /// --gpus: the host's GPUs, instead of asking NVML or nvidia-smi.
   std::optional<std::string> gpus;
+  /// --mig: allocate MIG instances (their MIG-… UUIDs go into CUDA_VISIBLE_DEVICES) instead of
+  /// the GPUs in MIG mode they are carved from.
+  bool mig = false;
   /// The command and its arguments.
   std::vector<std::string> command;
 };

@@ -4,28 +4,30 @@
 // arguments:
 //
 //     nvidia-gpu-discovery <amount> [--enable-coordination-mode] [--coordination-file PATH]
-//                          [--gpus LIST] [--owner-pid PID]
+//                          [--gpus LIST] [--owner-pid PID] [--mig]
 //
 // It answers by the discovery-script protocol: one line of comma-separated GPU indices on stdout
 // and exit 0, or exit 1 with the cause on the first stderr line (details and notes follow).
-// The host's GPUs come from nvidia-smi, or from --gpus (custom scripts, through
-// gpu-discovery-common.sh). In plain mode the first <amount> are printed. In coordination mode
-// they are allocated through the coordination file shared by the workers of the host, for the
-// process that owns them: --owner-pid, by default our parent — the worker that started the
-// discovery, since the wrapper script execs us (Flink's script records its $PPID the same way).
+// The host's GPUs come from NVML, else nvidia-smi, or from --gpus (custom scripts, through
+// gpu-discovery-common.sh). With --mig the units are MIG instances, printed as their MIG UUIDs,
+// beside the GPUs that are not in MIG mode; a GPU in MIG mode is never handed out whole. In plain
+// mode the first <amount> are printed. In coordination mode they are allocated through the
+// coordination file shared by the workers of the host, for the process that owns them: --owner-pid,
+// by default our parent — the worker that started the discovery, since the wrapper script execs us
+// (Flink's script records its $PPID the same way).
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
 #include "coordination/Coordination.h"
 #include "discovery/DiscoveryArguments.h"
+#include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
 #include "util/Strings.h"
 
@@ -135,28 +137,29 @@ int discover(const std::vector<std::string>& argv) {
   const DiscoveryArguments args = flink::discovery::parseDiscoveryArguments(argv);
   trailer.notes = args.notes;
 
-  std::unique_ptr<flink::discovery::GpuEnumerator> enumerator;
-  if (args.gpus) {
-    enumerator = std::make_unique<flink::discovery::StaticEnumerator>(*args.gpus);
-  } else {
+  flink::discovery::HostGpuOptions options;
+  options.listed = args.gpus;
+  options.mig = args.mig;
+  if (!args.gpus) {
     const flink::discovery::TimeoutSetting timeout =
         flink::discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT"));
     if (timeout.note) trailer.notes.push_back(*timeout.note);
-    flink::discovery::NvidiaSmiOptions options;
-    options.timeout = timeout.timeout;
-    enumerator = std::make_unique<flink::discovery::NvidiaSmiEnumerator>(options);
+    options.nvidiaSmi.timeout = timeout.timeout;
   }
 
-  flink::discovery::Enumeration found;
+  flink::discovery::HostGpus host;
   try {
-    found = enumerator->enumerate();
+    host = flink::discovery::enumerateHostGpus(options);
   } catch (const DiscoveryError& e) {
     trailer.details = e.details();
     return fail(e.what(), trailer);
   }
-  trailer.details = found.warnings;
+  trailer.details = host.found.warnings;
+  // With --mig, a GPU in MIG mode is handed out as its instances (by MIG UUID), never whole.
+  const std::vector<flink::discovery::GpuDevice> units =
+      flink::discovery::allocatableUnits(host.found.devices, args.mig);
   const std::vector<std::string> gpus =
-      withoutDuplicates(flink::discovery::identifiersOf(found.devices), trailer);
+      withoutDuplicates(flink::discovery::identifiersOf(units), trailer);
 
   if (gpus.size() < args.amount) {
     return fail("only " + std::to_string(gpus.size()) + " GPU(s) found, " + args.amountText +

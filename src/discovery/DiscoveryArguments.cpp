@@ -86,6 +86,8 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
     const std::string& arg = args[i];
     if (arg == "--enable-coordination-mode" || arg == "--enable-coordination") {
       parsed.coordination = true;
+    } else if (arg == "--mig") {
+      parsed.mig = true;
     } else if (arg == "--coordination-file" || arg.starts_with("--coordination-file=")) {
       const std::optional<std::string> path =
           arg == "--coordination-file"

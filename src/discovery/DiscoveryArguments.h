@@ -31,6 +31,9 @@ struct DiscoveryArguments {
   std::optional<std::vector<std::string>> gpus;
   /// --owner-pid: the process the GPUs are recorded for.
   std::optional<pid_t> ownerPid;
+  /// --mig: hand out MIG instances (and whole GPUs whose MIG mode is off) instead of whole GPUs;
+  /// see allocatableUnits.
+  bool mig = false;
   /// "note: ..." lines about arguments that were ignored.
   std::vector<std::string> notes;
 };

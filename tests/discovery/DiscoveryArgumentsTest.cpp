@@ -32,7 +32,26 @@ TEST(DiscoveryArguments, AmountOnly) {
   EXPECT_EQ(parsed.coordinationFile, coordination::kDefaultCoordinationFile);
   EXPECT_FALSE(parsed.gpus);
   EXPECT_FALSE(parsed.ownerPid);
+  EXPECT_FALSE(parsed.mig);
   EXPECT_TRUE(parsed.notes.empty());
+}
+
+TEST(DiscoveryArguments, MigIsAFlagBesideTheOthers) {
+  const DiscoveryArguments parsed =
+      parseDiscoveryArguments({"2", "--mig", "--enable-coordination-mode", "null"});
+  EXPECT_TRUE(parsed.mig);
+  EXPECT_TRUE(parsed.coordination);
+  EXPECT_EQ(parsed.amount, 2u);
+  EXPECT_TRUE(parsed.notes.empty());
+  // A flag takes no value: what follows is read on its own.
+  const DiscoveryArguments followed = parseDiscoveryArguments({"1", "--mig", "--gpus", "0"});
+  EXPECT_TRUE(followed.mig);
+  EXPECT_EQ(followed.gpus, std::vector<std::string>{"0"});
+  // Other spellings are unknown arguments, noted and ignored as always.
+  const DiscoveryArguments misspelt = parseDiscoveryArguments({"1", "--mig=yes", "--MIG"});
+  EXPECT_FALSE(misspelt.mig);
+  EXPECT_EQ(misspelt.notes, (std::vector<std::string>{"note: ignoring unknown argument '--mig=yes'",
+                                                      "note: ignoring unknown argument '--MIG'"}));
 }
 
 TEST(DiscoveryArguments, AmountLosesLeadingZerosAndSaturates) {

@@ -161,11 +161,33 @@ fi
 with_smi '0\n1\n2\n3\n' 0 2
 check "four GPUs, amount 2" 0 "0,1" ""
 
-if [[ $(cat "$smi_dir/args.txt" 2>/dev/null) == "--query-gpu=index --format=csv,noheader" ]]; then
-    pass "nvidia-smi is asked for indices only"
+query="--query-gpu=index,uuid,name,pci.bus_id,memory.total --format=csv,noheader,nounits"
+if [[ $(cat "$smi_dir/args.txt" 2>/dev/null) == "$query" ]]; then
+    pass "nvidia-smi is asked for the GPUs' properties as CSV"
 else
-    fail_case "nvidia-smi is asked for indices only" \
+    fail_case "nvidia-smi is asked for the GPUs' properties as CSV" \
         "arguments were '$(cat "$smi_dir/args.txt" 2>/dev/null)'"
+fi
+
+h200_0='0, GPU-5b8a0f2c-1d3e-4f50-8a6b-7c8d9e0f1a2b, NVIDIA H200, 00000000:19:00.0, 143771'
+h200_1='1, GPU-6c9b1a3d-2e4f-5061-9b7c-8d9e0f1a2b3c, NVIDIA H200, 00000000:3B:00.0, 143771'
+with_smi "$h200_0\n$h200_1\n" 0 2
+check "GPU lines with properties give their indices" 0 "0,1" ""
+if [[ -z $err ]]; then
+    pass "GPU lines with properties are not warned about"
+else
+    fail_case "GPU lines with properties are not warned about" "stderr was $(printf '%q' "$err")"
+fi
+
+with_smi '0, [N/A], Tesla V100, PCIe, 32GB, [N/A], [Not Supported]\n1, [GPU is lost], [N/A], [N/A], [N/A]\n' 0 2
+check "unknown properties and a name with commas" 0 "0,1" ""
+
+with_smi '0\n1\n' 0 1 --mig
+check "--mig is a known argument" 0 "0" ""
+if [[ $err == *"unknown argument '--mig'"* ]]; then
+    fail_case "--mig is not noted as unknown" "stderr was $(printf '%q' "$err")"
+else
+    pass "--mig is not noted as unknown"
 fi
 
 make_smi '0\n1\n2\n3\n' 0

@@ -12,11 +12,14 @@
 #include <system_error>
 
 #include "externalresource/gpu/DiscoveryOutput.h"
+#include "externalresource/gpu/GpuProperties.h"
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
 #include "flink/externalresource/gpu/GPUInfo.h"
 #include "flink/util/Exceptions.h"
 #include "flink/util/TimeUtils.h"
 #include "logging/Logging.h"
+#include "nvml/Nvml.h"
+#include "nvml/NvmlEnumerator.h"
 #include "process/Subprocess.h"
 #include "util/Strings.h"
 
@@ -73,6 +76,29 @@ std::string firstReason(const process::ProcessResult& result) {
   return "it printed nothing";
 }
 
+/// The host's devices as NVML lists them, MIG instances included; none when NVML cannot be
+/// used (the reason is logged: at debug level when the library is simply not installed).
+std::vector<discovery::GpuDevice> nvmlDevices() {
+  try {
+    nvml::NvmlLibrary::load();
+  } catch (const nvml::NvmlError& e) {
+    if (e.code() == nvml::Return::kLibraryNotFound) {
+      log()->debug("No GPU properties: NVML is not installed ({}).", e.what());
+    } else {
+      log()->warn("No GPU properties: NVML cannot be used: {}", e.what());
+    }
+    return {};
+  }
+  try {
+    discovery::Enumeration found = nvml::NvmlEnumerator().enumerate();
+    for (const std::string& warning : found.warnings) log()->debug("{}", warning);
+    return std::move(found.devices);
+  } catch (const discovery::DiscoveryError& e) {
+    log()->warn("No GPU properties: {}", e.what());
+    return {};
+  }
+}
+
 std::string joinInfos(const std::vector<std::shared_ptr<const ExternalResourceInfo>>& infos) {
   std::string joined = "[";
   for (const auto& info : infos) {
@@ -116,6 +142,7 @@ GPUDriver::GPUDriver(const Configuration& config) {
     arguments_ = {"null"};  // Flink formats the missing value into the command line as "null".
   }
 
+  nvmlEnabled_ = config.get(GPUDriverOptions::NVML_ENABLED);
   timeout_ = config.get(GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT);
   if (timeout_.count() <= 0) {
     throw IllegalConfigurationException(
@@ -213,10 +240,31 @@ ExternalResourceInfoSet GPUDriver::retrieveResourceInfo(std::int64_t gpuAmount) 
                 gpuAmount, output.identifiers.size());
   }
 
+  if (output.resourceName && *output.resourceName != "gpu") {
+    log()->warn(
+        "The GPU discovery script answered for the resource '{}', not 'gpu'; its addresses "
+        "are used as GPUs.",
+        strings::quoteForMessage(*output.resourceName));
+  }
+
+  const std::vector<discovery::GpuDevice> devices =
+      nvmlEnabled_ ? nvmlDevices() : std::vector<discovery::GpuDevice>{};
   std::vector<std::shared_ptr<const ExternalResourceInfo>> infos;
   infos.reserve(output.identifiers.size());
   for (std::string& identifier : output.identifiers) {
-    infos.push_back(std::shared_ptr<const GPUInfo>(new GPUInfo(std::move(identifier))));
+    GPUInfo::Properties properties;
+    if (nvmlEnabled_ && !devices.empty()) {
+      if (const discovery::GpuDevice* device = findDevice(devices, identifier)) {
+        properties = propertiesOf(*device);
+      } else {
+        log()->warn(
+            "NVML knows no GPU {}, which the discovery script printed; its GPUInfo has "
+            "the index only.",
+            identifier);
+      }
+    }
+    infos.push_back(
+        std::shared_ptr<const GPUInfo>(new GPUInfo(std::move(identifier), std::move(properties))));
   }
   log()->info("Discovered GPU resources: {}", joinInfos(infos));
   return ExternalResourceInfoSet(std::move(infos));

@@ -2,6 +2,9 @@
 // blanks) plus ours (only device identifiers are GPUs).
 #include "externalresource/gpu/DiscoveryOutput.h"
 
+#include <string>
+#include <string_view>
+
 #include <gtest/gtest.h>
 
 #include "flink/util/Exceptions.h"
@@ -86,6 +89,119 @@ TEST(DiscoveryOutputTest, AByteOrderMarkIsNotPartOfTheFirstGpu) {
                                  "0,1\n")
                 .identifiers,
             (Ids{"0", "1"}));
+}
+
+// --- Spark's JSON form ------------------------------------------------------------------------
+
+/// The message of the FlinkException that parsing `text` throws.
+std::string errorOf(std::string_view text) {
+  try {
+    parseDiscoveryOutput(text);
+  } catch (const FlinkException& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted '" << text << "'";
+  return {};
+}
+
+bool contains(const std::string& text, std::string_view part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(DiscoveryOutputTest, SparksJsonForm) {
+  const DiscoveryOutput output = parseDiscoveryOutput(R"({"name": "gpu", "addresses": ["0", "1"]})"
+                                                      "\n");
+  EXPECT_EQ(output.identifiers, (Ids{"0", "1"}));
+  EXPECT_EQ(output.resourceName, "gpu");
+  EXPECT_EQ(output.ignoredLines, 0u);
+  EXPECT_TRUE(output.duplicates.empty());
+  // The line form has no name.
+  EXPECT_FALSE(parseDiscoveryOutput("0,1\n").resourceName);
+}
+
+TEST(DiscoveryOutputTest, SparksJsonFormOverSeveralLines) {
+  const DiscoveryOutput output = parseDiscoveryOutput(
+      "  \n{\n  \"name\": \"gpu\",\n  \"addresses\": [\n    \" 007 \",\n"
+      "    \"GPU-8932f937-d72c-4106-c12f-20bd9faed9f6\",\n    \"7\"\n  ]\n}\n\n");
+  EXPECT_EQ(output.identifiers, (Ids{"7", "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"}));
+  EXPECT_EQ(output.duplicates, (Ids{"7"}));
+  EXPECT_EQ(output.ignoredLines, 0u);
+}
+
+TEST(DiscoveryOutputTest, SparksJsonFormNameIsOptionalOtherMembersIgnored) {
+  const DiscoveryOutput output =
+      parseDiscoveryOutput(R"({"addresses": ["2"], "vendor": "nvidia.com", "count": 1})");
+  EXPECT_EQ(output.identifiers, (Ids{"2"}));
+  EXPECT_FALSE(output.resourceName);
+  // Recorded as printed, for the caller to warn about.
+  EXPECT_EQ(parseDiscoveryOutput(R"({"name": "fpga", "addresses": []})").resourceName, "fpga");
+}
+
+TEST(DiscoveryOutputTest, SparksJsonFormEmptyAddressesMeanNoGpus) {
+  const DiscoveryOutput output = parseDiscoveryOutput(R"({"name": "gpu", "addresses": []})");
+  EXPECT_TRUE(output.identifiers.empty());
+  EXPECT_EQ(output.resourceName, "gpu");
+}
+
+TEST(DiscoveryOutputTest, SparksJsonFormAfterAByteOrderMark) {
+  EXPECT_EQ(parseDiscoveryOutput("\xEF\xBB\xBF \t{\"addresses\": [\"0\", \"1\"]}").identifiers,
+            (Ids{"0", "1"}));
+}
+
+TEST(DiscoveryOutputTest, SparksJsonFormNumbersAreNotAddresses) {
+  const std::string message = errorOf(R"({"name": "gpu", "addresses": [0, 1]})");
+  EXPECT_TRUE(contains(message, "Spark's resource discovery form")) << message;
+  EXPECT_TRUE(contains(message, "\"addresses\" holds 0, which is not a string")) << message;
+}
+
+TEST(DiscoveryOutputTest, SparksJsonFormWithoutAddresses) {
+  const std::string message = errorOf(R"({"name": "gpu"})");
+  EXPECT_EQ(message,
+            "a JSON object (Spark's resource discovery form) without \"addresses\": "
+            "{\"name\":\"gpu\"}");
+  EXPECT_TRUE(contains(errorOf(R"({"name": "gpu", "addresses": "0,1"})"),
+                       "\"addresses\" is not an array of strings: \"0,1\""));
+  EXPECT_TRUE(contains(errorOf(R"({"name": "gpu", "addresses": null})"),
+                       "\"addresses\" is not an array of strings: null"));
+  EXPECT_TRUE(contains(errorOf(R"({"name": 1, "addresses": []})"), "\"name\" is not a string: 1"));
+}
+
+TEST(DiscoveryOutputTest, SparksJsonFormAddressesMustBeDevices) {
+  for (const char* bad : {R"({"addresses": ["0", "gpu0"]})", R"({"addresses": [""]})",
+                          R"({"addresses": ["No devices were found"]})"}) {
+    const std::string message = errorOf(bad);
+    EXPECT_TRUE(contains(message, "which is not a list of GPUs: address \"")) << message;
+    EXPECT_TRUE(contains(message, "is not a device index")) << message;
+  }
+}
+
+TEST(DiscoveryOutputTest, SparksJsonFormWithTrailingGarbage) {
+  for (const char* bad : {R"({"addresses": ["0"]} x)", "{\"addresses\": [\"0\"]}\n0,1\n",
+                          R"({"addresses": ["0"]}{"addresses": ["1"]})"}) {
+    const std::string message = errorOf(bad);
+    EXPECT_TRUE(
+        message.starts_with("output starting with '{', which is not valid JSON for "
+                            "Spark's resource discovery form"))
+        << message;
+    EXPECT_TRUE(contains(message, "expected end of input")) << message;
+  }
+  // Whitespace after the object is fine, Java's included.
+  EXPECT_EQ(parseDiscoveryOutput("{\"addresses\": [\"0\"]} \r\n\f\n").identifiers, (Ids{"0"}));
+}
+
+TEST(DiscoveryOutputTest, SparksJsonFormThatIsNotJson) {
+  const std::string message = errorOf("{\"name\": \"gpu\", \"addresses\": [\"0\",]}");
+  EXPECT_TRUE(
+      message.starts_with("output starting with '{', which is not valid JSON for Spark's "
+                          "resource discovery form (e.g. {\"name\": \"gpu\", "
+                          "\"addresses\": [\"0\"]}): parse error at line 1, column "))
+      << message;
+  EXPECT_TRUE(message.ends_with("(byte 35 of the object)")) << message;
+  EXPECT_FALSE(contains(message, "[json.exception")) << message;
+  // Bytes that are not UTF-8, and control characters, are escaped in the message.
+  const std::string binary = errorOf("{\"addresses\": [\"\x1b\xff\"]}");
+  EXPECT_FALSE(contains(binary, "\x1b")) << binary;
+  EXPECT_TRUE(contains(errorOf("{"), "not valid JSON"));
 }
 
 TEST(DiscoveryOutputTest, CanonicalDeviceIdentifier) {

@@ -19,7 +19,9 @@ namespace flink::externalresource::gpu {
 class GPUDriver final : public ExternalResourceDriver {
  public:
   /// Runs `<script> <gpuAmount> <args…>` and returns the GPUs it printed, in its order, unique by
-  /// index; fewer than asked are returned as printed (with a warning in the log).
+  /// index; fewer than asked are returned as printed (with a warning in the log). The output may
+  /// also be Spark's JSON form, `{"name": "gpu", "addresses": ["0", "1"]}`. With `nvml.enabled`
+  /// (the default) each GPUInfo also carries what NVML knows of the device it names.
   ///
   /// Safe to call from several threads at once; each call runs the script anew.
   ///
@@ -43,6 +45,8 @@ class GPUDriver final : public ExternalResourceDriver {
   /// The arguments passed after the amount.
   const std::vector<std::string>& discoveryArguments() const noexcept { return arguments_; }
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+  /// Whether GPUInfo properties are read through NVML (`nvml.enabled`).
+  bool nvmlEnabled() const noexcept { return nvmlEnabled_; }
 
  private:
   friend class GPUDriverFactory;
@@ -56,6 +60,7 @@ class GPUDriver final : public ExternalResourceDriver {
   std::filesystem::path script_;
   std::vector<std::string> arguments_;
   std::chrono::milliseconds timeout_;
+  bool nvmlEnabled_ = true;
 };
 
 }  // namespace flink::externalresource::gpu

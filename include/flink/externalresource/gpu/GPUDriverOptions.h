@@ -45,6 +45,18 @@ struct GPUDriverOptions {
           .withDescription(
               "How long the discovery script may run before it and every process it started are "
               "killed.");
+
+  /// `nvml.enabled`: fill each GPUInfo's properties (UUID, name, PCI bus id, memory, minor
+  /// number, MIG placement) from NVML, for the identifiers the script printed, whatever script
+  /// it is (not in Flink, whose GPUInfo has the index only). Where NVML cannot be loaded, the
+  /// infos carry the index only. `false` saves NVML's start-up (tens of ms on a GPU host).
+  inline static const ConfigOption<bool> NVML_ENABLED =
+      ConfigOptions::key("nvml.enabled")
+          .booleanType()
+          .defaultValue(true)
+          .withDescription(
+              "Whether to read the GPUs' properties (UUID, name, PCI bus id, memory, MIG) "
+              "through NVML.");
 };
 
 }  // namespace flink::externalresource::gpu

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# For a host with NVIDIA GPUs and a driver: builds the project, runs every test, then checks that
+# the two sources of the default discovery agree on the real hardware, and how long each takes.
+#
+#   scripts/gpu-machine-check.sh [BUILD_DIR]      (default: build-gpu-check)
+#
+# Steps, each under a "== " heading:
+#   1. the host: nvidia-smi's summary, the driver version, the libnvidia-ml the loader finds
+#   2. configure and build (Release with debug info, warnings as errors, no benchmarks); the
+#      Debian packages must be there already (scripts/install-deps.sh installs them), since a GPU
+#      host often has no network
+#   3. ctest, every test (a failure is reported and the script goes on to step 4)
+#   4. tools/nvml-vs-nvidia-smi: NvmlEnumerator against NvidiaSmiEnumerator — GPU count,
+#      indices, UUIDs, PCI bus ids, MIG UUIDs — and the median time of NVML enumeration against
+#      one nvidia-smi run, with their ratio
+#   5. the discovery program as Flink runs it (nvidia-gpu-discovery.sh 1), and which shared
+#      libraries the program needs (glibc only: libstdc++ and libgcc are linked in)
+#
+# Exit status: 0 when the build, every test and the comparison pass; 1 when a test failed or the
+# two sources disagree; 2 when the build or a source failed. Set NVML_CHECK_RUNS to change the
+# number of timed runs (default 10).
+set -uo pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${1:-$repo_root/build-gpu-check}
+runs=${NVML_CHECK_RUNS:-10}
+jobs=$(nproc 2>/dev/null || echo 2)
+
+step() { printf '\n== %s\n' "$*"; }
+die() {
+  echo "gpu-machine-check: $*" >&2
+  exit 2
+}
+
+# The checks are about the real library and the real nvidia-smi: nothing may point elsewhere.
+unset FLINK_GPU_NVML_LIBRARY FAKE_NVML_DEVICES FAKE_NVML_CALL_LOG NVIDIA_SMI_TIMEOUT
+
+step "host"
+uname -a
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi || echo "(nvidia-smi exited with $?)"
+  nvidia-smi --query-gpu=index,uuid,name,pci.bus_id,driver_version,mig.mode.current \
+    --format=csv || true
+  nvidia-smi -L || true
+else
+  echo "nvidia-smi is not on PATH ($PATH); the discovery also looks in its usual folders"
+fi
+ldconfig -p 2>/dev/null | grep -F 'libnvidia-ml.so' || echo "ldconfig lists no libnvidia-ml.so"
+
+step "build ($build_dir)"
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+if [[ -f $build_dir/CMakeCache.txt ]]; then
+  generator=()  # keep the generator the folder was made with
+fi
+cmake -S "$repo_root" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DFLINK_GPU_WERROR=ON -DFLINK_GPU_BENCH=OFF || die "cmake failed to configure"
+cmake --build "$build_dir" -j "$jobs" || die "the build failed"
+
+step "tests (ctest)"
+tests_status=0
+ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" || tests_status=$?
+[[ $tests_status -eq 0 ]] || echo "gpu-machine-check: some tests failed (ctest exited with $tests_status)"
+
+step "NVML vs nvidia-smi"
+checker=$build_dir/bin/nvml-vs-nvidia-smi
+[[ -x $checker ]] || die "$checker was not built"
+compare_status=0
+"$checker" --runs "$runs" || compare_status=$?
+case $compare_status in
+  0) ;;
+  1) echo "gpu-machine-check: NVML and nvidia-smi disagree (see above)" ;;
+  *) echo "gpu-machine-check: the comparison could not be made (exit $compare_status)" ;;
+esac
+
+step "the discovery program"
+program_dir=$build_dir/plugins/external-resource-gpu
+if command -v ldd >/dev/null 2>&1; then
+  ldd "$program_dir/nvidia-gpu-discovery" || true
+fi
+discovery_status=0
+"$program_dir/nvidia-gpu-discovery.sh" 1 || discovery_status=$?
+echo "(nvidia-gpu-discovery.sh 1 exited with $discovery_status)"
+
+step "summary"
+echo "tests:      $([[ $tests_status -eq 0 ]] && echo passed || echo "FAILED ($tests_status)")"
+echo "comparison: $([[ $compare_status -eq 0 ]] && echo agree || echo "FAILED ($compare_status)")"
+echo "discovery:  $([[ $discovery_status -eq 0 ]] && echo ok || echo "FAILED ($discovery_status)")"
+if [[ $compare_status -ge 2 ]]; then
+  exit 2
+fi
+if [[ $tests_status -ne 0 || $compare_status -ne 0 || $discovery_status -ne 0 ]]; then
+  exit 1
+fi
+exit 0

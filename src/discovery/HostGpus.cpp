@@ -1,0 +1,43 @@
+#include "discovery/HostGpus.h"
+
+#include "nvml/Nvml.h"
+#include "nvml/NvmlEnumerator.h"
+
+namespace flink::discovery {
+
+HostGpus enumerateHostGpus(const HostGpuOptions& options) {
+  if (options.listed) return {StaticEnumerator(*options.listed).enumerate(), "--gpus"};
+
+  std::optional<std::string> nvmlProblem;  // why NVML was not used
+  bool nvmlAbsent = false;
+  try {
+    nvml::NvmlLibrary::load();
+  } catch (const nvml::NvmlError& e) {
+    nvmlAbsent = e.code() == nvml::Return::kLibraryNotFound;
+    nvmlProblem = std::string(nvml::kNvmlNotUsablePrefix) + e.what();
+  }
+  if (!nvmlProblem) {
+    try {
+      return {nvml::NvmlEnumerator().enumerate(), "NVML"};
+    } catch (const DiscoveryError& e) {
+      // NVML works and lists no GPU: that is the answer, not a reason to ask nvidia-smi.
+      if (!std::string_view(e.what()).starts_with(nvml::kNvmlNotUsablePrefix)) throw;
+      nvmlProblem = e.what();
+    }
+  }
+
+  NvidiaSmiOptions smi = options.nvidiaSmi;
+  smi.mig = options.mig;
+  const std::string note = "note: " + *nvmlProblem + "; nvidia-smi was asked instead";
+  try {
+    HostGpus gpus{NvidiaSmiEnumerator(smi).enumerate(), "nvidia-smi"};
+    if (!nvmlAbsent) gpus.found.warnings.insert(gpus.found.warnings.begin(), note);
+    return gpus;
+  } catch (const DiscoveryError& e) {
+    std::vector<std::string> details = e.details();
+    details.push_back(note);
+    throw DiscoveryError(e.what(), std::move(details));
+  }
+}
+
+}  // namespace flink::discovery

@@ -1,0 +1,41 @@
+// The host's GPUs as the default discovery and flink-gpu exec see them: a list given on the
+// command line, else NVML, else nvidia-smi.
+//
+// NVML is asked first: it needs no process and tells more (MIG instances with their placement,
+// MIG mode even without instances). When it cannot be used, nvidia-smi is run instead. Why NVML
+// was passed over is said where it matters: always when the library is there but fails (a
+// driver/library version mismatch, a missing function), and only among the details of a failure
+// when the library is simply absent (a host without the NVIDIA driver, where nvidia-smi's own
+// "not found" is the message that counts).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "discovery/GpuEnumerator.h"
+#include "discovery/NvidiaSmi.h"
+
+namespace flink::discovery {
+
+struct HostGpuOptions {
+  /// The host's GPUs as given (--gpus): no NVML, no nvidia-smi.
+  std::optional<std::vector<std::string>> listed;
+  /// List MIG instances too (nvidia-smi -L when NVML cannot be used).
+  bool mig = false;
+  /// How to run nvidia-smi when it comes to that (its `mig` is set from the field above).
+  NvidiaSmiOptions nvidiaSmi;
+};
+
+/// What enumerateHostGpus found, and from where.
+struct HostGpus {
+  Enumeration found;
+  /// "--gpus", "NVML" or "nvidia-smi".
+  std::string source;
+};
+
+/// @throws DiscoveryError when no source can tell; its details then include why NVML was not
+///         used.
+HostGpus enumerateHostGpus(const HostGpuOptions& options);
+
+}  // namespace flink::discovery

@@ -1,0 +1,51 @@
+// How the default discovery can learn the host's GPUs without starting a process: through NVML,
+// the library nvidia-smi itself is built on, loaded at run time (see Nvml.h).
+//
+// It lists what nvidia-smi would, and more of it: every GPU by index with its UUID, name, PCI bus
+// id, memory and minor number, and after each GPU whose MIG mode is on, that GPU's MIG instances
+// with their placement. When NVML cannot be used at all (no driver, a driver/library version
+// mismatch) enumerate() throws a DiscoveryError whose what() starts "NVML is not usable: ", so
+// that a caller can fall back to NvidiaSmiEnumerator and log the reason.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "discovery/GpuEnumerator.h"
+
+namespace flink::nvml {
+
+/// The message prefix of every DiscoveryError that means "NVML itself cannot be used" (as
+/// opposed to "NVML works and there is no GPU").
+inline constexpr const char* kNvmlNotUsablePrefix = "NVML is not usable: ";
+
+/// Lists the host's GPUs through NVML. Each enumerate() is one NVML session: nvmlInit_v2, the
+/// queries, nvmlShutdown (always, also when it throws). The library is loaded on the first call
+/// and kept (NvmlLibrary::load). Thread-safe: NVML is, and nothing here is shared but the
+/// library.
+class NvmlEnumerator : public discovery::GpuEnumerator {
+ public:
+  /// `library`: what to dlopen; nullopt: $FLINK_GPU_NVML_LIBRARY, else libnvidia-ml.so.1.
+  explicit NvmlEnumerator(std::optional<std::string> library = std::nullopt)
+      : library_(std::move(library)) {}
+
+  /// Whole GPUs in NVML's index order (identifier: the decimal index; uuid "GPU-…"; name;
+  /// pciBusId, NVML's busId "00000000:19:00.0"; memoryTotalMiB, bytes / 1048576 rounded down;
+  /// minorNumber; migEnabled: the current MIG mode is enabled), each GPU with MIG on followed by
+  /// its MIG instances in slot order (identifier and uuid "MIG-…"; name; memoryTotalMiB, the
+  /// instance's; pciBusId, the parent's; mig: parent index, GPU and compute instance ids).
+  /// A property NVML does not give (not supported, or any other error) is nullopt; an error
+  /// other than "not supported" is also reported in warnings ("warning: NVML: …"). A GPU whose
+  /// handle NVML cannot give, or a MIG instance without a UUID, is left out with a warning.
+  /// @throws discovery::DiscoveryError "NVML is not usable: …" when the library cannot be loaded
+  /// (with dlerror's text), lacks a required function (named), or nvmlInit_v2 or
+  /// nvmlDeviceGetCount_v2 fails (with nvmlErrorString's text and the code); "no NVIDIA GPU
+  /// found: NVML lists no GPU" when it lists none; "no NVIDIA GPU found: …" when it lists some
+  /// but gives a handle for none.
+  discovery::Enumeration enumerate() override;
+
+ private:
+  std::optional<std::string> library_;
+};
+
+}  // namespace flink::nvml
