@@ -139,6 +139,10 @@ CLI::App* addDiscoverCommand(CLI::App& app, DiscoverOptions& options) {
   options.singleDriverOptions.push_back(command->add_option(
       "--timeout", options.timeout,
       "How long the script may run, e.g. '10 s', '500 ms', '1 min' (default 10 s)"));
+  options.singleDriverOptions.push_back(command->add_flag(
+      "--mig", options.mig,
+      "Pass --mig to the script: the default discovery then hands out MIG instances (by MIG-... "
+      "UUID) instead of GPUs in MIG mode"));
   command->add_option("--format", options.format, "Output format")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
@@ -161,8 +165,11 @@ int runDiscover(const DiscoverOptions& options) {
   const bool usingDefaultScript = !options.discoveryScript.has_value();
   config.set(GPUDriverOptions::DISCOVERY_SCRIPT_PATH,
              usingDefaultScript ? defaultDiscoveryScript() : *options.discoveryScript);
-  if (options.discoveryArgs)
-    config.set(GPUDriverOptions::DISCOVERY_SCRIPT_ARG, *options.discoveryArgs);
+  if (options.discoveryArgs || options.mig) {
+    std::string args = options.discoveryArgs.value_or("");
+    if (options.mig) args += args.empty() ? "--mig" : " --mig";
+    config.set(GPUDriverOptions::DISCOVERY_SCRIPT_ARG, args);
+  }
   if (options.timeout)
     config.setString(GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT.key(), *options.timeout);
 

@@ -20,6 +20,8 @@ struct DiscoverOptions {
   std::string amount = "1";
   std::optional<std::string> discoveryScript;
   std::optional<std::string> discoveryArgs;
+  /// --mig: pass --mig to the script (the default discovery then hands out MIG instances).
+  bool mig = false;
   std::optional<std::string> timeout;
   std::string format = "text";
   /// --config/-D: discover every resource of a Flink configuration instead of one GPU driver.

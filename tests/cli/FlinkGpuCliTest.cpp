@@ -207,6 +207,17 @@ TEST_F(FlinkGpuCliTest, WithoutDiscoveryArgsTheScriptGetsNull) {
   EXPECT_EQ(readLines(argsFile()), (std::vector<std::string>{"1", "null"}));
 }
 
+TEST_F(FlinkGpuCliTest, MigIsPassedToTheScriptAfterItsArguments) {
+  CliRun run = runCli({"discover", "--discovery-script", recordingScript(), "--mig"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(readLines(argsFile()), (std::vector<std::string>{"1", "--mig"}));
+
+  run = runCli(
+      {"discover", "--discovery-script", recordingScript(), "--discovery-args", "a", "--mig"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(readLines(argsFile()), (std::vector<std::string>{"1", "a", "--mig"}));
+}
+
 TEST_F(FlinkGpuCliTest, RelativeScriptIsFoundUnderFlinkHome) {
   twoGpus();
   const CliRun run = runCli({"discover", "--discovery-script", "two-gpus.sh", "--amount", "2"},
