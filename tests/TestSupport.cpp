@@ -96,15 +96,24 @@ bool hasChildren() {
   return !(::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD);
 }
 
-ScopedEnvironment::ScopedEnvironment(std::string name, const std::optional<std::string>& value)
-    : name_(std::move(name)) {
+ScopedEnvironment::ScopedEnvironment(std::string name) : name_(std::move(name)) {
   if (const char* current = std::getenv(name_.c_str())) previous_ = current;
+}
+
+ScopedEnvironment::ScopedEnvironment(std::string name, const std::optional<std::string>& value)
+    : ScopedEnvironment(std::move(name)) {
   if (value) {
-    ::setenv(name_.c_str(), value->c_str(), 1);
+    set(*value);
   } else {
-    ::unsetenv(name_.c_str());
+    unset();
   }
 }
+
+void ScopedEnvironment::set(const std::string& value) const {
+  ::setenv(name_.c_str(), value.c_str(), 1);
+}
+
+void ScopedEnvironment::unset() const { ::unsetenv(name_.c_str()); }
 
 ScopedEnvironment::~ScopedEnvironment() {
   if (previous_) {

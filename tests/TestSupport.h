@@ -30,8 +30,12 @@ class TempDir {
 /// puts back what was there. Tests run one at a time in a process, so this is safe in them.
 class ScopedEnvironment {
  public:
+  /// Leaves the variable as it is until set() or unset().
+  explicit ScopedEnvironment(std::string name);
   ScopedEnvironment(std::string name, const std::optional<std::string>& value);
   ~ScopedEnvironment();
+  void set(const std::string& value) const;
+  void unset() const;
   ScopedEnvironment(const ScopedEnvironment&) = delete;
   ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
 

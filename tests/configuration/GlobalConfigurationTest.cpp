@@ -18,36 +18,9 @@ namespace flink {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::ScopedEnvironment;
 using testing::TempDir;
 using Strings = std::vector<std::string>;
-
-/// Sets (or, with std::nullopt, unsets) an environment variable for one scope, then puts back
-/// what was there.
-class ScopedEnvironment {
- public:
-  ScopedEnvironment(std::string name, const std::optional<std::string>& value)
-      : name_(std::move(name)) {
-    if (const char* old = std::getenv(name_.c_str())) old_ = old;
-    if (value) {
-      ::setenv(name_.c_str(), value->c_str(), 1);
-    } else {
-      ::unsetenv(name_.c_str());
-    }
-  }
-  ~ScopedEnvironment() {
-    if (old_) {
-      ::setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_.c_str());
-    }
-  }
-  ScopedEnvironment(const ScopedEnvironment&) = delete;
-  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 Configuration yaml(const std::string& text) {
   return parseStandardYamlConfiguration(text, "config.yaml");

@@ -33,31 +33,9 @@ using discovery::Enumeration;
 using discovery::GpuDevice;
 using ::testing::HasSubstr;
 using testing::readLines;
+using testing::ScopedEnvironment;
 using ::testing::StartsWith;
 using testing::TempDir;
-
-/// Sets an environment variable for the lifetime of this object, then restores it.
-class ScopedEnv {
- public:
-  explicit ScopedEnv(std::string name) : name_(std::move(name)) {
-    if (const char* value = ::getenv(name_.c_str())) saved_ = value;
-  }
-  ~ScopedEnv() {
-    if (saved_) {
-      ::setenv(name_.c_str(), saved_->c_str(), 1);
-    } else {
-      ::unsetenv(name_.c_str());
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-  void set(const std::string& value) const { ::setenv(name_.c_str(), value.c_str(), 1); }
-  void unset() const { ::unsetenv(name_.c_str()); }
-
- private:
-  std::string name_;
-  std::optional<std::string> saved_;
-};
 
 constexpr const char* kGpu0 = "GPU-4f5a0c2e-8b1d-4c55-9e0a-6a1f3b2c7d10";
 constexpr const char* kGpu1 = "GPU-9d3e7b21-0c4a-4f6e-8b52-1e7c9a4d3f22";
@@ -128,9 +106,9 @@ class NvmlEnumeratorTest : public ::testing::Test {
   }
 
   TempDir dir_{"nvml-test"};
-  ScopedEnv library_{kLibraryEnvironmentVariable};
-  ScopedEnv devices_{"FAKE_NVML_DEVICES"};
-  ScopedEnv callLog_{"FAKE_NVML_CALL_LOG"};
+  ScopedEnvironment library_{kLibraryEnvironmentVariable};
+  ScopedEnvironment devices_{"FAKE_NVML_DEVICES"};
+  ScopedEnvironment callLog_{"FAKE_NVML_CALL_LOG"};
   int hosts_ = 0;
 };
 
