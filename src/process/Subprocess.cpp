@@ -166,6 +166,15 @@ void setNonBlocking(int fd) {
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) throwErrno("fcntl(O_NONBLOCK)");
 }
 
+/// now + timeout, saturating at the clock's end: a time-out of "forever" (LLONG_MAX ms) must not
+/// wrap around into the past and end the process at once.
+Clock::time_point deadlineAfter(std::chrono::milliseconds timeout) {
+  const Clock::time_point now = Clock::now();
+  const auto left = std::chrono::floor<std::chrono::milliseconds>(Clock::time_point::max() - now);
+  if (timeout >= left) return Clock::time_point::max();
+  return now + std::chrono::duration_cast<Clock::duration>(timeout);
+}
+
 int millisUntil(Clock::time_point until) {
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
   return static_cast<int>(std::clamp<long long>(left, 0, 1 << 30));
@@ -234,7 +243,7 @@ class Run {
   Run& operator=(const Run&) = delete;
 
   ProcessResult finish() {
-    const Clock::time_point deadline = Clock::now() + options_.timeout;
+    const Clock::time_point deadline = deadlineAfter(options_.timeout);
     pump(deadline);
     bool timedOut = false;
     if (!exited_) {

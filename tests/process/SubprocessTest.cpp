@@ -57,6 +57,19 @@ TEST_P(SubprocessTest, CapturesBothStreamsAndTheExitCode) {
   EXPECT_FALSE(result.outcome.succeeded());
 }
 
+TEST_P(SubprocessTest, AnEndlessTimeOutDoesNotWrapIntoThePast) {
+  // "Forever", as a user may write it: the deadline saturates instead of overflowing, which
+  // would end the process at once and call it a time-out.
+  for (const auto timeout : {std::chrono::milliseconds::max(), std::chrono::milliseconds(1LL << 62),
+                             std::chrono::milliseconds(9'300'000'000'000LL)}) {
+    RunOptions endless = options();
+    endless.timeout = timeout;
+    const ProcessResult result = runScript("sleep 0.05; echo done\n", endless);
+    EXPECT_EQ(result.outcome, ProcessOutcome::exited(0)) << timeout.count();
+    EXPECT_EQ(result.stdoutOutput.data, "done\n");
+  }
+}
+
 TEST_P(SubprocessTest, PassesArgvUnchangedWithoutAShell) {
   const auto script = writeScript(dir_ / "dir with space" / "args.sh",
                                   "#!/bin/sh\nfor a in \"$@\"; do echo \"[$a]\"; done\n");
