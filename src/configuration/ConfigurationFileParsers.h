@@ -40,12 +40,27 @@ Configuration parseLegacyConfiguration(std::string_view text, const std::string&
 /// - a sequence of scalars becomes list text: the elements joined with ';', quoted where needed
 ///   (detail::formatConfigValue<std::vector<std::string>>), which is how Flink stores a list
 ///   read from YAML when it is read back as text; an empty sequence is the empty text.
+/// - anchors and aliases are expanded (each use of an alias in full); a plain merge key
+///   (`<<: *base`, or `<<: [*a, *b]`) adds the entries of the map(s) it is given whose keys the
+///   map does not set itself, an earlier map winning over a later one (YAML 1.1's merge type; a
+///   quoted '<<' is an ordinary key).
+/// - the flattening is bounded as it goes, so that an alias bomb fails fast: at most 100,000
+///   keys, 1,000,000 map entries and list elements visited, 64 MiB of key and value text, maps
+///   nested 64 deep and merge keys nested 64 deep.
 /// @throws IllegalConfigurationException "<fileName>:<line>: ..." (lines from 1) naming the key
 ///         for: a null value (`key:` or `key: ~`), a null or empty key, a key that is not a
 ///         scalar, a list that holds a map, a list or a null, a key set twice once flattened
 ///         ("a.b: 1" beside "a: {b: 2}", or a key repeated in one map), a root that is not a map,
-///         a second document; "<fileName>:<line>:<column>: <yaml-cpp's message>" for a YAML
-///         syntax error.
+///         a second document, a merge key given something other than a map or a list of maps,
+///         nesting past a limit ("key '<key>' is nested more than 64 maps deep", "the merge key
+///         '<<' under '<key>' nests merges more than 64 deep"), a configuration past a size limit
+///         ("the configuration is too large once flattened (at key '<key>'): more than ...", on
+///         the line of the root entry being flattened); "<fileName>:<line>:<column>: <yaml-cpp's
+///         message>" for a YAML syntax error; "<fileName>:<line>:<column>: the quoted value of
+///         key '<key>' is never closed (a ' is missing)." (or "a quoted key [under '<key>']",
+///         "a quoted element of the list of key '<key>'") for a quoted scalar left open at the
+///         end of the input, which yaml-cpp itself accepts (not checked in UTF-16 or UTF-32
+///         input, where yaml-cpp's positions are not offsets into `text`).
 Configuration parseStandardYamlConfiguration(std::string_view text, const std::string& fileName);
 
 }  // namespace flink

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -191,6 +192,177 @@ TEST(StandardYamlTest, SyntaxErrorNamesFileLineAndColumn) {
 TEST(StandardYamlTest, SecondDocumentIsAnError) {
   EXPECT_EQ(yamlError("a: 1\n---\nb: 2\n"),
             "config.yaml:3: a second YAML document; a configuration file holds one.");
+}
+
+TEST(StandardYamlTest, UnclosedQuotedValueIsASyntaxError) {
+  // yaml-cpp alone would read everything after the quote as the value of `args`.
+  const std::string args = "external-resource.gpu.param.discovery-script.args";
+  EXPECT_EQ(
+      yamlError(args + ": '0,1,2\n"
+                       "external-resource.gpu.amount: 2\n"
+                       "external-resource.gpu.driver-factory.class: "
+                       "org.apache.flink.externalresource.gpu.GPUDriverFactory\n"),
+      "config.yaml:1:52: the quoted value of key '" + args + "' is never closed (a ' is missing).");
+  EXPECT_EQ(yamlError("a: 1\nb: \"0,1,2\nc: 3\n"),
+            "config.yaml:2:4: the quoted value of key 'b' is never closed (a \" is missing).");
+  // An escaped quote does not close the value.
+  EXPECT_EQ(yamlError("a: 'it''s\n"),
+            "config.yaml:1:4: the quoted value of key 'a' is never closed (a ' is missing).");
+  EXPECT_EQ(yamlError("a: \"say \\\"hi\\\"\n"),
+            "config.yaml:1:4: the quoted value of key 'a' is never closed (a \" is missing).");
+  // Nested, behind an anchor or a tag, and in a list.
+  EXPECT_EQ(yamlError("a:\n  b: 1\n  c: 'x\n"),
+            "config.yaml:3:6: the quoted value of key 'a.c' is never closed (a ' is missing).");
+  EXPECT_EQ(yamlError("a: &x !!str 'v\nb: *x\n"),
+            "config.yaml:1:13: the quoted value of key 'a' is never closed (a ' is missing).");
+  EXPECT_EQ(yamlError("a: &x\n  # a comment\n  \"v\nb: 2\n"),
+            "config.yaml:3:3: the quoted value of key 'a' is never closed (a \" is missing).");
+  EXPECT_EQ(yamlError("a:\n  - x\n  - 'y\n  - z\n"),
+            "config.yaml:3:5: a quoted element of the list of key 'a' is never closed (a ' is "
+            "missing).");
+  // After a byte order mark and with CRLF line ends.
+  EXPECT_EQ(yamlError("\xEF\xBB\xBF"
+                      "a: 1\r\nb: 'x\r\nc: 3\r\n"),
+            "config.yaml:2:4: the quoted value of key 'b' is never closed (a ' is missing).");
+  // A document that is one unclosed quoted scalar.
+  EXPECT_EQ(yamlError("'a: 1\nb: 2\n"),
+            "config.yaml:1:1: a quoted value is never closed (a ' is missing).");
+}
+
+TEST(StandardYamlTest, UnclosedQuotedKeyIsASyntaxError) {
+  EXPECT_EQ(yamlError("a: 1\n'b: 2\nc: 3\n"),
+            "config.yaml:2:1: a quoted key is never closed (a ' is missing).");
+  EXPECT_EQ(yamlError("a:\n  x: 1\n  \"b: 2\n  c: 3\n"),
+            "config.yaml:3:3: a quoted key under 'a' is never closed (a \" is missing).");
+  // Closed quoted keys are fine.
+  EXPECT_EQ(yaml("'a.b': \"x\"\n\"c\": 'y'\n"), entries({{"a.b", "x"}, {"c", "y"}}));
+}
+
+TEST(StandardYamlTest, ClosedQuotedValuesOverSeveralLinesAreRead) {
+  EXPECT_EQ(yaml("a: 'one\n  two'\n"
+                 "b: \"x \\\" y\n  z\"\n"
+                 "c: 'it''s'\n"
+                 "d: \"back\\\\\"\n"
+                 "e: '#not a comment'\n"
+                 "f: [\"p; q\", 'r']\n"),
+            entries({{"a", "one two"},
+                     {"b", "x \" y z"},
+                     {"c", "it's"},
+                     {"d", "back\\"},
+                     {"e", "#not a comment"},
+                     {"f", "'p; q';r"}}));
+}
+
+TEST(StandardYamlTest, AnchorsAndAliasesAreExpanded) {
+  EXPECT_EQ(yaml("base: &b {x: 1, y: 'two'}\n"
+                 "copy: *b\n"
+                 "list: &l [p, q]\n"
+                 "again: *l\n"
+                 "one: &o 'v'\n"
+                 "same: *o\n"),
+            entries({{"base.x", "1"},
+                     {"base.y", "two"},
+                     {"copy.x", "1"},
+                     {"copy.y", "two"},
+                     {"list", "p;q"},
+                     {"again", "p;q"},
+                     {"one", "v"},
+                     {"same", "v"}}));
+}
+
+/// a0: &a0 {x: 1, y: 2}, then aN: &aN {p: *aN-1, q: *aN-1}: 2^21 keys once flattened.
+std::string aliasBomb(int levels, const std::string& leaf) {
+  std::string text = "a0: &a0 " + leaf + "\n";
+  for (int n = 1; n <= levels; ++n) {
+    const std::string previous = "*a" + std::to_string(n - 1);
+    text += "a" + std::to_string(n) + ": &a" + std::to_string(n) + " {p: " + previous +
+            ", q: " + previous + "}\n";
+  }
+  return text;
+}
+
+TEST(StandardYamlTest, AliasBombIsAnErrorAndQuick) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string keys = yamlError(aliasBomb(20, "{x: 1, y: 2}"));
+  EXPECT_EQ(keys.rfind("config.yaml:", 0), 0u) << keys;
+  EXPECT_NE(keys.find(": the configuration is too large once flattened (at key 'a1"),
+            std::string::npos)
+      << keys;
+  EXPECT_NE(keys.find("): more than 100000 keys; an alias (*name) counts in full each time it "
+                      "is used."),
+            std::string::npos)
+      << keys;
+  // Empty maps add no keys, but are still visited.
+  const std::string visits = yamlError(aliasBomb(30, "{}"));
+  EXPECT_NE(visits.find("more than 1000000 map entries and list elements"), std::string::npos)
+      << visits;
+  // A long value repeated.
+  const std::string bytes = yamlError(aliasBomb(20, "'" + std::string(4000, 'v') + "'"));
+  EXPECT_NE(bytes.find("more than 64 MiB of keys and values"), std::string::npos) << bytes;
+  const std::string list = yamlError(aliasBomb(20, "[" + std::string(2000, '1') + ", 2]"));
+  EXPECT_NE(list.find("more than 64 MiB of keys and values"), std::string::npos) << list;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+TEST(StandardYamlTest, NestingIsLimited) {
+  std::string deep;
+  for (int n = 0; n < 64; ++n) deep += "{k" + std::to_string(n) + ": ";
+  EXPECT_EQ(yaml(deep + "v" + std::string(64, '}')).keySet().size(), 1u);
+  const std::string tooDeep = yamlError("x: " + deep + "v" + std::string(64, '}'));
+  EXPECT_EQ(tooDeep.rfind("config.yaml:1: key 'x.k0.k1.", 0), 0u) << tooDeep;
+  EXPECT_NE(tooDeep.find("' is nested more than 64 maps deep."), std::string::npos) << tooDeep;
+  // An alias inside the map it names.
+  const std::string cycle = yamlError("a: &a {b: *a}\n");
+  EXPECT_EQ(cycle.rfind("config.yaml:1: key 'a.b.b.b.", 0), 0u) << cycle;
+  EXPECT_NE(cycle.find("' is nested more than 64 maps deep."), std::string::npos) << cycle;
+}
+
+TEST(StandardYamlTest, MergeKeysAddTheEntriesOfTheMapsTheyName) {
+  EXPECT_EQ(yaml("base: &base {x: 1, y: 2, sub: {z: 3}}\n"
+                 "other: &other {y: 20, w: 40}\n"
+                 "one:\n"
+                 "  <<: *base\n"
+                 "  x: 10\n"
+                 "both:\n"
+                 "  x: 100\n"
+                 "  <<: [*other, *base]\n"
+                 "inline: {<<: {a: b}, c: d}\n"),
+            entries({{"base.x", "1"},
+                     {"base.y", "2"},
+                     {"base.sub.z", "3"},
+                     {"other.y", "20"},
+                     {"other.w", "40"},
+                     // The map's own keys win, wherever they are.
+                     {"one.x", "10"},
+                     {"one.y", "2"},
+                     {"one.sub.z", "3"},
+                     // An earlier merged map wins over a later one.
+                     {"both.x", "100"},
+                     {"both.y", "20"},
+                     {"both.w", "40"},
+                     {"both.sub.z", "3"},
+                     {"inline.a", "b"},
+                     {"inline.c", "d"}}));
+  // A merged map's own merge keys, at the root too.
+  EXPECT_EQ(yaml("a: &a {x: 1}\n"
+                 "b: &b {<<: *a, y: 2}\n"
+                 "<<: *b\n"
+                 "y: 3\n"),
+            entries({{"a.x", "1"}, {"b.x", "1"}, {"b.y", "2"}, {"x", "1"}, {"y", "3"}}));
+  // A quoted '<<' is an ordinary key.
+  EXPECT_EQ(yaml("a: {'<<': 1}\n"), entries({{"a.<<", "1"}}));
+}
+
+TEST(StandardYamlTest, BadMergeKeysAreErrors) {
+  EXPECT_EQ(yamlError("a:\n  <<: 1\n"),
+            "config.yaml:2: the merge key '<<' under 'a' must be given a map or a list of maps.");
+  EXPECT_EQ(yamlError("<<: [{x: 1}, y]\n"),
+            "config.yaml:1: the merge key '<<' must be given a map or a list of maps.");
+  // Merged keys are taken per map: `x` is not `x.y`, but both flatten to the same key.
+  EXPECT_EQ(yamlError("b: &b {x: {y: 3}}\na:\n  <<: *b\n  x.y: 2\n"),
+            "config.yaml:1: key 'a.x.y' is set twice (first on line 4).");
+  const std::string cycle = yamlError("a: &a {x: 1, <<: *a}\n");
+  EXPECT_EQ(cycle, "config.yaml:1: the merge key '<<' under 'a' nests merges more than 64 deep.");
 }
 
 // --- flink-conf.yaml -------------------------------------------------------
