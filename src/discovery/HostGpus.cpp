@@ -34,9 +34,18 @@ HostGpus enumerateHostGpus(const HostGpuOptions& options) {
     if (!nvmlAbsent) gpus.found.warnings.insert(gpus.found.warnings.begin(), note);
     return gpus;
   } catch (const DiscoveryError& e) {
-    std::vector<std::string> details = e.details();
-    details.push_back(note);
-    throw DiscoveryError(e.what(), std::move(details));
+    if (nvmlAbsent) {
+      // No driver library at all: nvidia-smi's own failure ("not found") is the message.
+      std::vector<std::string> details = e.details();
+      details.push_back(note);
+      throw DiscoveryError(e.what(), std::move(details));
+    }
+    // The driver is there but NVML fails (a version mismatch, a lost GPU): that is the cause to
+    // lead with; nvidia-smi, built on NVML, usually fails for the same reason.
+    std::vector<std::string> details{"nvidia-smi, asked instead, failed too: " +
+                                     std::string(e.what())};
+    details.insert(details.end(), e.details().begin(), e.details().end());
+    throw DiscoveryError(*nvmlProblem, std::move(details));
   }
 }
 

@@ -34,8 +34,9 @@ struct HostGpus {
   std::string source;
 };
 
-/// @throws DiscoveryError when no source can tell; its details then include why NVML was not
-///         used.
+/// @throws DiscoveryError when no source can tell. When the NVML library is there but fails, its
+///         failure is the cause (what()) and nvidia-smi's is among the details; when the library
+///         is absent, nvidia-smi's failure is the cause and NVML's absence a detail.
 HostGpus enumerateHostGpus(const HostGpuOptions& options);
 
 }  // namespace flink::discovery
