@@ -14,4 +14,8 @@ nlohmann::ordered_json infosToJson(const ExternalResourceInfoSet& infos) {
   return list;
 }
 
+std::string jsonText(const nlohmann::ordered_json& json, int indent) {
+  return json.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 }  // namespace flink::cli

@@ -6,6 +6,7 @@
 
 #include "Console.h"
 #include "ExitCode.h"
+#include "ResourceOutput.h"
 #include "flink/core/plugin/PluginManager.h"
 #include "flink/externalresource/ExternalResourceUtils.h"
 
@@ -20,6 +21,12 @@ struct ResolvedResource {
   std::optional<std::string> factorySource;
 };
 
+/// A parameter's value as shown: hidden when its key looks like a secret, as Flink hides them.
+std::string shown(const std::string& key, const std::string& value) {
+  return GlobalConfiguration::isSensitive(key) ? std::string(GlobalConfiguration::HIDDEN_CONTENT)
+                                               : value;
+}
+
 ordered_json optionalText(const std::optional<std::string>& value) {
   return value ? ordered_json(*value) : ordered_json(nullptr);
 }
@@ -32,7 +39,8 @@ void printText(const LoadedConfiguration& loaded, const PluginManager& plugins,
   for (const ResolvedResource& resource : resources) {
     const ExternalResourceSpec& spec = *resource.spec;
     std::cout << '\n' << spec.name << '\n';
-    std::cout << "  amount: " << (spec.amount ? std::to_string(*spec.amount) : "(invalid)") << '\n';
+    std::cout << "  amount: " << (spec.amount ? std::to_string(*spec.amount) : "(not usable)")
+              << '\n';
     std::cout << "  driver-factory.class: " << spec.driverFactoryClass.value_or("(not set)");
     if (spec.driverFactoryClass) {
       std::cout << " (" << resource.factorySource.value_or("not found") << ')';
@@ -42,7 +50,7 @@ void printText(const LoadedConfiguration& loaded, const PluginManager& plugins,
               << '\n';
     std::cout << "  yarn.config-key: " << spec.yarnConfigKey.value_or("(not set)") << '\n';
     for (const auto& [key, value] : spec.driverConfiguration.toMap()) {
-      std::cout << "  param." << key << ": " << value << '\n';
+      std::cout << "  param." << key << ": " << shown(key, value) << '\n';
     }
   }
 }
@@ -53,7 +61,9 @@ void printJson(const LoadedConfiguration& loaded, const PluginManager& plugins,
   for (const ResolvedResource& resource : resources) {
     const ExternalResourceSpec& spec = *resource.spec;
     ordered_json params = ordered_json::object();
-    for (const auto& [key, value] : spec.driverConfiguration.toMap()) params[key] = value;
+    for (const auto& [key, value] : spec.driverConfiguration.toMap()) {
+      params[key] = shown(key, value);
+    }
     list.push_back({{"name", spec.name},
                     {"amount", spec.amount ? ordered_json(*spec.amount) : ordered_json(nullptr)},
                     {"driver-factory.class", optionalText(spec.driverFactoryClass)},
@@ -67,7 +77,7 @@ void printJson(const LoadedConfiguration& loaded, const PluginManager& plugins,
                             {"external-resources", std::move(list)},
                             {"errors", read.errors},
                             {"warnings", read.warnings}};
-  std::cout << out.dump(2) << '\n';
+  std::cout << jsonText(out, 2) << '\n';
 }
 
 }  // namespace
@@ -95,11 +105,13 @@ int runConfig(const ConfigOptions& options) {
     ResolvedResource resource{&spec, std::nullopt};
     if (spec.driverFactoryClass) {
       resource.factorySource = plugins.describeFactorySource(*spec.driverFactoryClass);
-      if (!resource.factorySource) {
-        read.errors.push_back("the driver factory '" + *spec.driverFactoryClass +
-                              "' of the external resource '" + spec.name +
-                              "' is not built in and no plugin in " +
-                              plugins.pluginsDirectory().string() + " offers it");
+      // Making the driver checks its parameters (the script is there and executable, the
+      // time-out is valid) without discovering anything: what `discover --config` would refuse,
+      // this refuses too.
+      try {
+        ExternalResourceUtils::createExternalResourceDriver(spec, plugins);
+      } catch (const std::exception& e) {
+        read.errors.emplace_back(e.what());
       }
     }
     resources.push_back(resource);

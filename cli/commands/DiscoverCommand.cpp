@@ -40,7 +40,7 @@ std::string defaultDiscoveryScript() {
 
 void printGpus(const ExternalResourceInfoSet& gpus, const std::string& format) {
   if (format == "json") {
-    std::cout << nlohmann::ordered_json{{"gpu", infosToJson(gpus)}}.dump() << '\n';
+    std::cout << jsonText({{"gpu", infosToJson(gpus)}}) << '\n';
     return;
   }
   for (const auto& gpu : gpus) std::cout << gpu->toString() << '\n';
@@ -115,7 +115,7 @@ int runDiscoverConfigured(const DiscoverOptions& options) {
       for (const auto& info : infos) std::cout << resource.name << ": " << info->toString() << '\n';
     }
   }
-  if (options.format == "json") std::cout << json.dump() << '\n';
+  if (options.format == "json") std::cout << jsonText(json) << '\n';
   return code;
 }
 

@@ -150,4 +150,23 @@ Configuration parseDynamicProperties(const std::vector<std::string>& definitions
   return properties;
 }
 
+bool GlobalConfiguration::isSensitive(std::string_view key) {
+  static constexpr std::string_view kSensitive[] = {"password",
+                                                    "secret",
+                                                    "token",
+                                                    "apikey",
+                                                    "api-key",
+                                                    "auth-params",
+                                                    "service-key",
+                                                    "basic-auth",
+                                                    "jaas.config",
+                                                    "http-headers",
+                                                    "fs.azure.account.key"};
+  const std::string lower = strings::toLower(key);
+  for (std::string_view fragment : kSensitive) {
+    if (lower.find(fragment) != std::string::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace flink

@@ -196,8 +196,9 @@ TEST_F(ConfigCommandsTest, LoadsAPluginFromThePluginsFolder) {
 }
 
 TEST_F(ConfigCommandsTest, ConfigShowsTheResolvedResources) {
+  const std::string gpuScript = script("gpu.sh", "0,1");
   writeConfig("config.yaml", "external-resources: gpu\nexternal-resource:\n" +
-                                 gpuResource("gpu", 2, "/opt/flink/gpu.sh") +
+                                 gpuResource("gpu", 2, gpuScript) +
                                  "    kubernetes.config-key: nvidia.com/gpu\n"
                                  "    yarn.config-key: yarn.io/gpu\n");
   CliRun run = runCli({"config", "--config", conf()});
@@ -207,7 +208,7 @@ TEST_F(ConfigCommandsTest, ConfigShowsTheResolvedResources) {
                                  std::string(kGpuFactory) + " (built in)\n"));
   EXPECT_THAT(run.out, HasSubstr("  kubernetes.config-key: nvidia.com/gpu\n"));
   EXPECT_THAT(run.out, HasSubstr("  yarn.config-key: yarn.io/gpu\n"));
-  EXPECT_THAT(run.out, HasSubstr("  param.discovery-script.path: /opt/flink/gpu.sh\n"));
+  EXPECT_THAT(run.out, HasSubstr("  param.discovery-script.path: " + gpuScript + "\n"));
 
   run = runCli(
       {"config", "--config", conf(), "--format", "json", "-Dexternal-resource.gpu.amount=3"});
@@ -218,7 +219,8 @@ TEST_F(ConfigCommandsTest, ConfigShowsTheResolvedResources) {
   EXPECT_EQ(gpu.at("amount"), 3);
   EXPECT_EQ(gpu.at("driver-factory.source"), "built in");
   EXPECT_EQ(gpu.at("kubernetes.config-key"), "nvidia.com/gpu");
-  EXPECT_EQ(gpu.at("param").at("discovery-script.path"), "/opt/flink/gpu.sh");
+  EXPECT_EQ(gpu.at("param").at("discovery-script.path"), gpuScript);
+  EXPECT_FALSE(ran("gpu.sh"));  // config runs nothing
 }
 
 TEST_F(ConfigCommandsTest, ConfigReportsEveryProblemWithExitTwo) {
@@ -234,11 +236,34 @@ TEST_F(ConfigCommandsTest, ConfigReportsEveryProblemWithExitTwo) {
   const CliRun run =
       runCli({"config", "--config", conf()}, {"FLINK_PLUGINS_DIR=" + (dir_ / "none").string()});
   EXPECT_EQ(run.exitCode, 2) << run;
-  EXPECT_THAT(run.out, HasSubstr("  amount: (invalid)\n"));
+  EXPECT_THAT(run.out, HasSubstr("  amount: (not usable)\n"));
   EXPECT_THAT(run.out, HasSubstr("com.example.Fpga (not found)"));
   EXPECT_THAT(run.err, HasSubstr("Invalid value 'two'"));
   EXPECT_THAT(run.err, HasSubstr("'com.example.Fpga'"));
   EXPECT_THAT(run.err, HasSubstr("flink-conf.yaml:6"));
+}
+
+TEST_F(ConfigCommandsTest, ConfigRefusesWhatDiscoverWouldRefuseAndHidesSecrets) {
+  writeConfig("config.yaml", "external-resources: gpu\nexternal-resource:\n" +
+                                 gpuResource("gpu", 1, (dir_ / "missing.sh").string()) +
+                                 "    param.discovery-script.timeout: soon\n"
+                                 "    param.api-token: s3cr3t\n");
+  const CliRun run = runCli({"config", "--config", conf()});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(run.err, HasSubstr("does not exist in path " + (dir_ / "missing.sh").string()));
+  EXPECT_THAT(run.out, HasSubstr("  param.api-token: ******\n"));
+  EXPECT_EQ(run.out.find("s3cr3t"), std::string::npos);
+  EXPECT_EQ(run.err.find("s3cr3t"), std::string::npos);
+}
+
+TEST_F(ConfigCommandsTest, InvalidUtf8DoesNotBreakJsonOutput) {
+  writeConfig("flink-conf.yaml",
+              "external-resources: fpga\nexternal-resource.fpga.amount: 1\n"
+              "external-resource.fpga.param.label: caf\xe9\n");
+  const CliRun run = runCli({"config", "--config", conf(), "--format", "json"});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_EQ(json.at("external-resources").at(0).at("param").at("label"), "caf\xef\xbf\xbd");
 }
 
 }  // namespace

@@ -38,6 +38,14 @@ class GlobalConfiguration {
   static constexpr std::string_view ENV_FLINK_CONF_DIR = "FLINK_CONF_DIR";
   static constexpr std::string_view ENV_FLINK_HOME_DIR = "FLINK_HOME";
 
+  /// What tools print instead of a sensitive value (Flink's HIDDEN_CONTENT).
+  static constexpr std::string_view HIDDEN_CONTENT = "******";
+
+  /// Whether the value of `key` must not be shown: its name, in any case, contains "password",
+  /// "secret", "token", "apikey", "api-key", "auth-params", "service-key", "basic-auth",
+  /// "jaas.config", "http-headers" or "fs.azure.account.key" (Flink's isSensitive).
+  static bool isSensitive(std::string_view key);
+
   /// The configuration folder: `explicitDir` if given, else $FLINK_CONF_DIR, else
   /// $FLINK_HOME/conf, as Flink's launch scripts choose it (an empty variable counts as unset).
   /// Whether the folder exists is left to loadConfiguration.

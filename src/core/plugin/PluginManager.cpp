@@ -61,8 +61,9 @@ std::vector<fs::path> pluginLibraries(const fs::path& root) {
 
 std::string describeSearch(const fs::path& root) {
   std::error_code error;
+  if (!fs::exists(root, error)) return "the plugins folder " + root.string() + " does not exist";
   if (!fs::is_directory(root, error)) {
-    return "the plugins folder " + root.string() + " does not exist";
+    return "the plugins folder " + root.string() + " is not a folder";
   }
   return "no plugin in " + root.string() + " offers it";
 }
