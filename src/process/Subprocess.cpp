@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -102,9 +103,15 @@ void check(int rc, const char* what) {
   if (rc != 0) throw std::system_error(rc, std::generic_category(), what);
 }
 
+/// What SpawnError says before its ": <strerror>" (std::system_error appends that itself).
 std::string describeSpawnError(int error, const std::string& path) {
-  std::string message = "cannot start " + path + ": " + ::strerror(error);
+  std::string message = "cannot start " + path;
   if (error == ENOEXEC) message += " (not a binary, and no #! line naming an interpreter?)";
+  struct stat info {};
+  if (error == ENOENT && ::stat(path.c_str(), &info) == 0) {
+    // The file is there: what is missing is the interpreter its #! line names.
+    message += " (the interpreter its #! line names does not exist?)";
+  }
   return message;
 }
 

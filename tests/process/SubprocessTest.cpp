@@ -250,6 +250,20 @@ TEST(SubprocessSpawnTest, AScriptWithoutAnInterpreterLineIsReported) {
   }
 }
 
+TEST(SubprocessSpawnTest, AMissingInterpreterIsNamedAndTheErrorSaidOnce) {
+  TempDir dir;
+  const auto script = writeScript(dir / "bad-interpreter.sh", "#!/nonexistent/interp\necho 0\n");
+  try {
+    run({script.string()}, RunOptions{});
+    FAIL();
+  } catch (const SpawnError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what, "cannot start " + script.string() +
+                        " (the interpreter its #! line names does not exist?): No such file or "
+                        "directory");
+  }
+}
+
 TEST(SubprocessSpawnTest, ArgvMustStartWithAnAbsolutePath) {
   EXPECT_THROW(run({}, RunOptions{}), std::invalid_argument);
   EXPECT_THROW(run({"sh", "-c", "true"}, RunOptions{}), std::invalid_argument);
