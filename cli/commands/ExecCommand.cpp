@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "Console.h"
@@ -47,10 +48,17 @@ void printDiscoveryNote(std::string_view line) {
   printWarning(line);
 }
 
-/// The host's GPUs: --gpus, else nvidia-smi. Returns nullopt after printing the error, with
-/// `exitCode` set.
-std::optional<std::vector<std::string>> hostGpus(const ExecOptions& options, int& exitCode) {
+/// The units to hand out, and which of the host's units share hardware.
+struct HostUnits {
+  std::vector<std::string> gpus;
+  coordination::RelatedUnits related;
+};
+
+/// The host's GPUs: --gpus, else NVML, else nvidia-smi. Returns nullopt after printing the error,
+/// with `exitCode` set.
+std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
   std::vector<std::string> listed;
+  coordination::RelatedUnits related;
   if (options.gpus) {
     try {
       listed = discovery::parseGpuList(*options.gpus);
@@ -85,6 +93,8 @@ std::optional<std::vector<std::string>> hostGpus(const ExecOptions& options, int
     // With --mig, MIG instances (by UUID, which CUDA_VISIBLE_DEVICES takes) replace the GPUs
     // they are carved from.
     listed = discovery::identifiersOf(discovery::allocatableUnits(host.found.devices, options.mig));
+    // Whichever the units, a GPU and its MIG instances never go to two owners at once.
+    related = discovery::relatedUnits(host.found.devices);
   }
   // The same GPU twice would be handed out twice.
   std::vector<std::string> gpus;
@@ -92,13 +102,15 @@ std::optional<std::vector<std::string>> hostGpus(const ExecOptions& options, int
   for (std::string& gpu : listed) {
     if (seen.insert(gpu).second) gpus.push_back(std::move(gpu));
   }
-  return gpus;
+  return HostUnits{std::move(gpus), std::move(related)};
 }
 
-/// Why `amount` GPUs could not be had: how many are free, and who holds the others.
+/// Why `amount` GPUs could not be had: how many are free, and who holds the others or a unit
+/// related to them (a GPU's MIG instance, an instance's GPU).
 void printShortfall(const ExecOptions& options, const std::vector<std::string>& gpus,
                     const coordination::Allocation& allocation) {
   std::size_t free = 0;
+  std::size_t busy = 0;
   std::vector<std::string> details;
   for (const std::string& gpu : gpus) {
     bool held = false;
@@ -107,13 +119,34 @@ void printShortfall(const ExecOptions& options, const std::vector<std::string>& 
       held = true;
       details.push_back("GPU " + gpu + " is held by process " + std::to_string(record.owner.pid));
     }
-    if (!held) ++free;
+    bool blocked = false;
+    for (const coordination::BlockedUnit& unit : allocation.blocked) {
+      if (unit.gpu != gpu) continue;
+      blocked = true;
+      details.push_back(coordination::describe(unit));
+    }
+    if (blocked) ++busy;
+    if (!held && !blocked) ++free;
   }
   details.insert(details.begin(), "coordination file: " + options.coordinationFile);
-  printErrorWithDetails("not enough free GPUs: " + std::to_string(options.amount) + " requested, " +
-                            std::to_string(free) + " free, " + std::to_string(gpus.size() - free) +
-                            " held by other processes",
-                        details);
+  std::string cause = "not enough free GPUs: " + std::to_string(options.amount) + " requested, " +
+                      std::to_string(free) + " free, " + std::to_string(gpus.size() - free - busy) +
+                      " held by other processes";
+  if (busy > 0) cause += ", " + std::to_string(busy) + " busy because a related unit is held";
+  printErrorWithDetails(cause, details);
+}
+
+/// NVIDIA's documented limitation: a CUDA process sees only one MIG instance, whatever
+/// CUDA_VISIBLE_DEVICES lists.
+void warnAboutSeveralMigInstances(const std::vector<std::string>& granted) {
+  const auto instances = std::count_if(granted.begin(), granted.end(), [](const std::string& gpu) {
+    return gpu.starts_with("MIG-");
+  });
+  if (instances > 1) {
+    printWarning("CUDA_VISIBLE_DEVICES holds " + std::to_string(instances) +
+                 " MIG instances, but CUDA enumerates only one MIG instance per process: a CUDA "
+                 "program will use only the first");
+  }
 }
 
 /// Takes back what was just recorded for `owner`, after the command could not be started.
@@ -141,7 +174,8 @@ CLI::App* addExecCommand(CLI::App& app, ExecOptions& options) {
                       "nvidia-smi)");
   command->add_flag("--mig", options.mig,
                     "Allocate MIG instances, by their MIG-... UUIDs, instead of the GPUs in MIG "
-                    "mode they are carved from (GPUs not in MIG mode are still allocated whole)");
+                    "mode they are carved from (GPUs not in MIG mode are still allocated "
+                    "whole); not with --gpus");
   command->add_option("command", options.command,
                       "The command to run and its arguments; everything from the first of them "
                       "on is the command's, options included (-- before it is optional)");
@@ -165,21 +199,29 @@ int runExec(const ExecOptions& options) {
     printError("no command to run: give it after --, e.g. flink-gpu exec --amount 1 -- nvidia-smi");
     return kUsageError;
   }
+  if (options.mig && options.gpus) {
+    printError(
+        "--mig cannot be used with --gpus: the GPUs listed are handed out as they are; "
+        "list MIG instances there by their MIG-... UUIDs instead");
+    return kUsageError;
+  }
 
   int exitCode = kSuccess;
-  const std::optional<std::vector<std::string>> gpus = hostGpus(options, exitCode);
-  if (!gpus) return exitCode;
+  std::optional<HostUnits> host = hostGpus(options, exitCode);
+  if (!host) return exitCode;
+  const std::vector<std::string>& gpus = host->gpus;
   const auto amount = static_cast<std::size_t>(options.amount);
-  if (gpus->size() < amount) {
-    printError("only " + std::to_string(gpus->size()) + " GPU(s) on this host, " +
-               std::to_string(amount) + " requested (GPUs: " + strings::join(*gpus, ",") + ")");
+  if (gpus.size() < amount) {
+    printError("only " + std::to_string(gpus.size()) + " GPU(s) on this host, " +
+               std::to_string(amount) + " requested (GPUs: " + strings::join(gpus, ",") + ")");
     return kDiscoveryFailed;
   }
 
   const coordination::Owner owner = coordination::Owner::of(::getpid());
   coordination::Allocation allocation;
   try {
-    allocation = coordination::allocate(options.coordinationFile, {*gpus, amount, owner});
+    allocation = coordination::allocate(options.coordinationFile,
+                                        {gpus, amount, owner, std::move(host->related)});
   } catch (const coordination::CoordinationError& e) {
     printError(e.what());
     return kDiscoveryFailed;
@@ -196,10 +238,11 @@ int runExec(const ExecOptions& options) {
     }
   }
   if (!allocation.satisfied) {
-    printShortfall(options, *gpus, allocation);
+    printShortfall(options, gpus, allocation);
     return kDiscoveryFailed;
   }
 
+  warnAboutSeveralMigInstances(allocation.granted);
   const std::string visible = strings::join(allocation.granted, ",");
   if (::setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1) != 0) {
     const int error = errno;

@@ -18,7 +18,7 @@ struct ExecOptions {
   /// --gpus: the host's GPUs, instead of asking NVML or nvidia-smi.
   std::optional<std::string> gpus;
   /// --mig: allocate MIG instances (their MIG-… UUIDs go into CUDA_VISIBLE_DEVICES) instead of
-  /// the GPUs in MIG mode they are carved from.
+  /// the GPUs in MIG mode they are carved from. A usage error with --gpus.
   bool mig = false;
   /// The command and its arguments.
   std::vector<std::string> command;

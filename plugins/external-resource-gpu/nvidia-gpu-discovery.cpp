@@ -14,7 +14,8 @@
 // mode the first <amount> are printed. In coordination mode they are allocated through the
 // coordination file shared by the workers of the host, for the process that owns them: --owner-pid,
 // by default our parent — the worker that started the discovery, since the wrapper script execs us
-// (Flink's script records its $PPID the same way).
+// (Flink's script records its $PPID the same way). A GPU and the MIG instances carved from it are
+// never held by two running owners at once, whichever of them each owner asked for.
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include <exception>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "coordination/Coordination.h"
@@ -87,7 +89,7 @@ std::vector<std::string> withoutDuplicates(const std::vector<std::string>& gpus,
 }
 
 int allocate(const DiscoveryArguments& args, const std::vector<std::string>& gpus,
-             Trailer& trailer) {
+             coordination::RelatedUnits related, Trailer& trailer) {
   const pid_t ownerPid = args.ownerPid.value_or(::getppid());
   const coordination::Owner owner = coordination::Owner::of(ownerPid);
   if (!coordination::isRunning(owner)) {
@@ -98,7 +100,7 @@ int allocate(const DiscoveryArguments& args, const std::vector<std::string>& gpu
   }
 
   const coordination::Allocation allocation =
-      coordination::allocate(args.coordinationFile, {gpus, args.amount, owner});
+      coordination::allocate(args.coordinationFile, {gpus, args.amount, owner, std::move(related)});
 
   const std::string file = args.coordinationFile.string();
   for (const coordination::JunkLine& junk : allocation.junk) {
@@ -121,6 +123,11 @@ int allocate(const DiscoveryArguments& args, const std::vector<std::string>& gpu
       heldGpus.insert(record.gpu);
       held.push_back("GPU " + record.gpu + " is held by process " +
                      std::to_string(record.owner.pid));
+    }
+    // Not held, but a GPU whose MIG instance is held, or an instance whose GPU is held whole.
+    for (const coordination::BlockedUnit& blocked : allocation.blocked) {
+      heldGpus.insert(blocked.gpu);
+      held.push_back(coordination::describe(blocked));
     }
     const std::size_t free = gpus.size() - heldGpus.size();
     trailer.details.insert(trailer.details.begin(), held.begin(), held.end());
@@ -168,7 +175,8 @@ int discover(const std::vector<std::string>& argv) {
   }
   if (args.coordination) {
     try {
-      return allocate(args, gpus, trailer);
+      // Whatever the units, a GPU and its MIG instances are never held by two owners at once.
+      return allocate(args, gpus, flink::discovery::relatedUnits(host.found.devices), trailer);
     } catch (const coordination::CoordinationError& e) {
       return fail(e.what(), trailer);
     }

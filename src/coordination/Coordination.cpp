@@ -8,12 +8,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "externalresource/gpu/DiscoveryOutput.h"
 #include "process/FileDescriptor.h"
@@ -249,6 +251,21 @@ std::string formatRecords(const std::vector<Record>& records) {
   return text;
 }
 
+std::string describe(const BlockedUnit& blocked) {
+  const auto isMig = [](std::string_view gpu) { return gpu.starts_with("MIG-"); };
+  const std::string& other = blocked.heldBy.gpu;
+  const std::string holder = " is held by process " + std::to_string(blocked.heldBy.owner.pid);
+  std::string why;
+  if (!isMig(blocked.gpu) && isMig(other)) {
+    why = "its MIG instance " + other + holder;
+  } else if (isMig(blocked.gpu) && !isMig(other)) {
+    why = "GPU " + other + ", which it is carved from," + holder;
+  } else {
+    why = "GPU " + other + ", which shares its hardware," + holder;
+  }
+  return "GPU " + blocked.gpu + " is busy: " + why;
+}
+
 Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
                           const LivenessProbe& isRunningProbe) {
   Allocation allocation;
@@ -282,20 +299,68 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     }
   }
 
-  // The requester's own GPUs first, then free ones, both in the host's order.
-  std::vector<std::string> granted;
-  for (const std::string& gpu : request.gpus) {
-    if (granted.size() < request.amount && mine.count(gpu) && !taken.count(gpu)) {
-      granted.push_back(gpu);
+  // The relations both ways, among distinct units: each unit's neighbours. Built only when there
+  // are relations, so that a plain request costs nothing more.
+  std::unordered_map<std::string, std::vector<std::string>> neighbours;
+  for (const auto& [unit, relatedUnits] : request.related) {
+    for (const std::string& other : relatedUnits) {
+      if (other == unit) continue;
+      for (const auto& [from, to] : {std::pair{&unit, &other}, std::pair{&other, &unit}}) {
+        std::vector<std::string>& list = neighbours[*from];
+        if (std::find(list.begin(), list.end(), *to) == list.end()) list.push_back(*to);
+      }
     }
   }
-  std::unordered_set<std::string> grantedSet(granted.begin(), granted.end());
+  const auto neighboursOf = [&](const std::string& gpu) -> const std::vector<std::string>* {
+    if (neighbours.empty()) return nullptr;
+    const auto it = neighbours.find(gpu);
+    return it == neighbours.end() ? nullptr : &it->second;
+  };
+
+  // GPUs that no other owner holds, but a related unit of which another running owner does.
+  std::unordered_set<std::string> blocked;
+  if (!neighbours.empty() && !allocation.heldByOthers.empty()) {
+    std::unordered_map<std::string, std::vector<const Record*>> holders;
+    for (const Record& record : allocation.heldByOthers) holders[record.gpu].push_back(&record);
+    std::vector<const Record*> blockers;
+    for (const std::string& gpu : request.gpus) {
+      const std::vector<std::string>* related = neighboursOf(gpu);
+      if (related == nullptr || taken.count(gpu) || blocked.count(gpu)) continue;
+      blockers.clear();
+      for (const std::string& other : *related) {
+        const auto it = holders.find(other);
+        if (it == holders.end()) continue;
+        blockers.insert(blockers.end(), it->second.begin(), it->second.end());
+      }
+      if (blockers.empty()) continue;
+      blocked.insert(gpu);
+      // In the file's order (the pointers are into heldByOthers), whatever the relations' order.
+      std::sort(blockers.begin(), blockers.end());
+      for (const Record* record : blockers) allocation.blocked.push_back(BlockedUnit{gpu, *record});
+    }
+  }
+
+  // The requester's own GPUs first, then free ones, both in the host's order. A GPU related to
+  // one already granted is passed over: the two would share hardware.
+  std::vector<std::string> granted;
+  std::unordered_set<std::string> grantedSet;
+  const auto grant = [&](const std::string& gpu) {
+    if (taken.count(gpu) || blocked.count(gpu) || grantedSet.count(gpu)) return;
+    if (const std::vector<std::string>* related = neighboursOf(gpu)) {
+      for (const std::string& other : *related) {
+        if (grantedSet.count(other)) return;
+      }
+    }
+    granted.push_back(gpu);
+    grantedSet.insert(gpu);
+  };
   for (const std::string& gpu : request.gpus) {
     if (granted.size() >= request.amount) break;
-    if (!taken.count(gpu) && !grantedSet.count(gpu)) {
-      granted.push_back(gpu);
-      grantedSet.insert(gpu);
-    }
+    if (mine.count(gpu)) grant(gpu);
+  }
+  for (const std::string& gpu : request.gpus) {
+    if (granted.size() >= request.amount) break;
+    grant(gpu);
   }
 
   allocation.satisfied = request.amount > 0 && granted.size() == request.amount;

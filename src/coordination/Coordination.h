@@ -26,6 +26,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace flink::coordination {
@@ -85,11 +86,31 @@ inline constexpr std::chrono::milliseconds kDefaultLockTimeout{5000};
 /// Tells whether an owner is running; replaceable in tests.
 using LivenessProbe = std::function<bool(const Owner&)>;
 
+/// Units that share hardware, by identifier: a whole GPU's index and the `MIG-…` UUIDs of the
+/// instances carved from it (see discovery::relatedUnits). A relation counts both ways when it is
+/// given either way; a unit is never related to itself.
+using RelatedUnits = std::unordered_map<std::string, std::vector<std::string>>;
+
 struct AllocationRequest {
   std::vector<std::string> gpus;  ///< Every GPU of the host, in the order to hand them out.
   std::size_t amount = 0;
   Owner owner;
+  /// A unit is not granted while a unit related to it is held by another running owner, nor
+  /// together with a unit related to it. Units need not be in `gpus`: a record of an instance
+  /// handed out with --mig blocks its GPU for a requester that hands out whole GPUs.
+  RelatedUnits related = {};
 };
+
+/// A unit that no other running owner holds, but that cannot be granted because a unit related
+/// to it is held by one.
+struct BlockedUnit {
+  std::string gpu;
+  Record heldBy;  ///< The record of the related unit.
+  friend bool operator==(const BlockedUnit&, const BlockedUnit&) = default;
+};
+
+/// One line for a person: "GPU 1 is busy: its MIG instance MIG-… is held by process 123".
+std::string describe(const BlockedUnit& blocked);
 
 struct Allocation {
   /// The GPUs now recorded for the owner, in `gpus` order; empty unless `satisfied`.
@@ -99,6 +120,9 @@ struct Allocation {
   std::vector<Record> reclaimed;
   /// Records of running owners other than the requester (what made an allocation fall short).
   std::vector<Record> heldByOthers;
+  /// The units of `gpus` blocked by those records through `related`, one entry per blocking
+  /// record, in `gpus` order.
+  std::vector<BlockedUnit> blocked;
   std::vector<JunkLine> junk;
   /// The records after this allocation (what the file now holds).
   std::vector<Record> records;
@@ -106,9 +130,11 @@ struct Allocation {
 
 /// The allocation rule, without any I/O: drop records whose owner is not running; keep the
 /// requester's own GPUs first (so asking again gives the same GPUs), then take free GPUs in
-/// `gpus` order. If fewer than `amount` are available nothing is granted, but dead records are
-/// still dropped. Records of GPUs that are not in `gpus` are kept as they are. Linear in the
-/// number of records and GPUs; `isRunning` is asked once per distinct owner.
+/// `gpus` order. A GPU is not free while another running owner holds it or a unit related to it
+/// (`related`), nor when a unit related to it is already granted in this plan. If fewer than
+/// `amount` are available nothing is granted, but dead records are still dropped. Records of GPUs
+/// that are not in `gpus` are kept as they are. Linear in the number of records, GPUs and
+/// relations; `isRunning` is asked once per distinct owner.
 Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
                           const LivenessProbe& isRunning);
 

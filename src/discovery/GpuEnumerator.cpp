@@ -23,6 +23,19 @@ std::vector<GpuDevice> allocatableUnits(const std::vector<GpuDevice>& devices, b
   return units;
 }
 
+std::unordered_map<std::string, std::vector<std::string>> relatedUnits(
+    const std::vector<GpuDevice>& devices) {
+  std::unordered_map<std::string, std::vector<std::string>> related;
+  for (const GpuDevice& device : devices) {
+    if (!device.mig) continue;
+    // Whole GPUs are identified by their index, as the sources print it.
+    const std::string parent = std::to_string(device.mig->parentIndex);
+    related[parent].push_back(device.identifier);
+    related[device.identifier].push_back(parent);
+  }
+  return related;
+}
+
 std::vector<std::string> identifiersOf(const std::vector<GpuDevice>& devices) {
   std::vector<std::string> identifiers;
   identifiers.reserve(devices.size());

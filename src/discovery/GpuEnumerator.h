@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace flink::discovery {
@@ -96,6 +97,15 @@ class StaticEnumerator : public GpuEnumerator {
 /// lists GPUs). With MIG: every MIG instance, plus each whole GPU whose MIG mode is off; a GPU
 /// with MIG on is never a unit beside its own instances.
 std::vector<GpuDevice> allocatableUnits(const std::vector<GpuDevice>& devices, bool mig);
+
+/// Which units share hardware, by identifier: each GPU (by index) with the MIG instances carved
+/// from it (by MIG UUID), and each instance with its GPU. Two instances of one GPU are not
+/// related: MIG isolates them. Give it every device enumerated, not only the allocatable units:
+/// an instance that another worker holds must block its GPU for a worker that hands out whole
+/// GPUs. Empty when the source listed no MIG instance (nvidia-smi without --mig, --gpus).
+/// This is coordination::RelatedUnits, for AllocationRequest::related.
+std::unordered_map<std::string, std::vector<std::string>> relatedUnits(
+    const std::vector<GpuDevice>& devices);
 
 /// The identifiers of `devices`, in order.
 std::vector<std::string> identifiersOf(const std::vector<GpuDevice>& devices);

@@ -186,6 +186,158 @@ TEST(CoordinationPlanTest, LivenessIsAskedOncePerOwnerSoTheCostIsLinear) {
   EXPECT_EQ(probes, 1);
 }
 
+// --- related units: a GPU and its MIG instances
+// ---------------------------------------------------
+
+constexpr const char* kMigA = "MIG-0b6c1a2d-3e4f-5a6b-7c8d-9e0f1a2b3c4d";
+constexpr const char* kMigB = "MIG-1c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e";
+
+/// GPU 0 without MIG; GPU 1 in MIG mode with instances kMigA and kMigB, related both ways (as
+/// discovery::relatedUnits gives them).
+RelatedUnits gpuOneAndItsInstances() {
+  return {{"1", {kMigA, kMigB}}, {kMigA, {"1"}}, {kMigB, {"1"}}};
+}
+
+AllocationRequest request(std::vector<std::string> gpus, std::size_t amount, Owner owner,
+                          RelatedUnits related) {
+  return AllocationRequest{std::move(gpus), amount, owner, std::move(related)};
+}
+
+const auto kLive = [](const Owner& o) { return byPidTable(o, {10, 11, 20}); };
+
+TEST(CoordinationRelatedUnitsTest, AGpuWhoseMigInstanceIsHeldIsNotGranted) {
+  // Owner 10 holds GPU 0 and instance A (--mig); owner 20 hands out whole GPUs.
+  const std::string held = std::string("0 10\n") + kMigA + " 10\n";
+  const Allocation a = planAllocation(
+      parseRecords(held), request({"0", "1"}, 1, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_FALSE(a.satisfied);
+  EXPECT_TRUE(a.granted.empty());
+  ASSERT_EQ(a.blocked.size(), 1u);
+  EXPECT_EQ(a.blocked[0], (BlockedUnit{"1", Record{kMigA, Owner{10, {}}}}));
+  EXPECT_EQ(describe(a.blocked[0]),
+            std::string("GPU 1 is busy: its MIG instance ") + kMigA + " is held by process 10");
+  EXPECT_EQ(formatRecords(a.records), held);
+
+  // Without the relations GPU 1 looks free: the bug.
+  const Allocation unrelated =
+      planAllocation(parseRecords(held), request({"0", "1"}, 1, Owner{20, 7}, {}), kLive);
+  EXPECT_EQ(unrelated.granted, std::vector<std::string>{"1"});
+}
+
+TEST(CoordinationRelatedUnitsTest, MigInstancesOfAGpuHeldWholeAreNotGranted) {
+  const Allocation a =
+      planAllocation(parseRecords("1 10\n"),
+                     request({"0", kMigA, kMigB}, 2, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_FALSE(a.satisfied);
+  EXPECT_EQ(a.blocked, (std::vector<BlockedUnit>{BlockedUnit{kMigA, Record{"1", Owner{10, {}}}},
+                                                 BlockedUnit{kMigB, Record{"1", Owner{10, {}}}}}));
+  EXPECT_EQ(describe(a.blocked[0]), std::string("GPU ") + kMigA +
+                                        " is busy: GPU 1, which it is carved from, is held by "
+                                        "process 10");
+
+  // One unit is still free.
+  const Allocation one =
+      planAllocation(parseRecords("1 10\n"),
+                     request({"0", kMigA, kMigB}, 1, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_EQ(one.granted, std::vector<std::string>{"0"});
+  EXPECT_EQ(formatRecords(one.records), "1 10\n0 20 7\n");
+}
+
+TEST(CoordinationRelatedUnitsTest, TwoInstancesOfOneGpuGoToTwoOwners) {
+  const RelatedUnits related = gpuOneAndItsInstances();
+  const Allocation first = planAllocation(
+      parseRecords(""), request({"0", kMigA, kMigB}, 2, Owner{10, {}}, related), kLive);
+  EXPECT_EQ(first.granted, (std::vector<std::string>{"0", kMigA}));
+  const Allocation second =
+      planAllocation(parseRecords(formatRecords(first.records)),
+                     request({"0", kMigA, kMigB}, 1, Owner{11, {}}, related), kLive);
+  EXPECT_TRUE(second.satisfied);
+  EXPECT_EQ(second.granted, std::vector<std::string>{kMigB});
+  EXPECT_TRUE(second.blocked.empty());
+}
+
+TEST(CoordinationRelatedUnitsTest, ARelationGivenOneWayCountsBothWays) {
+  // Only "1 -> A": a record of A still blocks 1, and a record of 1 still blocks A.
+  const RelatedUnits oneWay{{"1", {kMigA}}};
+  const Allocation gpu = planAllocation(parseRecords(std::string(kMigA) + " 10\n"),
+                                        request({"1"}, 1, Owner{20, 7}, oneWay), kLive);
+  EXPECT_FALSE(gpu.satisfied);
+  const Allocation instance =
+      planAllocation(parseRecords("1 10\n"), request({kMigA}, 1, Owner{20, 7}, oneWay), kLive);
+  EXPECT_FALSE(instance.satisfied);
+  EXPECT_EQ(instance.blocked.size(), 1u);
+}
+
+TEST(CoordinationRelatedUnitsTest, ARelatedRecordOfADeadOwnerIsTakenBackAndBlocksNothing) {
+  const Allocation a =
+      planAllocation(parseRecords(std::string(kMigA) + " 99\n" + kMigB + " 98\n"),
+                     request({"0", "1"}, 2, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_TRUE(a.satisfied);
+  EXPECT_EQ(a.granted, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(a.reclaimed.size(), 2u);
+  EXPECT_TRUE(a.blocked.empty());
+  EXPECT_EQ(formatRecords(a.records), "0 20 7\n1 20 7\n");
+}
+
+TEST(CoordinationRelatedUnitsTest, TheRequestersOwnRelatedRecordsDoNotBlockIt) {
+  // Owner 20 held instance A (an earlier --mig request) and now asks for whole GPUs.
+  const Allocation a =
+      planAllocation(parseRecords(std::string(kMigA) + " 20 7\n"),
+                     request({"0", "1"}, 2, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_TRUE(a.satisfied);
+  EXPECT_EQ(formatRecords(a.records), "0 20 7\n1 20 7\n");
+}
+
+TEST(CoordinationRelatedUnitsTest, AGpuAndItsInstanceAreNeverGrantedTogether) {
+  // A list that holds both (not what allocatableUnits gives): the second one is passed over.
+  const Allocation a =
+      planAllocation(parseRecords(""),
+                     request({"1", kMigA, "0"}, 2, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_EQ(a.granted, (std::vector<std::string>{"1", "0"}));
+  const Allocation three =
+      planAllocation(parseRecords(""),
+                     request({"1", kMigA, "0"}, 3, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_FALSE(three.satisfied);
+}
+
+TEST(CoordinationRelatedUnitsTest, RecordsMatchExactlyThroughRelationsToo) {
+  // GPU 11's instance does not block GPU 1.
+  const RelatedUnits related{{"11", {kMigA}}, {kMigA, {"11"}}};
+  const Allocation a = planAllocation(parseRecords(std::string(kMigA) + " 10\n"),
+                                      request({"1", "11"}, 1, Owner{20, 7}, related), kLive);
+  EXPECT_EQ(a.granted, std::vector<std::string>{"1"});
+  const Allocation both = planAllocation(parseRecords(std::string(kMigA) + " 10\n"),
+                                         request({"1", "11"}, 2, Owner{20, 7}, related), kLive);
+  EXPECT_FALSE(both.satisfied);
+  EXPECT_EQ(both.blocked,
+            (std::vector<BlockedUnit>{BlockedUnit{"11", Record{kMigA, Owner{10, {}}}}}));
+}
+
+TEST(CoordinationRelatedUnitsTest, ManyGpusWithSevenInstancesEachStayLinear) {
+  // 64 GPUs of 7 instances; every instance but GPU 63's is held: GPU 63 is the only one free.
+  RelatedUnits related;
+  std::string text;
+  std::vector<std::string> gpus;
+  for (int gpu = 0; gpu < 64; ++gpu) {
+    gpus.push_back(std::to_string(gpu));
+    for (int i = 0; i < 7; ++i) {
+      const std::string mig = "MIG-" + std::to_string(gpu) + "-" + std::to_string(i);
+      related[std::to_string(gpu)].push_back(mig);
+      related[mig].push_back(std::to_string(gpu));
+      if (gpu < 63) text += mig + " 10 5\n";
+    }
+  }
+  int probes = 0;
+  const Allocation a = planAllocation(parseRecords(text), request(gpus, 1, Owner{20, 7}, related),
+                                      [&](const Owner& o) {
+                                        ++probes;
+                                        return o.pid == 10;
+                                      });
+  EXPECT_EQ(a.granted, std::vector<std::string>{"63"});
+  EXPECT_EQ(a.blocked.size(), 63u * 7u);
+  EXPECT_EQ(probes, 1);
+}
+
 // --- the file ----------------------------------------------------------------------------------
 
 class CoordinationFileTest : public ::testing::Test {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -560,6 +561,12 @@ TEST(ApplyNvidiaSmiMigListing, InstancesFollowTheirGpu) {
             (std::vector<std::string>{"0", "1"}));
   EXPECT_EQ(identifiersOf(allocatableUnits(found.devices, true)),
             (std::vector<std::string>{kMig0, kMig1, "1"}));
+
+  // GPU 0 shares its hardware with its instances, which do not share theirs with each other.
+  using Related = std::unordered_map<std::string, std::vector<std::string>>;
+  EXPECT_EQ(relatedUnits(found.devices),
+            (Related{{"0", {kMig0, kMig1}}, {kMig0, {"0"}}, {kMig1, {"0"}}}));
+  EXPECT_EQ(relatedUnits(twoH200s().devices), Related{});
 }
 
 TEST(ApplyNvidiaSmiMigListing, ASecondGpuInMigModeAndApplyingTwice) {
