@@ -6,7 +6,9 @@
 // The stand-in host, made at start-up in a temporary folder:
 //   nvidia-smi        `#!/bin/sh` + one printf (a dash builtin) of the 64 indices 0..63, one per
 //                     line, whatever its arguments. The benchmark puts the folder first on its own
-//                     PATH, so the discovery program finds it there as it would find the real one.
+//                     PATH, so the discovery program finds it there as it would find the real one,
+//                     and points $FLINK_GPU_NVML_LIBRARY at a library that does not exist, so that
+//                     on a GPU host the real NVML does not answer in its place.
 //   coordination      63 records `<gpu> <pid> <start time>` for GPUs 0..62, all owned by a
 //                     holder process this benchmark forks (it pause()s until killed at the end),
 //                     so each allocation checks a live owner and gets the one free GPU, 63.
@@ -69,8 +71,9 @@ using flink::bench::cArgv;
 constexpr int kHostGpus = 64;
 
 /// The stand-in host: the folder with nvidia-smi and the coordination file, the holder of GPUs
-/// 0..62, and this process's PATH pointing at the folder. Undone (holder killed and reaped,
-/// folder removed) when this goes; PATH is left as it is, the process being about to exit.
+/// 0..62, and this process's PATH pointing at the folder (and $FLINK_GPU_NVML_LIBRARY at no
+/// library). Undone (holder killed and reaped, folder removed) when this goes; the environment is
+/// left as it is, the process being about to exit.
 class StandInHost {
  public:
   StandInHost() : dir_(flink::bench::makeTempFolder("flink-gpu-discovery-bench")) {
@@ -101,6 +104,10 @@ class StandInHost {
           dir_.string() + (path != nullptr && *path != '\0' ? ":" + std::string(path) : "");
       if (::setenv("PATH", newPath.c_str(), 1) != 0) {
         throw std::system_error(errno, std::generic_category(), "setenv PATH");
+      }
+      const std::string noNvml = (dir_ / "no-nvml" / "libnvidia-ml.so.1").string();
+      if (::setenv("FLINK_GPU_NVML_LIBRARY", noNvml.c_str(), 1) != 0) {
+        throw std::system_error(errno, std::generic_category(), "setenv FLINK_GPU_NVML_LIBRARY");
       }
     } catch (...) {
       cleanUp();

@@ -1,13 +1,19 @@
 // `flink-gpu status`: reads the coordination file under its lock (coordination::readStatus) and
 // prints one row per record — GPU, owner pid, running or gone — as an aligned table or as JSON.
+// When NVML can be used, each record also shows what NVML knows of its device (uuid, name, PCI bus
+// id, memory). NVML only: status starts no process, so a hung nvidia-smi cannot hang it, and a host
+// without NVML gets the records alone, without a word.
 #include "commands/StatusCommand.h"
 
 #include <algorithm>
-#include <array>
+#include <exception>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,14 +22,83 @@
 #include "ExitCode.h"
 #include "commands/CoordinationFileOption.h"
 #include "coordination/Coordination.h"
+#include "discovery/GpuEnumerator.h"
+#include "externalresource/gpu/GpuProperties.h"
+#include "flink/externalresource/gpu/GPUInfo.h"
+#include "nvml/NvmlEnumerator.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
 namespace {
 
-void printJson(const std::string& file, const coordination::Status& status) {
+using externalresource::gpu::GPUInfo;
+
+/// The host's devices as NVML lists them (MIG instances included); none when NVML cannot be used,
+/// which only -v mentions.
+std::vector<discovery::GpuDevice> nvmlDevices() {
+  try {
+    discovery::Enumeration found = nvml::NvmlEnumerator().enumerate();
+    if (verbosity() >= Verbosity::kVerbose) {
+      for (const std::string& warning : found.warnings) {
+        std::cerr << "flink-gpu: " << warning << '\n';
+      }
+    }
+    return std::move(found.devices);
+  } catch (const std::exception& e) {  // DiscoveryError, NvmlError
+    if (verbosity() >= Verbosity::kVerbose) {
+      std::cerr << "flink-gpu: no GPU properties: " << e.what() << '\n';
+    }
+    return {};
+  }
+}
+
+/// What status shows of a device: GPUInfo's uuid, name, pci.bus_id and memory.total, those known.
+using DeviceProperties = std::vector<std::pair<std::string, std::string>>;
+
+/// The properties of the device each record names, in record order; empty for a record NVML does
+/// not know (or all, when NVML cannot be used or there is no record).
+std::vector<DeviceProperties> propertiesOfRecords(const coordination::Status& status) {
+  std::vector<DeviceProperties> properties(status.records.size());
+  if (status.records.empty()) return properties;
+  const std::vector<discovery::GpuDevice> devices = nvmlDevices();
+  if (devices.empty()) return properties;
+  for (std::size_t i = 0; i < status.records.size(); ++i) {
+    const discovery::GpuDevice* device =
+        externalresource::gpu::findDevice(devices, status.records[i].record.gpu);
+    if (device == nullptr) continue;
+    for (auto& [key, value] : externalresource::gpu::propertiesOf(*device)) {
+      if (key == GPUInfo::PROPERTY_KEY_UUID || key == GPUInfo::PROPERTY_KEY_NAME ||
+          key == GPUInfo::PROPERTY_KEY_PCI_BUS_ID || key == GPUInfo::PROPERTY_KEY_MEMORY_TOTAL) {
+        properties[i].emplace_back(std::move(key), std::move(value));
+      }
+    }
+  }
+  return properties;
+}
+
+std::optional<std::string> valueOf(const DeviceProperties& properties, std::string_view key) {
+  for (const auto& [name, value] : properties) {
+    if (name == key) return value;
+  }
+  return std::nullopt;
+}
+
+/// "NVIDIA H200, 00000000:19:00.0, 143771 MiB", of what is known; the uuid is left to JSON.
+std::string describe(const DeviceProperties& properties) {
+  std::vector<std::string> parts;
+  if (auto name = valueOf(properties, GPUInfo::PROPERTY_KEY_NAME)) parts.push_back(*name);
+  if (auto bus = valueOf(properties, GPUInfo::PROPERTY_KEY_PCI_BUS_ID)) parts.push_back(*bus);
+  if (auto memory = valueOf(properties, GPUInfo::PROPERTY_KEY_MEMORY_TOTAL)) {
+    parts.push_back(*memory + " MiB");
+  }
+  return strings::join(parts, ", ");
+}
+
+void printJson(const std::string& file, const coordination::Status& status,
+               const std::vector<DeviceProperties>& properties) {
   nlohmann::ordered_json records = nlohmann::ordered_json::array();
-  for (const coordination::RecordStatus& entry : status.records) {
+  for (std::size_t i = 0; i < status.records.size(); ++i) {
+    const coordination::RecordStatus& entry = status.records[i];
     nlohmann::ordered_json record;
     record["gpu"] = entry.record.gpu;
     record["owner_pid"] = entry.record.owner.pid;
@@ -33,6 +108,7 @@ void printJson(const std::string& file, const coordination::Status& status) {
       record["owner_start_time"] = nullptr;
     }
     record["running"] = entry.running;
+    for (const auto& [key, value] : properties[i]) record[key] = value;
     records.push_back(std::move(record));
   }
   nlohmann::ordered_json junk = nlohmann::ordered_json::array();
@@ -49,9 +125,10 @@ void printJson(const std::string& file, const coordination::Status& status) {
 }
 
 /// Columns separated by two spaces, each as wide as its widest cell; no trailing blanks.
-void printTable(const std::vector<std::array<std::string, 3>>& rows) {
-  std::array<std::size_t, 3> widths{};
+void printTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> widths;
   for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
     for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
   }
   for (const auto& row : rows) {
@@ -60,11 +137,14 @@ void printTable(const std::vector<std::array<std::string, 3>>& rows) {
       line += row[i];
       if (i + 1 < row.size()) line.append(widths[i] - row[i].size() + 2, ' ');
     }
+    // A last cell that is empty (a device NVML does not know) leaves only padding.
+    line.erase(line.find_last_not_of(' ') + 1);
     std::cout << line << '\n';
   }
 }
 
-void printText(const std::string& file, const coordination::Status& status) {
+void printText(const std::string& file, const coordination::Status& status,
+               const std::vector<DeviceProperties>& properties) {
   for (const coordination::JunkLine& line : status.junk) {
     printWarning("ignoring line " + std::to_string(line.lineNumber) + " of " + file +
                  ", which is not a record: '" + strings::quoteForMessage(line.text) + "'");
@@ -76,10 +156,16 @@ void printText(const std::string& file, const coordination::Status& status) {
               << (exists ? " has no records" : " does not exist") << '\n';
     return;
   }
-  std::vector<std::array<std::string, 3>> rows{{"GPU", "OWNER PID", "OWNER"}};
-  for (const coordination::RecordStatus& entry : status.records) {
+  // The DEVICE column only when NVML told something: without NVML the table is as it always was.
+  const bool anyDevice = std::any_of(properties.begin(), properties.end(),
+                                     [](const DeviceProperties& known) { return !known.empty(); });
+  std::vector<std::vector<std::string>> rows{{"GPU", "OWNER PID", "OWNER"}};
+  if (anyDevice) rows.front().push_back("DEVICE");
+  for (std::size_t i = 0; i < status.records.size(); ++i) {
+    const coordination::RecordStatus& entry = status.records[i];
     rows.push_back({entry.record.gpu, std::to_string(entry.record.owner.pid),
                     entry.running ? "running" : "gone"});
+    if (anyDevice) rows.back().push_back(describe(properties[i]));
   }
   printTable(rows);
 }
@@ -90,7 +176,8 @@ CLI::App* addStatusCommand(CLI::App& app, StatusOptions& options) {
   CLI::App* command =
       app.add_subcommand("status",
                          "Show which GPUs the coordination file records, for which processes, and "
-                         "whether those are still running.");
+                         "whether those are still running (with each GPU's name, PCI bus id and "
+                         "memory when NVML can tell).");
   addCoordinationFileOption(*command, options.coordinationFile);
   command->add_option("--format", options.format, "Output format")
       ->check(CLI::IsMember({"text", "json"}))
@@ -106,10 +193,12 @@ int runStatus(const StatusOptions& options) {
     printError(e.what());
     return kDiscoveryFailed;
   }
+  // Read after the file's lock is let go: NVML may take a moment, and allocations must not wait.
+  const std::vector<DeviceProperties> properties = propertiesOfRecords(status);
   if (options.format == "json") {
-    printJson(options.coordinationFile, status);
+    printJson(options.coordinationFile, status, properties);
   } else {
-    printText(options.coordinationFile, status);
+    printText(options.coordinationFile, status, properties);
   }
   return kSuccess;
 }

@@ -17,7 +17,9 @@ struct StatusOptions {
 /// Adds the `status` subcommand to `app`; its parsed values land in `options`.
 CLI::App* addStatusCommand(CLI::App& app, StatusOptions& options);
 
-/// Prints the records on stdout (table or JSON), junk lines as warnings. @returns an ExitCode.
+/// Prints the records on stdout (table or JSON), junk lines as warnings. Each record also gets the
+/// uuid, name, pci.bus_id and memory.total NVML knows of its GPU (text: a DEVICE column; JSON:
+/// those keys), when NVML can be used; nvidia-smi is never run. @returns an ExitCode.
 int runStatus(const StatusOptions& options);
 
 }  // namespace flink::cli

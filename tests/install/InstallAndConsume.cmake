@@ -150,13 +150,15 @@ run_checked("flink-gpu discover" 0 output "${flink_gpu}" discover --discovery-sc
 expect_output("flink-gpu discover" "${output}" "${two_gpus}")
 
 # Without --discovery-script, flink-gpu runs the nvidia-gpu-discovery.sh installed beside it;
-# a stand-in nvidia-smi first on PATH makes the answer known.
+# a stand-in nvidia-smi first on PATH makes the answer known, and an NVML library that does not
+# exist keeps a GPU host's real one from answering first.
 set(fake_bin "${WORK_DIR}/fake-bin")
 file(MAKE_DIRECTORY "${fake_bin}")
 file(WRITE "${fake_bin}/nvidia-smi" "#!/bin/sh\nprintf '0\\n1\\n2\\n'\n")
 file(CHMOD "${fake_bin}/nvidia-smi" PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
 run_checked("flink-gpu discover with the installed script" 0 output
             "${CMAKE_COMMAND}" -E env "PATH=${fake_bin}:/usr/bin:/bin"
+            "FLINK_GPU_NVML_LIBRARY=${WORK_DIR}/no-nvml/libnvidia-ml.so.1"
             "${flink_gpu}" discover --amount 2)
 expect_output("flink-gpu discover with the installed script" "${output}" "${two_gpus}")
 

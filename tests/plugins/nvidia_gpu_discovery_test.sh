@@ -28,6 +28,9 @@ program=$plugin_dir/nvidia-gpu-discovery
 common=$plugin_dir/gpu-discovery-common.sh
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvidia_gpu_discovery_test.XXXXXX") || exit 2
+# The program asks NVML before nvidia-smi: on a GPU host the real libnvidia-ml.so.1 would answer
+# instead of the stand-ins. A library that does not exist leaves nvidia-smi to answer, silently.
+export FLINK_GPU_NVML_LIBRARY=$work/no-nvml/libnvidia-ml.so.1
 # Owner processes started by the coordination cases, ended on the way out.
 owners=()
 cleanup() {

@@ -1,0 +1,393 @@
+// Tests of what flink-gpu shows and hands out through NVML, from the outside: the real binary and
+// the default discovery beside it, run with $FLINK_GPU_NVML_LIBRARY pointing at the stand-in
+// libnvidia-ml.so.1 of tests/fixtures/nvml and $FAKE_NVML_DEVICES at a JSON host of the test's
+// own. A decoy nvidia-smi first on PATH would answer with GPUs 5, 6 and 7, so that an answer that
+// came from nvidia-smi instead of NVML shows. Owners in coordination mode are `sleep` processes
+// started and killed here.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "CliRun.h"
+#include "TestSupport.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using flink::testing::CliRun;
+using flink::testing::firstLine;
+using flink::testing::hasLineStartingWith;
+using flink::testing::readLines;
+using flink::testing::runCli;
+using flink::testing::TempDir;
+using flink::testing::writeScript;
+
+constexpr const char* kGpu0 = "GPU-4f5a0c2e-8b1d-4c55-9e0a-6a1f3b2c7d10";
+constexpr const char* kGpu1 = "GPU-9d3e7b21-0c4a-4f6e-8b52-1e7c9a4d3f22";
+constexpr const char* kMigA = "MIG-0b6c1a2d-3e4f-5a6b-7c8d-9e0f1a2b3c4d";
+constexpr const char* kMigB = "MIG-1c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e";
+
+bool contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
+
+/// One GPU of the stand-in host, as JSON. With `mig`, its MIG mode is on, with instances kMigA
+/// (GPU instance 9) and kMigB (GPU instance 10) in slots 0 and 2, slot 1 empty.
+std::string gpuJson(const std::string& uuid, const std::string& busId, unsigned minor, bool mig) {
+  std::string json = R"({"uuid": ")" + uuid + R"(", "name": "NVIDIA H200", "pci_bus_id": ")" +
+                     busId + R"(", "memory_total_mib": 143771, "minor_number": )" +
+                     std::to_string(minor);
+  if (!mig) return json + R"(, "mig_enabled": false})";
+  return json + R"(, "mig_enabled": true, "mig": [
+    {"uuid": ")" +
+         kMigA + R"(", "name": "NVIDIA H200 MIG 1g.18gb", "memory_total_mib": 16384,
+     "gpu_instance_id": 9, "compute_instance_id": 0},
+    null,
+    {"uuid": ")" +
+         kMigB + R"(", "name": "NVIDIA H200 MIG 1g.18gb", "memory_total_mib": 16384,
+     "gpu_instance_id": 10, "compute_instance_id": 0}]})";
+}
+
+/// A `sleep 60` in a process group of its own: an owner of GPUs in the coordination file that
+/// stays running while the test needs it. Killed and reaped when this goes.
+class Sleeper {
+ public:
+  Sleeper() {
+    const char* sleep = fs::exists("/bin/sleep") ? "/bin/sleep" : "/usr/bin/sleep";
+    char* argv[] = {const_cast<char*>(sleep), const_cast<char*>("60"), nullptr};
+    posix_spawnattr_t attributes;
+    ::posix_spawnattr_init(&attributes);
+    ::posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    ::posix_spawnattr_setpgroup(&attributes, 0);
+    const int error = ::posix_spawn(&pid_, sleep, nullptr, &attributes, argv, environ);
+    ::posix_spawnattr_destroy(&attributes);
+    if (error != 0) {
+      pid_ = -1;
+      ADD_FAILURE() << "cannot start " << sleep << ": " << std::strerror(error);
+    }
+  }
+  Sleeper(const Sleeper&) = delete;
+  Sleeper& operator=(const Sleeper&) = delete;
+  ~Sleeper() {
+    if (pid_ <= 0) return;
+    ::kill(-pid_, SIGKILL);
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+class GpuPropertiesCliTest : public ::testing::Test {
+ protected:
+  GpuPropertiesCliTest() {
+    // The decoy: what nvidia-smi would answer, were it asked (index-only lines, as stand-ins do).
+    writeScript(dir_ / "bin" / "nvidia-smi", "#!/bin/sh\nprintf '5\\n6\\n7\\n'\n");
+    // Two H200s; GPU 1 in MIG mode with two instances.
+    host("[" + gpuJson(kGpu0, "00000000:19:00.0", 0, false) + ", " +
+         gpuJson(kGpu1, "00000000:3B:00.0", 1, true) + "]");
+  }
+
+  /// Describes the stand-in's host: `devices` is its "devices" array; `extra` more top-level
+  /// members (e.g. `"init_error": 18, `).
+  void host(const std::string& devices, const std::string& extra = "") {
+    std::ofstream(dir_ / "host.json", std::ios::trunc)
+        << "{" << extra << R"("devices": )" << devices << "}";
+  }
+
+  /// The environment of a run on the stand-in host: its NVML, and the decoy first on PATH.
+  std::vector<std::string> environment() const {
+    return {std::string("FLINK_GPU_NVML_LIBRARY=") + FAKE_NVML_FULL,
+            "FAKE_NVML_DEVICES=" + (dir_ / "host.json").string(),
+            "PATH=" + (dir_ / "bin").string() + ":/usr/bin:/bin"};
+  }
+
+  CliRun run(const std::vector<std::string>& args) const { return runCli(args, environment()); }
+
+  std::string coordinationFile() const { return (dir_ / "coordination").string(); }
+
+  /// The coordination file's records, "<gpu> <pid>" each (the start time left out).
+  std::vector<std::string> records() const {
+    std::vector<std::string> result;
+    for (const std::string& line : readLines(coordinationFile())) {
+      std::istringstream fields(line);
+      std::string gpu;
+      std::string pid;
+      if (fields >> gpu >> pid) result.push_back(gpu + " " + pid);
+    }
+    return result;
+  }
+
+  TempDir dir_{"flink-gpu-properties-cli-test"};
+};
+
+// --- discover: GPUInfo's properties ---------------------------------------------------------
+
+TEST_F(GpuPropertiesCliTest, DiscoverShowsWhatNvmlKnowsOfEachGpu) {
+  const std::string script = writeScript(dir_ / "two-gpus.sh", "#!/bin/sh\necho 0,1\n").string();
+  const CliRun json =
+      run({"discover", "-n", "2", "--discovery-script", script, "--format", "json"});
+  ASSERT_EQ(json.exitCode, 0) << json;
+  EXPECT_EQ(json.out, std::string(R"({"gpu":[)") + R"({"index":"0","uuid":")" + kGpu0 +
+                          R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
+                          R"("memory.total":"143771","minor_number":"0"},)"
+                          R"({"index":"1","uuid":")" +
+                          kGpu1 +
+                          R"(","name":"NVIDIA H200","pci.bus_id":"00000000:3B:00.0",)"
+                          R"("memory.total":"143771","minor_number":"1"}]})"
+                          "\n")
+      << json;
+  EXPECT_EQ(json.err, "") << json;
+
+  // Text stays Flink's.
+  const CliRun text = run({"discover", "-n", "2", "--discovery-script", script});
+  EXPECT_EQ(text.exitCode, 0) << text;
+  EXPECT_EQ(text.out, "GPU Device(0)\nGPU Device(1)\n") << text;
+}
+
+// --- the default discovery through NVML --------------------------------------------------------
+
+TEST_F(GpuPropertiesCliTest, DefaultDiscoveryListsTheGpusNvmlLists) {
+  const CliRun run2 = run({"discover", "-n", "2"});
+  EXPECT_EQ(run2.exitCode, 0) << run2;
+  EXPECT_EQ(run2.out, "GPU Device(0)\nGPU Device(1)\n") << run2;
+  EXPECT_EQ(run2.err, "") << run2;
+
+  // Without --mig a GPU in MIG mode is a GPU like any other, and MIG instances are no units.
+  const CliRun run3 = run({"discover", "-n", "3"});
+  EXPECT_EQ(run3.exitCode, 1) << run3;
+  EXPECT_TRUE(contains(firstLine(run3.err), "only 2 GPU(s) found, 3 requested (found: 0,1)"))
+      << run3;
+}
+
+TEST_F(GpuPropertiesCliTest, DefaultDiscoveryWithMigHandsOutInstancesNeverTheirGpu) {
+  const CliRun text = run({"discover", "-n", "3", "--discovery-args", "--mig"});
+  EXPECT_EQ(text.exitCode, 0) << text;
+  EXPECT_EQ(text.out,
+            std::string("GPU Device(0)\nGPU Device(") + kMigA + ")\nGPU Device(" + kMigB + ")\n")
+      << text;
+  EXPECT_EQ(text.err, "") << text;
+
+  // The instances' GPUInfo carry their own properties and where they sit.
+  const CliRun json = run({"discover", "-n", "2", "--discovery-args", "--mig", "--format", "json"});
+  ASSERT_EQ(json.exitCode, 0) << json;
+  EXPECT_EQ(json.out, std::string(R"({"gpu":[{"index":"0","uuid":")") + kGpu0 +
+                          R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
+                          R"("memory.total":"143771","minor_number":"0"},)"
+                          R"({"index":")" +
+                          kMigA + R"(","uuid":")" + kMigA +
+                          R"(","name":"NVIDIA H200 MIG 1g.18gb","pci.bus_id":"00000000:3B:00.0",)"
+                          R"("memory.total":"16384","mig.parent_index":"1",)"
+                          R"("mig.gpu_instance_id":"9","mig.compute_instance_id":"0"}]})"
+                          "\n")
+      << json;
+
+  // GPU 1 is never a unit beside its instances: there are 3 units, not 4.
+  const CliRun four = run({"discover", "-n", "4", "--discovery-args", "--mig"});
+  EXPECT_EQ(four.exitCode, 1) << four;
+  EXPECT_TRUE(contains(firstLine(four.err), std::string("only 3 GPU(s) found, 4 requested (found: "
+                                                        "0,") +
+                                                kMigA + "," + kMigB + ")"))
+      << four;
+}
+
+TEST_F(GpuPropertiesCliTest, CoordinationModeRecordsMigInstancesAndGivesOwnersDistinctOnes) {
+  const Sleeper first;
+  const Sleeper second;
+  const Sleeper third;
+  const auto discover = [&](int amount, const Sleeper& owner) {
+    return run({"discover", "-n", std::to_string(amount), "--discovery-args",
+                "--enable-coordination-mode --coordination-file " + coordinationFile() +
+                    " --mig --owner-pid " + std::to_string(owner.pid())});
+  };
+  const std::string firstPid = std::to_string(first.pid());
+  const std::string secondPid = std::to_string(second.pid());
+
+  const CliRun one = discover(2, first);
+  EXPECT_EQ(one.exitCode, 0) << one;
+  EXPECT_EQ(one.out, std::string("GPU Device(0)\nGPU Device(") + kMigA + ")\n") << one;
+  const CliRun two = discover(1, second);
+  EXPECT_EQ(two.exitCode, 0) << two;
+  EXPECT_EQ(two.out, std::string("GPU Device(") + kMigB + ")\n") << two;
+  EXPECT_EQ(records(),
+            (std::vector<std::string>{"0 " + firstPid, std::string(kMigA) + " " + firstPid,
+                                      std::string(kMigB) + " " + secondPid}));
+
+  // An owner asking again gets what it holds.
+  const CliRun again = discover(2, first);
+  EXPECT_EQ(again.exitCode, 0) << again;
+  EXPECT_EQ(again.out, one.out) << again;
+
+  // Every unit is taken; GPU 1, whose instances they are, is not one more.
+  const CliRun none = discover(1, third);
+  EXPECT_EQ(none.exitCode, 1) << none;
+  EXPECT_TRUE(contains(firstLine(none.err), "not enough free GPUs: 1 requested, 0 free")) << none;
+  EXPECT_EQ(records().size(), 3u);
+}
+
+// --- exec ----------------------------------------------------------------------------------
+
+TEST_F(GpuPropertiesCliTest, ExecWithMigSetsMigUuidsWithoutIndices) {
+  // GPU 0 in MIG mode this time, GPU 1 not.
+  host("[" + gpuJson(kGpu0, "00000000:19:00.0", 0, true) + ", " +
+       gpuJson(kGpu1, "00000000:3B:00.0", 1, false) + "]");
+  const std::vector<std::string> echo{"--", "/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"};
+  const auto exec = [&](std::vector<std::string> options, const std::string& file) {
+    std::vector<std::string> args{"exec", "--coordination-file", (dir_ / file).string()};
+    args.insert(args.end(), options.begin(), options.end());
+    args.insert(args.end(), echo.begin(), echo.end());
+    return run(args);
+  };
+
+  const CliRun mig = exec({"-n", "2", "--mig"}, "mig-coordination");
+  EXPECT_EQ(mig.exitCode, 0) << mig;
+  EXPECT_EQ(mig.out, std::string(kMigA) + "," + kMigB + "\n") << mig;
+  // Nothing about NVML or nvidia-smi: NVML answered. (A warning that CUDA uses only one MIG
+  // instance per process is exec's to give.)
+  EXPECT_FALSE(contains(mig.err, "NVML")) << mig;
+  EXPECT_FALSE(contains(mig.err, "nvidia-smi")) << mig;
+
+  const CliRun whole = exec({"-n", "2"}, "whole-coordination");
+  EXPECT_EQ(whole.exitCode, 0) << whole;
+  EXPECT_EQ(whole.out, "0,1\n") << whole;
+  EXPECT_EQ(whole.err, "") << whole;
+
+  // With --mig the units are kMigA, kMigB and GPU 1: never GPU 0 itself.
+  const CliRun four = exec({"-n", "4", "--mig"}, "four-coordination");
+  EXPECT_EQ(four.exitCode, 1) << four;
+  EXPECT_EQ(firstLine(four.err), std::string("flink-gpu: error: only 3 GPU(s) on this host, 4 "
+                                             "requested (GPUs: ") +
+                                     kMigA + "," + kMigB + ",1)")
+      << four;
+}
+
+// --- NVML that fails -----------------------------------------------------------------------
+
+TEST_F(GpuPropertiesCliTest, FailingNvmlFallsBackToNvidiaSmiAndSaysWhy) {
+  // A driver/library version mismatch: the library is there, nvmlInit fails.
+  host("[" + gpuJson(kGpu0, "00000000:19:00.0", 0, false) + "]", R"("init_error": 18, )");
+
+  const CliRun exec = run({"exec", "-n", "2", "--coordination-file", coordinationFile(), "--",
+                           "/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"});
+  EXPECT_EQ(exec.exitCode, 0) << exec;
+  EXPECT_EQ(exec.out, "5,6\n") << exec;  // the decoy's answer
+  const std::string note = firstLine(exec.err);
+  EXPECT_TRUE(note.starts_with("flink-gpu: warning: NVML is not usable: ")) << exec;
+  EXPECT_TRUE(contains(note, "Driver/library version mismatch")) << exec;
+  EXPECT_TRUE(note.ends_with("; nvidia-smi was asked instead")) << exec;
+
+  // The default discovery answers from nvidia-smi too; its note is in the script's stderr, which
+  // flink-gpu shows with -vv.
+  const CliRun discover = run({"discover", "-n", "2"});
+  EXPECT_EQ(discover.exitCode, 0) << discover;
+  EXPECT_EQ(discover.out, "GPU Device(5)\nGPU Device(6)\n") << discover;
+  const CliRun verbose = run({"-vv", "discover", "-n", "2"});
+  EXPECT_EQ(verbose.exitCode, 0) << verbose;
+  EXPECT_TRUE(contains(verbose.err, "note: NVML is not usable: ")) << verbose;
+  EXPECT_TRUE(contains(verbose.err, "nvidia-smi was asked instead")) << verbose;
+}
+
+// --- status --------------------------------------------------------------------------------
+
+/// The lines of an aligned table: columns two spaces apart, each as wide as its widest cell, no
+/// trailing blanks.
+std::string table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> widths(rows.front().size());
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string text;
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line.append(widths[i] - row[i].size() + 2, ' ');
+    }
+    text += line.substr(0, line.find_last_not_of(' ') + 1) + '\n';
+  }
+  return text;
+}
+
+TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {
+  // Records of this test's pid with a start time it never had: "gone". GPU 7 is not on the host.
+  const std::string pid = std::to_string(::getpid());
+  std::ofstream(coordinationFile()) << "0 " << pid << " 1\n"
+                                    << kMigB << ' ' << pid << " 1\n"
+                                    << "7 " << pid << " 1\n";
+
+  const CliRun text = run({"status", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(text.exitCode, 0) << text;
+  EXPECT_EQ(text.out,
+            table({{"GPU", "OWNER PID", "OWNER", "DEVICE"},
+                   {"0", pid, "gone", "NVIDIA H200, 00000000:19:00.0, 143771 MiB"},
+                   {kMigB, pid, "gone", "NVIDIA H200 MIG 1g.18gb, 00000000:3B:00.0, 16384 MiB"},
+                   {"7", pid, "gone", ""}}))
+      << text;
+  EXPECT_EQ(text.err, "") << text;
+
+  const CliRun json =
+      run({"status", "--coordination-file", coordinationFile(), "--format", "json"});
+  EXPECT_EQ(json.exitCode, 0) << json;
+  const std::string gone = R"(,"owner_pid":)" + pid + R"(,"owner_start_time":1,"running":false)";
+  EXPECT_EQ(json.out, R"({"coordination_file":")" + coordinationFile() + R"(","records":[)" +
+                          R"({"gpu":"0")" + gone + R"(,"uuid":")" + kGpu0 +
+                          R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
+                          R"("memory.total":"143771"},)"
+                          R"({"gpu":")" +
+                          kMigB + '"' + gone + R"(,"uuid":")" + kMigB +
+                          R"(","name":"NVIDIA H200 MIG 1g.18gb","pci.bus_id":"00000000:3B:00.0",)"
+                          R"("memory.total":"16384"},)"
+                          R"({"gpu":"7")" +
+                          gone + R"(}],"junk":[]})" + "\n")
+      << json;
+}
+
+TEST_F(GpuPropertiesCliTest, StatusWithoutUsableNvmlShowsTheRecordsAloneAndRunsNoNvidiaSmi) {
+  host("[" + gpuJson(kGpu0, "00000000:19:00.0", 0, false) + "]", R"("init_error": 18, )");
+  // nvidia-smi, were it run, would leave a mark.
+  const fs::path marker = dir_ / "nvidia-smi-ran";
+  writeScript(dir_ / "bin" / "nvidia-smi",
+              "#!/bin/sh\necho ran > '" + marker.string() + "'\nprintf '0\\n'\n");
+  const std::string pid = std::to_string(::getpid());
+  std::ofstream(coordinationFile()) << "0 " << pid << " 1\n";
+
+  const CliRun text = run({"status", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(text.exitCode, 0) << text;
+  EXPECT_EQ(text.out, table({{"GPU", "OWNER PID", "OWNER"}, {"0", pid, "gone"}})) << text;
+  EXPECT_EQ(text.err, "") << text;
+
+  const CliRun json =
+      run({"status", "--coordination-file", coordinationFile(), "--format", "json"});
+  EXPECT_EQ(json.exitCode, 0) << json;
+  EXPECT_EQ(json.out, R"({"coordination_file":")" + coordinationFile() +
+                          R"(","records":[{"gpu":"0","owner_pid":)" + pid +
+                          R"(,"owner_start_time":1,"running":false}],"junk":[]})" + "\n")
+      << json;
+
+  // -v says why there are no properties.
+  const CliRun verbose = run({"-v", "status", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(verbose.exitCode, 0) << verbose;
+  EXPECT_TRUE(
+      hasLineStartingWith(verbose.err, "flink-gpu: no GPU properties: NVML is not usable: "))
+      << verbose;
+  EXPECT_FALSE(fs::exists(marker)) << "status ran nvidia-smi";
+}
+
+}  // namespace
