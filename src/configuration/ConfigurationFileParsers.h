@@ -45,7 +45,7 @@ Configuration parseLegacyConfiguration(std::string_view text, const std::string&
 ///   map does not set itself, an earlier map winning over a later one (YAML 1.1's merge type; a
 ///   quoted '<<' is an ordinary key).
 /// - the flattening is bounded as it goes, so that an alias bomb fails fast: at most 100,000
-///   keys, 1,000,000 map entries and list elements visited, 64 MiB of key and value text, maps
+///   keys, 200,000 map entries and list elements visited, 16 MiB of key and value text, maps
 ///   nested 64 deep and merge keys nested 64 deep.
 /// @throws IllegalConfigurationException "<fileName>:<line>: ..." (lines from 1) naming the key
 ///         for: a null value (`key:` or `key: ~`), a null or empty key, a key that is not a

@@ -30,11 +30,11 @@ namespace {
 
 /// Limits on the flattened configuration. A use of an alias counts in full each time, so these
 /// bound the work of flattening whatever the document.
-constexpr int kMaxMapDepth = 64;               // maps nested in maps (the key's '.' parts)
-constexpr int kMaxMergeDepth = 64;             // merge keys whose maps have merge keys
-constexpr std::size_t kMaxKeys = 100'000;      // flattened keys
-constexpr std::size_t kMaxVisits = 1'000'000;  // map entries and list elements visited
-constexpr std::size_t kMaxBytes = 64 << 20;    // key and value text, in bytes
+constexpr int kMaxMapDepth = 64;             // maps nested in maps (the key's '.' parts)
+constexpr int kMaxMergeDepth = 64;           // merge keys whose maps have merge keys
+constexpr std::size_t kMaxKeys = 100'000;    // flattened keys
+constexpr std::size_t kMaxVisits = 200'000;  // map entries and list elements visited
+constexpr std::size_t kMaxBytes = 16 << 20;  // key and value text, in bytes
 constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
 
 /// The offset of the quote that closes the quoted scalar opening at `open` (a ' or a "), or

@@ -1,5 +1,15 @@
 #include "CliRun.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "process/Subprocess.h"
@@ -60,6 +70,78 @@ bool hasLineStartingWith(std::string_view text, std::string_view prefix) {
     if (line.starts_with(prefix)) return true;
   }
   return false;
+}
+
+Background::Background(const std::vector<std::string>& args, const std::filesystem::path& out,
+                       const std::filesystem::path& err) {
+  start(args, out, &err);
+}
+
+Background::Background(const std::vector<std::string>& args, const std::filesystem::path& log) {
+  start(args, log, nullptr);
+}
+
+void Background::start(const std::vector<std::string>& args, const std::filesystem::path& out,
+                       const std::filesystem::path* err) {
+  std::vector<char*> argv;
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attributes;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  ::posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (err != nullptr) {
+    ::posix_spawn_file_actions_addopen(&actions, 2, err->c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                       0644);
+  } else {
+    ::posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  }
+  ::posix_spawnattr_init(&attributes);
+  ::posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  ::posix_spawnattr_setpgroup(&attributes, 0);
+  const int error = ::posix_spawn(&pid_, argv[0], &actions, &attributes, argv.data(), environ);
+  ::posix_spawnattr_destroy(&attributes);
+  ::posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) {
+    pid_ = -1;
+    ADD_FAILURE() << "cannot start " << args.front() << ": " << std::strerror(error);
+  }
+}
+
+void Background::stop() {
+  if (pid_ <= 0 || reaped_) return;
+  ::kill(-pid_, SIGKILL);
+  reap(0);
+}
+
+std::optional<int> Background::waitForExit(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!reaped_ && std::chrono::steady_clock::now() < deadline) {
+    reap(WNOHANG);
+    if (!reaped_) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (reaped_ && WIFEXITED(status_)) return WEXITSTATUS(status_);
+  return std::nullopt;
+}
+
+void Background::reap(int flags) {
+  while (true) {
+    const pid_t done = ::waitpid(pid_, &status_, flags);
+    if (done == pid_) {
+      reaped_ = true;
+      // Nothing of its group may outlive the test.
+      ::kill(-pid_, SIGKILL);
+      return;
+    }
+    if (done < 0 && errno == EINTR) continue;
+    if (done < 0) reaped_ = true;  // not our child any more: nothing to reap
+    return;
+  }
+}
+
+std::string sleepPath() {
+  return std::filesystem::exists("/bin/sleep") ? "/bin/sleep" : "/usr/bin/sleep";
 }
 
 }  // namespace flink::testing

@@ -2,7 +2,11 @@
 // test files.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
+#include <filesystem>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -28,6 +32,41 @@ std::ostream& operator<<(std::ostream& stream, const CliRun& run);
 /// the child this process's own environment. A run that does not exit normally is a test failure.
 CliRun runCli(const std::vector<std::string>& args,
               const std::vector<std::string>& environment = {});
+
+/// A program started with posix_spawn in a process group of its own, stdin on /dev/null and
+/// stdout/stderr into files (both into `log` with the one-file form). The destructor kills the
+/// group and reaps the program. Start failures are test failures (pid() is then -1).
+class Background {
+ public:
+  Background(const std::vector<std::string>& args, const std::filesystem::path& out,
+             const std::filesystem::path& err);
+  Background(const std::vector<std::string>& args, const std::filesystem::path& log);
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+  ~Background() { stop(); }
+
+  pid_t pid() const { return pid_; }
+  std::string pidText() const { return std::to_string(pid_); }
+
+  /// SIGKILL to its process group, then reaps it (the group is its own: pgid == pid).
+  void stop();
+
+  /// Waits for it to end by itself; returns its exit code, or nullopt (killed, or still
+  /// running after `limit`).
+  std::optional<int> waitForExit(std::chrono::milliseconds limit);
+
+ private:
+  void start(const std::vector<std::string>& args, const std::filesystem::path& out,
+             const std::filesystem::path* err);
+  void reap(int flags);
+
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int status_ = 0;
+};
+
+/// The sleep program's absolute path (/bin/sleep, else /usr/bin/sleep): a stand-in owner.
+std::string sleepPath();
 
 /// The lines of `text`, without their '\n' (a final newline ends the last line, not a new one).
 std::vector<std::string> linesOf(std::string_view text);

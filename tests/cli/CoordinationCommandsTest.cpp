@@ -36,6 +36,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using flink::testing::Background;
 using flink::testing::CliRun;
 using flink::testing::firstLine;
 using flink::testing::kCli;
@@ -50,79 +51,6 @@ using flink::testing::writeScript;
 bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
 }
-
-/// A program started with posix_spawn in a process group of its own, stdin on /dev/null and
-/// stdout/stderr into files. The destructor kills the group and reaps the program.
-class Background {
- public:
-  Background(const std::vector<std::string>& args, const fs::path& out, const fs::path& err) {
-    std::vector<char*> argv;
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawnattr_t attributes;
-    ::posix_spawn_file_actions_init(&actions);
-    ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    ::posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                       0644);
-    ::posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                       0644);
-    ::posix_spawnattr_init(&attributes);
-    ::posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
-    ::posix_spawnattr_setpgroup(&attributes, 0);
-    const int error = ::posix_spawn(&pid_, argv[0], &actions, &attributes, argv.data(), environ);
-    ::posix_spawnattr_destroy(&attributes);
-    ::posix_spawn_file_actions_destroy(&actions);
-    if (error != 0) {
-      pid_ = -1;
-      ADD_FAILURE() << "cannot start " << args.front() << ": " << std::strerror(error);
-    }
-  }
-  Background(const Background&) = delete;
-  Background& operator=(const Background&) = delete;
-  ~Background() { stop(); }
-
-  pid_t pid() const { return pid_; }
-
-  /// SIGKILL to its process group, then reaps it (the group is its own: pgid == pid).
-  void stop() {
-    if (pid_ <= 0 || reaped_) return;
-    ::kill(-pid_, SIGKILL);
-    reap(0);
-  }
-
-  /// Waits for it to end by itself; returns its exit code, or nullopt (killed, or still
-  /// running after `limit`).
-  std::optional<int> waitForExit(std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!reaped_ && std::chrono::steady_clock::now() < deadline) {
-      reap(WNOHANG);
-      if (!reaped_) std::this_thread::sleep_for(10ms);
-    }
-    if (reaped_ && WIFEXITED(status_)) return WEXITSTATUS(status_);
-    return std::nullopt;
-  }
-
- private:
-  void reap(int flags) {
-    while (true) {
-      const pid_t done = ::waitpid(pid_, &status_, flags);
-      if (done == pid_) {
-        reaped_ = true;
-        // Nothing of its group may outlive the test.
-        ::kill(-pid_, SIGKILL);
-        return;
-      }
-      if (done < 0 && errno == EINTR) continue;
-      if (done < 0) reaped_ = true;  // not our child any more: nothing to reap
-      return;
-    }
-  }
-
-  pid_t pid_ = -1;
-  bool reaped_ = false;
-  int status_ = 0;
-};
 
 /// One `<gpu> <pid> [<start time>]` line of the coordination file.
 struct FileRecord {

@@ -63,36 +63,10 @@ std::string gpuJson(const std::string& uuid, const std::string& busId, unsigned 
      "gpu_instance_id": 10, "compute_instance_id": 0}]})";
 }
 
-/// A `sleep 60` in a process group of its own: an owner of GPUs in the coordination file that
-/// stays running while the test needs it. Killed and reaped when this goes.
-class Sleeper {
+/// A live process to record GPUs for: `sleep 60`, killed with its group at the end.
+class Sleeper : public flink::testing::Background {
  public:
-  Sleeper() {
-    const char* sleep = fs::exists("/bin/sleep") ? "/bin/sleep" : "/usr/bin/sleep";
-    char* argv[] = {const_cast<char*>(sleep), const_cast<char*>("60"), nullptr};
-    posix_spawnattr_t attributes;
-    ::posix_spawnattr_init(&attributes);
-    ::posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
-    ::posix_spawnattr_setpgroup(&attributes, 0);
-    const int error = ::posix_spawn(&pid_, sleep, nullptr, &attributes, argv, environ);
-    ::posix_spawnattr_destroy(&attributes);
-    if (error != 0) {
-      pid_ = -1;
-      ADD_FAILURE() << "cannot start " << sleep << ": " << std::strerror(error);
-    }
-  }
-  Sleeper(const Sleeper&) = delete;
-  Sleeper& operator=(const Sleeper&) = delete;
-  ~Sleeper() {
-    if (pid_ <= 0) return;
-    ::kill(-pid_, SIGKILL);
-    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-    }
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
+  Sleeper() : Background({flink::testing::sleepPath(), "60"}, "/dev/null") {}
 };
 
 class GpuPropertiesCliTest : public ::testing::Test {

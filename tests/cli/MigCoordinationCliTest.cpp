@@ -33,12 +33,14 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using flink::testing::Background;
 using flink::testing::CliRun;
 using flink::testing::firstLine;
 using flink::testing::kCli;
 using flink::testing::linesOf;
 using flink::testing::readLines;
 using flink::testing::runCli;
+using flink::testing::sleepPath;
 using flink::testing::TempDir;
 using flink::testing::waitForLines;
 using flink::testing::writeScript;
@@ -56,53 +58,6 @@ bool hasLine(std::string_view text, std::string_view line) {
   }
   return false;
 }
-
-/// A process started in a process group of its own from `argv` (argv[0] an absolute path), its
-/// output in `log`. Killed with its group and reaped when this goes.
-class Background {
- public:
-  Background(const std::vector<std::string>& args, const fs::path& log) {
-    std::vector<char*> argv;
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    ::posix_spawn_file_actions_init(&actions);
-    ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    ::posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                       0644);
-    ::posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    posix_spawnattr_t attributes;
-    ::posix_spawnattr_init(&attributes);
-    ::posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
-    ::posix_spawnattr_setpgroup(&attributes, 0);
-    const int error = ::posix_spawn(&pid_, argv[0], &actions, &attributes, argv.data(), environ);
-    ::posix_spawnattr_destroy(&attributes);
-    ::posix_spawn_file_actions_destroy(&actions);
-    if (error != 0) {
-      pid_ = -1;
-      ADD_FAILURE() << "cannot start " << args.front() << ": " << std::strerror(error);
-    }
-  }
-  Background(const Background&) = delete;
-  Background& operator=(const Background&) = delete;
-  ~Background() { stop(); }
-
-  /// Kills the group and reaps the process: its records now name a process that is gone.
-  void stop() {
-    if (pid_ <= 0) return;
-    ::kill(-pid_, SIGKILL);
-    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-  }
-  pid_t pid() const { return pid_; }
-  std::string pidText() const { return std::to_string(pid_); }
-
- private:
-  pid_t pid_ = -1;
-};
-
-std::string sleepPath() { return fs::exists("/bin/sleep") ? "/bin/sleep" : "/usr/bin/sleep"; }
 
 class MigCoordinationCliTest : public ::testing::Test {
  protected:

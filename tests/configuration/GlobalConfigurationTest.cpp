@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -281,8 +280,7 @@ std::string aliasBomb(int levels, const std::string& leaf) {
   return text;
 }
 
-TEST(StandardYamlTest, AliasBombIsAnErrorAndQuick) {
-  const auto start = std::chrono::steady_clock::now();
+TEST(StandardYamlTest, AliasBombIsAnError) {
   const std::string keys = yamlError(aliasBomb(20, "{x: 1, y: 2}"));
   EXPECT_EQ(keys.rfind("config.yaml:", 0), 0u) << keys;
   EXPECT_NE(keys.find(": the configuration is too large once flattened (at key 'a1"),
@@ -294,14 +292,13 @@ TEST(StandardYamlTest, AliasBombIsAnErrorAndQuick) {
       << keys;
   // Empty maps add no keys, but are still visited.
   const std::string visits = yamlError(aliasBomb(30, "{}"));
-  EXPECT_NE(visits.find("more than 1000000 map entries and list elements"), std::string::npos)
+  EXPECT_NE(visits.find("more than 200000 map entries and list elements"), std::string::npos)
       << visits;
   // A long value repeated.
   const std::string bytes = yamlError(aliasBomb(20, "'" + std::string(4000, 'v') + "'"));
-  EXPECT_NE(bytes.find("more than 64 MiB of keys and values"), std::string::npos) << bytes;
+  EXPECT_NE(bytes.find("more than 16 MiB of keys and values"), std::string::npos) << bytes;
   const std::string list = yamlError(aliasBomb(20, "[" + std::string(2000, '1') + ", 2]"));
-  EXPECT_NE(list.find("more than 64 MiB of keys and values"), std::string::npos) << list;
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_NE(list.find("more than 16 MiB of keys and values"), std::string::npos) << list;
 }
 
 TEST(StandardYamlTest, NestingIsLimited) {

@@ -130,8 +130,9 @@ TEST(PluginManagerTest, FailingCreateFunctionsAreReportedNotCrashed) {
 TEST(PluginManagerTest, LibrariesWithoutEntryPointAreNotPlugins) {
   TempDir dir("plugins");
   fs::create_directories(dir / "helpers");
-  // Our own library exports no entry point: a plugin folder may hold libraries it depends on.
-  fs::copy_file(FLINK_GPU_LIBRARY, dir / "helpers" / fs::path(FLINK_GPU_LIBRARY).filename());
+  // A plugin folder may hold libraries the plugin depends on, without an entry point.
+  fs::copy_file(NO_ENTRY_POINT_LIBRARY,
+                dir / "helpers" / fs::path(NO_ENTRY_POINT_LIBRARY).filename());
   fs::create_directories(dir / "notes");
   testing::writeScript(dir / "notes" / "README.so.txt", "not a library");
   PluginManager plugins(dir.path());
