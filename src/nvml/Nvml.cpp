@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -170,27 +171,47 @@ std::string returnName(Return code) {
 
 // ---- NvmlLibrary ----
 
+namespace {
+/// How long a library that could not be opened is taken to be still missing.
+constexpr std::chrono::seconds kRetryMissingAfter{10};
+}  // namespace
+
 std::shared_ptr<const NvmlLibrary> NvmlLibrary::load() {
   const char* chosen = std::getenv(kLibraryEnvironmentVariable);
   return load(chosen != nullptr && *chosen != '\0' ? chosen : kDefaultLibraryName);
 }
 
 std::shared_ptr<const NvmlLibrary> NvmlLibrary::load(const std::string& pathOrName) {
-  // One entry per name, kept for the life of the process. A failure is not kept: a driver
-  // installed later, or a path that appears, is found by the next call.
+  // One entry per name, kept for the life of the process. A failed dlopen is remembered for a
+  // while (kRetryMissingAfter): on a host without the driver every discovery would otherwise
+  // pay the loader's whole search again, a tenth of a millisecond and more; a driver installed
+  // later is still found after that.
   // Never destroyed, so that a load() from another static's destructor still finds it.
   static std::mutex& mutex = *new std::mutex;
   static auto& loaded = *new std::map<std::string, std::shared_ptr<const NvmlLibrary>>;
+  struct Missing {
+    std::string message;
+    std::chrono::steady_clock::time_point until;
+  };
+  static auto& missing = *new std::map<std::string, Missing>;
   const std::lock_guard<std::mutex> lock(mutex);
   if (auto found = loaded.find(pathOrName); found != loaded.end()) return found->second;
+  const auto now = std::chrono::steady_clock::now();
+  if (auto failed = missing.find(pathOrName);
+      failed != missing.end() && now < failed->second.until) {
+    throw NvmlError(failed->second.message, Return::kLibraryNotFound, "dlopen");
+  }
 
   ::dlerror();
   void* handle = ::dlopen(pathOrName.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* text = ::dlerror();
-    throw NvmlError("dlopen(" + pathOrName + ") failed: " + (text != nullptr ? text : "(no text)"),
-                    Return::kLibraryNotFound, "dlopen");
+    std::string message =
+        "dlopen(" + pathOrName + ") failed: " + (text != nullptr ? text : "(no text)");
+    missing[pathOrName] = Missing{message, now + kRetryMissingAfter};
+    throw NvmlError(std::move(message), Return::kLibraryNotFound, "dlopen");
   }
+  missing.erase(pathOrName);
   // Not closed on failure either: what a half-usable vendor library registered at load (atexit
   // handlers, threads) must not outlive its code.
   std::shared_ptr<const NvmlLibrary> library(new NvmlLibrary(pathOrName, handle));

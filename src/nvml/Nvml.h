@@ -189,7 +189,9 @@ class NvmlLibrary {
   static std::shared_ptr<const NvmlLibrary> load();
   /// Opens `pathOrName` (a path with a '/', or a file name for the loader's search path) and
   /// looks up its functions. A path loaded before returns the same library (each is opened once
-  /// per process and never closed: NVML is not written to be unloaded).
+  /// per process and never closed: NVML is not written to be unloaded). A name that could not be
+  /// opened fails again without another dlopen for 10 s (the loader's search is not free; the
+  /// driver may ask on every discovery).
   /// @throws NvmlError with code kLibraryNotFound (dlopen failed: what() has dlerror's text) or
   /// kFunctionNotFound (a required function is missing: nvmlInit_v2 or nvmlInit, nvmlShutdown,
   /// nvmlErrorString, nvmlDeviceGetCount_v2 or nvmlDeviceGetCount,
