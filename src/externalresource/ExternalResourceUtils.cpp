@@ -79,12 +79,16 @@ ExternalResources ExternalResourceUtils::readExternalResources(const Configurati
 
   const std::string listKey = Options::EXTERNAL_RESOURCE_LIST.key();
   std::vector<std::string> names;
+  bool blankWarned = false;
   for (const std::string& entry : listed) {
     std::string name(strings::trim(entry));
     if (name.empty()) {
-      read.warnings.push_back("'" + listKey + "' holds a blank resource name ('" +
-                              strings::quoteForMessage(*config.getString(listKey)) +
-                              "'); it is ignored.");
+      if (!blankWarned) {
+        read.warnings.push_back("'" + listKey + "' holds a blank resource name ('" +
+                                strings::quoteForMessage(*config.getString(listKey)) +
+                                "'); it is ignored.");
+        blankWarned = true;
+      }
     } else if (std::find(names.begin(), names.end(), name) != names.end()) {
       read.warnings.push_back("'" + listKey + "' lists the resource '" + name +
                               "' more than once; it is configured once.");
@@ -163,6 +167,12 @@ std::unique_ptr<ExternalResourceDriver> ExternalResourceUtils::createExternalRes
         factory->createExternalResourceDriver(resource.driverConfiguration);
     if (!driver) throw FlinkException("the factory returned no driver");
     return driver;
+  } catch (const IllegalConfigurationException& e) {
+    // The driver names its keys as it sees them, without the resource's prefix.
+    throw FlinkException("Could not make the driver of the external resource '" + resource.name +
+                         "' (" + *resource.driverFactoryClass + "): " + e.what() +
+                         " (the driver's keys are relative to '" +
+                         Options::getExternalResourceParamConfigPrefix(resource.name) + "')");
   } catch (const std::exception& e) {
     throw FlinkException("Could not make the driver of the external resource '" + resource.name +
                          "' (" + *resource.driverFactoryClass + "): " + e.what());

@@ -112,7 +112,7 @@ TEST_F(ExternalResourceUtilsTest, MissingAmountIsAnError) {
 
 TEST_F(ExternalResourceUtilsTest, BlankAndDuplicateNamesAreWarnedAndCountedOnce) {
   Configuration config;
-  config.setString("external-resources", " gpu ; ;fpga;gpu");
+  config.setString("external-resources", " gpu ; ;fpga; ;gpu");  // two blanks: one warning
   for (const char* name : {"gpu", "fpga"}) {
     config.setString(std::string("external-resource.") + name + ".amount", "1");
     config.setString(std::string("external-resource.") + name + ".driver-factory.class", "x.Y");

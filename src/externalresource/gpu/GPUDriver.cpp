@@ -52,8 +52,14 @@ fs::path resolveScriptPath(const std::string& configured) {
 std::string describeStream(const char* name, const process::CapturedOutput& captured) {
   const std::string_view text = strings::trim(captured.data);
   if (text.empty() && captured.discardedBytes == 0) return std::string(name) + ": (empty)";
-  std::string described = std::string(name) + ":\n" +
-                          std::string(text.substr(0, std::min(text.size(), kShownOutputBytes)));
+  // Line by line with control characters escaped: a script's output must not drive the
+  // terminal that reads the error (escape sequences, a changed window title).
+  std::string described = std::string(name) + ":";
+  for (std::string_view line :
+       strings::split(text.substr(0, std::min(text.size(), kShownOutputBytes)), '\n')) {
+    described += '\n';
+    described += strings::quoteForMessage(line, kShownOutputBytes);
+  }
   const std::size_t hidden =
       (text.size() > kShownOutputBytes ? text.size() - kShownOutputBytes : 0) +
       captured.discardedBytes;

@@ -282,6 +282,22 @@ TEST_F(GPUDriverTest, HugeFailureOutputIsTrimmedInTheMessage) {
   }
 }
 
+TEST_F(GPUDriverTest, ControlCharactersInTheOutputAreEscapedInTheMessage) {
+  // A terminal reading the error must not be driven by the script (title, colours, cursor).
+  const auto driver =
+      makeDriver(script("printf 'ok\\n\\033]0;pwned\\007\\033[31mred\\n'\nexit 1\n").string());
+  try {
+    driver->retrieveResourceInfo(1);
+    FAIL();
+  } catch (const FlinkException& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
+    EXPECT_EQ(message.find('\x07'), std::string::npos) << message;
+    EXPECT_NE(message.find("stdout:\nok\n\\x1b]0;pwned\\x07\\x1b[31mred"), std::string::npos)
+        << message;
+  }
+}
+
 // 6. Both streams drained while the script runs.
 
 TEST_F(GPUDriverTest, MegabytesOnStderrBeforeTheAnswerNeitherStallNorTimeOut) {
