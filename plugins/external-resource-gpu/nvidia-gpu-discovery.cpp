@@ -165,6 +165,13 @@ int discover(const std::vector<std::string>& argv) {
   // With --mig, a GPU in MIG mode is handed out as its instances (by MIG UUID), never whole.
   const std::vector<flink::discovery::GpuDevice> units =
       flink::discovery::allocatableUnits(host.found.devices, args.mig);
+  if (args.mig) {
+    for (const std::string& gpu : flink::discovery::migGpusWithoutInstances(host.found.devices)) {
+      trailer.notes.push_back("note: GPU " + gpu +
+                              " is in MIG mode but has no MIG instances, so it offers none "
+                              "(create them with nvidia-smi mig -cgi <profiles> -C)");
+    }
+  }
   const std::vector<std::string> gpus =
       withoutDuplicates(flink::discovery::identifiersOf(units), trailer);
 

@@ -1,5 +1,7 @@
 #include "discovery/GpuEnumerator.h"
 
+#include <algorithm>
+
 namespace flink::discovery {
 
 Enumeration StaticEnumerator::enumerate() {
@@ -34,6 +36,19 @@ std::unordered_map<std::string, std::vector<std::string>> relatedUnits(
     related[device.identifier].push_back(parent);
   }
   return related;
+}
+
+std::vector<std::string> migGpusWithoutInstances(const std::vector<GpuDevice>& devices) {
+  std::vector<std::string> empty;
+  for (const GpuDevice& gpu : devices) {
+    if (!gpu.migEnabled || gpu.isMigInstance()) continue;
+    const bool hasInstance =
+        std::any_of(devices.begin(), devices.end(), [&](const GpuDevice& device) {
+          return device.mig && std::to_string(device.mig->parentIndex) == gpu.identifier;
+        });
+    if (!hasInstance) empty.push_back(gpu.identifier);
+  }
+  return empty;
 }
 
 std::vector<std::string> identifiersOf(const std::vector<GpuDevice>& devices) {

@@ -107,6 +107,10 @@ std::vector<GpuDevice> allocatableUnits(const std::vector<GpuDevice>& devices, b
 std::unordered_map<std::string, std::vector<std::string>> relatedUnits(
     const std::vector<GpuDevice>& devices);
 
+/// The whole GPUs in MIG mode that have no MIG instance among `devices`: with MIG, they offer
+/// no unit at all, which a user asking for units should be told.
+std::vector<std::string> migGpusWithoutInstances(const std::vector<GpuDevice>& devices);
+
 /// The identifiers of `devices`, in order.
 std::vector<std::string> identifiersOf(const std::vector<GpuDevice>& devices);
 

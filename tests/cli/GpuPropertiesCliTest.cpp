@@ -182,6 +182,20 @@ TEST_F(GpuPropertiesCliTest, DefaultDiscoveryWithMigHandsOutInstancesNeverTheirG
       << four;
 }
 
+TEST_F(GpuPropertiesCliTest, AGpuInMigModeWithoutInstancesIsExplained) {
+  host("[" + gpuJson(kGpu0, "00000000:19:00.0", 0, false) + R"(, {"uuid": ")" + kGpu1 +
+       R"(", "mig_enabled": true, "mig": []}])");
+  const CliRun run2 = run({"discover", "-n", "2", "--discovery-args", "--mig"});
+  EXPECT_EQ(run2.exitCode, 1) << run2;
+  EXPECT_TRUE(contains(firstLine(run2.err), "only 1 GPU(s) found, 2 requested (found: 0)")) << run2;
+  EXPECT_TRUE(contains(run2.err, "note: GPU 1 is in MIG mode but has no MIG instances")) << run2;
+
+  // Asking for what there is still works, with the note.
+  const CliRun run1 = run({"discover", "-n", "1", "--discovery-args", "--mig"});
+  EXPECT_EQ(run1.exitCode, 0) << run1;
+  EXPECT_EQ(run1.out, "GPU Device(0)\n");
+}
+
 TEST_F(GpuPropertiesCliTest, CoordinationModeRecordsMigInstancesAndGivesOwnersDistinctOnes) {
   const Sleeper first;
   const Sleeper second;
