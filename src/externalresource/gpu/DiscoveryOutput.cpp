@@ -67,17 +67,19 @@ DiscoveryOutput parseSparkJson(std::string_view text) {
   try {
     // Strict: anything after the object is an error ("expected end of input").
     object = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // what() is "[json.exception.parse_error.101] parse error at line 1, column 9: ...".
+  } catch (const nlohmann::json::exception& e) {
+    // what() is "[json.exception.parse_error.101] parse error at line 1, column 9: ...". Not
+    // only syntax: a number too large for a double ("1E1666") is out_of_range.406.
     std::string_view reason = e.what();
     if (reason.starts_with("[json.exception.")) {
       reason = strings::trim(reason.substr(reason.find(']') + 1));
     }
+    const auto* syntax = dynamic_cast<const nlohmann::json::parse_error*>(&e);
     throw FlinkException(
         "output starting with '{', which is not valid JSON for Spark's resource "
         "discovery form (e.g. {\"name\": \"gpu\", \"addresses\": [\"0\"]}): " +
-        strings::quoteForMessage(reason, 300) + " (byte " + std::to_string(e.byte) +
-        " of the object)");
+        strings::quoteForMessage(reason, 300) +
+        (syntax != nullptr ? " (byte " + std::to_string(syntax->byte) + " of the object)" : ""));
   }
 
   DiscoveryOutput output;

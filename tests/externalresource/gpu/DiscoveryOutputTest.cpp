@@ -204,6 +204,14 @@ TEST(DiscoveryOutputTest, SparksJsonFormThatIsNotJson) {
   EXPECT_TRUE(contains(errorOf("{"), "not valid JSON"));
 }
 
+TEST(DiscoveryOutputTest, SparksJsonFormWithANumberTooLargeIsAnErrorNotACrash) {
+  // Found by the fuzzer: valid syntax that nlohmann-json refuses with out_of_range, not
+  // parse_error.
+  const std::string message = errorOf("{\"addresses\": [\"0\"], \"x\": 666666666E1666}");
+  EXPECT_TRUE(message.starts_with("output starting with '{', which is not valid JSON")) << message;
+  EXPECT_TRUE(contains(message, "number overflow")) << message;
+}
+
 TEST(DiscoveryOutputTest, CanonicalDeviceIdentifier) {
   EXPECT_EQ(canonicalDeviceIdentifier("007"), "7");
   EXPECT_EQ(canonicalDeviceIdentifier("000"), "0");
