@@ -47,57 +47,83 @@ std::optional<std::string> readNonBlank(const Configuration& config, const std::
   return value;
 }
 
+/// The resource names of `external-resources`, by Flink's rules: `none` alone means none; names
+/// are trimmed, blank ones dropped, repeated ones kept once (in first-seen order).
+struct ListedNames {
+  std::vector<std::string> names;
+  bool blankSeen = false;
+  std::vector<std::string> repeated;
+};
+
+/// @throws IllegalConfigurationException when the list cannot be read.
+ListedNames listNames(const Configuration& config) {
+  const std::vector<std::string> listed = config.get(Options::EXTERNAL_RESOURCE_LIST);
+  ListedNames result;
+  if (listed.size() == 1 && strings::toLower(strings::trim(listed.front())) == Options::NONE) {
+    return result;
+  }
+  for (const std::string& entry : listed) {
+    std::string name(strings::trim(entry));
+    if (name.empty()) {
+      result.blankSeen = true;
+    } else if (std::find(result.names.begin(), result.names.end(), name) != result.names.end()) {
+      result.repeated.push_back(std::move(name));
+    } else {
+      result.names.push_back(std::move(name));
+    }
+  }
+  return result;
+}
+
+/// The driver of every usable resource of `read`; one that cannot be made is logged and left out.
+std::map<std::string, std::unique_ptr<ExternalResourceDriver>> driversOf(
+    const ExternalResources& read, PluginManager& plugins) {
+  std::map<std::string, std::unique_ptr<ExternalResourceDriver>> drivers;
+  for (const ExternalResourceSpec& resource : read.resources) {
+    if (!resource.amount || !resource.driverFactoryClass) continue;
+    try {
+      drivers.emplace(resource.name,
+                      ExternalResourceUtils::createExternalResourceDriver(resource, plugins));
+    } catch (const std::exception& e) {
+      log()->warn("The external resource '{}' gets no infos: {}", resource.name, e.what());
+    }
+  }
+  return drivers;
+}
+
+void logProblems(const ExternalResources& read) {
+  for (const std::string& error : read.errors) log()->warn("{}", error);
+  for (const std::string& warning : read.warnings) log()->warn("{}", warning);
+}
+
 }  // namespace
 
 std::vector<std::string> ExternalResourceUtils::getExternalResourceSet(
     const Configuration& config) {
-  const std::vector<std::string> listed = config.get(Options::EXTERNAL_RESOURCE_LIST);
-  std::vector<std::string> names;
-  if (listed.size() == 1 && strings::toLower(strings::trim(listed.front())) == Options::NONE) {
-    return names;
-  }
-  for (const std::string& entry : listed) {
-    std::string name(strings::trim(entry));
-    if (name.empty()) continue;
-    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-  }
-  return names;
+  return listNames(config).names;
 }
 
 ExternalResources ExternalResourceUtils::readExternalResources(const Configuration& config) {
   ExternalResources read;
-  std::vector<std::string> listed;
+  ListedNames listed;
   try {
-    listed = config.get(Options::EXTERNAL_RESOURCE_LIST);
+    listed = listNames(config);
   } catch (const IllegalConfigurationException& e) {
     read.errors.emplace_back(e.what());
     return read;
   }
-  if (listed.size() == 1 && strings::toLower(strings::trim(listed.front())) == Options::NONE) {
-    return read;
-  }
-
   const std::string listKey = Options::EXTERNAL_RESOURCE_LIST.key();
-  std::vector<std::string> names;
-  bool blankWarned = false;
-  for (const std::string& entry : listed) {
-    std::string name(strings::trim(entry));
-    if (name.empty()) {
-      if (!blankWarned) {
-        read.warnings.push_back("'" + listKey + "' holds a blank resource name ('" +
-                                strings::quoteForMessage(*config.getString(listKey)) +
-                                "'); it is ignored.");
-        blankWarned = true;
-      }
-    } else if (std::find(names.begin(), names.end(), name) != names.end()) {
-      read.warnings.push_back("'" + listKey + "' lists the resource '" + name +
-                              "' more than once; it is configured once.");
-    } else {
-      names.push_back(std::move(name));
-    }
+  if (listed.blankSeen) {
+    read.warnings.push_back("'" + listKey + "' holds a blank resource name ('" +
+                            strings::quoteForMessage(*config.getString(listKey)) +
+                            "'); it is ignored.");
+  }
+  for (const std::string& name : listed.repeated) {
+    read.warnings.push_back("'" + listKey + "' lists the resource '" + name +
+                            "' more than once; it is configured once.");
   }
 
-  for (const std::string& name : names) {
+  for (const std::string& name : listed.names) {
     ExternalResourceSpec resource;
     resource.name = name;
     std::variant<std::int64_t, std::string> amount = readAmount(config, name);
@@ -182,19 +208,9 @@ std::unique_ptr<ExternalResourceDriver> ExternalResourceUtils::createExternalRes
 std::map<std::string, std::unique_ptr<ExternalResourceDriver>>
 ExternalResourceUtils::externalResourceDriversFromConfig(const Configuration& config,
                                                          PluginManager& plugins) {
-  std::map<std::string, std::unique_ptr<ExternalResourceDriver>> drivers;
   const ExternalResources read = readExternalResources(config);
-  for (const std::string& error : read.errors) log()->warn("{}", error);
-  for (const std::string& warning : read.warnings) log()->warn("{}", warning);
-  for (const ExternalResourceSpec& resource : read.resources) {
-    if (!resource.amount || !resource.driverFactoryClass) continue;
-    try {
-      drivers.emplace(resource.name, createExternalResourceDriver(resource, plugins));
-    } catch (const std::exception& e) {
-      log()->warn("The external resource '{}' gets no infos: {}", resource.name, e.what());
-    }
-  }
-  return drivers;
+  logProblems(read);
+  return driversOf(read, plugins);
 }
 
 std::unique_ptr<StaticExternalResourceInfoProvider>
@@ -222,9 +238,16 @@ ExternalResourceUtils::createStaticExternalResourceInfoProvider(
 std::unique_ptr<StaticExternalResourceInfoProvider>
 ExternalResourceUtils::createStaticExternalResourceInfoProviderFromConfig(
     const Configuration& config, PluginManager& plugins) {
-  const auto amounts = getExternalResourceAmountMap(config);
-  const auto drivers = externalResourceDriversFromConfig(config, plugins);
-  return createStaticExternalResourceInfoProvider(amounts, drivers);
+  // An unreadable list fails the start-up, as in Flink (this throws); everything else is read
+  // once, so that each problem is logged once.
+  listNames(config);
+  const ExternalResources read = readExternalResources(config);
+  logProblems(read);
+  std::map<std::string, std::int64_t> amounts;
+  for (const ExternalResourceSpec& resource : read.resources) {
+    if (resource.amount) amounts.emplace(resource.name, *resource.amount);
+  }
+  return createStaticExternalResourceInfoProvider(amounts, driversOf(read, plugins));
 }
 
 }  // namespace flink
