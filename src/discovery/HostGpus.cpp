@@ -1,6 +1,5 @@
 #include "discovery/HostGpus.h"
 
-#include "nvml/Nvml.h"
 #include "nvml/NvmlEnumerator.h"
 
 namespace flink::discovery {
@@ -8,27 +7,13 @@ namespace flink::discovery {
 HostGpus enumerateHostGpus(const HostGpuOptions& options) {
   if (options.listed) return {StaticEnumerator(*options.listed).enumerate(), "--gpus"};
 
-  std::optional<std::string> nvmlProblem;  // why NVML was not used
-  bool nvmlAbsent = false;
-  try {
-    nvml::NvmlLibrary::load();
-  } catch (const nvml::NvmlError& e) {
-    nvmlAbsent = e.code() == nvml::Return::kLibraryNotFound;
-    nvmlProblem = std::string(nvml::kNvmlNotUsablePrefix) + e.what();
-  }
-  if (!nvmlProblem) {
-    try {
-      return {nvml::NvmlEnumerator().enumerate(), "NVML"};
-    } catch (const DiscoveryError& e) {
-      // NVML works and lists no GPU: that is the answer, not a reason to ask nvidia-smi.
-      if (!std::string_view(e.what()).starts_with(nvml::kNvmlNotUsablePrefix)) throw;
-      nvmlProblem = e.what();
-    }
-  }
+  nvml::NvmlAttempt attempt = nvml::attemptNvmlEnumeration();
+  if (attempt.found) return {std::move(*attempt.found), "NVML"};
+  const bool nvmlAbsent = attempt.libraryAbsent;
 
   NvidiaSmiOptions smi = options.nvidiaSmi;
   smi.mig = options.mig;
-  const std::string note = "note: " + *nvmlProblem + "; nvidia-smi was asked instead";
+  const std::string note = "note: " + attempt.problem + "; nvidia-smi was asked instead";
   try {
     HostGpus gpus{NvidiaSmiEnumerator(smi).enumerate(), "nvidia-smi"};
     if (!nvmlAbsent) gpus.found.warnings.insert(gpus.found.warnings.begin(), note);
@@ -45,7 +30,7 @@ HostGpus enumerateHostGpus(const HostGpuOptions& options) {
     std::vector<std::string> details{"nvidia-smi, asked instead, failed too: " +
                                      std::string(e.what())};
     details.insert(details.end(), e.details().begin(), e.details().end());
-    throw DiscoveryError(*nvmlProblem, std::move(details));
+    throw DiscoveryError(attempt.problem, std::move(details));
   }
 }
 

@@ -173,4 +173,22 @@ Enumeration NvmlEnumerator::enumerate() {
   return result;
 }
 
+NvmlAttempt attemptNvmlEnumeration() {
+  NvmlAttempt attempt;
+  try {
+    NvmlLibrary::load();
+  } catch (const NvmlError& e) {
+    attempt.libraryAbsent = e.code() == Return::kLibraryNotFound;
+    attempt.problem = std::string(kNvmlNotUsablePrefix) + e.what();
+    return attempt;
+  }
+  try {
+    attempt.found = NvmlEnumerator().enumerate();
+  } catch (const discovery::DiscoveryError& e) {
+    if (!std::string_view(e.what()).starts_with(kNvmlNotUsablePrefix)) throw;
+    attempt.problem = e.what();
+  }
+  return attempt;
+}
+
 }  // namespace flink::nvml

@@ -48,4 +48,21 @@ class NvmlEnumerator : public discovery::GpuEnumerator {
   std::optional<std::string> library_;
 };
 
+/// One try at NVML, for callers that do without it (or fall back to nvidia-smi) when it cannot
+/// be used.
+struct NvmlAttempt {
+  /// What NVML listed; nullopt when it cannot be used.
+  std::optional<discovery::Enumeration> found;
+  /// Why it cannot ("NVML is not usable: …"), when `found` is nullopt.
+  std::string problem;
+  /// The library is simply not installed (a host without the driver), as opposed to present but
+  /// failing (a driver/library version mismatch), which is worth a warning.
+  bool libraryAbsent = false;
+};
+
+/// Loads NVML ($FLINK_GPU_NVML_LIBRARY, else libnvidia-ml.so.1) and enumerates through it.
+/// @throws discovery::DiscoveryError when NVML works but lists no GPU: that is an answer, not a
+///         reason to ask anything else.
+NvmlAttempt attemptNvmlEnumeration();
+
 }  // namespace flink::nvml

@@ -18,7 +18,6 @@
 #include "flink/util/Exceptions.h"
 #include "flink/util/TimeUtils.h"
 #include "logging/Logging.h"
-#include "nvml/Nvml.h"
 #include "nvml/NvmlEnumerator.h"
 #include "process/Subprocess.h"
 #include "util/Strings.h"
@@ -86,19 +85,17 @@ std::string firstReason(const process::ProcessResult& result) {
 /// used (the reason is logged: at debug level when the library is simply not installed).
 std::vector<discovery::GpuDevice> nvmlDevices() {
   try {
-    nvml::NvmlLibrary::load();
-  } catch (const nvml::NvmlError& e) {
-    if (e.code() == nvml::Return::kLibraryNotFound) {
-      log()->debug("No GPU properties: NVML is not installed ({}).", e.what());
-    } else {
-      log()->warn("No GPU properties: NVML cannot be used: {}", e.what());
+    nvml::NvmlAttempt attempt = nvml::attemptNvmlEnumeration();
+    if (!attempt.found) {
+      if (attempt.libraryAbsent) {
+        log()->debug("No GPU properties: {}", attempt.problem);
+      } else {
+        log()->warn("No GPU properties: {}", attempt.problem);
+      }
+      return {};
     }
-    return {};
-  }
-  try {
-    discovery::Enumeration found = nvml::NvmlEnumerator().enumerate();
-    for (const std::string& warning : found.warnings) log()->debug("{}", warning);
-    return std::move(found.devices);
+    for (const std::string& warning : attempt.found->warnings) log()->debug("{}", warning);
+    return std::move(attempt.found->devices);
   } catch (const discovery::DiscoveryError& e) {
     log()->warn("No GPU properties: {}", e.what());
     return {};
