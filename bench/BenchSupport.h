@@ -20,6 +20,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdio>
+#include <exception>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -170,6 +171,23 @@ inline int benchMain(int argc, char** argv) {
   benchmark::Shutdown();
   gScript = nullptr;
   return 0;
+}
+
+/// benchMain with a stand-in host made first (while this process is still single-threaded, so
+/// that the host may fork) and published through `global` while the benchmarks run. A host that
+/// cannot be set up is reported as "<program>: <why>", exit 1.
+template <typename Host>
+int benchMainWithHost(const char* program, int argc, char** argv, const Host*& global) {
+  try {
+    Host host;
+    global = &host;
+    const int rc = benchMain(argc, argv);
+    global = nullptr;
+    return rc;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  }
 }
 
 }  // namespace flink::bench

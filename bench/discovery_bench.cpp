@@ -278,15 +278,5 @@ BENCHMARK(BM_PairedDiscovery)->Apply(flink::bench::configureRepetitions);
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    // Before benchMain: the holder is forked while this process is still single-threaded.
-    StandInHost host;
-    gHost = &host;
-    const int rc = flink::bench::benchMain(argc, argv);
-    gHost = nullptr;
-    return rc;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "discovery_bench: %s\n", e.what());
-    return 1;
-  }
+  return flink::bench::benchMainWithHost<StandInHost>("discovery_bench", argc, argv, gHost);
 }

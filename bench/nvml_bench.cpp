@@ -116,14 +116,5 @@ BENCHMARK(BM_NvidiaSmiEnumerate)->Apply(flink::bench::configureRepetitions);
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    StandInHost host;
-    gHost = &host;
-    const int rc = flink::bench::benchMain(argc, argv);
-    gHost = nullptr;
-    return rc;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "nvml_bench: %s\n", e.what());
-    return 1;
-  }
+  return flink::bench::benchMainWithHost<StandInHost>("nvml_bench", argc, argv, gHost);
 }
