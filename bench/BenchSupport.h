@@ -20,8 +20,8 @@
 #include <array>
 #include <cerrno>
 #include <cstdio>
-#include <exception>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
