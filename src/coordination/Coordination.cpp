@@ -1,5 +1,5 @@
-// The coordination file: parsing and formatting records, the allocation rule, and the locked,
-// in-place read-modify-write. See Coordination.h for the contract.
+// The coordination file's records: parsing and formatting them, the allocation rule, and the
+// changes that blank records in place and append new ones. See Coordination.h for the contract.
 #include "coordination/Coordination.h"
 
 #include <fcntl.h>
@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "coordination/CoordinationFile.h"
 #include "externalresource/gpu/DiscoveryOutput.h"
 #include "process/FileDescriptor.h"
 #include "util/Strings.h"
@@ -26,9 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using process::FileDescriptor;
-
-/// A coordination file larger than this is not one of ours; refuse it rather than rewrite it.
-constexpr off_t kMaxFileBytes = 4 << 20;
 
 template <typename Int>
 std::optional<Int> parseDecimal(std::string_view text) {
@@ -66,124 +64,19 @@ struct OwnerHash {
   }
 };
 
-[[noreturn]] void fail(const fs::path& file, const std::string& what, int error = 0) {
-  std::string message = "coordination file " + file.string() + ": " + what;
-  if (error != 0) message += ": " + std::string(std::strerror(error));
-  throw CoordinationError(message);
-}
-
-/// An open, exclusively locked coordination file. The lock goes with the descriptor.
-class LockedFile {
- public:
-  /// Opens `file` without following a symlink at its last component (creating it when `create`),
-  /// refuses anything but a regular file with one link, and takes the lock, waiting at most
-  /// `lockTimeout`. Returns an invalid LockedFile if the file does not exist and !create.
-  static LockedFile open(const fs::path& file, bool create, int lockType,
-                         std::chrono::milliseconds lockTimeout) {
-    const auto deadline = std::chrono::steady_clock::now() + lockTimeout;
-    while (true) {
-      // O_NONBLOCK: a FIFO planted at the path must not block the open; it is refused below.
-      const int flags = (lockType == LOCK_EX ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW |
-                        O_NONBLOCK | (create ? O_CREAT : 0);
-      FileDescriptor fd(::open(file.c_str(), flags, 0666));
-      if (!fd) {
-        if (errno == ENOENT && !create) return LockedFile(file);
-        if (errno == ELOOP) fail(file, "refusing to use it: it is a symbolic link");
-        if (errno == EISDIR) fail(file, "refusing to use it: it is a directory");
-        fail(file, "cannot open it", errno);
-      }
-      struct stat opened {};
-      if (::fstat(fd.get(), &opened) != 0) fail(file, "cannot stat it", errno);
-      if (!S_ISREG(opened.st_mode)) fail(file, "refusing to use it: it is not a regular file");
-      if (opened.st_nlink > 1) {
-        fail(file, "refusing to use it: it has " + std::to_string(opened.st_nlink) +
-                       " hard links, so writing it would change another file");
-      }
-
-      while (::flock(fd.get(), lockType | LOCK_NB) != 0) {
-        if (errno == EINTR) continue;
-        if (errno != EWOULDBLOCK) fail(file, "cannot lock it", errno);
-        if (std::chrono::steady_clock::now() >= deadline) {
-          fail(file, "still locked by another process after " +
-                         std::to_string(lockTimeout.count()) + " ms");
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-
-      // Someone may have replaced the file (Flink's script edits it with `sed -i`, which renames
-      // a new file over it) between our open and our lock: then we hold the lock of a file
-      // nobody else will look at. Start again on the file now at the path.
-      struct stat current {};
-      if (::lstat(file.c_str(), &current) == 0 && current.st_dev == opened.st_dev &&
-          current.st_ino == opened.st_ino) {
-        // The size must be read under the lock: the previous holder may have just grown it.
-        struct stat locked {};
-        if (::fstat(fd.get(), &locked) != 0) fail(file, "cannot stat it", errno);
-        return LockedFile(file, std::move(fd), locked.st_size);
-      }
-      if (std::chrono::steady_clock::now() >= deadline) {
-        fail(file, "it kept being replaced while waiting for its lock");
-      }
-    }
-  }
-
-  bool exists() const { return fd_.valid(); }
-
-  std::string read() {
-    if (size_ > kMaxFileBytes) {
-      fail(file_, "refusing to use it: " + std::to_string(size_) +
-                      " bytes is far more than a coordination file holds");
-    }
-    std::string text(static_cast<std::size_t>(size_), '\0');
-    std::size_t done = 0;
-    while (done < text.size()) {
-      const ssize_t n =
-          ::pread(fd_.get(), text.data() + done, text.size() - done, static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail(file_, "cannot read it", errno);
-      if (n == 0) break;
-      done += static_cast<std::size_t>(n);
-    }
-    text.resize(done);
-    return text;
-  }
-
-  /// Replaces the contents in place. One pwrite of the new text, padded with newlines to at least
-  /// the old length so that no old byte survives past it, then a truncate to the new length: a
-  /// writer killed at any point leaves whole lines (blank lines are skipped by readers).
-  void write(const std::string& text) {
-    std::string padded = text;
-    if (padded.size() < static_cast<std::size_t>(size_)) {
-      padded.append(static_cast<std::size_t>(size_) - padded.size(), '\n');
-    }
-    std::size_t done = 0;
-    while (done < padded.size()) {
-      const ssize_t n =
-          ::pwrite(fd_.get(), padded.data() + done, padded.size() - done, static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail(file_, "cannot write it", errno);
-      done += static_cast<std::size_t>(n);
-    }
-    while (::ftruncate(fd_.get(), static_cast<off_t>(text.size())) != 0) {
-      if (errno != EINTR) fail(file_, "cannot truncate it", errno);
-    }
-    size_ = static_cast<off_t>(text.size());
-  }
-
- private:
-  explicit LockedFile(fs::path file) : file_(std::move(file)) {}
-  LockedFile(fs::path file, FileDescriptor fd, off_t size)
-      : file_(std::move(file)), fd_(std::move(fd)), size_(size) {}
-
-  fs::path file_;
-  FileDescriptor fd_;
-  off_t size_ = 0;
-};
-
 }  // namespace
 
+std::optional<std::uint64_t> currentPidNamespace() {
+  static const std::optional<std::uint64_t> inode = []() -> std::optional<std::uint64_t> {
+    struct stat info {};
+    if (::stat("/proc/self/ns/pid", &info) != 0) return std::nullopt;
+    return static_cast<std::uint64_t>(info.st_ino);
+  }();
+  return inode;
+}
+
 Owner Owner::of(pid_t pid) {
-  Owner owner{pid, std::nullopt};
+  Owner owner{pid, std::nullopt, currentPidNamespace()};
   // Field 22 (starttime) is the 20th after the command name.
   if (auto fields = procStatFields(pid); fields && fields->size() > 19) {
     owner.startTime = parseDecimal<std::uint64_t>((*fields)[19]);
@@ -191,8 +84,21 @@ Owner Owner::of(pid_t pid) {
   return owner;
 }
 
+bool inOtherPidNamespace(const Owner& owner) {
+  if (!owner.pidNamespace) return false;
+  const std::optional<std::uint64_t> ours = currentPidNamespace();
+  return ours && *ours != *owner.pidNamespace;
+}
+
+bool sameProcess(const Owner& a, const Owner& b) {
+  if (a.pid != b.pid) return false;
+  if (a.startTime && b.startTime && *a.startTime != *b.startTime) return false;
+  return !(a.pidNamespace && b.pidNamespace && *a.pidNamespace != *b.pidNamespace);
+}
+
 bool isRunning(const Owner& owner) {
   if (owner.pid <= 0) return false;
+  if (inOtherPidNamespace(owner)) return true;  // cannot be judged from here
   if (auto fields = procStatFields(owner.pid)) {
     if (fields->empty()) return false;
     const std::string& state = fields->front();
@@ -207,29 +113,63 @@ bool isRunning(const Owner& owner) {
   return ::kill(owner.pid, 0) == 0 || errno == EPERM;
 }
 
+namespace {
+
+/// The record on one line, or nullopt for a line that is not one: `<gpu> <pid>`, then an
+/// optional start time, then `key=value` fields, separated by spaces or tabs.
+std::optional<Record> parseRecord(std::string_view line) {
+  const std::vector<std::string> fields = strings::splitWhitespace(line);
+  if (fields.size() < 2 || !externalresource::gpu::isDeviceIdentifier(fields[0])) {
+    return std::nullopt;
+  }
+  const std::optional<pid_t> pid = parseDecimal<pid_t>(fields[1]);
+  if (!pid || *pid <= 0) return std::nullopt;
+  Record record{fields[0], Owner{*pid, std::nullopt, std::nullopt}};
+  std::size_t next = 2;
+  if (next < fields.size() && fields[next].find('=') == std::string::npos) {
+    record.owner.startTime = parseDecimal<std::uint64_t>(fields[next]);
+    if (!record.owner.startTime) return std::nullopt;
+    ++next;
+  }
+  for (; next < fields.size(); ++next) {
+    const std::string& field = fields[next];
+    const std::size_t equals = field.find('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 == field.size()) {
+      return std::nullopt;
+    }
+    const std::string_view key(field.data(), equals);
+    const std::string_view value = std::string_view(field).substr(equals + 1);
+    if (key == "uuid") {
+      if (record.uuid || !externalresource::gpu::isDeviceIdentifier(value)) return std::nullopt;
+      record.uuid = std::string(value);
+    } else if (key == "pidns") {
+      if (record.owner.pidNamespace) return std::nullopt;
+      record.owner.pidNamespace = parseDecimal<std::uint64_t>(value);
+      if (!record.owner.pidNamespace) return std::nullopt;
+    } else {
+      record.extra.push_back(field);
+    }
+  }
+  return record;
+}
+
+}  // namespace
+
 ParsedRecords parseRecords(std::string_view text) {
   ParsedRecords parsed;
   std::size_t lineNumber = 0;
+  std::size_t offset = 0;
   for (std::string_view line : strings::split(text, '\n')) {
     ++lineNumber;
+    const LineSpan span{offset, line.size()};
+    offset += line.size() + 1;
     if (strings::isBlank(line)) continue;
-    const std::vector<std::string> fields = strings::splitWhitespace(line);
-    std::optional<pid_t> pid;
-    std::optional<std::uint64_t> startTime;
-    bool valid = (fields.size() == 2 || fields.size() == 3) &&
-                 externalresource::gpu::isDeviceIdentifier(fields[0]);
-    if (valid) {
-      pid = parseDecimal<pid_t>(fields[1]);
-      valid = pid.has_value() && *pid > 0;
-    }
-    if (valid && fields.size() == 3) {
-      startTime = parseDecimal<std::uint64_t>(fields[2]);
-      valid = startTime.has_value();
-    }
-    if (valid) {
-      parsed.records.push_back(Record{fields[0], Owner{*pid, startTime}});
+    if (std::optional<Record> record = parseRecord(line)) {
+      parsed.records.push_back(std::move(*record));
+      parsed.recordSpans.push_back(span);
     } else {
       parsed.junk.push_back(JunkLine{lineNumber, std::string(strings::trim(line))});
+      parsed.junkSpans.push_back(span);
     }
   }
   return parsed;
@@ -237,15 +177,15 @@ ParsedRecords parseRecords(std::string_view text) {
 
 std::string formatRecords(const std::vector<Record>& records) {
   std::string text;
-  text.reserve(records.size() * 32);
+  text.reserve(records.size() * 48);
   for (const Record& record : records) {
     text += record.gpu;
     text += ' ';
     text += std::to_string(record.owner.pid);
-    if (record.owner.startTime) {
-      text += ' ';
-      text += std::to_string(*record.owner.startTime);
-    }
+    if (record.owner.startTime) text += '\t' + std::to_string(*record.owner.startTime);
+    if (record.uuid) text += "\tuuid=" + *record.uuid;
+    if (record.owner.pidNamespace) text += "\tpidns=" + std::to_string(*record.owner.pidNamespace);
+    for (const std::string& field : record.extra) text += '\t' + field;
     text += '\n';
   }
   return text;
@@ -278,24 +218,40 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     return it->second;
   };
 
-  // GPUs held by the requester, and by other running owners; dead records are dropped.
-  // A two-field record (Flink's script) with the requester's pid is the requester's too.
-  std::unordered_set<std::string> mine;
-  std::vector<Record> own;
+  // Which unit of this request a record holds: by UUID where the record has one and this host
+  // knows it (another container may number the same GPU differently), else by identifier. A
+  // record with a UUID that this host does not know, for an index whose GPU here has another
+  // UUID, is of a GPU this worker cannot see.
+  std::unordered_map<std::string, const std::string*> unitOfUuid;
+  for (const auto& [unit, uuid] : request.uuids) unitOfUuid.emplace(uuid, &unit);
+  const auto unitOf = [&](const Record& record) -> std::optional<std::string> {
+    if (!record.uuid || request.uuids.empty()) return record.gpu;
+    if (const auto it = unitOfUuid.find(*record.uuid); it != unitOfUuid.end()) return *it->second;
+    if (request.uuids.count(record.gpu)) return std::nullopt;
+    return record.gpu;
+  };
+
+  // Units held by running owners, the requester included (each request takes new GPUs, as in
+  // Flink's script); records of owners that are gone are dropped.
   std::unordered_set<std::string> taken;
-  std::vector<Record> kept;
-  kept.reserve(current.records.size());
-  for (const Record& record : current.records) {
-    if (record.owner == request.owner ||
-        (record.owner.pid == request.owner.pid && !record.owner.startTime)) {
-      mine.insert(record.gpu);  // re-recorded below if granted again, else kept as it was
-      own.push_back(record);
-    } else if (ownerRunning(record.owner)) {
-      taken.insert(record.gpu);
-      allocation.heldByOthers.push_back(record);
-      kept.push_back(record);
+  std::vector<const Record*> holding;  // the records behind `taken`, in the file's order
+  std::vector<std::string> holdingUnit;
+  allocation.records.reserve(current.records.size() + request.amount);
+  for (std::size_t i = 0; i < current.records.size(); ++i) {
+    const Record& record = current.records[i];
+    // A two-field record (Flink's script) with the requester's pid is the requester's too.
+    const bool own = sameProcess(record.owner, request.owner);
+    if (own || ownerRunning(record.owner)) {
+      if (std::optional<std::string> unit = unitOf(record)) {
+        taken.insert(*unit);
+        holding.push_back(&record);
+        holdingUnit.push_back(std::move(*unit));
+      }
+      (own ? allocation.heldByRequester : allocation.heldByOthers).push_back(record);
+      allocation.records.push_back(record);
     } else {
       allocation.reclaimed.push_back(record);
+      allocation.reclaimedIndices.push_back(i);
     }
   }
 
@@ -317,12 +273,12 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     return it == neighbours.end() ? nullptr : &it->second;
   };
 
-  // GPUs that no other owner holds, but a related unit of which another running owner does.
+  // GPUs that no running owner holds, but a related unit of which one does.
   std::unordered_set<std::string> blocked;
-  if (!neighbours.empty() && !allocation.heldByOthers.empty()) {
-    std::unordered_map<std::string, std::vector<const Record*>> holders;
-    for (const Record& record : allocation.heldByOthers) holders[record.gpu].push_back(&record);
-    std::vector<const Record*> blockers;
+  if (!neighbours.empty() && !holding.empty()) {
+    std::unordered_map<std::string, std::vector<std::size_t>> holders;
+    for (std::size_t i = 0; i < holding.size(); ++i) holders[holdingUnit[i]].push_back(i);
+    std::vector<std::size_t> blockers;
     for (const std::string& gpu : request.gpus) {
       const std::vector<std::string>* related = neighboursOf(gpu);
       if (related == nullptr || taken.count(gpu) || blocked.count(gpu)) continue;
@@ -334,104 +290,207 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
       }
       if (blockers.empty()) continue;
       blocked.insert(gpu);
-      // In the file's order (the pointers are into heldByOthers), whatever the relations' order.
+      // In the file's order, whatever the relations' order.
       std::sort(blockers.begin(), blockers.end());
-      for (const Record* record : blockers) allocation.blocked.push_back(BlockedUnit{gpu, *record});
+      for (const std::size_t i : blockers) {
+        allocation.blocked.push_back(BlockedUnit{gpu, *holding[i]});
+      }
     }
   }
 
-  // The requester's own GPUs first, then free ones, both in the host's order. A GPU related to
-  // one already granted is passed over: the two would share hardware.
-  std::vector<std::string> granted;
+  // Free GPUs in the host's order. A GPU related to one already granted is passed over: the two
+  // would share hardware.
   std::unordered_set<std::string> grantedSet;
-  const auto grant = [&](const std::string& gpu) {
-    if (taken.count(gpu) || blocked.count(gpu) || grantedSet.count(gpu)) return;
+  std::size_t grantedCount = 0;
+  for (const std::string& gpu : request.gpus) {
+    if (grantedCount >= request.amount) break;
+    if (taken.count(gpu) || blocked.count(gpu) || grantedSet.count(gpu)) continue;
     if (const std::vector<std::string>* related = neighboursOf(gpu)) {
-      for (const std::string& other : *related) {
-        if (grantedSet.count(other)) return;
-      }
+      const bool clash =
+          std::any_of(related->begin(), related->end(),
+                      [&](const std::string& other) { return grantedSet.count(other); });
+      if (clash) continue;
     }
-    granted.push_back(gpu);
     grantedSet.insert(gpu);
-  };
-  for (const std::string& gpu : request.gpus) {
-    if (granted.size() >= request.amount) break;
-    if (mine.count(gpu)) grant(gpu);
-  }
-  for (const std::string& gpu : request.gpus) {
-    if (granted.size() >= request.amount) break;
-    grant(gpu);
+    ++grantedCount;
   }
 
-  allocation.satisfied = request.amount > 0 && granted.size() == request.amount;
-  allocation.records = std::move(kept);
+  allocation.satisfied = request.amount > 0 && grantedCount == request.amount;
   if (allocation.satisfied) {
-    // Keep the host's order in the answer, whatever mix of old and new GPUs it holds.
+    // Keep the host's order in the answer.
     for (const std::string& gpu : request.gpus) {
-      if (grantedSet.count(gpu)) {
-        allocation.granted.push_back(gpu);
-        allocation.records.push_back(Record{gpu, request.owner});
+      if (!grantedSet.count(gpu)) continue;
+      Record record{gpu, request.owner};
+      if (const auto uuid = request.uuids.find(gpu);
+          uuid != request.uuids.end() && uuid->second != gpu) {
+        record.uuid = uuid->second;
       }
+      allocation.granted.push_back(gpu);
+      allocation.records.push_back(std::move(record));
     }
-  } else {
-    // Nothing changes hands; the requester keeps what it had.
-    allocation.records.insert(allocation.records.end(), own.begin(), own.end());
   }
   return allocation;
 }
 
 namespace {
 
-/// The file's new text: the records, then the junk lines as they were (nothing is lost; the
-/// junk is reported on every read until someone removes it).
-std::string formatFile(const std::vector<Record>& records, const std::vector<JunkLine>& junk) {
-  std::string text = formatRecords(records);
-  for (const JunkLine& line : junk) {
-    text += line.text;
+/// Where new lines go: records are never moved by a change, and none crosses a page boundary,
+/// so that writing one is never cut in two (see Journal.h).
+constexpr std::size_t kLayoutPage = 4096;
+
+/// Appends `line` (with its '\n') to `text`, first padding to the next page with a blank line
+/// when the line would cross a page boundary.
+void appendLine(std::string& text, std::string_view line) {
+  const std::size_t used = text.size() % kLayoutPage;
+  if (used != 0 && used + line.size() > kLayoutPage && line.size() <= kLayoutPage) {
+    const std::size_t room = kLayoutPage - used;
+    text.append(room - 1, ' ');
     text += '\n';
   }
+  text += line;
+}
+
+/// The file's new text from its old one: the lines in `blank` replaced by spaces in place, the
+/// new records appended. Trailing blank lines are cut off; when more than half of a file larger
+/// than a few pages is blank, it is compacted (its lines laid out anew, in order).
+std::string edit(std::string_view before, const std::vector<LineSpan>& blank,
+                 const std::vector<Record>& added) {
+  std::string text(before);
+  for (const LineSpan& span : blank) text.replace(span.offset, span.length, span.length, ' ');
+  if (!text.empty() && text.back() != '\n') text += '\n';
+
+  // Cut off what is blank at the end: a truncate moves nothing.
+  std::size_t end = text.size();
+  while (end > 0 && strings::isSpace(text[end - 1])) --end;
+  if (end > 0) {
+    text.resize(text.find('\n', end) + 1);
+  } else {
+    text.clear();
+  }
+
+  std::size_t blankBytes = 0;
+  for (const char c : text) blankBytes += (c == ' ' || c == '\t') ? 1 : 0;
+  if (text.size() > 4 * kLayoutPage && blankBytes * 2 > text.size()) {
+    std::string compacted;
+    for (std::string_view line : strings::split(text, '\n')) {
+      if (strings::isBlank(line)) continue;
+      std::string withNewline(line);
+      withNewline += '\n';
+      appendLine(compacted, withNewline);
+    }
+    text = std::move(compacted);
+  }
+  for (const Record& record : added) appendLine(text, formatRecords({record}));
   return text;
+}
+
+/// One change of the file: open and lock it, let `change` compute the new text from the
+/// parsed records, write it. When the path no longer names the file we locked by then (Flink's
+/// `sed -i` renamed a new one over it while a Flink script held the lock of an older one), our
+/// write went to a file nobody reads: `change` runs again on the file now there, with `again`
+/// set so that it can first undo what it finds of its own earlier attempt.
+template <typename Change>
+auto changeFile(const fs::path& file, std::chrono::milliseconds lockTimeout, std::uint64_t maxBytes,
+                Change&& change) {
+  for (int attempt = 0;; ++attempt) {
+    CoordinationFile opened =
+        CoordinationFile::open(file, CoordinationFile::Access::kWrite, lockTimeout, maxBytes);
+    auto result = change(opened, attempt > 0);
+    if (opened.stillAtPath() || attempt >= 3) return result;
+  }
 }
 
 }  // namespace
 
 Allocation allocate(const fs::path& file, const AllocationRequest& request,
                     std::chrono::milliseconds lockTimeout) {
-  LockedFile locked = LockedFile::open(file, /*create=*/true, LOCK_EX, lockTimeout);
-  const std::string before = locked.read();
-  Allocation allocation = planAllocation(parseRecords(before), request, isRunning);
-  const std::string after = formatFile(allocation.records, allocation.junk);
-  if (after != before) locked.write(after);
-  return allocation;
+  return changeFile(
+      file, lockTimeout, kMaxCoordinationFileBytes, [&](CoordinationFile& opened, bool again) {
+        ParsedRecords parsed = parseRecords(opened.text());
+        std::vector<LineSpan> blank;
+        if (again) {
+          // What an earlier attempt wrote for this request may have been copied over: it is not
+          // ours to keep, since this attempt plans afresh.
+          ParsedRecords kept;
+          for (std::size_t i = 0; i < parsed.records.size(); ++i) {
+            if (parsed.records[i].owner == request.owner) {
+              blank.push_back(parsed.recordSpans[i]);
+            } else {
+              kept.records.push_back(parsed.records[i]);
+              kept.recordSpans.push_back(parsed.recordSpans[i]);
+            }
+          }
+          kept.junk = std::move(parsed.junk);
+          kept.junkSpans = std::move(parsed.junkSpans);
+          parsed = std::move(kept);
+        }
+        Allocation allocation = planAllocation(parsed, request, isRunning);
+        allocation.notes = opened.notes();
+        for (const std::size_t i : allocation.reclaimedIndices)
+          blank.push_back(parsed.recordSpans[i]);
+        std::vector<Record> added(
+            allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
+            allocation.records.end());
+        opened.replace(edit(opened.text(), blank, added));
+        return allocation;
+      });
 }
 
 Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
-  LockedFile locked = LockedFile::open(file, /*create=*/false, LOCK_SH, lockTimeout);
+  const CoordinationFile opened =
+      CoordinationFile::open(file, CoordinationFile::Access::kRead, lockTimeout);
   Status status;
-  if (!locked.exists()) return status;
-  ParsedRecords parsed = parseRecords(locked.read());
+  status.limitBytes = kMaxCoordinationFileBytes;
+  if (!opened.exists()) return status;
+  status.sizeBytes = opened.text().size();
+  status.notes = opened.notes();
+  ParsedRecords parsed = parseRecords(opened.text());
   status.junk = std::move(parsed.junk);
   for (Record& record : parsed.records) {
+    const bool other = inOtherPidNamespace(record.owner);
     const bool running = isRunning(record.owner);
-    status.records.push_back(RecordStatus{std::move(record), running});
+    status.records.push_back(RecordStatus{std::move(record), running, other});
   }
   return status;
 }
 
+namespace {
+
+bool fileExists(const fs::path& file) {
+  std::error_code error;
+  return fs::symlink_status(file, error).type() != fs::file_type::not_found;
+}
+
+}  // namespace
+
 std::vector<Record> release(const fs::path& file,
                             const std::function<bool(const Record&)>& predicate,
                             std::chrono::milliseconds lockTimeout) {
-  LockedFile locked = LockedFile::open(file, /*create=*/false, LOCK_EX, lockTimeout);
-  if (!locked.exists()) return {};
-  const std::string before = locked.read();
-  ParsedRecords parsed = parseRecords(before);
-  std::vector<Record> kept;
-  std::vector<Record> released;
-  for (Record& record : parsed.records) {
-    (predicate(record) ? released : kept).push_back(std::move(record));
-  }
-  if (!released.empty()) locked.write(formatFile(kept, parsed.junk));
-  return released;
+  if (!fileExists(file)) return {};
+  return changeFile(file, lockTimeout, kMaxCoordinationFileBytes,
+                    [&](CoordinationFile& opened, bool) {
+                      const ParsedRecords parsed = parseRecords(opened.text());
+                      std::vector<LineSpan> blank;
+                      std::vector<Record> released;
+                      for (std::size_t i = 0; i < parsed.records.size(); ++i) {
+                        if (!predicate(parsed.records[i])) continue;
+                        released.push_back(parsed.records[i]);
+                        blank.push_back(parsed.recordSpans[i]);
+                      }
+                      if (!released.empty()) opened.replace(edit(opened.text(), blank, {}));
+                      return released;
+                    });
+}
+
+std::vector<JunkLine> releaseJunk(const fs::path& file, std::chrono::milliseconds lockTimeout) {
+  if (!fileExists(file)) return {};
+  return changeFile(file, lockTimeout, kMaxRepairableFileBytes,
+                    [&](CoordinationFile& opened, bool) {
+                      const ParsedRecords parsed = parseRecords(opened.text());
+                      if (!parsed.junk.empty())
+                        opened.replace(edit(opened.text(), parsed.junkSpans, {}));
+                      return parsed.junk;
+                    });
 }
 
 }  // namespace flink::coordination

@@ -1,16 +1,24 @@
 // Coordination of GPUs among the workers of one host, through a locked file of records.
 //
-// The file is Flink's: one `<gpu> <owner pid>` line per GPU held, so Flink's own script can read
-// what we write. We add the owner's start time (field 22 of /proc/<pid>/stat) as a third field,
-// so that a PID reused by another process does not keep a GPU forever; two-field lines are read.
-// A record whose owner is not running (gone, a zombie, or another process with the same pid) is
-// taken back by the next allocation.
+// The file is Flink's: one line per GPU held, starting `<gpu> <owner pid>`, so that Flink's own
+// script reads what we write (`grep "^<gpu> "`, `awk '{print $2}'`). What we add follows the pid
+// after a tab, never a space: the owner's start time (field 22 of /proc/<pid>/stat), so that a
+// PID reused by another process does not keep a GPU forever; `uuid=GPU-…`, so that workers that
+// number GPUs differently (containers) still mean the same GPU; `pidns=<inode>`, the pid
+// namespace in which the pid means that process. Flink's script deletes a record with the
+// unanchored `sed -i "/<gpu> /d"`, which deletes every line that holds `<gpu> ` anywhere: with
+// the tabs, our lines hold a space only where Flink's own do. Flink's two-field lines and our
+// older space-separated three-field lines are read too.
 //
-// Locking is flock(LOCK_EX) on the coordination file itself, as Flink's script does, held only
-// for one read-modify-write; the kernel drops it when the holder dies, so a worker killed while
-// allocating never leaves the host locked. The new contents are written in place with a single
-// pwrite (padded with newlines up to the old length, then truncated), so that a writer killed at
-// any point leaves either the old or the new records, never a torn line.
+// A record whose owner is not running (gone, a zombie, or another process with the same pid) is
+// taken back by the next allocation; one whose owner is in another pid namespace cannot be
+// judged from here and stays held.
+//
+// The file is changed through CoordinationFile: locked as Flink's script locks it, and written so
+// that every reader sees either the old or the new records (see CoordinationFile.h). Records are
+// never moved by a change: a record given back is blanked in place, a new one appended, so that
+// a change touches few pages and Flink's script, which does not know our journal, never sees a
+// torn line from one (compaction, when more than half the file is blank, is the exception).
 //
 // Thread-safety: every function opens and locks the file itself; calls from several threads or
 // processes serialize on the lock.
@@ -29,36 +37,52 @@
 #include <unordered_map>
 #include <vector>
 
+#include "coordination/CoordinationError.h"
+
 namespace flink::coordination {
 
 /// Flink's default coordination file.
 inline constexpr const char* kDefaultCoordinationFile = "/var/tmp/flink-gpu-coordination";
 
-/// The coordination file cannot be used: a symlink or not a regular file at the path, a lock that
-/// is not released in time, an I/O error. The message names the path and the cause.
-class CoordinationError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-/// A process that holds GPUs: its pid and, when known, its start time in clock ticks since boot.
+/// A process that holds GPUs: its pid and, when known, its start time in clock ticks since boot
+/// and the pid namespace its pid is valid in.
 struct Owner {
   pid_t pid = 0;
-  std::optional<std::uint64_t> startTime;
+  std::optional<std::uint64_t> startTime = {};
+  /// The inode of the pid namespace (`/proc/self/ns/pid`) of the process that recorded the pid.
+  std::optional<std::uint64_t> pidNamespace = {};
 
-  /// The process `pid`, with its start time read from /proc (nullopt if it cannot be read).
+  /// The process `pid` as this process sees it, with its start time read from /proc (nullopt if
+  /// it cannot be read) and this process's pid namespace.
   static Owner of(pid_t pid);
   friend bool operator==(const Owner&, const Owner&) = default;
 };
 
+/// The inode of this process's pid namespace, or nullopt where /proc/self/ns/pid is missing.
+std::optional<std::uint64_t> currentPidNamespace();
+
+/// Whether `owner`'s pid belongs to a pid namespace other than ours (another container): such an
+/// owner cannot be judged from here.
+bool inOtherPidNamespace(const Owner& owner);
+
 /// Whether `owner` is running: its pid names a live process (not a zombie) whose start time, when
-/// the record has one, is the recorded one.
+/// the record has one, is the recorded one. An owner in another pid namespace counts as running:
+/// its pid means nothing here, so only a worker of its own namespace, an operator (`release`),
+/// or its lease can free its GPUs.
 bool isRunning(const Owner& owner);
+
+/// Whether `a` and `b` are one process: the same pid, and the same start time and pid namespace
+/// where both say.
+bool sameProcess(const Owner& a, const Owner& b);
 
 /// One line of the coordination file.
 struct Record {
   std::string gpu;  ///< The device identifier, as discovery printed it ("0", "GPU-…").
   Owner owner;
+  /// The GPU's UUID (`GPU-…`) when `gpu` is an index: what the GPU is, whatever the numbering.
+  std::optional<std::string> uuid = {};
+  /// Fields of a newer writer (`key=value`), kept as they are.
+  std::vector<std::string> extra = {};
   friend bool operator==(const Record&, const Record&) = default;
 };
 
@@ -69,15 +93,25 @@ struct JunkLine {
   std::string text;
 };
 
+/// Where a line lies in the file's text: its first byte and its length without the '\n'.
+struct LineSpan {
+  std::size_t offset = 0;
+  std::size_t length = 0;
+};
+
 struct ParsedRecords {
   std::vector<Record> records;
   std::vector<JunkLine> junk;
+  /// Parallel to `records` and `junk`: where each line is.
+  std::vector<LineSpan> recordSpans;
+  std::vector<LineSpan> junkSpans;
 };
 
 /// Reads a coordination file's text. Blank lines are skipped silently.
 ParsedRecords parseRecords(std::string_view text);
 
-/// Writes records as lines `<gpu> <pid> <start time>` (two fields when the start time is unknown).
+/// Writes records as lines `<gpu> <pid>[\t<start time>][\tuuid=…][\tpidns=…]`: a space only
+/// after the GPU, as in Flink's lines (see above).
 std::string formatRecords(const std::vector<Record>& records);
 
 /// How long to wait for the lock before giving up with CoordinationError.
@@ -95,10 +129,14 @@ struct AllocationRequest {
   std::vector<std::string> gpus;  ///< Every GPU of the host, in the order to hand them out.
   std::size_t amount = 0;
   Owner owner;
-  /// A unit is not granted while a unit related to it is held by another running owner, nor
-  /// together with a unit related to it. Units need not be in `gpus`: a record of an instance
-  /// handed out with --mig blocks its GPU for a requester that hands out whole GPUs.
+  /// A unit is not granted while a unit related to it is held by a running owner, nor together
+  /// with a unit related to it. Units need not be in `gpus`: a record of an instance handed out
+  /// with --mig blocks its GPU for a requester that hands out whole GPUs.
   RelatedUnits related = {};
+  /// The `GPU-…` UUID of each whole GPU of `gpus`, where known. A record that names a UUID holds
+  /// the GPU of that UUID, whatever its index says (another container numbers GPUs from 0); new
+  /// records carry it.
+  std::unordered_map<std::string, std::string> uuids = {};
 };
 
 /// A unit that no other running owner holds, but that cannot be granted because a unit related
@@ -113,44 +151,60 @@ struct BlockedUnit {
 std::string describe(const BlockedUnit& blocked);
 
 struct Allocation {
-  /// The GPUs now recorded for the owner, in `gpus` order; empty unless `satisfied`.
+  /// The GPUs newly recorded for the owner by this request, in `gpus` order; empty unless
+  /// `satisfied`.
   std::vector<std::string> granted;
   bool satisfied = false;
   /// Records of owners that were no longer running, taken back.
   std::vector<Record> reclaimed;
+  /// Indices into the records that were read of those in `reclaimed`.
+  std::vector<std::size_t> reclaimedIndices;
   /// Records of running owners other than the requester (what made an allocation fall short).
   std::vector<Record> heldByOthers;
+  /// The requester's own records from earlier requests: held, so not granted again.
+  std::vector<Record> heldByRequester;
   /// The units of `gpus` blocked by those records through `related`, one entry per blocking
   /// record, in `gpus` order.
   std::vector<BlockedUnit> blocked;
   std::vector<JunkLine> junk;
   /// The records after this allocation (what the file now holds).
   std::vector<Record> records;
+  /// What opening the file found and did (a change cut short, rolled back), one line each.
+  std::vector<std::string> notes;
 };
 
-/// The allocation rule, without any I/O: drop records whose owner is not running; keep the
-/// requester's own GPUs first (so asking again gives the same GPUs), then take free GPUs in
-/// `gpus` order. A GPU is not free while another running owner holds it or a unit related to it
-/// (`related`), nor when a unit related to it is already granted in this plan. If fewer than
-/// `amount` are available nothing is granted, but dead records are still dropped. Records of GPUs
-/// that are not in `gpus` are kept as they are. Linear in the number of records, GPUs and
-/// relations; `isRunning` is asked once per distinct owner.
+/// The allocation rule, without any I/O: drop records whose owner is not running, then take
+/// free GPUs in `gpus` order. As in Flink's script, each request takes GPUs the owner does not
+/// hold yet: a second request of one owner (two GPU resources of one TaskManager, several
+/// TaskManagers of one JVM) gets other GPUs. A GPU is not free while a running owner holds it or
+/// a unit related to it (`related`), nor when a unit related to it is already granted in this
+/// plan. If fewer than `amount` are available nothing is granted, but dead records are still
+/// dropped. Records of GPUs that are not in `gpus` are kept as they are. Linear in the number of
+/// records, GPUs and relations; `isRunning` is asked once per distinct owner.
 Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
                           const LivenessProbe& isRunning);
 
-/// Locks the file (creating it if needed), plans, writes the result, unlocks.
-/// @throws CoordinationError
+/// Locks the file (creating it if needed), plans, writes the result, unlocks. The change is
+/// whole or not at all (CoordinationFile).
+/// @throws CoordinationError; the file is then unchanged.
 Allocation allocate(const std::filesystem::path& file, const AllocationRequest& request,
                     std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
 
 struct RecordStatus {
   Record record;
   bool running = false;
+  /// The owner's pid is of another pid namespace: `running` says nothing of it.
+  bool otherPidNamespace = false;
 };
 
 struct Status {
   std::vector<RecordStatus> records;
   std::vector<JunkLine> junk;
+  /// What opening the file found (a change cut short, which the next writer rolls back).
+  std::vector<std::string> notes;
+  /// The file's size and the most it may hold (kMaxCoordinationFileBytes), in bytes.
+  std::uint64_t sizeBytes = 0;
+  std::uint64_t limitBytes = 0;
 };
 
 /// The records of the file, each with whether its owner is running. A missing file has none.
@@ -163,5 +217,12 @@ Status readStatus(const std::filesystem::path& file,
 std::vector<Record> release(const std::filesystem::path& file,
                             const std::function<bool(const Record&)>& predicate,
                             std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
+
+/// Removes the lines that are not records; returns them. Works on a file grown past
+/// kMaxCoordinationFileBytes too (up to kMaxRepairableFileBytes), so that an operator can repair
+/// a shared file that someone filled. A missing file has none.
+/// @throws CoordinationError
+std::vector<JunkLine> releaseJunk(const std::filesystem::path& file,
+                                  std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
 
 }  // namespace flink::coordination

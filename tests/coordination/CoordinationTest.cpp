@@ -89,9 +89,30 @@ TEST(CoordinationRecordsTest, JunkLinesAreReportedWithTheirLineNumbers) {
   EXPECT_EQ(parsed.junk[0].text, "3");
 }
 
-TEST(CoordinationRecordsTest, FormatIsFlinksWithTheStartTimeAsThirdField) {
+TEST(CoordinationRecordsTest, FormatIsFlinksWithOurFieldsAfterATab) {
   EXPECT_EQ(formatRecords({Record{"0", Owner{12, 345}}, Record{"GPU-ab12", Owner{13, {}}}}),
-            "0 12 345\nGPU-ab12 13\n");
+            "0 12\t345\nGPU-ab12 13\n");
+  const Record full{
+      "3", Owner{12, 345, 4026531836}, "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6", {"lease=1"}};
+  const std::string line = formatRecords({full});
+  EXPECT_EQ(line,
+            "3 12\t345\tuuid=GPU-8932f937-d72c-4106-c12f-20bd9faed9f6\tpidns=4026531836\t"
+            "lease=1\n");
+  // One space, after the GPU, as in Flink's "3 12": Flink's `sed "/<gpu> /d"` finds no more in
+  // it than in its own lines.
+  EXPECT_EQ(std::count(line.begin(), line.end(), ' '), 1);
+  const ParsedRecords parsed = parseRecords(line);
+  ASSERT_EQ(parsed.records.size(), 1u);
+  EXPECT_EQ(parsed.records[0], full);
+}
+
+TEST(CoordinationRecordsTest, ReadsOurOlderSpaceSeparatedLinesAndRefusesBadFields) {
+  const ParsedRecords parsed = parseRecords(
+      "0 12 345\n1 13\tuuid=GPU-1\n2 14\tpidns=x\n3 15\tuuid=\n4 16\t=1\n5 17\t12\t13\n");
+  ASSERT_EQ(parsed.records.size(), 2u);
+  EXPECT_EQ(parsed.records[0], (Record{"0", Owner{12, 345}}));
+  EXPECT_EQ(parsed.records[1], (Record{"1", Owner{13, {}}, "GPU-1"}));
+  EXPECT_EQ(parsed.junk.size(), 4u);
 }
 
 TEST(CoordinationRecordsTest, OwnerOfReadsTheStartTimeAndIsRunningChecksIt) {
@@ -129,7 +150,7 @@ TEST(CoordinationPlanTest, TakesFreeGpusInOrderAndRecordsTheOwner) {
       });
   EXPECT_TRUE(a.satisfied);
   EXPECT_EQ(a.granted, (std::vector<std::string>{"1", "2"}));
-  EXPECT_EQ(formatRecords(a.records), "0 10\n1 20 7\n2 20 7\n");
+  EXPECT_EQ(formatRecords(a.records), "0 10\n1 20\t7\n2 20\t7\n");
 }
 
 TEST(CoordinationPlanTest, DeadOwnersRecordOfGpuOneNeverTouchesGpuEleven) {
@@ -140,7 +161,7 @@ TEST(CoordinationPlanTest, DeadOwnersRecordOfGpuOneNeverTouchesGpuEleven) {
                                       });
   EXPECT_EQ(a.granted, std::vector<std::string>{"0"});
   EXPECT_EQ(a.reclaimed, (std::vector<Record>{Record{"1", Owner{500, {}}}}));
-  EXPECT_EQ(formatRecords(a.records), "11 600\n0 700 1\n");
+  EXPECT_EQ(formatRecords(a.records), "11 600\n0 700\t1\n");
 }
 
 TEST(CoordinationPlanTest, ADeadOwnersGpuIsTakenOver) {
@@ -152,14 +173,41 @@ TEST(CoordinationPlanTest, ADeadOwnersGpuIsTakenOver) {
   EXPECT_EQ(a.reclaimed.size(), 2u);
 }
 
-TEST(CoordinationPlanTest, AskingAgainGivesTheSameGpus) {
+TEST(CoordinationPlanTest, AskingAgainGivesOtherGpusAsFlinksScriptDoes) {
+  // Flink's GPUDiscoveryScriptTest.testCoordinateIndexes: two calls of one caller get disjoint
+  // GPUs (a TaskManager with two GPU resources on one file, a MiniCluster's TaskManagers).
   const auto live = [](const Owner& o) { return byPidTable(o, {10, 20}); };
   const Allocation first =
       planAllocation(parseRecords("0 10\n"), {gpuRange(4), 2, Owner{20, 7}}, live);
+  EXPECT_EQ(first.granted, (std::vector<std::string>{"1", "2"}));
   const Allocation again = planAllocation(parseRecords(formatRecords(first.records)),
-                                          {gpuRange(4), 2, Owner{20, 7}}, live);
-  EXPECT_EQ(again.granted, first.granted);
-  EXPECT_EQ(again.records, first.records);
+                                          {gpuRange(4), 1, Owner{20, 7}}, live);
+  EXPECT_EQ(again.granted, std::vector<std::string>{"3"});
+  EXPECT_EQ(again.heldByRequester.size(), 2u);
+  EXPECT_EQ(formatRecords(again.records), "0 10\n1 20\t7\n2 20\t7\n3 20\t7\n");
+  // Nothing is left for a third request; it keeps what it has.
+  const Allocation third = planAllocation(parseRecords(formatRecords(again.records)),
+                                          {gpuRange(4), 1, Owner{20, 7}}, live);
+  EXPECT_FALSE(third.satisfied);
+  EXPECT_EQ(third.records, again.records);
+}
+
+TEST(CoordinationPlanTest, ARecordWithAUuidHoldsThatGpuWhateverItsIndex) {
+  // Container A sees the host's GPU 2 as its GPU 0 and recorded it with its UUID; container B
+  // sees all three GPUs.
+  AllocationRequest b{gpuRange(3), 2, Owner{20, 7}};
+  b.uuids = {{"0", "GPU-aaaa"}, {"1", "GPU-bbbb"}, {"2", "GPU-cccc"}};
+  const auto live = [](const Owner& o) { return byPidTable(o, {10, 20}); };
+  const Allocation a = planAllocation(parseRecords("0 10\tuuid=GPU-cccc\n"), b, live);
+  EXPECT_EQ(a.granted, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(formatRecords(a.records),
+            "0 10\tuuid=GPU-cccc\n0 20\t7\tuuid=GPU-aaaa\n1 20\t7\tuuid=GPU-bbbb\n");
+  // A record of a UUID this worker does not see holds none of its GPUs, not even that index.
+  const Allocation unseen = planAllocation(parseRecords("0 10\tuuid=GPU-dddd\n"), b, live);
+  EXPECT_EQ(unseen.granted, (std::vector<std::string>{"0", "1"}));
+  // Without UUIDs (Flink's records, --gpus lists) the index is all there is.
+  const Allocation flink = planAllocation(parseRecords("0 10\n"), b, live);
+  EXPECT_EQ(flink.granted, (std::vector<std::string>{"1", "2"}));
 }
 
 TEST(CoordinationPlanTest, TooFewFreeGpusGrantsNothingButStillDropsDeadRecords) {
@@ -240,7 +288,7 @@ TEST(CoordinationRelatedUnitsTest, MigInstancesOfAGpuHeldWholeAreNotGranted) {
       planAllocation(parseRecords("1 10\n"),
                      request({"0", kMigA, kMigB}, 1, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
   EXPECT_EQ(one.granted, std::vector<std::string>{"0"});
-  EXPECT_EQ(formatRecords(one.records), "1 10\n0 20 7\n");
+  EXPECT_EQ(formatRecords(one.records), "1 10\n0 20\t7\n");
 }
 
 TEST(CoordinationRelatedUnitsTest, TwoInstancesOfOneGpuGoToTwoOwners) {
@@ -276,16 +324,20 @@ TEST(CoordinationRelatedUnitsTest, ARelatedRecordOfADeadOwnerIsTakenBackAndBlock
   EXPECT_EQ(a.granted, (std::vector<std::string>{"0", "1"}));
   EXPECT_EQ(a.reclaimed.size(), 2u);
   EXPECT_TRUE(a.blocked.empty());
-  EXPECT_EQ(formatRecords(a.records), "0 20 7\n1 20 7\n");
+  EXPECT_EQ(formatRecords(a.records), "0 20\t7\n1 20\t7\n");
 }
 
-TEST(CoordinationRelatedUnitsTest, TheRequestersOwnRelatedRecordsDoNotBlockIt) {
-  // Owner 20 held instance A (an earlier --mig request) and now asks for whole GPUs.
-  const Allocation a =
+TEST(CoordinationRelatedUnitsTest, TheRequestersOwnRelatedRecordsBlockItToo) {
+  // Owner 20 holds instance A (an earlier --mig request) and now asks for whole GPUs: GPU 1
+  // shares A's hardware, so only GPU 0 can be had.
+  const Allocation two =
       planAllocation(parseRecords(std::string(kMigA) + " 20 7\n"),
                      request({"0", "1"}, 2, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
-  EXPECT_TRUE(a.satisfied);
-  EXPECT_EQ(formatRecords(a.records), "0 20 7\n1 20 7\n");
+  EXPECT_FALSE(two.satisfied);
+  const Allocation one =
+      planAllocation(parseRecords(std::string(kMigA) + " 20 7\n"),
+                     request({"0", "1"}, 1, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_EQ(one.granted, std::vector<std::string>{"0"});
 }
 
 TEST(CoordinationRelatedUnitsTest, AGpuAndItsInstanceAreNeverGrantedTogether) {

@@ -1,0 +1,113 @@
+// The coordination file as a locked, journaled byte store: open it safely, lock it as Flink's
+// script does, read it, and replace its contents so that every reader sees either the old or the
+// new contents, whatever kills the writer and whatever the disk's state.
+//
+// How a change is made (see Journal.h):
+//  1. The change is cut into writes that each lie within one page; the records themselves are
+//     laid out so that the common changes (a record blanked in place, records appended) touch
+//     few pages and never move a record (see Coordination.cpp).
+//  2. The old and new bytes of those writes go into the journal `<file>.journal`, sealed by a
+//     checksum. A full disk here fails the change before the file is touched.
+//  3. The space the file grows into is reserved (fallocate), so that a full disk or a quota fails
+//     the change before the file is touched.
+//  4. The writes are made; a failure puts the old bytes back. Then the file is truncated to its
+//     new size and the journal is emptied: the change is done.
+// Whoever opens the file next and finds a sealed journal rolls the file back (a writer that
+// died between 2 and 4 never delivered its answer). Nothing is synced to disk: the records name
+// running processes, which a reboot ends anyway.
+//
+// Locking is flock(LOCK_EX) on the coordination file itself (Flink's script does
+// `flock -x 200` on `200<> $file`), held for one read-modify-write; the kernel drops it when the
+// holder dies.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "coordination/CoordinationError.h"
+#include "process/FileDescriptor.h"
+
+namespace flink::coordination {
+
+/// Files larger than this are not coordination files of ours: refused rather than rewritten.
+/// 4 MiB: about 100,000 records.
+inline constexpr std::uint64_t kMaxCoordinationFileBytes = 4 << 20;
+
+/// What `flink-gpu release --junk` may still read, so that an operator can shrink a file that
+/// someone grew past kMaxCoordinationFileBytes.
+inline constexpr std::uint64_t kMaxRepairableFileBytes = 256 << 20;
+
+/// The journal's path for a coordination file: `<file>.journal`, beside it.
+std::filesystem::path journalPathOf(const std::filesystem::path& file);
+
+class CoordinationFile {
+ public:
+  enum class Access {
+    kRead,   ///< A shared lock; never writes, never creates (status).
+    kWrite,  ///< An exclusive lock; creates the file (mode 0666 less the umask, as a shell
+             ///< redirect does) and rolls back a change that was cut short.
+  };
+
+  /// Opens `file` without following a symlink at its last component, refuses anything but a
+  /// regular file with one link, and takes the lock, waiting at most `lockTimeout` (the error
+  /// then names the process holding it, where /proc/locks tells). A file replaced while we
+  /// waited (Flink's `sed -i` renames a new file over it) is opened again.
+  /// With kRead, a missing file gives an object with exists() false.
+  /// @throws CoordinationError naming the path and the cause; for a file this user may not open
+  ///         or lock, also its owner, group and mode, and how to share it.
+  static CoordinationFile open(const std::filesystem::path& file, Access access,
+                               std::chrono::milliseconds lockTimeout,
+                               std::uint64_t maxBytes = kMaxCoordinationFileBytes);
+
+  bool exists() const { return fd_.valid(); }
+  const std::filesystem::path& path() const { return path_; }
+
+  /// The contents as of the last whole change: with a sealed journal left by a writer that
+  /// died, the contents before that change.
+  const std::string& text() const { return text_; }
+
+  /// What opening found and did that a person may want to know (a change rolled back), one
+  /// line each, without the path.
+  const std::vector<std::string>& notes() const { return notes_; }
+
+  /// Replaces the contents with `text` as described above. A no-op when they are equal.
+  /// @throws CoordinationError when it cannot be done; the file is then as it was (the message
+  ///         says so), or, when even putting it back failed, the journal keeps the change for the
+  ///         next opener to roll back.
+  void replace(const std::string& text);
+
+  /// Whether the path still names the file this object has locked: false when someone renamed
+  /// another file over it (Flink's `sed -i`) after we locked it, so that what we wrote went to
+  /// a file nobody reads.
+  bool stillAtPath() const;
+
+ private:
+  CoordinationFile(std::filesystem::path path, Access access)
+      : path_(std::move(path)), access_(access) {}
+  void recover(std::uint64_t maxBytes);
+  process::FileDescriptor openJournal(bool create);
+  /// Makes the file's bytes `target` again from `current` by page-contained writes (truncating
+  /// first where it shrinks), for a change that failed or was cut short.
+  void restore(const std::string& current, const std::string& target);
+  void writeAll(int fd, const std::string& bytes, std::uint64_t offset, const char* what);
+
+  std::filesystem::path path_;
+  Access access_;
+  process::FileDescriptor fd_;
+  /// Locks of files that were replaced while we waited for them, held to the end so that a
+  /// Flink script still waiting on such a file does not run beside us.
+  std::vector<process::FileDescriptor> replaced_;
+  std::uint64_t device_ = 0;
+  std::uint64_t inode_ = 0;
+  mode_t mode_ = 0;
+  gid_t group_ = 0;
+  std::string text_;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace flink::coordination
