@@ -1,6 +1,8 @@
 // flink-gpu: the command-line front of the GPU driver. Each subcommand lives in commands/.
 #include <signal.h>
 
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <string>
 
@@ -38,11 +40,27 @@ void forwardFatalSignals() {
   }
 }
 
+/// What was printed on stdout must have arrived: a full disk and a reader that went away (a
+/// closed pipe, `| head -c0`) both fail the command with one line, exit 1.
+int checkedStdout(int code) {
+  using namespace flink::cli;
+  errno = 0;
+  if (!std::cout.flush()) {
+    printError(std::string("cannot write the result to standard output") +
+               (errno == 0 ? "" : std::string(": ") + std::strerror(errno)));
+    return code == kSuccess ? kDiscoveryFailed : code;
+  }
+  return code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace flink::cli;
   forwardFatalSignals();  // exec's command gets default dispositions back from execvp
+  // A closed pipe is a write error (EPIPE) that we report, not a silent death. `exec` puts the
+  // default back for its command, since an ignored signal stays ignored across execvp.
+  ::signal(SIGPIPE, SIG_IGN);
 
   CLI::App app(
       "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them; the "
@@ -72,7 +90,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
-    return app.exit(e);
+    return checkedStdout(app.exit(e));
   } catch (const CLI::ParseError& e) {
     std::cerr << "flink-gpu: error: " << e.what() << "\n"
               << "Run 'flink-gpu --help' for usage.\n";
@@ -90,12 +108,7 @@ int main(int argc, char** argv) {
     if (release->parsed()) code = runRelease(releaseOptions);
     if (exec->parsed()) code = runExec(execOptions);
     if (config->parsed()) code = runConfig(configOptions);
-    // A result that could not be written (a full disk, a closed pipe) is no success.
-    if (!std::cout.flush()) {
-      printError("cannot write the result to standard output");
-      return code == kSuccess ? kDiscoveryFailed : code;
-    }
-    return code;
+    return checkedStdout(code);
   } catch (const std::exception& e) {
     // Anything the commands do not map themselves (a vanished working directory, out of
     // memory): still one clear line, never an abort.

@@ -5,6 +5,7 @@
 // outlives a failed exec: they are released before flink-gpu exits with 127/126, as a shell would.
 #include "commands/ExecCommand.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -263,6 +264,7 @@ int runExec(const ExecOptions& options) {
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
+  ::signal(SIGPIPE, SIG_DFL);  // flink-gpu ignores it; an ignored signal survives execvp
   ::execvp(argv[0], argv.data());
 
   const int error = errno;

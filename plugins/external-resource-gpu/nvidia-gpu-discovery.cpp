@@ -16,13 +16,18 @@
 // by default our parent — the worker that started the discovery, since the wrapper script execs us
 // (Flink's script records its $PPID the same way). A GPU and the MIG instances carved from it are
 // never held by two running owners at once, whichever of them each owner asked for.
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -61,16 +66,35 @@ int fail(const std::string& cause, const Trailer& trailer) {
   return 1;
 }
 
-int answer(const std::vector<std::string>& gpus, const Trailer& trailer) {
+/// Whether standard output was open when we started (see main): when it was not, nothing we
+/// print reaches anyone, and descriptor 1 holds /dev/null so that no file we open lands there.
+bool stdoutWasOpen = true;
+
+/// Writes the answer line; returns 0, or the errno of why it could not be written whole.
+int writeAnswer(const std::vector<std::string>& gpus) {
+  if (!stdoutWasOpen) return EBADF;
   const std::string line = flink::strings::join(gpus, ",") + '\n';
-  const bool written =
-      std::fwrite(line.data(), 1, line.size(), stdout) == line.size() && std::fflush(stdout) == 0;
-  trailer.print();
-  if (!written) {
-    // The driver would read no GPUs and take that for an answer.
-    std::fputs("cannot write the answer to standard output\n", stderr);
-    return 1;
+  std::size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(STDOUT_FILENO, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    done += static_cast<std::size_t>(n);
   }
+  return 0;
+}
+
+int cannotWriteAnswer(int error, const Trailer& trailer) {
+  // The driver would read no GPUs and take that for an answer.
+  trailer.print();
+  std::fprintf(stderr, "nvidia-gpu-discovery: cannot write the answer: %s\n",
+               error == EBADF ? "standard output is closed" : std::strerror(error));
+  return 1;
+}
+
+int answer(const std::vector<std::string>& gpus, const Trailer& trailer) {
+  if (const int error = writeAnswer(gpus)) return cannotWriteAnswer(error, trailer);
+  trailer.print();
   return 0;
 }
 
@@ -89,7 +113,8 @@ std::vector<std::string> withoutDuplicates(const std::vector<std::string>& gpus,
 }
 
 int allocate(const DiscoveryArguments& args, const std::vector<std::string>& gpus,
-             coordination::RelatedUnits related, Trailer& trailer) {
+             coordination::RelatedUnits related, std::unordered_map<std::string, std::string> uuids,
+             Trailer& trailer) {
   const pid_t ownerPid = args.ownerPid.value_or(::getppid());
   const coordination::Owner owner = coordination::Owner::of(ownerPid);
   if (!coordination::isRunning(owner)) {
@@ -99,10 +124,16 @@ int allocate(const DiscoveryArguments& args, const std::vector<std::string>& gpu
                 trailer);
   }
 
-  const coordination::Allocation allocation =
-      coordination::allocate(args.coordinationFile, {gpus, args.amount, owner, std::move(related)});
+  // Nothing would reach the worker: record nothing for it.
+  if (!stdoutWasOpen) return cannotWriteAnswer(EBADF, trailer);
+
+  const coordination::Allocation allocation = coordination::allocate(
+      args.coordinationFile, {gpus, args.amount, owner, std::move(related), std::move(uuids)});
 
   const std::string file = args.coordinationFile.string();
+  for (const std::string& note : allocation.notes) {
+    trailer.notes.push_back("note: coordination file " + file + ": " + note);
+  }
   for (const coordination::JunkLine& junk : allocation.junk) {
     trailer.notes.push_back("note: ignoring line " + std::to_string(junk.lineNumber) + " of " +
                             file + ", which is not a record: '" +
@@ -118,11 +149,15 @@ int allocate(const DiscoveryArguments& args, const std::vector<std::string>& gpu
     std::unordered_set<std::string> hostGpus(gpus.begin(), gpus.end());
     std::unordered_set<std::string> heldGpus;
     std::vector<std::string> held;
-    for (const coordination::Record& record : allocation.heldByOthers) {
-      if (!hostGpus.count(record.gpu)) continue;
-      heldGpus.insert(record.gpu);
-      held.push_back("GPU " + record.gpu + " is held by process " +
-                     std::to_string(record.owner.pid));
+    for (const auto* records : {&allocation.heldByRequester, &allocation.heldByOthers}) {
+      for (const coordination::Record& record : *records) {
+        if (!hostGpus.count(record.gpu)) continue;
+        heldGpus.insert(record.gpu);
+        held.push_back(
+            "GPU " + record.gpu + " is held by process " + std::to_string(record.owner.pid) +
+            (records == &allocation.heldByRequester ? " (this owner, from an earlier request)"
+                                                    : ""));
+      }
     }
     // Not held, but a GPU whose MIG instance is held, or an instance whose GPU is held whole.
     for (const coordination::BlockedUnit& blocked : allocation.blocked) {
@@ -136,7 +171,22 @@ int allocate(const DiscoveryArguments& args, const std::vector<std::string>& gpu
                     " free",
                 trailer);
   }
-  return answer(allocation.granted, trailer);
+  if (const int error = writeAnswer(allocation.granted)) {
+    // The worker never learns which GPUs it got: give them back, or they stay held for its
+    // whole life.
+    try {
+      const std::unordered_set<std::string> granted(allocation.granted.begin(),
+                                                    allocation.granted.end());
+      coordination::release(args.coordinationFile, [&](const coordination::Record& record) {
+        return record.owner == owner && granted.count(record.gpu) > 0;
+      });
+    } catch (const coordination::CoordinationError& e) {
+      trailer.notes.push_back(std::string("could not give the GPUs back: ") + e.what());
+    }
+    return cannotWriteAnswer(error, trailer);
+  }
+  trailer.print();
+  return 0;
 }
 
 int discover(const std::vector<std::string>& argv) {
@@ -183,7 +233,12 @@ int discover(const std::vector<std::string>& argv) {
   if (args.coordination) {
     try {
       // Whatever the units, a GPU and its MIG instances are never held by two owners at once.
-      return allocate(args, gpus, flink::discovery::relatedUnits(host.found.devices), trailer);
+      std::unordered_map<std::string, std::string> uuids;
+      for (const flink::discovery::GpuDevice& device : host.found.devices) {
+        if (device.uuid && !device.isMigInstance()) uuids.emplace(device.identifier, *device.uuid);
+      }
+      return allocate(args, gpus, flink::discovery::relatedUnits(host.found.devices),
+                      std::move(uuids), trailer);
     } catch (const coordination::CoordinationError& e) {
       return fail(e.what(), trailer);
     }
@@ -194,6 +249,17 @@ int discover(const std::vector<std::string>& argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A reader that went away is an error of the write (EPIPE), not a death by SIGPIPE that would
+  // leave GPUs recorded for a worker that never learns of them.
+  ::signal(SIGPIPE, SIG_IGN);
+  // A closed descriptor 0, 1 or 2 is taken by /dev/null, so that no file opened later (the
+  // coordination file) becomes our standard output or error and receives what we print.
+  stdoutWasOpen = ::fcntl(STDOUT_FILENO, F_GETFD) >= 0;
+  for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0) continue;
+    const int opened = ::open("/dev/null", O_RDWR);
+    if (opened > STDERR_FILENO) ::close(opened);
+  }
   try {
     return discover(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const DiscoveryError& e) {

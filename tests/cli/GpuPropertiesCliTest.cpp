@@ -218,10 +218,11 @@ TEST_F(GpuPropertiesCliTest, CoordinationModeRecordsMigInstancesAndGivesOwnersDi
             (std::vector<std::string>{"0 " + firstPid, std::string(kMigA) + " " + firstPid,
                                       std::string(kMigB) + " " + secondPid}));
 
-  // An owner asking again gets what it holds.
-  const CliRun again = discover(2, first);
-  EXPECT_EQ(again.exitCode, 0) << again;
-  EXPECT_EQ(again.out, one.out) << again;
+  // An owner asking again asks for more units, as with Flink's script: none is left.
+  const CliRun again = discover(1, first);
+  EXPECT_EQ(again.exitCode, 1) << again;
+  EXPECT_TRUE(contains(firstLine(again.err), "not enough free GPUs: 1 requested, 0 free"))
+      << again;
 
   // Every unit is taken; GPU 1, whose instances they are, is not one more.
   const CliRun none = discover(1, third);

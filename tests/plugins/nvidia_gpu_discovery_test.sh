@@ -362,15 +362,15 @@ start_owner
 third=$owner_pid
 
 shared=$coord/shared
-with_smi '0\n1\n2\n3\n' 0 2 --enable-coordination-mode --coordination-file "$shared" \
+with_smi '0\n1\n2\n3\n' 0 1 --enable-coordination-mode --coordination-file "$shared" \
     --owner-pid "$first"
-check "coordination: first owner" 0 "0,1" ""
+check "coordination: first owner" 0 "0" ""
+run_script "$smi_dir:/usr/bin:/bin" 1 --enable-coordination-mode --coordination-file "$shared" \
+    --owner-pid "$first"
+check "coordination: asking again takes another GPU, as Flink's script does" 0 "1" ""
 run_script "$smi_dir:/usr/bin:/bin" 2 --enable-coordination-mode --coordination-file "$shared" \
     --owner-pid "$second"
 check "coordination: a second owner gets other GPUs" 0 "2,3" ""
-run_script "$smi_dir:/usr/bin:/bin" 2 --enable-coordination-mode --coordination-file "$shared" \
-    --owner-pid "$first"
-check "coordination: asking again gives the same GPUs" 0 "0,1" ""
 run_script "$smi_dir:/usr/bin:/bin" 1 --enable-coordination-mode --coordination-file "$shared" \
     --owner-pid "$third"
 check "coordination: no GPU left" 1 "" "GPU 3 is held by process $second" \
