@@ -25,19 +25,47 @@ CLI::App* addReleaseCommand(CLI::App& app, ReleaseOptions& options) {
   CLI::App* command = app.add_subcommand(
       "release",
       "Free GPUs by hand: remove the records of one owner process (--owner) or of "
-      "one GPU (--gpu) from the coordination file.");
+      "one GPU (--gpu) from the coordination file, or the lines that are not records (--junk).");
   command->add_option("--owner", options.owner, "Release every GPU held by this process id");
   command->add_option("--gpu", options.gpu, "Release this GPU (an index, or a GPU-/MIG- UUID)");
+  command->add_flag("--junk", options.junk,
+                    "Remove the lines that are not records (also from a file grown past its "
+                    "size limit)");
   addCoordinationFileOption(*command, options.coordinationFile);
   return command;
 }
 
+int runJunkRelease(const ReleaseOptions& options) {
+  std::vector<coordination::JunkLine> removed;
+  try {
+    removed = coordination::releaseJunk(options.coordinationFile);
+  } catch (const coordination::CoordinationError& e) {
+    printError(e.what());
+    return kDiscoveryFailed;
+  }
+  if (removed.empty()) {
+    std::cout << "no line to remove: every line is a record (coordination file "
+              << options.coordinationFile << ")\n";
+    return kSuccess;
+  }
+  constexpr std::size_t kShown = 20;
+  for (std::size_t i = 0; i < removed.size() && i < kShown; ++i) {
+    std::cout << "removed line " << removed[i].lineNumber << ": '"
+              << strings::quoteForMessage(removed[i].text) << "'\n";
+  }
+  if (removed.size() > kShown) std::cout << "... and " << removed.size() - kShown << " more\n";
+  std::cout << "removed " << removed.size() << " line(s) that were not records\n";
+  return kSuccess;
+}
+
 int runRelease(const ReleaseOptions& options) {
-  if (options.owner.has_value() == options.gpu.has_value()) {
-    printError(options.owner ? "give either --owner or --gpu, not both"
-                             : "nothing to release: give --owner PID or --gpu INDEX");
+  const int chosen = (options.owner ? 1 : 0) + (options.gpu ? 1 : 0) + (options.junk ? 1 : 0);
+  if (chosen != 1) {
+    printError(chosen > 1 ? "give one of --owner, --gpu and --junk, not several"
+                          : "nothing to release: give --owner PID, --gpu INDEX or --junk");
     return kUsageError;
   }
+  if (options.junk) return runJunkRelease(options);
 
   std::function<bool(const coordination::Record&)> matches;
   std::string what;

@@ -13,6 +13,7 @@ namespace flink::cli {
 struct ReleaseOptions {
   std::optional<long long> owner;
   std::optional<std::string> gpu;
+  bool junk = false;
   std::string coordinationFile;
 };
 

@@ -108,6 +108,8 @@ void printJson(const std::string& file, const coordination::Status& status,
       record["owner_start_time"] = nullptr;
     }
     record["running"] = entry.running;
+    record["other_pid_namespace"] = entry.otherPidNamespace;
+    if (entry.record.uuid) record["record_uuid"] = *entry.record.uuid;
     for (const auto& [key, value] : properties[i]) record[key] = value;
     records.push_back(std::move(record));
   }
@@ -119,6 +121,9 @@ void printJson(const std::string& file, const coordination::Status& status,
   document["coordination_file"] = file;
   document["records"] = std::move(records);
   document["junk"] = std::move(junk);
+  document["size_bytes"] = status.sizeBytes;
+  document["limit_bytes"] = status.limitBytes;
+  document["notes"] = status.notes;
   // Replace rather than throw on bytes that are not UTF-8 (a junk line may hold anything).
   std::cout << document.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
             << '\n';
@@ -143,6 +148,18 @@ void printTable(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
+/// A file near its size limit will soon block every allocation on the host: say so first.
+void warnAboutTheFile(const std::string& file, const coordination::Status& status) {
+  for (const std::string& note : status.notes)
+    printWarning("coordination file " + file + ": " + note);
+  if (status.limitBytes > 0 && status.sizeBytes * 4 >= status.limitBytes * 3) {
+    printWarning("coordination file " + file + " holds " + std::to_string(status.sizeBytes) +
+                 " bytes, near its limit of " + std::to_string(status.limitBytes) +
+                 ": past it, no GPU can be allocated on this host; `flink-gpu release --junk` "
+                 "removes the lines that are not records");
+  }
+}
+
 void printText(const std::string& file, const coordination::Status& status,
                const std::vector<DeviceProperties>& properties) {
   for (const coordination::JunkLine& line : status.junk) {
@@ -164,7 +181,9 @@ void printText(const std::string& file, const coordination::Status& status,
   for (std::size_t i = 0; i < status.records.size(); ++i) {
     const coordination::RecordStatus& entry = status.records[i];
     rows.push_back({entry.record.gpu, std::to_string(entry.record.owner.pid),
-                    entry.running ? "running" : "gone"});
+                    entry.otherPidNamespace ? "other pid namespace"
+                    : entry.running         ? "running"
+                                            : "gone"});
     if (anyDevice) rows.back().push_back(describe(properties[i]));
   }
   printTable(rows);
@@ -195,6 +214,7 @@ int runStatus(const StatusOptions& options) {
   }
   // Read after the file's lock is let go: NVML may take a moment, and allocations must not wait.
   const std::vector<DeviceProperties> properties = propertiesOfRecords(status);
+  warnAboutTheFile(options.coordinationFile, status);
   if (options.format == "json") {
     printJson(options.coordinationFile, status, properties);
   } else {

@@ -385,10 +385,11 @@ std::string edit(std::string_view before, const std::vector<LineSpan>& blank,
 }
 
 /// One change of the file: open and lock it, let `change` compute the new text from the
-/// parsed records, write it. When the path no longer names the file we locked by then (Flink's
-/// `sed -i` renamed a new one over it while a Flink script held the lock of an older one), our
-/// write went to a file nobody reads: `change` runs again on the file now there, with `again`
-/// set so that it can first undo what it finds of its own earlier attempt.
+/// parsed records, write it. A Flink script can change the file without holding its lock: after
+/// its own `sed -i` it holds the lock of the file that it replaced. When that happened before we
+/// wrote (the file grew, or was replaced), or while we wrote (the path names a new file, and our
+/// write went to one nobody reads), `change` runs again on the file now there, with `again` set
+/// so that it can first undo what it finds of its own earlier attempt.
 template <typename Change>
 auto changeFile(const fs::path& file, std::chrono::milliseconds lockTimeout, std::uint64_t maxBytes,
                 Change&& change) {
@@ -396,7 +397,11 @@ auto changeFile(const fs::path& file, std::chrono::milliseconds lockTimeout, std
     CoordinationFile opened =
         CoordinationFile::open(file, CoordinationFile::Access::kWrite, lockTimeout, maxBytes);
     auto result = change(opened, attempt > 0);
-    if (opened.stillAtPath() || attempt >= 3) return result;
+    if (!opened.interfered()) return result;
+    if (attempt >= 8) {
+      throw CoordinationError("coordination file " + file.string() +
+                              ": it kept being changed by a program that does not hold its lock");
+    }
   }
 }
 

@@ -337,9 +337,21 @@ void CoordinationFile::restore(const std::string& current, const std::string& ta
   }
 }
 
+bool CoordinationFile::changedUnderLock() const {
+  // Flink's script keeps writing after its own `sed -i` replaced the file, under the lock of the
+  // file it replaced: appends we did not see would be overwritten.
+  struct stat info {};
+  return !stillAtPath() || (::fstat(fd_.get(), &info) == 0 &&
+                            static_cast<std::uint64_t>(info.st_size) != text_.size());
+}
+
 void CoordinationFile::replace(const std::string& text) {
   if (access_ != Access::kWrite) fail(path_, "internal error: replace() on a file opened to read");
   if (text == text_) return;
+  if (changedUnderLock()) {
+    interfered_ = true;
+    return;
+  }
   const std::vector<JournalWrite> writes = planWrites(text_, text, pageSize());
   const Journal journal{device_, inode_, text_.size(), text.size(), writes};
   const std::string unchanged = "; the file is unchanged";
@@ -350,6 +362,12 @@ void CoordinationFile::replace(const std::string& text) {
   } catch (const CoordinationError& e) {
     (void)::ftruncate(journalFd.get(), 0);
     throw CoordinationError(e.what() + unchanged);
+  }
+
+  if (changedUnderLock()) {  // again, now that the journal is written: the window stays small
+    (void)::ftruncate(journalFd.get(), 0);
+    interfered_ = true;
+    return;
   }
 
   // The room the file grows into, before a byte of it is overwritten: a full disk or a quota

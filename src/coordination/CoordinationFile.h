@@ -75,7 +75,9 @@ class CoordinationFile {
   /// line each, without the path.
   const std::vector<std::string>& notes() const { return notes_; }
 
-  /// Replaces the contents with `text` as described above. A no-op when they are equal.
+  /// Replaces the contents with `text` as described above. A no-op when they are equal, and when
+  /// someone changed the file without its lock since it was read (Flink's script after its own
+  /// `sed -i`): then interfered() is true and the change must be planned again.
   /// @throws CoordinationError when it cannot be done; the file is then as it was (the message
   ///         says so), or, when even putting it back failed, the journal keeps the change for the
   ///         next opener to roll back.
@@ -86,10 +88,15 @@ class CoordinationFile {
   /// a file nobody reads.
   bool stillAtPath() const;
 
+  /// Whether replace() found the file changed by someone who did not hold its lock, or the path
+  /// no longer names this file: what was planned must be planned again on a fresh open.
+  bool interfered() const { return interfered_ || !stillAtPath(); }
+
  private:
   CoordinationFile(std::filesystem::path path, Access access)
       : path_(std::move(path)), access_(access) {}
   void recover(std::uint64_t maxBytes);
+  bool changedUnderLock() const;
   process::FileDescriptor openJournal(bool create);
   /// Makes the file's bytes `target` again from `current` by page-contained writes (truncating
   /// first where it shrinks), for a change that failed or was cut short.
@@ -108,6 +115,7 @@ class CoordinationFile {
   gid_t group_ = 0;
   std::string text_;
   std::vector<std::string> notes_;
+  bool interfered_ = false;
 };
 
 }  // namespace flink::coordination

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -27,6 +28,12 @@
 extern char** environ;
 
 namespace {
+
+/// status --format json without its size fields, which depend on the file's layout.
+std::string withoutFileSize(const std::string& json) {
+  return std::regex_replace(json, std::regex(R"(,"size_bytes":\d+,"limit_bytes":\d+,"notes":\[\])"),
+                            "");
+}
 
 namespace fs = std::filesystem;
 using flink::testing::CliRun;
@@ -119,14 +126,15 @@ TEST_F(GpuPropertiesCliTest, DiscoverShowsWhatNvmlKnowsOfEachGpu) {
   const CliRun json =
       run({"discover", "-n", "2", "--discovery-script", script, "--format", "json"});
   ASSERT_EQ(json.exitCode, 0) << json;
-  EXPECT_EQ(json.out, std::string(R"({"gpu":[)") + R"({"index":"0","uuid":")" + kGpu0 +
-                          R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
-                          R"("memory.total":"143771","minor_number":"0"},)"
-                          R"({"index":"1","uuid":")" +
-                          kGpu1 +
-                          R"(","name":"NVIDIA H200","pci.bus_id":"00000000:3B:00.0",)"
-                          R"("memory.total":"143771","minor_number":"1"}]})"
-                          "\n")
+  EXPECT_EQ(withoutFileSize(json.out),
+            std::string(R"({"gpu":[)") + R"({"index":"0","uuid":")" + kGpu0 +
+                R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
+                R"("memory.total":"143771","minor_number":"0"},)"
+                R"({"index":"1","uuid":")" +
+                kGpu1 +
+                R"(","name":"NVIDIA H200","pci.bus_id":"00000000:3B:00.0",)"
+                R"("memory.total":"143771","minor_number":"1"}]})"
+                "\n")
       << json;
   EXPECT_EQ(json.err, "") << json;
 
@@ -162,15 +170,16 @@ TEST_F(GpuPropertiesCliTest, DefaultDiscoveryWithMigHandsOutInstancesNeverTheirG
   // The instances' GPUInfo carry their own properties and where they sit.
   const CliRun json = run({"discover", "-n", "2", "--discovery-args", "--mig", "--format", "json"});
   ASSERT_EQ(json.exitCode, 0) << json;
-  EXPECT_EQ(json.out, std::string(R"({"gpu":[{"index":"0","uuid":")") + kGpu0 +
-                          R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
-                          R"("memory.total":"143771","minor_number":"0"},)"
-                          R"({"index":")" +
-                          kMigA + R"(","uuid":")" + kMigA +
-                          R"(","name":"NVIDIA H200 MIG 1g.18gb","pci.bus_id":"00000000:3B:00.0",)"
-                          R"("memory.total":"16384","mig.parent_index":"1",)"
-                          R"("mig.gpu_instance_id":"9","mig.compute_instance_id":"0"}]})"
-                          "\n")
+  EXPECT_EQ(withoutFileSize(json.out),
+            std::string(R"({"gpu":[{"index":"0","uuid":")") + kGpu0 +
+                R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
+                R"("memory.total":"143771","minor_number":"0"},)"
+                R"({"index":")" +
+                kMigA + R"(","uuid":")" + kMigA +
+                R"(","name":"NVIDIA H200 MIG 1g.18gb","pci.bus_id":"00000000:3B:00.0",)"
+                R"("memory.total":"16384","mig.parent_index":"1",)"
+                R"("mig.gpu_instance_id":"9","mig.compute_instance_id":"0"}]})"
+                "\n")
       << json;
 
   // GPU 1 is never a unit beside its instances: there are 3 units, not 4.
@@ -221,8 +230,7 @@ TEST_F(GpuPropertiesCliTest, CoordinationModeRecordsMigInstancesAndGivesOwnersDi
   // An owner asking again asks for more units, as with Flink's script: none is left.
   const CliRun again = discover(1, first);
   EXPECT_EQ(again.exitCode, 1) << again;
-  EXPECT_TRUE(contains(firstLine(again.err), "not enough free GPUs: 1 requested, 0 free"))
-      << again;
+  EXPECT_TRUE(contains(firstLine(again.err), "not enough free GPUs: 1 requested, 0 free")) << again;
 
   // Every unit is taken; GPU 1, whose instances they are, is not one more.
   const CliRun none = discover(1, third);
@@ -334,17 +342,19 @@ TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {
   const CliRun json =
       run({"status", "--coordination-file", coordinationFile(), "--format", "json"});
   EXPECT_EQ(json.exitCode, 0) << json;
-  const std::string gone = R"(,"owner_pid":)" + pid + R"(,"owner_start_time":1,"running":false)";
-  EXPECT_EQ(json.out, R"({"coordination_file":")" + coordinationFile() + R"(","records":[)" +
-                          R"({"gpu":"0")" + gone + R"(,"uuid":")" + kGpu0 +
-                          R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
-                          R"("memory.total":"143771"},)"
-                          R"({"gpu":")" +
-                          kMigB + '"' + gone + R"(,"uuid":")" + kMigB +
-                          R"(","name":"NVIDIA H200 MIG 1g.18gb","pci.bus_id":"00000000:3B:00.0",)"
-                          R"("memory.total":"16384"},)"
-                          R"({"gpu":"7")" +
-                          gone + R"(}],"junk":[]})" + "\n")
+  const std::string gone = R"(,"owner_pid":)" + pid +
+                           R"(,"owner_start_time":1,"running":false,"other_pid_namespace":false)";
+  EXPECT_EQ(withoutFileSize(json.out),
+            R"({"coordination_file":")" + coordinationFile() + R"(","records":[)" +
+                R"({"gpu":"0")" + gone + R"(,"uuid":")" + kGpu0 +
+                R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
+                R"("memory.total":"143771"},)"
+                R"({"gpu":")" +
+                kMigB + '"' + gone + R"(,"uuid":")" + kMigB +
+                R"(","name":"NVIDIA H200 MIG 1g.18gb","pci.bus_id":"00000000:3B:00.0",)"
+                R"("memory.total":"16384"},)"
+                R"({"gpu":"7")" +
+                gone + R"(}],"junk":[]})" + "\n")
       << json;
 }
 
@@ -365,9 +375,12 @@ TEST_F(GpuPropertiesCliTest, StatusWithoutUsableNvmlShowsTheRecordsAloneAndRunsN
   const CliRun json =
       run({"status", "--coordination-file", coordinationFile(), "--format", "json"});
   EXPECT_EQ(json.exitCode, 0) << json;
-  EXPECT_EQ(json.out, R"({"coordination_file":")" + coordinationFile() +
-                          R"(","records":[{"gpu":"0","owner_pid":)" + pid +
-                          R"(,"owner_start_time":1,"running":false}],"junk":[]})" + "\n")
+  EXPECT_EQ(
+      withoutFileSize(json.out),
+      R"({"coordination_file":")" + coordinationFile() + R"(","records":[{"gpu":"0","owner_pid":)" +
+          pid +
+          R"(,"owner_start_time":1,"running":false,"other_pid_namespace":false}],"junk":[]})" +
+          "\n")
       << json;
 
   // -v says why there are no properties.
