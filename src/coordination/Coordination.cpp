@@ -142,6 +142,9 @@ std::optional<Record> parseRecord(std::string_view line) {
     if (key == "uuid") {
       if (record.uuid || !externalresource::gpu::isDeviceIdentifier(value)) return std::nullopt;
       record.uuid = std::string(value);
+    } else if (key == "lease") {
+      if (record.lease) return std::nullopt;
+      record.lease = std::string(value);
     } else if (key == "pidns") {
       if (record.owner.pidNamespace) return std::nullopt;
       record.owner.pidNamespace = parseDecimal<std::uint64_t>(value);
@@ -185,6 +188,7 @@ std::string formatRecords(const std::vector<Record>& records) {
     if (record.owner.startTime) text += '\t' + std::to_string(*record.owner.startTime);
     if (record.uuid) text += "\tuuid=" + *record.uuid;
     if (record.owner.pidNamespace) text += "\tpidns=" + std::to_string(*record.owner.pidNamespace);
+    if (record.lease) text += "\tlease=" + *record.lease;
     for (const std::string& field : record.extra) text += '\t' + field;
     text += '\n';
   }
@@ -207,7 +211,7 @@ std::string describe(const BlockedUnit& blocked) {
 }
 
 Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
-                          const LivenessProbe& isRunningProbe) {
+                          const LivenessProbe& isRunningProbe, const LeaseProbe& leaseHeld) {
   Allocation allocation;
   allocation.junk = current.junk;
 
@@ -241,7 +245,10 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     const Record& record = current.records[i];
     // A two-field record (Flink's script) with the requester's pid is the requester's too.
     const bool own = sameProcess(record.owner, request.owner);
-    if (own || ownerRunning(record.owner)) {
+    // A lease, where a record has one, says it all: the pid may be reused or of another namespace.
+    const bool alive =
+        own || (record.lease && leaseHeld ? leaseHeld(*record.lease) : ownerRunning(record.owner));
+    if (alive) {
       if (std::optional<std::string> unit = unitOf(record)) {
         taken.insert(*unit);
         holding.push_back(&record);
@@ -409,19 +416,24 @@ auto changeFile(const fs::path& file, std::chrono::milliseconds lockTimeout, std
 
 Allocation allocate(const fs::path& file, const AllocationRequest& request,
                     std::chrono::milliseconds lockTimeout) {
-  return changeFile(
+  // What an earlier attempt granted (see changeFile), and the leases taken for it: kept across
+  // attempts, so that a lease this call holds is not asked for twice.
+  std::unordered_set<std::string> grantedBefore;
+  std::unordered_map<std::string, Lease> leases;
+  Allocation result = changeFile(
       file, lockTimeout, kMaxCoordinationFileBytes, [&](CoordinationFile& opened, bool again) {
         ParsedRecords parsed = parseRecords(opened.text());
         std::vector<LineSpan> blank;
         if (again) {
-          // What an earlier attempt wrote for this request may have been copied over: it is not
-          // ours to keep, since this attempt plans afresh.
+          // What the earlier attempt wrote may have been copied over (Flink's `sed -i` copies the
+          // file): it is not ours to keep, since this attempt plans afresh.
           ParsedRecords kept;
           for (std::size_t i = 0; i < parsed.records.size(); ++i) {
-            if (parsed.records[i].owner == request.owner) {
+            const Record& record = parsed.records[i];
+            if (record.owner == request.owner && grantedBefore.count(record.gpu)) {
               blank.push_back(parsed.recordSpans[i]);
             } else {
-              kept.records.push_back(parsed.records[i]);
+              kept.records.push_back(record);
               kept.recordSpans.push_back(parsed.recordSpans[i]);
             }
           }
@@ -429,16 +441,39 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
           kept.junkSpans = std::move(parsed.junkSpans);
           parsed = std::move(kept);
         }
-        Allocation allocation = planAllocation(parsed, request, isRunning);
+        Allocation allocation =
+            planAllocation(parsed, request, isRunning, [&](const std::string& name) {
+              return leases.count(name) > 0 || leaseHeld(file, name, /*removeWhenFree=*/true);
+            });
         allocation.notes = opened.notes();
-        for (const std::size_t i : allocation.reclaimedIndices)
+        for (const std::size_t i : allocation.reclaimedIndices) {
           blank.push_back(parsed.recordSpans[i]);
+        }
         std::vector<Record> added(
             allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
             allocation.records.end());
+        if (request.lease) {
+          // Before the file says so: a lease that cannot be had fails the call with nothing
+          // written (its holder runs, though an operator removed its record).
+          for (Record& record : added) {
+            const std::string name = leaseNameOf(record.gpu, request.uuids);
+            if (!leases.count(name)) leases.emplace(name, acquireLease(file, name, opened.mode()));
+            record.lease = name;
+          }
+          std::copy(added.begin(), added.end(),
+                    allocation.records.end() - static_cast<std::ptrdiff_t>(added.size()));
+        }
+        grantedBefore.insert(allocation.granted.begin(), allocation.granted.end());
         opened.replace(edit(opened.text(), blank, added));
         return allocation;
       });
+  if (request.lease) {
+    for (const std::string& gpu : result.granted) {
+      const auto it = leases.find(leaseNameOf(gpu, request.uuids));
+      if (it != leases.end()) result.leases.push_back(std::move(it->second));
+    }
+  }
+  return result;
 }
 
 Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
@@ -452,8 +487,9 @@ Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
   ParsedRecords parsed = parseRecords(opened.text());
   status.junk = std::move(parsed.junk);
   for (Record& record : parsed.records) {
-    const bool other = inOtherPidNamespace(record.owner);
-    const bool running = isRunning(record.owner);
+    const bool other = !record.lease && inOtherPidNamespace(record.owner);
+    const bool running = record.lease ? leaseHeld(file, *record.lease, /*removeWhenFree=*/false)
+                                      : isRunning(record.owner);
     status.records.push_back(RecordStatus{std::move(record), running, other});
   }
   return status;

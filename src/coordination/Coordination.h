@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "coordination/CoordinationError.h"
+#include "coordination/Leases.h"
 
 namespace flink::coordination {
 
@@ -83,6 +84,9 @@ struct Record {
   std::optional<std::string> uuid = {};
   /// Fields of a newer writer (`key=value`), kept as they are.
   std::vector<std::string> extra = {};
+  /// The lease that holds the GPU (see Leases.h): while it is held the record is alive,
+  /// whatever its pid says; once free, the record is taken back.
+  std::optional<std::string> lease = {};
   friend bool operator==(const Record&, const Record&) = default;
 };
 
@@ -120,6 +124,9 @@ inline constexpr std::chrono::milliseconds kDefaultLockTimeout{5000};
 /// Tells whether an owner is running; replaceable in tests.
 using LivenessProbe = std::function<bool(const Owner&)>;
 
+/// Tells whether a lease (by name) is held; replaceable in tests.
+using LeaseProbe = std::function<bool(const std::string&)>;
+
 /// Units that share hardware, by identifier: a whole GPU's index and the `MIG-…` UUIDs of the
 /// instances carved from it (see discovery::relatedUnits). A relation counts both ways when it is
 /// given either way; a unit is never related to itself.
@@ -137,6 +144,8 @@ struct AllocationRequest {
   /// the GPU of that UUID, whatever its index says (another container numbers GPUs from 0); new
   /// records carry it.
   std::unordered_map<std::string, std::string> uuids = {};
+  /// Hold each GPU granted with a lease too (Leases.h): the in-process driver and exec do.
+  bool lease = false;
 };
 
 /// A unit that no other running owner holds, but that cannot be granted because a unit related
@@ -171,6 +180,9 @@ struct Allocation {
   std::vector<Record> records;
   /// What opening the file found and did (a change cut short, rolled back), one line each.
   std::vector<std::string> notes;
+  /// With AllocationRequest::lease, the leases of `granted`, in its order: the GPUs stay held
+  /// while these live.
+  std::vector<Lease> leases;
 };
 
 /// The allocation rule, without any I/O: drop records whose owner is not running, then take
@@ -180,9 +192,10 @@ struct Allocation {
 /// a unit related to it (`related`), nor when a unit related to it is already granted in this
 /// plan. If fewer than `amount` are available nothing is granted, but dead records are still
 /// dropped. Records of GPUs that are not in `gpus` are kept as they are. Linear in the number of
-/// records, GPUs and relations; `isRunning` is asked once per distinct owner.
+/// records, GPUs and relations; `isRunning` is asked once per distinct owner. A record with a
+/// lease is alive exactly while `leaseHeld` says its lease is held (when given).
 Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
-                          const LivenessProbe& isRunning);
+                          const LivenessProbe& isRunning, const LeaseProbe& leaseHeld = {});
 
 /// Locks the file (creating it if needed), plans, writes the result, unlocks. The change is
 /// whole or not at all (CoordinationFile).

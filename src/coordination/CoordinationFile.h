@@ -66,6 +66,8 @@ class CoordinationFile {
 
   bool exists() const { return fd_.valid(); }
   const std::filesystem::path& path() const { return path_; }
+  /// The file's permission bits (what files made beside it get).
+  mode_t mode() const { return mode_; }
 
   /// The contents as of the last whole change: with a sealed journal left by a writer that
   /// died, the contents before that change.

@@ -92,12 +92,15 @@ TEST(CoordinationRecordsTest, JunkLinesAreReportedWithTheirLineNumbers) {
 TEST(CoordinationRecordsTest, FormatIsFlinksWithOurFieldsAfterATab) {
   EXPECT_EQ(formatRecords({Record{"0", Owner{12, 345}}, Record{"GPU-ab12", Owner{13, {}}}}),
             "0 12\t345\nGPU-ab12 13\n");
-  const Record full{
-      "3", Owner{12, 345, 4026531836}, "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6", {"lease=1"}};
+  const Record full{"3",
+                    Owner{12, 345, 4026531836},
+                    "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6",
+                    {"future=1"},
+                    "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"};
   const std::string line = formatRecords({full});
   EXPECT_EQ(line,
             "3 12\t345\tuuid=GPU-8932f937-d72c-4106-c12f-20bd9faed9f6\tpidns=4026531836\t"
-            "lease=1\n");
+            "lease=GPU-8932f937-d72c-4106-c12f-20bd9faed9f6\tfuture=1\n");
   // One space, after the GPU, as in Flink's "3 12": Flink's `sed "/<gpu> /d"` finds no more in
   // it than in its own lines.
   EXPECT_EQ(std::count(line.begin(), line.end(), ' '), 1);
