@@ -16,12 +16,17 @@
 // by default our parent — the worker that started the discovery, since the wrapper script execs us
 // (Flink's script records its $PPID the same way). A GPU and the MIG instances carved from it are
 // never held by two running owners at once, whichever of them each owner asked for.
+//
+// An inherited CUDA_VISIBLE_DEVICES (the worker's scheduler's) limits the units to those it names,
+// in its order, read as CUDA reads it (discovery/VisibleDevices.h); the answer is then the mask's
+// own entries for the units chosen, while coordination records keep the host's numbering.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -31,6 +36,7 @@
 #include "discovery/DiscoveryArguments.h"
 #include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
+#include "discovery/VisibleDevices.h"
 #include "util/Strings.h"
 
 namespace {
@@ -88,8 +94,24 @@ std::vector<std::string> withoutDuplicates(const std::vector<std::string>& gpus,
   return unique;
 }
 
-int allocate(const DiscoveryArguments& args, const std::vector<std::string>& gpus,
+/// An inherited CUDA_VISIBLE_DEVICES: the units it allows, as the host numbers them and as the
+/// mask names them. Without one, every unit, named as the host numbers it.
+struct Candidates {
+  std::vector<std::string> gpus;
+  std::optional<flink::discovery::MaskedUnits> masked;
+
+  /// What the worker is told for the host units `granted`: the mask's own entries under a mask.
+  std::vector<std::string> answerFor(const std::vector<std::string>& granted) const {
+    if (!masked) return granted;
+    std::vector<std::string> entries;
+    for (const std::string& gpu : granted) entries.push_back(masked->entryOf(gpu));
+    return entries;
+  }
+};
+
+int allocate(const DiscoveryArguments& args, const Candidates& candidates,
              coordination::RelatedUnits related, Trailer& trailer) {
+  const std::vector<std::string>& gpus = candidates.gpus;
   const pid_t ownerPid = args.ownerPid.value_or(::getppid());
   const coordination::Owner owner = coordination::Owner::of(ownerPid);
   if (!coordination::isRunning(owner)) {
@@ -136,7 +158,7 @@ int allocate(const DiscoveryArguments& args, const std::vector<std::string>& gpu
                     " free",
                 trailer);
   }
-  return answer(allocation.granted, trailer);
+  return answer(candidates.answerFor(allocation.granted), trailer);
 }
 
 int discover(const std::vector<std::string>& argv) {
@@ -172,10 +194,34 @@ int discover(const std::vector<std::string>& argv) {
                               "(create them with nvidia-smi mig -cgi <profiles> -C)");
     }
   }
-  const std::vector<std::string> gpus =
-      withoutDuplicates(flink::discovery::identifiersOf(units), trailer);
+  Candidates candidates;
+  candidates.gpus = withoutDuplicates(flink::discovery::identifiersOf(units), trailer);
+
+  // The worker's own CUDA_VISIBLE_DEVICES (from its scheduler) limits what it may have; a list
+  // given with --gpus is the script's own answer and is taken as it is.
+  const std::optional<flink::discovery::VisibleDevicesMask> mask =
+      args.gpus ? std::nullopt : flink::discovery::inheritedVisibleDevices();
+  if (mask) {
+    try {
+      candidates.masked = flink::discovery::unitsUnderMask(
+          *mask, host.found.devices, args.mig, flink::discovery::inheritedPciBusOrder());
+    } catch (const DiscoveryError& e) {
+      trailer.details.insert(trailer.details.begin(), e.details().begin(), e.details().end());
+      return fail(e.what(), trailer);
+    }
+    trailer.details.insert(trailer.details.end(), candidates.masked->warnings.begin(),
+                           candidates.masked->warnings.end());
+    candidates.gpus = candidates.masked->hostIdentifiers;
+  }
+  const std::vector<std::string>& gpus = candidates.gpus;
 
   if (gpus.size() < args.amount) {
+    if (mask) {
+      return fail("only " + std::to_string(gpus.size()) + " GPU(s) allowed by " + mask->describe() +
+                      ", " + args.amountText + " requested (allowed: " +
+                      flink::strings::join(candidates.masked->entries, ",") + ")",
+                  trailer);
+    }
     return fail("only " + std::to_string(gpus.size()) + " GPU(s) found, " + args.amountText +
                     " requested (found: " + flink::strings::join(gpus, ",") + ")",
                 trailer);
@@ -183,12 +229,15 @@ int discover(const std::vector<std::string>& argv) {
   if (args.coordination) {
     try {
       // Whatever the units, a GPU and its MIG instances are never held by two owners at once.
-      return allocate(args, gpus, flink::discovery::relatedUnits(host.found.devices), trailer);
+      return allocate(args, candidates, flink::discovery::relatedUnits(host.found.devices),
+                      trailer);
     } catch (const coordination::CoordinationError& e) {
       return fail(e.what(), trailer);
     }
   }
-  return answer({gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(args.amount)}, trailer);
+  return answer(
+      candidates.answerFor({gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(args.amount)}),
+      trailer);
 }
 
 }  // namespace
