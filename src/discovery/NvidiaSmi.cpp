@@ -420,14 +420,14 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
   }
 
   const std::string count = std::to_string(result.devices.size());
+  // nvidia-smi exits non-zero for a GPU it cannot open; when that GPU's own line is all it had
+  // to say, the exit code adds nothing.
+  const bool exitExplained = !leftOut.empty() && printed.empty();
   if (timedOut) {
     result.warnings.push_back("warning: nvidia-smi did not answer within " +
                               describeDuration(timeout) + "; using the " + count +
                               " GPU index(es) it printed before");
-  } else if (outcome.kind() == Kind::kExited && outcome.value() != 0 && !leftOut.empty() &&
-             printed.empty()) {
-    // nvidia-smi exits non-zero for a GPU it cannot open; that GPU's own line says it all.
-  } else if (outcome.kind() == Kind::kExited && outcome.value() != 0) {
+  } else if (outcome.kind() == Kind::kExited && outcome.value() != 0 && !exitExplained) {
     result.warnings.push_back("warning: nvidia-smi exited with code " +
                               std::to_string(outcome.value()) + " but listed " + count +
                               " GPU(s); using them");

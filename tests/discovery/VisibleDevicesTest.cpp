@@ -126,7 +126,8 @@ TEST(VisibleDevicesTest, FullUuidsPrefixesAndCaseAreAccepted) {
 
 TEST(VisibleDevicesTest, AnAmbiguousPrefixNamesNoDevice) {
   // GPU 0 and GPU 1 both start with GPU-8932f: CUDA cannot tell which, and stops there.
-  const MaskResolution resolution = resolve("2,GPU-8932f,0", host());
+  const std::vector<GpuDevice> devices = host();  // the resolution points into them
+  const MaskResolution resolution = resolve("2,GPU-8932f,0", devices);
   EXPECT_THAT(identifiersOfVisible(resolution), ElementsAre("2"));
   ASSERT_EQ(resolution.warnings.size(), 1u);
   EXPECT_THAT(resolution.warnings[0], HasSubstr("'GPU-8932f' names no device"));
@@ -142,7 +143,8 @@ TEST(VisibleDevicesTest, OldMigFormNamesTheInstanceByItsIds) {
 
 TEST(VisibleDevicesTest, StopsAtTheFirstEntryThatNamesNoDevice) {
   // CUDA's own example: 0,2,-1,1 makes 0 and 2 visible.
-  const MaskResolution resolution = resolve("0,2,-1,1", host());
+  const std::vector<GpuDevice> devices = host();
+  const MaskResolution resolution = resolve("0,2,-1,1", devices);
   EXPECT_THAT(entriesOf(resolution), ElementsAre("0", "2"));
   ASSERT_EQ(resolution.warnings.size(), 1u);
   EXPECT_THAT(resolution.warnings[0], HasSubstr("'-1' names no device"));
@@ -153,7 +155,8 @@ TEST(VisibleDevicesTest, StopsAtTheFirstEntryThatNamesNoDevice) {
 
 TEST(VisibleDevicesTest, ADeviceNamedTwiceCountsOnceWithAWarning) {
   const std::string value = std::string("1,") + kUuid1 + ",1,0";
-  const MaskResolution resolution = resolve(value.c_str(), host());
+  const std::vector<GpuDevice> devices = host();
+  const MaskResolution resolution = resolve(value.c_str(), devices);
   EXPECT_THAT(entriesOf(resolution), ElementsAre("1", "0"));
   ASSERT_EQ(resolution.warnings.size(), 2u);
   EXPECT_THAT(resolution.warnings[0], HasSubstr("names the same device as '1'; counted once"));
