@@ -217,6 +217,20 @@ TEST_F(RealHostCliTest, ExecUnderAMaskAllowingTooFewFailsNamingIt) {
       << none;
 }
 
+TEST_F(RealHostCliTest, TheMaskAppliesToNvidiaSmisGpusToo) {
+  // No NVML: nvidia-smi's GPUs, read against the mask the same way.
+  writeScript(dir_ / "bin" / "nvidia-smi", std::string("#!/bin/sh\nprintf '0, ") + kGpu0 +
+                                               ", NVIDIA H200, 00000000:19:00.0, 143771\\n1, " +
+                                               kGpu1 +
+                                               ", NVIDIA H200, 00000000:3B:00.0, 143771\\n'\n");
+  const std::vector<std::string> env{
+      "FLINK_GPU_NVML_LIBRARY=" + (dir_ / "none" / "libnvidia-ml.so.1").string(),
+      "CUDA_VISIBLE_DEVICES=GPU-3a41,0"};
+  const CliRun run = discover(2, env, "", "text");
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "GPU Device(GPU-3a41)\nGPU Device(0)\n");
+}
+
 // --- 3. a broken GPU never takes the others down ----------------------------------------------
 
 TEST_F(RealHostCliTest, ALostGpuIsLeftOutAndNamedAtTheDefaultVerbosity) {
