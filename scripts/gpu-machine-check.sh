@@ -15,9 +15,15 @@
 #      one nvidia-smi run, with their ratio
 #   5. the discovery program as Flink runs it (nvidia-gpu-discovery.sh 1), and which shared
 #      libraries the program needs (glibc only: libstdc++ and libgcc are linked in)
+#   6. what only a real host can answer: every GPU as root and as `nobody` (NVML gives some
+#      answers to privileged callers only; no GPU may be left out, no warning printed), a
+#      MIG-enabled GPU if there is one (as nobody: its instances listed, the parent's memory
+#      unknown without a warning), and an inherited CUDA_VISIBLE_DEVICES (the mask's own
+#      entries printed, its UUID prefix resolved, NoDevFiles refused, exec passing it on with
+#      CUDA_DEVICE_ORDER=PCI_BUS_ID)
 #
-# Exit status: 0 when the build, every test and the comparison pass; 1 when a test failed or the
-# two sources disagree; 2 when the build or a source failed. Set NVML_CHECK_RUNS to change the
+# Exit status: 0 when the build, every test and the comparison pass; 1 when a test failed, the
+# two sources disagree or a real-host check failed; 2 when the build or a source failed. Set NVML_CHECK_RUNS to change the
 # number of timed runs (default 10).
 set -uo pipefail
 
@@ -34,6 +40,8 @@ die() {
 
 # The checks are about the real library and the real nvidia-smi: nothing may point elsewhere.
 unset FLINK_GPU_NVML_LIBRARY FAKE_NVML_DEVICES FAKE_NVML_CALL_LOG NVIDIA_SMI_TIMEOUT
+# Nor may a mask of the shell that runs this limit what the checks see (step 6 sets its own).
+unset CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER
 
 step "host"
 uname -a
@@ -82,14 +90,105 @@ discovery_status=0
 "$program_dir/nvidia-gpu-discovery.sh" 1 || discovery_status=$?
 echo "(nvidia-gpu-discovery.sh 1 exited with $discovery_status)"
 
+step "real host: users, MIG, an inherited CUDA_VISIBLE_DEVICES"
+real_status=0
+real_fail() {
+  echo "gpu-machine-check: FAILED: $*"
+  real_status=1
+}
+flink_gpu=$build_dir/bin/flink-gpu
+gpu_count=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | grep -c '^[0-9]')
+mig_gpus=$(nvidia-smi --query-gpu=index,mig.mode.current --format=csv,noheader 2>/dev/null |
+  grep -ci 'enabled')
+echo "GPUs: $gpu_count, in MIG mode: $mig_gpus"
+# The program links only glibc: a copy in a folder anyone can read runs as nobody too (the build
+# folder may be under a home that nobody cannot enter).
+shared=$(mktemp -d) && chmod 755 "$shared"
+cp "$program_dir/nvidia-gpu-discovery" "$program_dir/nvidia-gpu-discovery.sh" "$shared/"
+chmod 755 "$shared"/*
+as_nobody=()
+if [[ $(id -u) -eq 0 ]]; then
+  if command -v setpriv >/dev/null 2>&1; then
+    as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
+    getent group nogroup >/dev/null || as_nobody=(setpriv --reuid=nobody --regid=nobody --clear-groups --)
+  elif command -v runuser >/dev/null 2>&1; then
+    as_nobody=(runuser -u nobody --)
+  fi
+fi
+# One discovery of every GPU (or MIG unit, with --mig): its answer, its stderr, its exit code.
+discover_all() {
+  local who=$1
+  shift
+  local out err rc
+  err=$(mktemp)
+  out=$("$@" 2>"$err")
+  rc=$?
+  echo "[$who] $* -> exit $rc: $out"
+  sed "s/^/[$who] stderr: /" "$err"
+  if [[ $rc -ne 0 ]]; then
+    real_fail "$who: the discovery failed"
+  elif grep -q 'left out' "$err"; then
+    real_fail "$who: a GPU was left out (lost, or denied to this user)"
+  elif grep -qi 'warning' "$err"; then
+    real_fail "$who: the discovery warned (a MIG GPU's memory for non-root must be quietly unknown)"
+  fi
+  rm -f "$err"
+}
+if [[ $gpu_count -gt 0 ]]; then
+  discover_all "$(id -un)" "$shared/nvidia-gpu-discovery.sh" "$gpu_count"
+  if [[ ${#as_nobody[@]} -gt 0 ]]; then
+    discover_all nobody "${as_nobody[@]}" "$shared/nvidia-gpu-discovery.sh" "$gpu_count"
+  else
+    echo "(not root, or neither setpriv nor runuser: the check as nobody is skipped)"
+  fi
+  if [[ $mig_gpus -gt 0 ]]; then
+    instances=$(nvidia-smi -L | grep -c 'MIG ')
+    # Every unit: each MIG instance, and each GPU not in MIG mode.
+    units=$((instances + gpu_count - mig_gpus))
+    echo "MIG instances listed by nvidia-smi -L: $instances; units with --mig: $units"
+    discover_all "$(id -un) --mig" "$shared/nvidia-gpu-discovery.sh" "$units" --mig
+    [[ ${#as_nobody[@]} -gt 0 ]] &&
+      discover_all "nobody --mig" "${as_nobody[@]}" "$shared/nvidia-gpu-discovery.sh" "$units" --mig
+    "$flink_gpu" discover --mig -n 1 --format json || real_fail "flink-gpu discover --mig failed"
+  else
+    echo "(no GPU in MIG mode: the MIG checks are skipped)"
+  fi
+
+  # The scheduler's mask: the last GPU by index, GPU 0 by a UUID prefix.
+  uuid0=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ')
+  prefix0=${uuid0:0:12}
+  last=$((gpu_count - 1))
+  if [[ $gpu_count -ge 2 ]]; then mask="$last,$prefix0"; want="$last,$prefix0"; n=2; else
+    mask="$prefix0"; want="$prefix0"; n=1; fi
+  got=$(CUDA_VISIBLE_DEVICES=$mask "$shared/nvidia-gpu-discovery.sh" "$n")
+  echo "CUDA_VISIBLE_DEVICES=$mask: the discovery printed '$got'"
+  [[ $got == "$want" ]] || real_fail "under CUDA_VISIBLE_DEVICES=$mask expected '$want', got '$got'"
+  json=$(CUDA_VISIBLE_DEVICES=$mask "$flink_gpu" discover -n "$n" --format json)
+  echo "$json"
+  [[ $json == *"\"uuid\":\"$uuid0\""* ]] || real_fail "the JSON does not name $uuid0 for $prefix0"
+  if CUDA_VISIBLE_DEVICES=NoDevFiles "$shared/nvidia-gpu-discovery.sh" 1 2>"$shared/err"; then
+    real_fail "CUDA_VISIBLE_DEVICES=NoDevFiles was not refused"
+  else
+    grep -q 'CUDA_VISIBLE_DEVICES=NoDevFiles' "$shared/err" ||
+      real_fail "the refusal does not name CUDA_VISIBLE_DEVICES: $(cat "$shared/err")"
+  fi
+  visible=$(CUDA_VISIBLE_DEVICES=$mask "$flink_gpu" exec -n "$n" \
+    --coordination-file "$shared/coordination" -- sh -c 'echo "$CUDA_VISIBLE_DEVICES $CUDA_DEVICE_ORDER"')
+  echo "exec under CUDA_VISIBLE_DEVICES=$mask: $visible"
+  [[ $visible == "$want PCI_BUS_ID" ]] || real_fail "exec gave '$visible', expected '$want PCI_BUS_ID'"
+fi
+rm -rf "$shared"
+
 step "summary"
 echo "tests:      $([[ $tests_status -eq 0 ]] && echo passed || echo "FAILED ($tests_status)")"
 echo "comparison: $([[ $compare_status -eq 0 ]] && echo agree || echo "FAILED ($compare_status)")"
 echo "discovery:  $([[ $discovery_status -eq 0 ]] && echo ok || echo "FAILED ($discovery_status)")"
+echo "real host:  $([[ $real_status -eq 0 ]] && echo ok || echo FAILED)"
 if [[ $compare_status -ge 2 ]]; then
   exit 2
 fi
-if [[ $tests_status -ne 0 || $compare_status -ne 0 || $discovery_status -ne 0 ]]; then
+if [[ $tests_status -ne 0 || $compare_status -ne 0 || $discovery_status -ne 0 ||
+  $real_status -ne 0 ]]; then
   exit 1
 fi
 exit 0

@@ -195,8 +195,10 @@ int runDiscover(const DiscoverOptions& options) {
   } catch (const FlinkException& e) {
     printError(std::string("discovery failed: ") + e.what());
     const std::string_view reason = e.what();
-    if (usingDefaultScript && (reason.find("nvidia-smi was not found") != std::string_view::npos ||
-                               reason.find("no NVIDIA GPU found") != std::string_view::npos)) {
+    if (usingDefaultScript &&
+        (reason.find("nvidia-smi was not found") != std::string_view::npos ||
+         reason.find("no NVIDIA GPU found") != std::string_view::npos ||
+         reason.find("no NVIDIA GPU on this host") != std::string_view::npos)) {
       printHint(
           "to try flink-gpu without NVIDIA GPUs, give it a discovery script of your own: "
           "flink-gpu discover --discovery-script ./my-gpus.sh --amount 2 (the script gets the "

@@ -29,6 +29,7 @@
 #include "discovery/DiscoveryArguments.h"
 #include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
+#include "discovery/VisibleDevices.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -53,6 +54,11 @@ void printDiscoveryNote(std::string_view line) {
 struct HostUnits {
   std::vector<std::string> gpus;
   coordination::RelatedUnits related;
+  /// Every device enumerated (none with --gpus): for the UUIDs of --visible-devices uuid.
+  std::vector<discovery::GpuDevice> devices;
+  /// Under an inherited CUDA_VISIBLE_DEVICES: the units it allows and its entries for them.
+  std::optional<discovery::VisibleDevicesMask> mask;
+  std::optional<discovery::MaskedUnits> masked;
 };
 
 /// The host's GPUs: --gpus, else NVML, else nvidia-smi. Returns nullopt after printing the error,
@@ -60,6 +66,9 @@ struct HostUnits {
 std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
   std::vector<std::string> listed;
   coordination::RelatedUnits related;
+  std::vector<discovery::GpuDevice> devices;
+  std::optional<discovery::VisibleDevicesMask> mask;
+  std::optional<discovery::MaskedUnits> masked;
   if (options.gpus) {
     try {
       listed = discovery::parseGpuList(*options.gpus);
@@ -96,6 +105,21 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
     listed = discovery::identifiersOf(discovery::allocatableUnits(host.found.devices, options.mig));
     // Whichever the units, a GPU and its MIG instances never go to two owners at once.
     related = discovery::relatedUnits(host.found.devices);
+    devices = std::move(host.found.devices);
+    // The scheduler's mask, when this process got one, limits the units to those it names.
+    mask = discovery::inheritedVisibleDevices();
+    if (mask) {
+      try {
+        masked = discovery::unitsUnderMask(*mask, devices, options.mig,
+                                           discovery::inheritedPciBusOrder());
+      } catch (const discovery::DiscoveryError& e) {
+        printErrorWithDetails(e.what(), e.details());
+        exitCode = kDiscoveryFailed;
+        return std::nullopt;
+      }
+      for (const std::string& warning : masked->warnings) printDiscoveryNote(warning);
+      listed = masked->hostIdentifiers;
+    }
   }
   // The same GPU twice would be handed out twice.
   std::vector<std::string> gpus;
@@ -103,7 +127,41 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
   for (std::string& gpu : listed) {
     if (seen.insert(gpu).second) gpus.push_back(std::move(gpu));
   }
-  return HostUnits{std::move(gpus), std::move(related)};
+  return HostUnits{std::move(gpus), std::move(related), std::move(devices), std::move(mask),
+                   std::move(masked)};
+}
+
+/// What the command's CUDA_VISIBLE_DEVICES lists for the units granted: the inherited mask's own
+/// entries; else with --visible-devices uuid each whole GPU's UUID (MIG units are UUIDs already);
+/// else the units as the host numbers them. nullopt after printing the error, when a UUID is
+/// unknown.
+std::optional<std::vector<std::string>> visibleDevicesFor(const ExecOptions& options,
+                                                          const HostUnits& host,
+                                                          const std::vector<std::string>& granted) {
+  if (host.masked) {
+    std::vector<std::string> entries;
+    for (const std::string& gpu : granted) entries.push_back(host.masked->entryOf(gpu));
+    return entries;
+  }
+  if (options.visibleDevices != "uuid") return granted;
+  std::vector<std::string> uuids;
+  for (const std::string& gpu : granted) {
+    if (gpu.starts_with("GPU-") || gpu.starts_with("MIG-")) {
+      uuids.push_back(gpu);
+      continue;
+    }
+    const auto device = std::find_if(
+        host.devices.begin(), host.devices.end(),
+        [&](const discovery::GpuDevice& d) { return !d.isMigInstance() && d.identifier == gpu; });
+    if (device == host.devices.end() || !device->uuid) {
+      printError("--visible-devices uuid: the UUID of GPU " + gpu + " is not known" +
+                 (options.gpus ? std::string(" (--gpus lists it by index; list it by UUID)")
+                               : std::string()));
+      return std::nullopt;
+    }
+    uuids.push_back(*device->uuid);
+  }
+  return uuids;
 }
 
 /// Why `amount` GPUs could not be had: how many are free, and who holds the others or a unit
@@ -177,6 +235,14 @@ CLI::App* addExecCommand(CLI::App& app, ExecOptions& options) {
                     "Allocate MIG instances, by their MIG-... UUIDs, instead of the GPUs in MIG "
                     "mode they are carved from (GPUs not in MIG mode are still allocated "
                     "whole); not with --gpus");
+  command
+      ->add_option("--visible-devices", options.visibleDevices,
+                   "What CUDA_VISIBLE_DEVICES gets when none is inherited: index (NVML's, "
+                   "which CUDA uses under CUDA_DEVICE_ORDER=PCI_BUS_ID, set unless already "
+                   "set) or uuid; an inherited CUDA_VISIBLE_DEVICES limits the GPUs and its "
+                   "own entries are passed on")
+      ->check(CLI::IsMember({"index", "uuid"}))
+      ->capture_default_str();
   command->add_option("command", options.command,
                       "The command to run and its arguments; everything from the first of them "
                       "on is the command's, options included (-- before it is optional)");
@@ -213,8 +279,14 @@ int runExec(const ExecOptions& options) {
   const std::vector<std::string>& gpus = host->gpus;
   const auto amount = static_cast<std::size_t>(options.amount);
   if (gpus.size() < amount) {
-    printError("only " + std::to_string(gpus.size()) + " GPU(s) on this host, " +
-               std::to_string(amount) + " requested (GPUs: " + strings::join(gpus, ",") + ")");
+    if (host->masked) {
+      printError("only " + std::to_string(gpus.size()) + " GPU(s) allowed by " +
+                 host->mask->describe() + ", " + std::to_string(amount) +
+                 " requested (allowed: " + strings::join(host->masked->entries, ",") + ")");
+    } else {
+      printError("only " + std::to_string(gpus.size()) + " GPU(s) on this host, " +
+                 std::to_string(amount) + " requested (GPUs: " + strings::join(gpus, ",") + ")");
+    }
     return kDiscoveryFailed;
   }
 
@@ -244,8 +316,18 @@ int runExec(const ExecOptions& options) {
   }
 
   warnAboutSeveralMigInstances(allocation.granted);
-  const std::string visible = strings::join(allocation.granted, ",");
-  if (::setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1) != 0) {
+  const std::optional<std::vector<std::string>> entries =
+      visibleDevicesFor(options, *host, allocation.granted);
+  if (!entries) {
+    releaseAfterFailedExec(options.coordinationFile, owner);
+    return kUsageError;
+  }
+  const std::string visible = strings::join(*entries, ",");
+  // So that an index selects the GPU NVML and nvidia-smi call by it (CUDA's own default is
+  // fastest first); a value already set is the user's choice, and stays.
+  const bool orderSet = std::getenv(discovery::kDeviceOrderVariable) != nullptr;
+  if (::setenv(discovery::kVisibleDevicesVariable, visible.c_str(), 1) != 0 ||
+      (!orderSet && ::setenv(discovery::kDeviceOrderVariable, "PCI_BUS_ID", 0) != 0)) {
     const int error = errno;
     releaseAfterFailedExec(options.coordinationFile, owner);
     printError(std::string("cannot set CUDA_VISIBLE_DEVICES: ") + std::strerror(error));

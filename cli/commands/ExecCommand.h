@@ -1,6 +1,8 @@
 // `flink-gpu exec`: runs a command with GPUs of its own — allocates them in the coordination file
 // for this process, sets CUDA_VISIBLE_DEVICES, and becomes the command (execvp), so that the
 // command's pid is the owner of the records: the GPUs are held while it runs and free once it ends.
+// Under an inherited CUDA_VISIBLE_DEVICES only the GPUs it names are allocated, and the command
+// gets the mask's own entries for them; CUDA_DEVICE_ORDER=PCI_BUS_ID is set unless already set.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,10 @@ struct ExecOptions {
   /// --mig: allocate MIG instances (their MIG-… UUIDs go into CUDA_VISIBLE_DEVICES) instead of
   /// the GPUs in MIG mode they are carved from. A usage error with --gpus.
   bool mig = false;
+  /// --visible-devices: what CUDA_VISIBLE_DEVICES gets when no mask is inherited: "index"
+  /// (NVML's index, which is CUDA's under CUDA_DEVICE_ORDER=PCI_BUS_ID) or "uuid" (GPU-…).
+  /// MIG instances are always given by MIG UUID; an inherited mask's own entries always win.
+  std::string visibleDevices = "index";
   /// The command and its arguments.
   std::vector<std::string> command;
 };

@@ -34,17 +34,28 @@ namespace {
 using externalresource::gpu::GPUInfo;
 
 /// The host's devices as NVML lists them (MIG instances included); none when NVML cannot be used,
-/// which only -v mentions.
+/// which only -v mentions. A GPU left out (lost, denied) is named at every verbosity but -q:
+/// an operator reading the table should know why a GPU is missing from it.
 std::vector<discovery::GpuDevice> nvmlDevices() {
   try {
     discovery::Enumeration found = nvml::NvmlEnumerator().enumerate();
-    if (verbosity() >= Verbosity::kVerbose) {
-      for (const std::string& warning : found.warnings) {
+    for (const std::string& warning : found.warnings) {
+      if (discovery::isLeftOutWarning(warning)) {
+        printWarning(std::string_view(warning).substr(std::string_view("warning: ").size()));
+      } else if (verbosity() >= Verbosity::kVerbose) {
         std::cerr << "flink-gpu: " << warning << '\n';
       }
     }
     return std::move(found.devices);
-  } catch (const std::exception& e) {  // DiscoveryError, NvmlError
+  } catch (const discovery::DiscoveryError& e) {
+    if (std::string_view(e.what()).starts_with("no usable NVIDIA GPU")) {
+      // Every GPU is lost or denied: the records are still shown, without devices.
+      printWarning(e.what());
+    } else if (verbosity() >= Verbosity::kVerbose) {
+      std::cerr << "flink-gpu: no GPU properties: " << e.what() << '\n';
+    }
+    return {};
+  } catch (const std::exception& e) {  // NvmlError
     if (verbosity() >= Verbosity::kVerbose) {
       std::cerr << "flink-gpu: no GPU properties: " << e.what() << '\n';
     }

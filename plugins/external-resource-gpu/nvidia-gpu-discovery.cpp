@@ -16,6 +16,10 @@
 // by default our parent — the worker that started the discovery, since the wrapper script execs us
 // (Flink's script records its $PPID the same way). A GPU and the MIG instances carved from it are
 // never held by two running owners at once, whichever of them each owner asked for.
+//
+// An inherited CUDA_VISIBLE_DEVICES (the worker's scheduler's) limits the units to those it names,
+// in its order, read as CUDA reads it (discovery/VisibleDevices.h); the answer is then the mask's
+// own entries for the units chosen, while coordination records keep the host's numbering.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -26,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -36,6 +41,7 @@
 #include "discovery/DiscoveryArguments.h"
 #include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
+#include "discovery/VisibleDevices.h"
 #include "util/Strings.h"
 
 namespace {
@@ -112,9 +118,25 @@ std::vector<std::string> withoutDuplicates(const std::vector<std::string>& gpus,
   return unique;
 }
 
-int allocate(const DiscoveryArguments& args, const std::vector<std::string>& gpus,
+/// An inherited CUDA_VISIBLE_DEVICES: the units it allows, as the host numbers them and as the
+/// mask names them. Without one, every unit, named as the host numbers it.
+struct Candidates {
+  std::vector<std::string> gpus;
+  std::optional<flink::discovery::MaskedUnits> masked;
+
+  /// What the worker is told for the host units `granted`: the mask's own entries under a mask.
+  std::vector<std::string> answerFor(const std::vector<std::string>& granted) const {
+    if (!masked) return granted;
+    std::vector<std::string> entries;
+    for (const std::string& gpu : granted) entries.push_back(masked->entryOf(gpu));
+    return entries;
+  }
+};
+
+int allocate(const DiscoveryArguments& args, const Candidates& candidates,
              coordination::RelatedUnits related, std::unordered_map<std::string, std::string> uuids,
              Trailer& trailer) {
+  const std::vector<std::string>& gpus = candidates.gpus;
   const pid_t ownerPid = args.ownerPid.value_or(::getppid());
   const coordination::Owner owner = coordination::Owner::of(ownerPid);
   if (!coordination::isRunning(owner)) {
@@ -171,7 +193,7 @@ int allocate(const DiscoveryArguments& args, const std::vector<std::string>& gpu
                     " free",
                 trailer);
   }
-  if (const int error = writeAnswer(allocation.granted)) {
+  if (const int error = writeAnswer(candidates.answerFor(allocation.granted))) {
     // The worker never learns which GPUs it got: give them back, or they stay held for its
     // whole life.
     try {
@@ -222,10 +244,34 @@ int discover(const std::vector<std::string>& argv) {
                               "(create them with nvidia-smi mig -cgi <profiles> -C)");
     }
   }
-  const std::vector<std::string> gpus =
-      withoutDuplicates(flink::discovery::identifiersOf(units), trailer);
+  Candidates candidates;
+  candidates.gpus = withoutDuplicates(flink::discovery::identifiersOf(units), trailer);
+
+  // The worker's own CUDA_VISIBLE_DEVICES (from its scheduler) limits what it may have; a list
+  // given with --gpus is the script's own answer and is taken as it is.
+  const std::optional<flink::discovery::VisibleDevicesMask> mask =
+      args.gpus ? std::nullopt : flink::discovery::inheritedVisibleDevices();
+  if (mask) {
+    try {
+      candidates.masked = flink::discovery::unitsUnderMask(
+          *mask, host.found.devices, args.mig, flink::discovery::inheritedPciBusOrder());
+    } catch (const DiscoveryError& e) {
+      trailer.details.insert(trailer.details.begin(), e.details().begin(), e.details().end());
+      return fail(e.what(), trailer);
+    }
+    trailer.details.insert(trailer.details.end(), candidates.masked->warnings.begin(),
+                           candidates.masked->warnings.end());
+    candidates.gpus = candidates.masked->hostIdentifiers;
+  }
+  const std::vector<std::string>& gpus = candidates.gpus;
 
   if (gpus.size() < args.amount) {
+    if (mask) {
+      return fail("only " + std::to_string(gpus.size()) + " GPU(s) allowed by " + mask->describe() +
+                      ", " + args.amountText + " requested (allowed: " +
+                      flink::strings::join(candidates.masked->entries, ",") + ")",
+                  trailer);
+    }
     return fail("only " + std::to_string(gpus.size()) + " GPU(s) found, " + args.amountText +
                     " requested (found: " + flink::strings::join(gpus, ",") + ")",
                 trailer);
@@ -237,13 +283,15 @@ int discover(const std::vector<std::string>& argv) {
       for (const flink::discovery::GpuDevice& device : host.found.devices) {
         if (device.uuid && !device.isMigInstance()) uuids.emplace(device.identifier, *device.uuid);
       }
-      return allocate(args, gpus, flink::discovery::relatedUnits(host.found.devices),
+      return allocate(args, candidates, flink::discovery::relatedUnits(host.found.devices),
                       std::move(uuids), trailer);
     } catch (const coordination::CoordinationError& e) {
       return fail(e.what(), trailer);
     }
   }
-  return answer({gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(args.amount)}, trailer);
+  return answer(
+      candidates.answerFor({gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(args.amount)}),
+      trailer);
 }
 
 }  // namespace

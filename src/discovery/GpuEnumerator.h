@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -64,14 +65,38 @@ struct GpuDevice {
   bool isMigInstance() const noexcept { return mig.has_value(); }
 };
 
+/// A GPU the source lists but that cannot be used: NVML gives no handle for it, or a query that
+/// discovery needs fails with NVML_ERROR_GPU_IS_LOST, NVML_ERROR_UNKNOWN or
+/// NVML_ERROR_NO_PERMISSION (a cgroup that denies the device), or nvidia-smi prints an error line
+/// for it. It is left out; the others are handed out.
+struct LeftOutGpu {
+  /// Which GPU: "GPU 1", "GPU 1 (00000000:3B:00.0)", "GPU 0000:0B:00.0" (nvidia-smi names it by
+  /// PCI bus id), "GPU 0 MIG slot 2".
+  std::string gpu;
+  /// The source's error: "nvmlDeviceGetUUID failed: GPU is lost (NVML_ERROR_GPU_IS_LOST, 15)",
+  /// "Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error".
+  std::string error;
+
+  /// "<gpu>: <error>", for the message that names every GPU left out.
+  std::string describe() const { return gpu + ": " + error; }
+};
+
 /// The devices a source reported, and what else it had to say.
 struct Enumeration {
   /// In the order reported: whole GPUs by index, each MIG-enabled GPU followed by its instances.
   std::vector<GpuDevice> devices;
   /// Lines for stderr: a warning about how the source ended, then what it printed that was not
-  /// a GPU (`nvidia-smi: ...`).
+  /// a GPU (`nvidia-smi: ...`). Each GPU of leftOut has its line here too ("warning: NVML: GPU 1
+  /// left out: …"), so that a caller printing the warnings names every GPU left out.
   std::vector<std::string> warnings;
+  /// The GPUs (and MIG instances) left out, in the order listed.
+  std::vector<LeftOutGpu> leftOut;
 };
+
+/// Whether a warning line of an enumeration is one that says a GPU or MIG instance was left out
+/// ("warning: NVML: GPU 1 left out: …", "warning: nvidia-smi: GPU 0000:0B:00.0 left out: …"):
+/// those are shown at every verbosity.
+bool isLeftOutWarning(std::string_view line) noexcept;
 
 /// A source of the host's GPUs.
 class GpuEnumerator {

@@ -153,6 +153,46 @@ GpuDevice readGpuLine(const std::vector<std::string_view>& fields,
   return device;
 }
 
+// --- GPUs nvidia-smi cannot use ---------------------------------------------------------------
+
+/// nvidia-smi's line for a GPU it lists but cannot open (lost, or denied by a cgroup), printed
+/// among the CSV lines of the others: "Unable to determine the device handle for GPU
+/// 0000:0B:00.0: Unknown Error". The GPU's PCI bus id, or nullopt for any other line. It names a
+/// GPU that is lost or denied, whatever nvidia-smi's exit code.
+std::optional<std::string> unopenableGpu(std::string_view line) {
+  // Drivers print it with and without a space before the bus id ("for GPU0000:3B:00.0").
+  constexpr std::string_view kUnable = "Unable to determine the device handle for GPU";
+  if (!line.starts_with(kUnable)) return std::nullopt;
+  const std::string_view rest = strings::trim(line.substr(kUnable.size()));
+  const std::size_t colon = rest.find(": ");
+  const std::string_view bus = rest.substr(0, colon);
+  if (!isPciBusId(bus)) return std::nullopt;
+  return std::string(bus);
+}
+
+/// nvidia-smi's field values that mean the GPU itself cannot be used, as NVML's
+/// NVML_ERROR_GPU_IS_LOST, NVML_ERROR_UNKNOWN and NVML_ERROR_NO_PERMISSION do.
+bool isUnusableValue(std::string_view field) noexcept {
+  return field == "[GPU is lost]" || field == "[Unknown Error]" ||
+         field == "[Insufficient Permissions]";
+}
+
+/// Why the GPU of a CSV line cannot be used ("uuid is [GPU is lost]"), or nullopt.
+std::optional<std::string> unusableBecause(const std::vector<std::string_view>& fields) {
+  for (std::size_t i = 1; i < fields.size(); ++i) {
+    const std::string_view field = strings::trim(fields[i]);
+    if (!isUnusableValue(field)) continue;
+    // A name with a comma in it shifts the fields; the last two are still bus id and memory.
+    const char* name = fields.size() < kQueryFields ? "a field"
+                       : i == 1                     ? "uuid"
+                       : i + 1 == fields.size()     ? "memory.total"
+                       : i + 2 == fields.size()     ? "pci.bus_id"
+                                                    : "name";
+    return std::string(name) + " is " + std::string(field);
+  }
+  return std::nullopt;
+}
+
 // --- nvidia-smi -L ----------------------------------------------------------------------------
 
 /// `GPU 0: NVIDIA H200 (UUID: GPU-...)`.
@@ -306,6 +346,7 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
   Enumeration result;
   std::vector<std::string> propertyWarnings;
   std::vector<std::string> printed;  // every line that is not a GPU, as "nvidia-smi: <line>"
+  std::vector<LeftOutGpu> leftOut;   // GPUs nvidia-smi lists but cannot use
   std::string firstLine;
   bool noDevices = false;
   for (std::string_view rawLine : strings::split(output, '\n')) {
@@ -313,7 +354,22 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
     if (line.empty()) continue;
     const std::vector<std::string_view> fields = strings::split(line, ',');
     if (isDigits(strings::trim(fields.front()))) {
+      if (std::optional<std::string> why = unusableBecause(fields)) {
+        const std::string index =
+            externalresource::gpu::canonicalDeviceIdentifier(strings::trim(fields.front()));
+        std::string gpu = "GPU " + index;
+        if (fields.size() >= kQueryFields) {
+          const std::string_view bus = strings::trim(fields[fields.size() - 2]);
+          if (isPciBusId(bus)) gpu += " (" + std::string(bus) + ")";
+        }
+        leftOut.push_back({std::move(gpu), *why});
+        continue;
+      }
       result.devices.push_back(readGpuLine(fields, propertyWarnings));
+      continue;
+    }
+    if (std::optional<std::string> bus = unopenableGpu(line)) {
+      leftOut.push_back({"GPU " + *bus, std::string(line)});
       continue;
     }
     if (firstLine.empty()) firstLine = std::string(line);
@@ -325,7 +381,22 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
   const bool timedOut = outcome.kind() == Kind::kTimedOut;
   const std::string ending = endingOf(outcome);
 
+  std::vector<std::string> leftOutLines;
+  for (const LeftOutGpu& gpu : leftOut) {
+    leftOutLines.push_back("warning: nvidia-smi: " + gpu.gpu + " left out: " + gpu.error);
+  }
   if (result.devices.empty()) {
+    if (!leftOut.empty()) {
+      // Every GPU it lists is one it cannot use: name each, whatever the exit code says.
+      std::vector<std::string> each;
+      for (const LeftOutGpu& gpu : leftOut) each.push_back(gpu.describe());
+      std::vector<std::string> details = leftOutLines;
+      details.insert(details.end(), printed.begin(), printed.end());
+      throw DiscoveryError("no usable NVIDIA GPU: nvidia-smi lists " +
+                               std::to_string(leftOut.size()) +
+                               " GPU(s), and every one is left out: " + strings::join(each, "; "),
+                           std::move(details));
+    }
     // The order matters: "No devices were found" comes with exit code 6, and is the real cause.
     if (noDevices) {
       throw DiscoveryError("no NVIDIA GPU found: nvidia-smi printed \"No devices were found\"",
@@ -349,11 +420,14 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
   }
 
   const std::string count = std::to_string(result.devices.size());
+  // nvidia-smi exits non-zero for a GPU it cannot open; when that GPU's own line is all it had
+  // to say, the exit code adds nothing.
+  const bool exitExplained = !leftOut.empty() && printed.empty();
   if (timedOut) {
     result.warnings.push_back("warning: nvidia-smi did not answer within " +
                               describeDuration(timeout) + "; using the " + count +
                               " GPU index(es) it printed before");
-  } else if (outcome.kind() == Kind::kExited && outcome.value() != 0) {
+  } else if (outcome.kind() == Kind::kExited && outcome.value() != 0 && !exitExplained) {
     result.warnings.push_back("warning: nvidia-smi exited with code " +
                               std::to_string(outcome.value()) + " but listed " + count +
                               " GPU(s); using them");
@@ -361,8 +435,10 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
     result.warnings.push_back("warning: nvidia-smi was " + ending + " but listed " + count +
                               " GPU(s); using them");
   }
+  result.warnings.insert(result.warnings.end(), leftOutLines.begin(), leftOutLines.end());
   result.warnings.insert(result.warnings.end(), propertyWarnings.begin(), propertyWarnings.end());
   result.warnings.insert(result.warnings.end(), printed.begin(), printed.end());
+  result.leftOut = std::move(leftOut);
   return result;
 }
 

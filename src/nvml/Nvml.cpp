@@ -2,6 +2,7 @@
 #include "nvml/Nvml.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdio>
@@ -39,6 +40,9 @@ struct NvmlLibrary::Api {
   decltype(&::nvmlDeviceGetMigDeviceHandleByIndex) getMigDeviceHandleByIndex = nullptr;
   decltype(&::nvmlDeviceGetGpuInstanceId) getGpuInstanceId = nullptr;
   decltype(&::nvmlDeviceGetComputeInstanceId) getComputeInstanceId = nullptr;
+
+  // Optional: nvmlInitWithFlags, preferred over init when present (see NvmlSession).
+  decltype(&::nvmlInitWithFlags) initWithFlags = nullptr;
 };
 
 namespace {
@@ -174,6 +178,18 @@ std::string returnName(Return code) {
 namespace {
 /// How long a library that could not be opened is taken to be still missing.
 constexpr std::chrono::seconds kRetryMissingAfter{10};
+
+/// Whether a failed dlopen of `pathOrName` found the library and could not load it (a wrong
+/// architecture, a missing dependency, a file that is no shared library), as opposed to finding
+/// no such file: a host without the driver. A path is there when the file exists; a bare name,
+/// unless the loader says that it, not one of its dependencies, is not found.
+bool libraryIsPresent(const std::string& pathOrName, const std::string& reason) {
+  if (pathOrName.find('/') != std::string::npos) {
+    struct stat info {};
+    return ::stat(pathOrName.c_str(), &info) == 0;
+  }
+  return !reason.starts_with(pathOrName + ": cannot open shared object file: No such file");
+}
 }  // namespace
 
 std::shared_ptr<const NvmlLibrary> NvmlLibrary::load() {
@@ -192,6 +208,7 @@ std::shared_ptr<const NvmlLibrary> NvmlLibrary::load(const std::string& pathOrNa
   struct Missing {
     std::string message;
     std::chrono::steady_clock::time_point until;
+    bool present = false;
   };
   static auto& missing = *new std::map<std::string, Missing>;
   const std::lock_guard<std::mutex> lock(mutex);
@@ -199,17 +216,21 @@ std::shared_ptr<const NvmlLibrary> NvmlLibrary::load(const std::string& pathOrNa
   const auto now = std::chrono::steady_clock::now();
   if (auto failed = missing.find(pathOrName);
       failed != missing.end() && now < failed->second.until) {
-    throw NvmlError(failed->second.message, Return::kLibraryNotFound, "dlopen");
+    throw NvmlError(failed->second.message, Return::kLibraryNotFound, "dlopen",
+                    failed->second.present);
   }
 
   ::dlerror();
   void* handle = ::dlopen(pathOrName.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* text = ::dlerror();
-    std::string message =
-        "dlopen(" + pathOrName + ") failed: " + (text != nullptr ? text : "(no text)");
-    missing[pathOrName] = Missing{message, now + kRetryMissingAfter};
-    throw NvmlError(std::move(message), Return::kLibraryNotFound, "dlopen");
+    const std::string reason = text != nullptr ? text : "(no text)";
+    const bool present = libraryIsPresent(pathOrName, reason);
+    std::string message = present ? pathOrName + " is there but cannot be loaded: dlopen(" +
+                                        pathOrName + ") failed: " + reason
+                                  : "dlopen(" + pathOrName + ") failed: " + reason;
+    missing[pathOrName] = Missing{message, now + kRetryMissingAfter, present};
+    throw NvmlError(std::move(message), Return::kLibraryNotFound, "dlopen", present);
   }
   missing.erase(pathOrName);
   // Not closed on failure either: what a half-usable vendor library registered at load (atexit
@@ -246,6 +267,7 @@ NvmlLibrary::NvmlLibrary(std::string name, void* handle)
   bind(handle, api->getMigDeviceHandleByIndex, {"nvmlDeviceGetMigDeviceHandleByIndex"});
   bind(handle, api->getGpuInstanceId, {"nvmlDeviceGetGpuInstanceId"});
   bind(handle, api->getComputeInstanceId, {"nvmlDeviceGetComputeInstanceId"});
+  bind(handle, api->initWithFlags, {"nvmlInitWithFlags"});
 
   Dl_info info{};
   if (::dladdr(reinterpret_cast<void*>(api->init), &info) != 0 && info.dli_fname != nullptr &&
@@ -278,10 +300,12 @@ bool NvmlLibrary::hasSymbol(const std::string& symbol) const {
 NvmlSession::NvmlSession(std::shared_ptr<const NvmlLibrary> library)
     : library_(std::move(library)) {
   const NvmlLibrary::Api& api = *library_->api_;
-  const Return code = toReturn(api.init());
+  const bool withFlags = api.initWithFlags != nullptr;
+  const char* function = withFlags ? "nvmlInitWithFlags" : api.initName;
+  const Return code = toReturn(withFlags ? api.initWithFlags(NVML_INIT_FLAG_NO_GPUS) : api.init());
   if (code != Return::kSuccess) {
     // No shutdown: NVML counts only the inits that succeeded.
-    throw NvmlError(library_->describeFailure(api.initName, code), code, api.initName);
+    throw NvmlError(library_->describeFailure(function, code), code, function);
   }
 }
 

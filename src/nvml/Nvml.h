@@ -84,16 +84,25 @@ inline constexpr const char* kDefaultLibraryName = "libnvidia-ml.so.1";
 /// "nvmlInit_v2 failed: Driver/library version mismatch (NVML_ERROR_LIB_RM_VERSION_MISMATCH, 18)".
 class NvmlError : public std::runtime_error {
  public:
-  NvmlError(const std::string& message, Return code, std::string function)
-      : std::runtime_error(message), code_(code), function_(std::move(function)) {}
+  NvmlError(const std::string& message, Return code, std::string function,
+            bool libraryPresent = true)
+      : std::runtime_error(message),
+        code_(code),
+        function_(std::move(function)),
+        libraryPresent_(libraryPresent) {}
   /// What NVML returned; kLibraryNotFound / kFunctionNotFound for a failed dlopen / dlsym.
   Return code() const noexcept { return code_; }
   /// The NVML function that failed (the symbol name, e.g. "nvmlInit_v2"), or "dlopen".
   const std::string& function() const noexcept { return function_; }
+  /// False only for a dlopen that found no such file: the driver is not installed. A library
+  /// that is there but cannot be loaded (wrong architecture, a missing dependency, not a shared
+  /// library) is present, and worth a warning.
+  bool libraryPresent() const noexcept { return libraryPresent_; }
 
  private:
   Return code_;
   std::string function_;
+  bool libraryPresent_ = true;
 };
 
 /// One NVML call's outcome: the return code, and the value when it is kSuccess. A function the
@@ -192,7 +201,8 @@ class NvmlLibrary {
   /// per process and never closed: NVML is not written to be unloaded). A name that could not be
   /// opened fails again without another dlopen for 10 s (the loader's search is not free; the
   /// driver may ask on every discovery).
-  /// @throws NvmlError with code kLibraryNotFound (dlopen failed: what() has dlerror's text) or
+  /// @throws NvmlError with code kLibraryNotFound (dlopen failed: what() has dlerror's text, and
+  /// for a library that is there but cannot be loaded says so; see libraryPresent()) or
   /// kFunctionNotFound (a required function is missing: nvmlInit_v2 or nvmlInit, nvmlShutdown,
   /// nvmlErrorString, nvmlDeviceGetCount_v2 or nvmlDeviceGetCount,
   /// nvmlDeviceGetHandleByIndex_v2 or nvmlDeviceGetHandleByIndex, nvmlDeviceGetUUID).
@@ -236,8 +246,11 @@ class NvmlLibrary {
 /// nor moved, so that there is exactly one shutdown per successful init.
 class NvmlSession {
  public:
-  /// @throws NvmlError when nvmlInit_v2 (nvmlInit) fails, e.g. with kLibRmVersionMismatch
-  /// (the kernel module and the library are of different driver versions) or kDriverNotLoaded.
+  /// nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS) where the library has it, so that a host with the
+  /// driver but no GPU opens a session that counts 0 GPUs; else nvmlInit_v2 (or nvmlInit), which
+  /// fails on such a host.
+  /// @throws NvmlError when the init fails, e.g. with kLibRmVersionMismatch (the kernel module
+  /// and the library are of different driver versions) or kDriverNotLoaded.
   explicit NvmlSession(std::shared_ptr<const NvmlLibrary> library);
   ~NvmlSession();
   NvmlSession(const NvmlSession&) = delete;
@@ -245,8 +258,10 @@ class NvmlSession {
 
   const NvmlLibrary& library() const noexcept { return *library_; }
 
-  /// nvmlDeviceGetCount_v2 (or nvmlDeviceGetCount): the number of GPUs this process may use
-  /// (_v2 leaves out those it has no permission for; MIG devices are not counted).
+  /// nvmlDeviceGetCount_v2 (or nvmlDeviceGetCount): the number of GPUs. _v2 counts every GPU,
+  /// including those this process may not open (deviceByIndex then answers kNoPermission: the
+  /// normal case under a cgroup that denies devices); the v1 function leaves those out. MIG
+  /// devices are not counted.
   Result<unsigned> deviceCount() const;
   /// nvmlDeviceGetHandleByIndex_v2 (or nvmlDeviceGetHandleByIndex): GPU `index`, 0 to
   /// deviceCount() - 1.

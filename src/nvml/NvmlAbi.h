@@ -120,6 +120,13 @@ nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned i
 nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id);
 nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id);
 
+// ---- Initialization with flags (NVML 9 on) ----------------------------------------------------
+
+/// nvml.h's flag for nvmlInitWithFlags: do not fail when the host has no GPU (a plain nvmlInit
+/// fails then, and a host with the driver but no GPU could not be told from a broken driver).
+#define NVML_INIT_FLAG_NO_GPUS 1
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags);
+
 }  // extern "C"
 
 static_assert(sizeof(nvmlPciInfo_t) == 68, "nvml.h's nvmlPciInfo_t is 68 bytes");

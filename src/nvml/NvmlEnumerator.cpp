@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nvml/Nvml.h"
+#include "util/Strings.h"
 
 namespace flink::nvml {
 
@@ -37,15 +38,44 @@ class Enumerating {
   }
 
   void warn(const std::string& text) { warnings_.push_back("warning: NVML: " + text); }
+  /// `gpu` ("GPU 1", "GPU 0 MIG slot 2") is left out because of `error`.
+  void leaveOut(const std::string& gpu, const std::string& error) {
+    warn(gpu + " left out: " + error);
+    leftOut_.push_back({gpu, error});
+  }
   std::string describe(const char* function, Return code) const {
     return library_.describeFailure(function, code);
   }
+  const NvmlLibrary& library() const noexcept { return library_; }
   std::vector<std::string> takeWarnings() { return std::move(warnings_); }
+  std::vector<discovery::LeftOutGpu> takeLeftOut() { return std::move(leftOut_); }
 
  private:
   const NvmlLibrary& library_;
   std::vector<std::string> warnings_;
+  std::vector<discovery::LeftOutGpu> leftOut_;
 };
+
+/// Whether a failed query means the GPU itself cannot be used, not one property unknown: it is
+/// lost (Xid 79, "fallen off the bus"), the driver failed on it, or this process may not open it
+/// (a cgroup that denies the device: nvmlDeviceGetCount_v2 still counts it).
+bool makesGpuUnusable(Return code) noexcept {
+  return code == Return::kGpuIsLost || code == Return::kUnknown || code == Return::kNoPermission;
+}
+
+/// The first of `results` whose failure makes the GPU unusable, as "<function> failed: …";
+/// nullopt when none does.
+template <typename... Results>
+std::optional<std::string> unusableBecause(const NvmlLibrary& library, const Results&... results) {
+  std::optional<std::string> reason;
+  const auto check = [&](const auto& result) {
+    if (!reason && makesGpuUnusable(result.code)) {
+      reason = library.describeFailure(result.function, result.code);
+    }
+  };
+  (check(results), ...);
+  return reason;
+}
 
 std::optional<std::uint64_t> toMiB(const std::optional<Memory>& memory) {
   if (!memory) return std::nullopt;
@@ -64,31 +94,41 @@ void listMigInstances(const Device& gpu, unsigned parentIndex, const GpuDevice& 
   }
   for (unsigned slot = 0; slot < slots.value; ++slot) {
     const Result<Device> mig = gpu.migDeviceByIndex(slot);
-    if (mig.code == Return::kNotFound) continue;  // an empty slot
+    // An empty slot: NVML_ERROR_NOT_FOUND, and from some drivers NVML_ERROR_INVALID_ARGUMENT for
+    // a slot past the instances that exist.
+    if (mig.code == Return::kNotFound || mig.code == Return::kInvalidArgument) continue;
     const std::string where = what + " MIG slot " + std::to_string(slot);
     if (!mig.ok()) {
-      context.warn(where + " left out: " + context.describe(mig.function, mig.code));
+      context.leaveOut(where, context.describe(mig.function, mig.code));
       continue;
     }
     const Result<std::string> uuid = mig.value.uuid();
     if (!uuid.ok() || uuid.value.empty()) {
       // Its UUID is its identifier: without one it cannot be handed out.
-      context.warn(where + " left out: " +
-                   (uuid.ok() ? std::string("nvmlDeviceGetUUID gave an empty UUID")
-                              : context.describe(uuid.function, uuid.code)));
+      context.leaveOut(where, uuid.ok() ? std::string("nvmlDeviceGetUUID gave an empty UUID")
+                                        : context.describe(uuid.function, uuid.code));
+      continue;
+    }
+    const Result<std::string> name = mig.value.name();
+    const Result<Memory> memory = mig.value.memoryInfo();
+    const Result<unsigned> gpuInstance = mig.value.gpuInstanceId();
+    const Result<unsigned> computeInstance = mig.value.computeInstanceId();
+    if (const std::optional<std::string> unusable =
+            unusableBecause(context.library(), name, memory, gpuInstance, computeInstance)) {
+      context.leaveOut(where + " (" + uuid.value + ")", *unusable);
       continue;
     }
     GpuDevice device;
     device.identifier = uuid.value;
     device.uuid = uuid.value;
     const std::string instance = what + " MIG instance " + uuid.value;
-    device.name = context.property(mig.value.name(), instance);
-    device.memoryTotalMiB = toMiB(context.property(mig.value.memoryInfo(), instance));
+    device.name = context.property(name, instance);
+    device.memoryTotalMiB = toMiB(context.property(memory, instance));
     device.pciBusId = parent.pciBusId;
     MigPlacement placement;
     placement.parentIndex = parentIndex;
-    placement.gpuInstanceId = context.property(mig.value.gpuInstanceId(), instance);
-    placement.computeInstanceId = context.property(mig.value.computeInstanceId(), instance);
+    placement.gpuInstanceId = context.property(gpuInstance, instance);
+    placement.computeInstanceId = context.property(computeInstance, instance);
     device.mig = placement;
     devices.push_back(std::move(device));
   }
@@ -106,6 +146,10 @@ Enumeration NvmlEnumerator::enumerate() {
     std::vector<std::string> details;
     if (library) {
       details.push_back("NVML library: " + library->file());
+    } else if (e.code() == Return::kLibraryNotFound && e.libraryPresent()) {
+      details.push_back(
+          "the NVML library is installed but cannot be loaded: built for another architecture, "
+          "or a library it needs is missing (ldd shows which), or not a shared library at all");
     } else if (e.code() == Return::kLibraryNotFound) {
       const char* chosen = std::getenv(kLibraryEnvironmentVariable);
       if (library_) {
@@ -130,44 +174,66 @@ Enumeration NvmlEnumerator::enumerate() {
         {"NVML library: " + library->file()});
   }
   if (count.value == 0) {
-    throw DiscoveryError("no NVIDIA GPU found: NVML lists no GPU",
-                         {"NVML library: " + library->file()});
+    // nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS) succeeded on a host whose driver sees no GPU.
+    throw DiscoveryError(
+        "no NVIDIA GPU on this host: the NVIDIA driver is installed, but NVML "
+        "lists no GPU",
+        {"NVML library: " + library->file()});
   }
 
   Enumerating context(*library);
   Enumeration result;
-  std::string firstHandleFailure;
   for (unsigned index = 0; index < count.value; ++index) {
     const std::string what = "GPU " + std::to_string(index);
     const Result<Device> gpu = session->deviceByIndex(index);
     if (!gpu.ok()) {
-      // As nvidia-smi does with a GPU it cannot open (one that is lost, say): the others are
-      // listed, this one is not.
-      const std::string failure = library->describeFailure(gpu.function, gpu.code);
-      if (firstHandleFailure.empty()) firstHandleFailure = failure;
-      context.warn(what + " left out: " + failure);
+      // As nvidia-smi does with a GPU it cannot open (one that is lost, or that a cgroup denies):
+      // the others are listed, this one is not.
+      context.leaveOut(what, library->describeFailure(gpu.function, gpu.code));
+      continue;
+    }
+    const Result<std::string> uuid = gpu.value.uuid();
+    const Result<std::string> name = gpu.value.name();
+    const Result<PciInfo> pci = gpu.value.pciInfo();
+    const Result<MigMode> migMode = gpu.value.migMode();
+    Result<Memory> memory = gpu.value.memoryInfo();
+    const Result<unsigned> minor = gpu.value.minorNumber();
+    const bool migEnabled = migMode.ok() && migMode.value.enabled();
+    if (migEnabled && memory.code == Return::kNoPermission) {
+      // In MIG mode NVML gives the whole GPU's memory to privileged callers only; the instances
+      // keep theirs. For anyone else the parent's memory is simply unknown.
+      memory.code = Return::kNotSupported;
+    }
+    const std::string where =
+        pci.ok() && !pci.value.busId.empty() ? what + " (" + pci.value.busId + ")" : what;
+    if (const std::optional<std::string> unusable =
+            unusableBecause(*library, uuid, name, pci, migMode, memory, minor)) {
+      context.leaveOut(where, *unusable);
       continue;
     }
     GpuDevice device;
     device.identifier = std::to_string(index);
-    device.uuid = context.property(gpu.value.uuid(), what);
-    device.name = context.property(gpu.value.name(), what);
-    if (const std::optional<PciInfo> pci = context.property(gpu.value.pciInfo(), what)) {
-      if (!pci->busId.empty()) device.pciBusId = pci->busId;
+    device.uuid = context.property(uuid, what);
+    device.name = context.property(name, what);
+    if (const std::optional<PciInfo> info = context.property(pci, what)) {
+      if (!info->busId.empty()) device.pciBusId = info->busId;
     }
-    device.memoryTotalMiB = toMiB(context.property(gpu.value.memoryInfo(), what));
-    device.minorNumber = context.property(gpu.value.minorNumber(), what);
-    const std::optional<MigMode> mig = context.property(gpu.value.migMode(), what);
-    device.migEnabled = mig && mig->enabled();
+    device.memoryTotalMiB = toMiB(context.property(memory, what));
+    device.minorNumber = context.property(minor, what);
+    device.migEnabled = context.property(migMode, what).has_value() && migEnabled;
     result.devices.push_back(device);
     if (device.migEnabled) listMigInstances(gpu.value, index, device, context, result.devices);
   }
   result.warnings = context.takeWarnings();
+  result.leftOut = context.takeLeftOut();
   if (result.devices.empty()) {
+    // Every GPU is left out: name each, with its error.
+    std::vector<std::string> each;
+    for (const discovery::LeftOutGpu& gpu : result.leftOut) each.push_back(gpu.describe());
     std::vector<std::string> details = std::move(result.warnings);
     details.push_back("NVML library: " + library->file());
-    throw DiscoveryError("no NVIDIA GPU found: NVML lists " + std::to_string(count.value) +
-                             " GPU(s) but gives a handle for none: " + firstHandleFailure,
+    throw DiscoveryError("no usable NVIDIA GPU: NVML lists " + std::to_string(count.value) +
+                             " GPU(s), and every one is left out: " + strings::join(each, "; "),
                          std::move(details));
   }
   return result;
@@ -178,7 +244,7 @@ NvmlAttempt attemptNvmlEnumeration() {
   try {
     NvmlLibrary::load();
   } catch (const NvmlError& e) {
-    attempt.libraryAbsent = e.code() == Return::kLibraryNotFound;
+    attempt.libraryAbsent = e.code() == Return::kLibraryNotFound && !e.libraryPresent();
     attempt.problem = std::string(kNvmlNotUsablePrefix) + e.what();
     return attempt;
   }

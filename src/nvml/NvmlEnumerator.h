@@ -34,14 +34,20 @@ class NvmlEnumerator : public discovery::GpuEnumerator {
   /// minorNumber; migEnabled: the current MIG mode is enabled), each GPU with MIG on followed by
   /// its MIG instances in slot order (identifier and uuid "MIG-…"; name; memoryTotalMiB, the
   /// instance's; pciBusId, the parent's; mig: parent index, GPU and compute instance ids).
-  /// A property NVML does not give (not supported, or any other error) is nullopt; an error
-  /// other than "not supported" is also reported in warnings ("warning: NVML: …"). A GPU whose
-  /// handle NVML cannot give, or a MIG instance without a UUID, is left out with a warning.
+  /// Empty MIG slots (NOT_FOUND, INVALID_ARGUMENT) are skipped.
+  ///
+  /// A GPU is left out (Enumeration::leftOut, and a "warning: NVML: GPU 1 left out: …" line)
+  /// when NVML gives no handle for it, or when one of its queries fails with GPU_IS_LOST,
+  /// UNKNOWN or NO_PERMISSION; so is a MIG instance without a handle or UUID, or with such a
+  /// failure. Except: a GPU in MIG mode answers NO_PERMISSION for its memory to a caller without
+  /// privileges, as NVML does; its memory.total is then unknown, without a word. Any other failed
+  /// property is nullopt, with a "warning: NVML: …" unless it is "not supported".
   /// @throws discovery::DiscoveryError "NVML is not usable: …" when the library cannot be loaded
-  /// (with dlerror's text), lacks a required function (named), or nvmlInit_v2 or
-  /// nvmlDeviceGetCount_v2 fails (with nvmlErrorString's text and the code); "no NVIDIA GPU
-  /// found: NVML lists no GPU" when it lists none; "no NVIDIA GPU found: …" when it lists some
-  /// but gives a handle for none.
+  /// (with dlerror's text; "… is there but cannot be loaded" when the file exists), lacks a
+  /// required function (named), or the init or nvmlDeviceGetCount_v2 fails (with
+  /// nvmlErrorString's text and the code); "no NVIDIA GPU on this host: …" when NVML lists none
+  /// (nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS) lets a host with the driver and no GPU say so);
+  /// "no usable NVIDIA GPU: …", naming each GPU and its error, when every GPU is left out.
   discovery::Enumeration enumerate() override;
 
  private:
@@ -56,7 +62,8 @@ struct NvmlAttempt {
   /// Why it cannot ("NVML is not usable: …"), when `found` is nullopt.
   std::string problem;
   /// The library is simply not installed (a host without the driver), as opposed to present but
-  /// failing (a driver/library version mismatch), which is worth a warning.
+  /// failing (a driver/library version mismatch, a library that cannot be loaded: wrong
+  /// architecture, missing dependency), which is worth a warning.
   bool libraryAbsent = false;
 };
 

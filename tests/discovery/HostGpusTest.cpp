@@ -71,6 +71,24 @@ TEST_F(HostGpusTest, WhenNvmlIsAbsentNvidiaSmisFailureIsTheCause) {
   }
 }
 
+TEST_F(HostGpusTest, ALibraryThatIsThereButCannotLoadIsTheCauseNotAnAbsentDriver) {
+  // A libnvidia-ml.so.1 of the wrong architecture, or one whose dependency is missing: dlopen
+  // fails, but the driver is not absent, and that must not read as "no NVIDIA driver".
+  const std::filesystem::path broken = dir_ / "libnvidia-ml.so.1";
+  testing::writeScript(broken,
+                       "\x7f"
+                       "ELF but not really\n");
+  ScopedEnvironment library("FLINK_GPU_NVML_LIBRARY", broken.string());
+  try {
+    enumerateHostGpus(options_);
+    FAIL() << "no exception";
+  } catch (const DiscoveryError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("NVML is not usable: " + broken.string() +
+                                    " is there but cannot be loaded: dlopen("));
+    EXPECT_THAT(e.details(), Contains(HasSubstr("nvidia-smi, asked instead, failed too")));
+  }
+}
+
 TEST_F(HostGpusTest, NvmlWithoutGpusIsTheAnswer) {
   describeHost(R"({"devices": []})");
   EXPECT_THROW(
@@ -78,7 +96,9 @@ TEST_F(HostGpusTest, NvmlWithoutGpusIsTheAnswer) {
         try {
           enumerateHostGpus(options_);
         } catch (const DiscoveryError& e) {
-          EXPECT_THAT(e.what(), HasSubstr("no NVIDIA GPU found: NVML lists no GPU"));
+          EXPECT_STREQ(e.what(),
+                       "no NVIDIA GPU on this host: the NVIDIA driver is installed, but NVML "
+                       "lists no GPU");
           throw;
         }
       },

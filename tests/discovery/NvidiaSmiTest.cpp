@@ -426,8 +426,7 @@ TEST(InterpretNvidiaSmiOutput, ANameWithCommasKeepsThem) {
 }
 
 TEST(InterpretNvidiaSmiOutput, NoValueAnswersAreUnknownNeverValues) {
-  for (const char* none : {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]",
-                           "[Insufficient Permissions]", "[GPU is lost]", "[Requires Root]", ""}) {
+  for (const char* none : {"[N/A]", "N/A", "[Not Supported]", "[Requires Root]", ""}) {
     const std::string n(none);
     const Enumeration found = interpretOk("3, " + n + ", " + n + ", " + n + ", " + n + "\n");
     ASSERT_EQ(found.devices.size(), 1u) << n;
@@ -443,7 +442,7 @@ TEST(InterpretNvidiaSmiOutput, NoValueAnswersAreUnknownNeverValues) {
 
 TEST(InterpretNvidiaSmiOutput, SomePropertiesUnknown) {
   const Enumeration found =
-      interpretOk(std::string("0, ") + kUuid0 + ", NVIDIA H200, [GPU is lost], [N/A]\n");
+      interpretOk(std::string("0, ") + kUuid0 + ", NVIDIA H200, [N/A], [Not Supported]\n");
   ASSERT_EQ(found.devices.size(), 1u);
   EXPECT_EQ(found.devices[0].uuid, kUuid0);
   EXPECT_EQ(found.devices[0].name, "NVIDIA H200");
@@ -513,11 +512,71 @@ TEST(InterpretNvidiaSmiOutput, WarningsBetweenGpuLinesAreNeverGpus) {
   EXPECT_EQ(found.warnings,
             (std::vector<std::string>{
                 "warning: nvidia-smi exited with code 14 but listed 2 GPU(s); using them",
+                "warning: nvidia-smi: GPU 0000:3B:00.0 left out: Unable to determine the device "
+                "handle for GPU0000:3B:00.0: Unknown Error",
                 "warning: nvidia-smi printed an invalid memory.total for GPU 2: 'abc'; leaving "
                 "it unknown",
-                "nvidia-smi: WARNING: infoROM is corrupted at gpu 0000:0B:00.0",
-                "nvidia-smi: Unable to determine the device handle for GPU0000:3B:00.0: Unknown "
-                "Error"}));
+                "nvidia-smi: WARNING: infoROM is corrupted at gpu 0000:0B:00.0"}));
+}
+
+// --- GPUs nvidia-smi cannot use ----------------------------------------------------------------
+
+TEST(InterpretNvidiaSmiOutput, AGpuWithAnErrorLineIsLeftOutWhateverTheExitCode) {
+  // One GPU fell off the bus: nvidia-smi prints the others' lines and one error line for it.
+  for (int code : {0, 15, 255}) {
+    const Enumeration found = interpretNvidiaSmiOutput(
+        std::string("0, ") + kUuid0 +
+            ", NVIDIA H200, 00000000:19:00.0, 143771\n"
+            "Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error\n"
+            "1, " +
+            kUuid1 + ", NVIDIA H200, 00000000:3B:00.0, 143771\n",
+        ProcessOutcome::exited(code), 8s);
+    EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"0", "1"})) << code;
+    ASSERT_EQ(found.leftOut.size(), 1u) << code;
+    EXPECT_EQ(found.leftOut[0].describe(),
+              "GPU 0000:0B:00.0: Unable to determine the device handle for GPU 0000:0B:00.0: "
+              "Unknown Error");
+    // Its own line says it all: no second warning about the exit code.
+    EXPECT_EQ(found.warnings,
+              (std::vector<std::string>{"warning: nvidia-smi: GPU 0000:0B:00.0 left out: Unable "
+                                        "to determine the device handle for GPU 0000:0B:00.0: "
+                                        "Unknown Error"}))
+        << code;
+    EXPECT_TRUE(isLeftOutWarning(found.warnings[0]));
+  }
+}
+
+TEST(InterpretNvidiaSmiOutput, AGpuWhoseFieldsSayLostOrDeniedIsLeftOut) {
+  const Enumeration found =
+      interpretOk(std::string("0, [GPU is lost], [GPU is lost], 00000000:19:00.0, [GPU is lost]\n"
+                              "1, ") +
+                  kUuid1 +
+                  ", NVIDIA H200, 00000000:3B:00.0, [Insufficient Permissions]\n"
+                  "2, [Unknown Error], NVIDIA H200, 00000000:5D:00.0, 143771\n"
+                  "3, " +
+                  kUuid0 + ", NVIDIA H200, 00000000:7F:00.0, 143771\n");
+  EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"3"}));
+  ASSERT_EQ(found.leftOut.size(), 3u);
+  EXPECT_EQ(found.leftOut[0].describe(), "GPU 0 (00000000:19:00.0): uuid is [GPU is lost]");
+  EXPECT_EQ(found.leftOut[1].describe(),
+            "GPU 1 (00000000:3B:00.0): memory.total is [Insufficient Permissions]");
+  EXPECT_EQ(found.leftOut[2].describe(), "GPU 2 (00000000:5D:00.0): uuid is [Unknown Error]");
+}
+
+TEST(InterpretNvidiaSmiOutput, WhenEveryGpuIsLeftOutTheErrorNamesEach) {
+  try {
+    interpretNvidiaSmiOutput(
+        "Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error\n"
+        "Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost\n",
+        ProcessOutcome::exited(15), 8s);
+    FAIL() << "no DiscoveryError";
+  } catch (const DiscoveryError& e) {
+    EXPECT_STREQ(e.what(),
+                 "no usable NVIDIA GPU: nvidia-smi lists 2 GPU(s), and every one is left out: GPU "
+                 "0000:0B:00.0: Unable to determine the device handle for GPU 0000:0B:00.0: "
+                 "Unknown Error; GPU 0000:3B:00.0: Unable to determine the device handle for "
+                 "GPU0000:3B:00.0: GPU is lost");
+  }
 }
 
 // --- MIG instances from nvidia-smi -L ---------------------------------------------------------

@@ -93,7 +93,9 @@ class NvmlEnumeratorTest : public ::testing::Test {
     int inits = 0;
     int shutdowns = 0;
     for (const std::string& call : calls()) {
-      if (call == "nvmlInit_v2 0" || call == "nvmlInit 0") ++inits;
+      if (call == "nvmlInitWithFlags 0" || call == "nvmlInit_v2 0" || call == "nvmlInit 0") {
+        ++inits;
+      }
       if (call == "nvmlShutdown 0") ++shutdowns;
     }
     return {inits, shutdowns};
@@ -135,7 +137,7 @@ TEST_F(NvmlEnumeratorTest, ListsWholeGpusWithEveryProperty) {
 
   // The versioned functions, one session.
   EXPECT_EQ(calls(),
-            (std::vector<std::string>{"nvmlInit_v2 0", "nvmlDeviceGetCount_v2 0",
+            (std::vector<std::string>{"nvmlInitWithFlags 0", "nvmlDeviceGetCount_v2 0",
                                       "nvmlDeviceGetHandleByIndex_v2 0",
                                       "nvmlDeviceGetHandleByIndex_v2 0", "nvmlShutdown 0"}));
 }
@@ -177,8 +179,8 @@ TEST_F(NvmlEnumeratorTest, NotSupportedPropertiesAreUnknownNotMadeUp) {
 }
 
 TEST_F(NvmlEnumeratorTest, OtherPropertyErrorsAreUnknownAndReported) {
-  hostOf(h200(kGpu0, "00000000:19:00.0", 0, R"(, "uuid": {"error": 15})") + ", " +
-         h200(kGpu1, "00000000:3B:00.0", 1, R"(, "memory_total_mib": {"error": 4})"));
+  hostOf(h200(kGpu0, "00000000:19:00.0", 0, R"(, "uuid": {"error": 10})") + ", " +
+         h200(kGpu1, "00000000:3B:00.0", 1, R"(, "memory_total_mib": {"error": 14})"));
   const Enumeration listed = enumerate();
 
   ASSERT_EQ(listed.devices.size(), 2u);
@@ -187,10 +189,162 @@ TEST_F(NvmlEnumeratorTest, OtherPropertyErrorsAreUnknownAndReported) {
   EXPECT_EQ(listed.devices[1].memoryTotalMiB, std::nullopt);
   EXPECT_EQ(listed.warnings,
             (std::vector<std::string>{
-                "warning: NVML: GPU 0: nvmlDeviceGetUUID failed: GPU is lost "
+                "warning: NVML: GPU 0: nvmlDeviceGetUUID failed: Timeout (NVML_ERROR_TIMEOUT, 10)",
+                "warning: NVML: GPU 1: nvmlDeviceGetMemoryInfo failed: Corrupted infoROM "
+                "(NVML_ERROR_CORRUPTED_INFOROM, 14)"}));
+  EXPECT_TRUE(listed.leftOut.empty());
+}
+
+// ---- Hosts as they really are: lost and denied GPUs, MIG without privileges, no GPU ----
+
+TEST_F(NvmlEnumeratorTest, AGpuWhoseNeededQueryFailsBadlyIsLeftOutAndTheOthersListed) {
+  // GPU 0: lost after its handle was given (Xid 79); GPU 1: its UUID query fails with UNKNOWN;
+  // GPU 2: memory denied (NO_PERMISSION) without MIG; GPU 3 is healthy.
+  hostOf(h200(kGpu0, "00000000:19:00.0", 0, R"(, "lost": true)") + ", " +
+         h200(kGpu1, "00000000:3B:00.0", 1, R"(, "uuid": {"error": 999})") + ", " +
+         h200("GPU-2", "00000000:5D:00.0", 2, R"(, "memory_total_mib": {"error": 4})") + ", " +
+         h200("GPU-3", "00000000:7F:00.0", 3));
+  const Enumeration listed = enumerate();
+
+  EXPECT_EQ(discovery::identifiersOf(listed.devices), (std::vector<std::string>{"3"}));
+  ASSERT_EQ(listed.leftOut.size(), 3u);
+  EXPECT_EQ(listed.leftOut[0].gpu, "GPU 0");  // lost: not even its PCI bus id is known
+  EXPECT_EQ(listed.leftOut[0].error,
+            "nvmlDeviceGetUUID failed: GPU is lost (NVML_ERROR_GPU_IS_LOST, 15)");
+  EXPECT_EQ(listed.leftOut[1].gpu, "GPU 1 (00000000:3B:00.0)");
+  EXPECT_EQ(listed.leftOut[1].error,
+            "nvmlDeviceGetUUID failed: Unknown Error (NVML_ERROR_UNKNOWN, 999)");
+  EXPECT_EQ(listed.leftOut[2].error,
+            "nvmlDeviceGetMemoryInfo failed: Insufficient Permissions (NVML_ERROR_NO_PERMISSION, "
+            "4)");
+  EXPECT_EQ(listed.warnings,
+            (std::vector<std::string>{
+                "warning: NVML: GPU 0 left out: nvmlDeviceGetUUID failed: GPU is lost "
                 "(NVML_ERROR_GPU_IS_LOST, 15)",
-                "warning: NVML: GPU 1: nvmlDeviceGetMemoryInfo failed: Insufficient Permissions "
-                "(NVML_ERROR_NO_PERMISSION, 4)"}));
+                "warning: NVML: GPU 1 (00000000:3B:00.0) left out: nvmlDeviceGetUUID failed: "
+                "Unknown Error (NVML_ERROR_UNKNOWN, 999)",
+                "warning: NVML: GPU 2 (00000000:5D:00.0) left out: nvmlDeviceGetMemoryInfo "
+                "failed: Insufficient Permissions (NVML_ERROR_NO_PERMISSION, 4)"}));
+  for (const std::string& warning : listed.warnings) {
+    EXPECT_TRUE(discovery::isLeftOutWarning(warning)) << warning;
+  }
+  expectEverySessionShutDown();
+}
+
+TEST_F(NvmlEnumeratorTest, AGpuACgroupDeniesIsCountedByV2AndLeftOut) {
+  // What NVML does under a cgroup that denies /dev/nvidia0: nvmlDeviceGetCount_v2 counts it,
+  // its handle answers NO_PERMISSION, and the GPU the process may open keeps its index.
+  hostOf(h200(kGpu0, "00000000:19:00.0", 0, R"(, "accessible": false)") + ", " +
+         h200(kGpu1, "00000000:3B:00.0", 1));
+  const Enumeration listed = enumerate();
+
+  ASSERT_EQ(discovery::identifiersOf(listed.devices), (std::vector<std::string>{"1"}));
+  EXPECT_EQ(listed.devices[0].uuid, kGpu1);
+  ASSERT_EQ(listed.leftOut.size(), 1u);
+  EXPECT_EQ(listed.leftOut[0].describe(),
+            "GPU 0: nvmlDeviceGetHandleByIndex_v2 failed: Insufficient Permissions "
+            "(NVML_ERROR_NO_PERMISSION, 4)");
+  EXPECT_EQ(calls(),
+            (std::vector<std::string>{"nvmlInitWithFlags 0", "nvmlDeviceGetCount_v2 0",
+                                      "nvmlDeviceGetHandleByIndex_v2 4",
+                                      "nvmlDeviceGetHandleByIndex_v2 0", "nvmlShutdown 0"}));
+
+  // The v1 functions (the stand-in of an old driver) number only what may be opened.
+  useLibrary(FAKE_NVML_PLAIN);
+  const Enumeration old = enumerate();
+  ASSERT_EQ(old.devices.size(), 1u);
+  EXPECT_EQ(old.devices[0].identifier, "0");
+  EXPECT_EQ(old.devices[0].uuid, kGpu1);
+  EXPECT_TRUE(old.leftOut.empty());
+}
+
+TEST_F(NvmlEnumeratorTest, WhenEveryGpuIsLeftOutTheErrorNamesEachWithItsError) {
+  hostOf(h200(kGpu0, "00000000:19:00.0", 0, R"(, "lost": true)") + ", " +
+         h200(kGpu1, "00000000:3B:00.0", 1, R"(, "handle_error": 15)"));
+  const DiscoveryError error = errorOf();
+  EXPECT_STREQ(error.what(),
+               "no usable NVIDIA GPU: NVML lists 2 GPU(s), and every one is left out: GPU 0: "
+               "nvmlDeviceGetUUID failed: GPU is lost (NVML_ERROR_GPU_IS_LOST, 15); GPU 1: "
+               "nvmlDeviceGetHandleByIndex_v2 failed: GPU is lost (NVML_ERROR_GPU_IS_LOST, 15)");
+  // An answer, not a reason to ask nvidia-smi (built on NVML, it would say the same).
+  EXPECT_THROW(attemptNvmlEnumeration(), DiscoveryError);
+  expectEverySessionShutDown();
+}
+
+TEST_F(NvmlEnumeratorTest, MigParentMemoryIsUnknownWithoutPrivilegesAndNoWarning) {
+  const std::string migs = R"(, "mig_enabled": true, "mig": [{"uuid": ")" + std::string(kMigA) +
+                           R"(", "memory_total_mib": 16384}])";
+  host(R"({"privileged": false, "devices": [)" + h200(kGpu0, "00000000:19:00.0", 0, migs) + ", " +
+       h200(kGpu1, "00000000:3B:00.0", 1) + "]}");
+  const Enumeration listed = enumerate();
+
+  ASSERT_EQ(discovery::identifiersOf(listed.devices), (std::vector<std::string>{"0", kMigA, "1"}));
+  EXPECT_EQ(listed.devices[0].memoryTotalMiB, std::nullopt);  // the parent's: root only
+  EXPECT_EQ(listed.devices[1].memoryTotalMiB, 16384u);        // the instance keeps its own
+  EXPECT_EQ(listed.devices[2].memoryTotalMiB, 143771u);       // no MIG: anyone may ask
+  EXPECT_TRUE(listed.warnings.empty()) << ::testing::PrintToString(listed.warnings);
+  EXPECT_TRUE(listed.leftOut.empty());
+
+  // A privileged caller gets it.
+  host(R"({"privileged": true, "devices": [)" + h200(kGpu0, "00000000:19:00.0", 0, migs) + "]}");
+  EXPECT_EQ(enumerate().devices[0].memoryTotalMiB, 143771u);
+}
+
+TEST_F(NvmlEnumeratorTest, MigSlotsAnsweringInvalidArgumentAreEmptySlots) {
+  hostOf(h200(kGpu0, "00000000:19:00.0", 0,
+              R"(, "mig_enabled": true, "mig": [{"uuid": "MIG-x", "handle_error": 2}, {"uuid": ")" +
+                  std::string(kMigB) + R"("}])"));
+  const Enumeration listed = enumerate();
+  EXPECT_EQ(discovery::identifiersOf(listed.devices), (std::vector<std::string>{"0", kMigB}));
+  EXPECT_TRUE(listed.warnings.empty()) << ::testing::PrintToString(listed.warnings);
+}
+
+TEST_F(NvmlEnumeratorTest, ALostMigInstanceIsLeftOut) {
+  hostOf(h200(kGpu0, "00000000:19:00.0", 0,
+              R"(, "mig_enabled": true, "mig": [{"uuid": ")" + std::string(kMigA) +
+                  R"(", "memory_total_mib": {"error": 15}}, {"uuid": ")" + std::string(kMigB) +
+                  R"("}])"));
+  const Enumeration listed = enumerate();
+  EXPECT_EQ(discovery::identifiersOf(listed.devices), (std::vector<std::string>{"0", kMigB}));
+  ASSERT_EQ(listed.leftOut.size(), 1u);
+  EXPECT_EQ(listed.leftOut[0].gpu, "GPU 0 MIG slot 0 (" + std::string(kMigA) + ")");
+}
+
+TEST_F(NvmlEnumeratorTest, AHostWithoutGpusFailsAPlainInitAsTheDriverDoes) {
+  // Without nvmlInitWithFlags (an old driver) such a host cannot be told from a broken one.
+  useLibrary(FAKE_NVML_PLAIN);
+  hostOf("");
+  const DiscoveryError error = errorOf();
+  EXPECT_THAT(error.what(), StartsWith("NVML is not usable: nvmlInit failed: Unknown Error"));
+}
+
+TEST_F(NvmlEnumeratorTest, ALibraryThatIsThereButCannotLoadSaysSo) {
+  const fs::path bogus = dir_ / "present" / "libnvidia-ml.so.1";
+  fs::create_directories(bogus.parent_path());
+  testing::writeScript(bogus, "not an ELF file\n");
+  try {
+    NvmlLibrary::load(bogus.string());
+    FAIL() << "no NvmlError";
+  } catch (const NvmlError& e) {
+    EXPECT_EQ(e.code(), Return::kLibraryNotFound);
+    EXPECT_TRUE(e.libraryPresent());
+    EXPECT_THAT(e.what(), StartsWith(bogus.string() + " is there but cannot be loaded: "));
+  }
+  useLibrary(bogus.string());
+  const NvmlAttempt attempt = attemptNvmlEnumeration();
+  EXPECT_FALSE(attempt.found.has_value());
+  EXPECT_FALSE(attempt.libraryAbsent);
+
+  // No file at all: absent, the driver is simply not installed.
+  const fs::path missing = dir_ / "absent" / "libnvidia-ml.so.1";
+  try {
+    NvmlLibrary::load(missing.string());
+    FAIL() << "no NvmlError";
+  } catch (const NvmlError& e) {
+    EXPECT_FALSE(e.libraryPresent());
+  }
+  useLibrary(missing.string());
+  EXPECT_TRUE(attemptNvmlEnumeration().libraryAbsent);
 }
 
 TEST_F(NvmlEnumeratorTest, MigInstancesFollowTheirGpuInSlotOrder) {
@@ -295,12 +449,12 @@ TEST_F(NvmlEnumeratorTest, VersionMismatchAtInitIsNamed) {
   const DiscoveryError error = errorOf();
 
   EXPECT_STREQ(error.what(),
-               "NVML is not usable: nvmlInit_v2 failed: Driver/library version mismatch "
+               "NVML is not usable: nvmlInitWithFlags failed: Driver/library version mismatch "
                "(NVML_ERROR_LIB_RM_VERSION_MISMATCH, 18)");
   ASSERT_FALSE(error.details().empty());
   EXPECT_EQ(error.details()[0], std::string("NVML library: ") + FAKE_NVML_FULL);
   // A failed init is not followed by a shutdown: NVML counts only the inits that succeed.
-  EXPECT_EQ(calls(), (std::vector<std::string>{"nvmlInit_v2 18"}));
+  EXPECT_EQ(calls(), (std::vector<std::string>{"nvmlInitWithFlags 18"}));
 }
 
 TEST_F(NvmlEnumeratorTest, InitErrorCarriesItsCode) {
@@ -311,9 +465,9 @@ TEST_F(NvmlEnumeratorTest, InitErrorCarriesItsCode) {
     FAIL() << "no NvmlError";
   } catch (const NvmlError& e) {
     EXPECT_EQ(e.code(), Return::kDriverNotLoaded);
-    EXPECT_EQ(e.function(), "nvmlInit_v2");
+    EXPECT_EQ(e.function(), "nvmlInitWithFlags");
     EXPECT_STREQ(e.what(),
-                 "nvmlInit_v2 failed: Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED, 9)");
+                 "nvmlInitWithFlags failed: Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED, 9)");
   }
 }
 
@@ -340,7 +494,9 @@ TEST_F(NvmlEnumeratorTest, LibraryThatIsNotOneIsNotUsable) {
   testing::writeScript(bogus, "not an ELF file\n");
   useLibrary(bogus.string());
   const DiscoveryError error = errorOf();
-  EXPECT_THAT(error.what(), StartsWith("NVML is not usable: dlopen(" + bogus.string() + ")"));
+  EXPECT_THAT(error.what(),
+              StartsWith("NVML is not usable: " + bogus.string() +
+                         " is there but cannot be loaded: dlopen(" + bogus.string() + ")"));
   EXPECT_THAT(error.what(), HasSubstr(bogus.string() + ": "));
 }
 
@@ -414,7 +570,10 @@ TEST_F(NvmlEnumeratorTest, OptionalFunctionsMissingLeavePropertiesUnknown) {
 TEST_F(NvmlEnumeratorTest, NoGpuIsAnErrorOfItsOwn) {
   hostOf("");
   const DiscoveryError error = errorOf();
-  EXPECT_STREQ(error.what(), "no NVIDIA GPU found: NVML lists no GPU");
+  EXPECT_STREQ(error.what(),
+               "no NVIDIA GPU on this host: the NVIDIA driver is installed, but NVML lists no GPU");
+  // nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS) is what lets such a host answer at all.
+  EXPECT_EQ(calls().front(), "nvmlInitWithFlags 0");
   expectEverySessionShutDown();
 }
 
@@ -425,7 +584,7 @@ TEST_F(NvmlEnumeratorTest, ShutdownFollowsInitWhenTheCountFails) {
   EXPECT_STREQ(error.what(),
                "NVML is not usable: nvmlDeviceGetCount_v2 failed: GPU is lost "
                "(NVML_ERROR_GPU_IS_LOST, 15)");
-  EXPECT_EQ(calls(), (std::vector<std::string>{"nvmlInit_v2 0", "nvmlDeviceGetCount_v2 15",
+  EXPECT_EQ(calls(), (std::vector<std::string>{"nvmlInitWithFlags 0", "nvmlDeviceGetCount_v2 15",
                                                "nvmlShutdown 0"}));
 }
 
@@ -434,7 +593,7 @@ TEST_F(NvmlEnumeratorTest, ShutdownFollowsInitWhenNoGpuCanBeOpened) {
   const DiscoveryError error = errorOf();
 
   EXPECT_STREQ(error.what(),
-               "no NVIDIA GPU found: NVML lists 1 GPU(s) but gives a handle for none: "
+               "no usable NVIDIA GPU: NVML lists 1 GPU(s), and every one is left out: GPU 0: "
                "nvmlDeviceGetHandleByIndex_v2 failed: Insufficient Permissions "
                "(NVML_ERROR_NO_PERMISSION, 4)");
   expectEverySessionShutDown();

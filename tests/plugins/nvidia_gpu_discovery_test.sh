@@ -182,8 +182,19 @@ else
     fail_case "GPU lines with properties are not warned about" "stderr was $(printf '%q' "$err")"
 fi
 
-with_smi '0, [N/A], Tesla V100, PCIe, 32GB, [N/A], [Not Supported]\n1, [GPU is lost], [N/A], [N/A], [N/A]\n' 0 2
+with_smi '0, [N/A], Tesla V100, PCIe, 32GB, [N/A], [Not Supported]\n1, [N/A], [N/A], [N/A], [N/A]\n' 0 2
 check "unknown properties and a name with commas" 0 "0,1" ""
+
+# A GPU that fell off the bus, in either of nvidia-smi's ways: left out, named on stderr.
+with_smi "$h200_0\n1, [GPU is lost], [GPU is lost], [GPU is lost], [GPU is lost]\nUnable to determine the device handle for GPU 0000:5D:00.0: Unknown Error\n" 15 1
+check "lost GPUs are left out, whatever the exit code" 0 "0" "GPU 0000:5D:00.0 left out"
+if [[ $err == *"GPU 1 left out: uuid is [GPU is lost]"* ]]; then
+    pass "a GPU whose fields say it is lost is named"
+else
+    fail_case "a GPU whose fields say it is lost is named" "stderr was $(printf '%q' "$err")"
+fi
+with_smi "$h200_0\nUnable to determine the device handle for GPU 0000:5D:00.0: Unknown Error\n" 15 2
+check "a lost GPU is not counted" 1 "" "only 1 GPU(s) found, 2 requested"
 
 with_smi '0\n1\n' 0 1 --mig
 check "--mig is a known argument" 0 "0" ""

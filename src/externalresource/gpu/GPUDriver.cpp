@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "discovery/VisibleDevices.h"
 #include "externalresource/gpu/DiscoveryOutput.h"
 #include "externalresource/gpu/GpuProperties.h"
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
@@ -203,6 +204,15 @@ ExternalResourceInfoSet GPUDriver::retrieveResourceInfo(std::int64_t gpuAmount) 
   if (!result.stderrOutput.data.empty()) {
     log()->debug("The GPU discovery script wrote to stderr: {}",
                  strings::quoteForMessage(result.stderrOutput.data, kShownOutputBytes));
+    // A GPU the script left out (lost, denied by a cgroup) is a fault of the host that an
+    // operator must hear of, whatever the log level for the rest.
+    for (std::string_view line : strings::split(result.stderrOutput.data, '\n')) {
+      line = strings::trim(line);
+      if (discovery::isLeftOutWarning(line)) {
+        log()->error("The GPU discovery script left a GPU out: {}",
+                     strings::quoteForMessage(line.substr(std::string_view("warning: ").size())));
+      }
+    }
   }
 
   if (result.stdoutOutput.discardedBytes > 0 &&
@@ -254,10 +264,17 @@ ExternalResourceInfoSet GPUDriver::retrieveResourceInfo(std::int64_t gpuAmount) 
       nvmlEnabled_ ? nvmlDevices() : std::vector<discovery::GpuDevice>{};
   std::vector<std::shared_ptr<const ExternalResourceInfo>> infos;
   infos.reserve(output.identifiers.size());
+  // Under an inherited CUDA_VISIBLE_DEVICES the default discovery prints the mask's own entries,
+  // which CUDA reads against the devices it can open (a UUID prefix, an index among the usable
+  // GPUs): read them the same way, so that the properties say which physical GPU each is.
+  const bool masked = discovery::inheritedVisibleDevices().has_value();
   for (std::string& identifier : output.identifiers) {
     GPUInfo::Properties properties;
     if (nvmlEnabled_ && !devices.empty()) {
-      if (const discovery::GpuDevice* device = findDevice(devices, identifier)) {
+      const discovery::GpuDevice* device =
+          masked ? discovery::resolveVisibleDeviceEntry(identifier, devices)
+                 : findDevice(devices, identifier);
+      if (device != nullptr) {
         properties = propertiesOf(*device);
       } else {
         log()->warn(
