@@ -293,8 +293,13 @@ int runExec(const ExecOptions& options) {
   const coordination::Owner owner = coordination::Owner::of(::getpid());
   coordination::Allocation allocation;
   try {
-    allocation = coordination::allocate(options.coordinationFile,
-                                        {gpus, amount, owner, std::move(host->related)});
+    // Leased as well: the command holds the leases' descriptors, so the GPUs come back the moment
+    // it ends, whatever becomes of its pid.
+    coordination::AllocationRequest request{gpus, amount, owner, std::move(host->related),
+                                            discovery::uuidsByIdentifier(host->devices)};
+    request.lease = true;
+    allocation = coordination::allocate(options.coordinationFile, request);
+    for (const coordination::Lease& lease : allocation.leases) lease.keepAcrossExec();
   } catch (const coordination::CoordinationError& e) {
     printError(e.what());
     return kDiscoveryFailed;

@@ -279,12 +279,8 @@ int discover(const std::vector<std::string>& argv) {
   if (args.coordination) {
     try {
       // Whatever the units, a GPU and its MIG instances are never held by two owners at once.
-      std::unordered_map<std::string, std::string> uuids;
-      for (const flink::discovery::GpuDevice& device : host.found.devices) {
-        if (device.uuid && !device.isMigInstance()) uuids.emplace(device.identifier, *device.uuid);
-      }
       return allocate(args, candidates, flink::discovery::relatedUnits(host.found.devices),
-                      std::move(uuids), trailer);
+                      flink::discovery::uuidsByIdentifier(host.found.devices), trailer);
     } catch (const coordination::CoordinationError& e) {
       return fail(e.what(), trailer);
     }

@@ -63,4 +63,13 @@ std::vector<std::string> identifiersOf(const std::vector<GpuDevice>& devices) {
   return identifiers;
 }
 
+std::unordered_map<std::string, std::string> uuidsByIdentifier(
+    const std::vector<GpuDevice>& devices) {
+  std::unordered_map<std::string, std::string> uuids;
+  for (const GpuDevice& device : devices) {
+    if (device.uuid && !device.isMigInstance()) uuids.emplace(device.identifier, *device.uuid);
+  }
+  return uuids;
+}
+
 }  // namespace flink::discovery

@@ -136,6 +136,11 @@ std::unordered_map<std::string, std::vector<std::string>> relatedUnits(
 /// no unit at all, which a user asking for units should be told.
 std::vector<std::string> migGpusWithoutInstances(const std::vector<GpuDevice>& devices);
 
+/// The `GPU-…` UUID of each whole GPU of `devices` that has one, by identifier: what
+/// coordination::AllocationRequest::uuids takes.
+std::unordered_map<std::string, std::string> uuidsByIdentifier(
+    const std::vector<GpuDevice>& devices);
+
 /// The identifiers of `devices`, in order.
 std::vector<std::string> identifiersOf(const std::vector<GpuDevice>& devices);
 
