@@ -198,6 +198,29 @@ else
     status=$("$cli" status --coordination-file "$file")
     expect "status shows the record as of another pid namespace" "$status" \
         "$(grep -q '^0 .*other pid namespace' <<< "$status"; echo $?)"
+
+    # exec leases its GPUs: a record of another namespace then blocks nobody once its holder is
+    # gone, however its pid looks from here.
+    file=$work/namespace-leases
+    unshare --pid --fork --kill-child --mount-proc "$cli" exec --amount 1 --gpus 0,1 \
+        --coordination-file "$file" -- sleep 300 > /dev/null 2>&1 &
+    holder=$!
+    owners+=("$holder")
+    for _ in $(seq 1 100); do [[ -s $file ]] && break; sleep 0.05; done
+    start_owner
+    ours "$file" 2 "$owner_pid" 0,1
+    expect "a leased GPU of another pid namespace is held while its command runs" \
+        "got '$out' ($rc); file: $(tr '\t' ' ' < "$file")" "$([[ $rc -eq 1 ]]; echo $?)"
+    # unshare's child dies just after unshare itself (--kill-child): allow it a moment. Judged by
+    # its pid, the record would stay held for ever.
+    kill "$holder"; wait "$holder" 2> /dev/null
+    for _ in $(seq 1 50); do
+        ours "$file" 2 "$owner_pid" 0,1
+        [[ $rc -eq 0 ]] && break
+        sleep 0.1
+    done
+    expect "and comes back the moment that namespace is gone" "got '$out' ($rc)" \
+        "$([[ $rc -eq 0 && $out == 0,1 ]]; echo $?)"
 fi
 
 echo "$passed passed, $failed failed"

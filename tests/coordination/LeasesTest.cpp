@@ -1,0 +1,129 @@
+// Leases: a GPU held by a flock comes back the moment its holder dies, whatever the record's pid
+// says; a held lease keeps its GPU even when the pid cannot be judged.
+#include "coordination/Leases.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "TestSupport.h"
+#include "coordination/Coordination.h"
+
+namespace flink::coordination {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::readFile;
+using testing::TempDir;
+
+constexpr const char* kUuid0 = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6";
+constexpr const char* kUuid1 = "GPU-1a2b3c4d-0000-4106-c12f-20bd9faed9f6";
+
+AllocationRequest leased(std::size_t amount, const Owner& owner) {
+  AllocationRequest request{{"0", "1"}, amount, owner};
+  request.uuids = {{"0", kUuid0}, {"1", kUuid1}};
+  request.lease = true;
+  return request;
+}
+
+class LeasesTest : public ::testing::Test {
+ protected:
+  fs::path file() const { return dir_ / "coordination"; }
+  TempDir dir_{"flink-gpu-leases-test"};
+};
+
+TEST_F(LeasesTest, ALeaseIsNamedByTheGpusUuidAndRecorded) {
+  EXPECT_EQ(leaseNameOf("0", {{"0", kUuid0}}), kUuid0);
+  EXPECT_EQ(leaseNameOf("3", {}), "index-3");
+  EXPECT_EQ(leaseNameOf("MIG-5c3e", {}), "MIG-5c3e");
+
+  const Allocation a = allocate(file(), leased(1, Owner::of(::getpid())));
+  ASSERT_TRUE(a.satisfied);
+  ASSERT_EQ(a.leases.size(), 1u);
+  EXPECT_EQ(a.leases[0].name(), kUuid0);
+  EXPECT_TRUE(fs::is_regular_file(leaseFolderOf(file()) / kUuid0));
+  const ParsedRecords records = parseRecords(readFile(file()));
+  ASSERT_EQ(records.records.size(), 1u);
+  EXPECT_EQ(records.records[0].lease, std::string(kUuid0));
+  EXPECT_TRUE(leaseHeld(file(), kUuid0, false));
+}
+
+TEST_F(LeasesTest, AFreeLeaseGivesTheGpuBackWhateverThePidSays) {
+  // The owner named by the record keeps running (think of a reused pid, or a process that let
+  // its lease go): only the lease counts.
+  const pid_t sleeper = ::fork();
+  if (sleeper == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  {
+    const Allocation a = allocate(file(), leased(2, Owner::of(sleeper)));
+    ASSERT_TRUE(a.satisfied);
+    // Held: nobody else gets them.
+    EXPECT_FALSE(allocate(file(), leased(1, Owner::of(::getpid()))).satisfied);
+  }  // the leases end here; `sleeper` runs on
+  const Allocation b = allocate(file(), leased(2, Owner::of(::getpid())));
+  EXPECT_TRUE(b.satisfied);
+  EXPECT_EQ(b.reclaimed.size(), 2u);
+  ::kill(sleeper, SIGKILL);
+  ::waitpid(sleeper, nullptr, 0);
+}
+
+TEST_F(LeasesTest, KillNineOfALeasingWorkerFreesItsGpusAtOnceAndTheLeaseFileGoes) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t worker = ::fork();
+  if (worker == 0) {
+    const Allocation a = allocate(file(), leased(1, Owner::of(::getpid())));
+    (void)::write(ready[1], a.satisfied ? "y" : "n", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char answer = 0;
+  ASSERT_EQ(::read(ready[0], &answer, 1), 1);
+  ASSERT_EQ(answer, 'y');
+  ::kill(worker, SIGKILL);
+  // Once it has died (not reaped yet), its leases are free: nothing to wait for.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(worker), &info, WEXITED | WNOWAIT), 0);
+  const Allocation a = allocate(file(), leased(2, Owner::of(::getpid())));
+  EXPECT_TRUE(a.satisfied);
+  ::waitpid(worker, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  // The free lease file was removed before it was taken again; ours is there.
+  EXPECT_TRUE(leaseHeld(file(), kUuid0, false));
+}
+
+TEST_F(LeasesTest, AHeldLeaseKeepsARecordOfAnotherPidNamespaceOrAGonePid) {
+  // The record names a pid that is gone (or means nothing here), but its lease is held.
+  const Lease held = acquireLease(file(), kUuid0, 0644);
+  testing::writeScript(file(), "0 999999\tpidns=1\tlease=" + std::string(kUuid0) + "\n",
+                       fs::perms::owner_read | fs::perms::owner_write);
+  const Allocation a = allocate(file(), leased(2, Owner::of(::getpid())));
+  EXPECT_FALSE(a.satisfied);
+  EXPECT_EQ(a.heldByOthers.size(), 1u);
+  EXPECT_TRUE(readStatus(file()).records.at(0).running);
+}
+
+TEST_F(LeasesTest, TheLeaseFolderAndFilesAreNeverFollowedThroughSymlinks) {
+  const fs::path elsewhere = dir_ / "elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_directory_symlink(elsewhere, leaseFolderOf(file()));
+  EXPECT_THROW(allocate(file(), leased(1, Owner::of(::getpid()))), CoordinationError);
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  fs::remove(leaseFolderOf(file()));
+  fs::create_directories(leaseFolderOf(file()));
+  fs::create_symlink(elsewhere / "target", leaseFolderOf(file()) / kUuid0);
+  EXPECT_THROW(acquireLease(file(), kUuid0, 0644), CoordinationError);
+  EXPECT_FALSE(fs::exists(elsewhere / "target"));
+  EXPECT_THROW(acquireLease(file(), "../escape", 0644), CoordinationError);
+}
+
+}  // namespace
+}  // namespace flink::coordination
