@@ -247,6 +247,31 @@ TEST_F(ConfigCommandsTest, DiscoverWithScriptOptionsIgnoresTheHostsFlinkConfigur
   EXPECT_FALSE(ran("a.sh"));
 }
 
+TEST_F(ConfigCommandsTest, ConfigFileChoosesBetweenConfigYamlAndFlinkConfYaml) {
+  // A Flink 1.19 being migrated: the old file beside the newly shipped one.
+  writeConfig("config.yaml", "external-resources: gpu\nexternal-resource:\n" +
+                                 gpuResource("gpu", 1, script("new.sh", "1")));
+  writeConfig("flink-conf.yaml",
+              "external-resources: gpu\nexternal-resource.gpu.amount: 1\n"
+              "external-resource.gpu.driver-factory.class: " +
+                  std::string(kGpuFactory) +
+                  "\nexternal-resource.gpu.param.discovery-script.path: " + script("old.sh", "0") +
+                  "\n");
+  fs::create_directories(dir_ / "lib");
+  writeScript(dir_ / "lib/flink-dist-1.19.1.jar", "", fs::perms::owner_read);
+  CliRun run = runCli({"discover", "--config", conf()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(0)\n");  // what Flink 1.19 reads
+  EXPECT_THAT(run.err, HasSubstr("flink-conf.yaml read, config.yaml ignored: Flink 1.19"));
+
+  run = runCli({"discover", "--config", conf(), "--config-file", "config.yaml"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(1)\n");
+
+  run = runCli({"config", "--config", conf()}, {"FLINK_GPU_CONF_FILE=config.yaml"});
+  EXPECT_THAT(run.out, HasSubstr((confDir() / "config.yaml").string())) << run;
+}
+
 TEST_F(ConfigCommandsTest, UnknownFactoryIsAConfigurationErrorNamingIt) {
   writeConfig("config.yaml",
               "external-resources: fpga\nexternal-resource.fpga.amount: 1\n"

@@ -467,16 +467,119 @@ TEST(GlobalConfigurationTest, ReadsTheLegacyFileWhenItIsTheOnlyOne) {
                     ":2: not a key-value pair (no ': ' between a key and a value), line skipped"});
 }
 
-TEST(GlobalConfigurationTest, ConfigYamlWinsOverTheLegacyFileWithAWarning) {
-  TempDir dir;
-  write(dir / "config.yaml", "a: from-yaml\n");
-  write(dir / "flink-conf.yaml", "a: from-legacy\nb: 2\n");
-  const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(dir.path());
-  EXPECT_EQ(loaded.file, dir / "config.yaml");
+/// A Flink installation in a temporary folder: conf/ with both files, lib/ with `distJar` (none
+/// when empty). $FLINK_HOME and $FLINK_GPU_CONF_FILE are unset for the test's scope.
+class BothFilesTest : public ::testing::Test {
+ protected:
+  void install(const std::string& distJar) {
+    fs::create_directories(home() / "conf");
+    fs::create_directories(home() / "lib");
+    write(conf() / "config.yaml", "a: from-yaml\n");
+    write(conf() / "flink-conf.yaml", "a: from-legacy\nb: 2\n");
+    if (!distJar.empty()) write(home() / "lib" / distJar, "");
+    write(home() / "lib" / "flink-table-api-java-uber-1.19.1.jar", "");
+  }
+  fs::path home() const { return dir_ / "flink"; }
+  fs::path conf() const { return home() / "conf"; }
+  std::string bothWarning(const std::string& read, const std::string& ignored,
+                          const std::string& why) const {
+    return "Both " + (conf() / "config.yaml").string() + " and " +
+           (conf() / "flink-conf.yaml").string() + " are present; " + read + " read, " + ignored +
+           " ignored: " + why;
+  }
+
+  TempDir dir_;
+  ScopedEnvironment flinkHome_{"FLINK_HOME", std::nullopt};
+  ScopedEnvironment confFile_{"FLINK_GPU_CONF_FILE", std::nullopt};
+};
+
+TEST_F(BothFilesTest, WithoutAHintConfigYamlIsReadAndTheWarningSaysWhy) {
+  install("");
+  const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(conf());
+  EXPECT_EQ(loaded.file, conf() / "config.yaml");
+  EXPECT_TRUE(loaded.standardYaml);
   EXPECT_EQ(loaded.configuration, entries({{"a", "from-yaml"}}));
-  EXPECT_EQ(loaded.warnings, Strings{"Both " + (dir / "config.yaml").string() + " and " +
-                                     (dir / "flink-conf.yaml").string() +
-                                     " are present; config.yaml read, flink-conf.yaml ignored"});
+  ASSERT_EQ(loaded.warnings.size(), 1u);
+  EXPECT_EQ(loaded.warnings[0].rfind(
+                bothWarning("config.yaml", "flink-conf.yaml", "no Flink distribution"), 0),
+            0u)
+      << loaded.warnings[0];
+  EXPECT_NE(loaded.warnings[0].find("$FLINK_GPU_CONF_FILE"), std::string::npos);
+}
+
+TEST_F(BothFilesTest, Flink119And120ReadFlinkConfYamlWhenItIsThere) {
+  for (const std::string jar : {"flink-dist-1.19.1.jar", "flink-dist-1.20.0.jar"}) {
+    fs::remove_all(home());
+    install(jar);
+    const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(conf());
+    EXPECT_EQ(loaded.file, conf() / "flink-conf.yaml");
+    EXPECT_FALSE(loaded.standardYaml);
+    EXPECT_EQ(loaded.configuration, entries({{"a", "from-legacy"}, {"b", "2"}}));
+    const std::string version = jar.substr(11, 4);
+    EXPECT_EQ(loaded.warnings,
+              Strings{bothWarning("flink-conf.yaml", "config.yaml",
+                                  "Flink " + version + " (" + (home() / "lib" / jar).string() +
+                                      ") reads flink-conf.yaml when it is there")});
+  }
+}
+
+TEST_F(BothFilesTest, Flink2ReadsOnlyConfigYaml) {
+  install("flink-dist-2.0.0.jar");
+  const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(conf());
+  EXPECT_EQ(loaded.file, conf() / "config.yaml");
+  EXPECT_EQ(loaded.warnings,
+            Strings{bothWarning("config.yaml", "flink-conf.yaml",
+                                "Flink 2.0 (" + (home() / "lib/flink-dist-2.0.0.jar").string() +
+                                    ") reads only config.yaml")});
+}
+
+TEST_F(BothFilesTest, TheDistributionIsAlsoFoundThroughFlinkHome) {
+  // The folder is elsewhere ($FLINK_CONF_DIR=/etc/flink, say); $FLINK_HOME names the Flink.
+  install("flink-dist_2.12-1.19.0.jar");
+  const fs::path elsewhere = dir_ / "etc" / "flink";
+  fs::create_directories(elsewhere);
+  fs::copy(conf(), elsewhere);
+  flinkHome_.set(home().string());
+  const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(elsewhere);
+  EXPECT_EQ(loaded.file, elsewhere / "flink-conf.yaml");
+}
+
+TEST_F(BothFilesTest, TheEnvironmentOrTheCallerForcesEither) {
+  install("flink-dist-1.19.1.jar");
+  confFile_.set("config.yaml");
+  LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(conf());
+  EXPECT_EQ(loaded.file, conf() / "config.yaml");
+  EXPECT_EQ(loaded.warnings,
+            Strings{bothWarning("config.yaml", "flink-conf.yaml", "as $FLINK_GPU_CONF_FILE asks")});
+  // The caller's choice wins over the environment.
+  loaded = GlobalConfiguration::loadConfiguration(conf(), {}, ConfigurationFileChoice::kLegacy);
+  EXPECT_EQ(loaded.file, conf() / "flink-conf.yaml");
+  EXPECT_EQ(loaded.warnings,
+            Strings{bothWarning("flink-conf.yaml", "config.yaml", "as asked for")});
+
+  confFile_.set("flink.yaml");
+  EXPECT_NE(errorOf([&] {
+              GlobalConfiguration::loadConfiguration(conf());
+            }).find("$FLINK_GPU_CONF_FILE is 'flink.yaml'"),
+            std::string::npos);
+
+  // Asking for a file that is not there is an error, not a quiet read of the other.
+  fs::remove(conf() / "flink-conf.yaml");
+  confFile_.set("flink-conf.yaml");
+  EXPECT_THROW(GlobalConfiguration::loadConfiguration(conf()), FileNotFoundException);
+}
+
+TEST(FlinkDistributionTest, VersionComesFromTheFlinkDistJar) {
+  TempDir dir;
+  EXPECT_EQ(GlobalConfiguration::flinkDistributionVersion(dir.path()), std::nullopt);
+  fs::create_directories(dir / "lib");
+  write(dir / "lib/flink-dist-SNAPSHOT.jar", "");
+  EXPECT_EQ(GlobalConfiguration::flinkDistributionVersion(dir.path()), std::nullopt);
+  write(dir / "lib/flink-dist-1.20-SNAPSHOT.jar", "");
+  const auto found = GlobalConfiguration::flinkDistributionVersion(dir.path());
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->first, std::make_pair(1, 20));
+  EXPECT_EQ(found->second, dir / "lib/flink-dist-1.20-SNAPSHOT.jar");
 }
 
 TEST(GlobalConfigurationTest, FolderWithNeitherFileIsAnErrorNamingItAndBothFiles) {
