@@ -245,6 +245,8 @@ LoadedConfiguration GlobalConfiguration::loadConfiguration(const fs::path& confi
     loaded.configuration =
         parseLegacyConfiguration(readWholeFile(legacyFile), legacyFile.string(), loaded.warnings);
   }
+  // How list options are read from now on, -D values included (Flink's isStandardYaml).
+  loaded.configuration.setStandardYaml(standard);
 
   for (const auto& [key, value] : dynamicProperties.toMap()) {
     loaded.configuration.setString(key, value);

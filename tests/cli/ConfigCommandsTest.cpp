@@ -272,6 +272,49 @@ TEST_F(ConfigCommandsTest, ConfigFileChoosesBetweenConfigYamlAndFlinkConfYaml) {
   EXPECT_THAT(run.out, HasSubstr((confDir() / "config.yaml").string())) << run;
 }
 
+TEST_F(ConfigCommandsTest, ListValuesWrittenAsYamlStringsAreListsAsInFlink) {
+  // The quoted form Flink writes itself when it regenerates config.yaml for TaskManagers.
+  const std::string resources = "external-resource:\n" +
+                                gpuResource("gpu", 1, script("a.sh", "0")) +
+                                gpuResource("fpga", 1, script("b.sh", "7"));
+  writeConfig("config.yaml", "external-resources: '[gpu, fpga]'\n" + resources);
+  CliRun run = runCli({"discover", "--config", conf()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(0)\nfpga: GPU Device(7)\n");
+
+  // The common command-line form, and the legacy one.
+  writeConfig("config.yaml", "external-resources: none\n" + resources);
+  for (const std::string list : {"[gpu, fpga]", "gpu;fpga"}) {
+    run = runCli({"discover", "--config", conf(), "-Dexternal-resources=" + list});
+    ASSERT_EQ(run.exitCode, 0) << list << run;
+    EXPECT_EQ(run.out, "gpu: GPU Device(0)\nfpga: GPU Device(7)\n") << list;
+  }
+}
+
+TEST_F(ConfigCommandsTest, YamlListsInFlinkConfYamlAreOneNameAsInFlink) {
+  writeConfig("flink-conf.yaml", "external-resources: [gpu, fpga]\n");
+  const CliRun run = runCli({"discover", "--config", conf(), "-q"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(run.err, HasSubstr("the external resource '[gpu, fpga]' is skipped"));
+}
+
+TEST_F(ConfigCommandsTest, ValuesAreWhatFlinkMakesOfThem) {
+  // YAML 1.1, as Flink's SnakeYAML reads it: 0x2 is 2, `on` is true.
+  writeConfig("config.yaml",
+              "external-resources: [gpu]\nexternal-resource:\n  gpu:\n"
+              "    amount: 0x2\n    driver-factory:\n      class: " +
+                  std::string(kGpuFactory) +
+                  "\n    param:\n      nvml.enabled: off\n"
+                  "      discovery-script:\n        path: " +
+                  script("a.sh", "0,1,2") + "\n");
+  CliRun run = runCli({"discover", "--config", conf()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(0)\ngpu: GPU Device(1)\ngpu: GPU Device(2)\n");
+  run = runCli({"config", "--config", conf()});
+  EXPECT_THAT(run.out, HasSubstr("amount: 2\n")) << run;
+  EXPECT_THAT(run.out, HasSubstr("param.nvml.enabled: false\n")) << run;
+}
+
 TEST_F(ConfigCommandsTest, UnknownFactoryIsAConfigurationErrorNamingIt) {
   writeConfig("config.yaml",
               "external-resources: fpga\nexternal-resource.fpga.amount: 1\n"

@@ -89,10 +89,11 @@ class GlobalConfiguration {
   /// flinkDistributionVersion); else config.yaml. A warning names the file read, the one ignored
   /// and why.
   ///
-  /// config.yaml is read as standard YAML: nested maps become dotted keys, scalars keep their
-  /// text as written, a list of scalars becomes list text ("gpu;fpga", see
-  /// detail::formatConfigValue). flink-conf.yaml is read line by line as Flink reads it, not as
-  /// YAML: "key: value", '#' starts a comment anywhere, bad lines are skipped with a warning.
+  /// config.yaml is read as standard YAML: nested maps become dotted keys, values become the text
+  /// Flink makes of them (YAML 1.1: `0x10` is "16", `yes` "true"; a list its flow form
+  /// "[gpu, fpga]"), and the configuration reads list options as YAML first
+  /// (Configuration::isStandardYaml). flink-conf.yaml is read line by line as Flink reads it, not
+  /// as YAML: "key: value", '#' starts a comment anywhere, bad lines are skipped with a warning.
   ///
   /// @throws FileNotFoundException if `configDir` does not exist or is not a folder, or holds
   ///         neither file (the message names the folder and both file names), or not the one
