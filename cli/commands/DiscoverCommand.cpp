@@ -86,12 +86,10 @@ int runDiscoverConfigured(const DiscoverOptions& options, const LoadedConfigurat
     const ExternalResourceSpec& resource = configured.resources[i];
     drivers.emplace_back();
     if (!resource.amount) {
-      // Reported above with --strict.
-      if (!options.strict) {
-        printError("the external resource '" + resource.name +
-                   "' is skipped: configuration error in " + loaded.file.string() + ": " +
-                   resource.amountError.value_or("bad amount"));
-      }
+      // Only without --strict: with it, a bad amount has already ended the command above.
+      printError("the external resource '" + resource.name +
+                 "' is skipped: configuration error in " + loaded.file.string() + ": " +
+                 resource.amountError.value_or("bad amount"));
       skipped[i] = anySkipped = true;
       continue;
     }
@@ -184,8 +182,10 @@ CLI::App* addDiscoverCommand(CLI::App& app, DiscoverOptions& options) {
   options.singleDriverOptions.push_back(
       command->add_option("--discovery-script", options.discoveryScript,
                           "The discovery script (default: nvidia-gpu-discovery.sh installed beside "
-                          "flink-gpu, else Flink's " +
-                              *GPUDriverOptions::DISCOVERY_SCRIPT_PATH.defaultValue() + ")"));
+                          "flink-gpu, else Flink's default " +
+                              *GPUDriverOptions::DISCOVERY_SCRIPT_PATH.defaultValue() +
+                              " under $FLINK_HOME, else the working directory, else " +
+                              GPUDriverOptions::DOCKER_DEFAULT_DISCOVERY_SCRIPT + ")"));
   options.singleDriverOptions.push_back(
       command->add_option("--discovery-args", options.discoveryArgs,
                           "Arguments for the script, split on whitespace (default: the single "
