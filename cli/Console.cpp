@@ -41,6 +41,10 @@ void printWarning(std::string_view message) {
   if (currentVerbosity != Verbosity::kQuiet) std::cerr << "flink-gpu: warning: " << message << '\n';
 }
 
+void printNote(std::string_view message) {
+  if (currentVerbosity != Verbosity::kQuiet) std::cerr << "flink-gpu: note: " << message << '\n';
+}
+
 void printHint(std::string_view message) {
   if (currentVerbosity != Verbosity::kQuiet) std::cerr << "hint: " << message << '\n';
 }

@@ -18,6 +18,9 @@ void printError(std::string_view message);
 /// "flink-gpu: warning: <message>" unless quiet.
 void printWarning(std::string_view message);
 
+/// "flink-gpu: note: <message>" unless quiet: what flink-gpu chose for the user.
+void printNote(std::string_view message);
+
 /// "hint: <message>" unless quiet.
 void printHint(std::string_view message);
 

@@ -3,7 +3,10 @@
 // is non-empty, trimmed, one line and free of '#'; every warning names the file and a line that
 // exists; and writing the result back as "key: value" lines (with or without CRLF, a byte order
 // mark and comments) reads back the same configuration without warnings. Each value is also put
-// through the list format, which must read back what it wrote.
+// through the list formats, which must read back what they wrote: the legacy ';' form, and the
+// flow form "[a, b]" of a standard-YAML configuration, whose reading of the value as YAML first
+// must throw nothing but the documented IllegalConfigurationException.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -61,6 +64,30 @@ void checkWarning(const std::string& warning, std::size_t lines) {
   check(warning.ends_with(", line skipped") || warning.ends_with("; the later value is used"));
 }
 
+bool validUtf8(const std::string& text) {
+  for (std::size_t at = 0; at < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[at]);
+    const std::size_t length = lead < 0x80             ? 1
+                               : (lead & 0xE0) == 0xC0 ? 2
+                               : (lead & 0xF0) == 0xE0 ? 3
+                               : (lead & 0xF8) == 0xF0 ? 4
+                                                       : 0;
+    if (length == 0 || at + length > text.size()) return false;
+    char32_t code = length == 1 ? lead : lead & (0x7F >> length);
+    for (std::size_t i = 1; i < length; ++i) {
+      const auto next = static_cast<unsigned char>(text[at + i]);
+      if ((next & 0xC0) != 0x80) return false;
+      code = (code << 6) | (next & 0x3F);
+    }
+    static constexpr char32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < kMinimum[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+      return false;
+    }
+    at += length;
+  }
+  return true;
+}
+
 void checkListRoundTrip(const std::string& value) {
   using List = std::vector<std::string>;
   List list;
@@ -71,6 +98,16 @@ void checkListRoundTrip(const std::string& value) {
   }
   const std::string text = flink::detail::formatConfigValue(list);
   check(flink::detail::parseConfigValue<List>("k", text) == list);
+
+  // YAML is Unicode: only lists of valid UTF-8 can be written in flow form and read back.
+  if (std::all_of(list.begin(), list.end(), validUtf8)) {
+    const std::string flow = flink::detail::formatStandardYamlList(list);
+    check(flink::detail::parseStandardYamlList("k", flow) == list);
+  }
+  try {
+    flink::detail::parseStandardYamlList("k", value);
+  } catch (const flink::IllegalConfigurationException&) {
+  }
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 #include "commands/DiscoverCommand.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -46,53 +49,66 @@ void printGpus(const ExternalResourceInfoSet& gpus, const std::string& format) {
   for (const auto& gpu : gpus) std::cout << gpu->toString() << '\n';
 }
 
-/// The --config form: every resource of the configuration, as a TaskManager starts them. Every
-/// configuration problem is reported before anything runs (exit 2); then every resource is
-/// discovered, a failure costing only its own resource (exit 1 at the end).
-int runDiscoverConfigured(const DiscoverOptions& options) {
-  for (const CLI::Option* option : options.singleDriverOptions) {
-    if (option->count() > 0) {
-      printError(option->get_name() +
-                 " cannot be combined with --config or -D: the configuration says how each "
-                 "resource is discovered (set external-resource.<name>.param.* there, or with -D)");
-      return kUsageError;
-    }
-  }
-  const std::optional<LoadedConfiguration> loaded = loadFlinkConfiguration(options.flinkConfig);
-  if (!loaded) return kUsageError;
+/// Whether `option` was given on the command line.
+bool given(const CLI::Option* option) { return option != nullptr && option->count() > 0; }
 
+/// The --config form: every resource of the configuration, as a TaskManager starts them.
+/// A configuration that cannot be read as a whole (the file, a -D, the resource list) runs
+/// nothing (exit 2). A resource that cannot be started (a bad amount, a factory that is not
+/// installed, a driver that cannot be made) is skipped with one error line, as a TaskManager
+/// skips it, and the others are discovered; the exit code is then 2. With --strict every such
+/// problem is reported first and nothing runs. A failing discovery costs only its own resource
+/// (exit 1 at the end, unless a resource was skipped).
+int runDiscoverConfigured(const DiscoverOptions& options, const LoadedConfiguration& loaded) {
   const ExternalResources configured =
-      ExternalResourceUtils::readExternalResources(loaded->configuration);
+      ExternalResourceUtils::readExternalResources(loaded.configuration);
   for (const std::string& warning : configured.warnings) printWarning(warning);
-  for (const std::string& error : configured.errors) {
-    printError("configuration error in " + loaded->file.string() + ": " + error);
+  // Amount errors come with their resource; errors without any resource are the list's.
+  const bool listUnreadable = configured.resources.empty() && !configured.errors.empty();
+  if (options.strict || listUnreadable) {
+    for (const std::string& error : configured.errors) {
+      printError("configuration error in " + loaded.file.string() + ": " + error);
+    }
+    if (!configured.errors.empty()) return kUsageError;
   }
-  if (!configured.errors.empty()) return kUsageError;
   if (configured.resources.empty()) {
-    printWarning("no external resources are configured in " + loaded->file.string() +
+    printWarning("no external resources are configured in " + loaded.file.string() +
                  " ('external-resources' is not set, empty or 'none')");
   }
 
-  // Every driver first: a configuration that cannot be started is reported whole, and runs
-  // nothing.
+  // Every driver first: with --strict a configuration that cannot be started is reported
+  // whole, and runs nothing.
   PluginManager plugins;
   std::vector<std::unique_ptr<ExternalResourceDriver>> drivers;
-  bool driversMade = true;
-  for (const ExternalResourceSpec& resource : configured.resources) {
+  std::vector<bool> skipped(configured.resources.size(), false);
+  bool anySkipped = false;
+  for (std::size_t i = 0; i < configured.resources.size(); ++i) {
+    const ExternalResourceSpec& resource = configured.resources[i];
     drivers.emplace_back();
+    if (!resource.amount) {
+      // Only without --strict: with it, a bad amount has already ended the command above.
+      printError("the external resource '" + resource.name +
+                 "' is skipped: configuration error in " + loaded.file.string() + ": " +
+                 resource.amountError.value_or("bad amount"));
+      skipped[i] = anySkipped = true;
+      continue;
+    }
     if (!resource.driverFactoryClass) continue;  // warned about above: no infos, like Flink
     try {
       drivers.back() = ExternalResourceUtils::createExternalResourceDriver(resource, plugins);
     } catch (const std::exception& e) {
-      printError(std::string("configuration error: ") + e.what());
-      driversMade = false;
+      printError(options.strict ? std::string("configuration error: ") + e.what()
+                                : "the external resource '" + resource.name +
+                                      "' is skipped: configuration error: " + e.what());
+      skipped[i] = anySkipped = true;
     }
   }
-  if (!driversMade) return kUsageError;
+  if (options.strict && anySkipped) return kUsageError;
 
   int code = kSuccess;
   nlohmann::ordered_json json = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < configured.resources.size(); ++i) {
+    if (skipped[i]) continue;  // left out, as a TaskManager leaves it out
     const ExternalResourceSpec& resource = configured.resources[i];
     ExternalResourceInfoSet infos;
     if (drivers[i]) {
@@ -116,7 +132,43 @@ int runDiscoverConfigured(const DiscoverOptions& options) {
     }
   }
   if (options.format == "json") std::cout << jsonText(json) << '\n';
-  return code;
+  // A resource the configuration could not start is the bigger problem: the user must fix it.
+  return anySkipped ? kUsageError : code;
+}
+
+/// For `discover` without options: the configuration of this host's Flink ($FLINK_CONF_DIR,
+/// else $FLINK_HOME/conf) when it lists external resources, and which variable led to it. No
+/// configuration there, or one without resources: nullopt. One that cannot be read: a warning,
+/// and nullopt (the one-script discovery still runs).
+std::optional<std::pair<LoadedConfiguration, std::string>> hostConfigurationWithResources() {
+  const char* confDir = std::getenv("FLINK_CONF_DIR");
+  const std::string via =
+      (confDir != nullptr && *confDir != '\0') ? "$FLINK_CONF_DIR" : "$FLINK_HOME/conf";
+  fs::path dir;
+  try {
+    dir = GlobalConfiguration::resolveConfigurationDirectory(std::nullopt);
+  } catch (const IllegalConfigurationException&) {
+    return std::nullopt;  // neither variable is set
+  }
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) return std::nullopt;
+  const fs::path standardFile = dir / GlobalConfiguration::FLINK_CONF_FILENAME;
+  const fs::path legacyFile = dir / GlobalConfiguration::LEGACY_FLINK_CONF_FILENAME;
+  if (!fs::exists(fs::symlink_status(standardFile, error)) &&
+      !fs::exists(fs::symlink_status(legacyFile, error))) {
+    return std::nullopt;
+  }
+  try {
+    LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(dir);
+    const ExternalResources read =
+        ExternalResourceUtils::readExternalResources(loaded.configuration);
+    if (read.resources.empty() && read.errors.empty()) return std::nullopt;  // none listed
+    return std::make_pair(std::move(loaded), via);
+  } catch (const std::exception& e) {
+    printWarning("the Flink configuration in " + dir.string() + " (" + via +
+                 ") is not used: " + e.what());
+    return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -130,8 +182,10 @@ CLI::App* addDiscoverCommand(CLI::App& app, DiscoverOptions& options) {
   options.singleDriverOptions.push_back(
       command->add_option("--discovery-script", options.discoveryScript,
                           "The discovery script (default: nvidia-gpu-discovery.sh installed beside "
-                          "flink-gpu, else Flink's " +
-                              *GPUDriverOptions::DISCOVERY_SCRIPT_PATH.defaultValue() + ")"));
+                          "flink-gpu, else Flink's default " +
+                              *GPUDriverOptions::DISCOVERY_SCRIPT_PATH.defaultValue() +
+                              " under $FLINK_HOME, else the working directory, else " +
+                              GPUDriverOptions::DOCKER_DEFAULT_DISCOVERY_SCRIPT + ")"));
   options.singleDriverOptions.push_back(
       command->add_option("--discovery-args", options.discoveryArgs,
                           "Arguments for the script, split on whitespace (default: the single "
@@ -146,12 +200,45 @@ CLI::App* addDiscoverCommand(CLI::App& app, DiscoverOptions& options) {
   command->add_option("--format", options.format, "Output format")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+  command->add_flag("--strict", options.strict,
+                    "With --config: when any resource cannot be started (bad amount, factory not "
+                    "installed, driver cannot be made), run nothing; without it such a resource "
+                    "is skipped, as a TaskManager skips it");
   addFlinkConfigurationOptions(*command, options.flinkConfig);
   return command;
 }
 
 int runDiscover(const DiscoverOptions& options) {
-  if (options.flinkConfig.wanted()) return runDiscoverConfigured(options);
+  if (options.flinkConfig.wanted()) {
+    for (const CLI::Option* option : options.singleDriverOptions) {
+      if (given(option)) {
+        printError(option->get_name() +
+                   " cannot be combined with --config or -D: the configuration says how each "
+                   "resource is discovered (set external-resource.<name>.param.* there, or with "
+                   "-D)");
+        return kUsageError;
+      }
+    }
+    const std::optional<LoadedConfiguration> loaded = loadFlinkConfiguration(options.flinkConfig);
+    if (!loaded) return kUsageError;
+    return runDiscoverConfigured(options, *loaded);
+  }
+  const bool scriptOptionGiven =
+      std::any_of(options.singleDriverOptions.begin(), options.singleDriverOptions.end(), given);
+  if (!scriptOptionGiven) {
+    // "What does my TaskManager get": the host's Flink configuration, when it lists resources.
+    if (auto host = hostConfigurationWithResources()) {
+      for (const std::string& warning : host->first.warnings) printWarning(warning);
+      printNote("discovering the external resources of the Flink configuration " +
+                host->first.file.string() + " (" + host->second +
+                "), as --config does; give --discovery-script to run one script instead");
+      return runDiscoverConfigured(options, host->first);
+    }
+  }
+  if (options.strict) {
+    printError("--strict applies to --config only");
+    return kUsageError;
+  }
   // Checked before the script is even looked at, as the driver does.
   std::int64_t amount = 0;
   const std::string& text = options.amount;

@@ -24,6 +24,9 @@ struct DiscoverOptions {
   bool mig = false;
   std::optional<std::string> timeout;
   std::string format = "text";
+  /// --strict (with --config): any resource that cannot be started stops everything, nothing
+  /// runs. Without it a TaskManager's rule: such a resource is skipped, the others discovered.
+  bool strict = false;
   /// --config/-D: discover every resource of a Flink configuration instead of one GPU driver.
   FlinkConfigurationOptions flinkConfig;
   /// The options of the one-driver form, which --config and -D exclude.

@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "configuration/YamlValues.h"
 #include "flink/util/TimeUtils.h"
 #include "util/Strings.h"
 
@@ -218,8 +219,24 @@ std::vector<std::string> Configuration::keySet() const {
   return keys;
 }
 
+namespace detail {
+
+std::vector<std::string> parseStandardYamlList(const std::string& key, const std::string& text) {
+  if (std::optional<std::vector<std::string>> list = yamlvalues::readYamlList(text)) {
+    return std::move(*list);
+  }
+  return parseConfigValue<std::vector<std::string>>(key, text);  // Flink's fallback, too
+}
+
+std::string formatStandardYamlList(const std::vector<std::string>& value) {
+  return yamlvalues::flowSequenceOfStrings(value);
+}
+
+}  // namespace detail
+
 Configuration Configuration::withPrefixRemoved(std::string_view prefix) const {
   Configuration view;
+  view.standardYaml_ = standardYaml_;
   for (auto it = entries_.lower_bound(prefix);
        it != entries_.end() && std::string_view(it->first).substr(0, prefix.size()) == prefix;
        ++it) {

@@ -36,10 +36,12 @@ Configuration parseLegacyConfiguration(std::string_view text, const std::string&
 ///   document root must be a map, and only one document is allowed;
 /// - nested maps flatten with '.' ("a: {b: 1}" is a.b=1) and mix freely with dotted keys; an empty
 ///   map adds nothing;
-/// - a scalar keeps its text as written (`true`, `2`, `10 s`, `0x10` all as they are);
-/// - a sequence of scalars becomes list text: the elements joined with ';', quoted where needed
-///   (detail::formatConfigValue<std::vector<std::string>>), which is how Flink stores a list
-///   read from YAML when it is read back as text; an empty sequence is the empty text.
+/// - a scalar becomes the text Flink makes of it: a quoted one as written, a plain one as
+///   SnakeYAML's YAML 1.1 resolution and Flink's convertToString give it (`True` → "true",
+///   `0x10` → "16", `1.50` → "1.5", `10 s` as written; yamlvalues::plainScalarText);
+/// - a sequence of scalars becomes its flow form, as Flink writes a list as text
+///   (`[gpu, fpga]`, a string quoted where YAML needs it: `['*', '123']`; an empty one `[]`),
+///   which a list option reads back as the same elements (detail::parseStandardYamlList).
 /// - anchors and aliases are expanded (each use of an alias in full); a plain merge key
 ///   (`<<: *base`, or `<<: [*a, *b]`) adds the entries of the map(s) it is given whose keys the
 ///   map does not set itself, an earlier map winning over a later one (YAML 1.1's merge type; a

@@ -5,10 +5,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
+#include <vector>
 
 #include "configuration/ConfigurationFileParsers.h"
 #include "process/FileDescriptor.h"
@@ -67,7 +70,90 @@ bool present(const fs::path& path) {
   return fs::exists(fs::symlink_status(path, ignored));
 }
 
+/// "2.0" for {2, 0}.
+std::string versionText(const std::pair<int, int>& version) {
+  return std::to_string(version.first) + "." + std::to_string(version.second);
+}
+
+/// The leading "<major>.<minor>" of `text` ("1.19.1", "2.0-SNAPSHOT"), or nullopt.
+std::optional<std::pair<int, int>> parseVersion(std::string_view text) {
+  int major = 0;
+  int minor = 0;
+  const char* end = text.data() + text.size();
+  auto [afterMajor, majorError] = std::from_chars(text.data(), end, major);
+  if (majorError != std::errc() || afterMajor == end || *afterMajor != '.') return std::nullopt;
+  auto [afterMinor, minorError] = std::from_chars(afterMajor + 1, end, minor);
+  if (minorError != std::errc()) return std::nullopt;
+  return std::make_pair(major, minor);
+}
+
+/// Which file to read when both are there, and why (for the warning).
+struct Choice {
+  bool standardYaml = true;
+  std::string why;
+};
+
+Choice chooseBetweenBoth(const fs::path& configDir, ConfigurationFileChoice choice) {
+  if (choice == ConfigurationFileChoice::kStandardYaml) return {true, "as asked for"};
+  if (choice == ConfigurationFileChoice::kLegacy) return {false, "as asked for"};
+  const std::string forced = environment(GlobalConfiguration::ENV_CONF_FILE);
+  if (!forced.empty()) {
+    return {forced == GlobalConfiguration::FLINK_CONF_FILENAME,
+            "as $" + std::string(GlobalConfiguration::ENV_CONF_FILE) + " asks"};
+  }
+  // The distribution the folder belongs to: the folder's parent (…/flink-1.19.1/conf), else
+  // $FLINK_HOME.
+  std::vector<fs::path> homes{fs::absolute(configDir).lexically_normal().parent_path()};
+  if (std::string home = environment(GlobalConfiguration::ENV_FLINK_HOME_DIR); !home.empty()) {
+    homes.emplace_back(home);
+  }
+  for (const fs::path& home : homes) {
+    if (auto found = GlobalConfiguration::flinkDistributionVersion(home)) {
+      const auto& [version, jar] = *found;
+      if (version.first >= 2) {
+        return {true,
+                "Flink " + versionText(version) + " (" + jar.string() + ") reads only config.yaml"};
+      }
+      return {false, "Flink " + versionText(version) + " (" + jar.string() +
+                         ") reads flink-conf.yaml when it is there"};
+    }
+  }
+  return {true,
+          "no Flink distribution (lib/flink-dist-<version>.jar) was found beside the "
+          "folder or at $FLINK_HOME to tell which Flink reads it: Flink 1.19 and 1.20 read "
+          "flink-conf.yaml, Flink 2 config.yaml; set $" +
+              std::string(GlobalConfiguration::ENV_CONF_FILE) + " to choose"};
+}
+
 }  // namespace
+
+std::optional<std::pair<std::pair<int, int>, fs::path>>
+GlobalConfiguration::flinkDistributionVersion(const fs::path& flinkHome) {
+  std::error_code error;
+  fs::directory_iterator entries(flinkHome / "lib", error);
+  if (error) return std::nullopt;
+  std::vector<fs::path> jars;
+  for (const fs::directory_entry& entry : entries) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("flink-dist") && name.ends_with(".jar")) jars.push_back(entry.path());
+  }
+  std::sort(jars.begin(), jars.end());  // the same answer whatever the directory order
+  for (const fs::path& jar : jars) {
+    // flink-dist[_<scala version>]-<version>.jar
+    const std::string name = jar.filename().string();
+    std::string_view rest = name;
+    rest.remove_prefix(std::string_view("flink-dist").size());
+    rest.remove_suffix(std::string_view(".jar").size());
+    if (rest.starts_with("_")) {
+      const std::size_t dash = rest.find('-');
+      if (dash == std::string_view::npos) continue;
+      rest.remove_prefix(dash);
+    }
+    if (!rest.starts_with("-")) continue;
+    if (auto version = parseVersion(rest.substr(1))) return std::make_pair(*version, jar);
+  }
+  return std::nullopt;
+}
 
 fs::path GlobalConfiguration::resolveConfigurationDirectory(
     const std::optional<fs::path>& explicitDir) {
@@ -88,7 +174,17 @@ fs::path GlobalConfiguration::resolveConfigurationDirectory(
 }
 
 LoadedConfiguration GlobalConfiguration::loadConfiguration(const fs::path& configDir,
-                                                           const Configuration& dynamicProperties) {
+                                                           const Configuration& dynamicProperties,
+                                                           ConfigurationFileChoice choice) {
+  if (choice == ConfigurationFileChoice::kAuto) {
+    const std::string forced = environment(ENV_CONF_FILE);
+    if (!forced.empty() && forced != FLINK_CONF_FILENAME && forced != LEGACY_FLINK_CONF_FILENAME) {
+      throw IllegalConfigurationException("$" + std::string(ENV_CONF_FILE) + " is '" +
+                                          strings::quoteForMessage(forced) + "'; it must be " +
+                                          std::string(FLINK_CONF_FILENAME) + " or " +
+                                          std::string(LEGACY_FLINK_CONF_FILENAME) + ".");
+    }
+  }
   std::error_code error;
   const fs::file_status status = fs::status(configDir, error);
   if (!fs::exists(status)) {
@@ -105,24 +201,52 @@ LoadedConfiguration GlobalConfiguration::loadConfiguration(const fs::path& confi
   LoadedConfiguration loaded;
   const fs::path standardFile = configDir / FLINK_CONF_FILENAME;
   const fs::path legacyFile = configDir / LEGACY_FLINK_CONF_FILENAME;
-  if (present(standardFile)) {
-    if (present(legacyFile)) {
-      loaded.warnings.push_back("Both " + standardFile.string() + " and " + legacyFile.string() +
-                                " are present; " + std::string(FLINK_CONF_FILENAME) + " read, " +
-                                std::string(LEGACY_FLINK_CONF_FILENAME) + " ignored");
-    }
-    loaded.file = standardFile;
-    loaded.configuration =
-        parseStandardYamlConfiguration(readWholeFile(standardFile), standardFile.string());
-  } else if (present(legacyFile)) {
-    loaded.file = legacyFile;
-    loaded.configuration =
-        parseLegacyConfiguration(readWholeFile(legacyFile), legacyFile.string(), loaded.warnings);
-  } else {
+  const bool standardPresent = present(standardFile);
+  const bool legacyPresent = present(legacyFile);
+  if (!standardPresent && !legacyPresent) {
     throw FileNotFoundException("The configuration folder " + describe(configDir) +
                                 " holds neither " + std::string(FLINK_CONF_FILENAME) + " nor " +
                                 std::string(LEGACY_FLINK_CONF_FILENAME) + ".");
   }
+  bool standard = standardPresent;
+  if (standardPresent && legacyPresent) {
+    const Choice chosen = chooseBetweenBoth(configDir, choice);
+    standard = chosen.standardYaml;
+    const fs::path& read = standard ? standardFile : legacyFile;
+    const fs::path& ignored = standard ? legacyFile : standardFile;
+    loaded.warnings.push_back("Both " + standardFile.string() + " and " + legacyFile.string() +
+                              " are present; " + read.filename().string() + " read, " +
+                              ignored.filename().string() + " ignored: " + chosen.why);
+  } else {
+    // One file: it is read, unless another was asked for by name.
+    const std::string forced = environment(ENV_CONF_FILE);
+    const bool wantStandard =
+        choice == ConfigurationFileChoice::kStandardYaml ||
+        (choice == ConfigurationFileChoice::kAuto && forced == FLINK_CONF_FILENAME);
+    const bool wantLegacy =
+        choice == ConfigurationFileChoice::kLegacy ||
+        (choice == ConfigurationFileChoice::kAuto && forced == LEGACY_FLINK_CONF_FILENAME);
+    if ((wantStandard && !standardPresent) || (wantLegacy && !legacyPresent)) {
+      const fs::path& wanted = wantStandard ? standardFile : legacyFile;
+      throw FileNotFoundException(
+          "The configuration file " + describe(wanted) + " was asked for" +
+          (choice == ConfigurationFileChoice::kAuto ? " by $" + std::string(ENV_CONF_FILE) : "") +
+          ", but the folder holds only " +
+          (standardPresent ? standardFile : legacyFile).filename().string() + ".");
+    }
+  }
+  loaded.standardYaml = standard;
+  if (standard) {
+    loaded.file = standardFile;
+    loaded.configuration =
+        parseStandardYamlConfiguration(readWholeFile(standardFile), standardFile.string());
+  } else {
+    loaded.file = legacyFile;
+    loaded.configuration =
+        parseLegacyConfiguration(readWholeFile(legacyFile), legacyFile.string(), loaded.warnings);
+  }
+  // How list options are read from now on, -D values included (Flink's isStandardYaml).
+  loaded.configuration.setStandardYaml(standard);
 
   for (const auto& [key, value] : dynamicProperties.toMap()) {
     loaded.configuration.setString(key, value);

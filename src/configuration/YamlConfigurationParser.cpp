@@ -1,7 +1,7 @@
 // The standard-YAML config.yaml reader (Flink 1.19+), on yaml-cpp. The document is flattened
-// into Flink's dotted keys; every value is kept as the text it was written with, lists as
-// Flink's list text. Anything Flink could not hold as one option value is an error naming the
-// file, the line and the key, rather than a guess.
+// into Flink's dotted keys; every value becomes the text Flink makes of it (plain scalars resolved
+// as YAML 1.1 resolves them, lists in flow form; see YamlValues.h). Anything Flink could not hold
+// as one option value is an error naming the file, the line and the key, rather than a guess.
 //
 // Two things yaml-cpp 0.7 does not do are done here:
 // - it accepts a quoted scalar left open at the end of the input (the rest of the file becomes
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "configuration/ConfigurationFileParsers.h"
+#include "configuration/YamlValues.h"
 #include "util/Strings.h"
 
 namespace flink {
@@ -193,7 +194,7 @@ class Flattener {
         break;
       case YAML::NodeType::Scalar:
         requireClosed(value, [&] { return "the quoted value of key '" + quoted(key) + "'"; });
-        add(key, value.Scalar(), keyNode);
+        add(key, scalarText(value), keyNode);
         break;
       case YAML::NodeType::Sequence:
         add(key, listText(key, value), keyNode);
@@ -213,8 +214,15 @@ class Flattener {
     return keyNode.Scalar();
   }
 
+  /// What Flink makes of a scalar: a plain one (yaml-cpp's tag "?") as YAML 1.1 resolves it, a
+  /// quoted or !!str-tagged one as written.
+  static std::string scalarText(const YAML::Node& scalar) {
+    if (scalar.Tag() != "?") return scalar.Scalar();
+    return yamlvalues::plainScalarText(scalar.Scalar()).value_or(scalar.Scalar());
+  }
+
   std::string listText(const std::string& key, const YAML::Node& sequence) {
-    std::vector<std::string> elements;
+    std::vector<yamlvalues::FlowElement> elements;
     for (const YAML::Node& element : sequence) {
       switch (element.Type()) {
         case YAML::NodeType::Scalar:
@@ -222,7 +230,9 @@ class Flattener {
               element, [&] { return "a quoted element of the list of key '" + quoted(key) + "'"; });
           visit(key);
           charge(key, element.Scalar().size());
-          elements.push_back(element.Scalar());
+          elements.push_back(
+              {scalarText(element),
+               element.Tag() != "?" || !yamlvalues::resolvesToNonString(element.Scalar())});
           break;
         case YAML::NodeType::Map:
           fail(element, "the list of key '" + quoted(key) +
@@ -235,7 +245,7 @@ class Flattener {
           fail(element, "the list of key '" + quoted(key) + "' holds a null element");
       }
     }
-    return detail::formatConfigValue(elements);
+    return yamlvalues::flowSequence(elements);
   }
 
   void add(const std::string& key, std::string value, const YAML::Node& keyNode) {
@@ -334,9 +344,14 @@ class Flattener {
 }  // namespace
 
 Configuration parseStandardYamlConfiguration(std::string_view text, const std::string& fileName) {
-  std::vector<YAML::Node> documents;
+  const std::string input(text);
+  YAML::Node document;
+  int documents = 0;
+  int secondLine = 0;
   try {
-    documents = YAML::LoadAll(std::string(text));
+    // Not LoadAll, which loops forever on "[a], b" (see yamlvalues::countDocuments).
+    documents = yamlvalues::countDocuments(input, secondLine);
+    if (documents == 1) document = YAML::Load(input);
   } catch (const YAML::Exception& e) {
     std::string where = fileName;
     if (!e.mark.is_null()) {
@@ -345,12 +360,14 @@ Configuration parseStandardYamlConfiguration(std::string_view text, const std::s
     throw IllegalConfigurationException(where + ": " + e.msg);
   }
 
-  Flattener flattener(text, fileName);
-  if (documents.size() > 1) {
-    flattener.fail(documents[1], "a second YAML document; a configuration file holds one");
+  if (documents > 1) {
+    throw IllegalConfigurationException(
+        fileName + ":" + std::to_string(secondLine) +
+        ": a second YAML document; a configuration file holds one.");
   }
-  if (documents.empty() || documents.front().IsNull()) return {};
-  flattener.flattenRoot(documents.front());
+  if (documents == 0 || document.IsNull()) return {};
+  Flattener flattener(text, fileName);
+  flattener.flattenRoot(document);
   return flattener.take();
 }
 

@@ -130,6 +130,7 @@ ExternalResources ExternalResourceUtils::readExternalResources(const Configurati
     if (auto* value = std::get_if<std::int64_t>(&amount)) {
       resource.amount = *value;
     } else {
+      resource.amountError = std::get<std::string>(amount);
       read.errors.push_back(std::move(std::get<std::string>(amount)));
     }
     const std::string factoryKey =

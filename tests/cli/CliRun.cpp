@@ -23,11 +23,11 @@ std::ostream& operator<<(std::ostream& stream, const CliRun& run) {
 }
 
 CliRun runCli(const std::vector<std::string>& args, const std::vector<std::string>& environment) {
-  std::vector<std::string> argv;
-  if (!environment.empty()) {
-    argv.push_back("/usr/bin/env");
-    argv.insert(argv.end(), environment.begin(), environment.end());
-  }
+  // Always through env, without the Flink variables of the environment the tests run in:
+  // `flink-gpu discover` without options reads the host's Flink configuration, and a test must
+  // see only the one it sets up (env unsets first, then applies `environment`).
+  std::vector<std::string> argv{"/usr/bin/env", "-u", "FLINK_CONF_DIR", "-u", "FLINK_HOME"};
+  argv.insert(argv.end(), environment.begin(), environment.end());
   argv.push_back(kCli);
   argv.insert(argv.end(), args.begin(), args.end());
 

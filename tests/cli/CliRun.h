@@ -27,9 +27,11 @@ struct CliRun {
 
 std::ostream& operator<<(std::ostream& stream, const CliRun& run);
 
-/// Runs `flink-gpu <args>` (the binary of this build) to completion, 30 s at most. With
-/// `environment` ("NAME=value" entries) it runs through /usr/bin/env, because process::run hands
-/// the child this process's own environment. A run that does not exit normally is a test failure.
+/// Runs `flink-gpu <args>` (the binary of this build) to completion, 30 s at most, through
+/// /usr/bin/env: without $FLINK_CONF_DIR and $FLINK_HOME (so that no test reads a Flink
+/// configuration of the host by accident), then with `environment` ("NAME=value" entries), since
+/// process::run hands the child this process's own environment. A run that does not exit
+/// normally is a test failure.
 CliRun runCli(const std::vector<std::string>& args,
               const std::vector<std::string>& environment = {});
 

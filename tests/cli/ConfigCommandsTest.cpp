@@ -16,11 +16,13 @@ namespace {
 namespace fs = std::filesystem;
 using flink::testing::CliRun;
 using flink::testing::firstLine;
+using flink::testing::hasLineStartingWith;
 using flink::testing::linesOf;
 using flink::testing::runCli;
 using flink::testing::TempDir;
 using flink::testing::writeScript;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr const char* kGpuFactory = "org.apache.flink.externalresource.gpu.GPUDriverFactory";
 
@@ -140,6 +142,177 @@ TEST_F(ConfigCommandsTest, BadAmountsAreConfigurationErrorsAndNothingRuns) {
     EXPECT_TRUE(run.out.empty());
     EXPECT_FALSE(ran("a.sh")) << amount;
   }
+}
+
+/// config.yaml with four resources of which only `gpu` can be started: `fpga`'s factory is not
+/// installed, `tpu`'s amount is bad, `spare`'s driver cannot be made (its script is missing).
+std::string oneGoodResourceOfFour(const std::string& goodScript, const fs::path& missingScript) {
+  return "external-resources: [fpga, gpu, tpu, spare]\n"
+         "external-resource.fpga.amount: 1\n"
+         "external-resource.fpga.driver-factory.class: com.example.FpgaDriverFactory\n"
+         "external-resource.gpu.amount: 1\n"
+         "external-resource.gpu.driver-factory.class: " +
+         std::string(kGpuFactory) +
+         "\nexternal-resource.gpu.param.discovery-script.path: " + goodScript +
+         "\n"
+         "external-resource.tpu.amount: none\n"
+         "external-resource.tpu.driver-factory.class: " +
+         kGpuFactory +
+         "\n"
+         "external-resource.spare.amount: 1\n"
+         "external-resource.spare.driver-factory.class: " +
+         kGpuFactory +
+         "\nexternal-resource.spare.param.discovery-script.path: " + missingScript.string() + "\n";
+}
+
+TEST_F(ConfigCommandsTest, AResourceATaskManagerWouldSkipIsSkippedAndTheOthersDiscovered) {
+  writeConfig("config.yaml", oneGoodResourceOfFour(script("gpu.sh", "5"), dir_ / "missing.sh"));
+  const CliRun run = runCli({"discover", "--config", conf(), "-q"},
+                            {"FLINK_PLUGINS_DIR=" + (dir_ / "no-plugins").string()});
+  // As a TaskManager: the others still get their devices; the skipped ones make it exit 2.
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(5)\n");
+  const std::vector<std::string> lines = linesOf(run.err);
+  ASSERT_EQ(lines.size(), 3u) << run;  // one error line per skipped resource
+  EXPECT_THAT(lines[0], HasSubstr("the external resource 'fpga' is skipped"));
+  EXPECT_THAT(lines[0], HasSubstr("'com.example.FpgaDriverFactory'"));
+  EXPECT_THAT(lines[1], HasSubstr("the external resource 'tpu' is skipped"));
+  EXPECT_THAT(lines[1], HasSubstr("'external-resource.tpu.amount'"));
+  EXPECT_THAT(lines[2], HasSubstr("the external resource 'spare' is skipped"));
+  EXPECT_THAT(lines[2], HasSubstr((dir_ / "missing.sh").string()));
+}
+
+TEST_F(ConfigCommandsTest, StrictRunsNothingWhenAnyResourceCannotBeStarted) {
+  writeConfig("config.yaml", oneGoodResourceOfFour(script("gpu.sh", "5"), dir_ / "missing.sh"));
+  const CliRun run = runCli({"discover", "--config", conf(), "--strict", "-q"},
+                            {"FLINK_PLUGINS_DIR=" + (dir_ / "no-plugins").string()});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_TRUE(run.out.empty()) << run;
+  EXPECT_FALSE(ran("gpu.sh"));
+  EXPECT_THAT(run.err, HasSubstr("'external-resource.tpu.amount'"));
+  EXPECT_THAT(run.err, Not(HasSubstr("is skipped")));
+}
+
+TEST_F(ConfigCommandsTest, ErrorsOfTheWholeConfigurationStillStopEverything) {
+  writeConfig("config.yaml", "external-resources: gpu\nexternal-resource:\n" +
+                                 gpuResource("gpu", 1, script("a.sh", "0")));
+  CliRun run = runCli({"discover", "--config", conf(), "-Dexternal-resource.gpu.amount"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(firstLine(run.err), HasSubstr("Invalid dynamic property"));
+  EXPECT_FALSE(ran("a.sh"));
+
+  writeConfig("config.yaml", "external-resources: gpu\nexternal-resource:\n" +
+                                 gpuResource("gpu", 1, script("a.sh", "0")) + "  broken: [1, 2\n");
+  run = runCli({"discover", "--config", conf()});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_TRUE(run.out.empty()) << run;
+  EXPECT_FALSE(ran("a.sh"));
+}
+
+TEST_F(ConfigCommandsTest, DiscoverWithoutOptionsReadsTheHostsFlinkConfiguration) {
+  writeConfig("config.yaml", "external-resources: gpu\nexternal-resource:\n" +
+                                 gpuResource("gpu", 1, script("a.sh", "4")));
+  CliRun run = runCli({"discover"}, {"FLINK_CONF_DIR=" + conf()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(4)\n");
+  // One line says which configuration was read, and how it was found.
+  ASSERT_EQ(linesOf(run.err).size(), 1u) << run;
+  EXPECT_THAT(run.err, HasSubstr("flink-gpu: note: "));
+  EXPECT_THAT(run.err, HasSubstr((confDir() / "config.yaml").string()));
+  EXPECT_THAT(run.err, HasSubstr("$FLINK_CONF_DIR"));
+
+  run = runCli({"discover", "--format", "json"}, {"FLINK_HOME=" + dir_.path().string()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "{\"gpu\":[{\"index\":\"4\"}]}\n");
+  EXPECT_THAT(run.err, HasSubstr("$FLINK_HOME/conf"));
+}
+
+TEST_F(ConfigCommandsTest, DiscoverWithScriptOptionsIgnoresTheHostsFlinkConfiguration) {
+  writeConfig("config.yaml", "external-resources: gpu\nexternal-resource:\n" +
+                                 gpuResource("gpu", 1, script("a.sh", "4")));
+  CliRun run =
+      runCli({"discover", "--discovery-script", script("b.sh", "7")}, {"FLINK_CONF_DIR=" + conf()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "GPU Device(7)\n");
+  EXPECT_TRUE(run.err.empty()) << run;
+  EXPECT_FALSE(ran("a.sh"));
+
+  // A configuration without external resources is not what the TaskManager gets GPUs from: the
+  // one-script discovery runs (the default script; whatever this host has), with no note.
+  writeConfig("config.yaml", "taskmanager.numberOfTaskSlots: 4\n");
+  run = runCli({"discover", "-q"}, {"FLINK_CONF_DIR=" + conf()});
+  EXPECT_THAT(run.err, Not(HasSubstr("note:"))) << run;
+  EXPECT_FALSE(hasLineStartingWith(run.out, "gpu: ")) << run;
+  EXPECT_THAT(run.err, Not(HasSubstr("external resource"))) << run;
+  EXPECT_FALSE(ran("a.sh"));
+}
+
+TEST_F(ConfigCommandsTest, ConfigFileChoosesBetweenConfigYamlAndFlinkConfYaml) {
+  // A Flink 1.19 being migrated: the old file beside the newly shipped one.
+  writeConfig("config.yaml", "external-resources: gpu\nexternal-resource:\n" +
+                                 gpuResource("gpu", 1, script("new.sh", "1")));
+  writeConfig("flink-conf.yaml",
+              "external-resources: gpu\nexternal-resource.gpu.amount: 1\n"
+              "external-resource.gpu.driver-factory.class: " +
+                  std::string(kGpuFactory) +
+                  "\nexternal-resource.gpu.param.discovery-script.path: " + script("old.sh", "0") +
+                  "\n");
+  fs::create_directories(dir_ / "lib");
+  writeScript(dir_ / "lib/flink-dist-1.19.1.jar", "", fs::perms::owner_read);
+  CliRun run = runCli({"discover", "--config", conf()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(0)\n");  // what Flink 1.19 reads
+  EXPECT_THAT(run.err, HasSubstr("flink-conf.yaml read, config.yaml ignored: Flink 1.19"));
+
+  run = runCli({"discover", "--config", conf(), "--config-file", "config.yaml"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(1)\n");
+
+  run = runCli({"config", "--config", conf()}, {"FLINK_GPU_CONF_FILE=config.yaml"});
+  EXPECT_THAT(run.out, HasSubstr((confDir() / "config.yaml").string())) << run;
+}
+
+TEST_F(ConfigCommandsTest, ListValuesWrittenAsYamlStringsAreListsAsInFlink) {
+  // The quoted form Flink writes itself when it regenerates config.yaml for TaskManagers.
+  const std::string resources = "external-resource:\n" +
+                                gpuResource("gpu", 1, script("a.sh", "0")) +
+                                gpuResource("fpga", 1, script("b.sh", "7"));
+  writeConfig("config.yaml", "external-resources: '[gpu, fpga]'\n" + resources);
+  CliRun run = runCli({"discover", "--config", conf()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(0)\nfpga: GPU Device(7)\n");
+
+  // The common command-line form, and the legacy one.
+  writeConfig("config.yaml", "external-resources: none\n" + resources);
+  for (const std::string list : {"[gpu, fpga]", "gpu;fpga"}) {
+    run = runCli({"discover", "--config", conf(), "-Dexternal-resources=" + list});
+    ASSERT_EQ(run.exitCode, 0) << list << run;
+    EXPECT_EQ(run.out, "gpu: GPU Device(0)\nfpga: GPU Device(7)\n") << list;
+  }
+}
+
+TEST_F(ConfigCommandsTest, YamlListsInFlinkConfYamlAreOneNameAsInFlink) {
+  writeConfig("flink-conf.yaml", "external-resources: [gpu, fpga]\n");
+  const CliRun run = runCli({"discover", "--config", conf(), "-q"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(run.err, HasSubstr("the external resource '[gpu, fpga]' is skipped"));
+}
+
+TEST_F(ConfigCommandsTest, ValuesAreWhatFlinkMakesOfThem) {
+  // YAML 1.1, as Flink's SnakeYAML reads it: 0x2 is 2, `on` is true.
+  writeConfig("config.yaml",
+              "external-resources: [gpu]\nexternal-resource:\n  gpu:\n"
+              "    amount: 0x2\n    driver-factory:\n      class: " +
+                  std::string(kGpuFactory) +
+                  "\n    param:\n      nvml.enabled: off\n"
+                  "      discovery-script:\n        path: " +
+                  script("a.sh", "0,1,2") + "\n");
+  CliRun run = runCli({"discover", "--config", conf()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(0)\ngpu: GPU Device(1)\ngpu: GPU Device(2)\n");
+  run = runCli({"config", "--config", conf()});
+  EXPECT_THAT(run.out, HasSubstr("amount: 2\n")) << run;
+  EXPECT_THAT(run.out, HasSubstr("param.nvml.enabled: false\n")) << run;
 }
 
 TEST_F(ConfigCommandsTest, UnknownFactoryIsAConfigurationErrorNamingIt) {

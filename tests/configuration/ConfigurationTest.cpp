@@ -14,8 +14,12 @@ using externalresource::gpu::GPUDriverOptions;
 
 TEST(ConfigurationTest, GpuDriverOptionsHaveFlinksKeysAndDefaults) {
   EXPECT_EQ(GPUDriverOptions::DISCOVERY_SCRIPT_PATH.key(), "discovery-script.path");
+  // Flink's default is relative (ConfigConstants.DEFAULT_FLINK_PLUGINS_DIRS is "plugins"): the
+  // script of the installation at $FLINK_HOME.
   EXPECT_EQ(GPUDriverOptions::DISCOVERY_SCRIPT_PATH.defaultValue(),
-            "/opt/flink/plugins/external-resource-gpu/nvidia-gpu-discovery.sh");
+            "plugins/external-resource-gpu/nvidia-gpu-discovery.sh");
+  EXPECT_STREQ(GPUDriverOptions::DOCKER_DEFAULT_DISCOVERY_SCRIPT,
+               "/opt/flink/plugins/external-resource-gpu/nvidia-gpu-discovery.sh");
   EXPECT_EQ(GPUDriverOptions::DISCOVERY_SCRIPT_ARG.key(), "discovery-script.args");
   EXPECT_FALSE(GPUDriverOptions::DISCOVERY_SCRIPT_ARG.hasDefaultValue());
   EXPECT_EQ(GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT.key(), "discovery-script.timeout");

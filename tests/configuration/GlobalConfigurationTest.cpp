@@ -87,12 +87,15 @@ TEST(StandardYamlTest, FlatDottedKeysWorkAndMixWithNestedOnes) {
                      {"external-resource.fpga.amount", "3"}}));
 }
 
-TEST(StandardYamlTest, ScalarsKeepTheTextTheyWereWrittenWith) {
+TEST(StandardYamlTest, ScalarsAreTheTextFlinkMakesOfThem) {
+  // SnakeYAML's YAML 1.1 resolution, then ConfigurationUtils.convertToString: a plain number or
+  // boolean is written back as Java writes it; quoted scalars and strings stay as written.
   const Configuration config = yaml(
-      "flag: true\n"
+      "flag: True\n"
       "count: 2\n"
       "timeout: 10 s\n"
       "hex: 0x10\n"
+      "quoted-hex: '0x10'\n"
       "ratio: 1.50\n"
       "quoted: 'a # not a comment'\n"
       "double-quoted: \"tab\\there\"\n"
@@ -103,15 +106,52 @@ TEST(StandardYamlTest, ScalarsKeepTheTextTheyWereWrittenWith) {
   EXPECT_EQ(config, entries({{"flag", "true"},
                              {"count", "2"},
                              {"timeout", "10 s"},
-                             {"hex", "0x10"},
-                             {"ratio", "1.50"},
+                             {"hex", "16"},
+                             {"quoted-hex", "0x10"},
+                             {"ratio", "1.5"},
                              {"quoted", "a # not a comment"},
                              {"double-quoted", "tab\there"},
                              {"path", "/opt/flink"},
                              {"block", "line one\nline two\n"}}));
 }
 
-TEST(StandardYamlTest, ListsBecomeFlinkListText) {
+TEST(StandardYamlTest, ValuesFollowYaml11AsFlinkReadsThem) {
+  const Configuration config = yaml(
+      "yes: yes\non: on\noff: off\nno: No\n"
+      "octal: 010\nunderscores: 1_000\nbinary: 0b101\nplus: +7\nnegative-hex: -0x1F\n"
+      "big: 123456789012345678901234567890\nsexagesimal: 1:30\n"
+      "float: 1.50\nexponent: 1e3\nsmall: 0.00001\nlarge: 12345678.9\ninf: -.inf\nnan: .NaN\n"
+      "date: 2001-12-14\ntime: 2001-12-14 21:59:43.10 -5\n"
+      "string: 1.2.3\nversion: v1.50\n");
+  EXPECT_EQ(config, entries({{"yes", "true"},
+                             {"on", "true"},
+                             {"off", "false"},
+                             {"no", "false"},
+                             {"octal", "8"},
+                             {"underscores", "1000"},
+                             {"binary", "5"},
+                             {"plus", "7"},
+                             {"negative-hex", "-31"},
+                             {"big", "123456789012345678901234567890"},
+                             {"sexagesimal", "90"},
+                             {"float", "1.5"},
+                             {"exponent", "1000.0"},
+                             {"small", "1.0E-5"},
+                             {"large", "1.23456789E7"},
+                             {"inf", "-.inf"},
+                             {"nan", ".NaN"},
+                             {"date", "2001-12-14T00:00:00Z"},
+                             {"time", "2001-12-15T02:59:43.100Z"},
+                             {"string", "1.2.3"},
+                             {"version", "v1.50"}}));
+  // What a driver reads: `amount: 0x2` is two GPUs in Flink.
+  const Configuration amount = yaml("external-resource.gpu.amount: 0x2\n");
+  EXPECT_EQ(
+      amount.get(ConfigOptions::key("external-resource.gpu.amount").longType().noDefaultValue()),
+      2);
+}
+
+TEST(StandardYamlTest, ListsBecomeTheirFlowForm) {
   const Configuration config = yaml(
       "external-resources: [gpu, fpga]\n"
       "block:\n"
@@ -120,9 +160,10 @@ TEST(StandardYamlTest, ListsBecomeFlinkListText) {
       "  - \"it's\"\n"
       "  - ''\n"
       "empty: []\n");
-  EXPECT_EQ(config.getString("external-resources"), "gpu;fpga");
-  EXPECT_EQ(config.getString("block"), "a;'b;c';'it''s';''");
-  EXPECT_EQ(config.getString("empty"), "");
+  // toYAMLString's flow form, quoted where YAML needs it.
+  EXPECT_EQ(config.getString("external-resources"), "[gpu, fpga]");
+  EXPECT_EQ(config.getString("block"), "[a, b;c, it's, '']");
+  EXPECT_EQ(config.getString("empty"), "[]");
   EXPECT_EQ(config.get(kResources.noDefaultValue()), (Strings{"gpu", "fpga"}));
   const auto block = ConfigOptions::key("block").stringType().asList().noDefaultValue();
   EXPECT_EQ(config.get(block), (Strings{"a", "b;c", "it's", ""}));
@@ -193,6 +234,17 @@ TEST(StandardYamlTest, SecondDocumentIsAnError) {
             "config.yaml:3: a second YAML document; a configuration file holds one.");
 }
 
+TEST(StandardYamlTest, TextAfterTheRootIsAnErrorNotAHang) {
+  // yaml-cpp's LoadAll loops forever on these; they count as a second document.
+  EXPECT_EQ(yamlError("[gpu], x\n"),
+            "config.yaml:1: a second YAML document; a configuration file holds one.");
+  EXPECT_EQ(yamlError(",\n"),
+            "config.yaml:1: a second YAML document; a configuration file holds one.");
+  Configuration config;
+  config.setString("external-resources", "[gpu, fpga], tpu");
+  EXPECT_EQ(config.get(kResources.noDefaultValue()), Strings{"[gpu, fpga], tpu"});
+}
+
 TEST(StandardYamlTest, UnclosedQuotedValueIsASyntaxError) {
   // yaml-cpp alone would read everything after the quote as the value of `args`.
   const std::string args = "external-resource.gpu.param.discovery-script.args";
@@ -249,7 +301,7 @@ TEST(StandardYamlTest, ClosedQuotedValuesOverSeveralLinesAreRead) {
                      {"c", "it's"},
                      {"d", "back\\"},
                      {"e", "#not a comment"},
-                     {"f", "'p; q';r"}}));
+                     {"f", "[p; q, r]"}}));
 }
 
 TEST(StandardYamlTest, AnchorsAndAliasesAreExpanded) {
@@ -263,8 +315,8 @@ TEST(StandardYamlTest, AnchorsAndAliasesAreExpanded) {
                      {"base.y", "two"},
                      {"copy.x", "1"},
                      {"copy.y", "two"},
-                     {"list", "p;q"},
-                     {"again", "p;q"},
+                     {"list", "[p, q]"},
+                     {"again", "[p, q]"},
                      {"one", "v"},
                      {"same", "v"}}));
 }
@@ -452,7 +504,7 @@ TEST(GlobalConfigurationTest, ReadsConfigYaml) {
   const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(dir.path());
   EXPECT_EQ(loaded.file, dir / "config.yaml");
   EXPECT_EQ(loaded.configuration,
-            entries({{"external-resources", "gpu"}, {"external-resource.gpu.amount", "2"}}));
+            entries({{"external-resources", "[gpu]"}, {"external-resource.gpu.amount", "2"}}));
   EXPECT_EQ(loaded.warnings, Strings{});
 }
 
@@ -467,16 +519,119 @@ TEST(GlobalConfigurationTest, ReadsTheLegacyFileWhenItIsTheOnlyOne) {
                     ":2: not a key-value pair (no ': ' between a key and a value), line skipped"});
 }
 
-TEST(GlobalConfigurationTest, ConfigYamlWinsOverTheLegacyFileWithAWarning) {
-  TempDir dir;
-  write(dir / "config.yaml", "a: from-yaml\n");
-  write(dir / "flink-conf.yaml", "a: from-legacy\nb: 2\n");
-  const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(dir.path());
-  EXPECT_EQ(loaded.file, dir / "config.yaml");
+/// A Flink installation in a temporary folder: conf/ with both files, lib/ with `distJar` (none
+/// when empty). $FLINK_HOME and $FLINK_GPU_CONF_FILE are unset for the test's scope.
+class BothFilesTest : public ::testing::Test {
+ protected:
+  void install(const std::string& distJar) {
+    fs::create_directories(home() / "conf");
+    fs::create_directories(home() / "lib");
+    write(conf() / "config.yaml", "a: from-yaml\n");
+    write(conf() / "flink-conf.yaml", "a: from-legacy\nb: 2\n");
+    if (!distJar.empty()) write(home() / "lib" / distJar, "");
+    write(home() / "lib" / "flink-table-api-java-uber-1.19.1.jar", "");
+  }
+  fs::path home() const { return dir_ / "flink"; }
+  fs::path conf() const { return home() / "conf"; }
+  std::string bothWarning(const std::string& read, const std::string& ignored,
+                          const std::string& why) const {
+    return "Both " + (conf() / "config.yaml").string() + " and " +
+           (conf() / "flink-conf.yaml").string() + " are present; " + read + " read, " + ignored +
+           " ignored: " + why;
+  }
+
+  TempDir dir_;
+  ScopedEnvironment flinkHome_{"FLINK_HOME", std::nullopt};
+  ScopedEnvironment confFile_{"FLINK_GPU_CONF_FILE", std::nullopt};
+};
+
+TEST_F(BothFilesTest, WithoutAHintConfigYamlIsReadAndTheWarningSaysWhy) {
+  install("");
+  const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(conf());
+  EXPECT_EQ(loaded.file, conf() / "config.yaml");
+  EXPECT_TRUE(loaded.standardYaml);
   EXPECT_EQ(loaded.configuration, entries({{"a", "from-yaml"}}));
-  EXPECT_EQ(loaded.warnings, Strings{"Both " + (dir / "config.yaml").string() + " and " +
-                                     (dir / "flink-conf.yaml").string() +
-                                     " are present; config.yaml read, flink-conf.yaml ignored"});
+  ASSERT_EQ(loaded.warnings.size(), 1u);
+  EXPECT_EQ(loaded.warnings[0].rfind(
+                bothWarning("config.yaml", "flink-conf.yaml", "no Flink distribution"), 0),
+            0u)
+      << loaded.warnings[0];
+  EXPECT_NE(loaded.warnings[0].find("$FLINK_GPU_CONF_FILE"), std::string::npos);
+}
+
+TEST_F(BothFilesTest, Flink119And120ReadFlinkConfYamlWhenItIsThere) {
+  for (const std::string jar : {"flink-dist-1.19.1.jar", "flink-dist-1.20.0.jar"}) {
+    fs::remove_all(home());
+    install(jar);
+    const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(conf());
+    EXPECT_EQ(loaded.file, conf() / "flink-conf.yaml");
+    EXPECT_FALSE(loaded.standardYaml);
+    EXPECT_EQ(loaded.configuration, entries({{"a", "from-legacy"}, {"b", "2"}}));
+    const std::string version = jar.substr(11, 4);
+    EXPECT_EQ(loaded.warnings,
+              Strings{bothWarning("flink-conf.yaml", "config.yaml",
+                                  "Flink " + version + " (" + (home() / "lib" / jar).string() +
+                                      ") reads flink-conf.yaml when it is there")});
+  }
+}
+
+TEST_F(BothFilesTest, Flink2ReadsOnlyConfigYaml) {
+  install("flink-dist-2.0.0.jar");
+  const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(conf());
+  EXPECT_EQ(loaded.file, conf() / "config.yaml");
+  EXPECT_EQ(loaded.warnings,
+            Strings{bothWarning("config.yaml", "flink-conf.yaml",
+                                "Flink 2.0 (" + (home() / "lib/flink-dist-2.0.0.jar").string() +
+                                    ") reads only config.yaml")});
+}
+
+TEST_F(BothFilesTest, TheDistributionIsAlsoFoundThroughFlinkHome) {
+  // The folder is elsewhere ($FLINK_CONF_DIR=/etc/flink, say); $FLINK_HOME names the Flink.
+  install("flink-dist_2.12-1.19.0.jar");
+  const fs::path elsewhere = dir_ / "etc" / "flink";
+  fs::create_directories(elsewhere);
+  fs::copy(conf(), elsewhere);
+  flinkHome_.set(home().string());
+  const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(elsewhere);
+  EXPECT_EQ(loaded.file, elsewhere / "flink-conf.yaml");
+}
+
+TEST_F(BothFilesTest, TheEnvironmentOrTheCallerForcesEither) {
+  install("flink-dist-1.19.1.jar");
+  confFile_.set("config.yaml");
+  LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(conf());
+  EXPECT_EQ(loaded.file, conf() / "config.yaml");
+  EXPECT_EQ(loaded.warnings,
+            Strings{bothWarning("config.yaml", "flink-conf.yaml", "as $FLINK_GPU_CONF_FILE asks")});
+  // The caller's choice wins over the environment.
+  loaded = GlobalConfiguration::loadConfiguration(conf(), {}, ConfigurationFileChoice::kLegacy);
+  EXPECT_EQ(loaded.file, conf() / "flink-conf.yaml");
+  EXPECT_EQ(loaded.warnings,
+            Strings{bothWarning("flink-conf.yaml", "config.yaml", "as asked for")});
+
+  confFile_.set("flink.yaml");
+  EXPECT_NE(errorOf([&] {
+              GlobalConfiguration::loadConfiguration(conf());
+            }).find("$FLINK_GPU_CONF_FILE is 'flink.yaml'"),
+            std::string::npos);
+
+  // Asking for a file that is not there is an error, not a quiet read of the other.
+  fs::remove(conf() / "flink-conf.yaml");
+  confFile_.set("flink-conf.yaml");
+  EXPECT_THROW(GlobalConfiguration::loadConfiguration(conf()), FileNotFoundException);
+}
+
+TEST(FlinkDistributionTest, VersionComesFromTheFlinkDistJar) {
+  TempDir dir;
+  EXPECT_EQ(GlobalConfiguration::flinkDistributionVersion(dir.path()), std::nullopt);
+  fs::create_directories(dir / "lib");
+  write(dir / "lib/flink-dist-SNAPSHOT.jar", "");
+  EXPECT_EQ(GlobalConfiguration::flinkDistributionVersion(dir.path()), std::nullopt);
+  write(dir / "lib/flink-dist-1.20-SNAPSHOT.jar", "");
+  const auto found = GlobalConfiguration::flinkDistributionVersion(dir.path());
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->first, std::make_pair(1, 20));
+  EXPECT_EQ(found->second, dir / "lib/flink-dist-1.20-SNAPSHOT.jar");
 }
 
 TEST(GlobalConfigurationTest, FolderWithNeitherFileIsAnErrorNamingItAndBothFiles) {
@@ -549,11 +704,12 @@ TEST(GlobalConfigurationTest, YamlErrorsNameTheFileAndLine) {
 TEST(GlobalConfigurationTest, DynamicPropertiesWinOverTheFile) {
   TempDir dir;
   write(dir / "config.yaml", "external-resource.gpu.amount: 1\nkept: yes\n");
+  // `yes` is YAML 1.1's true; a -D value is a string, taken as it is.
   const Configuration dynamic =
       parseDynamicProperties({"external-resource.gpu.amount=4", "added=x"});
   const LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(dir.path(), dynamic);
   EXPECT_EQ(loaded.configuration,
-            entries({{"external-resource.gpu.amount", "4"}, {"kept", "yes"}, {"added", "x"}}));
+            entries({{"external-resource.gpu.amount", "4"}, {"kept", "true"}, {"added", "x"}}));
 }
 
 // --- -D and the folder -----------------------------------------------------
@@ -608,7 +764,11 @@ TEST(ListOptionTest, BuilderMakesListOptions) {
   Configuration config;
   EXPECT_EQ(config.get(withDefault), Strings{"gpu"});
   config.set(withDefault, {"gpu", "fpga"});
-  EXPECT_EQ(config.getString("external-resources"), "gpu;fpga");
+  EXPECT_EQ(config.getString("external-resources"), "[gpu, fpga]");  // standard YAML's form
+  EXPECT_EQ(config.get(withDefault), (Strings{"gpu", "fpga"}));
+  config.setStandardYaml(false);
+  config.set(withDefault, {"gpu", "fpga"});
+  EXPECT_EQ(config.getString("external-resources"), "gpu;fpga");  // the legacy form
   EXPECT_EQ(config.get(withDefault), (Strings{"gpu", "fpga"}));
   EXPECT_FALSE(kResources.noDefaultValue().hasDefaultValue());
 }
@@ -645,6 +805,48 @@ TEST(ListOptionTest, ParseReadsWhatFlinkReads) {
   EXPECT_EQ(parse("'x''y\"z'"), Strings{"x'y\"z"});
 }
 
+TEST(ListOptionTest, ListTextIsReadAsYamlInStandardModeAndSplitOnSemicolonsInLegacy) {
+  // What Flink writes when it regenerates config.yaml for TaskManagers, and a common -D form.
+  const auto list = kResources.noDefaultValue();
+  Configuration config;
+  for (const std::string text : {"[gpu, fpga]", " [ gpu , 'fpga' ] ", "- gpu\n- fpga"}) {
+    config.setString("external-resources", text);
+    EXPECT_EQ(config.get(list), (Strings{"gpu", "fpga"})) << text;
+  }
+  // Each element as Flink turns it into a string; quoted ones as written.
+  config.setString("external-resources", "['*', '123', 'true', 0x10, yes, [a, b], {k: v}]");
+  EXPECT_EQ(config.get(list), (Strings{"*", "123", "true", "16", "true", "[a, b]", "{k: v}"}));
+  // Not a YAML sequence, or one with a null element: the legacy split, as Flink falls back.
+  config.setString("external-resources", "gpu;fpga");
+  EXPECT_EQ(config.get(list), (Strings{"gpu", "fpga"}));
+  config.setString("external-resources", "gpu");
+  EXPECT_EQ(config.get(list), Strings{"gpu"});
+  config.setString("external-resources", "[gpu, ~]");
+  EXPECT_EQ(config.get(list), Strings{"[gpu, ~]"});
+  config.setString("external-resources", "[gpu");
+  EXPECT_EQ(config.get(list), Strings{"[gpu"});
+
+  // A flink-conf.yaml's configuration: only the ';' split, so a YAML list is one name.
+  config.setStandardYaml(false);
+  config.setString("external-resources", "[gpu, fpga]");
+  EXPECT_EQ(config.get(list), Strings{"[gpu, fpga]"});
+  config.setString("external-resources", "gpu;fpga");
+  EXPECT_EQ(config.get(list), (Strings{"gpu", "fpga"}));
+  // The view a driver gets keeps the rules.
+  EXPECT_FALSE(config.withPrefixRemoved("external-").isStandardYaml());
+}
+
+TEST(ListOptionTest, FlowFormQuotesWhereYamlNeedsIt) {
+  EXPECT_EQ(detail::formatStandardYamlList({"*", "123", "true"}), "['*', '123', 'true']");
+  EXPECT_EQ(detail::formatStandardYamlList({"gpu", "a b", "nvidia.com/gpu"}),
+            "[gpu, a b, nvidia.com/gpu]");
+  EXPECT_EQ(detail::formatStandardYamlList({"", " x", "a, b", "it's", "k: v", "#c", "-"}),
+            "['', ' x', 'a, b', it's, 'k: v', '#c', '-']");
+  EXPECT_EQ(detail::formatStandardYamlList({"tab\there", "~", "null", "1.5", "2001-12-14"}),
+            "[\"tab\\there\", '~', 'null', '1.5', '2001-12-14']");
+  EXPECT_EQ(detail::formatStandardYamlList({}), "[]");
+}
+
 TEST(ListOptionTest, MalformedQuotingNamesKeyAndValue) {
   const auto list = ConfigOptions::key("external-resources").stringType().asList().noDefaultValue();
   Configuration config;
@@ -671,6 +873,8 @@ TEST(ListOptionTest, RoundTripsEveryList) {
       const Strings list = {first, second};
       const std::string text = detail::formatConfigValue(list);
       ASSERT_EQ(detail::parseConfigValue<Strings>("k", text), list) << "text: [" << text << "]";
+      const std::string flow = detail::formatStandardYamlList(list);
+      ASSERT_EQ(detail::parseStandardYamlList("k", flow), list) << "flow: " << flow;
     }
   }
 }

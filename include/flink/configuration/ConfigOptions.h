@@ -26,8 +26,8 @@ namespace flink {
 class ConfigOptions {
  public:
   /// Builds an option whose value is a list of E (Flink's ListConfigOptionBuilder). As text the
-  /// list is its elements joined with ';', an element quoted when it needs it (see
-  /// detail::formatConfigValue).
+  /// list is its flow form "[a, b]" in a standard-YAML configuration, its elements joined with
+  /// ';' in a legacy one (see Configuration::isStandardYaml).
   template <typename E>
   class ListConfigOptionBuilder {
    public:

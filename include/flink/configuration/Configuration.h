@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "flink/configuration/ConfigOption.h"
@@ -40,6 +41,16 @@ T parseConfigValue(const std::string& key, const std::string& text);
 /// that every list reads back exactly.
 template <typename T>
 std::string formatConfigValue(const T& value);
+
+/// Reads a list as Flink's standard-YAML mode does (ConfigurationUtils.convertToList): the text
+/// as YAML when it is a YAML sequence ("[gpu, fpga]", "['a;b', 0x10]" is {"a;b", "16"}: each
+/// element as Flink turns it into a string), else the ';' split of parseConfigValue.
+/// @throws IllegalConfigurationException as parseConfigValue does for the ';' form.
+std::vector<std::string> parseStandardYamlList(const std::string& key, const std::string& text);
+
+/// Writes a list as Flink's standard-YAML mode does: its flow form "[a, b]", an element quoted
+/// where YAML needs it ("['*', '123', 'a, b']"); parseStandardYamlList reads it back exactly.
+std::string formatStandardYamlList(const std::vector<std::string>& value);
 }  // namespace detail
 
 class Configuration {
@@ -63,12 +74,32 @@ class Configuration {
   std::optional<T> getOptional(const ConfigOption<T>& option) const {
     auto text = getString(option.key());
     if (!text) return std::nullopt;
+    if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      if (standardYaml_) return detail::parseStandardYamlList(option.key(), *text);
+    }
     return detail::parseConfigValue<T>(option.key(), *text);
   }
 
   template <typename T>
   Configuration& set(const ConfigOption<T>& option, const T& value) {
+    if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      if (standardYaml_) {
+        entries_[option.key()] = detail::formatStandardYamlList(value);
+        return *this;
+      }
+    }
     entries_[option.key()] = detail::formatConfigValue<T>(value);
+    return *this;
+  }
+
+  /// Whether list options follow Flink's standard-YAML rules (the default, as in Flink since
+  /// 1.19: a configuration from config.yaml, or from no file) or the legacy ones (one from a
+  /// flink-conf.yaml): standard YAML reads a list option's text as YAML first ("[gpu, fpga]" is
+  /// two names) and writes lists as "[a, b]"; legacy only splits on ';' ("[gpu, fpga]" is one
+  /// name) and writes "a;b". Flink keeps this per process (GlobalConfiguration.isStandardYaml).
+  bool isStandardYaml() const noexcept { return standardYaml_; }
+  Configuration& setStandardYaml(bool standardYaml) noexcept {
+    standardYaml_ = standardYaml;
     return *this;
   }
 
@@ -94,13 +125,18 @@ class Configuration {
   const std::map<std::string, std::string, std::less<>>& toMap() const noexcept { return entries_; }
 
   /// The entries whose key starts with `prefix`, with the prefix removed (Flink's
-  /// DelegatingConfiguration view, as used for external-resource.<name>.param.).
+  /// DelegatingConfiguration view, as used for external-resource.<name>.param.), with the same
+  /// reading rules.
   Configuration withPrefixRemoved(std::string_view prefix) const;
 
-  friend bool operator==(const Configuration&, const Configuration&) = default;
+  /// Equal when they hold the same keys with the same texts (the reading rules aside).
+  friend bool operator==(const Configuration& a, const Configuration& b) {
+    return a.entries_ == b.entries_;
+  }
 
  private:
   std::map<std::string, std::string, std::less<>> entries_;
+  bool standardYaml_ = true;
 };
 
 }  // namespace flink

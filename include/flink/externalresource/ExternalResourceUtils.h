@@ -27,6 +27,8 @@ struct ExternalResourceSpec {
   std::string name;
   /// `…amount`; nullopt when missing or invalid (readExternalResources says which).
   std::optional<std::int64_t> amount;
+  /// Why `amount` is nullopt: the same text as its entry in ExternalResources::errors.
+  std::optional<std::string> amountError;
   /// `…driver-factory.class`; nullopt when not set (the resource then has no driver, but
   /// Kubernetes or YARN may still be asked for it).
   std::optional<std::string> driverFactoryClass;

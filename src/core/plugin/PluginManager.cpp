@@ -83,7 +83,9 @@ fs::path PluginManager::defaultPluginsDirectory() {
   if (const char* home = std::getenv("FLINK_HOME"); home != nullptr && *home != '\0') {
     return fs::path(home) / "plugins";
   }
-  return externalresource::gpu::GPUDriverOptions::DEFAULT_FLINK_PLUGINS_DIR;
+  // Flink's plugins folder ("plugins") under the FLINK_HOME of its Docker image.
+  return fs::path("/opt/flink") /
+         externalresource::gpu::GPUDriverOptions::DEFAULT_FLINK_PLUGINS_DIR;
 }
 
 std::vector<std::string> PluginManager::builtInFactories() {

@@ -6,10 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <system_error>
+#include <vector>
 
 #include "discovery/VisibleDevices.h"
 #include "externalresource/gpu/DiscoveryOutput.h"
@@ -36,16 +38,48 @@ const std::shared_ptr<spdlog::logger>& log() {
   return logger;
 }
 
-fs::path resolveScriptPath(const std::string& configured) {
-  fs::path path(configured);
-  if (path.is_relative()) {
+/// The absolute, normalised path `path` names: a relative one against $FLINK_HOME when it is set,
+/// else against the working directory (Flink's rule). FLINK_HOME itself may be relative.
+fs::path resolveScriptPath(const fs::path& path) {
+  fs::path resolved = path;
+  if (resolved.is_relative()) {
     const char* flinkHome = std::getenv("FLINK_HOME");
     const fs::path base =
         (flinkHome != nullptr && *flinkHome != '\0') ? fs::path(flinkHome) : fs::current_path();
-    path = base / path;
+    resolved = base / resolved;
   }
-  // FLINK_HOME itself may be relative: the script is run by its absolute path.
-  return fs::absolute(path).lexically_normal();
+  return fs::absolute(resolved).lexically_normal();
+}
+
+/// Whether anything is at `path` (a dangling link is not).
+bool somethingAt(const fs::path& path) {
+  struct stat status {};
+  return ::stat(path.c_str(), &status) == 0 || (errno != ENOENT && errno != ENOTDIR);
+}
+
+/// The script to use: the configured path resolved as Flink resolves it. For the default path
+/// only, when that finds nothing, Flink's Docker location too, so that a host with Flink in
+/// /opt/flink works without FLINK_HOME. Throws FileNotFoundException naming every place looked at.
+fs::path findScript(const std::string& configured) {
+  std::vector<fs::path> candidates{resolveScriptPath(configured)};
+  if (configured == *GPUDriverOptions::DISCOVERY_SCRIPT_PATH.defaultValue()) {
+    const fs::path docker(GPUDriverOptions::DOCKER_DEFAULT_DISCOVERY_SCRIPT);
+    if (candidates.front() != docker) candidates.push_back(docker);
+  }
+  for (const fs::path& candidate : candidates) {
+    if (somethingAt(candidate)) return candidate;
+  }
+  std::string message =
+      "The GPU discovery script does not exist in path " + candidates.front().string();
+  if (candidates.size() > 1) {
+    const char* flinkHome = std::getenv("FLINK_HOME");
+    message += std::string(" (the default '") + configured + "', resolved against " +
+               ((flinkHome != nullptr && *flinkHome != '\0') ? "$FLINK_HOME"
+                                                             : "the working directory, "
+                                                               "$FLINK_HOME being unset") +
+               "), nor in " + candidates.back().string();
+  }
+  throw FileNotFoundException(message + ".");
 }
 
 /// One stream's capture for a message: its text up to kShownOutputBytes, then a size note.
@@ -121,14 +155,10 @@ GPUDriver::GPUDriver(const Configuration& config) {
         "GPU discovery script ('external-resource.<resource_name>.param." +
         GPUDriverOptions::DISCOVERY_SCRIPT_PATH.key() + "') is not configured.");
   }
-  script_ = resolveScriptPath(configured);
+  script_ = findScript(configured);
 
   struct stat status {};
   if (::stat(script_.c_str(), &status) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) {
-      throw FileNotFoundException("The GPU discovery script does not exist in path " +
-                                  script_.string() + ".");
-    }
     throw FlinkException("Cannot access the GPU discovery script " + script_.string() + ": " +
                          std::generic_category().message(errno) + ".");
   }

@@ -102,7 +102,7 @@ TEST(PluginManagerTest, WrongAbiVersionIsRefusedWithTheReason) {
   ASSERT_EQ(described.size(), 1u);
   ASSERT_TRUE(described[0].problem);
   EXPECT_THAT(*described[0].problem, HasSubstr("built for plugin ABI version 999"));
-  EXPECT_THAT(*described[0].problem, HasSubstr("this library has version 1"));
+  EXPECT_THAT(*described[0].problem, HasSubstr("this library has version 2"));
   EXPECT_TRUE(described[0].factories.empty());
   // Its factories are not offered, and the error says why.
   const std::string message = messageOf(

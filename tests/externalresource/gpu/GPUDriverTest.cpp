@@ -157,6 +157,61 @@ TEST_F(GPUDriverTest, MissingFileIsFileNotFoundWithTheAbsolutePath) {
   }
 }
 
+TEST_F(GPUDriverTest, DefaultScriptIsFlinksPluginsFolderUnderFlinkHome) {
+  // A Flink installed anywhere: no discovery-script.path, FLINK_HOME names the installation.
+  script("echo 3\n", "plugins/external-resource-gpu/nvidia-gpu-discovery.sh");
+  ScopedEnv home("FLINK_HOME", dir_.path().string());
+  const auto driver = GPUDriverFactory().createGPUDriver(Configuration());
+  EXPECT_EQ(driver->discoveryScript(),
+            dir_ / "plugins/external-resource-gpu/nvidia-gpu-discovery.sh");
+  EXPECT_EQ(indices(driver->retrieveResourceInfo(1)), std::vector<std::string>{"3"});
+}
+
+TEST_F(GPUDriverTest, DefaultScriptWithoutFlinkHomeIsLookedForInTheWorkingDirectory) {
+  script("echo 0\n", "plugins/external-resource-gpu/nvidia-gpu-discovery.sh");
+  ScopedEnv home("FLINK_HOME", std::nullopt);
+  const fs::path previous = fs::current_path();
+  fs::current_path(dir_.path());
+  std::unique_ptr<GPUDriver> driver;
+  EXPECT_NO_THROW(driver = GPUDriverFactory().createGPUDriver(Configuration()));
+  fs::current_path(previous);
+  ASSERT_TRUE(driver);
+  EXPECT_EQ(driver->discoveryScript(),
+            dir_ / "plugins/external-resource-gpu/nvidia-gpu-discovery.sh");
+}
+
+TEST_F(GPUDriverTest, MissingDefaultScriptNamesEveryPlaceLookedAt) {
+  if (fs::exists(GPUDriverOptions::DOCKER_DEFAULT_DISCOVERY_SCRIPT)) {
+    GTEST_SKIP() << "this host has Flink's script at "
+                 << GPUDriverOptions::DOCKER_DEFAULT_DISCOVERY_SCRIPT;
+  }
+  ScopedEnv home("FLINK_HOME", dir_.path().string());
+  try {
+    GPUDriverFactory().createGPUDriver(Configuration());
+    FAIL();
+  } catch (const FileNotFoundException& e) {
+    const std::string message = e.what();
+    EXPECT_NE(
+        message.find((dir_ / "plugins/external-resource-gpu/nvidia-gpu-discovery.sh").string()),
+        std::string::npos)
+        << message;
+    EXPECT_NE(message.find("$FLINK_HOME"), std::string::npos) << message;
+    EXPECT_NE(message.find(GPUDriverOptions::DOCKER_DEFAULT_DISCOVERY_SCRIPT), std::string::npos)
+        << message;
+  }
+}
+
+TEST_F(GPUDriverTest, AConfiguredRelativePathHasNoFallback) {
+  // Only Flink's default gets the /opt/flink fallback: a path the user chose is used as given.
+  ScopedEnv home("FLINK_HOME", dir_.path().string());
+  try {
+    makeDriver("plugins/mine/nvidia-gpu-discovery.sh");
+    FAIL();
+  } catch (const FileNotFoundException& e) {
+    EXPECT_EQ(std::string(e.what()).find("/opt/flink"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(GPUDriverTest, NotExecutableOrNotAFileIsAFlinkException) {
   const auto plain = writeScript(dir_ / "plain.sh", "#!/bin/sh\necho 0\n", fs::perms::owner_read);
   try {

@@ -38,8 +38,9 @@
 #include "flink/externalresource/ExternalResourceDriverFactory.h"
 
 /// The ABI version this header describes. Version 1: the layout below and the classes of
-/// flink/externalresource/ and flink/configuration/ as of flink-gpu 0.2.
-#define FLINK_EXTERNAL_RESOURCE_PLUGIN_ABI_VERSION 1u
+/// flink/externalresource/ and flink/configuration/ as of flink-gpu 0.2. Version 2: Configuration
+/// carries its reading rules (standard YAML or legacy).
+#define FLINK_EXTERNAL_RESOURCE_PLUGIN_ABI_VERSION 2u
 
 #define FLINK_EXTERNAL_RESOURCE_PLUGIN_STRINGIFY2(x) #x
 #define FLINK_EXTERNAL_RESOURCE_PLUGIN_STRINGIFY(x) FLINK_EXTERNAL_RESOURCE_PLUGIN_STRINGIFY2(x)

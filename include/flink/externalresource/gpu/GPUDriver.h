@@ -52,8 +52,9 @@ class GPUDriver final : public ExternalResourceDriver {
   friend class GPUDriverFactory;
 
   /// Validates the configuration, in Flink's order: blank path → IllegalConfigurationException;
-  /// relative path resolved against $FLINK_HOME, else the working directory; missing file →
-  /// FileNotFoundException (with the absolute path); not an executable regular file →
+  /// relative path resolved against $FLINK_HOME, else the working directory (for the default path
+  /// only, then /opt/flink/plugins/external-resource-gpu/nvidia-gpu-discovery.sh); missing file →
+  /// FileNotFoundException (with every absolute path looked at); not an executable regular file →
   /// FlinkException. A time-out that is not positive → IllegalConfigurationException.
   explicit GPUDriver(const Configuration& config);
 

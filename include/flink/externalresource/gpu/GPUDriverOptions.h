@@ -14,11 +14,20 @@
 namespace flink::externalresource::gpu {
 
 struct GPUDriverOptions {
-  /// Flink's DEFAULT_FLINK_PLUGINS_DIRS.
-  static constexpr const char* DEFAULT_FLINK_PLUGINS_DIR = "/opt/flink/plugins";
+  /// Flink's ConfigConstants.DEFAULT_FLINK_PLUGINS_DIRS: the plugins folder, relative to
+  /// $FLINK_HOME.
+  static constexpr const char* DEFAULT_FLINK_PLUGINS_DIR = "plugins";
+
+  /// Where Flink's Docker image puts the default script (its FLINK_HOME is /opt/flink): the
+  /// driver looks there when the relative default is not found (not in Flink).
+  static constexpr const char* DOCKER_DEFAULT_DISCOVERY_SCRIPT =
+      "/opt/flink/plugins/external-resource-gpu/nvidia-gpu-discovery.sh";
 
   /// `discovery-script.path`: the discovery script, absolute or relative to $FLINK_HOME (else to
-  /// the working directory). Default: Flink's nvidia-gpu-discovery.sh in the plugins folder.
+  /// the working directory). Default, as in Flink: the relative
+  /// `plugins/external-resource-gpu/nvidia-gpu-discovery.sh`, i.e. the script in the plugins
+  /// folder of the Flink installation at $FLINK_HOME. When the default is used and not found
+  /// there, the driver tries DOCKER_DEFAULT_DISCOVERY_SCRIPT before it gives up.
   inline static const ConfigOption<std::string> DISCOVERY_SCRIPT_PATH =
       ConfigOptions::key("discovery-script.path")
           .stringType()
@@ -26,7 +35,7 @@ struct GPUDriverOptions {
                         "/external-resource-gpu/nvidia-gpu-discovery.sh")
           .withDescription(
               "The path of the discovery script. It can be an absolute path, or a path relative "
-              "to FLINK_HOME.");
+              "to FLINK_HOME when defined or the current directory otherwise.");
 
   /// `discovery-script.args`: arguments for the script, split on whitespace. No default: the
   /// script then gets the single argument "null", as Flink passes it.

@@ -1,0 +1,69 @@
+// Configuration values as Flink's standard-YAML mode gives them to drivers, as text: SnakeYAML's
+// YAML 1.1 resolution of plain scalars, then ConfigurationUtils.convertToString (a non-string
+// value is written back with YamlParserUtils.toYAMLString, in flow style), and
+// ConfigurationUtils.convertToList, which reads a list option given as text as YAML first.
+//
+// Not part of the public API. The YAML library stays out of this header: Configuration.cpp
+// includes it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flink::yamlvalues {
+
+/// The text Flink's standard-YAML reading makes of a plain (unquoted, untagged) scalar, or
+/// nullopt for a null (`~`, `null`, `Null`, `NULL`, empty). SnakeYAML resolves it as YAML 1.1
+/// does, and convertToString writes a non-string back:
+/// - booleans: `true`/`True`/`TRUE`/`yes`/`Yes`/`YES`/`on`/`On`/`ON` → "true", the `false`,
+///   `no` and `off` forms → "false";
+/// - integers in decimal: `0x10` → "16", `010` → "8", `0b11` → "3", `1_000` → "1000",
+///   `+5` → "5", `1:30` (base 60) → "90"; any size;
+/// - floats as Java's Double.toString: `1.50` → "1.5", `1e3` → "1000.0", `1.0e-5` → "1.0E-5",
+///   `.inf` → ".inf", `-.inf` → "-.inf", `.nan` → ".NaN";
+/// - timestamps in UTC, as SnakeYAML writes a Date: `2001-12-14` → "2001-12-14T00:00:00Z",
+///   `2001-12-14 21:59:43.10 -5` → "2001-12-15T02:59:43.100Z";
+/// - anything else (a string) as written.
+std::optional<std::string> plainScalarText(std::string_view text);
+
+/// Whether YAML 1.1 reads the plain scalar `text` as something other than a string (a null, a
+/// boolean, an integer, a float, a timestamp, the merge key `<<`).
+bool resolvesToNonString(std::string_view text);
+
+/// A string as SnakeYAML writes it inside a flow collection: plain when YAML reads it back as
+/// that same string, else in single quotes (a ' doubled), else (control characters, line breaks,
+/// invalid UTF-8) in double quotes with escapes. `*` → "'*'", `123` → "'123'", `true` →
+/// "'true'", `a b` → "a b", "" → "''".
+std::string flowString(std::string_view value);
+
+/// One element of a flow sequence: its text, and whether it is a string (then quoted as
+/// flowString does) or already the text of a number, boolean, timestamp or collection.
+struct FlowElement {
+  std::string text;
+  bool isString = true;
+};
+
+/// "[a, b]": the elements in flow style, as toYAMLString writes a list.
+std::string flowSequence(const std::vector<FlowElement>& elements);
+
+/// flowSequence of strings: how a list option is written as text in standard-YAML mode.
+std::string flowSequenceOfStrings(const std::vector<std::string>& elements);
+
+/// How many YAML documents `text` holds, counting at most two; with two, `secondLine` gets the
+/// line (from 1) of the second one's first node. yaml-cpp 0.7's LoadAll loops forever on a ','
+/// after the first document's root ("[a], b", ","); counted this way, that is a second
+/// document, and YAML::Load then reads the first alone. Throws YAML::Exception for a syntax
+/// error in the first two documents.
+int countDocuments(const std::string& text, int& secondLine);
+
+/// Flink's convertToList in standard-YAML mode for a list option given as text: the text read as
+/// one YAML document; when that is a sequence, each element's text (a quoted scalar as written,
+/// a plain one as plainScalarText gives it, a nested collection in flow style). nullopt when the
+/// text is not a YAML sequence, is not valid YAML, or holds a null element: the caller then
+/// splits it on ';' as the legacy format says, as Flink falls back. Never throws (beyond
+/// std::bad_alloc).
+std::optional<std::vector<std::string>> readYamlList(const std::string& text);
+
+}  // namespace flink::yamlvalues
