@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "placement/Topology.h"
+
 namespace flink::discovery {
 
 /// Discovery cannot go on. what() is the cause, one line; details() are further lines (what
@@ -60,6 +62,12 @@ struct GpuDevice {
   bool migEnabled = false;
   /// Set exactly for MIG instances.
   std::optional<MigPlacement> mig;
+  // ---- topology (nvml/NvmlTopology.h; NVML only) ----
+  /// The NUMA node of the GPU (a MIG instance: its GPU's).
+  std::optional<unsigned> numaNode;
+  /// The CPUs close to the GPU, ascending (a MIG instance: its GPU's).
+  std::optional<std::vector<unsigned>> cpus;
+  // ---- end of topology ----
 
   bool isMigInstance() const noexcept { return mig.has_value(); }
 };
@@ -71,6 +79,9 @@ struct Enumeration {
   /// Lines for stderr: a warning about how the source ended, then what it printed that was not
   /// a GPU (`nvidia-smi: ...`).
   std::vector<std::string> warnings;
+  /// How the whole GPUs are connected, when the source was asked for it and could tell (NVML,
+  /// HostGpuOptions::topology); its relations may still be unknown.
+  std::optional<placement::Topology> topology;
 };
 
 /// A source of the host's GPUs.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nvml/Nvml.h"
+#include "nvml/NvmlTopology.h"
 
 namespace flink::nvml {
 
@@ -137,6 +138,7 @@ Enumeration NvmlEnumerator::enumerate() {
   Enumerating context(*library);
   Enumeration result;
   std::string firstHandleFailure;
+  std::vector<std::pair<std::string, Device>> topologyHandles;  // topology: the GPUs listed
   for (unsigned index = 0; index < count.value; ++index) {
     const std::string what = "GPU " + std::to_string(index);
     const Result<Device> gpu = session->deviceByIndex(index);
@@ -160,9 +162,13 @@ Enumeration NvmlEnumerator::enumerate() {
     const std::optional<MigMode> mig = context.property(gpu.value.migMode(), what);
     device.migEnabled = mig && mig->enabled();
     result.devices.push_back(device);
+    topologyHandles.emplace_back(device.identifier, gpu.value);  // topology
     if (device.migEnabled) listMigInstances(gpu.value, index, device, context, result.devices);
   }
   result.warnings = context.takeWarnings();
+  // ---- topology: NUMA nodes and CPU affinity, and the pairs' relations when asked ----
+  addTopology(topologyHandles, result, withTopology_);
+  // ---- end of topology ----
   if (result.devices.empty()) {
     std::vector<std::string> details = std::move(result.warnings);
     details.push_back("NVML library: " + library->file());
@@ -173,7 +179,7 @@ Enumeration NvmlEnumerator::enumerate() {
   return result;
 }
 
-NvmlAttempt attemptNvmlEnumeration() {
+NvmlAttempt attemptNvmlEnumeration(bool withTopology) {
   NvmlAttempt attempt;
   try {
     NvmlLibrary::load();
@@ -183,7 +189,7 @@ NvmlAttempt attemptNvmlEnumeration() {
     return attempt;
   }
   try {
-    attempt.found = NvmlEnumerator().enumerate();
+    attempt.found = NvmlEnumerator(std::nullopt, withTopology).enumerate();
   } catch (const discovery::DiscoveryError& e) {
     if (!std::string_view(e.what()).starts_with(kNvmlNotUsablePrefix)) throw;
     attempt.problem = e.what();
