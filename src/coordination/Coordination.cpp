@@ -344,20 +344,52 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
   // one already granted is passed over: the two would share hardware.
   std::vector<std::string> granted;
   std::unordered_set<std::string> grantedSet;
-  const auto grant = [&](const std::string& gpu) {
-    if (taken.count(gpu) || blocked.count(gpu) || grantedSet.count(gpu)) return;
+  const auto grantable = [&](const std::string& gpu) {
+    if (taken.count(gpu) || blocked.count(gpu) || grantedSet.count(gpu)) return false;
     if (const std::vector<std::string>* related = neighboursOf(gpu)) {
       for (const std::string& other : *related) {
-        if (grantedSet.count(other)) return;
+        if (grantedSet.count(other)) return false;
       }
     }
+    return true;
+  };
+  const auto grant = [&](const std::string& gpu) {
+    if (!grantable(gpu)) return false;
     granted.push_back(gpu);
     grantedSet.insert(gpu);
+    return true;
   };
   for (const std::string& gpu : request.gpus) {
     if (granted.size() >= request.amount) break;
     if (mine.count(gpu)) grant(gpu);
   }
+  // ---- placement hook: the chooser picks among the free units; anything off, first-free ----
+  if (request.choose && granted.size() < request.amount) {
+    std::vector<std::string> free;
+    std::unordered_set<std::string> freeSet;
+    for (const std::string& gpu : request.gpus) {
+      if (grantable(gpu) && freeSet.insert(gpu).second) free.push_back(gpu);
+    }
+    const std::size_t needed = request.amount - granted.size();
+    if (free.size() >= needed) {
+      std::vector<std::string> chosen;
+      try {
+        chosen = request.choose(free, needed);
+      } catch (...) {
+        chosen.clear();  // a chooser's failure must never fail the allocation
+      }
+      const std::vector<std::string> before = granted;
+      bool valid = chosen.size() == needed;
+      for (std::size_t i = 0; valid && i < chosen.size(); ++i) {
+        valid = freeSet.count(chosen[i]) && grant(chosen[i]);
+      }
+      if (!valid) {
+        for (std::size_t i = before.size(); i < granted.size(); ++i) grantedSet.erase(granted[i]);
+        granted = before;
+      }
+    }
+  }
+  // ---- end of the placement hook ----
   for (const std::string& gpu : request.gpus) {
     if (granted.size() >= request.amount) break;
     grant(gpu);
