@@ -4,7 +4,7 @@
 // arguments:
 //
 //     nvidia-gpu-discovery <amount> [--enable-coordination-mode] [--coordination-file PATH]
-//                          [--gpus LIST] [--owner-pid PID] [--mig]
+//                          [--gpus LIST] [--owner-pid PID] [--mig] [--placement topology|index]
 //
 // It answers by the discovery-script protocol: one line of comma-separated GPU indices on stdout
 // and exit 0, or exit 1 with the cause on the first stderr line (details and notes follow).
@@ -15,13 +15,16 @@
 // coordination file shared by the workers of the host, for the process that owns them: --owner-pid,
 // by default our parent — the worker that started the discovery, since the wrapper script execs us
 // (Flink's script records its $PPID the same way). A GPU and the MIG instances carved from it are
-// never held by two running owners at once, whichever of them each owner asked for.
+// never held by two running owners at once, whichever of them each owner asked for. Which of the
+// free GPUs are taken is the placement rule's (placement/Placement.h): the best-connected set
+// where NVML tells the topology, the first free ones otherwise or with --placement index.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -31,6 +34,7 @@
 #include "discovery/DiscoveryArguments.h"
 #include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
+#include "placement/Placement.h"
 #include "util/Strings.h"
 
 namespace {
@@ -88,8 +92,12 @@ std::vector<std::string> withoutDuplicates(const std::vector<std::string>& gpus,
   return unique;
 }
 
+/// The placement rule's chooser, for the host's units; empty when GPUs go by index.
+using Chooser =
+    std::function<std::vector<std::string>(const std::vector<std::string>&, std::size_t)>;
+
 int allocate(const DiscoveryArguments& args, const std::vector<std::string>& gpus,
-             coordination::RelatedUnits related, Trailer& trailer) {
+             coordination::RelatedUnits related, const Chooser& choose, Trailer& trailer) {
   const pid_t ownerPid = args.ownerPid.value_or(::getppid());
   const coordination::Owner owner = coordination::Owner::of(ownerPid);
   if (!coordination::isRunning(owner)) {
@@ -99,8 +107,8 @@ int allocate(const DiscoveryArguments& args, const std::vector<std::string>& gpu
                 trailer);
   }
 
-  const coordination::Allocation allocation =
-      coordination::allocate(args.coordinationFile, {gpus, args.amount, owner, std::move(related)});
+  const coordination::Allocation allocation = coordination::allocate(
+      args.coordinationFile, {gpus, args.amount, owner, std::move(related), choose});
 
   const std::string file = args.coordinationFile.string();
   for (const coordination::JunkLine& junk : allocation.junk) {
@@ -147,6 +155,7 @@ int discover(const std::vector<std::string>& argv) {
   flink::discovery::HostGpuOptions options;
   options.listed = args.gpus;
   options.mig = args.mig;
+  options.topology = args.placement == flink::placement::Policy::kTopology;
   if (!args.gpus) {
     const flink::discovery::TimeoutSetting timeout =
         flink::discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT"));
@@ -180,12 +189,25 @@ int discover(const std::vector<std::string>& argv) {
                     " requested (found: " + flink::strings::join(gpus, ",") + ")",
                 trailer);
   }
+  Chooser choose;
+  if (host.found.topology && host.found.topology->anythingKnown()) {
+    choose = [&topology = *host.found.topology](const std::vector<std::string>& free,
+                                                std::size_t amount) {
+      return flink::placement::choose(topology, free, amount);
+    };
+  }
   if (args.coordination) {
     try {
       // Whatever the units, a GPU and its MIG instances are never held by two owners at once.
-      return allocate(args, gpus, flink::discovery::relatedUnits(host.found.devices), trailer);
+      return allocate(args, gpus, flink::discovery::relatedUnits(host.found.devices), choose,
+                      trailer);
     } catch (const coordination::CoordinationError& e) {
       return fail(e.what(), trailer);
+    }
+  }
+  if (choose) {
+    if (std::vector<std::string> chosen = choose(gpus, args.amount); !chosen.empty()) {
+      return answer(chosen, trailer);
     }
   }
   return answer({gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(args.amount)}, trailer);
