@@ -13,6 +13,7 @@
 #include "commands/ExecCommand.h"
 #include "commands/ReleaseCommand.h"
 #include "commands/StatusCommand.h"
+#include "commands/TopologyCommand.h"
 #include "flink/externalresource/gpu/GPUDriver.h"
 
 namespace {
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
   CLI::App app(
       "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them; the "
       "external resources of a Flink configuration (discover --config, config); and the host's "
-      "GPU coordination file (status, release, exec)",
+      "GPU coordination file (status, release, exec); how the GPUs are connected (topology)",
       "flink-gpu");
   app.set_version_flag("--version", std::string("flink-gpu ") + FLINK_GPU_VERSION);
   app.require_subcommand(1);
@@ -68,6 +69,8 @@ int main(int argc, char** argv) {
   CLI::App* exec = addExecCommand(app, execOptions);
   ConfigOptions configOptions;
   CLI::App* config = addConfigCommand(app, configOptions);
+  TopologyOptions topologyOptions;
+  CLI::App* topology = addTopologyCommand(app, topologyOptions);
 
   try {
     app.parse(argc, argv);
@@ -90,6 +93,7 @@ int main(int argc, char** argv) {
     if (release->parsed()) code = runRelease(releaseOptions);
     if (exec->parsed()) code = runExec(execOptions);
     if (config->parsed()) code = runConfig(configOptions);
+    if (topology->parsed()) code = runTopology(topologyOptions);
     // A result that could not be written (a full disk, a closed pipe) is no success.
     if (!std::cout.flush()) {
       printError("cannot write the result to standard output");

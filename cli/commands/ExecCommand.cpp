@@ -5,6 +5,7 @@
 // outlives a failed exec: they are released before flink-gpu exits with 127/126, as a shell would.
 #include "commands/ExecCommand.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -28,6 +30,8 @@
 #include "discovery/DiscoveryArguments.h"
 #include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
+#include "externalresource/gpu/GpuProperties.h"
+#include "placement/Placement.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -52,6 +56,10 @@ void printDiscoveryNote(std::string_view line) {
 struct HostUnits {
   std::vector<std::string> gpus;
   coordination::RelatedUnits related;
+  /// What NVML told of the devices (none with --gpus): their CPUs, for --bind-cpus.
+  std::vector<discovery::GpuDevice> devices;
+  /// How the GPUs are connected, when NVML could tell.
+  std::optional<placement::Topology> topology;
 };
 
 /// The host's GPUs: --gpus, else NVML, else nvidia-smi. Returns nullopt after printing the error,
@@ -59,6 +67,8 @@ struct HostUnits {
 std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
   std::vector<std::string> listed;
   coordination::RelatedUnits related;
+  std::vector<discovery::GpuDevice> devices;
+  std::optional<placement::Topology> topology;
   if (options.gpus) {
     try {
       listed = discovery::parseGpuList(*options.gpus);
@@ -79,6 +89,7 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
     discovery::HostGpuOptions hostOptions;
     hostOptions.mig = options.mig;
     hostOptions.nvidiaSmi.timeout = timeout.timeout;
+    hostOptions.topology = options.placement == "topology";
     discovery::HostGpus host;
     try {
       host = discovery::enumerateHostGpus(hostOptions);
@@ -95,6 +106,8 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
     listed = discovery::identifiersOf(discovery::allocatableUnits(host.found.devices, options.mig));
     // Whichever the units, a GPU and its MIG instances never go to two owners at once.
     related = discovery::relatedUnits(host.found.devices);
+    devices = std::move(host.found.devices);
+    topology = std::move(host.found.topology);
   }
   // The same GPU twice would be handed out twice.
   std::vector<std::string> gpus;
@@ -102,7 +115,7 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
   for (std::string& gpu : listed) {
     if (seen.insert(gpu).second) gpus.push_back(std::move(gpu));
   }
-  return HostUnits{std::move(gpus), std::move(related)};
+  return HostUnits{std::move(gpus), std::move(related), std::move(devices), std::move(topology)};
 }
 
 /// Why `amount` GPUs could not be had: how many are free, and who holds the others or a unit
@@ -149,6 +162,54 @@ void warnAboutSeveralMigInstances(const std::vector<std::string>& granted) {
   }
 }
 
+/// --bind-cpus: the CPUs the command should run on — the union of its GPUs' CPUs, within those
+/// this process may use. Warns and returns nullopt when that is unknown or empty; throws
+/// std::runtime_error with the reason when the affinity cannot be read or set.
+std::optional<std::vector<unsigned>> cpusToBind(const std::vector<std::string>& granted,
+                                                const std::vector<discovery::GpuDevice>& devices) {
+  std::vector<unsigned> wanted;
+  for (const std::string& gpu : granted) {
+    const discovery::GpuDevice* device = externalresource::gpu::findDevice(devices, gpu);
+    if (device == nullptr || !device->cpus) {
+      printWarning("--bind-cpus: the CPU affinity of GPU " + gpu +
+                   " is unknown (NVML does not tell it); the command is not bound");
+      return std::nullopt;
+    }
+    wanted.insert(wanted.end(), device->cpus->begin(), device->cpus->end());
+  }
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+    throw std::runtime_error(std::string("sched_getaffinity failed: ") + std::strerror(errno));
+  }
+  std::vector<unsigned> cpus;
+  for (unsigned cpu : wanted) {
+    if (cpu < CPU_SETSIZE && CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  }
+  if (cpus.empty()) {
+    printWarning("--bind-cpus: none of the CPUs close to GPU(s) " + strings::join(granted, ",") +
+                 " (" + placement::formatCpuList(wanted) +
+                 ") may be used by this process; the command is not bound");
+    return std::nullopt;
+  }
+  return cpus;
+}
+
+/// Sets this process's CPU affinity (the command inherits it across execvp).
+/// @throws std::runtime_error naming the reason.
+void bindTo(const std::vector<unsigned>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (unsigned cpu : cpus) CPU_SET(cpu, &set);
+  if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+    throw std::runtime_error("sched_setaffinity to CPUs " + placement::formatCpuList(cpus) +
+                             " failed: " + std::strerror(errno));
+  }
+}
+
 /// Takes back what was just recorded for `owner`, after the command could not be started.
 void releaseAfterFailedExec(const std::string& file, const coordination::Owner& owner) {
   try {
@@ -176,6 +237,16 @@ CLI::App* addExecCommand(CLI::App& app, ExecOptions& options) {
                     "Allocate MIG instances, by their MIG-... UUIDs, instead of the GPUs in MIG "
                     "mode they are carved from (GPUs not in MIG mode are still allocated "
                     "whole); not with --gpus");
+  command
+      ->add_option("--placement", options.placement,
+                   "Which of the free GPUs to take: topology (the best-connected set, where "
+                   "NVML tells how they are connected) or index (the first free ones, as "
+                   "Flink does)")
+      ->check(CLI::IsMember({"topology", "index"}))
+      ->default_str("topology");
+  command->add_flag("--bind-cpus", options.bindCpus,
+                    "Run the command on the CPUs close to its GPUs (their NVML CPU affinity, "
+                    "within the CPUs flink-gpu may use)");
   command->add_option("command", options.command,
                       "The command to run and its arguments; everything from the first of them "
                       "on is the command's, options included (-- before it is optional)");
@@ -220,8 +291,14 @@ int runExec(const ExecOptions& options) {
   const coordination::Owner owner = coordination::Owner::of(::getpid());
   coordination::Allocation allocation;
   try {
-    allocation = coordination::allocate(options.coordinationFile,
-                                        {gpus, amount, owner, std::move(host->related)});
+    coordination::AllocationRequest request{gpus, amount, owner, std::move(host->related)};
+    if (host->topology && host->topology->anythingKnown()) {
+      request.choose = [&topology = *host->topology](const std::vector<std::string>& free,
+                                                     std::size_t wanted) {
+        return placement::choose(topology, free, wanted);
+      };
+    }
+    allocation = coordination::allocate(options.coordinationFile, request);
   } catch (const coordination::CoordinationError& e) {
     printError(e.what());
     return kDiscoveryFailed;
@@ -243,6 +320,23 @@ int runExec(const ExecOptions& options) {
   }
 
   warnAboutSeveralMigInstances(allocation.granted);
+  if (options.bindCpus) {
+    try {
+      if (const std::optional<std::vector<unsigned>> cpus =
+              cpusToBind(allocation.granted, host->devices)) {
+        bindTo(*cpus);
+        if (verbosity() >= Verbosity::kVerbose) {
+          std::cerr << "flink-gpu: bound to CPUs " << placement::formatCpuList(*cpus) << '\n';
+        }
+      }
+    } catch (const std::runtime_error& e) {
+      releaseAfterFailedExec(options.coordinationFile, owner);
+      printError(std::string("--bind-cpus: cannot bind the command to its GPUs' CPUs: ") +
+                 e.what() + "\nGPU(s) " + strings::join(allocation.granted, ",") +
+                 " released again");
+      return kDiscoveryFailed;
+    }
+  }
   const std::string visible = strings::join(allocation.granted, ",");
   if (::setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1) != 0) {
     const int error = errno;

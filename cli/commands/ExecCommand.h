@@ -20,6 +20,10 @@ struct ExecOptions {
   /// --mig: allocate MIG instances (their MIG-… UUIDs go into CUDA_VISIBLE_DEVICES) instead of
   /// the GPUs in MIG mode they are carved from. A usage error with --gpus.
   bool mig = false;
+  /// --placement topology|index: which of the free GPUs to take (placement/Placement.h).
+  std::string placement = "topology";
+  /// --bind-cpus: run the command on the CPUs close to its GPUs (sched_setaffinity).
+  bool bindCpus = false;
   /// The command and its arguments.
   std::vector<std::string> command;
 };
