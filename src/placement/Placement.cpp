@@ -231,7 +231,12 @@ std::vector<std::size_t> heuristic(const Scores& s, std::size_t amount) {
   const std::size_t n = s.size();
   std::vector<std::size_t> best;
   Key bestKey;
-  for (std::size_t seed = 0; seed < n; ++seed) {
+  // Two growths per seed, differing only in what breaks a tie of ties to the set: the GPU least
+  // tied to the rest (it spoils the least), or the most tied (it starts the richest cluster when
+  // the set must grow into a second one). The full order decides between them.
+  for (std::size_t variant = 0; variant < 2 * n; ++variant) {
+    const std::size_t seed = variant / 2;
+    const bool spoilLeast = variant % 2 == 0;
     WorkingSet set(s);
     set.add(seed);
     for (std::size_t added = 1; added < amount; ++added) {
@@ -255,7 +260,9 @@ std::vector<std::size_t> heuristic(const Scores& s, std::size_t amount) {
           if (xNear) pick = x;
           continue;
         }
-        if (s.degree(x) - tx < s.degree(pick) - tp) pick = x;
+        const long long rx = s.degree(x) - tx;
+        const long long rp = s.degree(pick) - tp;
+        if (spoilLeast ? rx < rp : rx > rp) pick = x;
       }
       set.add(pick);
     }
@@ -298,7 +305,7 @@ std::vector<std::size_t> heuristic(const Scores& s, std::size_t amount) {
 
 }  // namespace
 
-Plan plan(const Candidates& candidates, std::size_t amount) {
+Plan plan(const Candidates& candidates, std::size_t amount, std::optional<Search> force) {
   Plan result;
   const std::size_t n = candidates.size();
   if (amount == 0 || amount > n) return result;
@@ -307,7 +314,9 @@ Plan plan(const Candidates& candidates, std::size_t amount) {
     return result;
   }
   const Scores search(candidates);
-  if (combinations(n, amount) <= kExhaustiveLimit) {
+  const bool exhaustive =
+      force ? *force == Search::kExhaustive : combinations(n, amount) <= kExhaustiveLimit;
+  if (exhaustive) {
     result.chosen = Exhaustive(search, amount).run();
   } else {
     result.chosen = heuristic(search, amount);

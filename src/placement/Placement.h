@@ -17,9 +17,10 @@
 //
 // Cost: exhaustive (every combination, scored incrementally) while the number of combinations
 // is at most kExhaustiveLimit; beyond it a stated heuristic: from every free GPU as a seed, grow
-// a set greedily (the GPU best tied to the set so far, then the one least tied to the others,
-// then the lowest position), improve it by exchanging one member for one non-member while that
-// improves the order above, and take the best result. O(n^2 k) per seed.
+// a set greedily twice (the GPU best tied to the set so far, then one on the seed's NUMA node,
+// then either the one least or the one most tied to the others, then the lowest position),
+// improve each by exchanging one member for one non-member while that improves the order above,
+// and take the best result. O(n^2 k) per growth.
 #pragma once
 
 #include <cstddef>
@@ -64,8 +65,9 @@ struct Candidates {
 };
 
 /// The best set of `amount` of `candidates` by the rule above. Empty when amount is 0 or more
-/// than there are candidates.
-Plan plan(const Candidates& candidates, std::size_t amount);
+/// than there are candidates. `force`: use that search whatever the size (tests, benchmarks).
+Plan plan(const Candidates& candidates, std::size_t amount,
+          std::optional<Search> force = std::nullopt);
 
 /// The rule applied to identifiers: `free` are the free units in the host's order, `amount` how
 /// many to take. Returns the chosen identifiers in the host's order, or an empty vector — meaning
