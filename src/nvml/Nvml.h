@@ -206,8 +206,8 @@ class Device {
   /// nvmlDeviceGetTopologyCommonAncestor: the closest PCIe ancestor of this GPU and `other`.
   Result<TopologyLevel> commonAncestor(const Device& other) const;
   /// The CPUs close to this GPU, ascending: nvmlDeviceGetCpuAffinityWithinScope with
-  /// NVML_AFFINITY_SCOPE_NODE where the library has it, else nvmlDeviceGetCpuAffinity. CPUs up
-  /// to kMaxCpus - 1 are seen.
+  /// NVML_AFFINITY_SCOPE_NODE where the library has it and it answers, else
+  /// nvmlDeviceGetCpuAffinity. CPUs up to kMaxCpus - 1 are seen.
   Result<std::vector<unsigned>> cpuAffinity() const;
   /// nvmlDeviceGetNumaNodeId (drivers from about 550 on).
   Result<unsigned> numaNodeId() const;

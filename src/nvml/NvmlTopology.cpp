@@ -162,15 +162,18 @@ Result<std::vector<unsigned>> Device::cpuAffinity() const {
   const NvmlLibrary::TopologyApi& api = library_->topologyApi();
   std::vector<unsigned long> mask(kMaxCpus / kBitsPerWord, 0);
   const auto words = static_cast<unsigned>(mask.size());
+  Result<std::vector<unsigned>> scoped =
+      missing<std::vector<unsigned>>("nvmlDeviceGetCpuAffinityWithinScope");
   if (api.cpuAffinityWithinScope != nullptr) {
     const Return code =
         toReturn(api.cpuAffinityWithinScope(handle_, words, mask.data(), NVML_AFFINITY_SCOPE_NODE));
-    return {code, code == Return::kSuccess ? bits(mask.data(), words) : std::vector<unsigned>{},
-            "nvmlDeviceGetCpuAffinityWithinScope"};
+    scoped = {code, code == Return::kSuccess ? bits(mask.data(), words) : std::vector<unsigned>{},
+              "nvmlDeviceGetCpuAffinityWithinScope"};
+    // A lost GPU answers the older call no better.
+    if (code == Return::kSuccess || code == Return::kGpuIsLost) return scoped;
   }
-  if (api.cpuAffinity == nullptr) {
-    return missing<std::vector<unsigned>>("nvmlDeviceGetCpuAffinityWithinScope");
-  }
+  if (api.cpuAffinity == nullptr) return scoped;
+  std::fill(mask.begin(), mask.end(), 0UL);
   const Return code = toReturn(api.cpuAffinity(handle_, words, mask.data()));
   return {code, code == Return::kSuccess ? bits(mask.data(), words) : std::vector<unsigned>{},
           "nvmlDeviceGetCpuAffinity"};
