@@ -13,6 +13,8 @@
 #      stand-in host of 64 GPUs, 63 held by a live owner) / a bare run of nvidia-smi itself
 #      (discovery_bench);                                       target: within 1.5x (ratio <= 1.5)
 #      Also twice, the second from BM_PairedDiscovery.
+#   5. placement: the time to plan one request with the placement rule on 16 and 64 GPUs
+#      (placement_bench; its console figures are the ones quoted). Targets: < 10 ms, < 50 ms.
 #
 # For reference it also prints process::run / bare spawn (the driver's process layer alone) and
 # `flink-gpu --version` / script (flink-gpu's start-up alone, without a discovery), and for the
@@ -41,7 +43,7 @@ if [[ $# -gt 0 && $1 != -* ]]; then
   shift
 fi
 
-programs=(driver_bench cli_bench discovery_bench)
+programs=(driver_bench cli_bench discovery_bench placement_bench)
 
 for program in "${programs[@]}"; do
   if [[ ! -x $build_dir/bin/$program ]]; then

@@ -15,6 +15,7 @@
 #include "commands/ExecCommand.h"
 #include "commands/ReleaseCommand.h"
 #include "commands/StatusCommand.h"
+#include "commands/TopologyCommand.h"
 #include "flink/externalresource/gpu/GPUDriver.h"
 
 namespace {
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
   CLI::App app(
       "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them; the "
       "external resources of a Flink configuration (discover --config, config); and the host's "
-      "GPU coordination file (status, release, exec)",
+      "GPU coordination file (status, release, exec); how the GPUs are connected (topology)",
       "flink-gpu");
   app.set_version_flag("--version", std::string("flink-gpu ") + FLINK_GPU_VERSION);
   app.require_subcommand(1);
@@ -86,6 +87,8 @@ int main(int argc, char** argv) {
   CLI::App* exec = addExecCommand(app, execOptions);
   ConfigOptions configOptions;
   CLI::App* config = addConfigCommand(app, configOptions);
+  TopologyOptions topologyOptions;
+  CLI::App* topology = addTopologyCommand(app, topologyOptions);
 
   try {
     app.parse(argc, argv);
@@ -108,6 +111,7 @@ int main(int argc, char** argv) {
     if (release->parsed()) code = runRelease(releaseOptions);
     if (exec->parsed()) code = runExec(execOptions);
     if (config->parsed()) code = runConfig(configOptions);
+    if (topology->parsed()) code = runTopology(topologyOptions);
     return checkedStdout(code);
   } catch (const std::exception& e) {
     // Anything the commands do not map themselves (a vanished working directory, out of

@@ -21,6 +21,9 @@
 #      unknown without a warning), and an inherited CUDA_VISIBLE_DEVICES (the mask's own
 #      entries printed, its UUID prefix resolved, NoDevFiles refused, exec passing it on with
 #      CUDA_DEVICE_ORDER=PCI_BUS_ID)
+#   7. the topology: `flink-gpu topology` (from NVML) next to `nvidia-smi topo -m`, for a person
+#      to compare cell by cell, its JSON form, and what the placement rule hands out for 1, 2
+#      and half the GPUs against --placement index (nothing is held: plain mode)
 #
 # Exit status: 0 when the build, every test and the comparison pass; 1 when a test failed, the
 # two sources disagree or a real-host check failed; 2 when the build or a source failed. Set NVML_CHECK_RUNS to change the
@@ -179,16 +182,36 @@ if [[ $gpu_count -gt 0 ]]; then
 fi
 rm -rf "$shared"
 
+step "topology: flink-gpu topology (NVML) next to nvidia-smi topo -m"
+topology_status=0
+"$build_dir/bin/flink-gpu" topology || topology_status=$?
+echo "(flink-gpu topology exited with $topology_status)"
+echo "-- nvidia-smi topo -m:"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi topo -m || echo "(nvidia-smi topo -m exited with $?)"
+else
+  echo "(nvidia-smi is not on PATH)"
+fi
+echo "-- flink-gpu topology --format json:"
+"$build_dir/bin/flink-gpu" topology --format json || true
+gpu_count=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
+for amount in 1 2 $((gpu_count / 2)); do
+  [[ $amount -ge 1 && $amount -le $gpu_count ]] || continue
+  echo "-- $amount GPU(s): topology: $("$program_dir/nvidia-gpu-discovery" "$amount" 2>&1 | head -1)" \
+    "index: $("$program_dir/nvidia-gpu-discovery" "$amount" --placement index 2>&1 | head -1)"
+done
+
 step "summary"
 echo "tests:      $([[ $tests_status -eq 0 ]] && echo passed || echo "FAILED ($tests_status)")"
 echo "comparison: $([[ $compare_status -eq 0 ]] && echo agree || echo "FAILED ($compare_status)")"
 echo "discovery:  $([[ $discovery_status -eq 0 ]] && echo ok || echo "FAILED ($discovery_status)")"
 echo "real host:  $([[ $real_status -eq 0 ]] && echo ok || echo FAILED)"
+echo "topology:   $([[ $topology_status -eq 0 ]] && echo ok || echo "FAILED ($topology_status)")"
 if [[ $compare_status -ge 2 ]]; then
   exit 2
 fi
 if [[ $tests_status -ne 0 || $compare_status -ne 0 || $discovery_status -ne 0 ||
-  $real_status -ne 0 ]]; then
+  $real_status -ne 0 || $topology_status -ne 0 ]]; then
   exit 1
 fi
 exit 0

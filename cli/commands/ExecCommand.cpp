@@ -5,6 +5,7 @@
 // outlives a failed exec: they are released before flink-gpu exits with 127/126, as a shell would.
 #include "commands/ExecCommand.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -30,6 +32,8 @@
 #include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
 #include "discovery/VisibleDevices.h"
+#include "externalresource/gpu/GpuProperties.h"
+#include "placement/Placement.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -54,11 +58,14 @@ void printDiscoveryNote(std::string_view line) {
 struct HostUnits {
   std::vector<std::string> gpus;
   coordination::RelatedUnits related;
-  /// Every device enumerated (none with --gpus): for the UUIDs of --visible-devices uuid.
+  /// Every device enumerated (none with --gpus): UUIDs for --visible-devices uuid and the
+  /// records, CPUs for --bind-cpus.
   std::vector<discovery::GpuDevice> devices;
   /// Under an inherited CUDA_VISIBLE_DEVICES: the units it allows and its entries for them.
   std::optional<discovery::VisibleDevicesMask> mask;
   std::optional<discovery::MaskedUnits> masked;
+  /// How the GPUs are connected, when NVML could tell.
+  std::optional<placement::Topology> topology;
 };
 
 /// The host's GPUs: --gpus, else NVML, else nvidia-smi. Returns nullopt after printing the error,
@@ -69,6 +76,7 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
   std::vector<discovery::GpuDevice> devices;
   std::optional<discovery::VisibleDevicesMask> mask;
   std::optional<discovery::MaskedUnits> masked;
+  std::optional<placement::Topology> topology;
   if (options.gpus) {
     try {
       listed = discovery::parseGpuList(*options.gpus);
@@ -89,6 +97,7 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
     discovery::HostGpuOptions hostOptions;
     hostOptions.mig = options.mig;
     hostOptions.nvidiaSmi.timeout = timeout.timeout;
+    hostOptions.topology = options.placement == "topology";
     discovery::HostGpus host;
     try {
       host = discovery::enumerateHostGpus(hostOptions);
@@ -120,6 +129,7 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
       for (const std::string& warning : masked->warnings) printDiscoveryNote(warning);
       listed = masked->hostIdentifiers;
     }
+    topology = std::move(host.found.topology);
   }
   // The same GPU twice would be handed out twice.
   std::vector<std::string> gpus;
@@ -127,8 +137,8 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
   for (std::string& gpu : listed) {
     if (seen.insert(gpu).second) gpus.push_back(std::move(gpu));
   }
-  return HostUnits{std::move(gpus), std::move(related), std::move(devices), std::move(mask),
-                   std::move(masked)};
+  return HostUnits{std::move(gpus), std::move(related), std::move(devices),
+                   std::move(mask), std::move(masked),  std::move(topology)};
 }
 
 /// What the command's CUDA_VISIBLE_DEVICES lists for the units granted: the inherited mask's own
@@ -208,6 +218,54 @@ void warnAboutSeveralMigInstances(const std::vector<std::string>& granted) {
   }
 }
 
+/// --bind-cpus: the CPUs the command should run on — the union of its GPUs' CPUs, within those
+/// this process may use. Warns and returns nullopt when that is unknown or empty; throws
+/// std::runtime_error with the reason when the affinity cannot be read or set.
+std::optional<std::vector<unsigned>> cpusToBind(const std::vector<std::string>& granted,
+                                                const std::vector<discovery::GpuDevice>& devices) {
+  std::vector<unsigned> wanted;
+  for (const std::string& gpu : granted) {
+    const discovery::GpuDevice* device = externalresource::gpu::findDevice(devices, gpu);
+    if (device == nullptr || !device->cpus) {
+      printWarning("--bind-cpus: the CPU affinity of GPU " + gpu +
+                   " is unknown (NVML does not tell it); the command is not bound");
+      return std::nullopt;
+    }
+    wanted.insert(wanted.end(), device->cpus->begin(), device->cpus->end());
+  }
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+    throw std::runtime_error(std::string("sched_getaffinity failed: ") + std::strerror(errno));
+  }
+  std::vector<unsigned> cpus;
+  for (unsigned cpu : wanted) {
+    if (cpu < CPU_SETSIZE && CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  }
+  if (cpus.empty()) {
+    printWarning("--bind-cpus: none of the CPUs close to GPU(s) " + strings::join(granted, ",") +
+                 " (" + placement::formatCpuList(wanted) +
+                 ") may be used by this process; the command is not bound");
+    return std::nullopt;
+  }
+  return cpus;
+}
+
+/// Sets this process's CPU affinity (the command inherits it across execvp).
+/// @throws std::runtime_error naming the reason.
+void bindTo(const std::vector<unsigned>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (unsigned cpu : cpus) CPU_SET(cpu, &set);
+  if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+    throw std::runtime_error("sched_setaffinity to CPUs " + placement::formatCpuList(cpus) +
+                             " failed: " + std::strerror(errno));
+  }
+}
+
 /// Takes back what was just recorded for `owner`, after the command could not be started.
 void releaseAfterFailedExec(const std::string& file, const coordination::Owner& owner) {
   try {
@@ -243,6 +301,16 @@ CLI::App* addExecCommand(CLI::App& app, ExecOptions& options) {
                    "own entries are passed on")
       ->check(CLI::IsMember({"index", "uuid"}))
       ->capture_default_str();
+  command
+      ->add_option("--placement", options.placement,
+                   "Which of the free GPUs to take: topology (the best-connected set, where "
+                   "NVML tells how they are connected) or index (the first free ones, as "
+                   "Flink does)")
+      ->check(CLI::IsMember({"topology", "index"}))
+      ->default_str("topology");
+  command->add_flag("--bind-cpus", options.bindCpus,
+                    "Run the command on the CPUs close to its GPUs (their NVML CPU affinity, "
+                    "within the CPUs flink-gpu may use)");
   command->add_option("command", options.command,
                       "The command to run and its arguments; everything from the first of them "
                       "on is the command's, options included (-- before it is optional)");
@@ -298,6 +366,12 @@ int runExec(const ExecOptions& options) {
     coordination::AllocationRequest request{gpus, amount, owner, std::move(host->related),
                                             discovery::uuidsByIdentifier(host->devices)};
     request.lease = true;
+    if (host->topology && host->topology->anythingKnown()) {
+      request.choose = [&topology = *host->topology](const std::vector<std::string>& free,
+                                                     std::size_t wanted) {
+        return placement::choose(topology, free, wanted);
+      };
+    }
     allocation = coordination::allocate(options.coordinationFile, request);
     for (const coordination::Lease& lease : allocation.leases) lease.keepAcrossExec();
   } catch (const coordination::CoordinationError& e) {
@@ -321,6 +395,23 @@ int runExec(const ExecOptions& options) {
   }
 
   warnAboutSeveralMigInstances(allocation.granted);
+  if (options.bindCpus) {
+    try {
+      if (const std::optional<std::vector<unsigned>> cpus =
+              cpusToBind(allocation.granted, host->devices)) {
+        bindTo(*cpus);
+        if (verbosity() >= Verbosity::kVerbose) {
+          std::cerr << "flink-gpu: bound to CPUs " << placement::formatCpuList(*cpus) << '\n';
+        }
+      }
+    } catch (const std::runtime_error& e) {
+      releaseAfterFailedExec(options.coordinationFile, owner);
+      printError(std::string("--bind-cpus: cannot bind the command to its GPUs' CPUs: ") +
+                 e.what() + "\nGPU(s) " + strings::join(allocation.granted, ",") +
+                 " released again");
+      return kDiscoveryFailed;
+    }
+  }
   const std::optional<std::vector<std::string>> entries =
       visibleDevicesFor(options, *host, allocation.granted);
   if (!entries) {

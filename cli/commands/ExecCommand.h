@@ -26,6 +26,10 @@ struct ExecOptions {
   /// (NVML's index, which is CUDA's under CUDA_DEVICE_ORDER=PCI_BUS_ID) or "uuid" (GPU-…).
   /// MIG instances are always given by MIG UUID; an inherited mask's own entries always win.
   std::string visibleDevices = "index";
+  /// --placement topology|index: which of the free GPUs to take (placement/Placement.h).
+  std::string placement = "topology";
+  /// --bind-cpus: run the command on the CPUs close to its GPUs (sched_setaffinity).
+  bool bindCpus = false;
   /// The command and its arguments.
   std::vector<std::string> command;
 };

@@ -4,7 +4,7 @@
 // arguments:
 //
 //     nvidia-gpu-discovery <amount> [--enable-coordination-mode] [--coordination-file PATH]
-//                          [--gpus LIST] [--owner-pid PID] [--mig]
+//                          [--gpus LIST] [--owner-pid PID] [--mig] [--placement topology|index]
 //
 // It answers by the discovery-script protocol: one line of comma-separated GPU indices on stdout
 // and exit 0, or exit 1 with the cause on the first stderr line (details and notes follow).
@@ -15,7 +15,9 @@
 // coordination file shared by the workers of the host, for the process that owns them: --owner-pid,
 // by default our parent — the worker that started the discovery, since the wrapper script execs us
 // (Flink's script records its $PPID the same way). A GPU and the MIG instances carved from it are
-// never held by two running owners at once, whichever of them each owner asked for.
+// never held by two running owners at once, whichever of them each owner asked for. Which of the
+// free GPUs are taken is the placement rule's (placement/Placement.h): the best-connected set
+// where NVML tells the topology, the first free ones otherwise or with --placement index.
 //
 // An inherited CUDA_VISIBLE_DEVICES (the worker's scheduler's) limits the units to those it names,
 // in its order, read as CUDA reads it (discovery/VisibleDevices.h); the answer is then the mask's
@@ -30,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -42,6 +45,7 @@
 #include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
 #include "discovery/VisibleDevices.h"
+#include "placement/Placement.h"
 #include "util/Strings.h"
 
 namespace {
@@ -133,9 +137,13 @@ struct Candidates {
   }
 };
 
+/// The placement rule's chooser, for the host's units; empty when GPUs go by index.
+using Chooser =
+    std::function<std::vector<std::string>(const std::vector<std::string>&, std::size_t)>;
+
 int allocate(const DiscoveryArguments& args, const Candidates& candidates,
              coordination::RelatedUnits related, std::unordered_map<std::string, std::string> uuids,
-             Trailer& trailer) {
+             const Chooser& choose, Trailer& trailer) {
   const std::vector<std::string>& gpus = candidates.gpus;
   const pid_t ownerPid = args.ownerPid.value_or(::getppid());
   const coordination::Owner owner = coordination::Owner::of(ownerPid);
@@ -149,8 +157,11 @@ int allocate(const DiscoveryArguments& args, const Candidates& candidates,
   // Nothing would reach the worker: record nothing for it.
   if (!stdoutWasOpen) return cannotWriteAnswer(EBADF, trailer);
 
-  const coordination::Allocation allocation = coordination::allocate(
-      args.coordinationFile, {gpus, args.amount, owner, std::move(related), std::move(uuids)});
+  coordination::AllocationRequest request{gpus, args.amount, owner, std::move(related),
+                                          std::move(uuids)};
+  request.choose = choose;
+  const coordination::Allocation allocation =
+      coordination::allocate(args.coordinationFile, request);
 
   const std::string file = args.coordinationFile.string();
   for (const std::string& note : allocation.notes) {
@@ -219,6 +230,7 @@ int discover(const std::vector<std::string>& argv) {
   flink::discovery::HostGpuOptions options;
   options.listed = args.gpus;
   options.mig = args.mig;
+  options.topology = args.placement == flink::placement::Policy::kTopology;
   if (!args.gpus) {
     const flink::discovery::TimeoutSetting timeout =
         flink::discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT"));
@@ -276,13 +288,25 @@ int discover(const std::vector<std::string>& argv) {
                     " requested (found: " + flink::strings::join(gpus, ",") + ")",
                 trailer);
   }
+  Chooser choose;
+  if (host.found.topology && host.found.topology->anythingKnown()) {
+    choose = [&topology = *host.found.topology](const std::vector<std::string>& free,
+                                                std::size_t amount) {
+      return flink::placement::choose(topology, free, amount);
+    };
+  }
   if (args.coordination) {
     try {
       // Whatever the units, a GPU and its MIG instances are never held by two owners at once.
       return allocate(args, candidates, flink::discovery::relatedUnits(host.found.devices),
-                      flink::discovery::uuidsByIdentifier(host.found.devices), trailer);
+                      flink::discovery::uuidsByIdentifier(host.found.devices), choose, trailer);
     } catch (const coordination::CoordinationError& e) {
       return fail(e.what(), trailer);
+    }
+  }
+  if (choose) {
+    if (std::vector<std::string> chosen = choose(gpus, args.amount); !chosen.empty()) {
+      return answer(candidates.answerFor(chosen), trailer);
     }
   }
   return answer(

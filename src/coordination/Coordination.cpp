@@ -308,21 +308,53 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
   // Free GPUs in the host's order. A GPU related to one already granted is passed over: the two
   // would share hardware.
   std::unordered_set<std::string> grantedSet;
-  std::size_t grantedCount = 0;
-  for (const std::string& gpu : request.gpus) {
-    if (grantedCount >= request.amount) break;
-    if (taken.count(gpu) || blocked.count(gpu) || grantedSet.count(gpu)) continue;
+  std::vector<std::string> granted;
+  const auto grantable = [&](const std::string& gpu) {
+    if (taken.count(gpu) || blocked.count(gpu) || grantedSet.count(gpu)) return false;
     if (const std::vector<std::string>* related = neighboursOf(gpu)) {
-      const bool clash =
-          std::any_of(related->begin(), related->end(),
-                      [&](const std::string& other) { return grantedSet.count(other); });
-      if (clash) continue;
+      for (const std::string& other : *related) {
+        if (grantedSet.count(other)) return false;
+      }
     }
+    return true;
+  };
+  const auto grant = [&](const std::string& gpu) {
+    if (!grantable(gpu)) return false;
+    granted.push_back(gpu);
     grantedSet.insert(gpu);
-    ++grantedCount;
+    return true;
+  };
+  // The placement rule (placement/Placement.h) chooses among the free units, where there is one;
+  // an answer that does not fit, or a throw, leaves the first free ones.
+  if (request.choose) {
+    std::vector<std::string> free;
+    std::unordered_set<std::string> freeSet;
+    for (const std::string& gpu : request.gpus) {
+      if (grantable(gpu) && freeSet.insert(gpu).second) free.push_back(gpu);
+    }
+    if (free.size() >= request.amount) {
+      std::vector<std::string> chosen;
+      try {
+        chosen = request.choose(free, request.amount);
+      } catch (...) {
+        chosen.clear();  // a chooser's failure must never fail the allocation
+      }
+      bool valid = chosen.size() == request.amount;
+      for (std::size_t i = 0; valid && i < chosen.size(); ++i) {
+        valid = freeSet.count(chosen[i]) && grant(chosen[i]);
+      }
+      if (!valid) {
+        granted.clear();
+        grantedSet.clear();
+      }
+    }
+  }
+  for (const std::string& gpu : request.gpus) {
+    if (granted.size() >= request.amount) break;
+    grant(gpu);
   }
 
-  allocation.satisfied = request.amount > 0 && grantedCount == request.amount;
+  allocation.satisfied = request.amount > 0 && granted.size() == request.amount;
   if (allocation.satisfied) {
     // Keep the host's order in the answer.
     for (const std::string& gpu : request.gpus) {

@@ -146,6 +146,14 @@ struct AllocationRequest {
   std::unordered_map<std::string, std::string> uuids = {};
   /// Hold each GPU granted with a lease too (Leases.h): the in-process driver and exec do.
   bool lease = false;
+  /// Optional: which of the free units to grant (the placement rule, placement/Placement.h).
+  /// Called with the units that could be granted, in `gpus` order (those held, blocked or
+  /// related to one already granted removed), and how many are still needed; it returns that
+  /// many of them. Unset, or an answer that is not that many distinct free units that can go
+  /// together (or a throw), means the first free ones in `gpus` order, as without it.
+  std::function<std::vector<std::string>(const std::vector<std::string>& freeUnits,
+                                         std::size_t amount)>
+      choose = {};
 };
 
 /// A unit that no other running owner holds, but that cannot be granted because a unit related

@@ -9,6 +9,7 @@
 #include "coordination/Coordination.h"
 #include "discovery/NvidiaSmi.h"
 #include "externalresource/gpu/DiscoveryOutput.h"
+#include "placement/Placement.h"
 #include "util/Strings.h"
 
 namespace flink::discovery {
@@ -111,6 +112,16 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
           arg == "--owner-pid" ? nextValue() : arg.substr(std::string_view("--owner-pid=").size());
       if (!pid) throw DiscoveryError("--owner-pid needs a process id");
       parsed.ownerPid = parseOwnerPid(*pid);
+    } else if (arg == "--placement" || arg.starts_with("--placement=")) {
+      const std::optional<std::string> policy =
+          arg == "--placement" ? nextValue() : arg.substr(std::string_view("--placement=").size());
+      const std::optional<placement::Policy> parsedPolicy =
+          policy ? placement::parsePolicy(*policy) : std::nullopt;
+      if (!parsedPolicy) {
+        throw DiscoveryError("invalid --placement " + inQuotes(policy.value_or("")) +
+                             ": expected topology or index");
+      }
+      parsed.placement = *parsedPolicy;
     } else if (arg == "null" || arg.empty()) {
       // What the drivers pass when no discovery-script.args are configured.
     } else {

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "placement/Placement.h"
+
 namespace flink::discovery {
 
 struct DiscoveryArguments {
@@ -34,6 +36,9 @@ struct DiscoveryArguments {
   /// --mig: hand out MIG instances (and whole GPUs whose MIG mode is off) instead of whole GPUs;
   /// see allocatableUnits.
   bool mig = false;
+  /// --placement topology|index: which free GPUs to take (placement/Placement.h). Topology
+  /// where NVML tells it, else (and with --gpus, or MIG instances) by index.
+  placement::Policy placement = placement::Policy::kTopology;
   /// "note: ..." lines about arguments that were ignored.
   std::vector<std::string> notes;
 };

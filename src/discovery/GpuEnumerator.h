@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "placement/Topology.h"
+
 namespace flink::discovery {
 
 /// Discovery cannot go on. what() is the cause, one line; details() are further lines (what
@@ -61,6 +63,12 @@ struct GpuDevice {
   bool migEnabled = false;
   /// Set exactly for MIG instances.
   std::optional<MigPlacement> mig;
+  // ---- topology (nvml/NvmlTopology.h; NVML only) ----
+  /// The NUMA node of the GPU (a MIG instance: its GPU's).
+  std::optional<unsigned> numaNode;
+  /// The CPUs close to the GPU, ascending (a MIG instance: its GPU's).
+  std::optional<std::vector<unsigned>> cpus;
+  // ---- end of topology ----
 
   bool isMigInstance() const noexcept { return mig.has_value(); }
 };
@@ -91,6 +99,9 @@ struct Enumeration {
   std::vector<std::string> warnings;
   /// The GPUs (and MIG instances) left out, in the order listed.
   std::vector<LeftOutGpu> leftOut;
+  /// How the whole GPUs are connected, when the source was asked for it and could tell (NVML,
+  /// HostGpuOptions::topology); its relations may still be unknown.
+  std::optional<placement::Topology> topology;
 };
 
 /// Whether a warning line of an enumeration is one that says a GPU or MIG instance was left out

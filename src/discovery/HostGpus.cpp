@@ -7,7 +7,7 @@ namespace flink::discovery {
 HostGpus enumerateHostGpus(const HostGpuOptions& options) {
   if (options.listed) return {StaticEnumerator(*options.listed).enumerate(), "--gpus"};
 
-  nvml::NvmlAttempt attempt = nvml::attemptNvmlEnumeration();
+  nvml::NvmlAttempt attempt = nvml::attemptNvmlEnumeration(options.topology);
   if (attempt.found) return {std::move(*attempt.found), "NVML"};
   const bool nvmlAbsent = attempt.libraryAbsent;
 

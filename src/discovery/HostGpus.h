@@ -25,6 +25,8 @@ struct HostGpuOptions {
   bool mig = false;
   /// How to run nvidia-smi when it comes to that (its `mig` is set from the field above).
   NvidiaSmiOptions nvidiaSmi;
+  /// Also read how the GPUs are connected (Enumeration::topology), where NVML can tell.
+  bool topology = false;
 };
 
 /// What enumerateHostGpus found, and from where.

@@ -24,10 +24,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 struct nvmlDevice_st;  // nvml.h's opaque device, behind nvmlDevice_t
 
@@ -151,6 +153,26 @@ struct MigMode {
 
 class NvmlLibrary;
 
+// ---- Topology (NvmlTopology.cpp) ----
+/// nvml.h's NVML_NVLINK_MAX_LINKS.
+inline constexpr unsigned kMaxNvLinks = 18;
+/// The most CPUs an affinity mask is read for.
+inline constexpr unsigned kMaxCpus = 4096;
+/// The most NUMA nodes a memory affinity is read for.
+inline constexpr unsigned kMaxNumaNodes = 1024;
+/// nvmlIntNvLinkDeviceType_t.
+enum class NvLinkRemote { kGpu = 0x00, kIbmNpu = 0x01, kSwitch = 0x02, kUnknown = 0xFF };
+/// nvmlGpuTopologyLevel_t.
+enum class TopologyLevel : int {
+  kInternal = 0,
+  kSingle = 10,
+  kMultiple = 20,
+  kHostBridge = 30,
+  kNode = 40,
+  kSystem = 50,
+};
+// ---- end of topology ----
+
 /// A device handle, whole GPU or MIG device. Cheap to copy. Valid only while the NvmlSession it
 /// came from lives; a default-constructed one is null and must not be used.
 class Device {
@@ -181,6 +203,29 @@ class Device {
   Result<unsigned> gpuInstanceId() const;
   /// nvmlDeviceGetComputeInstanceId of a MIG device handle (kInvalidArgument for a whole GPU).
   Result<unsigned> computeInstanceId() const;
+
+  // ---- Topology (defined in NvmlTopology.cpp) ----
+  /// nvmlDeviceGetNvLinkState: whether NVLink `link` (0 to kMaxNvLinks - 1) is active;
+  /// kNotSupported on a GPU without NVLink, kInvalidArgument past its last link.
+  Result<bool> nvLinkActive(unsigned link) const;
+  /// nvmlDeviceGetNvLinkRemotePciInfo_v2: the PCI address of what `link` leads to.
+  Result<PciInfo> nvLinkRemotePciInfo(unsigned link) const;
+  /// nvmlDeviceGetNvLinkRemoteDeviceType: what `link` leads to.
+  Result<NvLinkRemote> nvLinkRemoteDeviceType(unsigned link) const;
+  /// nvmlDeviceGetTopologyCommonAncestor: the closest PCIe ancestor of this GPU and `other`.
+  Result<TopologyLevel> commonAncestor(const Device& other) const;
+  /// The CPUs close to this GPU, ascending: nvmlDeviceGetCpuAffinityWithinScope with
+  /// NVML_AFFINITY_SCOPE_NODE where the library has it and it answers, else
+  /// nvmlDeviceGetCpuAffinity. CPUs up to kMaxCpus - 1 are seen.
+  Result<std::vector<unsigned>> cpuAffinity() const;
+  /// nvmlDeviceGetNumaNodeId (drivers from about 550 on).
+  Result<unsigned> numaNodeId() const;
+  /// nvmlDeviceGetMemoryAffinity with NVML_AFFINITY_SCOPE_NODE: the NUMA nodes of the memory
+  /// close to this GPU, ascending (nodes up to kMaxNumaNodes - 1).
+  Result<std::vector<unsigned>> memoryAffinity() const;
+  /// The raw handle, for comparing devices.
+  const nvmlDevice_st* handle() const noexcept { return handle_; }
+  // ---- end of topology ----
 
  private:
   friend class NvmlSession;
@@ -234,6 +279,13 @@ class NvmlLibrary {
 
   friend class NvmlSession;
   friend class Device;
+
+  // ---- Topology (NvmlTopology.cpp): its functions, looked up on first use ----
+  struct TopologyApi;
+  const TopologyApi& topologyApi() const;
+  mutable std::once_flag topologyOnce_;
+  mutable std::shared_ptr<const TopologyApi> topologyApi_;
+  // ---- end of topology ----
 
   std::string name_;
   std::string file_;

@@ -126,6 +126,58 @@ nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* i
 /// fails then, and a host with the driver but no GPU could not be told from a broken driver).
 #define NVML_INIT_FLAG_NO_GPUS 1
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags);
+// ---- Topology (src/nvml/NvmlTopology.cpp, the placement rule) ----
+// NVLinks, PCIe ancestry, CPU and memory affinity, as nvml.h declares them.
+
+/// nvml.h's NVML_NVLINK_MAX_LINKS: the link indices to ask about are 0 to this - 1.
+#define NVML_NVLINK_MAX_LINKS 18
+
+/// nvml.h's nvmlEnableState_t.
+typedef enum nvmlEnableState_enum {
+  NVML_FEATURE_DISABLED = 0,
+  NVML_FEATURE_ENABLED = 1
+} nvmlEnableState_t;
+
+/// nvml.h's nvmlIntNvLinkDeviceType_t: what is at the far end of an NVLink.
+typedef enum nvmlIntNvLinkDeviceType_enum {
+  NVML_NVLINK_DEVICE_TYPE_GPU = 0x00,
+  NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01,
+  NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02,
+  NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF
+} nvmlIntNvLinkDeviceType_t;
+
+/// nvml.h's nvmlGpuTopologyLevel_t: the closest common PCIe ancestor of two GPUs.
+typedef enum nvmlGpuLevel_enum {
+  NVML_TOPOLOGY_INTERNAL = 0,
+  NVML_TOPOLOGY_SINGLE = 10,
+  NVML_TOPOLOGY_MULTIPLE = 20,
+  NVML_TOPOLOGY_HOSTBRIDGE = 30,
+  NVML_TOPOLOGY_NODE = 40,
+  NVML_TOPOLOGY_SYSTEM = 50
+} nvmlGpuTopologyLevel_t;
+
+/// nvml.h's nvmlAffinityScope_t and its two values.
+typedef unsigned int nvmlAffinityScope_t;
+#define NVML_AFFINITY_SCOPE_NODE 0
+#define NVML_AFFINITY_SCOPE_SOCKET 1
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                      nvmlEnableState_t* isActive);
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                 nvmlPciInfo_t* pci);
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                 nvmlIntNvLinkDeviceType_t* pNvLinkDeviceType);
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                 nvmlGpuTopologyLevel_t* pathInfo);
+/// cpuSet: cpuSetSize unsigned longs, CPU i in bit i % 64 of word i / 64 (on 64-bit Linux).
+nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device, unsigned int cpuSetSize,
+                                                 unsigned long* cpuSet, nvmlAffinityScope_t scope);
+nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int cpuSetSize,
+                                      unsigned long* cpuSet);
+nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int nodeSetSize,
+                                         unsigned long* nodeSet, nvmlAffinityScope_t scope);
+nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int* node);
+// ---- end of topology ----
 
 }  // extern "C"
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nvml/Nvml.h"
+#include "nvml/NvmlTopology.h"
 #include "util/Strings.h"
 
 namespace flink::nvml {
@@ -183,6 +184,7 @@ Enumeration NvmlEnumerator::enumerate() {
 
   Enumerating context(*library);
   Enumeration result;
+  std::vector<std::pair<std::string, Device>> topologyHandles;  // topology: the GPUs listed
   for (unsigned index = 0; index < count.value; ++index) {
     const std::string what = "GPU " + std::to_string(index);
     const Result<Device> gpu = session->deviceByIndex(index);
@@ -222,10 +224,14 @@ Enumeration NvmlEnumerator::enumerate() {
     device.minorNumber = context.property(minor, what);
     device.migEnabled = context.property(migMode, what).has_value() && migEnabled;
     result.devices.push_back(device);
+    topologyHandles.emplace_back(device.identifier, gpu.value);  // topology
     if (device.migEnabled) listMigInstances(gpu.value, index, device, context, result.devices);
   }
   result.warnings = context.takeWarnings();
   result.leftOut = context.takeLeftOut();
+  // ---- topology: NUMA nodes and CPU affinity, and the pairs' relations when asked ----
+  addTopology(topologyHandles, result, withTopology_);
+  // ---- end of topology ----
   if (result.devices.empty()) {
     // Every GPU is left out: name each, with its error.
     std::vector<std::string> each;
@@ -239,7 +245,7 @@ Enumeration NvmlEnumerator::enumerate() {
   return result;
 }
 
-NvmlAttempt attemptNvmlEnumeration() {
+NvmlAttempt attemptNvmlEnumeration(bool withTopology) {
   NvmlAttempt attempt;
   try {
     NvmlLibrary::load();
@@ -249,7 +255,7 @@ NvmlAttempt attemptNvmlEnumeration() {
     return attempt;
   }
   try {
-    attempt.found = NvmlEnumerator().enumerate();
+    attempt.found = NvmlEnumerator(std::nullopt, withTopology).enumerate();
   } catch (const discovery::DiscoveryError& e) {
     if (!std::string_view(e.what()).starts_with(kNvmlNotUsablePrefix)) throw;
     attempt.problem = e.what();

@@ -26,8 +26,11 @@ inline constexpr const char* kNvmlNotUsablePrefix = "NVML is not usable: ";
 class NvmlEnumerator : public discovery::GpuEnumerator {
  public:
   /// `library`: what to dlopen; nullopt: $FLINK_GPU_NVML_LIBRARY, else libnvidia-ml.so.1.
-  explicit NvmlEnumerator(std::optional<std::string> library = std::nullopt)
-      : library_(std::move(library)) {}
+  /// `withTopology`: also read how the GPUs are connected (Enumeration::topology; see
+  /// NvmlTopology.h). Each GPU's NUMA node and CPU affinity are read either way.
+  explicit NvmlEnumerator(std::optional<std::string> library = std::nullopt,
+                          bool withTopology = false)
+      : library_(std::move(library)), withTopology_(withTopology) {}
 
   /// Whole GPUs in NVML's index order (identifier: the decimal index; uuid "GPU-…"; name;
   /// pciBusId, NVML's busId "00000000:19:00.0"; memoryTotalMiB, bytes / 1048576 rounded down;
@@ -52,6 +55,7 @@ class NvmlEnumerator : public discovery::GpuEnumerator {
 
  private:
   std::optional<std::string> library_;
+  bool withTopology_ = false;
 };
 
 /// One try at NVML, for callers that do without it (or fall back to nvidia-smi) when it cannot
@@ -70,6 +74,7 @@ struct NvmlAttempt {
 /// Loads NVML ($FLINK_GPU_NVML_LIBRARY, else libnvidia-ml.so.1) and enumerates through it.
 /// @throws discovery::DiscoveryError when NVML works but lists no GPU: that is an answer, not a
 ///         reason to ask anything else.
-NvmlAttempt attemptNvmlEnumeration();
+/// `withTopology`: as NvmlEnumerator's.
+NvmlAttempt attemptNvmlEnumeration(bool withTopology = false);
 
 }  // namespace flink::nvml

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "coordination/Coordination.h"
@@ -121,6 +122,23 @@ TEST(DiscoveryArguments, BadValuesOfOurOptions) {
   for (const std::string pid : {"0", "-1", "abc", "99999999999"}) {
     EXPECT_EQ(errorOf({"1", "--owner-pid", pid}),
               "invalid --owner-pid '" + pid + "': expected a process id (a positive integer)");
+  }
+}
+
+TEST(DiscoveryArguments, PlacementIsTopologyUnlessIndexIsAsked) {
+  EXPECT_EQ(parseDiscoveryArguments({"1"}).placement, placement::Policy::kTopology);
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--placement", "index"}).placement,
+            placement::Policy::kIndex);
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--placement=topology"}).placement,
+            placement::Policy::kTopology);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"1", "--placement", "best"}, {"1", "--placement"}}) {
+    try {
+      parseDiscoveryArguments(args);
+      ADD_FAILURE() << "accepted " << args.back();
+    } catch (const DiscoveryError& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("expected topology or index"));
+    }
   }
 }
 

@@ -22,6 +22,7 @@
 #include "flink/util/TimeUtils.h"
 #include "logging/Logging.h"
 #include "nvml/NvmlEnumerator.h"
+#include "placement/Placement.h"
 #include "process/Subprocess.h"
 #include "util/Strings.h"
 
@@ -174,6 +175,17 @@ GPUDriver::GPUDriver(const Configuration& config) {
     arguments_ = strings::splitWhitespace(*args);
   } else {
     arguments_ = {"null"};  // Flink formats the missing value into the command line as "null".
+  }
+
+  if (auto placement = config.getOptional(GPUDriverOptions::PLACEMENT)) {
+    const std::string value(strings::trim(*placement));
+    if (!placement::parsePolicy(value)) {
+      throw IllegalConfigurationException(
+          "Invalid value '" + strings::quoteForMessage(*placement) + "' for configuration key '" +
+          GPUDriverOptions::PLACEMENT.key() + "': expected topology or index.");
+    }
+    arguments_.push_back("--placement");
+    arguments_.push_back(value);
   }
 
   nvmlEnabled_ = config.get(GPUDriverOptions::NVML_ENABLED);

@@ -1,6 +1,7 @@
 #include "externalresource/gpu/GpuProperties.h"
 
 #include "flink/externalresource/gpu/GPUInfo.h"
+#include "placement/Topology.h"
 #include "util/Strings.h"
 
 namespace flink::externalresource::gpu {
@@ -24,6 +25,11 @@ std::vector<std::pair<std::string, std::string>> propertiesOf(const discovery::G
     add(GPUInfo::PROPERTY_KEY_MIG_PARENT_INDEX, std::optional<unsigned>(device.mig->parentIndex));
     add(GPUInfo::PROPERTY_KEY_MIG_GPU_INSTANCE_ID, device.mig->gpuInstanceId);
     add(GPUInfo::PROPERTY_KEY_MIG_COMPUTE_INSTANCE_ID, device.mig->computeInstanceId);
+  }
+  add(GPUInfo::PROPERTY_KEY_NUMA_NODE, device.numaNode);
+  if (device.cpus) {
+    properties.emplace_back(GPUInfo::PROPERTY_KEY_CPU_AFFINITY,
+                            placement::formatCpuList(*device.cpus));
   }
   return properties;
 }

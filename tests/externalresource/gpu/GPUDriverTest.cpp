@@ -232,6 +232,26 @@ TEST_F(GPUDriverTest, TimeOutMustBeAPositiveDuration) {
   EXPECT_THROW(makeDriver(path.string(), std::nullopt, "soon"), IllegalConfigurationException);
 }
 
+TEST_F(GPUDriverTest, PlacementKeyIsPassedToTheScriptOnlyWhenSet) {
+  const auto path = script("echo \"$@\"\n");
+  EXPECT_EQ(makeDriver(path.string())->discoveryArguments(), (std::vector<std::string>{"null"}));
+  Configuration config;
+  config.set(GPUDriverOptions::DISCOVERY_SCRIPT_PATH, path.string());
+  config.set(GPUDriverOptions::DISCOVERY_SCRIPT_ARG, "--enable-coordination-mode");
+  config.set(GPUDriverOptions::PLACEMENT, " index ");
+  EXPECT_EQ(GPUDriverFactory().createGPUDriver(config)->discoveryArguments(),
+            (std::vector<std::string>{"--enable-coordination-mode", "--placement", "index"}));
+  config.set(GPUDriverOptions::PLACEMENT, "nearest");
+  try {
+    GPUDriverFactory().createGPUDriver(config);
+    ADD_FAILURE() << "accepted placement 'nearest'";
+  } catch (const IllegalConfigurationException& e) {
+    EXPECT_NE(std::string(e.what()).find("'nearest' for configuration key 'placement'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // 2. Amount <= 0 fails before anything runs.
 
 TEST_F(GPUDriverTest, NonPositiveAmountRunsNothing) {

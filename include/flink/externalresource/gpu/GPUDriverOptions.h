@@ -66,6 +66,21 @@ struct GPUDriverOptions {
           .withDescription(
               "Whether to read the GPUs' properties (UUID, name, PCI bus id, memory, MIG) "
               "through NVML.");
+
+  /// `placement`: which free GPUs the default discovery hands out (not in Flink): `topology`,
+  /// the best-connected set where NVML tells the topology, or `index`, Flink's first free ones.
+  /// No default: when it is not set the script is run as configured (the default discovery then
+  /// uses `topology`); when it is, the driver appends `--placement <value>` to the script's
+  /// arguments, so the script must accept that (the default discovery does). Another value is an
+  /// IllegalConfigurationException when the driver is made.
+  inline static const ConfigOption<std::string> PLACEMENT =
+      ConfigOptions::key("placement")
+          .stringType()
+          .noDefaultValue()
+          .withDescription(
+              "How the default discovery picks among the free GPUs: topology (the best-connected "
+              "set) or index (the first free ones, as Flink does). Passed to the discovery "
+              "script as --placement <value>.");
 };
 
 }  // namespace flink::externalresource::gpu

@@ -41,6 +41,13 @@ class GPUInfo final : public ExternalResourceInfo {
   /// For a MIG instance: nvmlDeviceGetComputeInstanceId.
   static constexpr std::string_view PROPERTY_KEY_MIG_COMPUTE_INSTANCE_ID =
       "mig.compute_instance_id";
+  /// The NUMA node of the GPU's memory and PCIe root, as a decimal ("0"): nvmlDeviceGetNumaNodeId,
+  /// else the lowest node of nvmlDeviceGetMemoryAffinity (a MIG instance: its GPU's).
+  static constexpr std::string_view PROPERTY_KEY_NUMA_NODE = "numa_node";
+  /// The CPUs close to the GPU, as a CPU list ("0-31,64-95"):
+  /// nvmlDeviceGetCpuAffinityWithinScope, else nvmlDeviceGetCpuAffinity (a MIG instance: its
+  /// GPU's). What `flink-gpu exec --bind-cpus` binds to.
+  static constexpr std::string_view PROPERTY_KEY_CPU_AFFINITY = "cpu_affinity";
 
   /// The value of a known property (see getKeys), else std::nullopt.
   std::optional<std::string> getProperty(std::string_view key) const override;

@@ -1,0 +1,37 @@
+// How the host's GPUs are connected, read through NVML: for each pair of whole GPUs their
+// NVLinks and their closest common PCIe ancestor, for each GPU its NUMA node and CPU affinity.
+//
+// The NVML calls, per GPU: nvmlDeviceGetNvLinkState for links 0 to NVML_NVLINK_MAX_LINKS - 1,
+// and for each active one nvmlDeviceGetNvLinkRemoteDeviceType (a switch, on NVSwitch hosts, or
+// a GPU) and nvmlDeviceGetNvLinkRemotePciInfo_v2, matched to a GPU by PCI domain, bus and device;
+// nvmlDeviceGetCpuAffinityWithinScope (else nvmlDeviceGetCpuAffinity); nvmlDeviceGetNumaNodeId
+// (else the lowest node of nvmlDeviceGetMemoryAffinity). Per pair:
+// nvmlDeviceGetTopologyCommonAncestor.
+//
+// Nothing here fails: a call that fails, or a function the library lacks, leaves its relation
+// unknown. A GPU that answers NVML_ERROR_GPU_IS_LOST is asked nothing more (a lost GPU's link
+// queries can take seconds: NVIDIA/k8s-device-plugin#2038).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "discovery/GpuEnumerator.h"
+#include "nvml/Nvml.h"
+#include "placement/Topology.h"
+
+namespace flink::nvml {
+
+/// The topology of `gpus` (whole GPUs, each with its NVML handle), in that order; identifiers
+/// from `identifiers` (same length).
+placement::Topology readTopology(const std::vector<Device>& gpus,
+                                 const std::vector<std::string>& identifiers);
+
+/// Fills each device's numaNode and cpus in `enumeration` (a MIG instance gets its GPU's), and,
+/// when `withTopology`, enumeration.topology for its whole GPUs. `gpus`: the whole GPUs listed,
+/// by identifier (the decimal index), with their handles, in the enumeration's order.
+void addTopology(const std::vector<std::pair<std::string, Device>>& gpus,
+                 discovery::Enumeration& enumeration, bool withTopology);
+
+}  // namespace flink::nvml
