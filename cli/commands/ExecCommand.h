@@ -20,6 +20,8 @@ struct ExecOptions {
   /// --mig: allocate MIG instances (their MIG-… UUIDs go into CUDA_VISIBLE_DEVICES) instead of
   /// the GPUs in MIG mode they are carved from. A usage error with --gpus.
   bool mig = false;
+  /// --health skip|warn|ignore: what to do with unhealthy GPUs (health/HostHealth.h).
+  std::string health = "skip";
   /// The command and its arguments.
   std::vector<std::string> command;
 };

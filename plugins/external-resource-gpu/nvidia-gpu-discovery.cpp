@@ -4,7 +4,7 @@
 // arguments:
 //
 //     nvidia-gpu-discovery <amount> [--enable-coordination-mode] [--coordination-file PATH]
-//                          [--gpus LIST] [--owner-pid PID] [--mig]
+//                          [--gpus LIST] [--owner-pid PID] [--mig] [--health skip|warn|ignore]
 //
 // It answers by the discovery-script protocol: one line of comma-separated GPU indices on stdout
 // and exit 0, or exit 1 with the cause on the first stderr line (details and notes follow).
@@ -36,6 +36,7 @@
 #include "discovery/DiscoveryArguments.h"
 #include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
+#include "health/HostHealth.h"
 #include "util/Strings.h"
 
 namespace {
@@ -213,8 +214,14 @@ int discover(const std::vector<std::string>& argv) {
   }
   trailer.details = host.found.warnings;
   // With --mig, a GPU in MIG mode is handed out as its instances (by MIG UUID), never whole.
-  const std::vector<flink::discovery::GpuDevice> units =
+  std::vector<flink::discovery::GpuDevice> units =
       flink::discovery::allocatableUnits(host.found.devices, args.mig);
+  // Unhealthy and drained GPUs are never handed out (--health, see health/HostHealth.h).
+  flink::health::FilteredUnits healthy = flink::health::filterUnhealthy(
+      units, host.found.devices, host.source == "NVML",
+      *flink::health::parseHealthMode(args.health), args.coordinationFile);
+  units = std::move(healthy.units);
+  trailer.notes.insert(trailer.notes.end(), healthy.lines.begin(), healthy.lines.end());
   if (args.mig) {
     for (const std::string& gpu : flink::discovery::migGpusWithoutInstances(host.found.devices)) {
       trailer.notes.push_back("note: GPU " + gpu +

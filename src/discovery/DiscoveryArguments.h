@@ -34,6 +34,8 @@ struct DiscoveryArguments {
   /// --mig: hand out MIG instances (and whole GPUs whose MIG mode is off) instead of whole GPUs;
   /// see allocatableUnits.
   bool mig = false;
+  /// --health skip|warn|ignore: what to do with unhealthy GPUs (see health/HostHealth.h).
+  std::string health = "skip";
   /// "note: ..." lines about arguments that were ignored.
   std::vector<std::string> notes;
 };
