@@ -13,6 +13,7 @@
 #include "commands/ConfigCommand.h"
 #include "commands/DiscoverCommand.h"
 #include "commands/ExecCommand.h"
+#include "commands/HealthCommands.h"
 #include "commands/ReleaseCommand.h"
 #include "commands/StatusCommand.h"
 #include "flink/externalresource/gpu/GPUDriver.h"
@@ -65,7 +66,8 @@ int main(int argc, char** argv) {
   CLI::App app(
       "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them; the "
       "external resources of a Flink configuration (discover --config, config); and the host's "
-      "GPU coordination file (status, release, exec)",
+      "GPU coordination file (status, release, exec); GPU health for operators (drain, undrain, "
+      "check, watch)",
       "flink-gpu");
   app.set_version_flag("--version", std::string("flink-gpu ") + FLINK_GPU_VERSION);
   app.require_subcommand(1);
@@ -86,6 +88,14 @@ int main(int argc, char** argv) {
   CLI::App* exec = addExecCommand(app, execOptions);
   ConfigOptions configOptions;
   CLI::App* config = addConfigCommand(app, configOptions);
+  DrainOptions drainOptions;
+  CLI::App* drain = addDrainCommand(app, drainOptions);
+  DrainOptions undrainOptions;
+  CLI::App* undrain = addUndrainCommand(app, undrainOptions);
+  CheckOptions checkOptions;
+  CLI::App* check = addCheckCommand(app, checkOptions);
+  WatchCommandOptions watchOptions;
+  CLI::App* watch = addWatchCommand(app, watchOptions);
 
   try {
     app.parse(argc, argv);
@@ -108,6 +118,10 @@ int main(int argc, char** argv) {
     if (release->parsed()) code = runRelease(releaseOptions);
     if (exec->parsed()) code = runExec(execOptions);
     if (config->parsed()) code = runConfig(configOptions);
+    if (drain->parsed()) code = runDrain(drainOptions);
+    if (undrain->parsed()) code = runUndrain(undrainOptions);
+    if (check->parsed()) code = runCheck(checkOptions);
+    if (watch->parsed()) code = runWatch(watchOptions);
     return checkedStdout(code);
   } catch (const std::exception& e) {
     // Anything the commands do not map themselves (a vanished working directory, out of
