@@ -95,7 +95,6 @@ class Watcher {
       return 1;
     }
     nvml::EventSet& set = *created.value;
-    library_ = library.get();
 
     for (unsigned index = 0; index < count.value; ++index) {
       const nvml::Result<nvml::Device> handle = session->deviceByIndex(index);
@@ -273,7 +272,6 @@ class Watcher {
   }
 
   const WatchOptions& options_;
-  const nvml::NvmlLibrary* library_ = nullptr;
   std::vector<WatchedGpu> gpus_;
   std::vector<HealthRecord> pending_;
 };
