@@ -15,7 +15,8 @@
 // coordination file shared by the workers of the host, for the process that owns them: --owner-pid,
 // by default our parent — the worker that started the discovery, since the wrapper script execs us
 // (Flink's script records its $PPID the same way). A GPU and the MIG instances carved from it are
-// never held by two running owners at once, whichever of them each owner asked for.
+// never held by two running owners at once, whichever of them each owner asked for. Unhealthy and
+// drained GPUs are never handed out, in either mode (--health, see health/HostHealth.h).
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>

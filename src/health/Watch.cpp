@@ -332,6 +332,15 @@ std::variant<WatchLock, pid_t> WatchLock::acquire(const std::filesystem::path& c
   std::filesystem::path path = coordinationFile;
   path += ".watch";
   process::FileDescriptor fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd && errno == EACCES) {
+    // Another user's watch made it: we may still read who holds it.
+    process::FileDescriptor readOnly(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (readOnly && ::flock(readOnly.get(), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      fd = std::move(readOnly);
+    } else {
+      errno = EACCES;
+    }
+  }
   if (!fd) {
     throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(errno));
   }
