@@ -13,6 +13,7 @@
 #include "commands/ConfigCommand.h"
 #include "commands/DiscoverCommand.h"
 #include "commands/ExecCommand.h"
+#include "commands/HealthCommands.h"
 #include "commands/ReleaseCommand.h"
 #include "commands/StatusCommand.h"
 #include "commands/TopologyCommand.h"
@@ -66,7 +67,8 @@ int main(int argc, char** argv) {
   CLI::App app(
       "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them; the "
       "external resources of a Flink configuration (discover --config, config); and the host's "
-      "GPU coordination file (status, release, exec); how the GPUs are connected (topology)",
+      "GPU coordination file (status, release, exec); how the GPUs are connected (topology); GPU "
+      "health for operators (drain, undrain, check, watch)",
       "flink-gpu");
   app.set_version_flag("--version", std::string("flink-gpu ") + FLINK_GPU_VERSION);
   app.require_subcommand(1);
@@ -89,6 +91,14 @@ int main(int argc, char** argv) {
   CLI::App* config = addConfigCommand(app, configOptions);
   TopologyOptions topologyOptions;
   CLI::App* topology = addTopologyCommand(app, topologyOptions);
+  DrainOptions drainOptions;
+  CLI::App* drain = addDrainCommand(app, drainOptions);
+  DrainOptions undrainOptions;
+  CLI::App* undrain = addUndrainCommand(app, undrainOptions);
+  CheckOptions checkOptions;
+  CLI::App* check = addCheckCommand(app, checkOptions);
+  WatchCommandOptions watchOptions;
+  CLI::App* watch = addWatchCommand(app, watchOptions);
 
   try {
     app.parse(argc, argv);
@@ -112,6 +122,10 @@ int main(int argc, char** argv) {
     if (exec->parsed()) code = runExec(execOptions);
     if (config->parsed()) code = runConfig(configOptions);
     if (topology->parsed()) code = runTopology(topologyOptions);
+    if (drain->parsed()) code = runDrain(drainOptions);
+    if (undrain->parsed()) code = runUndrain(undrainOptions);
+    if (check->parsed()) code = runCheck(checkOptions);
+    if (watch->parsed()) code = runWatch(watchOptions);
     return checkedStdout(code);
   } catch (const std::exception& e) {
     // Anything the commands do not map themselves (a vanished working directory, out of

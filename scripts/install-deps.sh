@@ -12,6 +12,7 @@ packages=(
   libyaml-cpp-dev                          # config.yaml
   libgtest-dev libgmock-dev                # tests
   libbenchmark-dev                         # benchmarks
+  prometheus                               # promtool, for the metrics tests
 )
 
 missing=()

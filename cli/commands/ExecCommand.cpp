@@ -33,6 +33,7 @@
 #include "discovery/NvidiaSmi.h"
 #include "discovery/VisibleDevices.h"
 #include "externalresource/gpu/GpuProperties.h"
+#include "health/HostHealth.h"
 #include "placement/Placement.h"
 #include "util/Strings.h"
 
@@ -52,6 +53,17 @@ void printDiscoveryNote(std::string_view line) {
     if (line.starts_with(prefix)) line.remove_prefix(prefix.size());
   }
   printWarning(line);
+}
+
+/// `units` less the unhealthy and drained ones (--health, see health/HostHealth.h), by identifier.
+std::vector<std::string> healthyUnits(const ExecOptions& options,
+                                      const std::vector<discovery::GpuDevice>& units,
+                                      const std::vector<discovery::GpuDevice>& devices,
+                                      bool askNvml) {
+  health::FilteredUnits healthy = health::filterUnhealthy(
+      units, devices, askNvml, *health::parseHealthMode(options.health), options.coordinationFile);
+  for (const std::string& line : healthy.lines) printDiscoveryNote(line);
+  return discovery::identifiersOf(healthy.units);
 }
 
 /// The units to hand out, and which of the host's units share hardware.
@@ -90,6 +102,12 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
       exitCode = kUsageError;
       return std::nullopt;
     }
+    std::vector<discovery::GpuDevice> units;
+    for (const std::string& gpu : listed) {
+      units.emplace_back();
+      units.back().identifier = gpu;
+    }
+    listed = healthyUnits(options, units, units, false);
   } else {
     const discovery::TimeoutSetting timeout =
         discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT"));
@@ -111,7 +129,8 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
     for (const std::string& warning : host.found.warnings) printDiscoveryNote(warning);
     // With --mig, MIG instances (by UUID, which CUDA_VISIBLE_DEVICES takes) replace the GPUs
     // they are carved from.
-    listed = discovery::identifiersOf(discovery::allocatableUnits(host.found.devices, options.mig));
+    listed = healthyUnits(options, discovery::allocatableUnits(host.found.devices, options.mig),
+                          host.found.devices, host.source == "NVML");
     // Whichever the units, a GPU and its MIG instances never go to two owners at once.
     related = discovery::relatedUnits(host.found.devices);
     devices = std::move(host.found.devices);
@@ -311,6 +330,12 @@ CLI::App* addExecCommand(CLI::App& app, ExecOptions& options) {
   command->add_flag("--bind-cpus", options.bindCpus,
                     "Run the command on the CPUs close to its GPUs (their NVML CPU affinity, "
                     "within the CPUs flink-gpu may use)");
+  command
+      ->add_option("--health", options.health,
+                   "What to do with unhealthy or drained GPUs: skip them, warn and use them, "
+                   "or ignore health")
+      ->check(CLI::IsMember({"skip", "warn", "ignore"}))
+      ->capture_default_str();
   command->add_option("command", options.command,
                       "The command to run and its arguments; everything from the first of them "
                       "on is the command's, options included (-- before it is optional)");

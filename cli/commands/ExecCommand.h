@@ -30,6 +30,8 @@ struct ExecOptions {
   std::string placement = "topology";
   /// --bind-cpus: run the command on the CPUs close to its GPUs (sched_setaffinity).
   bool bindCpus = false;
+  /// --health skip|warn|ignore: what to do with unhealthy GPUs (health/HostHealth.h).
+  std::string health = "skip";
   /// The command and its arguments.
   std::vector<std::string> command;
 };

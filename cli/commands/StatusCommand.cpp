@@ -21,6 +21,7 @@
 #include "Console.h"
 #include "ExitCode.h"
 #include "commands/CoordinationFileOption.h"
+#include "commands/HostView.h"
 #include "coordination/Coordination.h"
 #include "discovery/GpuEnumerator.h"
 #include "externalresource/gpu/GpuProperties.h"
@@ -68,11 +69,10 @@ using DeviceProperties = std::vector<std::pair<std::string, std::string>>;
 
 /// The properties of the device each record names, in record order; empty for a record NVML does
 /// not know (or all, when NVML cannot be used or there is no record).
-std::vector<DeviceProperties> propertiesOfRecords(const coordination::Status& status) {
+std::vector<DeviceProperties> propertiesOfRecords(
+    const coordination::Status& status, const std::vector<discovery::GpuDevice>& devices) {
   std::vector<DeviceProperties> properties(status.records.size());
-  if (status.records.empty()) return properties;
-  const std::vector<discovery::GpuDevice> devices = nvmlDevices();
-  if (devices.empty()) return properties;
+  if (status.records.empty() || devices.empty()) return properties;
   for (std::size_t i = 0; i < status.records.size(); ++i) {
     const discovery::GpuDevice* device =
         externalresource::gpu::findDevice(devices, status.records[i].record.gpu);
@@ -105,8 +105,56 @@ std::string describe(const DeviceProperties& properties) {
   return strings::join(parts, ", ");
 }
 
+/// JSON's `health` object of one GPU.
+nlohmann::ordered_json healthJson(const GpuView& view) {
+  nlohmann::ordered_json health;
+  health["healthy"] = view.healthy();
+  health["drained"] = view.drained();
+  nlohmann::ordered_json problems = nlohmann::ordered_json::array();
+  for (const health::Problem& problem : view.problems) {
+    nlohmann::ordered_json entry;
+    entry["kind"] = health::stateWord(problem.kind);
+    entry["text"] = problem.text;
+    if (problem.record) {
+      entry["since"] = problem.record->since;
+      if (problem.record->xid) entry["xid"] = *problem.record->xid;
+      if (problem.record->uid) entry["uid"] = *problem.record->uid;
+      entry["reason"] = problem.record->reason;
+    }
+    problems.push_back(std::move(entry));
+  }
+  health["problems"] = std::move(problems);
+  if (const health::HealthRecord* xid = view.lastXid()) {
+    health["last_xid"] = *xid->xid;
+    health["last_xid_time"] = xid->since;
+  }
+  if (view.persistenceMode) health["persistence_mode"] = *view.persistenceMode;
+  return health;
+}
+
+/// JSON's `gpus`: every GPU of the host.
+nlohmann::ordered_json hostJson(const HostView& host) {
+  nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
+  for (const GpuView& view : host.gpus) {
+    nlohmann::ordered_json gpu;
+    gpu["gpu"] = view.gpu;
+    if (view.uuid) gpu["uuid"] = *view.uuid;
+    gpu["state"] = view.state;
+    nlohmann::ordered_json holders = nlohmann::ordered_json::array();
+    for (const coordination::RecordStatus& holder : view.holders) {
+      holders.push_back(nlohmann::ordered_json{{"owner_pid", holder.record.owner.pid},
+                                               {"running", holder.running},
+                                               {"other_pid_namespace", holder.otherPidNamespace}});
+    }
+    gpu["holders"] = std::move(holders);
+    gpu["health"] = healthJson(view);
+    gpus.push_back(std::move(gpu));
+  }
+  return gpus;
+}
+
 void printJson(const std::string& file, const coordination::Status& status,
-               const std::vector<DeviceProperties>& properties) {
+               const std::vector<DeviceProperties>& properties, const HostView& host) {
   nlohmann::ordered_json records = nlohmann::ordered_json::array();
   for (std::size_t i = 0; i < status.records.size(); ++i) {
     const coordination::RecordStatus& entry = status.records[i];
@@ -135,6 +183,7 @@ void printJson(const std::string& file, const coordination::Status& status,
   document["size_bytes"] = status.sizeBytes;
   document["limit_bytes"] = status.limitBytes;
   document["notes"] = status.notes;
+  document["gpus"] = hostJson(host);
   // Replace rather than throw on bytes that are not UTF-8 (a junk line may hold anything).
   std::cout << document.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
             << '\n';
@@ -169,6 +218,17 @@ void warnAboutTheFile(const std::string& file, const coordination::Status& statu
                  ": past it, no GPU can be allocated on this host; `flink-gpu release --junk` "
                  "removes the lines that are not records");
   }
+}
+
+/// Every GPU of the host, when more is known of it than the records: NVML lists GPUs, or there
+/// are health records.
+void printHost(const HostView& host) {
+  const bool known = host.probe.usable || (host.health && !host.health->parsed.records.empty());
+  if (!known || host.gpus.empty()) return;
+  std::cout << '\n';
+  std::vector<std::vector<std::string>> rows{{"GPU", "STATE", "DETAIL"}};
+  for (const GpuView& view : host.gpus) rows.push_back({view.gpu, view.state, describeView(view)});
+  printTable(rows);
 }
 
 void printText(const std::string& file, const coordination::Status& status,
@@ -210,7 +270,7 @@ CLI::App* addStatusCommand(CLI::App& app, StatusOptions& options) {
                          "memory when NVML can tell).");
   addCoordinationFileOption(*command, options.coordinationFile);
   command->add_option("--format", options.format, "Output format")
-      ->check(CLI::IsMember({"text", "json"}))
+      ->check(CLI::IsMember({"text", "json", "prometheus"}))
       ->capture_default_str();
   return command;
 }
@@ -224,12 +284,29 @@ int runStatus(const StatusOptions& options) {
     return kDiscoveryFailed;
   }
   // Read after the file's lock is let go: NVML may take a moment, and allocations must not wait.
-  const std::vector<DeviceProperties> properties = propertiesOfRecords(status);
+  const std::vector<discovery::GpuDevice> devices = nvmlDevices();
+  const std::vector<DeviceProperties> properties = propertiesOfRecords(status, devices);
+  const HostView host = viewHost(options.coordinationFile, status, devices, true);
+  if (options.format == "prometheus") {
+    // For node_exporter's textfile collector: nothing but the exposition format on stdout.
+    std::cout << prometheusMetrics(host, status);
+    return kSuccess;
+  }
   warnAboutTheFile(options.coordinationFile, status);
+  if (!host.healthError.empty())
+    printWarning("cannot read the health records: " + host.healthError);
+  if (host.health) {
+    for (const coordination::JunkLine& line : host.health->parsed.junk) {
+      printWarning("ignoring line " + std::to_string(line.lineNumber) + " of " +
+                   host.health->path.string() + ", which is not a health record: '" +
+                   strings::quoteForMessage(line.text) + "'");
+    }
+  }
   if (options.format == "json") {
-    printJson(options.coordinationFile, status, properties);
+    printJson(options.coordinationFile, status, properties, host);
   } else {
     printText(options.coordinationFile, status, properties);
+    printHost(host);
   }
   return kSuccess;
 }

@@ -5,6 +5,7 @@
 //
 //     nvidia-gpu-discovery <amount> [--enable-coordination-mode] [--coordination-file PATH]
 //                          [--gpus LIST] [--owner-pid PID] [--mig] [--placement topology|index]
+//                          [--health skip|warn|ignore]
 //
 // It answers by the discovery-script protocol: one line of comma-separated GPU indices on stdout
 // and exit 0, or exit 1 with the cause on the first stderr line (details and notes follow).
@@ -22,6 +23,8 @@
 // An inherited CUDA_VISIBLE_DEVICES (the worker's scheduler's) limits the units to those it names,
 // in its order, read as CUDA reads it (discovery/VisibleDevices.h); the answer is then the mask's
 // own entries for the units chosen, while coordination records keep the host's numbering.
+// Unhealthy and drained GPUs are never handed out, in either mode (--health, see
+// health/HostHealth.h).
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -45,6 +48,7 @@
 #include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
 #include "discovery/VisibleDevices.h"
+#include "health/HostHealth.h"
 #include "placement/Placement.h"
 #include "util/Strings.h"
 
@@ -247,8 +251,14 @@ int discover(const std::vector<std::string>& argv) {
   }
   trailer.details = host.found.warnings;
   // With --mig, a GPU in MIG mode is handed out as its instances (by MIG UUID), never whole.
-  const std::vector<flink::discovery::GpuDevice> units =
+  std::vector<flink::discovery::GpuDevice> units =
       flink::discovery::allocatableUnits(host.found.devices, args.mig);
+  // Unhealthy and drained GPUs are never handed out (--health, see health/HostHealth.h).
+  flink::health::FilteredUnits healthy = flink::health::filterUnhealthy(
+      units, host.found.devices, host.source == "NVML",
+      *flink::health::parseHealthMode(args.health), args.coordinationFile);
+  units = std::move(healthy.units);
+  trailer.notes.insert(trailer.notes.end(), healthy.lines.begin(), healthy.lines.end());
   if (args.mig) {
     for (const std::string& gpu : flink::discovery::migGpusWithoutInstances(host.found.devices)) {
       trailer.notes.push_back("note: GPU " + gpu +

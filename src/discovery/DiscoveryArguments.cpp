@@ -122,6 +122,14 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
                              ": expected topology or index");
       }
       parsed.placement = *parsedPolicy;
+    } else if (arg == "--health" || arg.starts_with("--health=")) {
+      const std::optional<std::string> mode =
+          arg == "--health" ? nextValue() : arg.substr(std::string_view("--health=").size());
+      if (!mode || (*mode != "skip" && *mode != "warn" && *mode != "ignore")) {
+        throw DiscoveryError("--health needs skip, warn or ignore" +
+                             (mode ? ", not " + inQuotes(*mode) : std::string()));
+      }
+      parsed.health = *mode;
     } else if (arg == "null" || arg.empty()) {
       // What the drivers pass when no discovery-script.args are configured.
     } else {

@@ -39,6 +39,8 @@ struct DiscoveryArguments {
   /// --placement topology|index: which free GPUs to take (placement/Placement.h). Topology
   /// where NVML tells it, else (and with --gpus, or MIG instances) by index.
   placement::Policy placement = placement::Policy::kTopology;
+  /// --health skip|warn|ignore: what to do with unhealthy GPUs (see health/HostHealth.h).
+  std::string health = "skip";
   /// "note: ..." lines about arguments that were ignored.
   std::vector<std::string> notes;
 };

@@ -295,6 +295,8 @@ bool NvmlLibrary::hasSymbol(const std::string& symbol) const {
   return lookUp(handle_, symbol.c_str()) != nullptr;
 }
 
+void* NvmlLibrary::symbol(const char* symbol) const { return lookUp(handle_, symbol); }
+
 // ---- NvmlSession ----
 
 NvmlSession::NvmlSession(std::shared_ptr<const NvmlLibrary> library)

@@ -226,6 +226,11 @@ class Device {
   /// The raw handle, for comparing devices.
   const nvmlDevice_st* handle() const noexcept { return handle_; }
   // ---- end of topology ----
+  // ---- for the health calls of NvmlHealth.h ----
+  /// nvml.h's handle, for the calls outside this class (NvmlHealth.h); null when default-made.
+  nvmlDevice_st* rawHandle() const noexcept { return handle_; }
+  /// The library the handle came from; null when default-made.
+  const NvmlLibrary* library() const noexcept { return library_; }
 
  private:
   friend class NvmlSession;
@@ -271,6 +276,10 @@ class NvmlLibrary {
   /// Whether the library has `symbol` (any NVML function name, versioned or not). For
   /// diagnostics: the binding already falls back by itself.
   bool hasSymbol(const std::string& symbol) const;
+
+  /// The address of `symbol` (dlsym, dlerror cleared first), or null: for the calls bound
+  /// outside this class (NvmlHealth.h), which cast it to the type nvml.h declares.
+  void* symbol(const char* symbol) const;
 
  private:
   struct Api;  // the symbol table, defined in Nvml.cpp

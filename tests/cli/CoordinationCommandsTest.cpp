@@ -138,8 +138,8 @@ TEST_F(CoordinationCommandsTest, StatusOfAMissingFileSaysNoGpuIsHeld) {
   const CliRun json =
       runCli({"status", "--coordination-file", coordinationFile(), "--format", "json"});
   EXPECT_EQ(json.exitCode, 0) << json;
-  EXPECT_EQ(withoutFileSize(json.out),
-            "{\"coordination_file\":\"" + coordinationFile() + "\",\"records\":[],\"junk\":[]}\n")
+  EXPECT_EQ(withoutFileSize(json.out), "{\"coordination_file\":\"" + coordinationFile() +
+                                           "\",\"records\":[],\"junk\":[],\"gpus\":[]}\n")
       << json;
 }
 

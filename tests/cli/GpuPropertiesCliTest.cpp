@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "CliRun.h"
 #include "TestSupport.h"
@@ -33,6 +34,14 @@ namespace {
 std::string withoutFileSize(const std::string& json) {
   return std::regex_replace(json, std::regex(R"(,"size_bytes":\d+,"limit_bytes":\d+,"notes":\[\])"),
                             "");
+}
+
+/// status's JSON without the size fields and without `gpus` (every GPU of the host, checked on
+/// its own): the records part, as it was before `gpus` came.
+std::string recordsPart(const std::string& json) {
+  const std::string text = withoutFileSize(json);
+  const std::size_t gpus = text.find(R"(,"gpus":)");
+  return gpus == std::string::npos ? text : text.substr(0, gpus) + "}\n";
 }
 
 namespace fs = std::filesystem;
@@ -335,7 +344,15 @@ TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {
             table({{"GPU", "OWNER PID", "OWNER", "DEVICE"},
                    {"0", pid, "gone", "NVIDIA H200, 00000000:19:00.0, 143771 MiB"},
                    {kMigB, pid, "gone", "NVIDIA H200 MIG 1g.18gb, 00000000:3B:00.0, 16384 MiB"},
-                   {"7", pid, "gone", ""}}))
+                   {"7", pid, "gone", ""}}) +
+                "\n" +
+                // Then every GPU of the host: what NVML lists, then what only a record names.
+                table({{"GPU", "STATE", "DETAIL"},
+                       {"0", "held", "held by process " + pid + " (gone)"},
+                       {"1", "free", ""},
+                       {kMigA, "free", ""},
+                       {kMigB, "held", "held by process " + pid + " (gone)"},
+                       {"7", "held", "held by process " + pid + " (gone)"}}))
       << text;
   EXPECT_EQ(text.err, "") << text;
 
@@ -344,7 +361,7 @@ TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {
   EXPECT_EQ(json.exitCode, 0) << json;
   const std::string gone = R"(,"owner_pid":)" + pid +
                            R"(,"owner_start_time":1,"running":false,"other_pid_namespace":false)";
-  EXPECT_EQ(withoutFileSize(json.out),
+  EXPECT_EQ(recordsPart(json.out),
             R"({"coordination_file":")" + coordinationFile() + R"(","records":[)" +
                 R"({"gpu":"0")" + gone + R"(,"uuid":")" + kGpu0 +
                 R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
@@ -356,6 +373,17 @@ TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {
                 R"({"gpu":"7")" +
                 gone + R"(}],"junk":[]})" + "\n")
       << json;
+  // Every GPU of the host, each with its state and health.
+  const auto gpus = nlohmann::json::parse(json.out).at("gpus");
+  ASSERT_EQ(gpus.size(), 5u) << json;
+  EXPECT_EQ(gpus[0].at("gpu"), "0");
+  EXPECT_EQ(gpus[0].at("uuid"), kGpu0);
+  EXPECT_EQ(gpus[0].at("state"), "held");
+  EXPECT_EQ(gpus[0].at("holders").at(0).at("running"), false);
+  EXPECT_EQ(gpus[0].at("health").at("healthy"), true);
+  EXPECT_EQ(gpus[1].at("state"), "free");
+  EXPECT_EQ(gpus[3].at("gpu"), kMigB);
+  EXPECT_EQ(gpus[4].at("gpu"), "7");
 }
 
 TEST_F(GpuPropertiesCliTest, StatusWithoutUsableNvmlShowsTheRecordsAloneAndRunsNoNvidiaSmi) {
@@ -376,12 +404,16 @@ TEST_F(GpuPropertiesCliTest, StatusWithoutUsableNvmlShowsTheRecordsAloneAndRunsN
       run({"status", "--coordination-file", coordinationFile(), "--format", "json"});
   EXPECT_EQ(json.exitCode, 0) << json;
   EXPECT_EQ(
-      withoutFileSize(json.out),
+      recordsPart(json.out),
       R"({"coordination_file":")" + coordinationFile() + R"(","records":[{"gpu":"0","owner_pid":)" +
           pid +
           R"(,"owner_start_time":1,"running":false,"other_pid_namespace":false}],"junk":[]})" +
           "\n")
       << json;
+  // Without NVML the host's GPUs are those the records name.
+  const auto gpus = nlohmann::json::parse(json.out).at("gpus");
+  ASSERT_EQ(gpus.size(), 1u) << json;
+  EXPECT_EQ(gpus[0].at("state"), "held") << json;
 
   // -v says why there are no properties.
   const CliRun verbose = run({"-v", "status", "--coordination-file", coordinationFile()});

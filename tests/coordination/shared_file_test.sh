@@ -25,7 +25,8 @@ export FLINK_GPU_NVML_LIBRARY=$work/no-nvml/libnvidia-ml.so.1
 owners=()
 cleanup() {
     local pid
-    for pid in ${owners[@]+"${owners[@]}"}; do kill "$pid" 2> /dev/null; done
+    # SIGKILL: unshare's parent ignores SIGTERM while it waits for its child.
+    for pid in ${owners[@]+"${owners[@]}"}; do kill -KILL "$pid" 2> /dev/null; done
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -211,9 +212,9 @@ else
     ours "$file" 2 "$owner_pid" 0,1
     expect "a leased GPU of another pid namespace is held while its command runs" \
         "got '$out' ($rc); file: $(tr '\t' ' ' < "$file")" "$([[ $rc -eq 1 ]]; echo $?)"
-    # unshare's child dies just after unshare itself (--kill-child): allow it a moment. Judged by
-    # its pid, the record would stay held for ever.
-    kill "$holder"; wait "$holder" 2> /dev/null
+    # unshare ignores SIGTERM while it waits; its child dies just after it (--kill-child): allow
+    # it a moment. Judged by its pid, the record would stay held for ever.
+    kill -KILL "$holder"; wait "$holder" 2> /dev/null
     for _ in $(seq 1 50); do
         ours "$file" 2 "$owner_pid" 0,1
         [[ $rc -eq 0 ]] && break

@@ -55,6 +55,16 @@ TEST(DiscoveryArguments, MigIsAFlagBesideTheOthers) {
                                                       "note: ignoring unknown argument '--MIG'"}));
 }
 
+TEST(DiscoveryArguments, HealthIsSkipUnlessSaidOtherwise) {
+  EXPECT_EQ(parseDiscoveryArguments({"1"}).health, "skip");
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--health", "warn"}).health, "warn");
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--health=ignore", "--mig"}).health, "ignore");
+  // Our own option: a wrong value is an error, never a silent default.
+  EXPECT_EQ(errorOf({"1", "--health", "maybe"}),
+            "--health needs skip, warn or ignore, not 'maybe'");
+  EXPECT_EQ(errorOf({"1", "--health"}), "--health needs skip, warn or ignore");
+}
+
 TEST(DiscoveryArguments, AmountLosesLeadingZerosAndSaturates) {
   EXPECT_EQ(parseDiscoveryArguments({"007"}).amountText, "7");
   EXPECT_EQ(parseDiscoveryArguments({"007"}).amount, 7u);

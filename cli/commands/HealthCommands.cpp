@@ -1,0 +1,393 @@
+// `flink-gpu drain`, `undrain`, `check` and `watch` (see HealthCommands.h).
+#include "commands/HealthCommands.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "Console.h"
+#include "ExitCode.h"
+#include "commands/CoordinationFileOption.h"
+#include "commands/HostView.h"
+#include "coordination/Coordination.h"
+#include "coordination/CoordinationError.h"
+#include "discovery/DiscoveryArguments.h"
+#include "health/HealthRecords.h"
+#include "health/HostHealth.h"
+#include "health/Watch.h"
+#include "nvml/NvmlEnumerator.h"
+#include "util/Strings.h"
+
+namespace flink::cli {
+namespace {
+
+/// The host's devices through NVML; none when it cannot be used.
+std::vector<discovery::GpuDevice> nvmlDevicesOrNone() {
+  try {
+    return nvml::NvmlEnumerator().enumerate().devices;
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+/// The unit `--gpu` names, with the whole GPU's UUID where NVML tells: a GPU-… UUID becomes its
+/// index, so that the record reads as discovery hands the GPU out.
+struct Unit {
+  std::string gpu;
+  std::optional<std::string> uuid;
+};
+
+std::optional<Unit> unitOf(const std::string& text) {
+  std::vector<std::string> parts;
+  try {
+    parts = discovery::parseGpuList(text);
+  } catch (const discovery::DiscoveryError&) {
+    parts.clear();
+  }
+  if (parts.size() != 1) {
+    printError("invalid --gpu '" + strings::quoteForMessage(text) +
+               "': expected one GPU, an index (e.g. 0) or a GPU-/MIG- UUID");
+    return std::nullopt;
+  }
+  Unit unit{parts.front(), std::nullopt};
+  if (unit.gpu.starts_with("MIG-")) return unit;
+  for (const discovery::GpuDevice& device : nvmlDevicesOrNone()) {
+    if (device.isMigInstance()) continue;
+    if (device.identifier == unit.gpu || (device.uuid && *device.uuid == unit.gpu)) {
+      return Unit{device.identifier, device.uuid};
+    }
+  }
+  if (unit.gpu.starts_with("GPU-")) unit.uuid = unit.gpu;
+  return unit;
+}
+
+std::string nameOf(const Unit& unit) {
+  return "GPU " + unit.gpu + (unit.uuid && *unit.uuid != unit.gpu ? " (" + *unit.uuid + ")" : "");
+}
+
+}  // namespace
+
+// ---- drain, undrain ----
+
+CLI::App* addDrainCommand(CLI::App& app, DrainOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "drain",
+      "Take a GPU out of new allocations (owners that hold it keep it), recording the time, the "
+      "reason and who.");
+  command->add_option("--gpu", options.gpu, "The GPU: an index, or a GPU-/MIG- UUID")->required();
+  command->add_option("--reason", options.reason, "Why, for status and check");
+  addCoordinationFileOption(*command, options.coordinationFile);
+  return command;
+}
+
+int runDrain(const DrainOptions& options) {
+  const std::optional<Unit> unit = unitOf(options.gpu);
+  if (!unit) return kUsageError;
+  health::HealthRecord drain;
+  drain.kind = health::RecordKind::kDrained;
+  drain.gpu = unit->gpu;
+  drain.uuid = unit->uuid;
+  drain.since = health::nowSeconds();
+  drain.uid = ::getuid();
+  drain.reason = options.reason;
+  try {
+    health::updateHealth(options.coordinationFile, [&](std::vector<health::HealthRecord>& records) {
+      std::erase_if(records, [&](const health::HealthRecord& record) {
+        return record.kind == health::RecordKind::kDrained &&
+               health::names(record, unit->gpu, unit->uuid);
+      });
+      records.push_back(drain);
+    });
+  } catch (const coordination::CoordinationError& e) {
+    printError(e.what());
+    return kDiscoveryFailed;
+  }
+  std::cout << "drained " << nameOf(*unit)
+            << ": new allocations skip it; owners that hold it keep it\n";
+  return kSuccess;
+}
+
+CLI::App* addUndrainCommand(CLI::App& app, DrainOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "undrain",
+      "Put a GPU back into allocations: clears a drain and a verdict of `flink-gpu watch` alike, "
+      "recording the time, the reason and who.");
+  command->add_option("--gpu", options.gpu, "The GPU: an index, or a GPU-/MIG- UUID")->required();
+  command->add_option("--reason", options.reason, "Why, for the record");
+  addCoordinationFileOption(*command, options.coordinationFile);
+  return command;
+}
+
+int runUndrain(const DrainOptions& options) {
+  const std::optional<Unit> unit = unitOf(options.gpu);
+  if (!unit) return kUsageError;
+  std::vector<health::HealthRecord> cleared;
+  try {
+    health::updateHealth(options.coordinationFile, [&](std::vector<health::HealthRecord>& records) {
+      cleared.clear();
+      std::erase_if(records, [&](const health::HealthRecord& record) {
+        if (!health::names(record, unit->gpu, unit->uuid)) return false;
+        if (record.kind != health::RecordKind::kReadmitted) cleared.push_back(record);
+        return true;  // an older re-admission is replaced by this one
+      });
+      health::HealthRecord readmitted;
+      readmitted.kind = health::RecordKind::kReadmitted;
+      readmitted.gpu = unit->gpu;
+      readmitted.uuid = unit->uuid;
+      readmitted.since = health::nowSeconds();
+      readmitted.uid = ::getuid();
+      readmitted.reason = options.reason;
+      records.push_back(readmitted);
+    });
+  } catch (const coordination::CoordinationError& e) {
+    printError(e.what());
+    return kDiscoveryFailed;
+  }
+  if (cleared.empty()) {
+    std::cout << nameOf(*unit) << " was neither drained nor unhealthy\n";
+    return kSuccess;
+  }
+  for (const health::HealthRecord& record : cleared) {
+    std::cout << "cleared " << health::kindName(record.kind) << " of " << nameOf(*unit)
+              << " (since " << health::isoTime(record.since)
+              << (record.xid ? ", Xid " + std::to_string(*record.xid) : "")
+              << (record.reason.empty() ? "" : ": " + record.reason) << ")\n";
+  }
+  std::cout << nameOf(*unit) << " is handed out again\n";
+  return kSuccess;
+}
+
+// ---- check ----
+
+namespace {
+
+struct Finding {
+  std::string kind;
+  std::optional<std::string> gpu;
+  std::string text;
+};
+
+/// The coordination file's own problems: its type, whether this user may write it.
+void checkCoordinationFile(const std::string& file, std::vector<Finding>& problems) {
+  struct stat info {};
+  if (::lstat(file.c_str(), &info) != 0) {
+    if (errno != ENOENT) {
+      problems.push_back(
+          {"coordination", std::nullopt,
+           "coordination file " + file + " cannot be examined: " + std::strerror(errno)});
+      return;
+    }
+    // Missing: the first allocation creates it, if this user may create files there.
+    const std::filesystem::path parent = std::filesystem::path(file).parent_path();
+    if (::access(parent.empty() ? "." : parent.c_str(), W_OK | X_OK) != 0) {
+      problems.push_back({"coordination", std::nullopt,
+                          "coordination file " + file +
+                              " does not exist and cannot be created "
+                              "by this user (uid " +
+                              std::to_string(::getuid()) + ")"});
+    }
+    return;
+  }
+  if (S_ISLNK(info.st_mode) || !S_ISREG(info.st_mode)) {
+    problems.push_back({"coordination", std::nullopt,
+                        "coordination file " + file + " is not a regular file" +
+                            (S_ISLNK(info.st_mode) ? " (a symlink)" : "")});
+    return;
+  }
+  if (::access(file.c_str(), R_OK | W_OK) != 0) {
+    problems.push_back({"coordination", std::nullopt,
+                        "coordination file " + file + " is not writable by this user (uid " +
+                            std::to_string(::getuid()) + ")"});
+  }
+}
+
+}  // namespace
+
+CLI::App* addCheckCommand(CLI::App& app, CheckOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "check",
+      "A node health check (Slurm's HealthCheckProgram, NHC): exit 0 when all is well, else 1 "
+      "with one line per problem.");
+  command->add_option("--expect", options.expect, "The number of GPUs this host must have");
+  addCoordinationFileOption(*command, options.coordinationFile);
+  command->add_option("--format", options.format, "Output format")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  return command;
+}
+
+int runCheck(const CheckOptions& options) {
+  if (options.expect && *options.expect < 0) {
+    printError("invalid --expect " + std::to_string(*options.expect) +
+               ": the number of GPUs cannot be negative");
+    return kUsageError;
+  }
+  std::vector<Finding> problems;
+  std::vector<Finding> notes;
+
+  coordination::Status status;
+  checkCoordinationFile(options.coordinationFile, problems);
+  try {
+    status = coordination::readStatus(options.coordinationFile);
+  } catch (const coordination::CoordinationError& e) {
+    problems.push_back({"coordination", std::nullopt, e.what()});
+  }
+  for (const coordination::JunkLine& junk : status.junk) {
+    problems.push_back({"coordination", std::nullopt,
+                        "line " + std::to_string(junk.lineNumber) + " of coordination file " +
+                            options.coordinationFile + " is not a record: '" +
+                            strings::quoteForMessage(junk.text) + "'"});
+  }
+  for (const coordination::RecordStatus& entry : status.records) {
+    if (entry.running || entry.otherPidNamespace) continue;
+    notes.push_back({"dead_owner", entry.record.gpu,
+                     "GPU " + entry.record.gpu + " is recorded for process " +
+                         std::to_string(entry.record.owner.pid) +
+                         ", which is no longer running; the next allocation takes it back"});
+  }
+
+  const HostView host = viewHost(options.coordinationFile, status, nvmlDevicesOrNone(), true);
+  if (!host.probe.usable) {
+    problems.push_back({"nvml", std::nullopt, host.probe.problem});
+  } else if (options.expect && host.probe.count < static_cast<std::uint64_t>(*options.expect)) {
+    // Slurm's own wording, so that a site's log filters find it.
+    problems.push_back({"count", std::nullopt,
+                        "gpu count reported lower than expected (" +
+                            std::to_string(host.probe.count) + " < " +
+                            std::to_string(*options.expect) + ")"});
+  }
+  if (!host.healthError.empty()) {
+    problems.push_back(
+        {"health_records", std::nullopt, "cannot read the health records: " + host.healthError});
+  } else if (host.health) {
+    for (const coordination::JunkLine& junk : host.health->parsed.junk) {
+      problems.push_back({"health_records", std::nullopt,
+                          "line " + std::to_string(junk.lineNumber) + " of " +
+                              host.health->path.string() + " is not a health record: '" +
+                              strings::quoteForMessage(junk.text) + "'"});
+    }
+  }
+  for (const GpuView& view : host.gpus) {
+    // A MIG instance's problems are its GPU's, which says them already.
+    if (view.isMigInstance) continue;
+    for (const health::Problem& problem : view.problems) {
+      problems.push_back(
+          {std::string(health::stateWord(problem.kind)), view.gpu,
+           "GPU " + view.gpu + (view.uuid ? " (" + *view.uuid + ")" : "") + ": " + problem.text});
+    }
+    if (view.persistenceMode && !*view.persistenceMode) {
+      notes.push_back({"persistence_mode", view.gpu,
+                       "GPU " + view.gpu +
+                           ": persistence mode is off: NVML initialization and nvidia-smi are "
+                           "slow without it (nvidia-smi -pm 1, or run nvidia-persistenced)"});
+    }
+  }
+
+  const bool ok = problems.empty();
+  if (options.format == "json") {
+    const auto list = [](const std::vector<Finding>& findings) {
+      nlohmann::ordered_json array = nlohmann::ordered_json::array();
+      for (const Finding& finding : findings) {
+        nlohmann::ordered_json entry;
+        entry["kind"] = finding.kind;
+        entry["gpu"] = finding.gpu ? nlohmann::ordered_json(*finding.gpu) : nullptr;
+        entry["text"] = finding.text;
+        array.push_back(std::move(entry));
+      }
+      return array;
+    };
+    nlohmann::ordered_json document;
+    document["ok"] = ok;
+    document["problems"] = list(problems);
+    document["notes"] = list(notes);
+    std::cout << document.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+              << '\n';
+  } else {
+    for (const Finding& problem : problems) std::cout << problem.text << '\n';
+    for (const Finding& note : notes) std::cout << "note: " << note.text << '\n';
+    if (ok) std::cout << "ok: " << host.probe.count << " GPU(s), none lost, unhealthy or drained\n";
+  }
+  return ok ? kSuccess : kDiscoveryFailed;
+}
+
+// ---- watch ----
+
+namespace {
+
+std::atomic<bool> gStop{false};
+
+void requestStop(int) { gStop.store(true); }
+
+}  // namespace
+
+CLI::App* addWatchCommand(CLI::App& app, WatchCommandOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "watch",
+      "Watch NVML's critical Xid and double-bit ECC events on every GPU, for the host's whole "
+      "life, and record each unhealthy GPU so that no allocator hands it out. Ends cleanly on "
+      "SIGTERM or SIGINT.");
+  addCoordinationFileOption(*command, options.coordinationFile);
+  command->add_option("--ignore-xids", options.ignoreXids,
+                      "Xids that are not critical, replacing the default 13,31,43,45,68,109 "
+                      "(errors applications cause)");
+  command->add_option("--critical-xids", options.criticalXids,
+                      "Only these Xids are critical (all others are ignored)");
+  return command;
+}
+
+int runWatch(const WatchCommandOptions& options) {
+  health::WatchOptions watch;
+  watch.coordinationFile = options.coordinationFile;
+  try {
+    if (options.ignoreXids) watch.ignoredXids = health::parseXidList(*options.ignoreXids);
+    if (options.criticalXids) watch.criticalXids = health::parseXidList(*options.criticalXids);
+  } catch (const std::invalid_argument& e) {
+    printError(std::string("invalid Xid list: ") + e.what());
+    return kUsageError;
+  }
+  if (options.ignoreXids && options.criticalXids) {
+    printError("give --ignore-xids or --critical-xids, not both");
+    return kUsageError;
+  }
+
+  std::variant<health::WatchLock, pid_t> lock = pid_t{0};
+  try {
+    lock = health::WatchLock::acquire(options.coordinationFile);
+  } catch (const std::runtime_error& e) {
+    printError(std::string("cannot watch: ") + e.what());
+    return kDiscoveryFailed;
+  }
+  if (const pid_t* other = std::get_if<pid_t>(&lock)) {
+    printError("another flink-gpu watch is running on this host" +
+               (*other > 0 ? " (pid " + std::to_string(*other) + ")" : std::string()) +
+               ": one is enough; it holds " + options.coordinationFile + ".watch");
+    return kDiscoveryFailed;
+  }
+
+  // A stop is a request, seen between two waits: the verdicts in hand are written first.
+  struct sigaction action {};
+  action.sa_handler = requestStop;
+  ::sigemptyset(&action.sa_mask);
+  ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGINT, &action, nullptr);
+  watch.stopRequested = [] { return gStop.load(); };
+  watch.log = [](const std::string& line) {
+    std::cerr << "flink-gpu watch: " << line << std::endl;
+  };
+  return health::watch(watch);
+}
+
+}  // namespace flink::cli

@@ -1,0 +1,53 @@
+// The operator's health commands: `drain` and `undrain` (take a GPU out of new allocations and
+// put it back), `check` (a node health check for Slurm's HealthCheckProgram and NHC) and `watch`
+// (NVML's Xid and ECC events, for a host's whole life). See src/health/.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace flink::cli {
+
+struct DrainOptions {
+  std::string gpu;
+  std::string reason;
+  std::string coordinationFile;
+};
+
+struct CheckOptions {
+  std::optional<std::int64_t> expect;
+  std::string coordinationFile;
+  std::string format = "text";
+};
+
+struct WatchCommandOptions {
+  std::string coordinationFile;
+  std::optional<std::string> ignoreXids;
+  std::optional<std::string> criticalXids;
+};
+
+/// `drain --gpu ID [--reason TEXT]`: records the GPU drained (time, reason, uid) beside the
+/// coordination file. Owners that hold it keep it.
+CLI::App* addDrainCommand(CLI::App& app, DrainOptions& options);
+int runDrain(const DrainOptions& options);
+
+/// `undrain --gpu ID [--reason TEXT]`: clears a drain and a verdict of watch alike, and records
+/// who re-admitted the GPU, when and why.
+CLI::App* addUndrainCommand(CLI::App& app, DrainOptions& options);
+int runUndrain(const DrainOptions& options);
+
+/// `check [--expect N] [--format text|json]`: exit 0 when all is well, else 1 with one line per
+/// problem (fewer GPUs than expected, NVML not usable, a lost, unhealthy or drained GPU, a
+/// coordination file that cannot be used); notes (persistence mode off, records of dead owners)
+/// do not change the exit code.
+CLI::App* addCheckCommand(CLI::App& app, CheckOptions& options);
+int runCheck(const CheckOptions& options);
+
+/// `watch [--ignore-xids LIST | --critical-xids LIST]`: runs until SIGTERM or SIGINT (exit 0).
+CLI::App* addWatchCommand(CLI::App& app, WatchCommandOptions& options);
+int runWatch(const WatchCommandOptions& options);
+
+}  // namespace flink::cli

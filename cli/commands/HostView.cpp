@@ -1,0 +1,227 @@
+// Every GPU of the host, for status, check and the metrics (see HostView.h).
+#include "commands/HostView.h"
+
+#include <algorithm>
+#include <cctype>
+#include <exception>
+#include <utility>
+
+#include "coordination/CoordinationError.h"
+
+namespace flink::cli {
+namespace {
+
+discovery::GpuDevice deviceNamed(const std::string& gpu, const std::optional<std::string>& uuid) {
+  discovery::GpuDevice device;
+  device.identifier = gpu;
+  device.uuid = uuid;
+  return device;
+}
+
+GpuView* find(std::vector<GpuView>& views, const std::string& gpu,
+              const std::optional<std::string>& uuid) {
+  for (GpuView& view : views) {
+    if (view.gpu == gpu) return &view;
+    if (uuid && view.uuid && *uuid == *view.uuid) return &view;
+    if (view.uuid && gpu == *view.uuid) return &view;
+  }
+  return nullptr;
+}
+
+std::string label(const std::string& value) {
+  std::string out;
+  for (const char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string labels(const GpuView& view, const std::string& extra = "") {
+  std::string text = "{gpu=\"" + label(view.gpu) + "\"";
+  if (view.uuid) text += ",uuid=\"" + label(*view.uuid) + "\"";
+  return text + extra + "}";
+}
+
+}  // namespace
+
+bool GpuView::healthy() const {
+  return std::none_of(problems.begin(), problems.end(), [](const health::Problem& problem) {
+    return problem.kind != health::Problem::Kind::kDrained;
+  });
+}
+
+bool GpuView::drained() const {
+  return std::any_of(problems.begin(), problems.end(), [](const health::Problem& problem) {
+    return problem.kind == health::Problem::Kind::kDrained;
+  });
+}
+
+const health::HealthRecord* GpuView::lastXid() const {
+  const health::HealthRecord* last = nullptr;
+  for (const health::Problem& problem : problems) {
+    if (!problem.record || !problem.record->xid) continue;
+    if (last == nullptr || problem.record->since >= last->since) last = &*problem.record;
+  }
+  return last;
+}
+
+HostView viewHost(const std::string& coordinationFile, const coordination::Status& status,
+                  const std::vector<discovery::GpuDevice>& devices, bool askNvml) {
+  HostView host;
+  if (askNvml) host.probe = health::probeNvml();
+  try {
+    host.health = health::readHealth(coordinationFile);
+  } catch (const coordination::CoordinationError& e) {
+    host.healthError = e.what();
+  }
+
+  // The units: every device NVML lists, the GPUs it could not give a handle for (lost), then
+  // what only the records name.
+  std::vector<discovery::GpuDevice> units = devices;
+  for (const health::GpuProbe& gpu : host.probe.gpus) {
+    const std::string index = std::to_string(gpu.index);
+    const bool listed = std::any_of(units.begin(), units.end(), [&](const auto& device) {
+      return !device.isMigInstance() && device.identifier == index;
+    });
+    if (!listed) units.push_back(deviceNamed(index, gpu.uuid));
+  }
+  for (const coordination::RecordStatus& entry : status.records) {
+    const bool listed = std::any_of(units.begin(), units.end(), [&](const auto& device) {
+      return device.identifier == entry.record.gpu ||
+             (device.uuid && entry.record.uuid && *device.uuid == *entry.record.uuid) ||
+             (device.uuid && *device.uuid == entry.record.gpu);
+    });
+    if (!listed) units.push_back(deviceNamed(entry.record.gpu, entry.record.uuid));
+  }
+  if (host.health) {
+    for (const health::HealthRecord& record : host.health->parsed.records) {
+      if (record.kind == health::RecordKind::kReadmitted) continue;
+      const bool listed = std::any_of(units.begin(), units.end(), [&](const auto& device) {
+        return health::names(record, device.identifier, device.uuid);
+      });
+      if (!listed) units.push_back(deviceNamed(record.gpu, record.uuid));
+    }
+  }
+  std::sort(units.begin() + static_cast<std::ptrdiff_t>(devices.size()), units.end(),
+            [](const discovery::GpuDevice& a, const discovery::GpuDevice& b) {
+              // Indices in numeric order before UUIDs.
+              const bool aIndex = !a.identifier.empty() &&
+                                  std::isdigit(static_cast<unsigned char>(a.identifier[0]));
+              const bool bIndex = !b.identifier.empty() &&
+                                  std::isdigit(static_cast<unsigned char>(b.identifier[0]));
+              if (aIndex != bIndex) return aIndex;
+              if (aIndex && a.identifier.size() != b.identifier.size()) {
+                return a.identifier.size() < b.identifier.size();
+              }
+              return a.identifier < b.identifier;
+            });
+
+  const std::vector<health::HealthRecord> noRecords;
+  const std::vector<std::vector<health::Problem>> verdicts =
+      health::assess(units, units, host.probe.usable ? &host.probe : nullptr,
+                     host.health ? host.health->parsed.records : noRecords);
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    GpuView view;
+    view.gpu = units[i].identifier;
+    view.uuid = units[i].uuid;
+    view.isMigInstance = units[i].isMigInstance();
+    view.problems = verdicts[i];
+    for (const health::GpuProbe& gpu : host.probe.gpus) {
+      if (!view.isMigInstance && std::to_string(gpu.index) == view.gpu) {
+        view.persistenceMode = gpu.persistenceMode;
+      }
+    }
+    host.gpus.push_back(std::move(view));
+  }
+  for (const coordination::RecordStatus& entry : status.records) {
+    if (GpuView* view = find(host.gpus, entry.record.gpu, entry.record.uuid)) {
+      view->holders.push_back(entry);
+    }
+  }
+  for (GpuView& view : host.gpus) {
+    view.state = !view.healthy()         ? "unhealthy"
+                 : view.drained()        ? "drained"
+                 : !view.holders.empty() ? "held"
+                                         : "free";
+  }
+  return host;
+}
+
+std::string describeView(const GpuView& view) {
+  std::vector<std::string> parts;
+  for (const health::Problem& problem : view.problems) parts.push_back(problem.text);
+  for (const coordination::RecordStatus& holder : view.holders) {
+    parts.push_back("held by process " + std::to_string(holder.record.owner.pid) + " (" +
+                    (holder.otherPidNamespace ? "other pid namespace"
+                     : holder.running         ? "running"
+                                              : "gone") +
+                    ")");
+  }
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : "; ") + part;
+  return text;
+}
+
+std::string prometheusMetrics(const HostView& view, const coordination::Status& status) {
+  std::string text;
+  const auto family = [&text](const char* name, const char* help) {
+    text += std::string("# HELP ") + name + ' ' + help + '\n';
+    text += std::string("# TYPE ") + name + " gauge\n";
+  };
+  family("flink_gpu_held",
+         "Whether a record of the coordination file holds the GPU (1), by owner pid; 0 when free.");
+  for (const GpuView& gpu : view.gpus) {
+    if (gpu.holders.empty()) {
+      text += "flink_gpu_held" + labels(gpu) + " 0\n";
+    }
+    for (const coordination::RecordStatus& holder : gpu.holders) {
+      text += "flink_gpu_held" +
+              labels(gpu, ",owner_pid=\"" + std::to_string(holder.record.owner.pid) + "\"") +
+              " 1\n";
+    }
+  }
+  family("flink_gpu_healthy",
+         "Whether the GPU is healthy (1): not lost, no pending or failed row remapping or page "
+         "retirement, no verdict of flink-gpu watch.");
+  for (const GpuView& gpu : view.gpus) {
+    text += "flink_gpu_healthy" + labels(gpu) + (gpu.healthy() ? " 1\n" : " 0\n");
+  }
+  family("flink_gpu_drained", "Whether an operator drained the GPU (1): new allocations skip it.");
+  for (const GpuView& gpu : view.gpus) {
+    text += "flink_gpu_drained" + labels(gpu) + (gpu.drained() ? " 1\n" : " 0\n");
+  }
+  family("flink_gpu_last_xid", "The last critical Xid that flink-gpu watch recorded for the GPU.");
+  for (const GpuView& gpu : view.gpus) {
+    if (const health::HealthRecord* xid = gpu.lastXid()) {
+      text += "flink_gpu_last_xid" + labels(gpu) + ' ' + std::to_string(*xid->xid) + '\n';
+    }
+  }
+  family("flink_gpu_last_xid_timestamp_seconds",
+         "When flink-gpu watch recorded the last critical Xid of the GPU, in seconds since the "
+         "epoch.");
+  for (const GpuView& gpu : view.gpus) {
+    if (const health::HealthRecord* xid = gpu.lastXid()) {
+      text += "flink_gpu_last_xid_timestamp_seconds" + labels(gpu) + ' ' +
+              std::to_string(xid->since) + '\n';
+    }
+  }
+  std::size_t dead = 0;
+  for (const coordination::RecordStatus& entry : status.records) {
+    if (!entry.running && !entry.otherPidNamespace) ++dead;
+  }
+  family("flink_gpu_coordination_records", "Records in the coordination file.");
+  text += "flink_gpu_coordination_records " + std::to_string(status.records.size()) + '\n';
+  family("flink_gpu_coordination_dead_owner_records",
+         "Records of owners that are no longer running, not yet taken back.");
+  text += "flink_gpu_coordination_dead_owner_records " + std::to_string(dead) + '\n';
+  return text;
+}
+
+}  // namespace flink::cli

@@ -1,0 +1,222 @@
+// The health rules (see HostHealth.h): one NVML session's look at every GPU, the records beside
+// the coordination file, and the verdict for each unit the allocators would hand out.
+#include "health/HostHealth.h"
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "coordination/CoordinationError.h"
+#include "nvml/Nvml.h"
+
+namespace flink::health {
+namespace {
+
+std::string describeRecord(const HealthRecord& record) {
+  std::string text(kindName(record.kind));
+  text += " since " + isoTime(record.since);
+  if (record.kind == RecordKind::kDrained && record.uid)
+    text += " by uid " + describeUid(*record.uid);
+  if (record.xid) text += ": Xid " + std::to_string(*record.xid);
+  if (!record.reason.empty())
+    text += (record.xid ? " (" + record.reason + ")" : ": " + record.reason);
+  return text;
+}
+
+const GpuProbe* probeOf(const NvmlProbe* probe, const std::string& index) {
+  if (probe == nullptr) return nullptr;
+  for (const GpuProbe& gpu : probe->gpus) {
+    if (std::to_string(gpu.index) == index) return &gpu;
+  }
+  return nullptr;
+}
+
+/// Records (drained, unhealthy) that name the unit.
+void addRecordProblems(const std::vector<HealthRecord>& records, const std::string& gpu,
+                       const std::optional<std::string>& uuid, const std::string& prefix,
+                       std::vector<Problem>& problems) {
+  for (const HealthRecord& record : records) {
+    if (record.kind == RecordKind::kReadmitted || !names(record, gpu, uuid)) continue;
+    problems.push_back(
+        {record.kind == RecordKind::kDrained ? Problem::Kind::kDrained : Problem::Kind::kUnhealthy,
+         prefix + describeRecord(record), record});
+  }
+}
+
+}  // namespace
+
+std::optional<HealthMode> parseHealthMode(std::string_view text) {
+  if (text == "skip") return HealthMode::kSkip;
+  if (text == "warn") return HealthMode::kWarn;
+  if (text == "ignore") return HealthMode::kIgnore;
+  return std::nullopt;
+}
+
+std::string_view stateWord(Problem::Kind kind) {
+  switch (kind) {
+    case Problem::Kind::kLost:
+      return "lost";
+    case Problem::Kind::kDrained:
+      return "drained";
+    default:
+      return "unhealthy";
+  }
+}
+
+NvmlProbe probeNvml() {
+  NvmlProbe probe;
+  try {
+    const std::shared_ptr<const nvml::NvmlLibrary> library = nvml::NvmlLibrary::load();
+    const nvml::NvmlSession session(library);
+    const nvml::NvmlHealthApi api(*library);
+    const nvml::Result<unsigned> count = session.deviceCount();
+    if (!count.ok()) {
+      probe.problem = std::string("NVML is not usable: ") +
+                      library->describeFailure(count.function, count.code);
+      return probe;
+    }
+    probe.usable = true;
+    probe.count = count.value;
+    for (unsigned index = 0; index < count.value; ++index) {
+      GpuProbe gpu;
+      gpu.index = index;
+      const nvml::Result<nvml::Device> handle = session.deviceByIndex(index);
+      if (!handle.ok()) {
+        // Only a lost GPU is a verdict; another failure is no answer about its health.
+        if (handle.code == nvml::Return::kGpuIsLost) {
+          gpu.lost = library->describeFailure(handle.function, handle.code);
+        }
+        probe.gpus.push_back(std::move(gpu));
+        continue;
+      }
+      const nvml::Device& device = handle.value;
+      const auto lostBy = [&](nvml::Return code, const char* function) {
+        if (code == nvml::Return::kGpuIsLost && !gpu.lost) {
+          gpu.lost = library->describeFailure(function, code);
+        }
+      };
+      const nvml::Result<std::string> uuid = device.uuid();
+      gpu.uuid = uuid.get();
+      lostBy(uuid.code, uuid.function);
+      const nvml::Result<nvml::RemappedRows> rows = api.remappedRows(device);
+      gpu.remappedRows = rows.get();
+      lostBy(rows.code, rows.function);
+      if (!rows.ok()) {
+        // GPUs without row remapping (before Ampere) retire pages instead.
+        const nvml::Result<bool> pages = api.retiredPagesPending(device);
+        gpu.retiredPagesPending = pages.get();
+        lostBy(pages.code, pages.function);
+      }
+      const nvml::Result<bool> persistence = api.persistenceMode(device);
+      gpu.persistenceMode = persistence.get();
+      lostBy(persistence.code, persistence.function);
+      probe.gpus.push_back(std::move(gpu));
+    }
+  } catch (const nvml::NvmlError& e) {
+    probe.usable = false;
+    probe.libraryAbsent = e.code() == nvml::Return::kLibraryNotFound;
+    probe.problem = std::string("NVML is not usable: ") + e.what();
+    probe.gpus.clear();
+  }
+  return probe;
+}
+
+std::vector<Problem> problemsOf(const GpuProbe& probe) {
+  std::vector<Problem> problems;
+  if (probe.lost) problems.push_back({Problem::Kind::kLost, "lost: " + *probe.lost});
+  if (probe.remappedRows && probe.remappedRows->failureOccurred) {
+    problems.push_back({Problem::Kind::kRowRemapFailed,
+                        "row remapping failed (" + std::to_string(probe.remappedRows->uncorrected) +
+                            " rows remapped for uncorrectable errors): the GPU needs service"});
+  }
+  if (probe.remappedRows && probe.remappedRows->pending) {
+    problems.push_back(
+        {Problem::Kind::kRowRemapPending, "row remapping pending: the GPU needs a reset"});
+  }
+  if (probe.retiredPagesPending && *probe.retiredPagesPending) {
+    problems.push_back(
+        {Problem::Kind::kRetiredPagesPending, "retired pages pending: the GPU needs a reset"});
+  }
+  return problems;
+}
+
+std::vector<std::vector<Problem>> assess(const std::vector<discovery::GpuDevice>& units,
+                                         const std::vector<discovery::GpuDevice>& devices,
+                                         const NvmlProbe* probe,
+                                         const std::vector<HealthRecord>& records) {
+  std::vector<std::vector<Problem>> verdicts(units.size());
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    const discovery::GpuDevice& unit = units[i];
+    std::vector<Problem>& problems = verdicts[i];
+    if (unit.isMigInstance()) {
+      const std::string parent = std::to_string(unit.mig->parentIndex);
+      std::optional<std::string> parentUuid;
+      for (const discovery::GpuDevice& device : devices) {
+        if (!device.isMigInstance() && device.identifier == parent) parentUuid = device.uuid;
+      }
+      if (const GpuProbe* gpu = probeOf(probe, parent)) {
+        for (Problem& problem : problemsOf(*gpu)) {
+          problem.text = "its GPU " + parent + ": " + problem.text;
+          problems.push_back(std::move(problem));
+        }
+      }
+      addRecordProblems(records, parent, parentUuid, "its GPU " + parent + ": ", problems);
+      addRecordProblems(records, unit.identifier, unit.uuid, "", problems);
+      continue;
+    }
+    if (const GpuProbe* gpu = probeOf(probe, unit.identifier)) {
+      for (Problem& problem : problemsOf(*gpu)) problems.push_back(std::move(problem));
+    }
+    addRecordProblems(records, unit.identifier, unit.uuid, "", problems);
+    for (const discovery::GpuDevice& device : devices) {
+      if (!device.isMigInstance() || std::to_string(device.mig->parentIndex) != unit.identifier) {
+        continue;
+      }
+      addRecordProblems(records, device.identifier, device.uuid,
+                        "its MIG instance " + device.identifier + ": ", problems);
+    }
+  }
+  return verdicts;
+}
+
+FilteredUnits filterUnhealthy(const std::vector<discovery::GpuDevice>& units,
+                              const std::vector<discovery::GpuDevice>& devices, bool askNvml,
+                              HealthMode mode, const std::filesystem::path& coordinationFile) {
+  FilteredUnits filtered;
+  if (mode == HealthMode::kIgnore) {
+    filtered.units = units;
+    return filtered;
+  }
+  std::vector<HealthRecord> records;
+  try {
+    HealthFile file = readHealth(coordinationFile);
+    records = std::move(file.parsed.records);
+  } catch (const coordination::CoordinationError& e) {
+    // Without the records only NVML's own verdicts are known; say so rather than stop the host.
+    filtered.lines.push_back(std::string("warning: cannot read the health records: ") + e.what());
+  }
+  std::optional<NvmlProbe> probe;
+  if (askNvml) probe = probeNvml();
+  const std::vector<std::vector<Problem>> verdicts =
+      assess(units, devices, probe && probe->usable ? &*probe : nullptr, records);
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    if (verdicts[i].empty()) {
+      filtered.units.push_back(units[i]);
+      continue;
+    }
+    std::string why;
+    for (const Problem& problem : verdicts[i]) why += (why.empty() ? "" : "; ") + problem.text;
+    if (mode == HealthMode::kWarn) {
+      filtered.units.push_back(units[i]);
+      filtered.lines.push_back("warning: GPU " + units[i].identifier + " is " +
+                               std::string(stateWord(verdicts[i].front().kind)) +
+                               ", handed out anyway (--health warn): " + why);
+    } else {
+      filtered.lines.push_back("note: GPU " + units[i].identifier + " is not handed out: " + why);
+    }
+  }
+  return filtered;
+}
+
+}  // namespace flink::health

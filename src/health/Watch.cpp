@@ -1,0 +1,367 @@
+// `flink-gpu watch` (see Watch.h): one NVML session for the watch's life, one event set, and the
+// health records written only when a verdict is made.
+#include "health/Watch.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "coordination/CoordinationError.h"
+#include "health/HealthRecords.h"
+#include "nvml/Nvml.h"
+#include "nvml/NvmlHealth.h"
+
+namespace flink::health {
+namespace {
+
+/// One GPU being watched, with its MIG instances (by their ids) for Xids NVML attributes to one.
+struct WatchedGpu {
+  unsigned index = 0;
+  nvml::Device device;
+  std::optional<std::string> uuid;
+  struct Instance {
+    unsigned gpuInstanceId;
+    unsigned computeInstanceId;
+    std::string uuid;
+  };
+  std::vector<Instance> instances;
+  bool lostRecorded = false;
+};
+
+std::vector<WatchedGpu::Instance> migInstancesOf(const nvml::Device& device) {
+  std::vector<WatchedGpu::Instance> instances;
+  const nvml::Result<nvml::MigMode> mode = device.migMode();
+  if (!mode.ok() || !mode.value.enabled()) return instances;
+  const nvml::Result<unsigned> slots = device.maxMigDeviceCount();
+  if (!slots.ok()) return instances;
+  for (unsigned slot = 0; slot < slots.value; ++slot) {
+    const nvml::Result<nvml::Device> mig = device.migDeviceByIndex(slot);
+    if (!mig.ok()) continue;
+    const nvml::Result<std::string> uuid = mig.value.uuid();
+    const nvml::Result<unsigned> gi = mig.value.gpuInstanceId();
+    const nvml::Result<unsigned> ci = mig.value.computeInstanceId();
+    if (uuid.ok() && gi.ok() && ci.ok()) instances.push_back({gi.value, ci.value, uuid.value});
+  }
+  return instances;
+}
+
+/// Sleeps `duration` in short steps, returning early (true) when a stop is requested.
+bool sleepUnlessStopped(std::chrono::milliseconds duration, const WatchOptions& options) {
+  const auto until = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < until) {
+    if (options.stopRequested()) return true;
+    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
+        std::chrono::milliseconds(50), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           until - std::chrono::steady_clock::now()) +
+                                           std::chrono::milliseconds(1)));
+  }
+  return options.stopRequested();
+}
+
+class Watcher {
+ public:
+  explicit Watcher(const WatchOptions& options) : options_(options) {}
+
+  int run() {
+    std::shared_ptr<const nvml::NvmlLibrary> library;
+    std::unique_ptr<nvml::NvmlSession> session;
+    try {
+      library = nvml::NvmlLibrary::load();
+      session = std::make_unique<nvml::NvmlSession>(library);
+    } catch (const nvml::NvmlError& e) {
+      log(std::string("error: NVML is not usable: ") + e.what());
+      return 1;
+    }
+    const nvml::NvmlHealthApi api(*library);
+    const nvml::Result<unsigned> count = session->deviceCount();
+    if (!count.ok()) {
+      log("error: NVML is not usable: " + library->describeFailure(count.function, count.code));
+      return 1;
+    }
+    nvml::Result<std::shared_ptr<nvml::EventSet>> created = api.createEventSet();
+    if (!created.ok()) {
+      log("error: cannot watch: " + library->describeFailure(created.function, created.code));
+      return 1;
+    }
+    nvml::EventSet& set = *created.value;
+
+    for (unsigned index = 0; index < count.value; ++index) {
+      const nvml::Result<nvml::Device> handle = session->deviceByIndex(index);
+      if (!handle.ok()) {
+        notWatched(index, library->describeFailure(handle.function, handle.code));
+        continue;
+      }
+      WatchedGpu gpu{index, handle.value, handle.value.uuid().get(), {}, false};
+      const nvml::Result<std::uint64_t> supported = api.supportedEventTypes(gpu.device);
+      if (!supported.ok()) {
+        notWatched(index, library->describeFailure(supported.function, supported.code));
+        continue;
+      }
+      const std::uint64_t types =
+          supported.value & (nvml::kEventXidCritical | nvml::kEventDoubleBitEcc);
+      if (types == 0) {
+        notWatched(index, "it reports neither Xid nor double-bit ECC events");
+        continue;
+      }
+      const nvml::Result<bool> registered = set.registerEvents(gpu.device, types);
+      if (!registered.ok()) {
+        notWatched(index, library->describeFailure(registered.function, registered.code));
+        continue;
+      }
+      gpu.instances = migInstancesOf(gpu.device);
+      gpus_.push_back(std::move(gpu));
+    }
+    std::string watched;
+    for (const WatchedGpu& gpu : gpus_) {
+      watched += (watched.empty() ? "" : ",") + std::to_string(gpu.index);
+    }
+    log("watching GPU(s) " + (watched.empty() ? std::string("none") : watched) + " of " +
+        std::to_string(count.value) + " through " +
+        (api.hasWaitV2() ? "nvmlEventSetWait_v2" : "nvmlEventSetWait (no MIG attribution)") +
+        "; health records: " + healthPathOf(options_.coordinationFile).string());
+
+    auto backoff = options_.firstBackoff;
+    while (!options_.stopRequested()) {
+      flushPending();
+      if (gpus_.empty()) {
+        // Nothing to wait for; stay, so that a systemd unit does not restart in a loop.
+        if (sleepUnlessStopped(std::chrono::milliseconds(options_.waitSliceMs), options_)) break;
+        continue;
+      }
+      const nvml::Result<nvml::Event> event = set.wait(options_.waitSliceMs);
+      if (event.code == nvml::Return::kTimeout) continue;
+      if (event.ok()) {
+        backoff = options_.firstBackoff;
+        handle(event.value);
+        continue;
+      }
+      const std::string failure = library->describeFailure(event.function, event.code);
+      if (event.code == nvml::Return::kGpuIsLost) {
+        lost(event.value.device, failure);
+      } else {
+        log("warning: " + failure + "; waiting again in " + std::to_string(backoff.count()) +
+            " ms");
+      }
+      if (sleepUnlessStopped(backoff, options_)) break;
+      backoff = std::min(backoff * 2, options_.maxBackoff);
+    }
+    flushPending();
+    log("stopped");
+    return 0;
+  }
+
+ private:
+  void log(const std::string& line) const { options_.log(line); }
+
+  void notWatched(unsigned index, const std::string& why) {
+    // Not a verdict: some boards are too old for events.
+    log("note: GPU " + std::to_string(index) + " is not watched (not called unhealthy): " + why);
+  }
+
+  WatchedGpu* gpuOf(nvmlDevice_st* device) {
+    for (WatchedGpu& gpu : gpus_) {
+      if (gpu.device.rawHandle() == device) return &gpu;
+    }
+    return nullptr;
+  }
+
+  void handle(const nvml::Event& event) {
+    WatchedGpu* gpu = gpuOf(event.device);
+    if (gpu == nullptr) {
+      log("warning: an event for a GPU that is not watched (type " + std::to_string(event.type) +
+          "), ignored");
+      return;
+    }
+    HealthRecord record;
+    record.kind = RecordKind::kUnhealthy;
+    record.gpu = std::to_string(gpu->index);
+    record.uuid = gpu->uuid;
+    record.source = "watch";
+    std::string where = "GPU " + record.gpu;
+    if (event.type == nvml::kEventXidCritical) {
+      if (!isCriticalXid(event.data, options_)) {
+        log("Xid " + std::to_string(event.data) + " on GPU " + record.gpu +
+            " ignored (an application's error, not the GPU's)");
+        return;
+      }
+      record.xid = event.data;
+      const std::string name = xidDescription(event.data);
+      record.reason = "critical Xid error event" + (name.empty() ? "" : ": " + name);
+      if (event.gpuInstanceId && event.computeInstanceId) {
+        for (const WatchedGpu::Instance& instance : gpu->instances) {
+          if (instance.gpuInstanceId == *event.gpuInstanceId &&
+              instance.computeInstanceId == *event.computeInstanceId) {
+            record.gpu = instance.uuid;
+            record.uuid.reset();
+            where = "MIG instance " + instance.uuid + " of GPU " + std::to_string(gpu->index);
+          }
+        }
+      }
+    } else if (event.type == nvml::kEventDoubleBitEcc) {
+      record.reason = "double-bit ECC error event";
+    } else {
+      return;
+    }
+    log(where +
+        " is unhealthy: " + (record.xid ? "Xid " + std::to_string(*record.xid) + ", " : "") +
+        record.reason + "; allocators skip it until `flink-gpu undrain --gpu " + record.gpu + "`");
+    record.since = nowSeconds();
+    pending_.push_back(std::move(record));
+    flushPending();
+  }
+
+  void lost(nvmlDevice_st* device, const std::string& failure) {
+    std::vector<WatchedGpu*> lostGpus;
+    if (WatchedGpu* named = gpuOf(device)) {
+      lostGpus.push_back(named);
+    } else {
+      // NVML did not say which: ask each; only those that answer "lost" are.
+      for (WatchedGpu& each : gpus_) {
+        if (each.device.uuid().code == nvml::Return::kGpuIsLost) lostGpus.push_back(&each);
+      }
+      if (lostGpus.empty()) log("warning: " + failure + ", but no GPU answers as lost");
+    }
+    for (WatchedGpu* gpu : lostGpus) {
+      if (gpu->lostRecorded) continue;
+      gpu->lostRecorded = true;
+      HealthRecord record;
+      record.kind = RecordKind::kUnhealthy;
+      record.gpu = std::to_string(gpu->index);
+      record.uuid = gpu->uuid;
+      record.source = "watch";
+      record.reason = "lost: " + failure;
+      record.since = nowSeconds();
+      log("GPU " + record.gpu + " is unhealthy: " + record.reason);
+      pending_.push_back(std::move(record));
+    }
+    flushPending();
+  }
+
+  /// Writes the verdicts not yet recorded; those that cannot be written now are tried again.
+  void flushPending() {
+    if (pending_.empty()) return;
+    try {
+      updateHealth(options_.coordinationFile, [this](std::vector<HealthRecord>& records) {
+        for (HealthRecord& verdict : pending_) {
+          bool updated = false;
+          for (HealthRecord& record : records) {
+            if (record.kind == RecordKind::kUnhealthy && record.gpu == verdict.gpu &&
+                record.uuid == verdict.uuid) {
+              record = verdict;  // the latest Xid and its time
+              updated = true;
+            }
+          }
+          if (!updated) records.push_back(verdict);
+        }
+      });
+      pending_.clear();
+    } catch (const coordination::CoordinationError& e) {
+      log(std::string("warning: cannot record the verdict yet: ") + e.what());
+    }
+  }
+
+  const WatchOptions& options_;
+  std::vector<WatchedGpu> gpus_;
+  std::vector<HealthRecord> pending_;
+};
+
+}  // namespace
+
+std::string xidDescription(std::uint64_t xid) {
+  static const std::map<std::uint64_t, const char*> kNames = {
+      {13, "graphics engine exception"},
+      {31, "GPU memory page fault"},
+      {43, "GPU stopped processing"},
+      {45, "preemptive cleanup"},
+      {48, "double-bit ECC error"},
+      {61, "internal micro-controller breakpoint"},
+      {62, "internal micro-controller halt"},
+      {63, "ECC page retirement or row remapping recording event"},
+      {64, "ECC page retirement or row remapping recording failure"},
+      {68, "video processor exception"},
+      {74, "NVLink error"},
+      {79, "GPU has fallen off the bus"},
+      {92, "high single-bit ECC error rate"},
+      {94, "contained ECC error"},
+      {95, "uncontained ECC error"},
+      {109, "context switch timeout"},
+      {119, "GSP RPC timeout"},
+      {120, "GSP error"},
+      {999, "an Xid the driver does not know"},
+  };
+  const auto found = kNames.find(xid);
+  return found == kNames.end() ? std::string() : std::string(found->second);
+}
+
+std::set<std::uint64_t> parseXidList(const std::string& text) {
+  std::set<std::uint64_t> xids;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find_first_of(", \t\n", start);
+    const std::string part =
+        text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? text.size() : end + 1;
+    if (part.empty()) continue;
+    std::uint64_t xid = 0;
+    const auto [at, error] = std::from_chars(part.data(), part.data() + part.size(), xid);
+    if (error != std::errc() || at != part.data() + part.size()) {
+      throw std::invalid_argument("'" + part + "' is not an Xid (a number)");
+    }
+    xids.insert(xid);
+  }
+  return xids;
+}
+
+bool isCriticalXid(std::uint64_t xid, const WatchOptions& options) {
+  if (options.criticalXids) return options.criticalXids->count(xid) > 0;
+  return options.ignoredXids.count(xid) == 0;
+}
+
+std::variant<WatchLock, pid_t> WatchLock::acquire(const std::filesystem::path& coordinationFile) {
+  std::filesystem::path path = coordinationFile;
+  path += ".watch";
+  process::FileDescriptor fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd && errno == EACCES) {
+    // Another user's watch made it: we may still read who holds it.
+    process::FileDescriptor readOnly(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (readOnly && ::flock(readOnly.get(), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      fd = std::move(readOnly);
+    } else {
+      errno = EACCES;
+    }
+  }
+  if (!fd) {
+    throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(errno));
+  }
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) {
+      throw std::runtime_error("cannot lock " + path.string() + ": " + std::strerror(errno));
+    }
+    char buffer[32] = {};
+    const ssize_t n = ::pread(fd.get(), buffer, sizeof buffer - 1, 0);
+    pid_t pid = 0;
+    if (n > 0) std::from_chars(buffer, buffer + n, pid);
+    return pid;
+  }
+  const std::string pid = std::to_string(::getpid()) + '\n';
+  if (::ftruncate(fd.get(), 0) != 0 ||
+      ::pwrite(fd.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    throw std::runtime_error("cannot write " + path.string() + ": " + std::strerror(errno));
+  }
+  return WatchLock(std::move(path), std::move(fd));
+}
+
+int watch(const WatchOptions& options) { return Watcher(options).run(); }
+
+}  // namespace flink::health

@@ -1,0 +1,508 @@
+// GPU health from the outside: the real flink-gpu (watch, drain, undrain, check, status) and the
+// default discovery beside it, on the stand-in libnvidia-ml.so.1 of tests/fixtures/nvml, whose
+// host description plays events (Xids, double-bit ECC errors, wait errors) at given times after
+// the watch's first wait, and the answers of row remapping, retired pages and persistence mode.
+// Waits are for what a process wrote (a log line, a record), never for a fixed time.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "CliRun.h"
+#include "TestSupport.h"
+#include "process/Subprocess.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using flink::testing::Background;
+using flink::testing::CliRun;
+using flink::testing::kCli;
+using flink::testing::linesOf;
+using flink::testing::readFile;
+using flink::testing::runCli;
+using flink::testing::TempDir;
+using flink::testing::writeScript;
+
+bool contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
+
+/// Polls `path` until it holds `text`, or 20 s pass (a failure then, not a timing claim).
+bool waitForText(const fs::path& path, std::string_view text) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::error_code error;
+    if (fs::exists(path, error) && contains(readFile(path), text)) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+std::string uuidOf(unsigned index) {
+  return "GPU-" + std::to_string(index) + "0000000-0000-4000-8000-00000000000" +
+         std::to_string(index);
+}
+
+constexpr const char* kMigA = "MIG-aa000000-0000-4000-8000-000000000001";
+constexpr const char* kMigB = "MIG-bb000000-0000-4000-8000-000000000002";
+
+class HealthCliTest : public ::testing::Test {
+ protected:
+  /// A host of `count` H200s; `gpuExtra[i]` adds members to GPU i's object, `events` is the
+  /// host's "events" array.
+  void host(unsigned count, const std::vector<std::string>& gpuExtra = {},
+            const std::string& events = "[]") {
+    std::string devices;
+    for (unsigned i = 0; i < count; ++i) {
+      if (!devices.empty()) devices += ",\n";
+      devices += R"({"uuid": ")" + uuidOf(i) + R"(", "name": "NVIDIA H200", "mig_enabled": false)";
+      if (i < gpuExtra.size() && !gpuExtra[i].empty()) devices += ", " + gpuExtra[i];
+      devices += "}";
+    }
+    std::ofstream(dir_ / "host.json", std::ios::trunc)
+        << R"({"devices": [)" << devices << R"(], "events": )" << events << "}";
+  }
+
+  std::vector<std::string> environment(const char* library = FAKE_NVML_FULL) const {
+    return {std::string("FLINK_GPU_NVML_LIBRARY=") + library,
+            "FAKE_NVML_DEVICES=" + (dir_ / "host.json").string(), "PATH=/usr/bin:/bin"};
+  }
+
+  std::string coordinationFile() const { return (dir_ / "coordination").string(); }
+  fs::path healthFile() const { return dir_ / "coordination.health"; }
+  fs::path watchLog() const { return dir_ / "watch.log"; }
+
+  /// `flink-gpu <command> --coordination-file F <args...>`.
+  CliRun cli(std::vector<std::string> args) const {
+    args.insert(args.begin() + 1, {"--coordination-file", coordinationFile()});
+    return runCli(args, environment());
+  }
+
+  /// `flink-gpu watch` in the background, once it has said what it watches.
+  std::unique_ptr<Background> startWatch(const std::vector<std::string>& options = {},
+                                         const char* library = FAKE_NVML_FULL) const {
+    std::vector<std::string> args{"/usr/bin/env"};
+    for (const std::string& variable : environment(library)) args.push_back(variable);
+    args.insert(args.end(), {kCli, "watch", "--coordination-file", coordinationFile()});
+    args.insert(args.end(), options.begin(), options.end());
+    auto watch = std::make_unique<Background>(args, watchLog());
+    EXPECT_TRUE(waitForText(watchLog(), "flink-gpu watch: watching")) << readFile(watchLog());
+    return watch;
+  }
+
+  /// The default discovery program itself, plain mode, for `amount` GPUs.
+  CliRun discover(unsigned amount, const std::vector<std::string>& extra = {}) const {
+    std::vector<std::string> argv{"/usr/bin/env"};
+    for (const std::string& variable : environment()) argv.push_back(variable);
+    argv.insert(argv.end(), {FLINK_GPU_DISCOVERY, std::to_string(amount), "--coordination-file",
+                             coordinationFile()});
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const flink::process::ProcessResult result = flink::process::run(argv, {});
+    CliRun run;
+    run.exitCode = result.outcome.value();
+    run.out = result.stdoutOutput.data;
+    run.err = result.stderrOutput.data;
+    return run;
+  }
+
+  TempDir dir_{"flink-gpu-health-cli-test"};
+};
+
+// --- watch ------------------------------------------------------------------------------------
+
+TEST_F(HealthCliTest, Xid79UnderWatchTakesTheGpuOutOfDiscoveryStatusAndCheck) {
+  host(3, {}, R"([{"after_ms": 100, "gpu": 1, "xid": 79}])");
+  ASSERT_EQ(discover(3).out, "0,1,2\n");
+  auto watch = startWatch();
+  ASSERT_TRUE(waitForText(healthFile(), "xid=79")) << readFile(watchLog());
+  EXPECT_TRUE(contains(readFile(watchLog()), "GPU 1 is unhealthy: Xid 79")) << readFile(watchLog());
+  const std::string record = readFile(healthFile());
+  EXPECT_TRUE(contains(record, "unhealthy\tgpu=1\tuuid=" + uuidOf(1) + "\tsince=")) << record;
+  EXPECT_TRUE(contains(record, "source=watch")) << record;
+  EXPECT_TRUE(contains(record, "GPU has fallen off the bus")) << record;
+
+  // The next discovery skips GPU 1, and says so.
+  const CliRun two = discover(2);
+  EXPECT_EQ(two.exitCode, 0) << two;
+  EXPECT_EQ(two.out, "0,2\n") << two;
+  EXPECT_TRUE(contains(two.err, "note: GPU 1 is not handed out: unhealthy since ")) << two;
+  EXPECT_TRUE(contains(two.err, "Xid 79")) << two;
+  const CliRun three = discover(3);
+  EXPECT_EQ(three.exitCode, 1) << three;
+  // In coordination mode too, and through exec.
+  const CliRun coordinated =
+      discover(2, {"--enable-coordination-mode", "--owner-pid", std::to_string(::getpid())});
+  EXPECT_EQ(coordinated.out, "0,2\n") << coordinated;
+  const CliRun exec = cli({"exec", "-n", "3", "--", "/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"});
+  EXPECT_EQ(exec.exitCode, 1) << exec;
+  // --health warn hands it out with a warning; ignore does not look.
+  const CliRun warned = discover(3, {"--health", "warn"});
+  EXPECT_EQ(warned.out, "0,1,2\n") << warned;
+  EXPECT_TRUE(contains(warned.err, "warning: GPU 1 is unhealthy, handed out anyway")) << warned;
+  const CliRun ignored = discover(3, {"--health", "ignore"});
+  EXPECT_EQ(ignored.out, "0,1,2\n") << ignored;
+  EXPECT_FALSE(contains(ignored.err, "GPU 1")) << ignored;
+
+  const CliRun status = cli({"status"});
+  EXPECT_EQ(status.exitCode, 0) << status;
+  bool shown = false;
+  for (const std::string& line : linesOf(status.out)) {
+    if (line.starts_with("1  ") && contains(line, "unhealthy") && contains(line, "Xid 79")) {
+      shown = true;
+    }
+  }
+  EXPECT_TRUE(shown) << status;
+  const auto json = nlohmann::json::parse(cli({"status", "--format", "json"}).out);
+  EXPECT_EQ(json.at("gpus").at(1).at("state"), "unhealthy");
+  EXPECT_EQ(json.at("gpus").at(1).at("health").at("last_xid"), 79);
+  // The coordinated discovery above took GPUs 0 and 2 for this test's process.
+  EXPECT_EQ(json.at("gpus").at(0).at("state"), "held");
+  EXPECT_EQ(json.at("gpus").at(0).at("holders").at(0).at("owner_pid"), ::getpid());
+
+  const CliRun check = cli({"check", "--expect", "3"});
+  EXPECT_EQ(check.exitCode, 1) << check;
+  ASSERT_FALSE(check.out.empty()) << check;
+  EXPECT_TRUE(contains(linesOf(check.out).front(), "GPU 1 (" + uuidOf(1) + "): unhealthy"))
+      << check;
+
+  ::kill(watch->pid(), SIGTERM);
+  EXPECT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
+}
+
+TEST_F(HealthCliTest, AnXidThatApplicationsCauseChangesNothing) {
+  host(2, {}, R"([{"after_ms": 50, "gpu": 1, "xid": 13}, {"after_ms": 60, "gpu": 1, "xid": 43}])");
+  auto watch = startWatch();
+  ASSERT_TRUE(waitForText(watchLog(), "Xid 43 on GPU 1 ignored")) << readFile(watchLog());
+  EXPECT_TRUE(contains(readFile(watchLog()), "Xid 13 on GPU 1 ignored")) << readFile(watchLog());
+  EXPECT_FALSE(fs::exists(healthFile())) << readFile(healthFile());
+  EXPECT_EQ(discover(2).out, "0,1\n");
+  const CliRun check = cli({"check", "--expect", "2"});
+  EXPECT_EQ(check.exitCode, 0) << check;
+}
+
+TEST_F(HealthCliTest, XidListsReplaceTheDefaults) {
+  // --ignore-xids 79 makes 79 harmless and 13 critical.
+  host(2, {}, R"([{"after_ms": 50, "gpu": 0, "xid": 79}, {"after_ms": 60, "gpu": 1, "xid": 13}])");
+  {
+    auto watch = startWatch({"--ignore-xids", "79"});
+    ASSERT_TRUE(waitForText(healthFile(), "xid=13")) << readFile(watchLog());
+    EXPECT_FALSE(contains(readFile(healthFile()), "gpu=0")) << readFile(healthFile());
+  }
+  fs::remove(healthFile());
+  // --critical-xids 48: only 48 counts.
+  host(2, {}, R"([{"after_ms": 50, "gpu": 0, "xid": 79}, {"after_ms": 60, "gpu": 1, "xid": 48}])");
+  auto watch = startWatch({"--critical-xids", "48"});
+  ASSERT_TRUE(waitForText(healthFile(), "xid=48")) << readFile(watchLog());
+  EXPECT_FALSE(contains(readFile(healthFile()), "gpu=0")) << readFile(healthFile());
+  const CliRun bad = cli({"watch", "--critical-xids", "4x"});
+  EXPECT_EQ(bad.exitCode, 2) << bad;
+}
+
+TEST_F(HealthCliTest, DoubleBitEccAndALostGpuFromTheWaitAreVerdicts) {
+  host(3, {},
+       R"([{"after_ms": 50, "gpu": 0, "error": 999}, {"after_ms": 60, "gpu": 2, "error": 15},
+           {"after_ms": 70, "gpu": 1, "type": "double_bit_ecc"}])");
+  auto watch = startWatch();
+  ASSERT_TRUE(waitForText(healthFile(), "double-bit ECC")) << readFile(watchLog());
+  const std::string log = readFile(watchLog());
+  // An unknown error is retried, not a crash.
+  EXPECT_TRUE(contains(log, "warning: nvmlEventSetWait_v2 failed: Unknown Error")) << log;
+  EXPECT_TRUE(contains(log, "waiting again in")) << log;
+  const std::string records = readFile(healthFile());
+  EXPECT_TRUE(contains(records, "unhealthy\tgpu=2\tuuid=" + uuidOf(2))) << records;
+  EXPECT_TRUE(contains(records, "GPU is lost")) << records;
+  EXPECT_FALSE(contains(records, "gpu=0")) << records;
+  EXPECT_EQ(discover(1).out, "0\n");
+  EXPECT_EQ(discover(2).exitCode, 1);
+}
+
+TEST_F(HealthCliTest, AnXidOfAMigInstanceTakesOutThatInstanceAlone) {
+  // GPU 1 in MIG mode with two instances; NVML attributes the Xid to GPU instance 2.
+  std::ofstream(dir_ / "host.json", std::ios::trunc) << R"({"devices": [
+      {"uuid": ")" << uuidOf(0) << R"(", "mig_enabled": false},
+      {"uuid": ")" << uuidOf(1) << R"(", "mig_enabled": true, "mig": [
+        {"uuid": ")" << kMigA << R"(", "gpu_instance_id": 1, "compute_instance_id": 0},
+        {"uuid": ")" << kMigB << R"(", "gpu_instance_id": 2, "compute_instance_id": 0}]}],
+    "events": [{"after_ms": 50, "gpu": 1, "xid": 94, "gpu_instance_id": 2,
+                "compute_instance_id": 0}]})";
+  auto watch = startWatch();
+  ASSERT_TRUE(waitForText(healthFile(), "xid=94")) << readFile(watchLog());
+  EXPECT_TRUE(contains(readFile(healthFile()), std::string("gpu=") + kMigB))
+      << readFile(healthFile());
+  const CliRun mig = discover(2, {"--mig"});
+  EXPECT_EQ(mig.out, std::string("0,") + kMigA + "\n") << mig;
+  // A whole-GPU owner would use the broken instance: GPU 1 is not handed out whole.
+  EXPECT_EQ(discover(1).out, "0\n");
+  EXPECT_EQ(discover(2).exitCode, 1);
+}
+
+TEST_F(HealthCliTest, ThePlainEventSetWaitIsUsedWhereV2IsMissing) {
+  host(2, {}, R"([{"after_ms": 50, "gpu": 1, "xid": 79}])");
+  auto watch = startWatch({}, FAKE_NVML_PLAIN);
+  EXPECT_TRUE(contains(readFile(watchLog()), "through nvmlEventSetWait (no MIG attribution)"))
+      << readFile(watchLog());
+  ASSERT_TRUE(waitForText(healthFile(), "xid=79")) << readFile(watchLog());
+}
+
+TEST_F(HealthCliTest, ABoardWithoutEventsIsReportedOnceAndNotCalledUnhealthy) {
+  host(2, {R"("events_supported": false)"}, R"([{"after_ms": 50, "gpu": 1, "xid": 79}])");
+  auto watch = startWatch();
+  const std::string log = readFile(watchLog());
+  EXPECT_TRUE(contains(log, "note: GPU 0 is not watched (not called unhealthy)")) << log;
+  EXPECT_TRUE(contains(log, "watching GPU(s) 1 of 2")) << log;
+  ASSERT_TRUE(waitForText(healthFile(), "xid=79")) << readFile(watchLog());
+  EXPECT_FALSE(contains(readFile(healthFile()), "gpu=0")) << readFile(healthFile());
+  EXPECT_EQ(discover(1).out, "0\n");
+}
+
+TEST_F(HealthCliTest, ASecondWatchExitsNamingTheFirst) {
+  host(2);
+  auto watch = startWatch();
+  const CliRun second = cli({"watch"});
+  EXPECT_EQ(second.exitCode, 1) << second;
+  EXPECT_TRUE(contains(
+      second.err, "another flink-gpu watch is running on this host (pid " + watch->pidText() + ")"))
+      << second;
+}
+
+TEST_F(HealthCliTest, SigtermAndSigintEndTheWatchWithExitZero) {
+  host(2);
+  for (const int signal : {SIGTERM, SIGINT}) {
+    auto watch = startWatch();
+    ASSERT_EQ(::kill(watch->pid(), signal), 0);
+    EXPECT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
+    EXPECT_TRUE(contains(readFile(watchLog()), "flink-gpu watch: stopped")) << readFile(watchLog());
+    fs::remove(watchLog());
+  }
+}
+
+// --- drain, undrain ---------------------------------------------------------------------------
+
+TEST_F(HealthCliTest, DrainTakesAGpuOutAndUndrainPutsItBack) {
+  host(3);
+  const CliRun drain = cli({"drain", "--gpu", "1", "--reason", "fan\tnoise, 50% louder"});
+  EXPECT_EQ(drain.exitCode, 0) << drain;
+  EXPECT_EQ(drain.out, "drained GPU 1 (" + uuidOf(1) +
+                           "): new allocations skip it; owners that hold it keep it\n")
+      << drain;
+  const std::string record = readFile(healthFile());
+  EXPECT_TRUE(contains(record, "drained\tgpu=1\tuuid=" + uuidOf(1))) << record;
+  EXPECT_TRUE(contains(record, "\tuid=" + std::to_string(::getuid()))) << record;
+  EXPECT_TRUE(contains(record, "reason=fan%09noise, 50%25 louder")) << record;
+
+  EXPECT_EQ(discover(2).out, "0,2\n");
+  const auto json = nlohmann::json::parse(cli({"status", "--format", "json"}).out);
+  const auto& gpu = json.at("gpus").at(1);
+  EXPECT_EQ(gpu.at("state"), "drained");
+  EXPECT_EQ(gpu.at("health").at("drained"), true);
+  EXPECT_EQ(gpu.at("health").at("healthy"), true);
+  EXPECT_EQ(gpu.at("health").at("problems").at(0).at("reason"), "fan\tnoise, 50% louder");
+  EXPECT_EQ(gpu.at("health").at("problems").at(0).at("uid"), ::getuid());
+  const CliRun check = cli({"check"});
+  EXPECT_EQ(check.exitCode, 1) << check;
+  EXPECT_TRUE(contains(check.out, "GPU 1 (" + uuidOf(1) + "): drained since ")) << check;
+
+  // By UUID, the same GPU.
+  const CliRun undrain = cli({"undrain", "--gpu", uuidOf(1), "--reason", "fan replaced"});
+  EXPECT_EQ(undrain.exitCode, 0) << undrain;
+  EXPECT_TRUE(contains(undrain.out, "cleared drained of GPU 1")) << undrain;
+  EXPECT_EQ(discover(3).out, "0,1,2\n");
+  const std::string after = readFile(healthFile());
+  EXPECT_FALSE(contains(after, "drained\t")) << after;
+  EXPECT_TRUE(contains(after, "readmitted\tgpu=1\tuuid=" + uuidOf(1))) << after;
+  EXPECT_TRUE(contains(after, "reason=fan replaced")) << after;
+  EXPECT_EQ(cli({"check"}).exitCode, 0);
+
+  const CliRun again = cli({"undrain", "--gpu", "1"});
+  EXPECT_EQ(again.out, "GPU 1 (" + uuidOf(1) + ") was neither drained nor unhealthy\n") << again;
+  EXPECT_EQ(cli({"drain", "--gpu", "one"}).exitCode, 2);
+}
+
+TEST_F(HealthCliTest, UndrainClearsAVerdictOfWatch) {
+  host(2, {}, R"([{"after_ms": 50, "gpu": 1, "xid": 79}])");
+  {
+    auto watch = startWatch();
+    ASSERT_TRUE(waitForText(healthFile(), "xid=79")) << readFile(watchLog());
+  }
+  EXPECT_EQ(discover(2).exitCode, 1);
+  const CliRun undrain = cli({"undrain", "--gpu", "1"});
+  EXPECT_TRUE(contains(undrain.out, "cleared unhealthy of GPU 1")) << undrain;
+  EXPECT_TRUE(contains(undrain.out, "Xid 79")) << undrain;
+  EXPECT_EQ(discover(2).out, "0,1\n");
+}
+
+TEST_F(HealthCliTest, BadHealthLinesAreReportedAndKept) {
+  host(2);
+  std::ofstream(healthFile()) << "this is not a record\n";
+  ASSERT_EQ(cli({"drain", "--gpu", "0"}).exitCode, 0);
+  const std::string text = readFile(healthFile());
+  EXPECT_TRUE(contains(text, "this is not a record\n")) << text;
+  EXPECT_TRUE(contains(text, "drained\tgpu=0")) << text;
+  const CliRun check = cli({"check"});
+  EXPECT_TRUE(contains(check.out, "is not a health record: 'this is not a record'")) << check;
+  const CliRun status = cli({"status"});
+  EXPECT_TRUE(contains(status.err, "which is not a health record")) << status;
+}
+
+// --- health at discovery ------------------------------------------------------------------------
+
+TEST_F(HealthCliTest, RowRemappingAndRetiredPagesDecideWhereSupported) {
+  host(5, {R"("remapped_rows": {"failure": true, "uncorrected": 3})",
+           R"("remapped_rows": {"pending": true})",
+           R"("remapped_rows": {"error": 3}, "retired_pages_pending": true)",
+           R"("remapped_rows": {"corrected": 5}, "retired_pages_pending": {"error": 3})",
+           R"("remapped_rows": {"error": 3}, "retired_pages_pending": {"error": 3})"});
+  const CliRun run = discover(2);
+  EXPECT_EQ(run.exitCode, 0) << run;
+  // Unsupported queries (GPU 4) give no verdict.
+  EXPECT_EQ(run.out, "3,4\n") << run;
+  EXPECT_TRUE(contains(run.err, "note: GPU 0 is not handed out: row remapping failed")) << run;
+  EXPECT_TRUE(contains(run.err, "note: GPU 1 is not handed out: row remapping pending")) << run;
+  EXPECT_TRUE(contains(run.err, "note: GPU 2 is not handed out: retired pages pending")) << run;
+}
+
+TEST_F(HealthCliTest, ALostGpuIsNeverHandedOut) {
+  host(3, {"", R"("lost": true)"});
+  const CliRun run = discover(2);
+  EXPECT_EQ(run.out, "0,2\n") << run;
+  // The enumeration itself leaves a lost GPU out, and says so at the default verbosity.
+  EXPECT_TRUE(contains(run.err, "GPU 1 left out: nvmlDeviceGetUUID failed: GPU is lost")) << run;
+  const CliRun check = cli({"check", "--format", "json"});
+  EXPECT_EQ(check.exitCode, 1) << check;
+  const auto json = nlohmann::json::parse(check.out);
+  EXPECT_EQ(json.at("ok"), false);
+  EXPECT_EQ(json.at("problems").at(0).at("kind"), "lost");
+  EXPECT_EQ(json.at("problems").at(0).at("gpu"), "1");
+}
+
+// --- check --------------------------------------------------------------------------------------
+
+TEST_F(HealthCliTest, CheckExpectingEightOnSevenGpus) {
+  host(7, {R"("persistence_mode": false)"});
+  const CliRun check = cli({"check", "--expect", "8"});
+  EXPECT_EQ(check.exitCode, 1) << check;
+  ASSERT_FALSE(linesOf(check.out).empty()) << check;
+  EXPECT_EQ(linesOf(check.out).front(), "gpu count reported lower than expected (7 < 8)") << check;
+  // Persistence mode off is a note, not a problem.
+  EXPECT_TRUE(contains(check.out, "note: GPU 0: persistence mode is off")) << check;
+  const CliRun json = cli({"check", "--expect", "8", "--format", "json"});
+  const auto parsed = nlohmann::json::parse(json.out);
+  EXPECT_EQ(parsed.at("ok"), false);
+  ASSERT_EQ(parsed.at("problems").size(), 1u) << json;
+  EXPECT_EQ(parsed.at("problems").at(0).at("kind"), "count");
+  EXPECT_TRUE(parsed.at("problems").at(0).at("gpu").is_null());
+  EXPECT_EQ(parsed.at("notes").at(0).at("kind"), "persistence_mode");
+
+  const CliRun seven = cli({"check", "--expect", "7"});
+  EXPECT_EQ(seven.exitCode, 0) << seven;
+}
+
+TEST_F(HealthCliTest, CheckReportsNvmlAndTheCoordinationFile) {
+  host(2);
+  // Records of a dead owner are a note; a line that is not a record is a problem.
+  std::ofstream(coordinationFile()) << "0 " << ::getpid() << "\t1\njunk line\n";
+  const CliRun check = cli({"check"});
+  EXPECT_EQ(check.exitCode, 1) << check;
+  EXPECT_TRUE(contains(check.out, "line 2 of coordination file")) << check;
+  EXPECT_TRUE(contains(check.out, "note: GPU 0 is recorded for process")) << check;
+  fs::remove(coordinationFile());
+  fs::create_symlink(dir_ / "elsewhere", coordinationFile());
+  EXPECT_TRUE(contains(cli({"check"}).out, "is not a regular file (a symlink)"));
+  fs::remove(coordinationFile());
+
+  std::ofstream(dir_ / "host.json", std::ios::trunc) << R"({"init_error": 9, "devices": []})";
+  const CliRun noNvml = cli({"check"});
+  EXPECT_EQ(noNvml.exitCode, 1) << noNvml;
+  EXPECT_TRUE(contains(noNvml.out, "NVML is not usable: ")) << noNvml;
+  EXPECT_TRUE(contains(noNvml.out, "Driver Not Loaded")) << noNvml;
+}
+
+// --- metrics
+// --------------------------------------------------------------------------------------
+
+TEST_F(HealthCliTest, PrometheusMetricsPassPromtool) {
+  host(3, {}, R"([{"after_ms": 50, "gpu": 2, "xid": 79}])");
+  {
+    auto watch = startWatch();
+    ASSERT_TRUE(waitForText(healthFile(), "xid=79")) << readFile(watchLog());
+  }
+  ASSERT_EQ(cli({"drain", "--gpu", "1", "--reason", "a \"quoted\" reason"}).exitCode, 0);
+  std::ofstream(coordinationFile()) << "0 " << ::getpid() << "\t1\n";
+
+  const CliRun metrics = cli({"status", "--format", "prometheus"});
+  EXPECT_EQ(metrics.exitCode, 0) << metrics;
+  const std::string& out = metrics.out;
+  EXPECT_TRUE(contains(out, "# TYPE flink_gpu_held gauge\n")) << out;
+  EXPECT_TRUE(contains(out, "flink_gpu_held{gpu=\"0\",uuid=\"" + uuidOf(0) + "\",owner_pid=\"" +
+                                std::to_string(::getpid()) + "\"} 1\n"))
+      << out;
+  EXPECT_TRUE(contains(out, "flink_gpu_drained{gpu=\"1\",uuid=\"" + uuidOf(1) + "\"} 1\n")) << out;
+  EXPECT_TRUE(contains(out, "flink_gpu_healthy{gpu=\"2\",uuid=\"" + uuidOf(2) + "\"} 0\n")) << out;
+  EXPECT_TRUE(contains(out, "flink_gpu_last_xid{gpu=\"2\",uuid=\"" + uuidOf(2) + "\"} 79\n"))
+      << out;
+  EXPECT_TRUE(contains(out, "flink_gpu_last_xid_timestamp_seconds{gpu=\"2\"")) << out;
+  EXPECT_TRUE(contains(out, "flink_gpu_coordination_records 1\n")) << out;
+  EXPECT_TRUE(contains(out, "flink_gpu_coordination_dead_owner_records 1\n")) << out;
+  for (const char* name :
+       {"flink_gpu_held", "flink_gpu_healthy", "flink_gpu_drained", "flink_gpu_last_xid",
+        "flink_gpu_last_xid_timestamp_seconds", "flink_gpu_coordination_records",
+        "flink_gpu_coordination_dead_owner_records"}) {
+    EXPECT_TRUE(contains(out, std::string("# HELP ") + name + " ")) << name;
+  }
+
+  // promtool (Debian's prometheus package, installed by scripts/install-deps.sh) reads stdin.
+  ASSERT_TRUE(fs::exists(PROMTOOL)) << "promtool is missing: run scripts/install-deps.sh";
+  std::ofstream(dir_ / "metrics.prom") << out;
+  const fs::path script =
+      writeScript(dir_ / "promtool.sh", "#!/bin/sh\nexec \"$1\" check metrics < \"$2\"\n");
+  const flink::process::ProcessResult checked =
+      flink::process::run({script.string(), PROMTOOL, (dir_ / "metrics.prom").string()}, {});
+  EXPECT_EQ(checked.outcome.value(), 0)
+      << checked.stdoutOutput.data << checked.stderrOutput.data << out;
+  EXPECT_EQ(checked.stdoutOutput.data + checked.stderrOutput.data, "") << out;
+}
+
+// --- beside Flink's own script ------------------------------------------------------------------
+
+TEST_F(HealthCliTest, FlinkScriptBesideTheHealthRecordsLosesNothing) {
+  host(4);
+  ASSERT_EQ(cli({"drain", "--gpu", "3", "--reason", "1 2 3 /d"}).exitCode, 0);
+  const std::string health = readFile(healthFile());
+  flink::testing::Background sleeper({flink::testing::sleepPath(), "60"}, "/dev/null");
+  // Flink's script takes GPUs 0 and 1 with its grep, awk and sed on the coordination file.
+  const flink::process::ProcessResult flink = flink::process::run(
+      {"/bin/bash", FLINK_SCRIPT, coordinationFile(), "2", sleeper.pidText(), "0", "1", "2", "3"},
+      {});
+  ASSERT_EQ(flink.outcome.value(), 0) << flink.stdoutOutput.data << flink.stderrOutput.data;
+  EXPECT_EQ(flink.stdoutOutput.data, "0,1\n");
+  EXPECT_EQ(readFile(healthFile()), health) << "Flink's script touched the health records";
+  // Ours hands out GPU 2 only: 0 and 1 are held, 3 is drained; Flink's records stay.
+  const CliRun ours = discover(1, {"--enable-coordination-mode", "--owner-pid", sleeper.pidText()});
+  EXPECT_EQ(ours.out, "2\n") << ours;
+  EXPECT_EQ(discover(1, {"--enable-coordination-mode", "--owner-pid", sleeper.pidText()}).exitCode,
+            1);
+  const std::string records = readFile(coordinationFile());
+  EXPECT_TRUE(contains(records, "0 " + sleeper.pidText() + "\n")) << records;
+  EXPECT_TRUE(contains(records, "1 " + sleeper.pidText() + "\n")) << records;
+  EXPECT_EQ(readFile(healthFile()), health);
+  // undrain after Flink's sed: still one drain to clear, the records untouched.
+  const flink::process::ProcessResult again = flink::process::run(
+      {"/bin/bash", FLINK_SCRIPT, coordinationFile(), "1", sleeper.pidText(), "3"}, {});
+  EXPECT_EQ(again.outcome.value(), 0);
+  EXPECT_TRUE(contains(cli({"undrain", "--gpu", "3"}).out, "cleared drained of GPU 3"));
+  EXPECT_TRUE(contains(readFile(coordinationFile()), "3 " + sleeper.pidText() + "\n"));
+}
+
+}  // namespace
