@@ -12,6 +12,7 @@ packages=(
   libyaml-cpp-dev                          # config.yaml
   libgtest-dev libgmock-dev                # tests
   libbenchmark-dev                         # benchmarks
+  dpkg-dev lintian                         # make package (CPack's DEB) and its check
 )
 
 missing=()
