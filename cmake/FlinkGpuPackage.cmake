@@ -35,14 +35,14 @@ add_custom_command(OUTPUT ${FLINK_GPU_CHANGELOG_GZ}
 add_custom_target(flink-gpu-debian-changelog ALL DEPENDS ${FLINK_GPU_CHANGELOG_GZ})
 install(FILES ${FLINK_GPU_CHANGELOG_GZ} DESTINATION ${FLINK_GPU_PACKAGE_DOC_DIR}
   COMPONENT debian EXCLUDE_FROM_ALL)
-# The overrides name the prefix; the one about /opt only where the prefix is under /opt (an
-# override that matches nothing is itself reported).
+# The overrides name the prefix; the one about the folder only where the prefix is under /opt or
+# /srv, the folders lintian keeps Debian's own packages out of and where Flink distributions live
+# (an override that matches nothing is itself reported).
 string(REGEX REPLACE "^/" "" FLINK_GPU_PACKAGE_PREFIX_RELATIVE "${FLINK_GPU_PACKAGE_PREFIX}")
-if(FLINK_GPU_PACKAGE_PREFIX MATCHES "^/opt(/|$)")
-  set(FLINK_GPU_LINTIAN_OPT_OVERRIDE
-    "${FLINK_GPU_PACKAGE_NAME}: dir-or-file-in-opt [${FLINK_GPU_PACKAGE_PREFIX_RELATIVE}/*]")
+if(FLINK_GPU_PACKAGE_PREFIX MATCHES "^/(opt|srv)(/|$)")
+  set(FLINK_GPU_LINTIAN_FOLDER_OVERRIDE "${FLINK_GPU_PACKAGE_NAME}: dir-or-file-in-${CMAKE_MATCH_1} [${FLINK_GPU_PACKAGE_PREFIX_RELATIVE}/*]")
 else()
-  set(FLINK_GPU_LINTIAN_OPT_OVERRIDE "# (the prefix is not under /opt: nothing to override)")
+  set(FLINK_GPU_LINTIAN_FOLDER_OVERRIDE "# (the prefix is not under /opt or /srv: nothing here)")
 endif()
 configure_file(packaging/debian/lintian-overrides.in
   ${PROJECT_BINARY_DIR}/packaging/lintian-overrides @ONLY)
