@@ -1,7 +1,8 @@
 # Installs the build the ways a user would and uses it: the dev component into a fresh prefix,
 # against which it builds examples/consumer through find_package(FlinkGpu) and runs it; the plugin
 # component over a stand-in Flink distribution, whose files it must leave alone and where the
-# installed flink-gpu must run and find the discovery script on its own; and both at once. It
+# installed flink-gpu must run and find the discovery script on its own (SELF_CONTAINED; else
+# from the whole install); and both at once. It
 # checks each layout, that the binaries are stripped, and (with READELF) that the programs need
 # no shared library but glibc's.
 #
@@ -9,7 +10,8 @@
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... [-DCONFIG=...] -DGENERATOR=...
 #         -DMAKE_PROGRAM=... -DCXX_COMPILER=... -DCXX_FLAGS=... -DEXE_LINKER_FLAGS=...
 #         -DBUILD_TYPE=... -DBINDIR=... -DLIBDIR=... -DINCLUDEDIR=... -DPLUGIN_DIR=...
-#         -DFIXTURE=<script printing 0,1> -DVERSION=... [-DREADELF=...] -P InstallAndConsume.cmake
+#         -DFIXTURE=<script printing 0,1> -DVERSION=... [-DREADELF=...] [-DSELF_CONTAINED=ON]
+#         -P InstallAndConsume.cmake
 cmake_minimum_required(VERSION 3.25)
 
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER BINDIR LIBDIR INCLUDEDIR
@@ -222,7 +224,11 @@ expect_output("consumer output" "${output}" "${two_gpus}")
 
 # --- the installed command-line tool ---------------------------------------
 # From the Flink distribution the plugin component went into: nothing of the dev component there.
+# (Not in the sanitizer builds, whose flink-gpu needs the shared library: from the whole install.)
 set(flink_gpu "${flink_home}/${BINDIR}/flink-gpu")
+if(NOT SELF_CONTAINED)
+  set(flink_gpu "${full_prefix}/${BINDIR}/flink-gpu")
+endif()
 run_checked("flink-gpu --version" 0 output "${flink_gpu}" --version)
 expect_output("flink-gpu --version" "${output}" "flink-gpu ${VERSION}\n")
 
