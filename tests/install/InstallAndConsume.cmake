@@ -2,9 +2,8 @@
 # against which it builds examples/consumer through find_package(FlinkGpu) and runs it; the plugin
 # component over a stand-in Flink distribution, whose files it must leave alone and where the
 # installed flink-gpu must run and find the discovery script on its own (SELF_CONTAINED; else
-# from the whole install); and both at once. It
-# checks each layout, that the binaries are stripped, and (with READELF) that the programs need
-# no shared library but glibc's.
+# from the whole install); and both at once. It checks each layout, that the binaries are
+# stripped, and (with READELF) that the programs need no shared library but glibc's.
 #
 # Run by ctest (see CMakeLists.txt here), after the build:
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... [-DCONFIG=...] -DGENERATOR=...
