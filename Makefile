@@ -1,15 +1,20 @@
 # A thin driver for CMake. `make run` and `make test` are the two commands a fresh machine needs.
 #   make build   install missing Debian packages, build into build/ (warnings are errors)
 #   make run     build, then what a worker does at start-up: flink-gpu discover
-#   make test    build, run every test; then the same under ASan+UBSan (clang) with the fuzzer
+#   make test    build, run every test; the concurrency tests under TSan (clang); then every test
+#                under ASan+UBSan (clang) with the fuzzer
+#   make package build, then the Debian package of the plugin component (build/*.deb), installing
+#                under PACKAGE_PREFIX (default /opt/flink)
 #   make bench   build, run the benchmarks and print the README's ratios
 
 BUILD_DIR ?= build
 SANITIZE_DIR ?= build-sanitize
+TSAN_DIR ?= build-tsan
+PACKAGE_PREFIX ?= /opt/flink
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build run test test-main test-sanitize bench format clean
+.PHONY: all deps build run test test-main test-tsan test-sanitize package bench format clean
 
 all: build
 
@@ -17,7 +22,8 @@ deps:
 	@bash scripts/install-deps.sh
 
 build: deps
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLINK_GPU_WERROR=ON
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLINK_GPU_WERROR=ON \
+	  -DFLINK_GPU_PACKAGE_PREFIX=$(PACKAGE_PREFIX)
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 run: build
@@ -31,7 +37,16 @@ run: build
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory test-tsan
 	$(MAKE) --no-print-directory test-sanitize
+
+# ThreadSanitizer needs a build of its own (it excludes ASan): only the library and the tests
+# that run threads against it (label tsan, see tests/tsan/), to keep `make test` short.
+test-tsan: deps
+	CXX=clang++ cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DFLINK_GPU_WERROR=ON \
+	  -DFLINK_GPU_TSAN=ON -DFLINK_GPU_BENCH=OFF
+	cmake --build $(TSAN_DIR) -j $(JOBS) --target flink-gpu-tsan-tests
+	ctest --test-dir $(TSAN_DIR) -L tsan --output-on-failure -j $(JOBS)
 
 test-sanitize: deps
 	CXX=clang++ cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=Debug -DFLINK_GPU_WERROR=ON \
@@ -40,6 +55,9 @@ test-sanitize: deps
 	cmake --build $(SANITIZE_DIR) -j $(JOBS)
 	ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j $(JOBS)
 
+package: build
+	cd $(BUILD_DIR) && cpack -G DEB
+
 bench: build
 	bash bench/run-benchmarks.sh $(BUILD_DIR)
 
@@ -47,4 +65,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp')
 
 clean:
-	rm -rf $(BUILD_DIR) $(SANITIZE_DIR)
+	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) $(TSAN_DIR)

@@ -9,7 +9,7 @@
 //                               the driver's run of the very same script, and exit.
 //   BM_FlinkGpuVersionProcess   `flink-gpu --version`, same harness: flink-gpu's start-up and
 //                               exit alone. discover minus this is the discovery itself, so the
-//                               two say whether an excess over the 3x target is start-up
+//                               two say whether an excess over the 2x target is start-up
 //                               (loader, libraries) or the driver.
 //   BM_PairedProcesses          the same three, one of each per iteration in rotating order,
 //                               each timed; counters discover_ratio and version_ratio are their

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
@@ -40,6 +41,25 @@ void forwardFatalSignals() {
     if (::sigaction(signal, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
     ::sigaction(signal, &action, nullptr);
   }
+}
+
+/// The subcommand argv asks for: its first argument that is not a flag (the global ones, -v and
+/// -q, take no value). Only that command's options are then set up, since building all five
+/// commands' options is start-up work (allocations, first touches of memory) that every run
+/// would pay. Empty when there is none or it is not one of ours (--help, --version, a typo):
+/// then all are set up, for the help text and CLI11's error.
+std::string_view requestedCommand(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.empty() || arg.front() == '-') continue;
+    for (std::string_view known : {"discover", "status", "release", "exec", "config", "topology",
+                                   "drain", "undrain", "check", "watch"}) {
+      if (arg == known) return arg;
+    }
+    break;
+  }
+  return {};
 }
 
 /// What was printed on stdout must have arrived: a full disk and a reader that went away (a
@@ -79,26 +99,32 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verboseCount, "Show the library's log (info; twice for debug)");
   app.add_flag("-q,--quiet", quiet, "Print only the result and one line per error");
 
+  const std::string_view requested = requestedCommand(argc, argv);
+  const auto wanted = [&](std::string_view name) { return requested.empty() || requested == name; };
+  // A command that is not set up stays null and is never run.
   DiscoverOptions discoverOptions;
-  CLI::App* discover = addDiscoverCommand(app, discoverOptions);
+  CLI::App* discover = wanted("discover") ? addDiscoverCommand(app, discoverOptions) : nullptr;
   StatusOptions statusOptions;
-  CLI::App* status = addStatusCommand(app, statusOptions);
+  CLI::App* status = wanted("status") ? addStatusCommand(app, statusOptions) : nullptr;
   ReleaseOptions releaseOptions;
-  CLI::App* release = addReleaseCommand(app, releaseOptions);
+  CLI::App* release = wanted("release") ? addReleaseCommand(app, releaseOptions) : nullptr;
   ExecOptions execOptions;
-  CLI::App* exec = addExecCommand(app, execOptions);
+  CLI::App* exec = wanted("exec") ? addExecCommand(app, execOptions) : nullptr;
   ConfigOptions configOptions;
-  CLI::App* config = addConfigCommand(app, configOptions);
+  CLI::App* config = wanted("config") ? addConfigCommand(app, configOptions) : nullptr;
   TopologyOptions topologyOptions;
-  CLI::App* topology = addTopologyCommand(app, topologyOptions);
+  CLI::App* topology = wanted("topology") ? addTopologyCommand(app, topologyOptions) : nullptr;
   DrainOptions drainOptions;
-  CLI::App* drain = addDrainCommand(app, drainOptions);
+  CLI::App* drain = wanted("drain") ? addDrainCommand(app, drainOptions) : nullptr;
   DrainOptions undrainOptions;
-  CLI::App* undrain = addUndrainCommand(app, undrainOptions);
+  CLI::App* undrain = wanted("undrain") ? addUndrainCommand(app, undrainOptions) : nullptr;
   CheckOptions checkOptions;
-  CLI::App* check = addCheckCommand(app, checkOptions);
+  CLI::App* check = wanted("check") ? addCheckCommand(app, checkOptions) : nullptr;
   WatchCommandOptions watchOptions;
-  CLI::App* watch = addWatchCommand(app, watchOptions);
+  CLI::App* watch = wanted("watch") ? addWatchCommand(app, watchOptions) : nullptr;
+  const auto parsed = [](const CLI::App* command) {
+    return command != nullptr && command->parsed();
+  };
 
   try {
     app.parse(argc, argv);
@@ -116,16 +142,16 @@ int main(int argc, char** argv) {
                                    : Verbosity::kNormal);
   try {
     int code = kUsageError;
-    if (discover->parsed()) code = runDiscover(discoverOptions);
-    if (status->parsed()) code = runStatus(statusOptions);
-    if (release->parsed()) code = runRelease(releaseOptions);
-    if (exec->parsed()) code = runExec(execOptions);
-    if (config->parsed()) code = runConfig(configOptions);
-    if (topology->parsed()) code = runTopology(topologyOptions);
-    if (drain->parsed()) code = runDrain(drainOptions);
-    if (undrain->parsed()) code = runUndrain(undrainOptions);
-    if (check->parsed()) code = runCheck(checkOptions);
-    if (watch->parsed()) code = runWatch(watchOptions);
+    if (parsed(discover)) code = runDiscover(discoverOptions);
+    if (parsed(status)) code = runStatus(statusOptions);
+    if (parsed(release)) code = runRelease(releaseOptions);
+    if (parsed(exec)) code = runExec(execOptions);
+    if (parsed(config)) code = runConfig(configOptions);
+    if (parsed(topology)) code = runTopology(topologyOptions);
+    if (parsed(drain)) code = runDrain(drainOptions);
+    if (parsed(undrain)) code = runUndrain(undrainOptions);
+    if (parsed(check)) code = runCheck(checkOptions);
+    if (parsed(watch)) code = runWatch(watchOptions);
     return checkedStdout(code);
   } catch (const std::exception& e) {
     // Anything the commands do not map themselves (a vanished working directory, out of

@@ -1,4 +1,4 @@
-# Warnings for the project's own targets, and the sanitizer build.
+# Warnings for the project's own targets, and the sanitizer builds.
 
 function(flink_gpu_warnings target)
   target_compile_options(${target} PRIVATE
@@ -12,4 +12,20 @@ if(FLINK_GPU_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined
                       -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)
+endif()
+if(FLINK_GPU_TSAN)
+  if(FLINK_GPU_SANITIZE)
+    message(FATAL_ERROR "FLINK_GPU_TSAN and FLINK_GPU_SANITIZE exclude each other: ThreadSanitizer "
+                        "cannot run beside AddressSanitizer; use two build folders")
+  endif()
+  # -O1, as ThreadSanitizer's documentation advises: much faster than -O0, stacks still usable.
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer -O1)
+  add_link_options(-fsanitize=thread)
+endif()
+# The sanitizers need the usual dynamic C++ runtime: programs that link libstdc++ statically
+# (cli/, plugins/) do so only without them.
+if(FLINK_GPU_SANITIZE OR FLINK_GPU_TSAN)
+  set(FLINK_GPU_ANY_SANITIZER ON)
+else()
+  set(FLINK_GPU_ANY_SANITIZER OFF)
 endif()

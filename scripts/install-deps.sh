@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev                # tests
   libbenchmark-dev                         # benchmarks
   prometheus                               # promtool, for the metrics tests
+  dpkg-dev lintian                         # make package (CPack's DEB) and its check
 )
 
 missing=()

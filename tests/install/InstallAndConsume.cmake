@@ -1,12 +1,16 @@
-# Installs the build into a fresh prefix and uses it the way a user would: checks the layout,
-# builds examples/consumer against it through find_package(FlinkGpu), runs that program, and runs
-# the installed flink-gpu (which must find the installed library and discovery script on its own).
+# Installs the build the ways a user would and uses it: the dev component into a fresh prefix,
+# against which it builds examples/consumer through find_package(FlinkGpu) and runs it; the plugin
+# component over a stand-in Flink distribution, whose files it must leave alone and where the
+# installed flink-gpu must run and find the discovery script on its own (SELF_CONTAINED; else
+# from the whole install); and both at once. It checks each layout, that the binaries are
+# stripped, and (with READELF) that the programs need no shared library but glibc's.
 #
 # Run by ctest (see CMakeLists.txt here), after the build:
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... [-DCONFIG=...] -DGENERATOR=...
 #         -DMAKE_PROGRAM=... -DCXX_COMPILER=... -DCXX_FLAGS=... -DEXE_LINKER_FLAGS=...
 #         -DBUILD_TYPE=... -DBINDIR=... -DLIBDIR=... -DINCLUDEDIR=... -DPLUGIN_DIR=...
-#         -DFIXTURE=<script printing 0,1> -DVERSION=... -P InstallAndConsume.cmake
+#         -DFIXTURE=<script printing 0,1> -DVERSION=... [-DREADELF=...] [-DSELF_CONTAINED=ON]
+#         -P InstallAndConsume.cmake
 cmake_minimum_required(VERSION 3.25)
 
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER BINDIR LIBDIR INCLUDEDIR
@@ -54,39 +58,116 @@ function(expect_output what actual expected)
   endif()
 endfunction()
 
-# --- install ---------------------------------------------------------------
+# --- install, by component --------------------------------------------------
 # A leftover prefix could hide a file the install no longer writes.
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
-run_checked("cmake --install" 0 "" "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}"
-            ${config_args})
 
-# --- layout ----------------------------------------------------------------
+# Every regular file and link under `root`, relative to it, sorted.
+function(list_files root out_var)
+  file(GLOB_RECURSE found LIST_DIRECTORIES false RELATIVE "${root}" "${root}/*")
+  list(SORT found)
+  set(${out_var} "${found}" PARENT_SCOPE)
+endfunction()
+
+# dev: headers, the shared library, the CMake package; nothing to run.
+run_checked("cmake --install --component dev" 0 "" "${CMAKE_COMMAND}" --install "${BUILD_DIR}"
+            --component dev --prefix "${prefix}" ${config_args})
 foreach(path
-    "${BINDIR}/flink-gpu"
     "${LIBDIR}/libflink-external-resource-gpu.so"
     "${INCLUDEDIR}/flink/externalresource/gpu/GPUDriverFactory.h"
     "${LIBDIR}/cmake/FlinkGpu/FlinkGpuConfig.cmake"
     "${LIBDIR}/cmake/FlinkGpu/FlinkGpuConfigVersion.cmake"
-    "${PLUGIN_DIR}/nvidia-gpu-discovery.sh"
-    "${PLUGIN_DIR}/nvidia-gpu-discovery"
-    "${PLUGIN_DIR}/gpu-discovery-common.sh")
+    "${LIBDIR}/cmake/FlinkGpu/FlinkGpuTargets.cmake")
   if(NOT EXISTS "${prefix}/${path}")
-    message(FATAL_ERROR "the install has no ${path} (prefix ${prefix})")
+    message(FATAL_ERROR "the dev component has no ${path} (prefix ${prefix})")
   endif()
 endforeach()
 file(GLOB versioned_libraries "${prefix}/${LIBDIR}/libflink-external-resource-gpu.so.*")
 if(NOT versioned_libraries)
   message(FATAL_ERROR "the install has no versioned ${LIBDIR}/libflink-external-resource-gpu.so.*")
 endif()
+foreach(absent "${BINDIR}" "${PLUGIN_DIR}")
+  if(EXISTS "${prefix}/${absent}")
+    message(FATAL_ERROR "the dev component installed ${absent}/, which belongs to plugin")
+  endif()
+endforeach()
+list_files("${prefix}" dev_files)
+
+# plugin: laid over a Flink distribution. Only its five files may appear there: no headers, no
+# CMake files, no library of ours in Flink's lib/.
+set(flink_home "${WORK_DIR}/flink-home")
+foreach(file "bin/flink" "bin/config.sh" "lib/flink-dist.jar" "conf/config.yaml"
+             "plugins/README.txt")
+  file(WRITE "${flink_home}/${file}" "part of the stand-in Flink distribution\n")
+endforeach()
+list_files("${flink_home}" flink_before)
+run_checked("cmake --install --component plugin" 0 "" "${CMAKE_COMMAND}" --install "${BUILD_DIR}"
+            --component plugin --prefix "${flink_home}" ${config_args})
+list_files("${flink_home}" flink_after)
+set(plugin_files
+  "${BINDIR}/flink-gpu"
+  "${PLUGIN_DIR}/gpu-discovery-common.sh"
+  "${PLUGIN_DIR}/nvidia-gpu-discovery"
+  "${PLUGIN_DIR}/nvidia-gpu-discovery.sh")
+set(expected_after ${flink_before} ${plugin_files})
+list(SORT expected_after)
+if(NOT flink_after STREQUAL expected_after)
+  set(added ${flink_after})
+  list(REMOVE_ITEM added ${flink_before})
+  message(FATAL_ERROR "the plugin component over a Flink distribution added\n  ${added}\n"
+                      "expected exactly\n  ${plugin_files}")
+endif()
+
+# Without --component: both, and nothing else.
+set(full_prefix "${WORK_DIR}/full")
+run_checked("cmake --install" 0 "" "${CMAKE_COMMAND}" --install "${BUILD_DIR}"
+            --prefix "${full_prefix}" ${config_args})
+list_files("${full_prefix}" full_files)
+set(expected_full ${dev_files} ${plugin_files})
+list(SORT expected_full)
+if(NOT full_files STREQUAL expected_full)
+  message(FATAL_ERROR "a whole install is not dev + plugin:\n  ${full_files}\nexpected\n"
+                      "  ${expected_full}")
+endif()
+
 # CMake 3.25 has no if(IS_EXECUTABLE); test(1) asks the kernel's view (mode and mount).
 foreach(program "${BINDIR}/flink-gpu" "${PLUGIN_DIR}/nvidia-gpu-discovery.sh"
                 "${PLUGIN_DIR}/nvidia-gpu-discovery")
-  execute_process(COMMAND test -x "${prefix}/${program}" RESULT_VARIABLE not_executable)
+  execute_process(COMMAND test -x "${flink_home}/${program}" RESULT_VARIABLE not_executable)
   if(not_executable)
     message(FATAL_ERROR "the installed ${program} is not executable")
   endif()
 endforeach()
+
+# The installed binaries are stripped, and the programs load nothing but glibc (so a Flink
+# distribution needs no library of ours, nor a C++ runtime, beside them) and carry no RPATH.
+if(READELF)
+  foreach(binary "${flink_home}/${BINDIR}/flink-gpu" "${flink_home}/${PLUGIN_DIR}/nvidia-gpu-discovery"
+                 ${versioned_libraries})
+    run_checked("readelf -S" 0 sections "${READELF}" -S -W "${binary}")
+    foreach(section .debug_info .symtab)
+      string(FIND "${sections}" " ${section} " position)
+      if(NOT position EQUAL -1)
+        message(FATAL_ERROR "the installed ${binary} is not stripped: it has ${section}")
+      endif()
+    endforeach()
+  endforeach()
+  foreach(program "${BINDIR}/flink-gpu" "${PLUGIN_DIR}/nvidia-gpu-discovery")
+    run_checked("readelf -d" 0 dynamic "${READELF}" -d -W "${flink_home}/${program}")
+    string(REGEX MATCHALL "\\(NEEDED\\)[^[]*\\[[^]]*\\]" needed "${dynamic}")
+    foreach(entry IN LISTS needed)
+      string(REGEX REPLACE ".*\\[(.*)\\]" "\\1" library "${entry}")
+      if(NOT library MATCHES "^(libc|libm|libdl|libpthread|librt|ld-linux[-a-z0-9_.]*)\\.so\\.[0-9]+$")
+        message(FATAL_ERROR "the installed ${program} needs ${library}; it should need glibc alone")
+      endif()
+    endforeach()
+    if(dynamic MATCHES "\\((RPATH|RUNPATH)\\)")
+      message(FATAL_ERROR "the installed ${program} has an RPATH or RUNPATH:\n${dynamic}")
+    endif()
+  endforeach()
+endif()
+
 # The exported package must not point back into the build or source tree, or it would only work
 # on the machine that built it.
 file(GLOB package_files "${prefix}/${LIBDIR}/cmake/FlinkGpu/*.cmake")
@@ -141,7 +222,12 @@ run_checked("running the consumer" 0 output "${consumer}" "${FIXTURE}" 2)
 expect_output("consumer output" "${output}" "${two_gpus}")
 
 # --- the installed command-line tool ---------------------------------------
-set(flink_gpu "${prefix}/${BINDIR}/flink-gpu")
+# From the Flink distribution the plugin component went into: nothing of the dev component there.
+# (Not in the sanitizer builds, whose flink-gpu needs the shared library: from the whole install.)
+set(flink_gpu "${flink_home}/${BINDIR}/flink-gpu")
+if(NOT SELF_CONTAINED)
+  set(flink_gpu "${full_prefix}/${BINDIR}/flink-gpu")
+endif()
 run_checked("flink-gpu --version" 0 output "${flink_gpu}" --version)
 expect_output("flink-gpu --version" "${output}" "flink-gpu ${VERSION}\n")
 

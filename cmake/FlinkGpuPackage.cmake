@@ -1,0 +1,85 @@
+# The Debian package (`make package`, i.e. cpack -G DEB in the build folder): the `plugin`
+# install component (bin/flink-gpu, plugins/external-resource-gpu/) under a Flink
+# distribution's folder, FLINK_GPU_PACKAGE_PREFIX (/opt/flink, Flink's own default, unless given
+# at configure time), plus the files Debian asks of every package (copyright, changelog, and the
+# lintian overrides of packaging/debian/, with why each is one). tests/install/ builds it and
+# runs lintian on it.
+set(FLINK_GPU_PACKAGE_PREFIX /opt/flink CACHE PATH
+  "The Flink distribution folder the Debian package installs the plugin component into")
+set(FLINK_GPU_PACKAGE_MAINTAINER
+  "flink-gpu maintainers <maintainers@users.noreply.a-seed-2203ad9a.example>" CACHE STRING
+  "The Debian package's Maintainer field")
+if(NOT IS_ABSOLUTE "${FLINK_GPU_PACKAGE_PREFIX}")
+  message(FATAL_ERROR "FLINK_GPU_PACKAGE_PREFIX must be absolute, not '${FLINK_GPU_PACKAGE_PREFIX}'")
+endif()
+
+set(FLINK_GPU_PACKAGE_NAME flink-gpu)
+set(FLINK_GPU_PACKAGE_DOC_DIR /usr/share/doc/${FLINK_GPU_PACKAGE_NAME})
+
+# Debian's own files, in a component of their own that only the package asks for
+# (EXCLUDE_FROM_ALL): `cmake --install --prefix $FLINK_HOME` must never write to /usr/share.
+# Absolute destinations: they belong where Debian looks, whatever the package's prefix.
+install(FILES packaging/debian/copyright DESTINATION ${FLINK_GPU_PACKAGE_DOC_DIR}
+  COMPONENT debian EXCLUDE_FROM_ALL)
+# Debian wants the changelog compressed with gzip -9n (no name, no time stamp: reproducible), as
+# changelog.gz: a version without a Debian revision is a native package's. Its date is the
+# configure time, or $SOURCE_DATE_EPOCH where set (string(TIMESTAMP) honours it).
+string(TIMESTAMP FLINK_GPU_CHANGELOG_DATE "%a, %d %b %Y %H:%M:%S +0000" UTC)
+set(FLINK_GPU_CHANGELOG_GZ ${PROJECT_BINARY_DIR}/packaging/changelog.gz)
+configure_file(packaging/debian/changelog.in ${PROJECT_BINARY_DIR}/packaging/changelog.Debian
+  @ONLY)
+add_custom_command(OUTPUT ${FLINK_GPU_CHANGELOG_GZ}
+  COMMAND gzip -9nc ${PROJECT_BINARY_DIR}/packaging/changelog.Debian > ${FLINK_GPU_CHANGELOG_GZ}
+  DEPENDS ${PROJECT_BINARY_DIR}/packaging/changelog.Debian
+  COMMENT "Compressing the Debian changelog")
+add_custom_target(flink-gpu-debian-changelog ALL DEPENDS ${FLINK_GPU_CHANGELOG_GZ})
+install(FILES ${FLINK_GPU_CHANGELOG_GZ} DESTINATION ${FLINK_GPU_PACKAGE_DOC_DIR}
+  COMPONENT debian EXCLUDE_FROM_ALL)
+# The overrides name the prefix; the one about the folder only where the prefix is under /opt or
+# /srv, the folders lintian keeps Debian's own packages out of and where Flink distributions live
+# (an override that matches nothing is itself reported).
+string(REGEX REPLACE "^/" "" FLINK_GPU_PACKAGE_PREFIX_RELATIVE "${FLINK_GPU_PACKAGE_PREFIX}")
+if(FLINK_GPU_PACKAGE_PREFIX MATCHES "^/(opt|srv)(/|$)")
+  set(FLINK_GPU_LINTIAN_FOLDER_OVERRIDE "${FLINK_GPU_PACKAGE_NAME}: dir-or-file-in-${CMAKE_MATCH_1} [${FLINK_GPU_PACKAGE_PREFIX_RELATIVE}/*]")
+else()
+  set(FLINK_GPU_LINTIAN_FOLDER_OVERRIDE "# (the prefix is not under /opt or /srv: nothing here)")
+endif()
+configure_file(packaging/debian/lintian-overrides.in
+  ${PROJECT_BINARY_DIR}/packaging/lintian-overrides @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/packaging/lintian-overrides
+  DESTINATION /usr/share/lintian/overrides RENAME ${FLINK_GPU_PACKAGE_NAME}
+  COMPONENT debian EXCLUDE_FROM_ALL)
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME ${FLINK_GPU_PACKAGE_NAME})
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "${FLINK_GPU_PACKAGE_MAINTAINER}")
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${FLINK_GPU_PACKAGE_MAINTAINER}")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "GPU external-resource driver for Apache Flink")
+# The extended description; CPack puts CPACK_PACKAGE_DESCRIPTION_SUMMARY before it as the
+# synopsis line.
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
+  "The default GPU discovery of Apache Flink's external-resource framework as a\n\
+native program, laid over a Flink distribution in ${FLINK_GPU_PACKAGE_PREFIX}: the\n\
+discovery script at Flink's default discovery-script.path, a discovery\n\
+program that asks NVML (else nvidia-smi) and coordinates GPUs between the\n\
+workers of a host, and the flink-gpu command-line tool (discover, config,\n\
+status, release, exec).")
+set(CPACK_DEBIAN_PACKAGE_SECTION misc)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # flink-gpu_<version>_<arch>.deb
+# Depends from the programs' needs (dpkg-shlibdeps): glibc alone, since everything else is
+# linked in.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# nvidia-smi or NVML come with NVIDIA's driver, which Debian packages in non-free.
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "nvidia-smi")
+set(CPACK_PACKAGING_INSTALL_PREFIX ${FLINK_GPU_PACKAGE_PREFIX})
+set(CPACK_STRIP_FILES ON)
+# Debian's modes for folders, whatever the umask of whoever builds the package.
+set(CPACK_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
+  OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+# One package of the plugin component and Debian's files; not the dev component.
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_GROUPING ALL_COMPONENTS_IN_ONE)
+set(CPACK_COMPONENTS_ALL plugin debian)
+include(CPack)
