@@ -202,10 +202,13 @@ void printShortfall(const ExecOptions& options, const std::vector<std::string>& 
   std::vector<std::string> details;
   for (const std::string& gpu : gpus) {
     bool held = false;
-    for (const coordination::Record& record : allocation.heldByOthers) {
-      if (record.gpu != gpu) continue;
-      held = true;
-      details.push_back("GPU " + gpu + " is held by process " + std::to_string(record.owner.pid));
+    for (const auto* records : {&allocation.heldByRequester, &allocation.heldByOthers}) {
+      for (const coordination::Record& record : *records) {
+        if (record.gpu != gpu) continue;
+        held = true;
+        details.push_back("GPU " + gpu + " is held by process " + std::to_string(record.owner.pid) +
+                          (records == &allocation.heldByRequester ? " (this process)" : ""));
+      }
     }
     bool blocked = false;
     for (const coordination::BlockedUnit& unit : allocation.blocked) {
@@ -219,7 +222,7 @@ void printShortfall(const ExecOptions& options, const std::vector<std::string>& 
   details.insert(details.begin(), "coordination file: " + options.coordinationFile);
   std::string cause = "not enough free GPUs: " + std::to_string(options.amount) + " requested, " +
                       std::to_string(free) + " free, " + std::to_string(gpus.size() - free - busy) +
-                      " held by other processes";
+                      " held";
   if (busy > 0) cause += ", " + std::to_string(busy) + " busy because a related unit is held";
   printErrorWithDetails(cause, details);
 }
@@ -403,10 +406,9 @@ int runExec(const ExecOptions& options) {
     printError(e.what());
     return kDiscoveryFailed;
   }
-  for (const coordination::JunkLine& junk : allocation.junk) {
-    printWarning("ignoring line " + std::to_string(junk.lineNumber) + " of " +
-                 options.coordinationFile + ", which is not a record: '" +
-                 strings::quoteForMessage(junk.text) + "'");
+  for (const std::string& line :
+       coordination::describeJunk(allocation.junk, options.coordinationFile)) {
+    printWarning(line);
   }
   if (verbosity() >= Verbosity::kVerbose) {
     for (const coordination::Record& record : allocation.reclaimed) {

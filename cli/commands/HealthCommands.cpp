@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -93,7 +94,21 @@ CLI::App* addDrainCommand(CLI::App& app, DrainOptions& options) {
   return command;
 }
 
+/// A reason is shown in one line of `check` (which NHC and Slurm read line by line) and of the
+/// discovery's notes: a control character in it (a newline) would start a line of its own.
+bool validReason(const std::string& reason) {
+  const bool control = std::any_of(reason.begin(), reason.end(), [](char c) {
+    return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f;
+  });
+  if (control) {
+    printError("invalid --reason '" + strings::quoteForMessage(reason) +
+               "': it must be one line, without control characters but tabs");
+  }
+  return !control;
+}
+
 int runDrain(const DrainOptions& options) {
+  if (!validReason(options.reason)) return kUsageError;
   const std::optional<Unit> unit = unitOf(options.gpu);
   if (!unit) return kUsageError;
   health::HealthRecord drain;
@@ -132,6 +147,7 @@ CLI::App* addUndrainCommand(CLI::App& app, DrainOptions& options) {
 }
 
 int runUndrain(const DrainOptions& options) {
+  if (!validReason(options.reason)) return kUsageError;
   const std::optional<Unit> unit = unitOf(options.gpu);
   if (!unit) return kUsageError;
   std::vector<health::HealthRecord> cleared;

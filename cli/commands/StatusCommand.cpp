@@ -167,6 +167,7 @@ void printJson(const std::string& file, const coordination::Status& status,
       record["owner_start_time"] = nullptr;
     }
     record["running"] = entry.running;
+    if (entry.record.lease) record["lease"] = *entry.record.lease;
     record["other_pid_namespace"] = entry.otherPidNamespace;
     if (entry.record.uuid) record["record_uuid"] = *entry.record.uuid;
     for (const auto& [key, value] : properties[i]) record[key] = value;
@@ -208,6 +209,17 @@ void printTable(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
+/// "running", "gone", "other pid namespace", or, for a record of a lease still held whose pid
+/// is gone (the lease passed to a child of the command), "lease held by another process".
+std::string ownerState(const coordination::RecordStatus& entry) {
+  if (entry.otherPidNamespace) return "other pid namespace";
+  if (!entry.running) return "gone";
+  if (entry.record.lease && !coordination::isRunning(entry.record.owner)) {
+    return "lease held by another process";
+  }
+  return "running";
+}
+
 /// A file near its size limit will soon block every allocation on the host: say so first.
 void warnAboutTheFile(const std::string& file, const coordination::Status& status) {
   for (const std::string& note : status.notes)
@@ -233,9 +245,8 @@ void printHost(const HostView& host) {
 
 void printText(const std::string& file, const coordination::Status& status,
                const std::vector<DeviceProperties>& properties) {
-  for (const coordination::JunkLine& line : status.junk) {
-    printWarning("ignoring line " + std::to_string(line.lineNumber) + " of " + file +
-                 ", which is not a record: '" + strings::quoteForMessage(line.text) + "'");
+  for (const std::string& line : coordination::describeJunk(status.junk, file)) {
+    printWarning(line);
   }
   if (status.records.empty()) {
     std::error_code error;
@@ -251,10 +262,7 @@ void printText(const std::string& file, const coordination::Status& status,
   if (anyDevice) rows.front().push_back("DEVICE");
   for (std::size_t i = 0; i < status.records.size(); ++i) {
     const coordination::RecordStatus& entry = status.records[i];
-    rows.push_back({entry.record.gpu, std::to_string(entry.record.owner.pid),
-                    entry.otherPidNamespace ? "other pid namespace"
-                    : entry.running         ? "running"
-                                            : "gone"});
+    rows.push_back({entry.record.gpu, std::to_string(entry.record.owner.pid), ownerState(entry)});
     if (anyDevice) rows.back().push_back(describe(properties[i]));
   }
   printTable(rows);

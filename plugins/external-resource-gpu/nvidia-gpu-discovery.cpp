@@ -171,10 +171,8 @@ int allocate(const DiscoveryArguments& args, const Candidates& candidates,
   for (const std::string& note : allocation.notes) {
     trailer.notes.push_back("note: coordination file " + file + ": " + note);
   }
-  for (const coordination::JunkLine& junk : allocation.junk) {
-    trailer.notes.push_back("note: ignoring line " + std::to_string(junk.lineNumber) + " of " +
-                            file + ", which is not a record: '" +
-                            flink::strings::quoteForMessage(junk.text) + "'");
+  for (const std::string& line : coordination::describeJunk(allocation.junk, file)) {
+    trailer.notes.push_back("note: " + line);
   }
   for (const coordination::Record& record : allocation.reclaimed) {
     trailer.notes.push_back("note: took back GPU " + record.gpu + " from process " +

@@ -158,6 +158,20 @@ std::optional<Record> parseRecord(std::string_view line) {
 
 }  // namespace
 
+std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const std::string& file,
+                                      std::size_t shown) {
+  std::vector<std::string> lines;
+  for (std::size_t i = 0; i < junk.size() && i < shown; ++i) {
+    lines.push_back("ignoring line " + std::to_string(junk[i].lineNumber) + " of " + file +
+                    ", which is not a record: '" + strings::quoteForMessage(junk[i].text) + "'");
+  }
+  if (junk.size() > shown) {
+    lines.push_back("... and " + std::to_string(junk.size() - shown) + " more lines of " + file +
+                    " that are not records (`flink-gpu release --junk` removes them)");
+  }
+  return lines;
+}
+
 ParsedRecords parseRecords(std::string_view text) {
   ParsedRecords parsed;
   std::size_t lineNumber = 0;
@@ -473,8 +487,23 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
           kept.junkSpans = std::move(parsed.junkSpans);
           parsed = std::move(kept);
         }
+        // A GPU whose lease is held is held, record or not: an operator's `release`, or Flink's
+        // `sed "/1 /d"` deleting GPU 11's line, can leave a lease without its record.
+        AllocationRequest unleased;
+        const AllocationRequest* plan = &request;
+        if (anyLeases(file)) {
+          unleased = request;
+          unleased.gpus.clear();
+          for (const std::string& gpu : request.gpus) {
+            const std::string name = leaseNameOf(gpu, request.uuids);
+            if (leases.count(name) || !leaseHeld(file, name, /*removeWhenFree=*/false)) {
+              unleased.gpus.push_back(gpu);
+            }
+          }
+          plan = &unleased;
+        }
         Allocation allocation =
-            planAllocation(parsed, request, isRunning, [&](const std::string& name) {
+            planAllocation(parsed, *plan, isRunning, [&](const std::string& name) {
               return leases.count(name) > 0 || leaseHeld(file, name, /*removeWhenFree=*/true);
             });
         allocation.notes = opened.notes();

@@ -111,6 +111,13 @@ struct ParsedRecords {
   std::vector<LineSpan> junkSpans;
 };
 
+/// One line for a person per junk line of `file` ("ignoring line 3 of F, which is not a record:
+/// '…'"), at most `shown` of them, then one line that counts the rest and names the repair
+/// (`flink-gpu release --junk`): a file full of junk must not flood a worker's stderr, which
+/// Flink's driver reads only once the script has ended.
+std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const std::string& file,
+                                      std::size_t shown = 5);
+
 /// Reads a coordination file's text. Blank lines are skipped silently.
 ParsedRecords parseRecords(std::string_view text);
 

@@ -225,6 +225,7 @@ CoordinationFile CoordinationFile::open(const fs::path& file, Access access,
                        "); `flink-gpu release --junk` removes the lines that are not records");
       }
       result.fd_ = std::move(fd);
+      result.maxBytes_ = maxBytes;
       result.device_ = locked.st_dev;
       result.inode_ = locked.st_ino;
       result.mode_ = locked.st_mode & 0666;
@@ -285,7 +286,11 @@ void CoordinationFile::recover(std::uint64_t maxBytes) {
   std::string note;
   std::optional<std::string> before;
   if (!pending) {
-    // Its writer died before it sealed it, and so before it touched the file.
+    // Its writer died before it sealed it, and so before it touched the file (or the journal
+    // was damaged since: then the file may hold a change cut short, which cannot be undone).
+    note =
+        "discarded a journal that is not whole (a writer died while writing it, or it was "
+        "damaged)";
   } else if (pending->device != device_ || pending->inode != inode_) {
     note = "ignored a journal of an earlier file at this path";
   } else if (!isPartOfChange(*pending, text_)) {
@@ -299,8 +304,13 @@ void CoordinationFile::recover(std::uint64_t maxBytes) {
 
   if (access_ == Access::kRead) {
     // Readers only look: the next writer puts the file back.
-    if (before) text_ = std::move(*before);
-    if (!note.empty() && before) notes_.push_back(note);
+    if (before) {
+      text_ = std::move(*before);
+      note =
+          "a change that its writer did not finish (it was killed) is shown rolled back; the "
+          "next allocation puts the file back";
+    }
+    if (!note.empty()) notes_.push_back(note);
     return;
   }
   if (before) {
@@ -348,6 +358,13 @@ bool CoordinationFile::changedUnderLock() const {
 void CoordinationFile::replace(const std::string& text) {
   if (access_ != Access::kWrite) fail(path_, "internal error: replace() on a file opened to read");
   if (text == text_) return;
+  if (text.size() > maxBytes_ && text.size() > text_.size()) {
+    fail(path_, "refusing to grow it to " + std::to_string(text.size()) +
+                    " bytes, past the most a coordination file holds (" +
+                    std::to_string(maxBytes_) +
+                    "); `flink-gpu release --junk` removes the lines that are not records; the "
+                    "file is unchanged");
+  }
   if (changedUnderLock()) {
     interfered_ = true;
     return;

@@ -118,6 +118,7 @@ class CoordinationFile {
   std::string text_;
   std::vector<std::string> notes_;
   bool interfered_ = false;
+  std::uint64_t maxBytes_ = kMaxCoordinationFileBytes;
 };
 
 }  // namespace flink::coordination

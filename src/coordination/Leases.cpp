@@ -111,6 +111,11 @@ Lease acquireLease(const fs::path& file, const std::string& name, mode_t mode) {
   fail(path, "it kept being removed while it was taken");
 }
 
+bool anyLeases(const fs::path& file) {
+  struct stat info {};
+  return ::lstat(leaseFolderOf(file).c_str(), &info) == 0;
+}
+
 bool leaseHeld(const fs::path& file, const std::string& name, bool removeWhenFree) {
   if (!isSafeName(name)) return true;  // not a lease of ours: cannot be shown free
   const FileDescriptor dir = openFolder(leaseFolderOf(file), /*create=*/false, 0);

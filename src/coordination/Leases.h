@@ -55,6 +55,9 @@ class Lease {
 ///         (the message names the path and the cause).
 Lease acquireLease(const std::filesystem::path& file, const std::string& name, mode_t mode);
 
+/// Whether the coordination file has a lease folder at all (a cheap test before leaseHeld).
+bool anyLeases(const std::filesystem::path& file);
+
 /// Whether some process holds the lease `name`. A lease file that nobody holds is removed when
 /// `removeWhenFree` (call it only under the coordination file's exclusive lock). A lease whose
 /// file cannot be opened is taken as held: it cannot be shown free.

@@ -294,9 +294,8 @@ TEST_F(CoordinationCommandsTest, NotEnoughFreeGpusExitsOneNamingTheHolder) {
   const CliRun run = exec({"--amount", "2", "--gpus", "0,1"}, touchMarker());
   EXPECT_EQ(run.exitCode, 1) << run;
   EXPECT_EQ(run.out, "") << run;
-  EXPECT_EQ(
-      firstLine(run.err),
-      "flink-gpu: error: not enough free GPUs: 2 requested, 1 free, 1 held by other processes")
+  EXPECT_EQ(firstLine(run.err),
+            "flink-gpu: error: not enough free GPUs: 2 requested, 1 free, 1 held")
       << run;
   EXPECT_TRUE(contains(run.err, "GPU 0 is held by process " + std::to_string(holder->pid())))
       << run;

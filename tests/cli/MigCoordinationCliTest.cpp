@@ -146,8 +146,8 @@ TEST_F(MigCoordinationCliTest, ExecRefusesAWholeGpuWhileItsMigInstancesAreHeld) 
   EXPECT_EQ(whole.exitCode, 1) << whole;
   EXPECT_EQ(whole.out, "") << whole;  // the command never ran
   EXPECT_EQ(firstLine(whole.err),
-            "flink-gpu: error: not enough free GPUs: 1 requested, 0 free, 1 held by other "
-            "processes, 1 busy because a related unit is held")
+            "flink-gpu: error: not enough free GPUs: 1 requested, 0 free, 1 held, 1 busy because a "
+            "related unit is held")
       << whole;
   EXPECT_TRUE(hasLine(whole.err, "GPU 0 is held by process " + pid)) << whole;
   EXPECT_TRUE(hasLine(whole.err, std::string("GPU 1 is busy: its MIG instance ") + kMigA +
@@ -173,8 +173,8 @@ TEST_F(MigCoordinationCliTest, ExecRefusesMigInstancesWhileTheirGpuIsHeldWhole) 
   const CliRun mig = exec({"-n", "1", "--mig"});
   EXPECT_EQ(mig.exitCode, 1) << mig;
   EXPECT_EQ(firstLine(mig.err),
-            "flink-gpu: error: not enough free GPUs: 1 requested, 0 free, 1 held by other "
-            "processes, 2 busy because a related unit is held")
+            "flink-gpu: error: not enough free GPUs: 1 requested, 0 free, 1 held, 2 busy because "
+            "a related unit is held")
       << mig;
   for (const char* instance : {kMigA, kMigB}) {
     EXPECT_TRUE(hasLine(mig.err, std::string("GPU ") + instance +

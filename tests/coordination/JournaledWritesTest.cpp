@@ -211,7 +211,8 @@ TEST_F(JournaledFileTest, AnUnsealedJournalMeansTheFileWasNotTouched) {
   const CoordinationFile opened =
       CoordinationFile::open(file(), CoordinationFile::Access::kWrite, 1s);
   EXPECT_EQ(opened.text(), before);
-  EXPECT_TRUE(opened.notes().empty());
+  ASSERT_EQ(opened.notes().size(), 1u);
+  EXPECT_NE(opened.notes()[0].find("not whole"), std::string::npos) << opened.notes()[0];
   EXPECT_EQ(fs::file_size(journal()), 0u);
 }
 
@@ -435,6 +436,37 @@ TEST_F(JournaledFileTest, AFullDiskLeavesTheFileByteForByteUnchanged) {
 }
 
 // --- a file that anyone grew past the limit ----------------------------------------------------
+
+TEST_F(JournaledFileTest, NoChangeGrowsTheFilePastTheLimit) {
+  LiveProcess owner;
+  // Live records up to a few bytes below the limit: one more record would cross it.
+  const std::string line = "1 " + std::to_string(owner.pid()) + "\n";
+  std::string text;
+  text.reserve(kMaxCoordinationFileBytes);
+  while (text.size() + line.size() <= kMaxCoordinationFileBytes - 4) text += line;
+  writeBytes(file(), text);
+  try {
+    allocate(file(), {{"0", "1"}, 1, Owner::of(::getpid())});
+    ADD_FAILURE() << "the file grew past its limit";
+  } catch (const CoordinationError& e) {
+    EXPECT_NE(std::string(e.what()).find("the file is unchanged"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(readFile(file()) == text) << "the file changed";
+  // It can still be read, and what it holds still counts.
+  EXPECT_EQ(readStatus(file()).records.size(), text.size() / line.size());
+}
+
+TEST(DescribeJunkTest, AFileFullOfJunkGetsAFewLinesAndACount) {
+  std::vector<JunkLine> junk;
+  for (std::size_t i = 1; i <= 2000; ++i) junk.push_back(JunkLine{i, "x"});
+  const std::vector<std::string> lines = describeJunk(junk, "F");
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[0], "ignoring line 1 of F, which is not a record: 'x'");
+  EXPECT_EQ(lines[5],
+            "... and 1995 more lines of F that are not records (`flink-gpu release --junk` removes "
+            "them)");
+  EXPECT_EQ(describeJunk({junk.begin(), junk.begin() + 2}, "F").size(), 2u);
+}
 
 TEST_F(JournaledFileTest, AFileOfJunkPastTheLimitBlocksAllocationUntilReleaseJunk) {
   LiveProcess owner;

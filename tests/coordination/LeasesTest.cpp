@@ -111,6 +111,18 @@ TEST_F(LeasesTest, AHeldLeaseKeepsARecordOfAnotherPidNamespaceOrAGonePid) {
   EXPECT_TRUE(readStatus(file()).records.at(0).running);
 }
 
+TEST_F(LeasesTest, AHeldLeaseWithoutItsRecordStillHoldsItsGpu) {
+  // An operator's `release`, or Flink's `sed "/1 /d"` taking GPU 11's line with GPU 1's, can
+  // remove a record while its lease is held: the GPU is still in use.
+  const Lease held = acquireLease(file(), kUuid1, 0644);
+  AllocationRequest plain{{"0", "1"}, 1, Owner::of(::getpid())};
+  plain.uuids = {{"0", kUuid0}, {"1", kUuid1}};
+  plain.amount = 2;
+  EXPECT_FALSE(allocate(file(), plain).satisfied);
+  plain.amount = 1;
+  EXPECT_EQ(allocate(file(), plain).granted, std::vector<std::string>{"0"});
+}
+
 TEST_F(LeasesTest, TheLeaseFolderAndFilesAreNeverFollowedThroughSymlinks) {
   const fs::path elsewhere = dir_ / "elsewhere";
   fs::create_directories(elsewhere);
