@@ -34,6 +34,7 @@
 #include "discovery/VisibleDevices.h"
 #include "externalresource/gpu/GpuProperties.h"
 #include "health/HostHealth.h"
+#include "nvml/Nvml.h"
 #include "placement/Placement.h"
 #include "util/Strings.h"
 
@@ -116,6 +117,8 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
     hostOptions.mig = options.mig;
     hostOptions.nvidiaSmi.timeout = timeout.timeout;
     hostOptions.topology = options.placement == "topology";
+    // One initialisation of NVML for the enumeration and the health probe (see holdSession).
+    const std::unique_ptr<nvml::NvmlSession> heldNvml = nvml::holdSession();
     discovery::HostGpus host;
     try {
       host = discovery::enumerateHostGpus(hostOptions);

@@ -36,6 +36,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -49,6 +50,7 @@
 #include "discovery/NvidiaSmi.h"
 #include "discovery/VisibleDevices.h"
 #include "health/HostHealth.h"
+#include "nvml/Nvml.h"
 #include "placement/Placement.h"
 #include "util/Strings.h"
 
@@ -240,6 +242,9 @@ int discover(const std::vector<std::string>& argv) {
     options.nvidiaSmi.timeout = timeout.timeout;
   }
 
+  // One initialisation of NVML for the enumeration and the health probe (see holdSession).
+  const std::unique_ptr<flink::nvml::NvmlSession> heldNvml =
+      args.gpus ? nullptr : flink::nvml::holdSession();
   flink::discovery::HostGpus host;
   try {
     host = flink::discovery::enumerateHostGpus(options);

@@ -437,4 +437,12 @@ Result<unsigned> Device::computeInstanceId() const {
                           handle_);
 }
 
+std::unique_ptr<NvmlSession> holdSession() {
+  try {
+    return std::make_unique<NvmlSession>(NvmlLibrary::load());
+  } catch (const NvmlError&) {
+    return nullptr;
+  }
+}
+
 }  // namespace flink::nvml

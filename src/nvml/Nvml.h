@@ -332,4 +332,11 @@ class NvmlSession {
   std::shared_ptr<const NvmlLibrary> library_;
 };
 
+/// A session to hold around several users of NVML in one run (the enumeration, the health
+/// probe), so that the driver is initialised once: NVML keeps a count of nested nvmlInit calls
+/// and shuts down only when it drops to zero (nvml.h, nvmlInit_v2), and an init takes seconds on a
+/// host without persistence mode. Null where NVML cannot be used: each user then finds out, and
+/// reports why, by itself.
+std::unique_ptr<NvmlSession> holdSession();
+
 }  // namespace flink::nvml
