@@ -4,15 +4,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <cstring>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
