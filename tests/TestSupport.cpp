@@ -123,4 +123,26 @@ ScopedEnvironment::~ScopedEnvironment() {
   }
 }
 
+LiveProcess::LiveProcess() : pid_(::fork()) {
+  if (pid_ == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+}
+
+void LiveProcess::stop() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+}
+
+pid_t deadPid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
 }  // namespace flink::testing

@@ -53,6 +53,24 @@ std::string readFile(const std::filesystem::path& path);
 /// Non-blank lines of a file (empty if it does not exist).
 std::vector<std::string> readLines(const std::filesystem::path& path);
 
+/// A child process that sleeps until stopped: an owner that is running. stop() and the
+/// destructor kill it with SIGKILL and reap it.
+class LiveProcess {
+ public:
+  LiveProcess();
+  ~LiveProcess() { stop(); }
+  LiveProcess(const LiveProcess&) = delete;
+  LiveProcess& operator=(const LiveProcess&) = delete;
+  void stop();
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+/// The pid of a process that has exited and been reaped.
+pid_t deadPid();
+
 /// Whether `pid` names a live process (not gone, not a zombie).
 bool isRunning(pid_t pid);
 

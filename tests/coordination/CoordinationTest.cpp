@@ -34,38 +34,8 @@ std::vector<std::string> gpuRange(int count) {
   return gpus;
 }
 
-/// A child process that sleeps until killed; killed and reaped by the destructor.
-class LiveProcess {
- public:
-  LiveProcess() {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::pause();
-      ::_exit(0);
-    }
-  }
-  ~LiveProcess() { stop(); }
-  void stop() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-  }
-  pid_t pid() const { return pid_; }
-  Owner owner() const { return Owner::of(pid_); }
-
- private:
-  pid_t pid_ = -1;
-};
-
-/// The pid of a process that has exited and been reaped.
-pid_t deadPid() {
-  const pid_t pid = ::fork();
-  if (pid == 0) ::_exit(0);
-  ::waitpid(pid, nullptr, 0);
-  return pid;
-}
+using testing::deadPid;
+using testing::LiveProcess;
 
 // --- records -----------------------------------------------------------------------------------
 
@@ -405,12 +375,12 @@ TEST_F(CoordinationFileTest, CreatesTheFileAndTwoOwnersGetDisjointGpus) {
   fs::create_directories(file().parent_path());
   LiveProcess first;
   LiveProcess second;
-  const Allocation a = allocate(file(), {gpuRange(4), 2, first.owner()});
-  const Allocation b = allocate(file(), {gpuRange(4), 2, second.owner()});
+  const Allocation a = allocate(file(), {gpuRange(4), 2, Owner::of(first.pid())});
+  const Allocation b = allocate(file(), {gpuRange(4), 2, Owner::of(second.pid())});
   EXPECT_EQ(a.granted, (std::vector<std::string>{"0", "1"}));
   EXPECT_EQ(b.granted, (std::vector<std::string>{"2", "3"}));
   LiveProcess third;
-  EXPECT_FALSE(allocate(file(), {gpuRange(4), 1, third.owner()}).satisfied);
+  EXPECT_FALSE(allocate(file(), {gpuRange(4), 1, Owner::of(third.pid())}).satisfied);
 
   // Flink's script reads `<index> <pid>`: the first two fields are exactly that.
   const ParsedRecords onDisk = parseRecords(readFile(file()));
@@ -419,7 +389,7 @@ TEST_F(CoordinationFileTest, CreatesTheFileAndTwoOwnersGetDisjointGpus) {
   EXPECT_EQ(onDisk.records[3].owner.pid, second.pid());
 
   first.stop();  // its GPUs come back
-  EXPECT_EQ(allocate(file(), {gpuRange(4), 2, third.owner()}).granted,
+  EXPECT_EQ(allocate(file(), {gpuRange(4), 2, Owner::of(third.pid())}).granted,
             (std::vector<std::string>{"0", "1"}));
 }
 
@@ -431,7 +401,7 @@ TEST_F(CoordinationFileTest, ARecordWithAReusedPidIsTakenBack) {
       file(), "0 " + std::to_string(::getpid()) + " " + std::to_string(*self.startTime - 1) + "\n",
       fs::perms::owner_read | fs::perms::owner_write);
   LiveProcess other;
-  const Allocation a = allocate(file(), {gpuRange(1), 1, other.owner()});
+  const Allocation a = allocate(file(), {gpuRange(1), 1, Owner::of(other.pid())});
   EXPECT_TRUE(a.satisfied);
   EXPECT_EQ(a.reclaimed.size(), 1u);
 }
@@ -471,7 +441,7 @@ TEST_F(CoordinationFileTest, JunkLinesAreToleratedReportedAndKept) {
   testing::writeScript(file(), "garbage\n0 " + std::to_string(deadPid()) + "\n\n1 not-a-pid\n",
                        fs::perms::owner_read | fs::perms::owner_write);
   LiveProcess owner;
-  const Allocation a = allocate(file(), {gpuRange(2), 2, owner.owner()});
+  const Allocation a = allocate(file(), {gpuRange(2), 2, Owner::of(owner.pid())});
   EXPECT_TRUE(a.satisfied);
   ASSERT_EQ(a.junk.size(), 2u);
   EXPECT_EQ(a.junk[0].lineNumber, 1u);
@@ -512,7 +482,7 @@ TEST_F(CoordinationFileTest, StatusAndRelease) {
   fs::create_directories(file().parent_path());
   EXPECT_TRUE(readStatus(file()).records.empty());  // no file yet: nothing held
   LiveProcess owner;
-  allocate(file(), {gpuRange(4), 2, owner.owner()});
+  allocate(file(), {gpuRange(4), 2, Owner::of(owner.pid())});
   std::ofstream(file(), std::ios::app) << "3 " << deadPid() << "\n";
   Status status = readStatus(file());
   ASSERT_EQ(status.records.size(), 3u);

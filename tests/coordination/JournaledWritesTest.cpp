@@ -41,32 +41,8 @@ void writeBytes(const fs::path& path, const std::string& bytes) {
   ASSERT_EQ(::write(fd.get(), bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
 }
 
-/// A child that sleeps until killed; killed and reaped by the destructor.
-class LiveProcess {
- public:
-  LiveProcess() : pid_(::fork()) {
-    if (pid_ == 0) {
-      ::pause();
-      ::_exit(0);
-    }
-  }
-  ~LiveProcess() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  pid_t pid() const { return pid_; }
-  Owner owner() const { return Owner::of(pid_); }
-
- private:
-  pid_t pid_;
-};
-
-pid_t deadPid() {
-  const pid_t pid = ::fork();
-  if (pid == 0) ::_exit(0);
-  ::waitpid(pid, nullptr, 0);
-  return pid;
-}
+using testing::deadPid;
+using testing::LiveProcess;
 
 // --- the journal's format ----------------------------------------------------------------------
 
@@ -192,7 +168,7 @@ TEST_F(JournaledFileTest, AChangeCutShortIsRolledBackByTheNextAllocation) {
   EXPECT_NE(readFile(file()), before);
 
   LiveProcess requester;
-  const Allocation a = allocate(file(), {{"0"}, 1, requester.owner()});
+  const Allocation a = allocate(file(), {{"0"}, 1, Owner::of(requester.pid())});
   EXPECT_TRUE(a.satisfied);
   ASSERT_EQ(a.notes.size(), 1u);
   EXPECT_EQ(a.reclaimed.size(), 1u);
@@ -248,7 +224,7 @@ TEST_F(JournaledFileTest, OurRecordsAreBlankedInPlaceAndAppendedWithoutCrossingA
   std::string text;
   while (text.size() + line.size() <= kPage - 10) text += line;  // ends a few bytes before a page
   writeBytes(file(), text);
-  const Allocation a = allocate(file(), {{"0", "1"}, 1, holder.owner()});
+  const Allocation a = allocate(file(), {{"0", "1"}, 1, Owner::of(holder.pid())});
   ASSERT_TRUE(a.satisfied);
   const std::string after = readFile(file());
   // The old bytes are where they were; the new record starts on the next page, after a blank
@@ -411,7 +387,8 @@ TEST_F(JournaledFileTest, AFullDiskLeavesTheFileByteForByteUnchanged) {
     }
 
     LiveProcess requester;
-    for (const Owner& who : {requester.owner(), owner.owner()}) {  // a new one, then the holder
+    for (const Owner& who :
+         {Owner::of(requester.pid()), Owner::of(owner.pid())}) {  // a new one, then the holder
       try {
         allocate(coordination, {{"900", "901"}, 1, who});
         ADD_FAILURE() << "allocated on a full file system (journal room: " << roomForTheJournal
