@@ -25,7 +25,7 @@
 
 #include "BenchSupport.h"
 #include "discovery/NvidiaSmi.h"
-#include "nvml/NvmlEnumerator.h"
+#include "discovery/NvmlEnumerator.h"
 
 #ifndef FLINK_GPU_FAKE_NVML
 #error "FLINK_GPU_FAKE_NVML (the path of the stand-in libnvidia-ml.so.1) must be set by the build"
@@ -99,7 +99,7 @@ void runEnumerator(benchmark::State& state, flink::discovery::GpuEnumerator& enu
 }
 
 void BM_NvmlEnumerate(benchmark::State& state) {
-  flink::nvml::NvmlEnumerator enumerator(FLINK_GPU_FAKE_NVML);
+  flink::discovery::NvmlEnumerator enumerator(FLINK_GPU_FAKE_NVML);
   runEnumerator(state, enumerator);
 }
 

@@ -14,13 +14,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "device/DeviceIdentifiers.h"
 #include "externalresource/gpu/DiscoveryOutput.h"
 #include "flink/util/Exceptions.h"
 #include "util/Strings.h"
 
 namespace {
 
-using flink::externalresource::gpu::canonicalDeviceIdentifier;
+using flink::device::canonicalDeviceIdentifier;
+using flink::device::isDeviceIdentifier;
 using flink::externalresource::gpu::DiscoveryOutput;
 
 void check(bool promise) {

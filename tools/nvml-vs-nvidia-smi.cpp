@@ -1,6 +1,6 @@
 // nvml-vs-nvidia-smi: on a host with NVIDIA GPUs, checks that the two sources of the default
 // discovery agree, and how long each takes. Run by scripts/gpu-machine-check.sh; the CPU-only
-// test (tests/nvml/nvml_vs_nvidia_smi_test.sh) runs it against stand-ins.
+// test (tests/discovery/nvml_vs_nvidia_smi_test.sh) runs it against stand-ins.
 //
 //   nvml-vs-nvidia-smi [--nvidia-smi PATH] [--runs N]
 //
@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "discovery/NvidiaSmi.h"
+#include "discovery/NvmlEnumerator.h"
 #include "nvml/Nvml.h"
-#include "nvml/NvmlEnumerator.h"
 #include "util/Strings.h"
 
 namespace {
@@ -199,7 +199,7 @@ std::optional<Options> parse(int argc, char** argv) {
 
 int check(const Options& options) {
   // 1. NVML. The first enumeration also loads the library.
-  flink::nvml::NvmlEnumerator nvmlEnumerator;
+  flink::discovery::NvmlEnumerator nvmlEnumerator;
   const Clock::time_point coldStart = Clock::now();
   const Enumeration nvml = nvmlEnumerator.enumerate();
   const double coldMs = milliseconds(Clock::now() - coldStart);

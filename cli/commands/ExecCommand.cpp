@@ -28,7 +28,7 @@
 #include "ExitCode.h"
 #include "commands/CoordinationFileOption.h"
 #include "coordination/Coordination.h"
-#include "discovery/DiscoveryArguments.h"
+#include "discovery/GpuEnumerator.h"
 #include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
 #include "discovery/VisibleDevices.h"

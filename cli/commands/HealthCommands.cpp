@@ -25,11 +25,11 @@
 #include "commands/HostView.h"
 #include "coordination/Coordination.h"
 #include "coordination/CoordinationError.h"
-#include "discovery/DiscoveryArguments.h"
+#include "discovery/GpuEnumerator.h"
+#include "discovery/NvmlEnumerator.h"
 #include "health/HealthRecords.h"
 #include "health/HostHealth.h"
 #include "health/Watch.h"
-#include "nvml/NvmlEnumerator.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -38,7 +38,7 @@ namespace {
 /// The host's devices through NVML; none when it cannot be used.
 std::vector<discovery::GpuDevice> nvmlDevicesOrNone() {
   try {
-    return nvml::NvmlEnumerator().enumerate().devices;
+    return discovery::NvmlEnumerator().enumerate().devices;
   } catch (const std::exception&) {
     return {};
   }

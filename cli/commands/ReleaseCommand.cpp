@@ -15,7 +15,7 @@
 #include "ExitCode.h"
 #include "commands/CoordinationFileOption.h"
 #include "coordination/Coordination.h"
-#include "discovery/DiscoveryArguments.h"
+#include "discovery/GpuEnumerator.h"
 #include "discovery/NvidiaSmi.h"  // DiscoveryError
 #include "util/Strings.h"
 

@@ -24,9 +24,9 @@
 #include "commands/HostView.h"
 #include "coordination/Coordination.h"
 #include "discovery/GpuEnumerator.h"
+#include "discovery/NvmlEnumerator.h"
 #include "externalresource/gpu/GpuProperties.h"
 #include "flink/externalresource/gpu/GPUInfo.h"
-#include "nvml/NvmlEnumerator.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -39,7 +39,7 @@ using externalresource::gpu::GPUInfo;
 /// an operator reading the table should know why a GPU is missing from it.
 std::vector<discovery::GpuDevice> nvmlDevices() {
   try {
-    discovery::Enumeration found = nvml::NvmlEnumerator().enumerate();
+    discovery::Enumeration found = discovery::NvmlEnumerator().enumerate();
     for (const std::string& warning : found.warnings) {
       if (discovery::isLeftOutWarning(warning)) {
         printWarning(std::string_view(warning).substr(std::string_view("warning: ").size()));

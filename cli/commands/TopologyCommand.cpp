@@ -1,4 +1,4 @@
-// `flink-gpu topology`: one NVML session with the topology read (nvml/NvmlTopology.h), printed
+// `flink-gpu topology`: one NVML session with the topology read (discovery/NvmlTopology.h), printed
 // as nvidia-smi's matrix or as JSON. NVML only: nvidia-smi's own matrix is not parsed (its format
 // changes between drivers), so a host without NVML gets an error naming why.
 #include "commands/TopologyCommand.h"
@@ -13,8 +13,8 @@
 #include "Console.h"
 #include "ExitCode.h"
 #include "discovery/GpuEnumerator.h"
+#include "discovery/NvmlEnumerator.h"
 #include "externalresource/gpu/GpuProperties.h"
-#include "nvml/NvmlEnumerator.h"
 #include "placement/Placement.h"
 #include "placement/Topology.h"
 
@@ -121,7 +121,7 @@ CLI::App* addTopologyCommand(CLI::App& app, TopologyOptions& options) {
 int runTopology(const TopologyOptions& options) {
   discovery::Enumeration found;
   try {
-    found = nvml::NvmlEnumerator(std::nullopt, /*withTopology=*/true).enumerate();
+    found = discovery::NvmlEnumerator(std::nullopt, /*withTopology=*/true).enumerate();
   } catch (const discovery::DiscoveryError& e) {
     std::string message = std::string("cannot read the GPU topology: ") + e.what();
     for (const std::string& line : e.details()) message += '\n' + line;

@@ -45,7 +45,7 @@
 #include <vector>
 
 #include "coordination/Coordination.h"
-#include "discovery/DiscoveryArguments.h"
+#include "defaultdiscovery/DiscoveryArguments.h"
 #include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
 #include "discovery/VisibleDevices.h"
@@ -56,7 +56,7 @@
 
 namespace {
 
-using flink::discovery::DiscoveryArguments;
+using flink::defaultdiscovery::DiscoveryArguments;
 using flink::discovery::DiscoveryError;
 namespace coordination = flink::coordination;
 
@@ -228,7 +228,7 @@ int allocate(const DiscoveryArguments& args, const Candidates& candidates,
 
 int discover(const std::vector<std::string>& argv) {
   Trailer trailer;
-  const DiscoveryArguments args = flink::discovery::parseDiscoveryArguments(argv);
+  const DiscoveryArguments args = flink::defaultdiscovery::parseDiscoveryArguments(argv);
   trailer.notes = args.notes;
 
   flink::discovery::HostGpuOptions options;

@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "coordination/CoordinationFile.h"
-#include "externalresource/gpu/DiscoveryOutput.h"
+#include "device/DeviceIdentifiers.h"
 #include "process/FileDescriptor.h"
 #include "util/Strings.h"
 
@@ -116,7 +116,7 @@ namespace {
 /// optional start time, then `key=value` fields, separated by spaces or tabs.
 std::optional<Record> parseRecord(std::string_view line) {
   const std::vector<std::string> fields = strings::splitWhitespace(line);
-  if (fields.size() < 2 || !externalresource::gpu::isDeviceIdentifier(fields[0])) {
+  if (fields.size() < 2 || !device::isDeviceIdentifier(fields[0])) {
     return std::nullopt;
   }
   const std::optional<pid_t> pid = parseDecimal<pid_t>(fields[1]);
@@ -137,7 +137,7 @@ std::optional<Record> parseRecord(std::string_view line) {
     const std::string_view key(field.data(), equals);
     const std::string_view value = std::string_view(field).substr(equals + 1);
     if (key == "uuid") {
-      if (record.uuid || !externalresource::gpu::isDeviceIdentifier(value)) return std::nullopt;
+      if (record.uuid || !device::isDeviceIdentifier(value)) return std::nullopt;
       record.uuid = std::string(value);
     } else if (key == "lease") {
       if (record.lease) return std::nullopt;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "device/DeviceIdentifiers.h"
+#include "util/Strings.h"
+
 namespace flink::discovery {
 
 bool isLeftOutWarning(std::string_view line) noexcept {
@@ -70,6 +73,20 @@ std::unordered_map<std::string, std::string> uuidsByIdentifier(
     if (device.uuid && !device.isMigInstance()) uuids.emplace(device.identifier, *device.uuid);
   }
   return uuids;
+}
+
+std::vector<std::string> parseGpuList(std::string_view text) {
+  std::vector<std::string> gpus;
+  for (std::string_view commaPart : strings::split(text, ',')) {
+    for (const std::string& part : strings::splitWhitespace(commaPart)) {
+      if (!device::isDeviceIdentifier(part)) {
+        throw DiscoveryError("invalid GPU '" + strings::quoteForMessage(part) + "'" +
+                             " in --gpus: expected an index (e.g. 0) or a GPU-/MIG- UUID");
+      }
+      gpus.push_back(device::canonicalDeviceIdentifier(part));
+    }
+  }
+  return gpus;
 }
 
 }  // namespace flink::discovery

@@ -63,7 +63,7 @@ struct GpuDevice {
   bool migEnabled = false;
   /// Set exactly for MIG instances.
   std::optional<MigPlacement> mig;
-  // ---- topology (nvml/NvmlTopology.h; NVML only) ----
+  // ---- topology (discovery/NvmlTopology.h; NVML only) ----
   /// The NUMA node of the GPU (a MIG instance: its GPU's).
   std::optional<unsigned> numaNode;
   /// The CPUs close to the GPU, ascending (a MIG instance: its GPU's).
@@ -128,6 +128,13 @@ class StaticEnumerator : public GpuEnumerator {
  private:
   std::vector<std::string> identifiers_;
 };
+
+/// Splits a GPU list on commas and whitespace (newlines included, as a custom script may pass
+/// nvidia-smi's output as it is), dropping empty parts. Each part must be a device identifier
+/// (device/DeviceIdentifiers.h); decimal indices lose their leading zeros, so "01" and "1" are one
+/// GPU in the coordination file.
+/// @throws DiscoveryError naming the first part that is not a device identifier.
+std::vector<std::string> parseGpuList(std::string_view text);
 
 /// The units to hand out. Without MIG: every whole GPU (MIG instances are dropped, as nvidia-smi
 /// lists GPUs). With MIG: every MIG instance, plus each whole GPU whose MIG mode is off; a GPU

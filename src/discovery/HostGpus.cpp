@@ -1,13 +1,13 @@
 #include "discovery/HostGpus.h"
 
-#include "nvml/NvmlEnumerator.h"
+#include "discovery/NvmlEnumerator.h"
 
 namespace flink::discovery {
 
 HostGpus enumerateHostGpus(const HostGpuOptions& options) {
   if (options.listed) return {StaticEnumerator(*options.listed).enumerate(), "--gpus"};
 
-  nvml::NvmlAttempt attempt = nvml::attemptNvmlEnumeration(options.topology);
+  discovery::NvmlAttempt attempt = discovery::attemptNvmlEnumeration(options.topology);
   if (attempt.found) return {std::move(*attempt.found), "NVML"};
   const bool nvmlAbsent = attempt.libraryAbsent;
 

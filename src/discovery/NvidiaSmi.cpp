@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "externalresource/gpu/DiscoveryOutput.h"
+#include "device/DeviceIdentifiers.h"
 #include "util/Strings.h"
 
 namespace flink::discovery {
@@ -111,7 +111,7 @@ GpuDevice readGpuLine(const std::vector<std::string_view>& fields,
                       std::vector<std::string>& warnings) {
   GpuDevice device;
   // "00" and "0" are one GPU: one coordination record.
-  device.identifier = externalresource::gpu::canonicalDeviceIdentifier(strings::trim(fields[0]));
+  device.identifier = device::canonicalDeviceIdentifier(strings::trim(fields[0]));
   const std::string_view index = device.identifier;
   if (fields.size() == 1) return device;  // an index only: older tools, stand-ins
   if (fields.size() < kQueryFields) {
@@ -126,7 +126,7 @@ GpuDevice readGpuLine(const std::vector<std::string_view>& fields,
   device.uuid = readProperty(
       strings::trim(fields[1]), "uuid", index,
       [](std::string_view uuid) {
-        return uuid.starts_with("GPU-") && externalresource::gpu::isDeviceIdentifier(uuid);
+        return uuid.starts_with("GPU-") && device::isDeviceIdentifier(uuid);
       },
       warnings);
 
@@ -227,10 +227,10 @@ std::optional<ListedGpu> parseListedGpu(std::string_view line) {
   const auto uuid = splitUuid(rest.substr(colon + 1));
   if (!uuid) return std::nullopt;
   ListedGpu gpu;
-  gpu.index = externalresource::gpu::canonicalDeviceIdentifier(rest.substr(0, colon));
+  gpu.index = device::canonicalDeviceIdentifier(rest.substr(0, colon));
   const std::string_view name = strings::trim(uuid->first);
   if (!isNoValue(name)) gpu.name = std::string(name);
-  if (uuid->second.starts_with("GPU-") && externalresource::gpu::isDeviceIdentifier(uuid->second)) {
+  if (uuid->second.starts_with("GPU-") && device::isDeviceIdentifier(uuid->second)) {
     gpu.uuid = std::string(uuid->second);
   }
   return gpu;
@@ -240,8 +240,7 @@ std::optional<ListedGpu> parseListedGpu(std::string_view line) {
 std::optional<ListedMig> parseListedMig(std::string_view line) {
   if (!line.starts_with("MIG ")) return std::nullopt;
   const auto uuid = splitUuid(line);
-  if (!uuid || !uuid->second.starts_with("MIG-") ||
-      !externalresource::gpu::isDeviceIdentifier(uuid->second)) {
+  if (!uuid || !uuid->second.starts_with("MIG-") || !device::isDeviceIdentifier(uuid->second)) {
     return std::nullopt;
   }
   const std::string_view rest = strings::trim(line.substr(4));
@@ -355,8 +354,7 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
     const std::vector<std::string_view> fields = strings::split(line, ',');
     if (isDigits(strings::trim(fields.front()))) {
       if (std::optional<std::string> why = unusableBecause(fields)) {
-        const std::string index =
-            externalresource::gpu::canonicalDeviceIdentifier(strings::trim(fields.front()));
+        const std::string index = device::canonicalDeviceIdentifier(strings::trim(fields.front()));
         std::string gpu = "GPU " + index;
         if (fields.size() >= kQueryFields) {
           const std::string_view bus = strings::trim(fields[fields.size() - 2]);

@@ -126,7 +126,7 @@ nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* i
 /// fails then, and a host with the driver but no GPU could not be told from a broken driver).
 #define NVML_INIT_FLAG_NO_GPUS 1
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags);
-// ---- Topology (src/nvml/NvmlTopology.cpp, the placement rule) ----
+// ---- Topology (src/discovery/NvmlTopology.cpp, the placement rule) ----
 // NVLinks, PCIe ancestry, CPU and memory affinity, as nvml.h declares them.
 
 /// nvml.h's NVML_NVLINK_MAX_LINKS: the link indices to ask about are 0 to this - 1.

@@ -10,8 +10,8 @@
 //   mark and leading whitespace, starts with `{` (no line of the line form can: `{` is no
 //   device identifier).
 // Unlike Flink, which takes any text as an index, every identifier must be a device identifier
-// that CUDA_VISIBLE_DEVICES accepts, so that "No devices were found" or a warning never turns
-// into GPUs.
+// that CUDA_VISIBLE_DEVICES accepts (device/DeviceIdentifiers.h), so that "No devices were found"
+// or a warning never turns into GPUs.
 #pragma once
 
 #include <cstddef>
@@ -33,15 +33,6 @@ struct DiscoveryOutput {
   /// for the line form. Not checked here: a caller may warn when it is not "gpu".
   std::optional<std::string> resourceName;
 };
-
-/// Whether `part` (already trimmed) is a device identifier: a decimal index (at most 9 digits),
-/// `GPU-<hex and dashes>`, `MIG-<hex and dashes>`, or the older `MIG-GPU-<uuid>/<gi>/<ci>`.
-bool isDeviceIdentifier(std::string_view part) noexcept;
-
-/// The canonical form of a device identifier: a decimal index without leading zeros ("007" →
-/// "7", "00" → "0"); UUIDs unchanged. Two spellings of one device must be one GPU everywhere:
-/// in a result, and in the coordination file.
-std::string canonicalDeviceIdentifier(std::string_view identifier);
 
 /// Parses a script's stdout, in either form. Empty or blank output gives no identifiers.
 ///

@@ -13,6 +13,7 @@
 #include <system_error>
 #include <vector>
 
+#include "discovery/NvmlEnumerator.h"
 #include "discovery/VisibleDevices.h"
 #include "externalresource/gpu/DiscoveryOutput.h"
 #include "externalresource/gpu/GpuProperties.h"
@@ -21,7 +22,6 @@
 #include "flink/util/Exceptions.h"
 #include "flink/util/TimeUtils.h"
 #include "logging/Logging.h"
-#include "nvml/NvmlEnumerator.h"
 #include "placement/Placement.h"
 #include "process/Subprocess.h"
 #include "util/Strings.h"
@@ -121,7 +121,7 @@ std::string firstReason(const process::ProcessResult& result) {
 /// used (the reason is logged: at debug level when the library is simply not installed).
 std::vector<discovery::GpuDevice> nvmlDevices() {
   try {
-    nvml::NvmlAttempt attempt = nvml::attemptNvmlEnumeration();
+    discovery::NvmlAttempt attempt = discovery::attemptNvmlEnumeration();
     if (!attempt.found) {
       if (attempt.libraryAbsent) {
         log()->debug("No GPU properties: {}", attempt.problem);

@@ -212,22 +212,5 @@ TEST(DiscoveryOutputTest, SparksJsonFormWithANumberTooLargeIsAnErrorNotACrash) {
   EXPECT_TRUE(contains(message, "number overflow")) << message;
 }
 
-TEST(DiscoveryOutputTest, CanonicalDeviceIdentifier) {
-  EXPECT_EQ(canonicalDeviceIdentifier("007"), "7");
-  EXPECT_EQ(canonicalDeviceIdentifier("000"), "0");
-  EXPECT_EQ(canonicalDeviceIdentifier("10"), "10");
-  EXPECT_EQ(canonicalDeviceIdentifier("GPU-0a"), "GPU-0a");
-}
-
-TEST(DiscoveryOutputTest, IsDeviceIdentifier) {
-  EXPECT_TRUE(isDeviceIdentifier("0"));
-  EXPECT_TRUE(isDeviceIdentifier("999999999"));
-  EXPECT_FALSE(isDeviceIdentifier("1000000000"));
-  EXPECT_FALSE(isDeviceIdentifier(""));
-  EXPECT_FALSE(isDeviceIdentifier(" 0"));
-  EXPECT_TRUE(isDeviceIdentifier("GPU-ABCDEF01-2345"));
-  EXPECT_FALSE(isDeviceIdentifier("GPU--"));
-}
-
 }  // namespace
 }  // namespace flink::externalresource::gpu

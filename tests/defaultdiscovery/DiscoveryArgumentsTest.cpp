@@ -1,5 +1,5 @@
 // The command line of nvidia-gpu-discovery: Flink's arguments, ours, and tolerance of the rest.
-#include "discovery/DiscoveryArguments.h"
+#include "defaultdiscovery/DiscoveryArguments.h"
 
 #include <limits>
 #include <string>
@@ -9,11 +9,13 @@
 #include <gtest/gtest.h>
 
 #include "coordination/Coordination.h"
-#include "discovery/NvidiaSmi.h"
+#include "discovery/GpuEnumerator.h"
 
-namespace flink::discovery {
+namespace flink::defaultdiscovery {
 namespace {
 
+using discovery::DiscoveryError;
+using discovery::parseGpuList;
 using Args = std::vector<std::string>;
 
 std::string errorOf(const Args& args) {
@@ -159,4 +161,4 @@ TEST(ParseGpuList, IdentifiersAndCanonicalIndices) {
 }
 
 }  // namespace
-}  // namespace flink::discovery
+}  // namespace flink::defaultdiscovery

@@ -1,4 +1,4 @@
-// The topology read through NVML (nvml/NvmlTopology.h), against the stand-in libnvidia-ml.so.1
+// The topology read through NVML (discovery/NvmlTopology.h), against the stand-in libnvidia-ml.so.1
 // playing the hosts of tests/fixtures/nvml/hosts/ (and some of its own): NVLink counts matched
 // by PCI address, NVSwitch fabrics, PCIe levels, CPU masks, NUMA nodes with and without
 // nvmlDeviceGetNumaNodeId, and every way a query can fail leaving its relation unknown.
@@ -10,14 +10,15 @@
 #include <gtest/gtest.h>
 
 #include "TestSupport.h"
+#include "discovery/NvmlEnumerator.h"
 #include "nvml/Nvml.h"
-#include "nvml/NvmlEnumerator.h"
 #include "placement/Topology.h"
 
-namespace flink::nvml {
+namespace flink::discovery {
 namespace {
 
 namespace fs = std::filesystem;
+using nvml::kLibraryEnvironmentVariable;
 using placement::PcieLevel;
 using testing::ScopedEnvironment;
 
@@ -136,4 +137,4 @@ TEST_F(NvmlTopologyTest, WithoutTopologyOnlyTheAffinityIsRead) {
 }
 
 }  // namespace
-}  // namespace flink::nvml
+}  // namespace flink::discovery

@@ -20,7 +20,7 @@
 
 #include "placement/Placement.h"
 
-namespace flink::discovery {
+namespace flink::defaultdiscovery {
 
 struct DiscoveryArguments {
   /// The amount as messages show it: digits without leading zeros ("007" → "7").
@@ -49,11 +49,4 @@ struct DiscoveryArguments {
 /// @throws DiscoveryError for a missing or invalid amount and for bad --gpus/--owner-pid values.
 DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args);
 
-/// Splits a GPU list on commas and whitespace (newlines included, as a custom script may pass
-/// nvidia-smi's output as it is), dropping empty parts. Each part must be a device identifier
-/// (see isDeviceIdentifier); decimal indices lose their leading zeros, so "01" and "1" are one
-/// GPU in the coordination file.
-/// @throws DiscoveryError naming the first part that is not a device identifier.
-std::vector<std::string> parseGpuList(std::string_view text);
-
-}  // namespace flink::discovery
+}  // namespace flink::defaultdiscovery

@@ -1,5 +1,5 @@
 // How the default discovery can learn the host's GPUs without starting a process: through NVML,
-// the library nvidia-smi itself is built on, loaded at run time (see Nvml.h).
+// the library nvidia-smi itself is built on, loaded at run time (see nvml/Nvml.h).
 //
 // It lists what nvidia-smi would, and more of it: every GPU by index with its UUID, name, PCI bus
 // id, memory and minor number, and after each GPU whose MIG mode is on, that GPU's MIG instances
@@ -13,7 +13,7 @@
 
 #include "discovery/GpuEnumerator.h"
 
-namespace flink::nvml {
+namespace flink::discovery {
 
 /// The message prefix of every DiscoveryError that means "NVML itself cannot be used" (as
 /// opposed to "NVML works and there is no GPU").
@@ -23,7 +23,7 @@ inline constexpr const char* kNvmlNotUsablePrefix = "NVML is not usable: ";
 /// queries, nvmlShutdown (always, also when it throws). The library is loaded on the first call
 /// and kept (NvmlLibrary::load). Thread-safe: NVML is, and nothing here is shared but the
 /// library.
-class NvmlEnumerator : public discovery::GpuEnumerator {
+class NvmlEnumerator : public GpuEnumerator {
  public:
   /// `library`: what to dlopen; nullopt: $FLINK_GPU_NVML_LIBRARY, else libnvidia-ml.so.1.
   /// `withTopology`: also read how the GPUs are connected (Enumeration::topology; see
@@ -45,13 +45,13 @@ class NvmlEnumerator : public discovery::GpuEnumerator {
   /// failure. Except: a GPU in MIG mode answers NO_PERMISSION for its memory to a caller without
   /// privileges, as NVML does; its memory.total is then unknown, without a word. Any other failed
   /// property is nullopt, with a "warning: NVML: …" unless it is "not supported".
-  /// @throws discovery::DiscoveryError "NVML is not usable: …" when the library cannot be loaded
+  /// @throws DiscoveryError "NVML is not usable: …" when the library cannot be loaded
   /// (with dlerror's text; "… is there but cannot be loaded" when the file exists), lacks a
   /// required function (named), or the init or nvmlDeviceGetCount_v2 fails (with
   /// nvmlErrorString's text and the code); "no NVIDIA GPU on this host: …" when NVML lists none
   /// (nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS) lets a host with the driver and no GPU say so);
   /// "no usable NVIDIA GPU: …", naming each GPU and its error, when every GPU is left out.
-  discovery::Enumeration enumerate() override;
+  Enumeration enumerate() override;
 
  private:
   std::optional<std::string> library_;
@@ -62,7 +62,7 @@ class NvmlEnumerator : public discovery::GpuEnumerator {
 /// be used.
 struct NvmlAttempt {
   /// What NVML listed; nullopt when it cannot be used.
-  std::optional<discovery::Enumeration> found;
+  std::optional<Enumeration> found;
   /// Why it cannot ("NVML is not usable: …"), when `found` is nullopt.
   std::string problem;
   /// The library is simply not installed (a host without the driver), as opposed to present but
@@ -72,9 +72,9 @@ struct NvmlAttempt {
 };
 
 /// Loads NVML ($FLINK_GPU_NVML_LIBRARY, else libnvidia-ml.so.1) and enumerates through it.
-/// @throws discovery::DiscoveryError when NVML works but lists no GPU: that is an answer, not a
+/// @throws DiscoveryError when NVML works but lists no GPU: that is an answer, not a
 ///         reason to ask anything else.
 /// `withTopology`: as NvmlEnumerator's.
 NvmlAttempt attemptNvmlEnumeration(bool withTopology = false);
 
-}  // namespace flink::nvml
+}  // namespace flink::discovery

@@ -1,22 +1,29 @@
 // NVML enumeration: one session, every GPU by index, the MIG instances of those with MIG on.
 // See NvmlEnumerator.h for what is listed and what is thrown.
-#include "nvml/NvmlEnumerator.h"
+#include "discovery/NvmlEnumerator.h"
 
 #include <cstdlib>
 #include <memory>
 #include <utility>
 #include <vector>
 
+#include "discovery/NvmlTopology.h"
 #include "nvml/Nvml.h"
-#include "nvml/NvmlTopology.h"
 #include "util/Strings.h"
 
-namespace flink::nvml {
+namespace flink::discovery {
 
-using discovery::DiscoveryError;
-using discovery::Enumeration;
-using discovery::GpuDevice;
-using discovery::MigPlacement;
+using nvml::Device;
+using nvml::kDefaultLibraryName;
+using nvml::kLibraryEnvironmentVariable;
+using nvml::Memory;
+using nvml::MigMode;
+using nvml::NvmlError;
+using nvml::NvmlLibrary;
+using nvml::NvmlSession;
+using nvml::PciInfo;
+using nvml::Result;
+using nvml::Return;
 
 namespace {
 
@@ -49,12 +56,12 @@ class Enumerating {
   }
   const NvmlLibrary& library() const noexcept { return library_; }
   std::vector<std::string> takeWarnings() { return std::move(warnings_); }
-  std::vector<discovery::LeftOutGpu> takeLeftOut() { return std::move(leftOut_); }
+  std::vector<LeftOutGpu> takeLeftOut() { return std::move(leftOut_); }
 
  private:
   const NvmlLibrary& library_;
   std::vector<std::string> warnings_;
-  std::vector<discovery::LeftOutGpu> leftOut_;
+  std::vector<LeftOutGpu> leftOut_;
 };
 
 /// Whether a failed query means the GPU itself cannot be used, not one property unknown: it is
@@ -235,7 +242,7 @@ Enumeration NvmlEnumerator::enumerate() {
   if (result.devices.empty()) {
     // Every GPU is left out: name each, with its error.
     std::vector<std::string> each;
-    for (const discovery::LeftOutGpu& gpu : result.leftOut) each.push_back(gpu.describe());
+    for (const LeftOutGpu& gpu : result.leftOut) each.push_back(gpu.describe());
     std::vector<std::string> details = std::move(result.warnings);
     details.push_back("NVML library: " + library->file());
     throw DiscoveryError("no usable NVIDIA GPU: NVML lists " + std::to_string(count.value) +
@@ -256,11 +263,11 @@ NvmlAttempt attemptNvmlEnumeration(bool withTopology) {
   }
   try {
     attempt.found = NvmlEnumerator(std::nullopt, withTopology).enumerate();
-  } catch (const discovery::DiscoveryError& e) {
+  } catch (const DiscoveryError& e) {
     if (!std::string_view(e.what()).starts_with(kNvmlNotUsablePrefix)) throw;
     attempt.problem = e.what();
   }
   return attempt;
 }
 
-}  // namespace flink::nvml
+}  // namespace flink::discovery

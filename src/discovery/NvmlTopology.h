@@ -21,17 +21,17 @@
 #include "nvml/Nvml.h"
 #include "placement/Topology.h"
 
-namespace flink::nvml {
+namespace flink::discovery {
 
 /// The topology of `gpus` (whole GPUs, each with its NVML handle), in that order; identifiers
 /// from `identifiers` (same length).
-placement::Topology readTopology(const std::vector<Device>& gpus,
+placement::Topology readTopology(const std::vector<nvml::Device>& gpus,
                                  const std::vector<std::string>& identifiers);
 
 /// Fills each device's numaNode and cpus in `enumeration` (a MIG instance gets its GPU's), and,
 /// when `withTopology`, enumeration.topology for its whole GPUs. `gpus`: the whole GPUs listed,
 /// by identifier (the decimal index), with their handles, in the enumeration's order.
-void addTopology(const std::vector<std::pair<std::string, Device>>& gpus,
-                 discovery::Enumeration& enumeration, bool withTopology);
+void addTopology(const std::vector<std::pair<std::string, nvml::Device>>& gpus,
+                 Enumeration& enumeration, bool withTopology);
 
-}  // namespace flink::nvml
+}  // namespace flink::discovery

@@ -1,18 +1,20 @@
 // Reading nvidia-gpu-discovery's command line. See DiscoveryArguments.h for what is accepted;
 // the messages for the amount and unknown arguments are the bash script's.
-#include "discovery/DiscoveryArguments.h"
+#include "defaultdiscovery/DiscoveryArguments.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 
 #include "coordination/Coordination.h"
-#include "discovery/NvidiaSmi.h"
-#include "externalresource/gpu/DiscoveryOutput.h"
+#include "discovery/GpuEnumerator.h"
 #include "placement/Placement.h"
 #include "util/Strings.h"
 
-namespace flink::discovery {
+namespace flink::defaultdiscovery {
+
+using discovery::DiscoveryError;
+using discovery::parseGpuList;
 namespace {
 
 bool isDigits(std::string_view text) noexcept {
@@ -49,20 +51,6 @@ pid_t parseOwnerPid(std::string_view text) {
 }
 
 }  // namespace
-
-std::vector<std::string> parseGpuList(std::string_view text) {
-  std::vector<std::string> gpus;
-  for (std::string_view commaPart : strings::split(text, ',')) {
-    for (const std::string& part : strings::splitWhitespace(commaPart)) {
-      if (!externalresource::gpu::isDeviceIdentifier(part)) {
-        throw DiscoveryError("invalid GPU " + inQuotes(part) +
-                             " in --gpus: expected an index (e.g. 0) or a GPU-/MIG- UUID");
-      }
-      gpus.push_back(externalresource::gpu::canonicalDeviceIdentifier(part));
-    }
-  }
-  return gpus;
-}
 
 DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args) {
   DiscoveryArguments parsed;
@@ -139,4 +127,4 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
   return parsed;
 }
 
-}  // namespace flink::discovery
+}  // namespace flink::defaultdiscovery

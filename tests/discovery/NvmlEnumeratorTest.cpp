@@ -3,7 +3,7 @@
 // points $FLINK_GPU_NVML_LIBRARY at one of them and describes the host in a JSON file
 // ($FAKE_NVML_DEVICES), and reads back which NVML calls were made ($FAKE_NVML_CALL_LOG). Every
 // variable is put back as it was after each test.
-#include "nvml/NvmlEnumerator.h"
+#include "discovery/NvmlEnumerator.h"
 
 #include <stdlib.h>
 
@@ -24,13 +24,19 @@
 #error "FAKE_NVML_FULL (the path of the stand-in libnvidia-ml.so.1) must be set by the build"
 #endif
 
-namespace flink::nvml {
+namespace flink::discovery {
 namespace {
 
 namespace fs = std::filesystem;
-using discovery::DiscoveryError;
-using discovery::Enumeration;
-using discovery::GpuDevice;
+using nvml::Device;
+using nvml::kLibraryEnvironmentVariable;
+using nvml::Memory;
+using nvml::NvmlError;
+using nvml::NvmlLibrary;
+using nvml::NvmlSession;
+using nvml::PciInfo;
+using nvml::Result;
+using nvml::Return;
 using ::testing::HasSubstr;
 using testing::readLines;
 using testing::ScopedEnvironment;
@@ -655,4 +661,4 @@ TEST(NvmlReturnTest, NamesAreNvmlHsAndUnknownCodesAreNumbered) {
 }
 
 }  // namespace
-}  // namespace flink::nvml
+}  // namespace flink::discovery
