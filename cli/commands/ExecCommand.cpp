@@ -20,7 +20,6 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -28,13 +27,11 @@
 #include "ExitCode.h"
 #include "commands/CoordinationFileOption.h"
 #include "coordination/Coordination.h"
+#include "defaultdiscovery/DefaultDiscovery.h"
 #include "discovery/GpuEnumerator.h"
-#include "discovery/HostGpus.h"
-#include "discovery/NvidiaSmi.h"
 #include "discovery/VisibleDevices.h"
 #include "externalresource/gpu/GpuProperties.h"
 #include "health/HostHealth.h"
-#include "nvml/Nvml.h"
 #include "placement/Placement.h"
 #include "util/Strings.h"
 
@@ -56,111 +53,49 @@ void printDiscoveryNote(std::string_view line) {
   printWarning(line);
 }
 
-/// `units` less the unhealthy and drained ones (--health, see health/HostHealth.h), by identifier.
-std::vector<std::string> healthyUnits(const ExecOptions& options,
-                                      const std::vector<discovery::GpuDevice>& units,
-                                      const std::vector<discovery::GpuDevice>& devices,
-                                      bool askNvml) {
-  health::FilteredUnits healthy = health::filterUnhealthy(
-      units, devices, askNvml, *health::parseHealthMode(options.health), options.coordinationFile);
-  for (const std::string& line : healthy.lines) printDiscoveryNote(line);
-  return discovery::identifiersOf(healthy.units);
-}
+using defaultdiscovery::HostUnits;
 
-/// The units to hand out, and which of the host's units share hardware.
-struct HostUnits {
-  std::vector<std::string> gpus;
-  coordination::RelatedUnits related;
-  /// Every device enumerated (none with --gpus): UUIDs for --visible-devices uuid and the
-  /// records, CPUs for --bind-cpus.
-  std::vector<discovery::GpuDevice> devices;
-  /// Under an inherited CUDA_VISIBLE_DEVICES: the units it allows and its entries for them.
-  std::optional<discovery::VisibleDevicesMask> mask;
-  std::optional<discovery::MaskedUnits> masked;
-  /// How the GPUs are connected, when NVML could tell.
-  std::optional<placement::Topology> topology;
-};
-
-/// The host's GPUs: --gpus, else NVML, else nvidia-smi. Returns nullopt after printing the error,
-/// with `exitCode` set.
+/// The host's units as the default discovery finds them (defaultdiscovery::findHostUnits):
+/// --gpus, else NVML, else nvidia-smi; less the unhealthy and drained ones; under an inherited
+/// CUDA_VISIBLE_DEVICES, those it allows. Returns nullopt after printing the error, with
+/// `exitCode` set.
 std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
-  std::vector<std::string> listed;
-  coordination::RelatedUnits related;
-  std::vector<discovery::GpuDevice> devices;
-  std::optional<discovery::VisibleDevicesMask> mask;
-  std::optional<discovery::MaskedUnits> masked;
-  std::optional<placement::Topology> topology;
+  defaultdiscovery::HostUnitsOptions hostOptions;
   if (options.gpus) {
     try {
-      listed = discovery::parseGpuList(*options.gpus);
+      hostOptions.listed = discovery::parseGpuList(*options.gpus);
     } catch (const discovery::DiscoveryError& e) {
       printError(e.what());
       exitCode = kUsageError;
       return std::nullopt;
     }
-    if (listed.empty()) {
+    if (hostOptions.listed->empty()) {
       printError("no GPU given: the list of --gpus is empty");
       exitCode = kUsageError;
       return std::nullopt;
     }
-    std::vector<discovery::GpuDevice> units;
-    for (const std::string& gpu : listed) {
-      units.emplace_back();
-      units.back().identifier = gpu;
-    }
-    listed = healthyUnits(options, units, units, false);
-  } else {
-    const discovery::TimeoutSetting timeout =
-        discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT"));
-    if (timeout.note) printDiscoveryNote(*timeout.note);
-    discovery::HostGpuOptions hostOptions;
-    hostOptions.mig = options.mig;
-    hostOptions.nvidiaSmi.timeout = timeout.timeout;
-    hostOptions.topology = options.placement == "topology";
-    // One initialisation of NVML for the enumeration and the health probe (see holdSession).
-    const std::unique_ptr<nvml::NvmlSession> heldNvml = nvml::holdSession();
-    discovery::HostGpus host;
-    try {
-      host = discovery::enumerateHostGpus(hostOptions);
-    } catch (const discovery::DiscoveryError& e) {
-      printErrorWithDetails(std::string("cannot find the GPUs of this host: ") + e.what(),
-                            e.details());
+  }
+  hostOptions.mig = options.mig;
+  hostOptions.topology = options.placement == "topology";
+  hostOptions.health = *health::parseHealthMode(options.health);
+  hostOptions.coordinationFile = options.coordinationFile;
+  defaultdiscovery::Report report;
+  try {
+    HostUnits host = defaultdiscovery::findHostUnits(hostOptions, report);
+    for (const std::string& line : report.lines()) printDiscoveryNote(line);
+    return host;
+  } catch (const defaultdiscovery::DiscoveryFailure& e) {
+    const bool enumeration = e.stage() == defaultdiscovery::DiscoveryFailure::Stage::kEnumeration;
+    printErrorWithDetails(
+        (enumeration ? std::string("cannot find the GPUs of this host: ") : std::string()) +
+            e.what(),
+        e.report().details);
+    for (const std::string& note : e.report().notes) printDiscoveryNote(note);
+    if (enumeration)
       printHint("on a host without NVIDIA tools, list its GPUs yourself: --gpus 0,1");
-      exitCode = kDiscoveryFailed;
-      return std::nullopt;
-    }
-    for (const std::string& warning : host.found.warnings) printDiscoveryNote(warning);
-    // With --mig, MIG instances (by UUID, which CUDA_VISIBLE_DEVICES takes) replace the GPUs
-    // they are carved from.
-    listed = healthyUnits(options, discovery::allocatableUnits(host.found.devices, options.mig),
-                          host.found.devices, host.source == "NVML");
-    // Whichever the units, a GPU and its MIG instances never go to two owners at once.
-    related = discovery::relatedUnits(host.found.devices);
-    devices = std::move(host.found.devices);
-    // The scheduler's mask, when this process got one, limits the units to those it names.
-    mask = discovery::inheritedVisibleDevices();
-    if (mask) {
-      try {
-        masked = discovery::unitsUnderMask(*mask, devices, options.mig,
-                                           discovery::inheritedPciBusOrder());
-      } catch (const discovery::DiscoveryError& e) {
-        printErrorWithDetails(e.what(), e.details());
-        exitCode = kDiscoveryFailed;
-        return std::nullopt;
-      }
-      for (const std::string& warning : masked->warnings) printDiscoveryNote(warning);
-      listed = masked->hostIdentifiers;
-    }
-    topology = std::move(host.found.topology);
+    exitCode = kDiscoveryFailed;
+    return std::nullopt;
   }
-  // The same GPU twice would be handed out twice.
-  std::vector<std::string> gpus;
-  std::unordered_set<std::string> seen;
-  for (std::string& gpu : listed) {
-    if (seen.insert(gpu).second) gpus.push_back(std::move(gpu));
-  }
-  return HostUnits{std::move(gpus), std::move(related), std::move(devices),
-                   std::move(mask), std::move(masked),  std::move(topology)};
 }
 
 /// What the command's CUDA_VISIBLE_DEVICES lists for the units granted: the inherited mask's own
@@ -394,7 +329,8 @@ int runExec(const ExecOptions& options) {
   try {
     // Leased as well: the command holds the leases' descriptors, so the GPUs come back the moment
     // it ends, whatever becomes of its pid.
-    coordination::AllocationRequest request{gpus, amount, owner, std::move(host->related),
+    coordination::AllocationRequest request{gpus, amount, owner,
+                                            discovery::relatedUnits(host->devices),
                                             discovery::uuidsByIdentifier(host->devices)};
     request.lease = true;
     if (host->topology && host->topology->anythingKnown()) {

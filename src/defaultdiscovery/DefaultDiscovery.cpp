@@ -1,0 +1,269 @@
+// The default discovery's two steps. See DefaultDiscovery.h.
+#include "defaultdiscovery/DefaultDiscovery.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <unordered_set>
+#include <utility>
+
+#include "discovery/HostGpus.h"
+#include "discovery/NvidiaSmi.h"
+#include "nvml/Nvml.h"
+#include "util/Strings.h"
+
+namespace flink::defaultdiscovery {
+namespace {
+
+using discovery::DiscoveryError;
+using Stage = DiscoveryFailure::Stage;
+
+[[noreturn]] void failWith(Stage stage, const std::string& cause, Report& report) {
+  throw DiscoveryFailure(stage, cause, std::move(report));
+}
+
+/// The same unit twice would be handed out twice; nvidia-smi never lists one twice, a --gpus
+/// list may.
+std::vector<std::string> withoutDuplicates(std::vector<std::string> gpus, Report& report) {
+  std::vector<std::string> unique;
+  std::unordered_set<std::string> seen;
+  for (std::string& gpu : gpus) {
+    if (seen.insert(gpu).second) {
+      unique.push_back(std::move(gpu));
+    } else {
+      report.notes.push_back("note: GPU " + gpu + " is listed more than once; counted once");
+    }
+  }
+  return unique;
+}
+
+/// The placement rule over `host`'s topology, for coordination::AllocationRequest::choose; empty
+/// when units go by index (asked for, or nothing known of how they are connected).
+std::function<std::vector<std::string>(const std::vector<std::string>&, std::size_t)> chooserFor(
+    const HostUnits& host, placement::Policy policy) {
+  if (policy != placement::Policy::kTopology || !host.topology || !host.topology->anythingKnown()) {
+    return {};
+  }
+  return [&topology = *host.topology](const std::vector<std::string>& free, std::size_t amount) {
+    return placement::choose(topology, free, amount);
+  };
+}
+
+/// Why a coordinated request fell short: the cause, with each holder among the details.
+[[noreturn]] void failShort(const HostUnits& host, const GrantRequest& request,
+                            const coordination::Allocation& allocation, Report& report) {
+  // Free for this owner: every unit of the host that no other running owner holds.
+  const std::unordered_set<std::string> hostGpus(host.gpus.begin(), host.gpus.end());
+  std::unordered_set<std::string> heldGpus;
+  std::vector<std::string> held{"coordination file: " + request.coordinationFile.string()};
+  for (const auto* records : {&allocation.heldByRequester, &allocation.heldByOthers}) {
+    for (const coordination::Record& record : *records) {
+      if (!hostGpus.count(record.gpu)) continue;
+      heldGpus.insert(record.gpu);
+      held.push_back(
+          "GPU " + record.gpu + " is held by process " + std::to_string(record.owner.pid) +
+          (records == &allocation.heldByRequester ? " (this owner, from an earlier request)" : ""));
+    }
+  }
+  // Not held, but a GPU whose MIG instance is held, or an instance whose GPU is held whole.
+  for (const coordination::BlockedUnit& blocked : allocation.blocked) {
+    heldGpus.insert(blocked.gpu);
+    held.push_back(coordination::describe(blocked));
+  }
+  const std::size_t free = host.gpus.size() - heldGpus.size();
+  report.details.insert(report.details.begin(), held.begin(), held.end());
+  failWith(Stage::kShortfall,
+           "not enough free GPUs: " + request.amountText + " requested, " + std::to_string(free) +
+               " free",
+           report);
+}
+
+Grant grantRecorded(const HostUnits& host, const GrantRequest& request, Report& report) {
+  if (!coordination::isRunning(request.owner)) {
+    failWith(Stage::kOwner,
+             "the owner process " + std::to_string(request.owner.pid) +
+                 " is not running: GPUs recorded for it would not stay reserved",
+             report);
+  }
+  coordination::AllocationRequest allocationRequest{host.gpus, request.amount, request.owner,
+                                                    discovery::relatedUnits(host.devices),
+                                                    discovery::uuidsByIdentifier(host.devices)};
+  allocationRequest.lease = request.lease;
+  allocationRequest.choose = chooserFor(host, request.placement);
+  coordination::Allocation allocation;
+  try {
+    allocation =
+        coordination::allocate(request.coordinationFile, allocationRequest, request.lockTimeout);
+  } catch (const coordination::CoordinationError& e) {
+    failWith(Stage::kCoordination, e.what(), report);
+  }
+
+  const std::string file = request.coordinationFile.string();
+  for (const std::string& note : allocation.notes) {
+    report.notes.push_back("note: coordination file " + file + ": " + note);
+  }
+  for (const std::string& line : coordination::describeJunk(allocation.junk, file)) {
+    report.notes.push_back("note: " + line);
+  }
+  for (const coordination::Record& record : allocation.reclaimed) {
+    report.notes.push_back("note: took back GPU " + record.gpu + " from process " +
+                           std::to_string(record.owner.pid) + ", which is no longer running");
+  }
+  if (!allocation.satisfied) failShort(host, request, allocation, report);
+
+  Grant grant;
+  grant.answer = host.answerFor(allocation.granted);
+  grant.granted = std::move(allocation.granted);
+  grant.recorded = true;
+  grant.leases = std::move(allocation.leases);
+  return grant;
+}
+
+}  // namespace
+
+std::vector<std::string> Report::lines() const {
+  std::vector<std::string> all = details;
+  all.insert(all.end(), notes.begin(), notes.end());
+  return all;
+}
+
+std::vector<std::string> HostUnits::answerFor(const std::vector<std::string>& granted) const {
+  if (!masked) return granted;
+  std::vector<std::string> entries;
+  entries.reserve(granted.size());
+  for (const std::string& gpu : granted) entries.push_back(masked->entryOf(gpu));
+  return entries;
+}
+
+HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
+  discovery::HostGpuOptions hostOptions;
+  hostOptions.listed = options.listed;
+  hostOptions.mig = options.mig;
+  hostOptions.topology = options.topology;
+  if (!options.listed) {
+    const discovery::TimeoutSetting timeout =
+        discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT"));
+    if (timeout.note) report.notes.push_back(*timeout.note);
+    hostOptions.nvidiaSmi.timeout = timeout.timeout;
+    if (options.timeLimit) {
+      hostOptions.nvidiaSmi.timeout = std::min(hostOptions.nvidiaSmi.timeout, *options.timeLimit);
+    }
+  }
+
+  // One initialisation of NVML for the enumeration and the health probe (see holdSession).
+  const std::unique_ptr<nvml::NvmlSession> heldNvml =
+      options.listed ? nullptr : nvml::holdSession();
+  discovery::HostGpus found;
+  try {
+    found = discovery::enumerateHostGpus(hostOptions);
+  } catch (const DiscoveryError& e) {
+    report.details = e.details();
+    failWith(Stage::kEnumeration, e.what(), report);
+  }
+  report.details = found.found.warnings;
+
+  HostUnits host;
+  host.source = found.source;
+  // With --mig, a GPU in MIG mode is handed out as its instances (by MIG UUID), never whole.
+  health::FilteredUnits healthy = health::filterUnhealthy(
+      discovery::allocatableUnits(found.found.devices, options.mig), found.found.devices,
+      found.source == "NVML", options.health, options.coordinationFile);
+  report.notes.insert(report.notes.end(), healthy.lines.begin(), healthy.lines.end());
+  if (options.mig) {
+    for (const std::string& gpu : discovery::migGpusWithoutInstances(found.found.devices)) {
+      report.notes.push_back("note: GPU " + gpu +
+                             " is in MIG mode but has no MIG instances, so it offers none "
+                             "(create them with nvidia-smi mig -cgi <profiles> -C)");
+    }
+  }
+  host.gpus = withoutDuplicates(discovery::identifiersOf(healthy.units), report);
+  host.devices = std::move(found.found.devices);
+  host.topology = std::move(found.found.topology);
+
+  // The worker's own CUDA_VISIBLE_DEVICES (from its scheduler) limits what it may have; a list
+  // given with --gpus is the script's own answer and is taken as it is.
+  if (!options.listed) host.mask = discovery::inheritedVisibleDevices();
+  if (host.mask) {
+    try {
+      host.masked = discovery::unitsUnderMask(*host.mask, host.devices, options.mig,
+                                              discovery::inheritedPciBusOrder());
+    } catch (const DiscoveryError& e) {
+      report.details.insert(report.details.begin(), e.details().begin(), e.details().end());
+      failWith(Stage::kMask, e.what(), report);
+    }
+    report.details.insert(report.details.end(), host.masked->warnings.begin(),
+                          host.masked->warnings.end());
+    // Only units that are still there after the health filter.
+    const std::unordered_set<std::string> healthyUnits(host.gpus.begin(), host.gpus.end());
+    std::vector<std::string> allowed;
+    for (const std::string& gpu : host.masked->hostIdentifiers) {
+      if (healthyUnits.count(gpu)) allowed.push_back(gpu);
+    }
+    host.gpus = std::move(allowed);
+  }
+  return host;
+}
+
+Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& report) {
+  if (host.gpus.size() < request.amount) {
+    if (host.masked) {
+      failWith(Stage::kShortfall,
+               "only " + std::to_string(host.gpus.size()) + " GPU(s) allowed by " +
+                   host.mask->describe() + ", " + request.amountText +
+                   " requested (allowed: " + strings::join(host.masked->entries, ",") + ")",
+               report);
+    }
+    failWith(Stage::kShortfall,
+             "only " + std::to_string(host.gpus.size()) + " GPU(s) found, " + request.amountText +
+                 " requested (found: " + strings::join(host.gpus, ",") + ")",
+             report);
+  }
+  if (request.coordination) return grantRecorded(host, request, report);
+
+  Grant grant;
+  if (const auto choose = chooserFor(host, request.placement)) {
+    grant.granted = choose(host.gpus, request.amount);
+  }
+  if (grant.granted.size() != request.amount) {
+    grant.granted.assign(host.gpus.begin(),
+                         host.gpus.begin() + static_cast<std::ptrdiff_t>(request.amount));
+  }
+  grant.answer = host.answerFor(grant.granted);
+  return grant;
+}
+
+void giveBack(const std::filesystem::path& coordinationFile, const coordination::Owner& owner,
+              const std::vector<std::string>& granted, std::chrono::milliseconds lockTimeout) {
+  if (granted.empty()) return;
+  const std::unordered_set<std::string> units(granted.begin(), granted.end());
+  coordination::release(
+      coordinationFile,
+      [&](const coordination::Record& record) {
+        return record.owner == owner && units.count(record.gpu) > 0;
+      },
+      lockTimeout);
+}
+
+HostUnitsOptions hostUnitsOptionsFor(const DiscoveryArguments& args) {
+  HostUnitsOptions options;
+  options.listed = args.gpus;
+  options.mig = args.mig;
+  options.topology = args.placement == placement::Policy::kTopology;
+  // parseDiscoveryArguments accepts only the three modes.
+  options.health = health::parseHealthMode(args.health).value_or(health::HealthMode::kSkip);
+  options.coordinationFile = args.coordinationFile;
+  return options;
+}
+
+GrantRequest grantRequestFor(const DiscoveryArguments& args, const coordination::Owner& owner) {
+  GrantRequest request;
+  request.amount = args.amount;
+  request.amountText = args.amountText;
+  request.coordination = args.coordination;
+  request.coordinationFile = args.coordinationFile;
+  request.owner = owner;
+  request.placement = args.placement;
+  return request;
+}
+
+}  // namespace flink::defaultdiscovery
