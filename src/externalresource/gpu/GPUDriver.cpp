@@ -1,18 +1,29 @@
-// GPUDriver: configuration checks, one run of the discovery script, and the turning of its answer
-// into GPUInfo objects. Process handling lives in process/Subprocess, parsing in DiscoveryOutput.
+// GPUDriver: configuration checks, one run of the discovery script (or of the default discovery
+// in-process), and the turning of its answer into GPUInfo objects. Process handling lives in
+// process/Subprocess, parsing in DiscoveryOutput, the default discovery in defaultdiscovery/.
 #include "flink/externalresource/gpu/GPUDriver.h"
 
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <system_error>
+#include <thread>
 #include <vector>
 
+#include "coordination/Coordination.h"
+#include "defaultdiscovery/DefaultDiscovery.h"
+#include "defaultdiscovery/DefaultScript.h"
+#include "defaultdiscovery/DiscoveryArguments.h"
 #include "discovery/NvmlEnumerator.h"
 #include "discovery/VisibleDevices.h"
 #include "externalresource/gpu/DiscoveryOutput.h"
@@ -27,9 +38,24 @@
 #include "util/Strings.h"
 
 namespace flink::externalresource::gpu {
-namespace {
 
 namespace fs = std::filesystem;
+
+/// What in-process discoveries recorded and leased: given back when the driver goes.
+struct GPUDriver::Holdings {
+  struct Held {
+    fs::path coordinationFile;
+    coordination::Owner owner;
+    std::vector<std::string> granted;
+    std::vector<coordination::Lease> leases;
+  };
+  std::mutex mutex;
+  std::vector<Held> held;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 /// How much of each stream an error message shows; the rest is summarised by its size.
 constexpr std::size_t kShownOutputBytes = 2000;
@@ -138,6 +164,106 @@ std::vector<discovery::GpuDevice> nvmlDevices() {
   }
 }
 
+/// A script's stderr after a run that answered: at debug level, but a GPU the script left out
+/// (lost, denied by a cgroup) is a fault of the host that an operator must hear of, whatever the
+/// log level for the rest.
+void logScriptStderr(std::string_view text) {
+  if (text.empty()) return;
+  log()->debug("The GPU discovery script wrote to stderr: {}",
+               strings::quoteForMessage(text, kShownOutputBytes));
+  for (std::string_view line : strings::split(text, '\n')) {
+    line = strings::trim(line);
+    if (discovery::isLeftOutWarning(line)) {
+      log()->error("The GPU discovery script left a GPU out: {}",
+                   strings::quoteForMessage(line.substr(std::string_view("warning: ").size())));
+    }
+  }
+}
+
+/// What one in-process run of the default discovery found and took.
+struct InProcessAnswer {
+  std::vector<std::string> answer;
+  std::vector<discovery::GpuDevice> devices;
+  std::string source;
+  defaultdiscovery::Report report;
+  /// Coordination mode: what was recorded, for whom, and its leases.
+  bool recorded = false;
+  /// The records are this process's (no --owner-pid naming another): leased, and given back
+  /// with the driver. Records for another owner follow its pid, as the script's do.
+  bool ownRecords = false;
+  fs::path coordinationFile;
+  coordination::Owner owner;
+  std::vector<std::string> granted;
+  std::vector<coordination::Lease> leases;
+};
+
+std::chrono::milliseconds remainingUntil(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
+}
+
+/// The default discovery's work for `<amount> <arguments>`, as nvidia-gpu-discovery does it,
+/// for this process (the script's parent) unless the arguments name an owner.
+/// @throws defaultdiscovery::DiscoveryFailure as the program would fail (kArguments for its
+///         command line).
+InProcessAnswer discoverInProcess(const std::vector<std::string>& argv,
+                                  Clock::time_point deadline) {
+  defaultdiscovery::DiscoveryArguments args;
+  try {
+    args = defaultdiscovery::parseDiscoveryArguments(argv);
+  } catch (const discovery::DiscoveryError& e) {
+    defaultdiscovery::Report report;
+    report.details = e.details();
+    throw defaultdiscovery::DiscoveryFailure(defaultdiscovery::DiscoveryFailure::Stage::kArguments,
+                                             e.what(), std::move(report));
+  }
+  InProcessAnswer result;
+  result.report.notes = args.notes;
+  result.owner = coordination::Owner::of(args.ownerPid.value_or(::getpid()));
+
+  defaultdiscovery::HostUnitsOptions hostOptions = defaultdiscovery::hostUnitsOptionsFor(args);
+  hostOptions.timeLimit = remainingUntil(deadline);
+  defaultdiscovery::HostUnits host = defaultdiscovery::findHostUnits(hostOptions, result.report);
+
+  defaultdiscovery::GrantRequest request = defaultdiscovery::grantRequestFor(args, result.owner);
+  result.ownRecords = args.coordination && (!args.ownerPid || *args.ownerPid == ::getpid());
+  request.lease = result.ownRecords;
+  request.lockTimeout = std::min(coordination::kDefaultLockTimeout, remainingUntil(deadline));
+  defaultdiscovery::Grant grant = defaultdiscovery::grantUnits(host, request, result.report);
+
+  result.answer = std::move(grant.answer);
+  result.devices = std::move(host.devices);
+  result.source = std::move(host.source);
+  result.recorded = grant.recorded;
+  result.coordinationFile = args.coordinationFile;
+  result.granted = std::move(grant.granted);
+  result.leases = std::move(grant.leases);
+  return result;
+}
+
+/// Gives back what an in-process run recorded; logs instead of throwing.
+void giveBackQuietly(const fs::path& file, const coordination::Owner& owner,
+                     const std::vector<std::string>& granted) noexcept {
+  try {
+    defaultdiscovery::giveBack(file, owner, granted);
+  } catch (const std::exception& e) {
+    log()->warn("Could not give back GPU(s) {} in the coordination file {}: {}",
+                strings::join(granted, ","), file.string(), e.what());
+  }
+}
+
+/// One in-process discovery on a thread of its own, so that the caller can stop waiting at the
+/// time-out even where NVML does not return. Shared by the caller and the thread; the one that
+/// finishes last owns what is left: a run given up on gives back what it recorded itself.
+struct InProcessRun {
+  std::mutex mutex;
+  std::condition_variable finished;
+  bool done = false;
+  bool abandoned = false;
+  std::optional<InProcessAnswer> answer;
+  std::exception_ptr error;
+};
+
 std::string joinInfos(const std::vector<std::shared_ptr<const ExternalResourceInfo>>& infos) {
   std::string joined = "[";
   for (const auto& info : infos) {
@@ -145,6 +271,36 @@ std::string joinInfos(const std::vector<std::shared_ptr<const ExternalResourceIn
     joined += info->toString();
   }
   return joined + "]";
+}
+
+/// Each identifier a discovery answered, in its order, with what NVML knows of the device it
+/// names among `devices` (none: the index only): what its GPUInfo is made of.
+std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> describe(
+    std::vector<std::string> identifiers, const std::vector<discovery::GpuDevice>& devices) {
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> described;
+  described.reserve(identifiers.size());
+  // Under an inherited CUDA_VISIBLE_DEVICES the default discovery prints the mask's own entries,
+  // which CUDA reads against the devices it can open (a UUID prefix, an index among the usable
+  // GPUs): read them the same way, so that the properties say which physical GPU each is.
+  const bool masked = discovery::inheritedVisibleDevices().has_value();
+  for (std::string& identifier : identifiers) {
+    std::vector<std::pair<std::string, std::string>> properties;
+    if (!devices.empty()) {
+      const discovery::GpuDevice* device =
+          masked ? discovery::resolveVisibleDeviceEntry(identifier, devices)
+                 : findDevice(devices, identifier);
+      if (device != nullptr) {
+        properties = propertiesOf(*device);
+      } else {
+        log()->warn(
+            "NVML knows no GPU {}, which the discovery script printed; its GPUInfo has "
+            "the index only.",
+            identifier);
+      }
+    }
+    described.emplace_back(std::move(identifier), std::move(properties));
+  }
+  return described;
 }
 
 }  // namespace
@@ -195,6 +351,119 @@ GPUDriver::GPUDriver(const Configuration& config) {
         "Invalid value '" + formatDuration(timeout_) + "' for configuration key '" +
         GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT.key() + "': the time-out must be positive.");
   }
+
+  inProcess_ = config.get(GPUDriverOptions::DISCOVERY_SCRIPT_IN_PROCESS) &&
+               defaultdiscovery::isDefaultDiscoveryScript(script_);
+  if (inProcess_) {
+    holdings_ = std::make_unique<Holdings>();
+    log()->debug("The GPU discovery script {} is the default discovery: running it in-process.",
+                 script_.string());
+  }
+}
+
+ExternalResourceInfoSet GPUDriver::toInfoSet(
+    std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> gpus) {
+  std::vector<std::shared_ptr<const ExternalResourceInfo>> infos;
+  infos.reserve(gpus.size());
+  for (auto& [identifier, properties] : gpus) {
+    infos.push_back(
+        std::shared_ptr<const GPUInfo>(new GPUInfo(std::move(identifier), std::move(properties))));
+  }
+  log()->info("Discovered GPU resources: {}", joinInfos(infos));
+  return ExternalResourceInfoSet(std::move(infos));
+}
+
+GPUDriver::~GPUDriver() {
+  if (!holdings_) return;
+  const std::lock_guard<std::mutex> lock(holdings_->mutex);
+  for (const Holdings::Held& held : holdings_->held) {
+    giveBackQuietly(held.coordinationFile, held.owner, held.granted);
+  }
+  // The leases go with holdings_, after the records: no allocator sees a record whose lease was
+  // dropped while it is still being removed.
+}
+
+ExternalResourceInfoSet GPUDriver::retrieveInProcess(std::int64_t gpuAmount) {
+  std::vector<std::string> argv{std::to_string(gpuAmount)};
+  argv.insert(argv.end(), arguments_.begin(), arguments_.end());
+  const Clock::time_point deadline = Clock::now() + timeout_;
+
+  auto run = std::make_shared<InProcessRun>();
+  try {
+    std::thread([run, argv, deadline] {
+      std::optional<InProcessAnswer> answer;
+      std::exception_ptr error;
+      try {
+        answer = discoverInProcess(argv, deadline);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      const std::lock_guard<std::mutex> lock(run->mutex);
+      if (run->abandoned) {
+        // The caller has thrown TimeoutException: nobody will use these GPUs.
+        if (answer && answer->recorded) {
+          giveBackQuietly(answer->coordinationFile, answer->owner, answer->granted);
+        }
+        return;
+      }
+      run->answer = std::move(answer);
+      run->error = error;
+      run->done = true;
+      run->finished.notify_all();
+    }).detach();
+  } catch (const std::system_error& e) {
+    throw FlinkException("Could not run the GPU discovery in-process: cannot start a thread: " +
+                         std::string(e.what()));
+  }
+
+  std::unique_lock<std::mutex> lock(run->mutex);
+  if (!run->finished.wait_until(lock, deadline, [&] { return run->done; })) {
+    run->abandoned = true;
+    const std::string message = "The GPU discovery script " + script_.string() +
+                                " (run in-process) did not finish within " +
+                                formatDuration(timeout_) +
+                                "; GPUs it records after this are given back.";
+    log()->warn("{}", message);
+    throw TimeoutException(message);
+  }
+  const std::exception_ptr error = run->error;
+  std::optional<InProcessAnswer> answer = std::move(run->answer);
+  lock.unlock();
+
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const defaultdiscovery::DiscoveryFailure& e) {
+      using Stage = defaultdiscovery::DiscoveryFailure::Stage;
+      std::string message =
+          "The GPU discovery script " + script_.string() + " (run in-process) failed: " + e.what();
+      for (const std::string& line : e.report().lines()) message += "\n" + line;
+      const bool outOfTime =
+          (e.stage() == Stage::kEnumeration || e.stage() == Stage::kCoordination) &&
+          Clock::now() >= deadline;
+      log()->warn("{}", message);
+      if (outOfTime) throw TimeoutException(message);
+      throw FlinkException(message);
+    } catch (const std::exception& e) {
+      const std::string message = "The GPU discovery script " + script_.string() +
+                                  " (run in-process) failed: unexpected error: " + e.what();
+      log()->warn("{}", message);
+      throw FlinkException(message);
+    }
+  }
+
+  std::string said;
+  for (const std::string& line : answer->report.lines()) said += line + '\n';
+  logScriptStderr(said);
+  if (answer->recorded && answer->ownRecords) {
+    const std::lock_guard<std::mutex> held(holdings_->mutex);
+    holdings_->held.push_back({std::move(answer->coordinationFile), answer->owner, answer->granted,
+                               std::move(answer->leases)});
+  }
+  // The devices enumerated already say what NVML knows; otherwise NVML is asked as for a script.
+  std::vector<discovery::GpuDevice> devices;
+  if (nvmlEnabled_) devices = answer->source == "NVML" ? std::move(answer->devices) : nvmlDevices();
+  return toInfoSet(describe(std::move(answer->answer), devices));
 }
 
 void GPUDriver::killRunningDiscoveries() noexcept { process::signalAllRunning(SIGKILL); }
@@ -204,6 +473,8 @@ ExternalResourceInfoSet GPUDriver::retrieveResourceInfo(std::int64_t gpuAmount) 
     throw std::invalid_argument("Found illegal amount of GPUs: " + std::to_string(gpuAmount) +
                                 ". The amount must be positive.");
   }
+
+  if (inProcess_) return retrieveInProcess(gpuAmount);
 
   std::vector<std::string> argv{script_.string(), std::to_string(gpuAmount)};
   argv.insert(argv.end(), arguments_.begin(), arguments_.end());
@@ -243,19 +514,7 @@ ExternalResourceInfoSet GPUDriver::retrieveResourceInfo(std::int64_t gpuAmount) 
     log()->warn("{}", message);
     throw FlinkException(message);
   }
-  if (!result.stderrOutput.data.empty()) {
-    log()->debug("The GPU discovery script wrote to stderr: {}",
-                 strings::quoteForMessage(result.stderrOutput.data, kShownOutputBytes));
-    // A GPU the script left out (lost, denied by a cgroup) is a fault of the host that an
-    // operator must hear of, whatever the log level for the rest.
-    for (std::string_view line : strings::split(result.stderrOutput.data, '\n')) {
-      line = strings::trim(line);
-      if (discovery::isLeftOutWarning(line)) {
-        log()->error("The GPU discovery script left a GPU out: {}",
-                     strings::quoteForMessage(line.substr(std::string_view("warning: ").size())));
-      }
-    }
-  }
+  logScriptStderr(result.stderrOutput.data);
 
   if (result.stdoutOutput.discardedBytes > 0 &&
       result.stdoutOutput.data.find('\n') == std::string::npos) {
@@ -302,34 +561,8 @@ ExternalResourceInfoSet GPUDriver::retrieveResourceInfo(std::int64_t gpuAmount) 
         strings::quoteForMessage(*output.resourceName));
   }
 
-  const std::vector<discovery::GpuDevice> devices =
-      nvmlEnabled_ ? nvmlDevices() : std::vector<discovery::GpuDevice>{};
-  std::vector<std::shared_ptr<const ExternalResourceInfo>> infos;
-  infos.reserve(output.identifiers.size());
-  // Under an inherited CUDA_VISIBLE_DEVICES the default discovery prints the mask's own entries,
-  // which CUDA reads against the devices it can open (a UUID prefix, an index among the usable
-  // GPUs): read them the same way, so that the properties say which physical GPU each is.
-  const bool masked = discovery::inheritedVisibleDevices().has_value();
-  for (std::string& identifier : output.identifiers) {
-    GPUInfo::Properties properties;
-    if (nvmlEnabled_ && !devices.empty()) {
-      const discovery::GpuDevice* device =
-          masked ? discovery::resolveVisibleDeviceEntry(identifier, devices)
-                 : findDevice(devices, identifier);
-      if (device != nullptr) {
-        properties = propertiesOf(*device);
-      } else {
-        log()->warn(
-            "NVML knows no GPU {}, which the discovery script printed; its GPUInfo has "
-            "the index only.",
-            identifier);
-      }
-    }
-    infos.push_back(
-        std::shared_ptr<const GPUInfo>(new GPUInfo(std::move(identifier), std::move(properties))));
-  }
-  log()->info("Discovered GPU resources: {}", joinInfos(infos));
-  return ExternalResourceInfoSet(std::move(infos));
+  return toInfoSet(describe(std::move(output.identifiers),
+                            nvmlEnabled_ ? nvmlDevices() : std::vector<discovery::GpuDevice>{}));
 }
 
 }  // namespace flink::externalresource::gpu

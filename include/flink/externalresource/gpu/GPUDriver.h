@@ -3,12 +3,25 @@
 // Mirrors org.apache.flink.externalresource.gpu.GPUDriver, with the differences that make it
 // safe to embed: the script runs without a shell, its output is drained while it runs, a time-out
 // ends every process it started, and only device identifiers are accepted as GPUs.
+//
+// In-process default discovery (not in Flink): when the script is this project's own
+// nvidia-gpu-discovery.sh, known by its content (and the program beside it), and
+// `discovery-script.in-process` is true (the default), the driver does the script's work in the
+// calling process: the same arguments are read, the same GPUs chosen, the same records written
+// (owned by this process, the script's parent) and the same causes given for failures; no
+// process is started but nvidia-smi, where NVML cannot be used. Each GPU recorded in
+// coordination mode is also leased (an flock the kernel drops when this process dies, see
+// coordination/Leases.h) until the driver is destroyed, which gives the GPUs back. A Flink
+// TaskManager keeps its drivers for its whole life, so its GPUs stay taken exactly as long as
+// with the script.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flink/configuration/Configuration.h"
@@ -18,6 +31,13 @@ namespace flink::externalresource::gpu {
 
 class GPUDriver final : public ExternalResourceDriver {
  public:
+  /// Gives back what in-process discoveries recorded for this driver (their records are removed
+  /// from the coordination file, their leases dropped); a failure to do so is logged. Nothing
+  /// for a script: its records follow Flink's rules (freed once their owner has ended).
+  ~GPUDriver() override;
+  GPUDriver(const GPUDriver&) = delete;
+  GPUDriver& operator=(const GPUDriver&) = delete;
+
   /// Runs `<script> <gpuAmount> <args…>` and returns the GPUs it printed, in its order, unique by
   /// index; fewer than asked are returned as printed (with a warning in the log). The output may
   /// also be Spark's JSON form, `{"name": "gpu", "addresses": ["0", "1"]}`. With `nvml.enabled`
@@ -27,10 +47,18 @@ class GPUDriver final : public ExternalResourceDriver {
   ///
   /// @param gpuAmount how many GPUs to ask for; must be > 0.
   /// @throws std::invalid_argument if gpuAmount <= 0 (nothing is run).
+  /// In-process (see above) the answer is the one the script would print, and so are the
+  /// failures: the FlinkException's message holds the cause the script would print first
+  /// ("not enough free GPUs: 2 requested, 1 free"), then its details and notes.
+  ///
   /// @throws TimeoutException if the script runs past the time-out (`discovery-script.timeout`,
   ///         10 s by default); the script and every process of its process group are killed.
+  ///         In-process, the enumeration (NVML, nvidia-smi) and the wait for the coordination
+  ///         file's lock are bounded by the same time-out; GPUs a discovery given up on records
+  ///         after it are given back.
   /// @throws FlinkException if the script cannot be started, exits non-zero, is killed by a
-  ///         signal, or prints anything but device identifiers on its first line.
+  ///         signal, or prints anything but device identifiers on its first line; in-process,
+  ///         when the script would exit non-zero.
   ExternalResourceInfoSet retrieveResourceInfo(std::int64_t gpuAmount) override;
 
   /// Kills (SIGKILL) every discovery script that any GPUDriver of this process is running now,
@@ -47,6 +75,9 @@ class GPUDriver final : public ExternalResourceDriver {
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }
   /// Whether GPUInfo properties are read through NVML (`nvml.enabled`).
   bool nvmlEnabled() const noexcept { return nvmlEnabled_; }
+  /// Whether discoveries run in-process: the script is the default discovery and
+  /// `discovery-script.in-process` is true.
+  bool runsInProcess() const noexcept { return inProcess_; }
 
  private:
   friend class GPUDriverFactory;
@@ -58,10 +89,22 @@ class GPUDriver final : public ExternalResourceDriver {
   /// FlinkException. A time-out that is not positive → IllegalConfigurationException.
   explicit GPUDriver(const Configuration& config);
 
+  /// The GPUInfo of each (identifier, properties), in order (GPUInfo's constructor is the
+  /// driver's).
+  static ExternalResourceInfoSet toInfoSet(
+      std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> gpus);
+
+  /// retrieveResourceInfo's in-process way (see the top of this file).
+  ExternalResourceInfoSet retrieveInProcess(std::int64_t gpuAmount);
+
   std::filesystem::path script_;
   std::vector<std::string> arguments_;
   std::chrono::milliseconds timeout_;
   bool nvmlEnabled_ = true;
+  bool inProcess_ = false;
+  /// What in-process discoveries recorded and leased (GPUDriver.cpp).
+  struct Holdings;
+  std::unique_ptr<Holdings> holdings_;
 };
 
 }  // namespace flink::externalresource::gpu

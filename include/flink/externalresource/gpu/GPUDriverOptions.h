@@ -55,6 +55,21 @@ struct GPUDriverOptions {
               "How long the discovery script may run before it and every process it started are "
               "killed.");
 
+  /// `discovery-script.in-process`: when the script is this project's default discovery
+  /// (recognised by its content, not its name: see GPUDriver), do its work in the worker's own
+  /// process instead of running it (not in Flink). The answer, the coordination records, the
+  /// errors and the time-out are the script's; no process is started but nvidia-smi where NVML
+  /// cannot be used, and each GPU recorded is also leased for as long as the driver lives.
+  /// `false` runs the script, as Flink does.
+  inline static const ConfigOption<bool> DISCOVERY_SCRIPT_IN_PROCESS =
+      ConfigOptions::key("discovery-script.in-process")
+          .booleanType()
+          .defaultValue(true)
+          .withDescription(
+              "Whether the default discovery script's work is done in the worker's process, "
+              "without starting it (GPUs it records are then also leased for the driver's "
+              "life). Other scripts are always run.");
+
   /// `nvml.enabled`: fill each GPUInfo's properties (UUID, name, PCI bus id, memory, minor
   /// number, MIG placement) from NVML, for the identifiers the script printed, whatever script
   /// it is (not in Flink, whose GPUInfo has the index only). Where NVML cannot be loaded, the

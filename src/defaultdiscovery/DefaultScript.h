@@ -1,0 +1,28 @@
+// Knowing this project's default discovery script when a driver is configured with it, so that
+// the driver can do the script's work itself (GPUDriver's in-process mode) and start no process.
+#pragma once
+
+#include <filesystem>
+#include <string_view>
+
+namespace flink::defaultdiscovery {
+
+/// The file name of the default discovery script, and of the program it execs.
+inline constexpr std::string_view kDefaultScriptName = "nvidia-gpu-discovery.sh";
+inline constexpr std::string_view kDefaultProgramName = "nvidia-gpu-discovery";
+
+/// The bytes of plugins/external-resource-gpu/nvidia-gpu-discovery.sh as this library was built
+/// with them.
+std::string_view defaultScriptText() noexcept;
+
+/// Whether `script` is this project's default discovery script, so that what it would do can be
+/// done in-process: its content is, byte for byte, defaultScriptText(), and the program it execs
+/// is there as the script looks for it (an executable regular file named kDefaultProgramName
+/// beside the path, else beside the file the path links to). The name does not count: a script
+/// of one's own named nvidia-gpu-discovery.sh is not ours, nor is an older or edited copy of
+/// ours, nor ours without its program (which fails as a script, with its own message). Reads
+/// at most one byte more than the script's length. Never throws; an unreadable file is not
+/// ours.
+bool isDefaultDiscoveryScript(const std::filesystem::path& script) noexcept;
+
+}  // namespace flink::defaultdiscovery
