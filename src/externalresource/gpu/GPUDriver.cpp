@@ -41,6 +41,18 @@ namespace flink::externalresource::gpu {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+/// An in-process run given up on at the time-out, told through `ended` when it has ended (and
+/// given back what it recorded).
+struct AbandonedRun {
+  std::mutex mutex;
+  std::condition_variable ended;
+  bool over = false;
+};
+
+}  // namespace
+
 /// What in-process discoveries recorded and leased: given back when the driver goes.
 struct GPUDriver::Holdings {
   struct Held {
@@ -51,6 +63,8 @@ struct GPUDriver::Holdings {
   };
   std::mutex mutex;
   std::vector<Held> held;
+  /// Runs given up on at the time-out.
+  std::vector<std::shared_ptr<AbandonedRun>> abandoned;
 };
 
 namespace {
@@ -260,6 +274,8 @@ struct InProcessRun {
   std::condition_variable finished;
   bool done = false;
   bool abandoned = false;
+  /// Set with `abandoned`: the driver's record of the run, told when it ends.
+  std::shared_ptr<AbandonedRun> ending;
   std::optional<InProcessAnswer> answer;
   std::exception_ptr error;
 };
@@ -376,6 +392,13 @@ ExternalResourceInfoSet GPUDriver::toInfoSet(
 GPUDriver::~GPUDriver() {
   if (!holdings_) return;
   const std::lock_guard<std::mutex> lock(holdings_->mutex);
+  // A run given up on gives back what it recorded when it ends: give it a moment to, so that a
+  // worker shutting down leaves nothing behind. One stuck in NVML is left to the process's end.
+  const Clock::time_point patience = Clock::now() + std::chrono::seconds(1);
+  for (const std::shared_ptr<AbandonedRun>& run : holdings_->abandoned) {
+    std::unique_lock<std::mutex> ending(run->mutex);
+    run->ended.wait_until(ending, patience, [&] { return run->over; });
+  }
   for (const Holdings::Held& held : holdings_->held) {
     giveBackQuietly(held.coordinationFile, held.owner, held.granted);
   }
@@ -404,6 +427,10 @@ ExternalResourceInfoSet GPUDriver::retrieveInProcess(std::int64_t gpuAmount) {
         if (answer && answer->recorded) {
           giveBackQuietly(answer->coordinationFile, answer->owner, answer->granted);
         }
+        answer.reset();  // its leases go now
+        const std::lock_guard<std::mutex> over(run->ending->mutex);
+        run->ending->over = true;
+        run->ending->ended.notify_all();
         return;
       }
       run->answer = std::move(answer);
@@ -419,6 +446,11 @@ ExternalResourceInfoSet GPUDriver::retrieveInProcess(std::int64_t gpuAmount) {
   std::unique_lock<std::mutex> lock(run->mutex);
   if (!run->finished.wait_until(lock, deadline, [&] { return run->done; })) {
     run->abandoned = true;
+    run->ending = std::make_shared<AbandonedRun>();
+    {
+      const std::lock_guard<std::mutex> held(holdings_->mutex);
+      holdings_->abandoned.push_back(run->ending);
+    }
     const std::string message = "The GPU discovery script " + script_.string() +
                                 " (run in-process) did not finish within " +
                                 formatDuration(timeout_) +

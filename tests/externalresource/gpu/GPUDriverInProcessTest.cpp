@@ -1,0 +1,396 @@
+// GPUDriver with the default discovery in-process: recognised by content, never by name; the
+// same answers, records and causes as the script, on stand-in NVML hosts; no process started;
+// the GPUs leased for the driver's life; the script's time-out.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "TestSupport.h"
+#include "coordination/Coordination.h"
+#include "coordination/Leases.h"
+#include "flink/externalresource/gpu/GPUDriver.h"
+#include "flink/externalresource/gpu/GPUDriverFactory.h"
+#include "flink/externalresource/gpu/GPUDriverOptions.h"
+#include "flink/externalresource/gpu/GPUInfo.h"
+#include "flink/util/Exceptions.h"
+#include "health/HealthRecords.h"
+
+#ifndef DEFAULT_DISCOVERY_SCRIPT
+#error "DEFAULT_DISCOVERY_SCRIPT (the built nvidia-gpu-discovery.sh) must be defined by the build"
+#endif
+
+namespace flink::externalresource::gpu {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::ScopedEnvironment;
+using testing::TempDir;
+using namespace std::chrono_literals;
+
+constexpr const char* kFourGpus = R"({"devices": [
+  {"uuid": "GPU-00000000-1111-2222-3333-444444444444", "pci_bus_id": "00000000:19:00.0"},
+  {"uuid": "GPU-11111111-1111-2222-3333-444444444444", "pci_bus_id": "00000000:3B:00.0"},
+  {"uuid": "GPU-22222222-1111-2222-3333-444444444444", "pci_bus_id": "00000000:5D:00.0"},
+  {"uuid": "GPU-33333333-1111-2222-3333-444444444444", "pci_bus_id": "00000000:9A:00.0"}
+]})";
+
+/// What one discovery gave: the identifiers, or the cause of its failure (the script's first
+/// stderr line, as the driver's message carries it), and the coordination file's records.
+struct Outcome {
+  std::vector<std::string> gpus;
+  std::string cause;
+  std::vector<std::string> records;
+  friend bool operator==(const Outcome&, const Outcome&) = default;
+};
+
+std::ostream& operator<<(std::ostream& out, const Outcome& outcome) {
+  out << "gpus [";
+  for (const std::string& gpu : outcome.gpus) out << gpu << ' ';
+  out << "] cause '" << outcome.cause << "' records [";
+  for (const std::string& record : outcome.records) out << record << "; ";
+  return out << ']';
+}
+
+/// The cause in a driver's message: what follows "exited with code 1: " (script) or
+/// "failed: " (in-process), to the end of that line.
+std::string causeIn(const std::string& message) {
+  for (const std::string marker : {"exited with code 1: ", "(run in-process) failed: "}) {
+    const std::size_t at = message.find(marker);
+    if (at == std::string::npos) continue;
+    const std::size_t start = at + marker.size();
+    return message.substr(start, message.find('\n', start) - start);
+  }
+  return "(no cause in: " + message + ")";
+}
+
+class GPUDriverInProcessTest : public ::testing::Test {
+ protected:
+  GPUDriverInProcessTest() {
+    // Our script and program, installed as a plugin folder would hold them.
+    fs::create_directories(plugin_);
+    fs::copy_file(DEFAULT_DISCOVERY_SCRIPT, script_);
+    fs::copy_file(fs::path(DEFAULT_DISCOVERY_SCRIPT).parent_path() / "nvidia-gpu-discovery",
+                  plugin_ / "nvidia-gpu-discovery");
+    host(kFourGpus);
+  }
+
+  void host(const std::string& json) const { std::ofstream(dir_ / "host.json") << json; }
+  fs::path coordinationFile() const { return dir_ / "coordination"; }
+
+  std::unique_ptr<GPUDriver> driver(bool inProcess, const std::string& args,
+                                    std::chrono::milliseconds timeout = 10s) const {
+    Configuration config;
+    config.set(GPUDriverOptions::DISCOVERY_SCRIPT_PATH, script_.string());
+    config.set(GPUDriverOptions::DISCOVERY_SCRIPT_ARG, args);
+    config.set(GPUDriverOptions::DISCOVERY_SCRIPT_IN_PROCESS, inProcess);
+    config.set(GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT, timeout);
+    return GPUDriverFactory().createGPUDriver(config);
+  }
+
+  /// Each of `amounts` asked of one driver in turn, then the records (without their lease
+  /// field, which only the in-process driver writes); the coordination file starts empty.
+  std::vector<Outcome> discover(bool inProcess, const std::string& args,
+                                const std::vector<std::int64_t>& amounts) const {
+    fs::remove(coordinationFile());
+    const std::unique_ptr<GPUDriver> gpuDriver = driver(inProcess, args);
+    EXPECT_EQ(gpuDriver->runsInProcess(), inProcess);
+    std::vector<Outcome> outcomes;
+    for (const std::int64_t amount : amounts) {
+      Outcome outcome;
+      try {
+        for (const auto& info : gpuDriver->retrieveResourceInfo(amount)) {
+          outcome.gpus.push_back(dynamic_cast<const GPUInfo&>(*info).index());
+        }
+      } catch (const FlinkException& e) {
+        outcome.cause = causeIn(e.what());
+      }
+      outcome.records = records();
+      outcomes.push_back(std::move(outcome));
+    }
+    return outcomes;
+  }
+
+  /// `<gpu> <pid> uuid=<uuid>` for each record.
+  std::vector<std::string> records() const {
+    std::vector<std::string> lines;
+    const coordination::ParsedRecords parsed =
+        coordination::parseRecords(testing::readFile(coordinationFile()));
+    for (const coordination::Record& record : parsed.records) {
+      lines.push_back(record.gpu + " " + std::to_string(record.owner.pid) +
+                      " uuid=" + record.uuid.value_or("-"));
+    }
+    return lines;
+  }
+
+  /// The in-process driver and the script agree, request by request.
+  void expectSameAsScript(const std::string& args, const std::vector<std::int64_t>& amounts) {
+    const std::vector<Outcome> script = discover(false, args, amounts);
+    const std::vector<Outcome> inProcess = discover(true, args, amounts);
+    ASSERT_EQ(inProcess.size(), script.size());
+    // The script itself must have done something to agree with: GPUs, or a cause.
+    for (const Outcome& outcome : script) {
+      EXPECT_TRUE(!outcome.gpus.empty() || outcome.cause.rfind("(no cause", 0) != 0) << outcome;
+    }
+    for (std::size_t i = 0; i < script.size(); ++i) {
+      EXPECT_EQ(inProcess[i], script[i]) << "request " << i << " of '" << args << "'";
+    }
+  }
+
+  TempDir dir_{"gpu-driver-in-process"};
+  fs::path plugin_ = dir_ / "plugins/external-resource-gpu";
+  fs::path script_ = plugin_ / "nvidia-gpu-discovery.sh";
+  ScopedEnvironment library_{"FLINK_GPU_NVML_LIBRARY", FAKE_NVML_FULL};
+  ScopedEnvironment host_{"FAKE_NVML_DEVICES", (dir_ / "host.json").string()};
+};
+
+TEST_F(GPUDriverInProcessTest, OurScriptIsKnownByItsContentAndItsProgram) {
+  EXPECT_TRUE(driver(true, "")->runsInProcess());
+  EXPECT_FALSE(driver(false, "")->runsInProcess());
+
+  // Through a symbolic link, as a Flink distribution may link the plugin in.
+  const fs::path linked = dir_ / "linked.sh";
+  fs::create_symlink(script_, linked);
+  Configuration config;
+  config.set(GPUDriverOptions::DISCOVERY_SCRIPT_PATH, linked.string());
+  EXPECT_TRUE(GPUDriverFactory().createGPUDriver(config)->runsInProcess());
+
+  // A byte more, and it is someone else's script.
+  std::ofstream(script_, std::ios::app) << "# local change\n";
+  EXPECT_FALSE(driver(true, "")->runsInProcess());
+}
+
+TEST_F(GPUDriverInProcessTest, AScriptOfOnesOwnWithOurNameStaysAScript) {
+  testing::writeScript(script_, "#!/bin/sh\necho 3\n");
+  const std::unique_ptr<GPUDriver> gpuDriver = driver(true, "");
+  EXPECT_FALSE(gpuDriver->runsInProcess());
+  const ExternalResourceInfoSet infos = gpuDriver->retrieveResourceInfo(1);
+  ASSERT_EQ(infos.size(), 1u);
+  EXPECT_EQ(dynamic_cast<const GPUInfo&>(*infos[0]).index(), "3");
+}
+
+TEST_F(GPUDriverInProcessTest, OurScriptWithoutItsProgramStaysAScriptAndFailsAsOne) {
+  fs::remove(plugin_ / "nvidia-gpu-discovery");
+  const std::unique_ptr<GPUDriver> gpuDriver = driver(true, "");
+  EXPECT_FALSE(gpuDriver->runsInProcess());
+  try {
+    gpuDriver->retrieveResourceInfo(1);
+    FAIL() << "no exception";
+  } catch (const FlinkException& e) {
+    EXPECT_THAT(e.what(), HasSubstr("is missing or not executable")) << e.what();
+  }
+}
+
+TEST_F(GPUDriverInProcessTest, StartsNoProcess) {
+  // The program beside the script notes every run, then does its work.
+  const fs::path marker = dir_ / "program-ran";
+  const fs::path real = dir_ / "real-nvidia-gpu-discovery";
+  fs::rename(plugin_ / "nvidia-gpu-discovery", real);
+  testing::writeScript(
+      plugin_ / "nvidia-gpu-discovery",
+      "#!/bin/sh\n: >> '" + marker.string() + "'\nexec '" + real.string() + "' \"$@\"\n");
+  const auto indices = [](const ExternalResourceInfoSet& infos) {
+    std::vector<std::string> gpus;
+    for (const auto& info : infos) gpus.push_back(dynamic_cast<const GPUInfo&>(*info).index());
+    return gpus;
+  };
+
+  EXPECT_EQ(indices(driver(true, "")->retrieveResourceInfo(2)),
+            (std::vector<std::string>{"0", "1"}));
+  EXPECT_FALSE(fs::exists(marker)) << "the in-process driver ran the program";
+  EXPECT_FALSE(testing::hasChildren());
+
+  EXPECT_EQ(indices(driver(false, "")->retrieveResourceInfo(2)),
+            (std::vector<std::string>{"0", "1"}));
+  EXPECT_TRUE(fs::exists(marker)) << "the script did not run the program";
+}
+
+TEST_F(GPUDriverInProcessTest, PlainModeAnswersAsTheScript) { expectSameAsScript("", {1, 4, 5}); }
+
+TEST_F(GPUDriverInProcessTest, CoordinationAnswersAndRecordsAsTheScript) {
+  const std::string args = "--enable-coordination-mode --coordination-file " +
+                           coordinationFile().string() + " --placement index";
+  // Each request of one owner takes new GPUs (Flink's rule); the fourth finds none free.
+  expectSameAsScript(args, {1, 2, 1, 1});
+}
+
+TEST_F(GPUDriverInProcessTest, TopologyPlacementChoosesAsTheScript) {
+  ScopedEnvironment topology("FAKE_NVML_DEVICES", std::string(FAKE_NVML_HOSTS) + "/pcie-8.json");
+  expectSameAsScript(
+      "--enable-coordination-mode --coordination-file " + coordinationFile().string(),
+      {2, 2, 3, 2});
+}
+
+TEST_F(GPUDriverInProcessTest, MigUnitsAsTheScript) {
+  host(R"({"devices": [
+    {"uuid": "GPU-00000000-1111-2222-3333-444444444444"},
+    {"uuid": "GPU-11111111-1111-2222-3333-444444444444", "mig_enabled": true, "mig": [
+      {"uuid": "MIG-aaaaaaaa-1111-2222-3333-444444444444", "gpu_instance_id": 1,
+       "compute_instance_id": 0},
+      {"uuid": "MIG-bbbbbbbb-1111-2222-3333-444444444444", "gpu_instance_id": 2,
+       "compute_instance_id": 0}]}]})");
+  expectSameAsScript(
+      "--mig --enable-coordination-mode --coordination-file " + coordinationFile().string(),
+      {2, 1, 1});
+}
+
+TEST_F(GPUDriverInProcessTest, AnInheritedMaskAndAnUnhealthyGpuAsTheScript) {
+  host(R"({"devices": [
+    {"uuid": "GPU-00000000-1111-2222-3333-444444444444"},
+    {"uuid": "GPU-11111111-1111-2222-3333-444444444444", "lost": true},
+    {"uuid": "GPU-22222222-1111-2222-3333-444444444444"},
+    {"uuid": "GPU-33333333-1111-2222-3333-444444444444"}]})");
+  ScopedEnvironment mask("CUDA_VISIBLE_DEVICES", "3,1,GPU-0");
+  expectSameAsScript(
+      "--enable-coordination-mode --coordination-file " + coordinationFile().string(), {1, 1, 1});
+}
+
+TEST_F(GPUDriverInProcessTest, ADrainedGpuUnderAMaskIsNotHandedOut) {
+  // The mask names GPU 2, which an operator drained: neither way hands it out.
+  ScopedEnvironment mask("CUDA_VISIBLE_DEVICES", "2,0");
+  health::updateHealth(coordinationFile(), [](std::vector<health::HealthRecord>& records) {
+    health::HealthRecord drained;
+    drained.kind = health::RecordKind::kDrained;
+    drained.gpu = "2";
+    drained.since = health::nowSeconds();
+    drained.reason = "fan noise";
+    records.push_back(drained);
+  });
+  for (const bool inProcess : {false, true}) {
+    fs::remove(coordinationFile());
+    const ExternalResourceInfoSet infos =
+        driver(inProcess,
+               "--enable-coordination-mode --coordination-file " + coordinationFile().string())
+            ->retrieveResourceInfo(1);
+    ASSERT_EQ(infos.size(), 1u);
+    EXPECT_EQ(dynamic_cast<const GPUInfo&>(*infos[0]).index(), "0") << inProcess;
+  }
+}
+
+TEST_F(GPUDriverInProcessTest, BadArgumentsFailWithTheScriptsCause) {
+  expectSameAsScript("--owner-pid abc", {1});
+  expectSameAsScript("--placement nearest", {1});
+  const std::vector<Outcome> outcomes = discover(true, "--gpus 0,x", {1});
+  EXPECT_THAT(outcomes[0].cause, HasSubstr("invalid GPU 'x' in --gpus"));
+}
+
+TEST_F(GPUDriverInProcessTest, ItsGpusAreLeasedUntilTheDriverGoes) {
+  const std::string args =
+      "--enable-coordination-mode --coordination-file " + coordinationFile().string();
+  {
+    const std::unique_ptr<GPUDriver> gpuDriver = driver(true, args);
+    ASSERT_EQ(gpuDriver->retrieveResourceInfo(2).size(), 2u);
+    const coordination::ParsedRecords parsed =
+        coordination::parseRecords(testing::readFile(coordinationFile()));
+    ASSERT_EQ(parsed.records.size(), 2u);
+    for (const coordination::Record& record : parsed.records) {
+      EXPECT_EQ(record.owner.pid, ::getpid());
+      ASSERT_TRUE(record.lease) << record.gpu;
+      EXPECT_EQ(*record.lease, record.uuid.value_or("?"));
+      EXPECT_TRUE(coordination::leaseHeld(coordinationFile(), *record.lease, false));
+    }
+    // Another driver of this process (a second GPU resource) gets the other two.
+    EXPECT_EQ(driver(true, args)->retrieveResourceInfo(2).size(), 2u);
+  }
+  // Destroying the drivers gave everything back.
+  EXPECT_TRUE(records().empty());
+  EXPECT_FALSE(coordination::leaseHeld(coordinationFile(),
+                                       "GPU-00000000-1111-2222-3333-444444444444", false));
+}
+
+TEST_F(GPUDriverInProcessTest, AKilledWorkersGpusAreTakenBackAtOnce) {
+  const std::string args =
+      "--enable-coordination-mode --coordination-file " + coordinationFile().string();
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t worker = ::fork();
+  ASSERT_GE(worker, 0);
+  if (worker == 0) {
+    ::close(ready[0]);
+    try {
+      const std::unique_ptr<GPUDriver> gpuDriver = driver(true, args);
+      gpuDriver->retrieveResourceInfo(3);
+      (void)!::write(ready[1], "x", 1);
+      ::pause();
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the worker did not get its GPUs";
+  ::close(ready[0]);
+  EXPECT_EQ(records().size(), 3u);
+  EXPECT_THROW(driver(true, args)->retrieveResourceInfo(2), FlinkException);
+
+  ASSERT_EQ(::kill(worker, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(worker, nullptr, 0), worker);
+  const std::unique_ptr<GPUDriver> next = driver(true, args);
+  EXPECT_EQ(next->retrieveResourceInfo(4).size(), 4u);
+}
+
+TEST_F(GPUDriverInProcessTest, ThreadsOnOneDriverGetDistinctGpus) {
+  const std::unique_ptr<GPUDriver> gpuDriver =
+      driver(true, "--enable-coordination-mode --coordination-file " + coordinationFile().string());
+  std::vector<std::string> got(4);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back([&, i] {
+      got[i] = dynamic_cast<const GPUInfo&>(*gpuDriver->retrieveResourceInfo(1)[0]).index();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(std::set<std::string>(got.begin(), got.end()),
+            (std::set<std::string>{"0", "1", "2", "3"}));
+}
+
+TEST_F(GPUDriverInProcessTest, TheLockWaitEndsAtTheTimeOut) {
+  // Another worker holds the coordination file's lock (as Flink's script does while it runs).
+  const int fd = ::open(coordinationFile().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  const std::unique_ptr<GPUDriver> gpuDriver = driver(
+      true, "--enable-coordination-mode --coordination-file " + coordinationFile().string(), 300ms);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(gpuDriver->retrieveResourceInfo(1), TimeoutException);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  ::close(fd);
+  // Nothing was recorded, then or after.
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(records().empty());
+}
+
+TEST_F(GPUDriverInProcessTest, AHangingNvidiaSmiEndsAtTheTimeOut) {
+  // No NVML; the nvidia-smi on PATH never answers.
+  ScopedEnvironment noNvml("FLINK_GPU_NVML_LIBRARY", (dir_ / "no-libnvidia-ml.so.1").string());
+  const fs::path bin = dir_ / "bin";
+  fs::create_directories(bin);
+  testing::writeScript(bin / "nvidia-smi", "#!/bin/sh\nexec sleep 30\n");
+  ScopedEnvironment path("PATH", bin.string() + ":/usr/bin:/bin");
+  const std::unique_ptr<GPUDriver> gpuDriver = driver(true, "", 500ms);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    gpuDriver->retrieveResourceInfo(1);
+    FAIL() << "no exception";
+  } catch (const TimeoutException& e) {
+    EXPECT_THAT(e.what(), HasSubstr("(run in-process)")) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+}  // namespace
+}  // namespace flink::externalresource::gpu
