@@ -333,9 +333,10 @@ int runExec(const ExecOptions& options) {
                                             discovery::relatedUnits(host->devices),
                                             discovery::uuidsByIdentifier(host->devices)};
     request.lease = true;
-    if (host->topology && host->topology->anythingKnown()) {
-      request.choose = [&topology = *host->topology](const std::vector<std::string>& free,
-                                                     std::size_t wanted) {
+    if (const std::optional<placement::Topology>& topology = host->topology();
+        topology && topology->anythingKnown()) {
+      request.choose = [&topology = *topology](const std::vector<std::string>& free,
+                                               std::size_t wanted) {
         return placement::choose(topology, free, wanted);
       };
     }

@@ -488,12 +488,13 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
         // `sed "/1 /d"` deleting GPU 11's line, can leave a lease without its record.
         AllocationRequest unleased;
         const AllocationRequest* plan = &request;
-        if (anyLeases(file)) {
+        LeaseFolder folder = LeaseFolder::open(file);
+        if (!folder.empty()) {
           unleased = request;
           unleased.gpus.clear();
           for (const std::string& gpu : request.gpus) {
             const std::string name = leaseNameOf(gpu, request.uuids);
-            if (leases.count(name) || !leaseHeld(file, name, /*removeWhenFree=*/false)) {
+            if (leases.count(name) || !folder.held(name, /*removeWhenFree=*/false)) {
               unleased.gpus.push_back(gpu);
             }
           }
@@ -501,7 +502,7 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
         }
         Allocation allocation =
             planAllocation(parsed, *plan, isRunning, [&](const std::string& name) {
-              return leases.count(name) > 0 || leaseHeld(file, name, /*removeWhenFree=*/true);
+              return leases.count(name) > 0 || folder.held(name, /*removeWhenFree=*/true);
             });
         allocation.notes = opened.notes();
         for (const std::size_t i : allocation.reclaimedIndices) {
@@ -544,9 +545,11 @@ Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
   status.notes = opened.notes();
   ParsedRecords parsed = parseRecords(opened.text());
   status.junk = std::move(parsed.junk);
+  // Under the shared lock no allocator of ours creates lease files: one listing holds.
+  LeaseFolder leaseFolder = LeaseFolder::open(file);
   for (Record& record : parsed.records) {
     const bool other = !record.lease && inOtherPidNamespace(record.owner);
-    const bool running = record.lease ? leaseHeld(file, *record.lease, /*removeWhenFree=*/false)
+    const bool running = record.lease ? leaseFolder.held(*record.lease, /*removeWhenFree=*/false)
                                       : isRunning(record.owner);
     status.records.push_back(RecordStatus{std::move(record), running, other});
   }

@@ -1,6 +1,7 @@
 // Leases of GPUs by flock. See Leases.h.
 #include "coordination/Leases.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -111,13 +112,44 @@ Lease acquireLease(const fs::path& file, const std::string& name, mode_t mode) {
   fail(path, "it kept being removed while it was taken");
 }
 
-bool anyLeases(const fs::path& file) {
-  struct stat info {};
-  return ::lstat(leaseFolderOf(file).c_str(), &info) == 0;
+LeaseFolder LeaseFolder::open(const fs::path& file) {
+  LeaseFolder folder;
+  const fs::path path = leaseFolderOf(file);
+  folder.dir_ = openFolder(path, /*create=*/false, 0);
+  if (!folder.dir_) return folder;  // no folder: no lease is held
+  // fdopendir takes the descriptor it is given: list through a duplicate, keep ours for openat.
+  const int listed = ::fcntl(folder.dir_.get(), F_DUPFD_CLOEXEC, 0);
+  if (listed < 0) fail(path, "cannot list the lease folder", errno);
+  DIR* entries = ::fdopendir(listed);
+  if (entries == nullptr) {
+    const int error = errno;
+    ::close(listed);
+    fail(path, "cannot list the lease folder", error);
+  }
+  while (const dirent* entry = ::readdir(entries)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") folder.names_.insert(name);
+  }
+  ::closedir(entries);
+  return folder;
+}
+
+bool LeaseFolder::held(const std::string& name, bool removeWhenFree) {
+  if (!isSafeName(name)) return true;              // not a lease of ours: cannot be shown free
+  if (!dir_ || !names_.count(name)) return false;  // no lease file: not held
+  FileDescriptor fd(
+      ::openat(dir_.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) return errno != ENOENT;
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    return true;  // EWOULDBLOCK: held (by this process too, through another descriptor)
+  }
+  if (removeWhenFree && ::unlinkat(dir_.get(), name.c_str(), 0) == 0) names_.erase(name);
+  return false;
 }
 
 bool leaseHeld(const fs::path& file, const std::string& name, bool removeWhenFree) {
-  if (!isSafeName(name)) return true;  // not a lease of ours: cannot be shown free
+  if (!isSafeName(name)) return true;
   const FileDescriptor dir = openFolder(leaseFolderOf(file), /*create=*/false, 0);
   if (!dir) return false;  // no folder: no lease is held
   FileDescriptor fd(

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "coordination/CoordinationError.h"
 #include "process/FileDescriptor.h"
@@ -55,8 +56,26 @@ class Lease {
 ///         (the message names the path and the cause).
 Lease acquireLease(const std::filesystem::path& file, const std::string& name, mode_t mode);
 
-/// Whether the coordination file has a lease folder at all (a cheap test before leaseHeld).
-bool anyLeases(const std::filesystem::path& file);
+/// The lease folder of a coordination file, opened and listed once: an allocation asks about
+/// every GPU of the host, and only a lease file that exists can be held, so only those are
+/// opened. Take it under the coordination file's exclusive lock, under which no allocator of
+/// ours creates lease files (acquireLease runs under it): the listing then stays true.
+class LeaseFolder {
+ public:
+  /// Opens and lists the folder of `file`; a missing folder holds no lease.
+  /// @throws CoordinationError when the folder is not a folder or cannot be read.
+  static LeaseFolder open(const std::filesystem::path& file);
+
+  /// Whether the folder has no lease file.
+  bool empty() const noexcept { return names_.empty(); }
+  /// As leaseHeld, without listing again.
+  bool held(const std::string& name, bool removeWhenFree);
+
+ private:
+  LeaseFolder() = default;
+  process::FileDescriptor dir_;
+  std::unordered_set<std::string> names_;
+};
 
 /// Whether some process holds the lease `name`. A lease file that nobody holds is removed when
 /// `removeWhenFree` (call it only under the coordination file's exclusive lock). A lease whose

@@ -9,6 +9,7 @@
 
 #include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
+#include "discovery/NvmlTopology.h"
 #include "nvml/Nvml.h"
 #include "util/Strings.h"
 
@@ -41,11 +42,14 @@ std::vector<std::string> withoutDuplicates(std::vector<std::string> gpus, Report
 /// when units go by index (asked for, or nothing known of how they are connected).
 std::function<std::vector<std::string>(const std::vector<std::string>&, std::size_t)> chooserFor(
     const HostUnits& host, placement::Policy policy) {
-  if (policy != placement::Policy::kTopology || !host.topology || !host.topology->anythingKnown()) {
-    return {};
-  }
-  return [&topology = *host.topology](const std::vector<std::string>& free, std::size_t amount) {
-    return placement::choose(topology, free, amount);
+  if (policy != placement::Policy::kTopology || !host.topologyWanted) return {};
+  return [&host](const std::vector<std::string>& free,
+                 std::size_t amount) -> std::vector<std::string> {
+    // No choice to make: no topology to read.
+    if (free.size() <= amount) return free;
+    const std::optional<placement::Topology>& topology = host.topology();
+    if (!topology || !topology->anythingKnown()) return {};  // the first free ones
+    return placement::choose(*topology, free, amount);
   };
 }
 
@@ -127,6 +131,21 @@ std::vector<std::string> Report::lines() const {
   return all;
 }
 
+const std::optional<placement::Topology>& HostUnits::topology() const {
+  if (!topologyRead) {
+    std::optional<placement::Topology> read;
+    if (topologyWanted) {
+      std::vector<std::string> wholeGpus;
+      for (const discovery::GpuDevice& device : devices) {
+        if (!device.isMigInstance()) wholeGpus.push_back(device.identifier);
+      }
+      read = discovery::readNvmlTopology(wholeGpus);
+    }
+    topologyRead.emplace(std::move(read));
+  }
+  return *topologyRead;
+}
+
 std::vector<std::string> HostUnits::answerFor(const std::vector<std::string>& granted) const {
   if (!masked) return granted;
   std::vector<std::string> entries;
@@ -139,7 +158,8 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   discovery::HostGpuOptions hostOptions;
   hostOptions.listed = options.listed;
   hostOptions.mig = options.mig;
-  hostOptions.topology = options.topology;
+  // The topology is read when a placement needs it (HostUnits::topology), not with the devices.
+  hostOptions.topology = false;
   if (!options.listed) {
     const discovery::TimeoutSetting timeout =
         discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT"));
@@ -150,9 +170,10 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
     }
   }
 
-  // One initialisation of NVML for the enumeration and the health probe (see holdSession).
-  const std::unique_ptr<nvml::NvmlSession> heldNvml =
-      options.listed ? nullptr : nvml::holdSession();
+  // One initialisation of NVML for the enumeration, the health probe and the topology (see
+  // holdSession), kept by the HostUnits returned.
+  std::shared_ptr<nvml::NvmlSession> heldNvml =
+      options.listed ? nullptr : std::shared_ptr<nvml::NvmlSession>(nvml::holdSession());
   discovery::HostGpus found;
   try {
     found = discovery::enumerateHostGpus(hostOptions);
@@ -178,7 +199,8 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   }
   host.gpus = withoutDuplicates(discovery::identifiersOf(healthy.units), report);
   host.devices = std::move(found.found.devices);
-  host.topology = std::move(found.found.topology);
+  host.topologyWanted = options.topology && found.source == "NVML";
+  host.nvmlSession = std::move(heldNvml);
 
   // The worker's own CUDA_VISIBLE_DEVICES (from its scheduler) limits what it may have; a list
   // given with --gpus is the script's own answer and is taken as it is.

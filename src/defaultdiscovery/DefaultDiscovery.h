@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -31,6 +32,7 @@
 #include "discovery/GpuEnumerator.h"
 #include "discovery/VisibleDevices.h"
 #include "health/HostHealth.h"
+#include "nvml/Nvml.h"
 #include "placement/Placement.h"
 #include "placement/Topology.h"
 
@@ -79,7 +81,8 @@ struct HostUnitsOptions {
   std::optional<std::vector<std::string>> listed;
   /// --mig: MIG instances (by MIG UUID) in place of the GPUs in MIG mode they are carved from.
   bool mig = false;
-  /// Read how the GPUs are connected, for placement::Policy::kTopology.
+  /// Read how the GPUs are connected, for placement::Policy::kTopology (when there is a choice
+  /// to make: see HostUnits::topology).
   bool topology = true;
   /// --health: what becomes of unhealthy and drained units.
   health::HealthMode health = health::HealthMode::kSkip;
@@ -102,12 +105,21 @@ struct HostUnits {
   /// An inherited CUDA_VISIBLE_DEVICES and the units it allows, with its entries for them.
   std::optional<discovery::VisibleDevicesMask> mask;
   std::optional<discovery::MaskedUnits> masked;
-  /// How the GPUs are connected, when NVML could tell.
-  std::optional<placement::Topology> topology;
+  /// How the GPUs are connected, when NVML can tell: read on the first call only (its NVML
+  /// queries grow with the square of the GPUs, and most discoveries have no choice to make), in
+  /// the NVML session this HostUnits holds since the enumeration. nullopt without NVML, or when
+  /// findHostUnits was not asked for the topology. Not thread-safe.
+  const std::optional<placement::Topology>& topology() const;
 
   /// What a worker is told for the units `granted`: under a mask, the mask's own entries (CUDA
   /// reads them against the devices it may open); else the units themselves.
   std::vector<std::string> answerFor(const std::vector<std::string>& granted) const;
+
+  /// Set by findHostUnits: the NVML session kept from the enumeration (so that reading the
+  /// topology later initialises nothing again), and whether the topology may be read.
+  std::shared_ptr<nvml::NvmlSession> nvmlSession;
+  bool topologyWanted = false;
+  mutable std::optional<std::optional<placement::Topology>> topologyRead;
 };
 
 /// Step 1. Holds one NVML session across the enumeration and the health probe.

@@ -197,4 +197,27 @@ void addTopology(const std::vector<std::pair<std::string, Device>>& handles,
   }
 }
 
+std::optional<placement::Topology> readNvmlTopology(const std::vector<std::string>& indices) {
+  try {
+    const nvml::NvmlSession session(nvml::NvmlLibrary::load());
+    std::vector<Device> gpus;
+    std::vector<std::string> identifiers;
+    for (const std::string& identifier : indices) {
+      unsigned index = 0;
+      try {
+        index = static_cast<unsigned>(std::stoul(identifier));
+      } catch (const std::exception&) {
+        continue;  // not an index
+      }
+      const Result<Device> gpu = session.deviceByIndex(index);
+      if (!gpu.ok()) continue;
+      gpus.push_back(gpu.value);
+      identifiers.push_back(identifier);
+    }
+    return readTopology(gpus, identifiers);
+  } catch (const nvml::NvmlError&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace flink::discovery

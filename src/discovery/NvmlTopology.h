@@ -13,6 +13,7 @@
 // queries can take seconds: NVIDIA/k8s-device-plugin#2038).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,5 +34,12 @@ placement::Topology readTopology(const std::vector<nvml::Device>& gpus,
 /// by identifier (the decimal index), with their handles, in the enumeration's order.
 void addTopology(const std::vector<std::pair<std::string, nvml::Device>>& gpus,
                  Enumeration& enumeration, bool withTopology);
+
+/// The topology of the whole GPUs `indices` (NVML indices, as the enumeration names them), read
+/// in an NVML session of its own, for callers that need it only once they know they have a
+/// choice to make (the default discovery: a placement among more free GPUs than asked for). Held
+/// around an outer session (nvml::holdSession), NVML is not initialised again. An index NVML
+/// gives no handle for is left out; nullopt when NVML cannot be used at all.
+std::optional<placement::Topology> readNvmlTopology(const std::vector<std::string>& indices);
 
 }  // namespace flink::discovery
