@@ -184,6 +184,7 @@ void discoverChecked(GPUDriver& driver) {
 
 void BM_InProcessDiscovery(benchmark::State& state) {
   try {
+    releaseOurs();  // what another benchmark's last run left (repetitions are interleaved)
     for (auto _ : state) {
       std::unique_ptr<GPUDriver> driver = makeDriver(true);
       discoverChecked(*driver);
@@ -204,6 +205,7 @@ void BM_ScriptDiscovery(benchmark::State& state) {
       state.ResumeTiming();
       discoverChecked(*makeDriver(false));
     }
+    releaseOurs();
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }

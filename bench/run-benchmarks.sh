@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the three benchmark programs of a build and prints the figures the README quotes:
+# Runs the benchmark programs of a build and prints the figures the README quotes:
 #
 #   1. in-process overhead: GPUDriver::retrieveResourceInfo / a bare posix_spawn + read + waitpid
 #      of the same discovery script (driver_bench);            target: within 5 % (ratio <= 1.05)
@@ -15,6 +15,11 @@
 #      Also twice, the second from BM_PairedDiscovery.
 #   5. placement: the time to plan one request with the placement rule on 16 and 64 GPUs
 #      (placement_bench; its console figures are the ones quoted). Targets: < 10 ms, < 50 ms.
+#   6. in-process default discovery: a GPUDriver made and its retrieveResourceInfo(1) with the
+#      default discovery in-process / the same through the script, coordinated, on a stand-in
+#      NVML host of 64 GPUs, 63 held (in_process_bench); target: at least 20x faster. Twice,
+#      the second (the speed-up, script / in-process) from BM_PairedInProcessVsScript, with the
+#      in-process figure in microseconds.
 #
 # For reference it also prints process::run / bare spawn (the driver's process layer alone) and
 # `flink-gpu --version` / script (flink-gpu's start-up alone, without a discovery), and for the
@@ -28,7 +33,7 @@
 #
 # BUILD_DIR defaults to build/ in the repository root. Flags after it go to every program
 # (e.g. --benchmark_filter=Bare). Console output is shown as it runs; the JSON of each program
-# goes to BUILD_DIR/bench-results/{driver_bench,cli_bench,discovery_bench}.json, from which the ratios are
+# goes to BUILD_DIR/bench-results/<program>.json, from which the ratios are
 # computed (python3). Ratios are of mean wall-clock time over the repetitions, with a rough 95 %
 # interval from the spread of the repetitions (median ratio in brackets). When that interval
 # straddles the target the verdict says "inconclusive": the machine was too noisy, rerun it when
@@ -43,7 +48,7 @@ if [[ $# -gt 0 && $1 != -* ]]; then
   shift
 fi
 
-programs=(driver_bench cli_bench discovery_bench placement_bench)
+programs=(driver_bench cli_bench discovery_bench placement_bench in_process_bench)
 
 for program in "${programs[@]}"; do
   if [[ ! -x $build_dir/bin/$program ]]; then
@@ -64,7 +69,7 @@ for program in "${programs[@]}"; do
 done
 
 python3 - "$results/driver_bench.json" "$results/cli_bench.json" \
-  "$results/discovery_bench.json" <<'PY'
+  "$results/discovery_bench.json" "$results/in_process_bench.json" <<'PY'
 import json
 import math
 import statistics
@@ -96,7 +101,7 @@ def load(path):
         else:
             slot["reps"].append(us(entry))
             for counter in ("ratio", "discover_ratio", "version_ratio", "program_ratio",
-                            "plain_ratio"):
+                            "plain_ratio", "speedup", "in_process_us", "script_us"):
                 if counter in entry:
                     slot["counters"].setdefault(counter, []).append(entry[counter])
     return {name: slot for name, slot in found.items() if "mean" in slot["agg"]}
@@ -149,16 +154,21 @@ def compare(found, label, numerator, denominator, limit, target):
     print(f"    {describe(found, denominator)}")
 
 
-def paired(found, name, counter, limit, target):
-    """The per-repetition ratios a paired benchmark reported: their mean +/- 2 standard errors."""
+def paired(found, name, counter, limit, target, at_least=False):
+    """The per-repetition ratios a paired benchmark reported: their mean +/- 2 standard errors.
+    The target is an upper limit, or with at_least a lower one (a speed-up)."""
     ratios = found.get(name, {}).get("counters", {}).get(counter, [])
     if not ratios:
         return
     mean_ratio = statistics.fmean(ratios)
     spread = 2 * statistics.stdev(ratios) / math.sqrt(len(ratios)) if len(ratios) > 1 else 0.0
-    line = (f"  same, paired ({name}, {len(ratios)} repetitions): "
+    line = (f"  same, paired ({name} {counter}, {len(ratios)} repetitions): "
             f"{mean_ratio:.3f} +/- {spread:.3f}")
-    if limit is not None:
+    if limit is not None and at_least:
+        verdict = ("meets target" if mean_ratio - spread >= limit else
+                   "BELOW TARGET" if mean_ratio + spread < limit else "inconclusive")
+        line += f"   target {target} -> {verdict}"
+    elif limit is not None:
         verdict = ("meets target" if mean_ratio + spread <= limit else
                    "ABOVE TARGET" if mean_ratio - spread > limit else "inconclusive")
         line += f"   target {target} -> {verdict}"
@@ -168,6 +178,7 @@ def paired(found, name, counter, limit, target):
 driver = load(sys.argv[1])
 cli = load(sys.argv[2])
 discovery = load(sys.argv[3])
+in_process = load(sys.argv[4])
 
 print("=== Summary: ratio of mean wall-clock times, +/- a rough 95 % interval ===")
 compare(driver, "retrieveResourceInfo / bare spawn+wait", "BM_RetrieveResourceInfo",
@@ -198,6 +209,13 @@ paired(discovery, "BM_PairedDiscovery", "program_ratio", None, None)
 compare(discovery, "plain discovery (no coordination) / bare nvidia-smi (for reference)",
         "BM_PlainDiscovery", "BM_BareNvidiaSmi", None, None)
 paired(discovery, "BM_PairedDiscovery", "plain_ratio", None, None)
+compare(in_process, "in-process default discovery / the same through the script (64 GPUs, 63 "
+        "held, stand-in NVML)", "BM_InProcessDiscovery", "BM_ScriptDiscovery", 0.05,
+        "<= 0.05 (20x faster)")
+paired(in_process, "BM_PairedInProcessVsScript", "speedup", 20.0, ">= 20x (speed-up)",
+       at_least=True)
+paired(in_process, "BM_PairedInProcessVsScript", "in_process_us", None, None)
+paired(in_process, "BM_PairedInProcessVsScript", "script_us", None, None)
 for error in dict.fromkeys(errors):
     print(f"FAILED: {error}", file=sys.stderr)
 sys.exit(1 if errors else 0)
