@@ -1,7 +1,8 @@
-// Shared set-up of the benchmark programs (driver_bench, cli_bench, discovery_bench): a temporary
-// folder with executables written into it, the trivial discovery script driver_bench and
-// cli_bench run, the floor they all compare against (a bare spawn with stdout read to EOF), and a
-// main() that makes one run compare its benchmarks fairly.
+// Shared set-up of the benchmark programs (driver_bench, cli_bench, discovery_bench,
+// in_process_bench): a temporary folder with executables written into it, the trivial discovery
+// script driver_bench and cli_bench run, the floor they all compare against (a bare spawn with
+// stdout read to EOF), the live process that holds a stand-in host's GPUs, and a main() that
+// makes one run compare its benchmarks fairly.
 //
 // The script is the cheapest one the driver accepts (`#!/bin/sh` + `echo 0,1`), so that what the
 // benchmarks measure is the cost of starting and finishing a process, which is what the driver
@@ -9,8 +10,10 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -136,6 +139,36 @@ inline const std::string& scriptPath() {
   static const std::string path = gScript->path().string();
   return path;
 }
+
+/// A child process that pause()s until killed: the live owner of a stand-in host's held GPUs, so
+/// that each coordinated discovery checks a running owner. Killed and reaped on destruction; it
+/// also dies with this process (PR_SET_PDEATHSIG) should the benchmark die first. Make it while
+/// the process is still single-threaded (it forks).
+class HolderProcess {
+ public:
+  HolderProcess() {
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::system_error(errno, std::generic_category(), "fork");
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(0);
+      for (;;) ::pause();
+    }
+  }
+  ~HolderProcess() {
+    ::kill(pid_, SIGKILL);
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  HolderProcess(const HolderProcess&) = delete;
+  HolderProcess& operator=(const HolderProcess&) = delete;
+
+  pid_t pid() const noexcept { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
 
 /// The settings every benchmark here runs with. One run is one to a few milliseconds, so 0.25 s
 /// per repetition is some hundred iterations; twenty short repetitions rather than a few long

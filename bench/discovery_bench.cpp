@@ -33,10 +33,7 @@
 //
 // Wall-clock time is what counts (UseRealTime). bench/run-benchmarks.sh prints the ratio
 // coordinated discovery / bare nvidia-smi against the 1.5x target.
-#include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <benchmark/benchmark.h>
@@ -46,13 +43,14 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <fstream>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 #include <vector>
 
 #include "BenchSupport.h"
+#include "HeldGpus.h"
 #include "coordination/Coordination.h"
 
 #ifndef FLINK_GPU_DISCOVERY_SCRIPT
@@ -85,19 +83,8 @@ class StandInHost {
       for (int i = 0; i < kHostGpus; ++i) smi += ' ' + std::to_string(i);
       flink::bench::writeExecutable(nvidiaSmi_, smi + '\n');
 
-      startHolder();
-      const coordination::Owner holder = coordination::Owner::of(holderPid_);
-      if (!holder.startTime || !coordination::isRunning(holder)) {
-        throw std::runtime_error("the holder process " + std::to_string(holderPid_) +
-                                 " does not show as running");
-      }
-      std::vector<coordination::Record> records;
-      for (int i = 0; i < kHostGpus - 1; ++i) records.push_back({std::to_string(i), holder});
-      {
-        std::ofstream out(coordinationFile_, std::ios::binary | std::ios::trunc);
-        out << coordination::formatRecords(records);
-        if (!out.flush()) throw std::runtime_error("cannot write " + coordinationFile_);
-      }
+      holder_ = std::make_unique<flink::bench::HolderProcess>();
+      flink::bench::writeHeldRecords(coordinationFile_, holder_->pid(), kHostGpus - 1);
 
       const char* path = std::getenv("PATH");
       const std::string newPath =
@@ -122,25 +109,8 @@ class StandInHost {
   const std::string& coordinationFile() const noexcept { return coordinationFile_; }
 
  private:
-  void startHolder() {
-    const pid_t parent = ::getpid();
-    holderPid_ = ::fork();
-    if (holderPid_ < 0) throw std::system_error(errno, std::generic_category(), "fork");
-    if (holderPid_ == 0) {
-      // Should the benchmark die without killing it, it goes too.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(0);
-      for (;;) ::pause();
-    }
-  }
-
   void cleanUp() noexcept {
-    if (holderPid_ > 0) {
-      ::kill(holderPid_, SIGKILL);
-      while (::waitpid(holderPid_, nullptr, 0) < 0 && errno == EINTR) {
-      }
-      holderPid_ = -1;
-    }
+    holder_.reset();
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
   }
@@ -148,7 +118,7 @@ class StandInHost {
   std::filesystem::path dir_;
   std::string nvidiaSmi_;
   std::string coordinationFile_;
-  pid_t holderPid_ = -1;
+  std::unique_ptr<flink::bench::HolderProcess> holder_;
 };
 
 /// The host of this run; benchmarks are registered before main() has made it.

@@ -24,10 +24,7 @@
 //
 // Wall-clock time is what counts (UseRealTime). bench/run-benchmarks.sh prints the speed-up
 // against the 20x target.
-#include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <benchmark/benchmark.h>
@@ -46,6 +43,7 @@
 #include <vector>
 
 #include "BenchSupport.h"
+#include "HeldGpus.h"
 #include "coordination/Coordination.h"
 #include "flink/externalresource/gpu/GPUDriver.h"
 #include "flink/externalresource/gpu/GPUDriverFactory.h"
@@ -91,19 +89,8 @@ class StandInHost {
         if (!out.flush()) throw std::runtime_error("cannot write the stand-in host");
       }
 
-      startHolder();
-      const coordination::Owner holder = coordination::Owner::of(holderPid_);
-      if (!holder.startTime || !coordination::isRunning(holder)) {
-        throw std::runtime_error("the holder process " + std::to_string(holderPid_) +
-                                 " does not show as running");
-      }
-      std::vector<coordination::Record> records;
-      for (int i = 0; i < kHostGpus - 1; ++i) records.push_back({std::to_string(i), holder});
-      {
-        std::ofstream out(coordinationFile_, std::ios::binary | std::ios::trunc);
-        out << coordination::formatRecords(records);
-        if (!out.flush()) throw std::runtime_error("cannot write " + coordinationFile_);
-      }
+      holder_ = std::make_unique<flink::bench::HolderProcess>();
+      flink::bench::writeHeldRecords(coordinationFile_, holder_->pid(), kHostGpus - 1);
       if (::setenv("FLINK_GPU_NVML_LIBRARY", FLINK_GPU_FAKE_NVML, 1) != 0 ||
           ::setenv("FAKE_NVML_DEVICES", (dir_ / "host.json").c_str(), 1) != 0 ||
           ::unsetenv("CUDA_VISIBLE_DEVICES") != 0) {
@@ -121,31 +108,15 @@ class StandInHost {
   const std::string& coordinationFile() const noexcept { return coordinationFile_; }
 
  private:
-  void startHolder() {
-    const pid_t parent = ::getpid();
-    holderPid_ = ::fork();
-    if (holderPid_ < 0) throw std::system_error(errno, std::generic_category(), "fork");
-    if (holderPid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(0);
-      for (;;) ::pause();
-    }
-  }
-
   void cleanUp() noexcept {
-    if (holderPid_ > 0) {
-      ::kill(holderPid_, SIGKILL);
-      while (::waitpid(holderPid_, nullptr, 0) < 0 && errno == EINTR) {
-      }
-      holderPid_ = -1;
-    }
+    holder_.reset();
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
   }
 
   std::filesystem::path dir_;
   std::string coordinationFile_;
-  pid_t holderPid_ = -1;
+  std::unique_ptr<flink::bench::HolderProcess> holder_;
 };
 
 const StandInHost* gHost = nullptr;
