@@ -148,6 +148,11 @@ void printShortfall(const ExecOptions& options, const std::vector<std::string>& 
                           (records == &allocation.heldByRequester ? " (this process)" : ""));
       }
     }
+    if (!held && std::find(allocation.heldByLeaseOnly.begin(), allocation.heldByLeaseOnly.end(),
+                           gpu) != allocation.heldByLeaseOnly.end()) {
+      held = true;
+      details.push_back("GPU " + gpu + " is held by a lease of another process, without a record");
+    }
     bool blocked = false;
     for (const coordination::BlockedUnit& unit : allocation.blocked) {
       if (unit.gpu != gpu) continue;

@@ -487,6 +487,7 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
         // A GPU whose lease is held is held, record or not: an operator's `release`, or Flink's
         // `sed "/1 /d"` deleting GPU 11's line, can leave a lease without its record.
         AllocationRequest unleased;
+        std::vector<std::string> leaseHeldGpus;
         const AllocationRequest* plan = &request;
         LeaseFolder folder = LeaseFolder::open(file);
         if (!folder.empty()) {
@@ -496,6 +497,8 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
             const std::string name = leaseNameOf(gpu, request.uuids);
             if (leases.count(name) || !folder.held(name, /*removeWhenFree=*/false)) {
               unleased.gpus.push_back(gpu);
+            } else {
+              leaseHeldGpus.push_back(gpu);
             }
           }
           plan = &unleased;
@@ -504,6 +507,13 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
             planAllocation(parsed, *plan, isRunning, [&](const std::string& name) {
               return leases.count(name) > 0 || folder.held(name, /*removeWhenFree=*/true);
             });
+        // Only those no record names: a held record's GPU is reported with its record.
+        for (const std::string& gpu : leaseHeldGpus) {
+          const bool recorded =
+              std::any_of(allocation.records.begin(), allocation.records.end(),
+                          [&](const Record& record) { return record.gpu == gpu; });
+          if (!recorded) allocation.heldByLeaseOnly.push_back(gpu);
+        }
         allocation.notes = opened.notes();
         for (const std::size_t i : allocation.reclaimedIndices) {
           blank.push_back(parsed.recordSpans[i]);

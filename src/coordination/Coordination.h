@@ -198,6 +198,9 @@ struct Allocation {
   /// With AllocationRequest::lease, the leases of `granted`, in its order: the GPUs stay held
   /// while these live.
   std::vector<Lease> leases;
+  /// Units of `gpus` that no record names but whose lease another process holds (a record an
+  /// operator released, or that Flink's `sed` took with another GPU's line): not free.
+  std::vector<std::string> heldByLeaseOnly;
 };
 
 /// The allocation rule, without any I/O: drop records whose owner is not running, then take

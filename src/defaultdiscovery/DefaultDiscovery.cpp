@@ -74,6 +74,10 @@ std::function<std::vector<std::string>(const std::vector<std::string>&, std::siz
     heldGpus.insert(blocked.gpu);
     held.push_back(coordination::describe(blocked));
   }
+  for (const std::string& gpu : allocation.heldByLeaseOnly) {
+    if (!heldGpus.insert(gpu).second) continue;
+    held.push_back("GPU " + gpu + " is held by a lease of another process, without a record");
+  }
   const std::size_t free = host.gpus.size() - heldGpus.size();
   report.details.insert(report.details.begin(), held.begin(), held.end());
   failWith(Stage::kShortfall,

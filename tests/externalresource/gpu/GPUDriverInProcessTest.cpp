@@ -281,6 +281,20 @@ TEST_F(GPUDriverInProcessTest, ADrainedGpuUnderAMaskIsNotHandedOut) {
   }
 }
 
+TEST_F(GPUDriverInProcessTest, GpusHeldByLeasesAloneAreNotCountedFree) {
+  // Another worker's leases on every GPU, their records gone (an operator's release).
+  std::vector<coordination::Lease> leases;
+  for (const char* uuid :
+       {"GPU-00000000-1111-2222-3333-444444444444", "GPU-11111111-1111-2222-3333-444444444444",
+        "GPU-22222222-1111-2222-3333-444444444444", "GPU-33333333-1111-2222-3333-444444444444"}) {
+    leases.push_back(coordination::acquireLease(coordinationFile(), uuid, 0644));
+  }
+  const std::string args =
+      "--enable-coordination-mode --coordination-file " + coordinationFile().string();
+  expectSameAsScript(args, {1});
+  EXPECT_EQ(discover(true, args, {1})[0].cause, "not enough free GPUs: 1 requested, 0 free");
+}
+
 TEST_F(GPUDriverInProcessTest, BadArgumentsFailWithTheScriptsCause) {
   expectSameAsScript("--owner-pid abc", {1});
   expectSameAsScript("--placement nearest", {1});
