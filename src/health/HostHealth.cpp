@@ -28,7 +28,16 @@ std::string describeRecord(const HealthRecord& record) {
 
 const GpuProbe* probeOf(const NvmlProbe* probe, const std::string& index) {
   if (probe == nullptr) return nullptr;
-  // Asked for every unit, against every GPU: compared as text without making a string each time.
+  // Asked for every unit: probeNvml lists GPU i at position i, so a GPU is found there without
+  // a search. `index` must be written as std::to_string writes the GPU's index ("7", not "07").
+  unsigned value = 0;
+  const char* end = index.data() + index.size();
+  const auto parsed = std::from_chars(index.data(), end, value);
+  const bool canonical =
+      parsed.ec == std::errc() && parsed.ptr == end && (index.size() == 1 || index.front() != '0');
+  if (canonical && value < probe->gpus.size() && probe->gpus[value].index == value) {
+    return &probe->gpus[value];
+  }
   for (const GpuProbe& gpu : probe->gpus) {
     char text[16];
     const auto written = std::to_chars(text, text + sizeof text, gpu.index);
