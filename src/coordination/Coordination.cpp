@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -34,12 +36,24 @@ std::optional<Int> parseDecimal(std::string_view text) {
   return value;
 }
 
-/// The fields of /proc/<pid>/stat after the command name, which is in parentheses and may itself
-/// hold spaces and parentheses: field 3 (the state) is the first one returned. Read with plain
-/// open/read: this runs in every discovery, and iostreams' set-up costs more than the read.
-std::optional<std::vector<std::string>> procStatFields(pid_t pid) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+/// What discovery reads of /proc/<pid>/stat: the state (field 3) and the start time (field 22).
+struct ProcStat {
+  /// No field at all after the command name.
+  bool empty = true;
+  /// State Z, X or x: dead, not yet reaped.
+  bool dead = false;
+  /// Whether the line has a field 22; `startTime` is it, parsed (nullopt when not a number).
+  bool hasStartTime = false;
+  std::optional<std::uint64_t> startTime;
+};
+
+/// /proc/<pid>/stat read, or nullopt when it cannot be. The fields after the command name, which
+/// is in parentheses and may itself hold spaces and parentheses, are split in place. Read with
+/// plain open/read: this runs in every discovery, and iostreams' set-up costs more than the read.
+std::optional<ProcStat> readProcStat(pid_t pid) {
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FileDescriptor fd(::open(path, O_RDONLY | O_CLOEXEC));
   if (!fd) return std::nullopt;
   // The line is well under 1 KiB: a 64-byte command name at most, and some fifty numbers.
   char buffer[2048];
@@ -51,7 +65,20 @@ std::optional<std::vector<std::string>> procStatFields(pid_t pid) {
   const std::string_view text(buffer, static_cast<std::size_t>(size));
   const std::size_t close = text.rfind(')');
   if (close == std::string_view::npos) return std::nullopt;
-  return strings::splitWhitespace(text.substr(close + 1));
+  std::string_view rest = text.substr(close + 1);
+  ProcStat stat;
+  const std::string_view state = strings::nextToken(rest);
+  if (state.empty()) return stat;
+  stat.empty = false;
+  stat.dead = state == "Z" || state == "X" || state == "x";
+  // Field 22 (starttime) is the 20th after the command name.
+  std::string_view field = state;
+  for (int skipped = 0; skipped < 19 && !field.empty(); ++skipped) field = strings::nextToken(rest);
+  if (!field.empty()) {
+    stat.hasStartTime = true;
+    stat.startTime = parseDecimal<std::uint64_t>(field);
+  }
+  return stat;
 }
 
 struct OwnerHash {
@@ -74,10 +101,7 @@ std::optional<std::uint64_t> currentPidNamespace() {
 
 Owner Owner::of(pid_t pid) {
   Owner owner{pid, std::nullopt, currentPidNamespace()};
-  // Field 22 (starttime) is the 20th after the command name.
-  if (auto fields = procStatFields(pid); fields && fields->size() > 19) {
-    owner.startTime = parseDecimal<std::uint64_t>((*fields)[19]);
-  }
+  if (const std::optional<ProcStat> stat = readProcStat(pid)) owner.startTime = stat->startTime;
   return owner;
 }
 
@@ -96,13 +120,9 @@ bool sameProcess(const Owner& a, const Owner& b) {
 bool isRunning(const Owner& owner) {
   if (owner.pid <= 0) return false;
   if (inOtherPidNamespace(owner)) return true;  // cannot be judged from here
-  if (auto fields = procStatFields(owner.pid)) {
-    if (fields->empty()) return false;
-    const std::string& state = fields->front();
-    if (state == "Z" || state == "X" || state == "x") return false;  // dead, not yet reaped
-    if (owner.startTime && fields->size() > 19) {
-      return parseDecimal<std::uint64_t>((*fields)[19]) == owner.startTime;
-    }
+  if (const std::optional<ProcStat> stat = readProcStat(owner.pid)) {
+    if (stat->empty || stat->dead) return false;
+    if (owner.startTime && stat->hasStartTime) return stat->startTime == owner.startTime;
     return true;
   }
   // No /proc entry: gone, unless /proc is not there at all (then ask the kernel directly).
@@ -115,27 +135,27 @@ namespace {
 /// The record on one line, or nullopt for a line that is not one: `<gpu> <pid>`, then an
 /// optional start time, then `key=value` fields, separated by spaces or tabs.
 std::optional<Record> parseRecord(std::string_view line) {
-  const std::vector<std::string> fields = strings::splitWhitespace(line);
-  if (fields.size() < 2 || !device::isDeviceIdentifier(fields[0])) {
-    return std::nullopt;
-  }
-  const std::optional<pid_t> pid = parseDecimal<pid_t>(fields[1]);
+  // Split in place: a file holds a record for every GPU of the host, read at every allocation.
+  std::string_view rest = line;
+  const std::string_view gpu = strings::nextToken(rest);
+  const std::string_view pidText = strings::nextToken(rest);
+  if (pidText.empty() || !device::isDeviceIdentifier(gpu)) return std::nullopt;
+  const std::optional<pid_t> pid = parseDecimal<pid_t>(pidText);
   if (!pid || *pid <= 0) return std::nullopt;
-  Record record{fields[0], Owner{*pid, std::nullopt, std::nullopt}};
-  std::size_t next = 2;
-  if (next < fields.size() && fields[next].find('=') == std::string::npos) {
-    record.owner.startTime = parseDecimal<std::uint64_t>(fields[next]);
+  Record record{std::string(gpu), Owner{*pid, std::nullopt, std::nullopt}};
+  std::string_view field = strings::nextToken(rest);
+  if (!field.empty() && field.find('=') == std::string_view::npos) {
+    record.owner.startTime = parseDecimal<std::uint64_t>(field);
     if (!record.owner.startTime) return std::nullopt;
-    ++next;
+    field = strings::nextToken(rest);
   }
-  for (; next < fields.size(); ++next) {
-    const std::string& field = fields[next];
+  for (; !field.empty(); field = strings::nextToken(rest)) {
     const std::size_t equals = field.find('=');
-    if (equals == std::string::npos || equals == 0 || equals + 1 == field.size()) {
+    if (equals == std::string_view::npos || equals == 0 || equals + 1 == field.size()) {
       return std::nullopt;
     }
-    const std::string_view key(field.data(), equals);
-    const std::string_view value = std::string_view(field).substr(equals + 1);
+    const std::string_view key = field.substr(0, equals);
+    const std::string_view value = field.substr(equals + 1);
     if (key == "uuid") {
       if (record.uuid || !device::isDeviceIdentifier(value)) return std::nullopt;
       record.uuid = std::string(value);
@@ -147,7 +167,7 @@ std::optional<Record> parseRecord(std::string_view line) {
       record.owner.pidNamespace = parseDecimal<std::uint64_t>(value);
       if (!record.owner.pidNamespace) return std::nullopt;
     } else {
-      record.extra.push_back(field);
+      record.extra.emplace_back(field);
     }
   }
   return record;
@@ -237,7 +257,9 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
   // knows it (another container may number the same GPU differently), else by identifier. A
   // record with a UUID that this host does not know, for an index whose GPU here has another
   // UUID, is of a GPU this worker cannot see.
-  std::unordered_map<std::string, const std::string*> unitOfUuid;
+  // Keyed by views of request.uuids' values: no UUID is copied.
+  std::unordered_map<std::string_view, const std::string*> unitOfUuid;
+  unitOfUuid.reserve(request.uuids.size());
   for (const auto& [unit, uuid] : request.uuids) unitOfUuid.emplace(uuid, &unit);
   const auto unitOf = [&](const Record& record) -> std::optional<std::string> {
     if (!record.uuid || request.uuids.empty()) return record.gpu;

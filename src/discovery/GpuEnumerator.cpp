@@ -25,6 +25,7 @@ Enumeration StaticEnumerator::enumerate() {
 
 std::vector<GpuDevice> allocatableUnits(const std::vector<GpuDevice>& devices, bool mig) {
   std::vector<GpuDevice> units;
+  units.reserve(devices.size());
   for (const GpuDevice& device : devices) {
     const bool unit =
         mig ? (device.isMigInstance() || !device.migEnabled) : !device.isMigInstance();

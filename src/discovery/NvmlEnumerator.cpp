@@ -91,8 +91,9 @@ std::optional<std::uint64_t> toMiB(const std::optional<Memory>& memory) {
 }
 
 /// The MIG instances of `gpu` (index `parentIndex`), appended to `devices` in slot order.
-void listMigInstances(const Device& gpu, unsigned parentIndex, const GpuDevice& parent,
-                      Enumerating& context, std::vector<GpuDevice>& devices) {
+void listMigInstances(const Device& gpu, unsigned parentIndex,
+                      const std::optional<std::string>& parentPciBusId, Enumerating& context,
+                      std::vector<GpuDevice>& devices) {
   const std::string what = "GPU " + std::to_string(parentIndex);
   const Result<unsigned> slots = gpu.maxMigDeviceCount();
   if (!slots.ok()) {
@@ -132,7 +133,7 @@ void listMigInstances(const Device& gpu, unsigned parentIndex, const GpuDevice& 
     const std::string instance = what + " MIG instance " + uuid.value;
     device.name = context.property(name, instance);
     device.memoryTotalMiB = toMiB(context.property(memory, instance));
-    device.pciBusId = parent.pciBusId;
+    device.pciBusId = parentPciBusId;
     MigPlacement placement;
     placement.parentIndex = parentIndex;
     placement.gpuInstanceId = context.property(gpuInstance, instance);
@@ -191,7 +192,9 @@ Enumeration NvmlEnumerator::enumerate() {
 
   Enumerating context(*library);
   Enumeration result;
+  result.devices.reserve(count.value);
   std::vector<std::pair<std::string, Device>> topologyHandles;  // topology: the GPUs listed
+  topologyHandles.reserve(count.value);
   for (unsigned index = 0; index < count.value; ++index) {
     const std::string what = "GPU " + std::to_string(index);
     const Result<Device> gpu = session->deviceByIndex(index);
@@ -213,11 +216,11 @@ Enumeration NvmlEnumerator::enumerate() {
       // keep theirs. For anyone else the parent's memory is simply unknown.
       memory.code = Return::kNotSupported;
     }
-    const std::string where =
-        pci.ok() && !pci.value.busId.empty() ? what + " (" + pci.value.busId + ")" : what;
     if (const std::optional<std::string> unusable =
             unusableBecause(*library, uuid, name, pci, migMode, memory, minor)) {
-      context.leaveOut(where, *unusable);
+      context.leaveOut(
+          pci.ok() && !pci.value.busId.empty() ? what + " (" + pci.value.busId + ")" : what,
+          *unusable);
       continue;
     }
     GpuDevice device;
@@ -230,9 +233,14 @@ Enumeration NvmlEnumerator::enumerate() {
     device.memoryTotalMiB = toMiB(context.property(memory, what));
     device.minorNumber = context.property(minor, what);
     device.migEnabled = context.property(migMode, what).has_value() && migEnabled;
-    result.devices.push_back(device);
     topologyHandles.emplace_back(device.identifier, gpu.value);  // topology
-    if (device.migEnabled) listMigInstances(gpu.value, index, device, context, result.devices);
+    const bool listInstances = device.migEnabled;
+    result.devices.push_back(std::move(device));
+    if (listInstances) {
+      // A copy: listing the instances appends to result.devices, which may move the parent.
+      const std::optional<std::string> parentPciBusId = result.devices.back().pciBusId;
+      listMigInstances(gpu.value, index, parentPciBusId, context, result.devices);
+    }
   }
   result.warnings = context.takeWarnings();
   result.leftOut = context.takeLeftOut();

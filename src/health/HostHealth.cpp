@@ -2,9 +2,11 @@
 // the coordination file, and the verdict for each unit the allocators would hand out.
 #include "health/HostHealth.h"
 
+#include <charconv>
 #include <exception>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "coordination/CoordinationError.h"
@@ -26,8 +28,20 @@ std::string describeRecord(const HealthRecord& record) {
 
 const GpuProbe* probeOf(const NvmlProbe* probe, const std::string& index) {
   if (probe == nullptr) return nullptr;
+  // Asked for every unit: probeNvml lists GPU i at position i, so a GPU is found there without
+  // a search. `index` must be written as std::to_string writes the GPU's index ("7", not "07").
+  unsigned value = 0;
+  const char* end = index.data() + index.size();
+  const auto parsed = std::from_chars(index.data(), end, value);
+  const bool canonical =
+      parsed.ec == std::errc() && parsed.ptr == end && (index.size() == 1 || index.front() != '0');
+  if (canonical && value < probe->gpus.size() && probe->gpus[value].index == value) {
+    return &probe->gpus[value];
+  }
   for (const GpuProbe& gpu : probe->gpus) {
-    if (std::to_string(gpu.index) == index) return &gpu;
+    char text[16];
+    const auto written = std::to_chars(text, text + sizeof text, gpu.index);
+    if (std::string_view(text, static_cast<std::size_t>(written.ptr - text)) == index) return &gpu;
   }
   return nullptr;
 }
@@ -180,12 +194,12 @@ std::vector<std::vector<Problem>> assess(const std::vector<discovery::GpuDevice>
   return verdicts;
 }
 
-FilteredUnits filterUnhealthy(const std::vector<discovery::GpuDevice>& units,
+FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
                               const std::vector<discovery::GpuDevice>& devices, bool askNvml,
                               HealthMode mode, const std::filesystem::path& coordinationFile) {
   FilteredUnits filtered;
   if (mode == HealthMode::kIgnore) {
-    filtered.units = units;
+    filtered.units = std::move(units);
     return filtered;
   }
   std::vector<HealthRecord> records;
@@ -200,18 +214,19 @@ FilteredUnits filterUnhealthy(const std::vector<discovery::GpuDevice>& units,
   if (askNvml) probe = probeNvml();
   const std::vector<std::vector<Problem>> verdicts =
       assess(units, devices, probe && probe->usable ? &*probe : nullptr, records);
+  filtered.units.reserve(units.size());
   for (std::size_t i = 0; i < units.size(); ++i) {
     if (verdicts[i].empty()) {
-      filtered.units.push_back(units[i]);
+      filtered.units.push_back(std::move(units[i]));
       continue;
     }
     std::string why;
     for (const Problem& problem : verdicts[i]) why += (why.empty() ? "" : "; ") + problem.text;
     if (mode == HealthMode::kWarn) {
-      filtered.units.push_back(units[i]);
       filtered.lines.push_back("warning: GPU " + units[i].identifier + " is " +
                                std::string(stateWord(verdicts[i].front().kind)) +
                                ", handed out anyway (--health warn): " + why);
+      filtered.units.push_back(std::move(units[i]));
     } else {
       filtered.lines.push_back("note: GPU " + units[i].identifier + " is not handed out: " + why);
     }

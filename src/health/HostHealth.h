@@ -103,8 +103,9 @@ struct FilteredUnits {
 
 /// What the allocators call: `units` less the unhealthy ones (kSkip), or all of them with a
 /// warning each (kWarn), or all without a look (kIgnore). The health records are those beside
-/// `coordinationFile`; NVML is asked only when `askNvml` (the units came from NVML).
-FilteredUnits filterUnhealthy(const std::vector<discovery::GpuDevice>& units,
+/// `coordinationFile`; NVML is asked only when `askNvml` (the units came from NVML). The units
+/// are taken (moved into the result), not copied.
+FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
                               const std::vector<discovery::GpuDevice>& devices, bool askNvml,
                               HealthMode mode, const std::filesystem::path& coordinationFile);
 

@@ -35,6 +35,16 @@ std::vector<std::string> splitWhitespace(std::string_view text) {
   return tokens;
 }
 
+std::string_view nextToken(std::string_view& text) noexcept {
+  std::size_t start = 0;
+  while (start < text.size() && isSpace(text[start])) ++start;
+  std::size_t end = start;
+  while (end < text.size() && !isSpace(text[end])) ++end;
+  const std::string_view token = text.substr(start, end - start);
+  text.remove_prefix(end);
+  return token;
+}
+
 std::string join(const std::vector<std::string>& parts, std::string_view separator) {
   std::string joined;
   for (std::size_t i = 0; i < parts.size(); ++i) {

@@ -22,6 +22,10 @@ std::string toLower(std::string_view text);
 /// which Runtime.exec uses to split a command line).
 std::vector<std::string> splitWhitespace(std::string_view text);
 
+/// The first token of `text` as splitWhitespace splits it, with `text` advanced past it; empty
+/// when only whitespace is left. Allocates nothing: for parsing a line in place.
+std::string_view nextToken(std::string_view& text) noexcept;
+
 /// The parts joined with `separator` between them.
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 

@@ -13,6 +13,22 @@ TEST(StringsTest, SplitWhitespaceIsJavasStringTokenizer) {
   EXPECT_TRUE(splitWhitespace("").empty());
 }
 
+TEST(StringsTest, NextTokenSplitsInPlaceAsSplitWhitespaceDoes) {
+  for (const std::string_view text :
+       {"  --device-type\tnvidia \n --x  ", "0 1234\t99\tlease=GPU-a", "   ", "", "one"}) {
+    std::vector<std::string> tokens;
+    std::string_view rest = text;
+    for (std::string_view token = nextToken(rest); !token.empty(); token = nextToken(rest)) {
+      tokens.emplace_back(token);
+    }
+    EXPECT_EQ(tokens, splitWhitespace(text)) << text;
+    EXPECT_TRUE(isBlank(rest)) << text;
+  }
+  std::string_view rest = "gpu  7 tail";
+  EXPECT_EQ(nextToken(rest), "gpu");
+  EXPECT_EQ(rest, "  7 tail");
+}
+
 TEST(StringsTest, TrimAndBlank) {
   EXPECT_EQ(trim(" \t 0 \r\n"), "0");
   EXPECT_TRUE(isBlank(" \t\r\n\f"));

@@ -385,7 +385,10 @@ ExternalResourceInfoSet GPUDriver::toInfoSet(
     infos.push_back(
         std::shared_ptr<const GPUInfo>(new GPUInfo(std::move(identifier), std::move(properties))));
   }
-  log()->info("Discovered GPU resources: {}", joinInfos(infos));
+  // Formatted only when it is logged: each GPUInfo's text is a dozen strings.
+  if (log()->should_log(spdlog::level::info)) {
+    log()->info("Discovered GPU resources: {}", joinInfos(infos));
+  }
   return ExternalResourceInfoSet(std::move(infos));
 }
 
