@@ -46,7 +46,17 @@
 #include "discovery/GpuEnumerator.h"
 #include "util/Strings.h"
 
+#ifndef FLINK_GPU_PROGRAM_MARK
+#error "FLINK_GPU_PROGRAM_MARK must be defined by the build"
+#endif
+
 namespace {
+
+/// Tells the in-process driver that this file is the program its library was built with
+/// (defaultdiscovery/DefaultScript.h), without running it: a section of its own, which stripping
+/// keeps, holding the mark with its NUL.
+[[gnu::used, gnu::section(".flink_gpu_program")]] const char kProgramMark[] =
+    FLINK_GPU_PROGRAM_MARK;
 
 namespace coordination = flink::coordination;
 namespace defaultdiscovery = flink::defaultdiscovery;

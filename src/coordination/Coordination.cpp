@@ -517,7 +517,9 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
           unleased.gpus.clear();
           for (const std::string& gpu : request.gpus) {
             const std::string name = leaseNameOf(gpu, request.uuids);
-            if (leases.count(name) || !folder.held(name, /*removeWhenFree=*/false)) {
+            // A free lease file goes now (we hold the file's lock): a GPU given back by a
+            // driver or ended with exec leaves its file until someone finds it free.
+            if (leases.count(name) || !folder.held(name, /*removeWhenFree=*/true)) {
               unleased.gpus.push_back(gpu);
             } else {
               leaseHeldGpus.push_back(gpu);

@@ -162,6 +162,7 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   discovery::HostGpuOptions hostOptions;
   hostOptions.listed = options.listed;
   hostOptions.mig = options.mig;
+  hostOptions.nvidiaSmi.ownProcessGroup = options.inProcess;
   // The topology is read when a placement needs it (HostUnits::topology), not with the devices.
   hostOptions.topology = false;
   if (!options.listed) {

@@ -91,6 +91,10 @@ struct HostUnitsOptions {
   /// The most nvidia-smi may run, when it comes to that: its own limit ($NVIDIA_SMI_TIMEOUT,
   /// else 10 s) is cut to this.
   std::optional<std::chrono::milliseconds> timeLimit;
+  /// The caller is the worker itself (the in-process driver), not a discovery program whose
+  /// process group the driver ends: nvidia-smi then gets a process group of its own, so that a
+  /// time-out ends what it started too.
+  bool inProcess = false;
 };
 
 /// The units a run may hand out, and what it needs to know of the host to hand them out.

@@ -15,14 +15,22 @@ inline constexpr std::string_view kDefaultProgramName = "nvidia-gpu-discovery";
 /// with them.
 std::string_view defaultScriptText() noexcept;
 
+/// The ELF section of the nvidia-gpu-discovery program that holds its mark, and the mark of the
+/// program built with this library ("flink-gpu nvidia-gpu-discovery <version>"): what tells our
+/// program from a wrapper, another program, or another release of ours, without running it.
+inline constexpr std::string_view kProgramMarkSection = ".flink_gpu_program";
+std::string_view defaultProgramMark() noexcept;
+
 /// Whether `script` is this project's default discovery script, so that what it would do can be
-/// done in-process: its content is, byte for byte, defaultScriptText(), and the program it execs
-/// is there as the script looks for it (an executable regular file named kDefaultProgramName
-/// beside the path, else beside the file the path links to). The name does not count: a script
-/// of one's own named nvidia-gpu-discovery.sh is not ours, nor is an older or edited copy of
-/// ours, nor ours without its program (which fails as a script, with its own message). Reads
-/// at most one byte more than the script's length. Never throws; an unreadable file is not
-/// ours.
+/// done in-process: its content is, byte for byte, defaultScriptText(), and the program it would
+/// exec — kDefaultProgramName beside the path if that is executable, else beside the file the
+/// path links to, as the script looks for it — is ours: a regular ELF file whose
+/// kProgramMarkSection holds defaultProgramMark(). The name does not count: a script of one's
+/// own named nvidia-gpu-discovery.sh is not ours, nor an older or edited copy of ours, nor ours
+/// beside a program of one's own (a wrapper) or of another release, nor ours without its program
+/// (which fails as a script, with its own message). Reads at most one byte more than the
+/// script's length, and of the program its ELF header, section headers, section names and the
+/// mark. Never throws; an unreadable file is not ours.
 bool isDefaultDiscoveryScript(const std::filesystem::path& script) noexcept;
 
 }  // namespace flink::defaultdiscovery

@@ -518,7 +518,7 @@ std::string mergedOutput(process::ProcessResult& result) {
 /// Runs `nvidia-smi -L` until `deadline` (`timeout` after the query started) and adds the MIG
 /// instances it lists to `found`; its failures become warnings.
 void listMigInstances(const fs::path& executable, std::chrono::steady_clock::time_point deadline,
-                      std::chrono::milliseconds timeout, Enumeration& found) {
+                      std::chrono::milliseconds timeout, bool ownProcessGroup, Enumeration& found) {
   const std::string budget = describeDuration(timeout) + " for both nvidia-smi runs";
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
@@ -529,7 +529,7 @@ void listMigInstances(const fs::path& executable, std::chrono::steady_clock::tim
   }
   process::RunOptions runOptions;
   runOptions.timeout = left;
-  runOptions.newProcessGroup = false;
+  runOptions.newProcessGroup = ownProcessGroup;
   process::ProcessResult result;
   try {
     result = process::run({executable.string(), "-L"}, runOptions);
@@ -583,9 +583,9 @@ Enumeration NvidiaSmiEnumerator::enumerate() {
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   process::RunOptions runOptions;
   runOptions.timeout = options_.timeout;
-  // In our process group: when the driver's time-out ends the discovery's group, nvidia-smi
-  // goes with it.
-  runOptions.newProcessGroup = false;
+  // In our process group, unless asked otherwise: when the driver's time-out ends the
+  // discovery's group, nvidia-smi goes with it.
+  runOptions.newProcessGroup = options_.ownProcessGroup;
   process::ProcessResult result;
   try {
     result = process::run({executable.string(), kQueryGpu, kQueryFormat}, runOptions);
@@ -595,7 +595,9 @@ Enumeration NvidiaSmiEnumerator::enumerate() {
   }
   Enumeration found =
       interpretNvidiaSmiOutput(mergedOutput(result), result.outcome, options_.timeout);
-  if (options_.mig) listMigInstances(executable, deadline, options_.timeout, found);
+  if (options_.mig) {
+    listMigInstances(executable, deadline, options_.timeout, options_.ownProcessGroup, found);
+  }
   return found;
 }
 

@@ -116,6 +116,11 @@ struct NvidiaSmiOptions {
   std::chrono::milliseconds timeout = kDefaultNvidiaSmiTimeout;
   /// Also run `nvidia-smi -L` and list the MIG instances (see applyNvidiaSmiMigListing).
   bool mig = false;
+  /// Run nvidia-smi in a process group of its own, ended whole at the time-out (and reached by
+  /// process::signalAllRunning): for a caller that is itself the worker (the in-process driver).
+  /// False (the discovery program's way): in the caller's group, so that when the driver ends
+  /// the discovery's group, nvidia-smi and what it started go with it.
+  bool ownProcessGroup = false;
 };
 
 /// Runs nvidia-smi (never through a shell) and reads its GPU list, and with MIG its listing.

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
@@ -220,8 +221,11 @@ std::chrono::milliseconds remainingUntil(Clock::time_point deadline) {
 /// for this process (the script's parent) unless the arguments name an owner.
 /// @throws defaultdiscovery::DiscoveryFailure as the program would fail (kArguments for its
 ///         command line).
-InProcessAnswer discoverInProcess(const std::vector<std::string>& argv,
-                                  Clock::time_point deadline) {
+/// What an in-process run is doing, for the message of a time-out.
+enum class InProcessStage { kStarting, kFindingGpus, kAllocating };
+
+InProcessAnswer discoverInProcess(const std::vector<std::string>& argv, Clock::time_point deadline,
+                                  std::atomic<InProcessStage>& stage) {
   defaultdiscovery::DiscoveryArguments args;
   try {
     args = defaultdiscovery::parseDiscoveryArguments(argv);
@@ -235,10 +239,13 @@ InProcessAnswer discoverInProcess(const std::vector<std::string>& argv,
   result.report.notes = args.notes;
   result.owner = coordination::Owner::of(args.ownerPid.value_or(::getpid()));
 
+  stage = InProcessStage::kFindingGpus;
   defaultdiscovery::HostUnitsOptions hostOptions = defaultdiscovery::hostUnitsOptionsFor(args);
   hostOptions.timeLimit = remainingUntil(deadline);
+  hostOptions.inProcess = true;
   defaultdiscovery::HostUnits host = defaultdiscovery::findHostUnits(hostOptions, result.report);
 
+  stage = InProcessStage::kAllocating;
   defaultdiscovery::GrantRequest request = defaultdiscovery::grantRequestFor(args, result.owner);
   result.ownRecords = args.coordination && (!args.ownerPid || *args.ownerPid == ::getpid());
   request.lease = result.ownRecords;
@@ -278,6 +285,8 @@ struct InProcessRun {
   std::shared_ptr<AbandonedRun> ending;
   std::optional<InProcessAnswer> answer;
   std::exception_ptr error;
+  /// Where the run is, for the caller's message at the time-out.
+  std::atomic<InProcessStage> stage{InProcessStage::kStarting};
 };
 
 std::string joinInfos(const std::vector<std::shared_ptr<const ExternalResourceInfo>>& infos) {
@@ -420,7 +429,7 @@ ExternalResourceInfoSet GPUDriver::retrieveInProcess(std::int64_t gpuAmount) {
       std::optional<InProcessAnswer> answer;
       std::exception_ptr error;
       try {
-        answer = discoverInProcess(argv, deadline);
+        answer = discoverInProcess(argv, deadline, run->stage);
       } catch (...) {
         error = std::current_exception();
       }
@@ -454,10 +463,16 @@ ExternalResourceInfoSet GPUDriver::retrieveInProcess(std::int64_t gpuAmount) {
       const std::lock_guard<std::mutex> held(holdings_->mutex);
       holdings_->abandoned.push_back(run->ending);
     }
+    const InProcessStage stage = run->stage;
+    const std::string doing =
+        stage == InProcessStage::kAllocating
+            ? "allocating through the coordination file, whose lock another worker may hold"
+        : stage == InProcessStage::kFindingGpus ? "finding the host's GPUs (NVML, else nvidia-smi)"
+                                                : "starting";
     const std::string message = "The GPU discovery script " + script_.string() +
                                 " (run in-process) did not finish within " +
-                                formatDuration(timeout_) +
-                                "; GPUs it records after this are given back.";
+                                formatDuration(timeout_) + " (it was " + doing +
+                                "); GPUs it records after this are given back.";
     log()->warn("{}", message);
     throw TimeoutException(message);
   }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -196,27 +198,65 @@ TEST_F(GPUDriverInProcessTest, OurScriptWithoutItsProgramStaysAScriptAndFailsAsO
 }
 
 TEST_F(GPUDriverInProcessTest, StartsNoProcess) {
-  // The program beside the script notes every run, then does its work.
-  const fs::path marker = dir_ / "program-ran";
-  const fs::path real = dir_ / "real-nvidia-gpu-discovery";
-  fs::rename(plugin_ / "nvidia-gpu-discovery", real);
-  testing::writeScript(
-      plugin_ / "nvidia-gpu-discovery",
-      "#!/bin/sh\n: >> '" + marker.string() + "'\nexec '" + real.string() + "' \"$@\"\n");
+  // Every process started and waited for adds its page faults to RUSAGE_CHILDREN: an exec'd
+  // program takes hundreds. Nothing in-process may add any.
+  const auto childFaults = [] {
+    rusage usage{};
+    ::getrusage(RUSAGE_CHILDREN, &usage);
+    return usage.ru_minflt;
+  };
   const auto indices = [](const ExternalResourceInfoSet& infos) {
     std::vector<std::string> gpus;
     for (const auto& info : infos) gpus.push_back(dynamic_cast<const GPUInfo&>(*info).index());
     return gpus;
   };
 
+  const long before = childFaults();
   EXPECT_EQ(indices(driver(true, "")->retrieveResourceInfo(2)),
             (std::vector<std::string>{"0", "1"}));
-  EXPECT_FALSE(fs::exists(marker)) << "the in-process driver ran the program";
-  EXPECT_FALSE(testing::hasChildren());
+  EXPECT_EQ(childFaults(), before) << "the in-process driver started a process";
 
+  // The same measure sees the script.
   EXPECT_EQ(indices(driver(false, "")->retrieveResourceInfo(2)),
             (std::vector<std::string>{"0", "1"}));
-  EXPECT_TRUE(fs::exists(marker)) << "the script did not run the program";
+  EXPECT_GT(childFaults(), before) << "the script run was not seen";
+}
+
+TEST_F(GPUDriverInProcessTest, OurScriptBesideAProgramThatIsNotOursStaysAScript) {
+  // A site's wrapper in place of our program: the script would run it, so the driver must.
+  fs::rename(plugin_ / "nvidia-gpu-discovery", dir_ / "real-nvidia-gpu-discovery");
+  testing::writeScript(plugin_ / "nvidia-gpu-discovery", "#!/bin/sh\necho 7\n");
+  const std::unique_ptr<GPUDriver> wrapped = driver(true, "");
+  EXPECT_FALSE(wrapped->runsInProcess());
+  const ExternalResourceInfoSet infos = wrapped->retrieveResourceInfo(1);
+  ASSERT_EQ(infos.size(), 1u);
+  EXPECT_EQ(dynamic_cast<const GPUInfo&>(*infos[0]).index(), "7");
+
+  // Another program altogether (any ELF without our mark).
+  fs::remove(plugin_ / "nvidia-gpu-discovery");
+  fs::copy_file("/bin/true", plugin_ / "nvidia-gpu-discovery");
+  EXPECT_FALSE(driver(true, "")->runsInProcess());
+
+  // Our script linked from elsewhere, with a program of one's own beside the link: the script
+  // runs the one beside the link.
+  fs::remove(plugin_ / "nvidia-gpu-discovery");
+  fs::rename(dir_ / "real-nvidia-gpu-discovery", plugin_ / "nvidia-gpu-discovery");
+  const fs::path elsewhere = dir_ / "elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_symlink(script_, elsewhere / "nvidia-gpu-discovery.sh");
+  testing::writeScript(elsewhere / "nvidia-gpu-discovery", "#!/bin/sh\necho 5\n");
+  Configuration config;
+  config.set(GPUDriverOptions::DISCOVERY_SCRIPT_PATH,
+             (elsewhere / "nvidia-gpu-discovery.sh").string());
+  EXPECT_FALSE(GPUDriverFactory().createGPUDriver(config)->runsInProcess());
+}
+
+TEST_F(GPUDriverInProcessTest, OurProgramStrippedIsStillOurs) {
+  // Installed programs are stripped (cmake --install strips): the mark's section stays.
+  const fs::path program = plugin_ / "nvidia-gpu-discovery";
+  const std::string strip = "strip '" + program.string() + "'";
+  ASSERT_EQ(std::system(strip.c_str()), 0);
+  EXPECT_TRUE(driver(true, "")->runsInProcess());
 }
 
 TEST_F(GPUDriverInProcessTest, PlainModeAnswersAsTheScript) { expectSameAsScript("", {1, 4, 5}); }
@@ -324,6 +364,14 @@ TEST_F(GPUDriverInProcessTest, ItsGpusAreLeasedUntilTheDriverGoes) {
   EXPECT_TRUE(records().empty());
   EXPECT_FALSE(coordination::leaseHeld(coordinationFile(),
                                        "GPU-00000000-1111-2222-3333-444444444444", false));
+  // The next allocation finds the lease files free and removes them (but the one it takes).
+  const std::unique_ptr<GPUDriver> next = driver(true, args);
+  ASSERT_EQ(next->retrieveResourceInfo(1).size(), 1u);
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(coordinationFile().string() + ".leases")) {
+    left.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(left, std::vector<std::string>{"GPU-00000000-1111-2222-3333-444444444444"});
 }
 
 TEST_F(GPUDriverInProcessTest, AKilledWorkersGpusAreTakenBackAtOnce) {
@@ -380,7 +428,12 @@ TEST_F(GPUDriverInProcessTest, TheLockWaitEndsAtTheTimeOut) {
   const std::unique_ptr<GPUDriver> gpuDriver = driver(
       true, "--enable-coordination-mode --coordination-file " + coordinationFile().string(), 300ms);
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW(gpuDriver->retrieveResourceInfo(1), TimeoutException);
+  try {
+    gpuDriver->retrieveResourceInfo(1);
+    ADD_FAILURE() << "no exception";
+  } catch (const TimeoutException& e) {
+    EXPECT_THAT(e.what(), HasSubstr("it was allocating through the coordination file")) << e.what();
+  }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
   ::close(fd);
   // Nothing was recorded, then or after.
@@ -393,7 +446,10 @@ TEST_F(GPUDriverInProcessTest, AHangingNvidiaSmiEndsAtTheTimeOut) {
   ScopedEnvironment noNvml("FLINK_GPU_NVML_LIBRARY", (dir_ / "no-libnvidia-ml.so.1").string());
   const fs::path bin = dir_ / "bin";
   fs::create_directories(bin);
-  testing::writeScript(bin / "nvidia-smi", "#!/bin/sh\nexec sleep 30\n");
+  // It starts a child of its own, as a wedged nvidia-smi's helpers would be.
+  const fs::path child = dir_ / "child.pid";
+  testing::writeScript(bin / "nvidia-smi",
+                       "#!/bin/sh\nsleep 30 &\necho $! > '" + child.string() + "'\nwait\n");
   ScopedEnvironment path("PATH", bin.string() + ":/usr/bin:/bin");
   const std::unique_ptr<GPUDriver> gpuDriver = driver(true, "", 500ms);
   const auto start = std::chrono::steady_clock::now();
@@ -404,6 +460,11 @@ TEST_F(GPUDriverInProcessTest, AHangingNvidiaSmiEndsAtTheTimeOut) {
     EXPECT_THAT(e.what(), HasSubstr("(run in-process)")) << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  // nvidia-smi ran in a process group of its own, which the time-out ended whole.
+  const std::vector<std::string> pid = testing::waitForLines(child, 1, 2s);
+  ASSERT_EQ(pid.size(), 1u);
+  EXPECT_TRUE(testing::waitUntilGone({static_cast<pid_t>(std::stol(pid[0]))}, 3s).empty())
+      << "nvidia-smi's child outlived the time-out";
 }
 
 }  // namespace

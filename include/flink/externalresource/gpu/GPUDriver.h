@@ -33,7 +33,10 @@ class GPUDriver final : public ExternalResourceDriver {
  public:
   /// Gives back what in-process discoveries recorded for this driver (their records are removed
   /// from the coordination file, their leases dropped); a failure to do so is logged. Nothing
-  /// for a script: its records follow Flink's rules (freed once their owner has ended).
+  /// for a script: its records follow Flink's rules (freed once their owner has ended). Waits up
+  /// to a second for in-process runs given up on at their time-out, which give back what they
+  /// record. As for any object, every call of retrieveResourceInfo must have returned first:
+  /// destroying the driver under a running call is undefined behaviour.
   ~GPUDriver() override;
   GPUDriver(const GPUDriver&) = delete;
   GPUDriver& operator=(const GPUDriver&) = delete;
@@ -43,7 +46,8 @@ class GPUDriver final : public ExternalResourceDriver {
   /// also be Spark's JSON form, `{"name": "gpu", "addresses": ["0", "1"]}`. With `nvml.enabled`
   /// (the default) each GPUInfo also carries what NVML knows of the device it names.
   ///
-  /// Safe to call from several threads at once; each call runs the script anew.
+  /// Safe to call from several threads at once; each call runs the script anew. The driver must
+  /// outlive every call.
   ///
   /// @param gpuAmount how many GPUs to ask for; must be > 0.
   /// @throws std::invalid_argument if gpuAmount <= 0 (nothing is run).
