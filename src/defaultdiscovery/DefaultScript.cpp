@@ -71,12 +71,14 @@ bool isOurProgram(const fs::path& path) {
   for (const Elf64_Shdr& section : sections) {
     if (section.sh_name >= names.size()) continue;
     if (std::string_view(names.c_str() + section.sh_name) != kProgramMarkSection) continue;
-    // The mark and its NUL, as the program's array holds it.
-    if (section.sh_type != SHT_PROGBITS || section.sh_size != mark.size() + 1 ||
-        !fits(section.sh_offset, section.sh_size)) {
+    // The mark and its NUL, as the program's array holds it, at the start of the section (a
+    // sanitizer build pads the array with a redzone after it).
+    constexpr std::uint64_t kMaxMarkSection = 4096;
+    if (section.sh_type != SHT_PROGBITS || section.sh_size < mark.size() + 1 ||
+        section.sh_size > kMaxMarkSection || !fits(section.sh_offset, section.sh_size)) {
       return false;
     }
-    std::string content(section.sh_size, '\0');
+    std::string content(mark.size() + 1, '\1');
     return readAt(file.get(), content.data(), content.size(), section.sh_offset) &&
            std::string_view(content.data(), mark.size()) == mark && content.back() == '\0';
   }
