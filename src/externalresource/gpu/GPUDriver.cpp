@@ -217,13 +217,14 @@ std::chrono::milliseconds remainingUntil(Clock::time_point deadline) {
   return std::max(left, std::chrono::milliseconds(1));
 }
 
-/// The default discovery's work for `<amount> <arguments>`, as nvidia-gpu-discovery does it,
-/// for this process (the script's parent) unless the arguments name an owner.
-/// @throws defaultdiscovery::DiscoveryFailure as the program would fail (kArguments for its
-///         command line).
 /// What an in-process run is doing, for the message of a time-out.
 enum class InProcessStage { kStarting, kFindingGpus, kAllocating };
 
+/// The default discovery's work for `<amount> <arguments>`, as nvidia-gpu-discovery does it,
+/// for this process (the script's parent) unless the arguments name an owner; `stage` follows
+/// where it is.
+/// @throws defaultdiscovery::DiscoveryFailure as the program would fail (kArguments for its
+///         command line).
 InProcessAnswer discoverInProcess(const std::vector<std::string>& argv, Clock::time_point deadline,
                                   std::atomic<InProcessStage>& stage) {
   defaultdiscovery::DiscoveryArguments args;
