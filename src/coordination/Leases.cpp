@@ -61,6 +61,20 @@ FileDescriptor openFolder(const fs::path& folder, bool create, mode_t mode) {
   return fd;
 }
 
+/// Whether some process holds the lease file `name` of the open lease folder `dir`: an
+/// exclusive flock of our own cannot be had. A free one is removed when `removeWhenFree`; one
+/// that cannot be opened is taken as held (it cannot be shown free), a missing one as free.
+bool heldIn(int dir, const std::string& name, bool removeWhenFree) {
+  FileDescriptor fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) return errno != ENOENT;
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    return true;  // EWOULDBLOCK: held (by this process too, through another descriptor)
+  }
+  if (removeWhenFree) (void)::unlinkat(dir, name.c_str(), 0);
+  return false;
+}
+
 }  // namespace
 
 fs::path leaseFolderOf(const fs::path& file) {
@@ -137,30 +151,16 @@ LeaseFolder LeaseFolder::open(const fs::path& file) {
 bool LeaseFolder::held(const std::string& name, bool removeWhenFree) {
   if (!isSafeName(name)) return true;              // not a lease of ours: cannot be shown free
   if (!dir_ || !names_.count(name)) return false;  // no lease file: not held
-  FileDescriptor fd(
-      ::openat(dir_.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (!fd) return errno != ENOENT;
-  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EINTR) continue;
-    return true;  // EWOULDBLOCK: held (by this process too, through another descriptor)
-  }
-  if (removeWhenFree && ::unlinkat(dir_.get(), name.c_str(), 0) == 0) names_.erase(name);
-  return false;
+  const bool held = heldIn(dir_.get(), name, removeWhenFree);
+  if (!held && removeWhenFree) names_.erase(name);
+  return held;
 }
 
 bool leaseHeld(const fs::path& file, const std::string& name, bool removeWhenFree) {
   if (!isSafeName(name)) return true;
   const FileDescriptor dir = openFolder(leaseFolderOf(file), /*create=*/false, 0);
   if (!dir) return false;  // no folder: no lease is held
-  FileDescriptor fd(
-      ::openat(dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (!fd) return errno != ENOENT;
-  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EINTR) continue;
-    return true;  // EWOULDBLOCK: held (by this process too, through another descriptor)
-  }
-  if (removeWhenFree) (void)::unlinkat(dir.get(), name.c_str(), 0);
-  return false;
+  return heldIn(dir.get(), name, removeWhenFree);
 }
 
 }  // namespace flink::coordination
