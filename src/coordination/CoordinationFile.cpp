@@ -2,8 +2,6 @@
 #include "coordination/CoordinationFile.h"
 
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -11,8 +9,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -27,41 +27,18 @@ using process::FileDescriptor;
 
 std::string errorText(int error) { return std::strerror(error); }
 
-[[noreturn]] void fail(const fs::path& file, const std::string& what, int error = 0) {
-  std::string message = "coordination file " + file.string() + ": " + what;
-  if (error != 0) message += ": " + errorText(error);
-  throw CoordinationError(message);
-}
-
-std::string userName(uid_t uid) {
-  if (const passwd* entry = ::getpwuid(uid)) return entry->pw_name;
-  return "uid " + std::to_string(uid);
-}
-
-std::string groupName(gid_t gid) {
-  if (const group* entry = ::getgrgid(gid)) return entry->gr_name;
-  return "gid " + std::to_string(gid);
-}
-
-std::string modeText(mode_t mode) {
-  char buffer[8];
-  std::snprintf(buffer, sizeof buffer, "%04o", static_cast<unsigned>(mode & 07777));
-  return buffer;
-}
-
 /// "owner alice, group flink, mode 0644" of `path`, or "" when it cannot be told.
 std::string ownership(const fs::path& path) {
   struct stat info {};
   if (::lstat(path.c_str(), &info) != 0) return "";
-  return "owner " + userName(info.st_uid) + ", group " + groupName(info.st_gid) + ", mode " +
-         modeText(info.st_mode);
+  return describeOwnership(info);
 }
 
 /// A file this user may not open, lock or create: say whose it is and how workers of several
-/// users share it.
-[[noreturn]] void failAccess(const fs::path& file, const fs::path& culprit, const std::string& what,
-                             int error) {
-  std::string message = "coordination file " + file.string() + ": " + what;
+/// users share it. `subject` is "coordination file /x" or "health records /x.health".
+[[noreturn]] void failAccess(const std::string& subject, const fs::path& file,
+                             const fs::path& culprit, const std::string& what, int error) {
+  std::string message = subject + ": " + what;
   if (culprit != file) message += " " + culprit.string();
   message += ": " + errorText(error);
   const std::string owned = ownership(culprit);
@@ -88,7 +65,7 @@ std::string ownership(const fs::path& path) {
 bool isAccessError(int error) { return error == EACCES || error == EPERM || error == EROFS; }
 
 /// The pid that holds a flock on (device, inode), from /proc/locks, if one does.
-std::optional<std::string> lockHolder(std::uint64_t device, std::uint64_t inode) {
+std::optional<pid_t> lockHolder(std::uint64_t device, std::uint64_t inode) {
   FileDescriptor fd(::open("/proc/locks", O_RDONLY | O_CLOEXEC));
   if (!fd) return std::nullopt;
   std::string text;
@@ -104,15 +81,35 @@ std::optional<std::string> lockHolder(std::uint64_t device, std::uint64_t inode)
   for (std::string_view line : strings::split(text, '\n')) {
     const std::vector<std::string> fields = strings::splitWhitespace(line);
     // A blocked waiter's line starts "1: -> FLOCK ...": skip those.
-    if (fields.size() >= 6 && fields[1] == "FLOCK" && fields[5] == wanted) return fields[4];
+    if (fields.size() >= 6 && fields[1] == "FLOCK" && fields[5] == wanted) {
+      pid_t pid = 0;
+      const auto [end, error] =
+          std::from_chars(fields[4].data(), fields[4].data() + fields[4].size(), pid);
+      // A holder of another pid namespace shows as -1 or 0.
+      if (error == std::errc() && end == fields[4].data() + fields[4].size() && pid > 0) {
+        return pid;
+      }
+      return std::nullopt;
+    }
   }
   return std::nullopt;
 }
 
-/// Opens `path` read-write without following a symlink; creates it (mode 0666 less the umask)
-/// only when it is missing. O_CREAT is not given for a file that exists: with
-/// fs.protected_regular, the kernel refuses O_CREAT on another user's file in a sticky folder
-/// such as /var/tmp even when its mode lets us write it.
+/// "process 1234", or "this process (pid 1234): another thread of it holds the lock …".
+std::string describeHolder(std::optional<pid_t> holder) {
+  if (!holder) return "another process";
+  if (*holder == ::getpid()) {
+    return "this process itself (pid " + std::to_string(*holder) +
+           ": another of its threads, such as an in-process discovery given up on at an earlier "
+           "time-out, holds it)";
+  }
+  return "process " + std::to_string(*holder);
+}
+
+/// Opens `path` without following a symlink; creates it (mode 0666 less the umask) only when
+/// it is missing. O_CREAT is not given for a file that exists: with fs.protected_regular, the
+/// kernel refuses O_CREAT on another user's file in a sticky folder such as /var/tmp even when
+/// its mode lets us write it.
 int openNoFollow(const fs::path& path, int accessFlags, bool create) {
   const int flags = accessFlags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
   while (true) {
@@ -123,37 +120,34 @@ int openNoFollow(const fs::path& path, int accessFlags, bool create) {
   }
 }
 
-/// Refuses what is not a plain file of ours to rewrite.
-struct stat checkedStat(int fd, const fs::path& file, const fs::path& culprit) {
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) fail(file, "cannot stat " + culprit.string(), errno);
-  const std::string name = culprit == file ? "it" : culprit.string();
-  if (!S_ISREG(info.st_mode)) fail(file, "refusing to use " + name + ": it is not a regular file");
-  if (info.st_nlink > 1) {
-    fail(file, "refusing to use " + name + ": it has " + std::to_string(info.st_nlink) +
-                   " hard links, so writing it would change another file");
+/// Like openNoFollow for a file beside the coordination file: made with its mode and group.
+int openSiblingNoFollow(const fs::path& path, int accessFlags, bool create,
+                        const SiblingTrust& trust) {
+  while (true) {
+    OpenedSibling opened = openSiblingAt(AT_FDCWD, path, accessFlags);
+    if (opened.fd || opened.error != ENOENT || !create) {
+      errno = opened.error;
+      return opened.fd.release();
+    }
+    FileDescriptor created = createSiblingAt(AT_FDCWD, path, accessFlags, trust);
+    if (created || errno != EEXIST) return created.release();
   }
-  return info;
 }
 
-std::string readAll(int fd, std::uint64_t size, const fs::path& file, const char* what) {
+std::string readAll(int fd, std::uint64_t size, const std::string& subject, const char* what) {
   std::string text(static_cast<std::size_t>(size), '\0');
   std::size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::pread(fd, text.data() + done, text.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(file, std::string("cannot read ") + what, errno);
+    if (n < 0) {
+      throw CoordinationError(subject + ": cannot read " + what + ": " + errorText(errno));
+    }
     if (n == 0) break;
     done += static_cast<std::size_t>(n);
   }
   text.resize(done);
   return text;
-}
-
-void truncateTo(int fd, std::uint64_t size, const fs::path& file, const char* what) {
-  while (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    if (errno != EINTR) fail(file, std::string("cannot truncate ") + what, errno);
-  }
 }
 
 std::size_t pageSize() {
@@ -172,40 +166,89 @@ fs::path journalPathOf(const fs::path& file) {
   return journal;
 }
 
+std::optional<pid_t> flockHolder(const fs::path& file) {
+  struct stat info {};
+  if (::lstat(file.c_str(), &info) != 0) return std::nullopt;
+  return lockHolder(info.st_dev, info.st_ino);
+}
+
+void CoordinationFile::fail(const std::string& what, int error) const {
+  std::string message = what_ + " " + path_.string() + ": " + what;
+  if (error != 0) message += ": " + errorText(error);
+  throw CoordinationError(message);
+}
+
 CoordinationFile CoordinationFile::open(const fs::path& file, Access access,
                                         std::chrono::milliseconds lockTimeout,
                                         std::uint64_t maxBytes) {
-  const bool write = access == Access::kWrite;
+  // The coordination file is the anchor of its own journal: trust_ is set once it is open.
+  return openWith(CoordinationFile(file, access, "coordination file", SiblingTrust::unanchored(),
+                                   /*sibling=*/false),
+                  lockTimeout, maxBytes);
+}
+
+CoordinationFile CoordinationFile::openSibling(const fs::path& file, const std::string& what,
+                                               const SiblingTrust& trust, Access access,
+                                               std::chrono::milliseconds lockTimeout,
+                                               std::uint64_t maxBytes) {
+  return openWith(CoordinationFile(file, access, what, trust, /*sibling=*/true), lockTimeout,
+                  maxBytes);
+}
+
+CoordinationFile CoordinationFile::openWith(CoordinationFile result,
+                                            std::chrono::milliseconds lockTimeout,
+                                            std::uint64_t maxBytes) {
+  const fs::path file = result.path_;
+  const std::string subject = result.what_ + " " + file.string();
+  const bool write = result.access_ == Access::kWrite;
   const int lockType = write ? LOCK_EX : LOCK_SH;
   const auto deadline = std::chrono::steady_clock::now() + lockTimeout;
-  CoordinationFile result(file, access);
+  result.maxBytes_ = maxBytes;
   while (true) {
-    FileDescriptor fd(openNoFollow(file, write ? O_RDWR : O_RDONLY, write));
+    FileDescriptor fd(
+        result.sibling_ ? openSiblingNoFollow(file, write ? O_RDWR : O_RDONLY, write, result.trust_)
+                        : openNoFollow(file, write ? O_RDWR : O_RDONLY, write));
     if (!fd) {
       const int error = errno;
       if (error == ENOENT && !write) return result;
-      if (error == ELOOP) fail(file, "refusing to use it: it is a symbolic link");
-      if (error == EISDIR) fail(file, "refusing to use it: it is a directory");
+      if (error == ELOOP) result.fail("refusing to use it: it is a symbolic link");
+      if (error == EISDIR) result.fail("refusing to use it: it is a directory");
       if (isAccessError(error)) {
         std::error_code ignored;
-        failAccess(file, fs::exists(file, ignored) ? file : file.parent_path(),
-                   fs::exists(file, ignored)
-                       ? (write ? "cannot open it for writing" : "cannot open it")
-                       : "cannot create it in",
+        const bool exists = fs::exists(fs::symlink_status(file, ignored));
+        failAccess(subject, file, exists ? file : file.parent_path(),
+                   exists ? (write ? "cannot open it for writing" : "cannot open it")
+                          : "cannot create it in",
                    error);
       }
-      fail(file, "cannot open it", error);
+      result.fail("cannot open it", error);
     }
-    const struct stat opened = checkedStat(fd.get(), file, file);
+    struct stat opened {};
+    if (::fstat(fd.get(), &opened) != 0) result.fail("cannot stat it", errno);
+    if (result.sibling_) {
+      checkSibling(result.what_, file, opened, result.trust_, SiblingKind::kFile);
+    } else if (!S_ISREG(opened.st_mode)) {
+      result.fail("refusing to use it: it is not a regular file");
+    } else if (opened.st_nlink > 1) {
+      result.fail("refusing to use it: it has " + std::to_string(opened.st_nlink) +
+                  " hard links, so writing it would change another file");
+    }
+
+    if (result.access_ == Access::kSnapshot) {
+      result.fd_ = std::move(fd);
+      result.readWithoutLock(opened);
+      return result;
+    }
 
     while (::flock(fd.get(), lockType | LOCK_NB) != 0) {
       if (errno == EINTR) continue;
-      if (errno == ENOLCK || isAccessError(errno)) failAccess(file, file, "cannot lock it", errno);
-      if (errno != EWOULDBLOCK) fail(file, "cannot lock it", errno);
+      if (errno == ENOLCK || isAccessError(errno)) {
+        failAccess(subject, file, file, "cannot lock it", errno);
+      }
+      if (errno != EWOULDBLOCK) result.fail("cannot lock it", errno);
       if (std::chrono::steady_clock::now() >= deadline) {
-        const auto holder = lockHolder(opened.st_dev, opened.st_ino);
-        fail(file, "still locked by " + (holder ? "process " + *holder : "another process") +
-                       " after " + std::to_string(lockTimeout.count()) + " ms");
+        result.fail("still locked by " + describeHolder(lockHolder(opened.st_dev, opened.st_ino)) +
+                    " after " + std::to_string(lockTimeout.count()) + " ms");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -217,71 +260,123 @@ CoordinationFile CoordinationFile::open(const fs::path& file, Access access,
     if (::lstat(file.c_str(), &current) == 0 && current.st_dev == opened.st_dev &&
         current.st_ino == opened.st_ino) {
       // The size must be read under the lock: the previous holder may have just grown it.
-      const struct stat locked = checkedStat(fd.get(), file, file);
+      struct stat locked {};
+      if (::fstat(fd.get(), &locked) != 0) result.fail("cannot stat it", errno);
       if (static_cast<std::uint64_t>(locked.st_size) > maxBytes) {
-        fail(file, "refusing to use it: " + std::to_string(locked.st_size) +
-                       " bytes is more than a coordination file holds (" +
-                       std::to_string(maxBytes) +
-                       "); `flink-gpu release --junk` removes the lines that are not records");
+        result.fail("refusing to use it: " + std::to_string(locked.st_size) +
+                    " bytes is more than a " + result.what_ + " holds (" +
+                    std::to_string(maxBytes) + ")" +
+                    (result.sibling_ ? std::string()
+                                     : std::string("; `flink-gpu release --junk` removes the "
+                                                   "lines that are not records")));
       }
       result.fd_ = std::move(fd);
-      result.maxBytes_ = maxBytes;
       result.device_ = locked.st_dev;
       result.inode_ = locked.st_ino;
       result.mode_ = locked.st_mode & 0666;
       result.group_ = locked.st_gid;
+      if (!result.sibling_) result.trust_ = SiblingTrust::of(locked);
       result.text_ =
-          readAll(result.fd_.get(), static_cast<std::uint64_t>(locked.st_size), file, "it");
-      result.recover(maxBytes);
+          readAll(result.fd_.get(), static_cast<std::uint64_t>(locked.st_size), subject, "it");
+      result.recover(result.readJournal());
       return result;
     }
     result.replaced_.push_back(std::move(fd));
     if (std::chrono::steady_clock::now() >= deadline || result.replaced_.size() > 64) {
-      fail(file, "it kept being replaced while waiting for its lock");
+      result.fail("it kept being replaced while waiting for its lock");
     }
   }
+}
+
+void CoordinationFile::readWithoutLock(const struct stat& opened) {
+  const std::string subject = what_ + " " + path_.string();
+  device_ = opened.st_dev;
+  inode_ = opened.st_ino;
+  mode_ = opened.st_mode & 0666;
+  group_ = opened.st_gid;
+  if (!sibling_) trust_ = SiblingTrust::of(opened);
+  const auto readText = [&] {
+    struct stat now {};
+    if (::fstat(fd_.get(), &now) != 0) fail("cannot stat it", errno);
+    if (static_cast<std::uint64_t>(now.st_size) > maxBytes_) {
+      fail("refusing to use it: " + std::to_string(now.st_size) + " bytes is more than a " + what_ +
+           " holds (" + std::to_string(maxBytes_) + ")");
+    }
+    return readAll(fd_.get(), static_cast<std::uint64_t>(now.st_size), subject, "it");
+  };
+  // Writers hold the lock for microseconds; a reader (anyone who may read the file may flock
+  // it) could hold it for ever. Where it is free, take it for the read; else read the journal
+  // and the file twice: a writer changes the journal before and after the file, so two rounds
+  // that agree saw no change in between, and a sealed journal among them is rolled back.
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    if (::flock(fd_.get(), LOCK_SH | LOCK_NB) == 0) {
+      text_ = readText();
+      JournalRead journal = readJournal();
+      (void)::flock(fd_.get(), LOCK_UN);
+      recover(std::move(journal));
+      return;
+    }
+    if (errno != EWOULDBLOCK && errno != EINTR) fail("cannot lock it", errno);
+    JournalRead first = readJournal();
+    std::string text = readText();
+    JournalRead second = readJournal();
+    if (first.bytes == second.bytes && text == readText()) {
+      text_ = std::move(text);
+      recover(std::move(second));
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  fail("it kept changing while it was read without waiting for its lock");
 }
 
 FileDescriptor CoordinationFile::openJournal(bool create) {
   const fs::path journal = journalPathOf(path_);
+  const std::string subject = what_ + " " + path_.string();
   const bool write = access_ == Access::kWrite;
-  FileDescriptor fd(openNoFollow(journal, write ? O_RDWR : O_RDONLY, create));
+  FileDescriptor fd(openSiblingNoFollow(journal, write ? O_RDWR : O_RDONLY, create, trust_));
   if (!fd) {
     const int error = errno;
     if (error == ENOENT) return fd;
-    if (error == ELOOP)
-      fail(path_, "refusing to use its journal " + journal.string() + ": it is a symbolic link");
+    if (error == ELOOP) {
+      fail("refusing to use its journal " + journal.string() + ": it is a symbolic link");
+    }
     if (isAccessError(error)) {
       std::error_code ignored;
-      if (fs::exists(journal, ignored))
-        failAccess(path_, journal, "cannot open its journal", error);
-      failAccess(path_, journal.parent_path(), "cannot create its journal in", error);
+      if (fs::exists(fs::symlink_status(journal, ignored))) {
+        failAccess(subject, path_, journal, "cannot open its journal", error);
+      }
+      failAccess(subject, path_, journal.parent_path(), "cannot create its journal in", error);
     }
-    fail(path_, "cannot open its journal " + journal.string(), error);
+    fail("cannot open its journal " + journal.string(), error);
   }
-  const struct stat info = checkedStat(fd.get(), path_, journal);
-  if (create && info.st_size == 0 && info.st_uid == ::geteuid()) {
-    // As shared as the file itself, so that every worker that can write one can write both.
-    // Best effort: a group we are not in cannot be given.
-    (void)::fchmod(fd.get(), mode_);
-    if (info.st_gid != group_) (void)::fchown(fd.get(), static_cast<uid_t>(-1), group_);
-  }
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0) fail("cannot stat its journal " + journal.string(), errno);
+  checkSibling(subject + ": its journal", journal, info, trust_, SiblingKind::kFile);
   return fd;
 }
 
-void CoordinationFile::recover(std::uint64_t maxBytes) {
-  FileDescriptor journal = openJournal(/*create=*/false);
-  if (!journal) return;
-  const struct stat info = checkedStat(journal.get(), path_, journalPathOf(path_));
-  if (info.st_size == 0) return;
+CoordinationFile::JournalRead CoordinationFile::readJournal() {
+  JournalRead read;
+  read.fd = openJournal(/*create=*/false);
+  if (!read.fd) return read;
+  struct stat info {};
+  if (::fstat(read.fd.get(), &info) != 0) fail("cannot stat its journal", errno);
   // Old and new bytes of a file of at most maxBytes, and the headers.
-  if (static_cast<std::uint64_t>(info.st_size) > 2 * maxBytes + (1 << 20)) {
-    fail(path_, "refusing to use its journal " + journalPathOf(path_).string() + ": " +
-                    std::to_string(info.st_size) + " bytes is more than a journal of it holds");
+  if (static_cast<std::uint64_t>(info.st_size) > 2 * maxBytes_ + (1 << 20)) {
+    fail("refusing to use its journal " + journalPathOf(path_).string() + ": " +
+         std::to_string(info.st_size) + " bytes is more than a journal of it holds");
   }
-  const std::string bytes =
-      readAll(journal.get(), static_cast<std::uint64_t>(info.st_size), path_, "its journal");
-  const std::optional<Journal> pending = decodeJournal(bytes);
+  read.bytes = readAll(read.fd.get(), static_cast<std::uint64_t>(info.st_size),
+                       what_ + " " + path_.string(), "its journal");
+  return read;
+}
+
+void CoordinationFile::recover(JournalRead journal) {
+  if (!journal.bytes || journal.bytes->empty()) return;
+  const std::optional<Journal> pending = decodeJournal(*journal.bytes);
+  const std::optional<std::string> unfit =
+      pending ? whyNotApplicable(*pending, maxBytes_) : std::nullopt;
 
   std::string note;
   std::optional<std::string> before;
@@ -291,6 +386,9 @@ void CoordinationFile::recover(std::uint64_t maxBytes) {
     note =
         "discarded a journal that is not whole (a writer died while writing it, or it was "
         "damaged)";
+  } else if (unfit) {
+    // Sealed, but no writer of ours wrote it for this file: applying it could write anywhere.
+    note = "discarded a journal that is not whole: " + *unfit + "; it was not applied";
   } else if (pending->device != device_ || pending->inode != inode_) {
     note = "ignored a journal of an earlier file at this path";
   } else if (!isPartOfChange(*pending, text_)) {
@@ -302,13 +400,13 @@ void CoordinationFile::recover(std::uint64_t maxBytes) {
     note = "rolled back a change that its writer did not finish (it was killed)";
   }
 
-  if (access_ == Access::kRead) {
+  if (access_ != Access::kWrite) {
     // Readers only look: the next writer puts the file back.
     if (before) {
       text_ = std::move(*before);
       note =
           "a change that its writer did not finish (it was killed) is shown rolled back; the "
-          "next allocation puts the file back";
+          "next writer puts the file back";
     }
     if (!note.empty()) notes_.push_back(note);
     return;
@@ -317,7 +415,9 @@ void CoordinationFile::recover(std::uint64_t maxBytes) {
     restore(text_, *before);
     text_ = std::move(*before);
   }
-  truncateTo(journal.get(), 0, path_, "its journal");
+  while (::ftruncate(journal.fd.get(), 0) != 0) {
+    if (errno != EINTR) fail("cannot truncate its journal", errno);
+  }
   if (!note.empty()) notes_.push_back(note);
 }
 
@@ -328,10 +428,20 @@ void CoordinationFile::writeAll(int fd, const std::string& bytes, std::uint64_t 
     const ssize_t n =
         ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(path_, std::string("cannot write ") + what, errno);
+    if (n < 0) fail(std::string("cannot write ") + what, errno);
     done += static_cast<std::size_t>(n);
   }
 }
+
+namespace {
+
+void truncateTo(int fd, std::uint64_t size, const std::function<void(int)>& onError) {
+  while (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    if (errno != EINTR) onError(errno);
+  }
+}
+
+}  // namespace
 
 void CoordinationFile::restore(const std::string& current, const std::string& target) {
   // Shrink first, so that no write lands past the end and leaves a gap of zeros; then put back
@@ -339,7 +449,7 @@ void CoordinationFile::restore(const std::string& current, const std::string& ta
   // restore cut short is completed by the next opener like the change itself.
   std::string_view now = current;
   if (now.size() > target.size()) {
-    truncateTo(fd_.get(), target.size(), path_, "it");
+    truncateTo(fd_.get(), target.size(), [this](int error) { fail("cannot truncate it", error); });
     now = now.substr(0, target.size());
   }
   for (const JournalWrite& write : planWrites(now, target, pageSize())) {
@@ -356,14 +466,15 @@ bool CoordinationFile::changedUnderLock() const {
 }
 
 void CoordinationFile::replace(const std::string& text) {
-  if (access_ != Access::kWrite) fail(path_, "internal error: replace() on a file opened to read");
+  if (access_ != Access::kWrite) fail("internal error: replace() on a file opened to read");
   if (text == text_) return;
   if (text.size() > maxBytes_ && text.size() > text_.size()) {
-    fail(path_, "refusing to grow it to " + std::to_string(text.size()) +
-                    " bytes, past the most a coordination file holds (" +
-                    std::to_string(maxBytes_) +
-                    "); `flink-gpu release --junk` removes the lines that are not records; the "
-                    "file is unchanged");
+    fail("refusing to grow it to " + std::to_string(text.size()) + " bytes, past the most a " +
+         what_ + " holds (" + std::to_string(maxBytes_) + ")" +
+         (sibling_ ? std::string()
+                   : std::string("; `flink-gpu release --junk` removes the lines that are not "
+                                 "records")) +
+         "; the file is unchanged");
   }
   if (changedUnderLock()) {
     interfered_ = true;
@@ -372,6 +483,7 @@ void CoordinationFile::replace(const std::string& text) {
   const std::vector<JournalWrite> writes = planWrites(text_, text, pageSize());
   const Journal journal{device_, inode_, text_.size(), text.size(), writes};
   const std::string unchanged = "; the file is unchanged";
+  const auto failJournal = [this](int error) { fail("cannot truncate its journal", error); };
 
   FileDescriptor journalFd = openJournal(/*create=*/true);
   try {
@@ -396,8 +508,8 @@ void CoordinationFile::replace(const std::string& text) {
                           : 0;
     if (error != 0 && error != EOPNOTSUPP && error != ENOSYS && error != EINVAL) {
       (void)::ftruncate(journalFd.get(), 0);
-      fail(path_, "cannot make room for " + std::to_string(text.size() - text_.size()) +
-                      " more bytes: " + errorText(error) + unchanged);
+      fail("cannot make room for " + std::to_string(text.size() - text_.size()) +
+           " more bytes: " + errorText(error) + unchanged);
     }
   }
 
@@ -405,8 +517,10 @@ void CoordinationFile::replace(const std::string& text) {
   try {
     for (const JournalWrite& write : writes) writeAll(fd_.get(), write.after, write.offset, "it");
     // Past the new end, the writes left '\n' (see planWrites); cut it off.
-    if (text.size() < text_.size()) truncateTo(fd_.get(), text.size(), path_, "it");
-    truncateTo(journalFd.get(), 0, path_, "its journal");
+    if (text.size() < text_.size()) {
+      truncateTo(fd_.get(), text.size(), [this](int error) { fail("cannot truncate it", error); });
+    }
+    truncateTo(journalFd.get(), 0, failJournal);
     text_ = text;
     return;
   } catch (const CoordinationError& e) {
@@ -416,11 +530,11 @@ void CoordinationFile::replace(const std::string& text) {
   // Put the old bytes back (they fit: the space was theirs), from what the file holds now.
   try {
     struct stat info {};
-    if (::fstat(fd_.get(), &info) != 0) fail(path_, "cannot stat it", errno);
-    const std::string now =
-        readAll(fd_.get(), static_cast<std::uint64_t>(info.st_size), path_, "it");
+    if (::fstat(fd_.get(), &info) != 0) fail("cannot stat it", errno);
+    const std::string now = readAll(fd_.get(), static_cast<std::uint64_t>(info.st_size),
+                                    what_ + " " + path_.string(), "it");
     restore(now, text_);
-    truncateTo(journalFd.get(), 0, path_, "its journal");
+    truncateTo(journalFd.get(), 0, failJournal);
   } catch (const CoordinationError&) {
     throw CoordinationError(failure + "; putting it back failed too, so its journal " +
                             journalPathOf(path_).string() +

@@ -19,6 +19,12 @@
 // Locking is flock(LOCK_EX) on the coordination file itself (Flink's script does
 // `flock -x 200` on `200<> $file`), held for one read-modify-write; the kernel drops it when the
 // holder dies.
+//
+// The journal is a file beside the coordination file (Siblings.h): used only when its type,
+// links, owner and mode pass the trust rules, and applied only when every write it holds lies
+// inside the file and every size is within the file's limit (SQLite checks its journal before it
+// rolls back, too). The same store keeps the health records (health/HealthRecords.h), a sibling
+// itself, judged against the coordination file.
 #pragma once
 
 #include <sys/types.h>
@@ -26,10 +32,12 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "coordination/CoordinationError.h"
+#include "coordination/Siblings.h"
 #include "process/FileDescriptor.h"
 
 namespace flink::coordination {
@@ -45,36 +53,55 @@ inline constexpr std::uint64_t kMaxRepairableFileBytes = 256 << 20;
 /// The journal's path for a coordination file: `<file>.journal`, beside it.
 std::filesystem::path journalPathOf(const std::filesystem::path& file);
 
+/// The pid of the process holding a flock on `file` (not followed), from /proc/locks; nullopt
+/// when none does, or it cannot be told. The kernel's word, never the file's contents.
+std::optional<pid_t> flockHolder(const std::filesystem::path& file);
+
 class CoordinationFile {
  public:
   enum class Access {
-    kRead,   ///< A shared lock; never writes, never creates (status).
-    kWrite,  ///< An exclusive lock; creates the file (mode 0666 less the umask, as a shell
-             ///< redirect does) and rolls back a change that was cut short.
+    kRead,      ///< A shared lock; never writes, never creates (status).
+    kWrite,     ///< An exclusive lock; creates the file (mode 0666 less the umask, as a shell
+                ///< redirect does) and rolls back a change that was cut short.
+    kSnapshot,  ///< No waiting on a lock that any reader could hold: the shared lock where it is
+                ///< free at once, else two reads of the file and its journal that agree. Never
+                ///< writes, never creates; a change cut short is rolled back in memory. For what
+                ///< an allocator must read without being stalled (the health records).
   };
 
-  /// Opens `file` without following a symlink at its last component, refuses anything but a
-  /// regular file with one link, and takes the lock, waiting at most `lockTimeout` (the error
-  /// then names the process holding it, where /proc/locks tells). A file replaced while we
-  /// waited (Flink's `sed -i` renames a new file over it) is opened again.
-  /// With kRead, a missing file gives an object with exists() false.
+  /// Opens the coordination file `file` without following a symlink at its last component,
+  /// refuses anything but a regular file with one link, and takes the lock, waiting at most
+  /// `lockTimeout` (the error then names the process holding it, where /proc/locks tells). A
+  /// file replaced while we waited (Flink's `sed -i` renames a new file over it) is opened again.
+  /// With kRead and kSnapshot, a missing file gives an object with exists() false.
   /// @throws CoordinationError naming the path and the cause; for a file this user may not open
   ///         or lock, also its owner, group and mode, and how to share it.
   static CoordinationFile open(const std::filesystem::path& file, Access access,
                                std::chrono::milliseconds lockTimeout,
                                std::uint64_t maxBytes = kMaxCoordinationFileBytes);
 
+  /// The same store for a file beside the coordination file (the health records): `what` names
+  /// what it holds in every message ("health records"); the file and its journal are judged by
+  /// `trust` (Siblings.h) and made with its mode and group.
+  /// @throws CoordinationError as open() does, and for a file or journal that fails the rules.
+  static CoordinationFile openSibling(const std::filesystem::path& file, const std::string& what,
+                                      const SiblingTrust& trust, Access access,
+                                      std::chrono::milliseconds lockTimeout,
+                                      std::uint64_t maxBytes = kMaxCoordinationFileBytes);
+
   bool exists() const { return fd_.valid(); }
   const std::filesystem::path& path() const { return path_; }
   /// The file's permission bits (what files made beside it get).
   mode_t mode() const { return mode_; }
+  /// Who may write the file, for what is made and read beside it.
+  const SiblingTrust& trust() const { return trust_; }
 
   /// The contents as of the last whole change: with a sealed journal left by a writer that
   /// died, the contents before that change.
   const std::string& text() const { return text_; }
 
-  /// What opening found and did that a person may want to know (a change rolled back), one
-  /// line each, without the path.
+  /// What opening found and did that a person may want to know (a change rolled back, a journal
+  /// discarded), one line each, without the path.
   const std::vector<std::string>& notes() const { return notes_; }
 
   /// Replaces the contents with `text` as described above. A no-op when they are equal, and when
@@ -95,9 +122,24 @@ class CoordinationFile {
   bool interfered() const { return interfered_ || !stillAtPath(); }
 
  private:
-  CoordinationFile(std::filesystem::path path, Access access)
-      : path_(std::move(path)), access_(access) {}
-  void recover(std::uint64_t maxBytes);
+  CoordinationFile(std::filesystem::path path, Access access, std::string what, SiblingTrust trust,
+                   bool sibling)
+      : path_(std::move(path)),
+        access_(access),
+        what_(std::move(what)),
+        trust_(trust),
+        sibling_(sibling) {}
+  static CoordinationFile openWith(CoordinationFile result, std::chrono::milliseconds lockTimeout,
+                                   std::uint64_t maxBytes);
+  /// The journal's bytes and, for a writer, its descriptor; nullopt bytes when there is none.
+  struct JournalRead {
+    process::FileDescriptor fd;
+    std::optional<std::string> bytes;
+  };
+  JournalRead readJournal();
+  void recover(JournalRead journal);
+  void readWithoutLock(const struct stat& opened);
+  [[noreturn]] void fail(const std::string& what, int error = 0) const;
   bool changedUnderLock() const;
   process::FileDescriptor openJournal(bool create);
   /// Makes the file's bytes `target` again from `current` by page-contained writes (truncating
@@ -107,6 +149,12 @@ class CoordinationFile {
 
   std::filesystem::path path_;
   Access access_;
+  /// "coordination file", "health records": what the file holds, for messages.
+  std::string what_;
+  SiblingTrust trust_;
+  /// A file beside the coordination file, judged by trust_ (the coordination file is the
+  /// anchor of its own journal).
+  bool sibling_ = false;
   process::FileDescriptor fd_;
   /// Locks of files that were replaced while we waited for them, held to the end so that a
   /// Flink script still waiting on such a file does not run beside us.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <utility>
 
 namespace flink::coordination {
 namespace {
@@ -137,6 +138,39 @@ std::optional<Journal> decodeJournal(std::string_view bytes) {
   if (!reader.literal(kSealed)) return std::nullopt;
   if (reader.rest() != hex(fnv1a(bytes.substr(0, sealedAt))) + '\n') return std::nullopt;
   return journal;
+}
+
+std::optional<std::string> whyNotApplicable(const Journal& journal, std::uint64_t maxBytes) {
+  for (const auto& [name, size] :
+       {std::pair{"before", journal.sizeBefore}, std::pair{"after", journal.sizeAfter}}) {
+    if (size > maxBytes) {
+      return std::string("its size ") + name + " the change, " + std::to_string(size) +
+             " bytes, is past the file's limit of " + std::to_string(maxBytes);
+    }
+  }
+  const std::uint64_t largest = std::max(journal.sizeBefore, journal.sizeAfter);
+  for (std::size_t i = 0; i < journal.writes.size(); ++i) {
+    const JournalWrite& write = journal.writes[i];
+    const std::string which = "write " + std::to_string(i + 1);
+    // Each bound is checked without overflow: the offset comes from the file.
+    if (write.before.size() > write.after.size()) {
+      return which + " puts back more bytes than it wrote";
+    }
+    if (write.offset > journal.sizeBefore ||
+        write.before.size() > journal.sizeBefore - write.offset) {
+      return which + " puts back bytes past the end of the file's " +
+             std::to_string(journal.sizeBefore) + " bytes before the change";
+    }
+    if (write.offset > largest || write.after.size() > largest - write.offset) {
+      return which + " ends past the end of the file's " + std::to_string(largest) + " bytes";
+    }
+    if (write.before.size() < write.after.size() &&
+        write.offset + write.before.size() < journal.sizeBefore) {
+      // planWrites saves every old byte a write covers within the old size.
+      return which + " does not save the old bytes it overwrites";
+    }
+  }
+  return std::nullopt;
 }
 
 bool isPartOfChange(const Journal& journal, std::string_view current) {

@@ -58,11 +58,19 @@ std::string encodeJournal(const Journal& journal);
 /// a writer that died while writing it, or not a journal at all).
 std::optional<Journal> decodeJournal(std::string_view bytes);
 
+/// Why `journal` cannot be a change of a file of at most `maxBytes` bytes, in words for a person
+/// ("write 2 ends at byte 90000, past the file's 512 bytes"); nullopt when it can. Every write
+/// must lie inside the file (its old bytes within the old size, its new bytes within the larger
+/// of the two sizes, as planWrites makes them) and both sizes within the limit. A journal that
+/// fails was not written by a writer of ours for this file: it is not whole, and is never applied.
+std::optional<std::string> whyNotApplicable(const Journal& journal, std::uint64_t maxBytes);
+
 /// Whether `current` can be what the file held at some point of `journal`'s change: its size is
 /// between the two sizes and every byte the change writes is either its old or its new value.
 bool isPartOfChange(const Journal& journal, std::string_view current);
 
-/// `current` with every write of the change undone: the file as it was before.
+/// `current` with every write of the change undone: the file as it was before. `journal` must
+/// pass whyNotApplicable.
 std::string rolledBack(const Journal& journal, std::string current);
 
 }  // namespace flink::coordination
