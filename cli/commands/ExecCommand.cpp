@@ -1,7 +1,9 @@
 // `flink-gpu exec`: allocates GPUs through the coordination file with this process as their
 // owner, puts them in CUDA_VISIBLE_DEVICES, and execvp's the command in this same process. exec
 // keeps the pid and the start time that the records name, so the command inherits the GPUs: they
-// stay taken while it runs and the next allocation takes them back once it has ended. No record
+// stay taken exactly as long as it runs, whatever it does with its descriptors, and also while a
+// process it started holds their leases. An exec of the same process (`flink-gpu exec … --
+// flink-gpu exec …`) gets what the first one took: one allocation per process. No record
 // outlives a failed exec: they are released before flink-gpu exits with 127/126, as a shell would.
 #include "commands/ExecCommand.h"
 
@@ -167,6 +169,7 @@ void printShortfall(const ExecOptions& options, const std::vector<std::string>& 
                       std::to_string(free) + " free, " + std::to_string(gpus.size() - free - busy) +
                       " held";
   if (busy > 0) cause += ", " + std::to_string(busy) + " busy because a related unit is held";
+  if (options.mig) cause += " (with --mig, whole GPUs and MIG instances are never mixed)";
   printErrorWithDetails(cause, details);
 }
 
@@ -239,6 +242,72 @@ void releaseAfterFailedExec(const std::string& file, const coordination::Owner& 
   } catch (const coordination::CoordinationError& e) {
     printWarning(std::string("could not release the GPUs allocated for the command: ") + e.what());
   }
+}
+
+/// The units of `host` this process already holds (its records, by pid and start time): what an
+/// exec run by an exec of the same process inherits. nullopt after printing the error.
+std::optional<std::vector<std::string>> heldByThisProcess(const ExecOptions& options,
+                                                          const HostUnits& host,
+                                                          const coordination::Owner& owner) {
+  coordination::Status status;
+  try {
+    status = coordination::readStatus(options.coordinationFile);
+  } catch (const coordination::CoordinationError& e) {
+    printError(e.what());
+    return std::nullopt;
+  }
+  std::vector<std::string> held;
+  for (const std::string& gpu : host.gpus) {
+    for (const coordination::RecordStatus& entry : status.records) {
+      if (entry.record.gpu == gpu && coordination::sameProcess(entry.record.owner, owner) &&
+          entry.record.owner.startTime) {
+        held.push_back(gpu);
+        break;
+      }
+    }
+  }
+  return held;
+}
+
+/// Allocates `amount` units for `owner`, leased. With --mig, whole GPUs and MIG instances never
+/// go together (a CUDA process given both sees only the instance): the MIG instances are tried
+/// first, then the whole GPUs.
+coordination::Allocation allocateForExec(const ExecOptions& options, const HostUnits& host,
+                                         const coordination::Owner& owner, std::size_t amount) {
+  // Leased as well: the command holds the leases' descriptors, so the GPUs stay held while any
+  // process it started holds them, even once its own pid is gone.
+  coordination::AllocationRequest request{host.gpus, amount, owner,
+                                          discovery::relatedUnits(host.devices),
+                                          discovery::uuidsByIdentifier(host.devices)};
+  request.lease = true;
+  // Read before the lock is taken: nothing slow under it.
+  if (const std::optional<placement::Topology>& topology = host.topology();
+      topology && topology->anythingKnown()) {
+    request.choose = [&topology = *topology](const std::vector<std::string>& free,
+                                             std::size_t wanted) {
+      return placement::choose(topology, free, wanted);
+    };
+  }
+  if (!options.mig) return coordination::allocate(options.coordinationFile, request);
+  std::vector<std::string> instances;
+  std::vector<std::string> whole;
+  for (const std::string& gpu : host.gpus) {
+    (gpu.starts_with("MIG-") ? instances : whole).push_back(gpu);
+  }
+  if (instances.empty() || whole.empty()) {
+    return coordination::allocate(options.coordinationFile, request);
+  }
+  coordination::Allocation allocation;
+  std::vector<coordination::BlockedUnit> blocked;
+  for (std::vector<std::string>* kind : {&instances, &whole}) {
+    request.gpus = *kind;
+    allocation = coordination::allocate(options.coordinationFile, request);
+    if (allocation.satisfied) return allocation;
+    blocked.insert(blocked.end(), allocation.blocked.begin(), allocation.blocked.end());
+  }
+  // What blocks the units of both kinds, for the shortfall's words.
+  allocation.blocked = std::move(blocked);
+  return allocation;
 }
 
 }  // namespace
@@ -330,40 +399,47 @@ int runExec(const ExecOptions& options) {
   }
 
   const coordination::Owner owner = coordination::Owner::of(::getpid());
+  // `flink-gpu exec … -- flink-gpu exec …` runs in one process: the inner one gets what the
+  // outer one took (their leases came with the process), one allocation per process.
+  std::optional<std::vector<std::string>> inherited = heldByThisProcess(options, *host, owner);
+  if (!inherited) return kDiscoveryFailed;
   coordination::Allocation allocation;
-  try {
-    // Leased as well: the command holds the leases' descriptors, so the GPUs come back the moment
-    // it ends, whatever becomes of its pid.
-    coordination::AllocationRequest request{gpus, amount, owner,
-                                            discovery::relatedUnits(host->devices),
-                                            discovery::uuidsByIdentifier(host->devices)};
-    request.lease = true;
-    if (const std::optional<placement::Topology>& topology = host->topology();
-        topology && topology->anythingKnown()) {
-      request.choose = [&topology = *topology](const std::vector<std::string>& free,
-                                               std::size_t wanted) {
-        return placement::choose(topology, free, wanted);
-      };
+  if (!inherited->empty()) {
+    if (inherited->size() < amount) {
+      printError("this process already holds GPU(s) " + strings::join(*inherited, ",") +
+                 " from the flink-gpu exec that started it, and gets no more: one allocation "
+                 "per process (" +
+                 std::to_string(amount) + " requested)");
+      return kDiscoveryFailed;
     }
-    allocation = coordination::allocate(options.coordinationFile, request);
-    for (const coordination::Lease& lease : allocation.leases) lease.keepAcrossExec();
-  } catch (const coordination::CoordinationError& e) {
-    printError(e.what());
-    return kDiscoveryFailed;
-  }
-  for (const std::string& line :
-       coordination::describeJunk(allocation.junk, options.coordinationFile)) {
-    printWarning(line);
-  }
-  if (verbosity() >= Verbosity::kVerbose) {
-    for (const coordination::Record& record : allocation.reclaimed) {
-      std::cerr << "flink-gpu: took back GPU " << record.gpu << " from process " << record.owner.pid
-                << ", which is no longer running\n";
+    allocation.granted.assign(inherited->begin(),
+                              inherited->begin() + static_cast<std::ptrdiff_t>(amount));
+    allocation.satisfied = true;
+  } else {
+    try {
+      allocation = allocateForExec(options, *host, owner, amount);
+      for (const coordination::Lease& lease : allocation.leases) lease.keepAcrossExec();
+    } catch (const coordination::CoordinationError& e) {
+      printError(e.what());
+      return kDiscoveryFailed;
     }
-  }
-  if (!allocation.satisfied) {
-    printShortfall(options, gpus, allocation);
-    return kDiscoveryFailed;
+    for (const std::string& line :
+         coordination::describeJunk(allocation.junk, options.coordinationFile)) {
+      printWarning(line);
+    }
+    for (const std::string& note : allocation.notes) {
+      printWarning("coordination file " + options.coordinationFile + ": " + note);
+    }
+    if (verbosity() >= Verbosity::kVerbose) {
+      for (const coordination::Record& record : allocation.reclaimed) {
+        std::cerr << "flink-gpu: took back GPU " << record.gpu << " from process "
+                  << record.owner.pid << ", which is no longer running\n";
+      }
+    }
+    if (!allocation.satisfied) {
+      printShortfall(options, gpus, allocation);
+      return kDiscoveryFailed;
+    }
   }
 
   warnAboutSeveralMigInstances(allocation.granted);

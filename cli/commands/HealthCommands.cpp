@@ -268,11 +268,12 @@ int runCheck(const CheckOptions& options) {
                             strings::quoteForMessage(junk.text) + "'"});
   }
   for (const coordination::RecordStatus& entry : status.records) {
-    if (entry.running || entry.otherPidNamespace) continue;
+    if (entry.running) continue;
     notes.push_back({"dead_owner", entry.record.gpu,
                      "GPU " + entry.record.gpu + " is recorded for process " +
                          std::to_string(entry.record.owner.pid) +
-                         ", which is no longer running; the next allocation takes it back"});
+                         ", which is no longer running; an allocation takes it back when the "
+                         "GPUs no record names are not enough"});
   }
 
   const HostView host = viewHost(options.coordinationFile, status, nvmlDevicesOrNone(), true);

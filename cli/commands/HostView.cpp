@@ -146,10 +146,13 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
     }
   }
   for (GpuView& view : host.gpus) {
-    view.state = !view.healthy()         ? "unhealthy"
-                 : view.drained()        ? "drained"
-                 : !view.holders.empty() ? "held"
-                                         : "free";
+    const bool held =
+        std::any_of(view.holders.begin(), view.holders.end(),
+                    [](const coordination::RecordStatus& holder) { return holder.running; });
+    view.state = !view.healthy()  ? "unhealthy"
+                 : view.drained() ? "drained"
+                 : held           ? "held"
+                                  : "free";
   }
   return host;
 }
@@ -158,11 +161,9 @@ std::string describeView(const GpuView& view) {
   std::vector<std::string> parts;
   for (const health::Problem& problem : view.problems) parts.push_back(problem.text);
   for (const coordination::RecordStatus& holder : view.holders) {
-    parts.push_back("held by process " + std::to_string(holder.record.owner.pid) + " (" +
-                    (holder.otherPidNamespace ? "other pid namespace"
-                     : holder.running         ? "running"
-                                              : "gone") +
-                    ")");
+    parts.push_back((holder.running ? "held by process " : "recorded for process ") +
+                    std::to_string(holder.record.owner.pid) + " (" +
+                    coordination::describeLiveness(holder) + ")");
   }
   std::string text;
   for (const std::string& part : parts) text += (text.empty() ? "" : "; ") + part;
@@ -176,16 +177,18 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
     text += std::string("# TYPE ") + name + " gauge\n";
   };
   family("flink_gpu_held",
-         "Whether a record of the coordination file holds the GPU (1), by owner pid; 0 when free.");
+         "Whether a record of the coordination file holds the GPU (1), by owner pid; 0 when free "
+         "(a record whose owner is gone holds nothing).");
   for (const GpuView& gpu : view.gpus) {
-    if (gpu.holders.empty()) {
-      text += "flink_gpu_held" + labels(gpu) + " 0\n";
-    }
+    bool held = false;
     for (const coordination::RecordStatus& holder : gpu.holders) {
+      if (!holder.running) continue;
+      held = true;
       text += "flink_gpu_held" +
               labels(gpu, ",owner_pid=\"" + std::to_string(holder.record.owner.pid) + "\"") +
               " 1\n";
     }
+    if (!held) text += "flink_gpu_held" + labels(gpu) + " 0\n";
   }
   family("flink_gpu_healthy",
          "Whether the GPU is healthy (1): not lost, no pending or failed row remapping or page "
@@ -214,12 +217,13 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
   }
   std::size_t dead = 0;
   for (const coordination::RecordStatus& entry : status.records) {
-    if (!entry.running && !entry.otherPidNamespace) ++dead;
+    if (!entry.running) ++dead;
   }
   family("flink_gpu_coordination_records", "Records in the coordination file.");
   text += "flink_gpu_coordination_records " + std::to_string(status.records.size()) + '\n';
   family("flink_gpu_coordination_dead_owner_records",
-         "Records of owners that are no longer running, not yet taken back.");
+         "Records of owners that are no longer running, not yet taken back (an allocation takes "
+         "one back when it needs its GPU).");
   text += "flink_gpu_coordination_dead_owner_records " + std::to_string(dead) + '\n';
   return text;
 }

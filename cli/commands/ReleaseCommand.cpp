@@ -1,6 +1,7 @@
-// `flink-gpu release`: removes records from the coordination file (coordination::release, under
-// its lock), selected by owner pid or by GPU, whether or not their owner is still running — that
-// is for the operator to judge; a warning says when it is.
+// `flink-gpu release`: removes records from the coordination file (coordination::releaseChecked,
+// under its lock), selected by owner pid or by GPU. A record whose owner is known to run (by pid
+// and start time, or by its held lease) is refused unless --force; one whose owner cannot be
+// judged from here (another pid namespace, no lease) is released with a warning that says so.
 #include "commands/ReleaseCommand.h"
 
 #include <sys/types.h>
@@ -31,6 +32,9 @@ CLI::App* addReleaseCommand(CLI::App& app, ReleaseOptions& options) {
   command->add_flag("--junk", options.junk,
                     "Remove the lines that are not records (also from a file grown past its "
                     "size limit)");
+  command->add_flag("--force", options.force,
+                    "Also remove records whose owner is running (it may still use the GPU, and "
+                    "the next worker gets it too)");
   addCoordinationFileOption(*command, options.coordinationFile);
   return command;
 }
@@ -95,25 +99,55 @@ int runRelease(const ReleaseOptions& options) {
     what = "GPU " + gpu + " is not held";
   }
 
-  std::vector<coordination::Record> released;
+  coordination::Released result;
   try {
-    released = coordination::release(options.coordinationFile, matches);
+    result = coordination::releaseChecked(options.coordinationFile, matches, options.force);
   } catch (const coordination::CoordinationError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }
 
-  if (released.empty()) {
+  if (!result.refused.empty()) {
+    std::string message = "refusing to release: ";
+    for (std::size_t i = 0; i < result.refused.size(); ++i) {
+      const coordination::RecordStatus& entry = result.refused[i];
+      message += (i == 0 ? "" : "; ") + std::string("GPU ") +
+                 strings::quoteForMessage(entry.record.gpu) + " is held by process " +
+                 std::to_string(entry.record.owner.pid) + ", which is " +
+                 (entry.liveness == coordination::Liveness::kLeaseHeld
+                      ? "gone but whose lease is held (a process it started still runs)"
+                      : "running");
+    }
+    message +=
+        "\nnothing was released: releasing a running worker's GPU hands it to the next worker "
+        "as well; `flink-gpu release --force` releases it anyway";
+    printError(message);
+    return kDiscoveryFailed;
+  }
+  if (result.released.empty()) {
     std::cout << what << " (coordination file " << options.coordinationFile << ")\n";
     return kSuccess;
   }
-  for (const coordination::Record& record : released) {
-    std::cout << "released GPU " << record.gpu << " (owner pid " << record.owner.pid << ")\n";
+  for (const coordination::RecordStatus& entry : result.released) {
+    std::cout << "released GPU " << strings::quoteForMessage(entry.record.gpu) << " (owner pid "
+              << entry.record.owner.pid << ")\n";
   }
-  for (const coordination::Record& record : released) {
-    if (coordination::isRunning(record.owner)) {
-      printWarning("process " + std::to_string(record.owner.pid) +
-                   " is still running and may still be using GPU " + record.gpu);
+  for (const coordination::RecordStatus& entry : result.released) {
+    const std::string gpu = strings::quoteForMessage(entry.record.gpu);
+    if (coordination::knownToRun(entry.liveness)) {
+      printWarning("process " + std::to_string(entry.record.owner.pid) +
+                   " is still running and may still be using GPU " + gpu + " (--force)");
+    } else if (entry.liveness == coordination::Liveness::kUnjudgeable ||
+               entry.liveness == coordination::Liveness::kLeaseMissing) {
+      printWarning(
+          "process " + std::to_string(entry.record.owner.pid) + " of GPU " + gpu +
+          " could not be judged from here (" +
+          (entry.otherPidNamespace
+               ? "it is of another pid namespace, " +
+                     std::to_string(entry.record.owner.pidNamespace.value_or(0)) + ","
+               : std::string("no start time was recorded,")) +
+          (entry.record.lease ? " and its lease file is missing" : " and it holds no lease") +
+          "): if it still runs there, it may still be using the GPU");
     }
   }
   return kSuccess;

@@ -1,6 +1,7 @@
 // `flink-gpu release`: an operator's way to free GPUs by hand — every record of one owner
 // process, or the record of one GPU — when the coordination file holds GPUs that should not be
-// held.
+// held. Records of an owner known to run are refused without --force: removing them would hand a
+// running worker's GPU to the next one.
 #pragma once
 
 #include <optional>
@@ -14,6 +15,8 @@ struct ReleaseOptions {
   std::optional<long long> owner;
   std::optional<std::string> gpu;
   bool junk = false;
+  /// Remove records whose owner is known to run, too.
+  bool force = false;
   std::string coordinationFile;
 };
 
@@ -21,7 +24,8 @@ struct ReleaseOptions {
 CLI::App* addReleaseCommand(CLI::App& app, ReleaseOptions& options);
 
 /// Removes the matching records; prints one line per record released, or that none matched.
-/// @returns an ExitCode (success whether or not anything matched).
+/// @returns an ExitCode: success whether or not anything matched; kDiscoveryFailed when a record
+///          of an owner known to run was refused (then nothing was removed).
 int runRelease(const ReleaseOptions& options);
 
 }  // namespace flink::cli

@@ -105,6 +105,13 @@ std::string describe(const DeviceProperties& properties) {
   return strings::join(parts, ", ");
 }
 
+/// "running", "gone", "other pid namespace", "lease held by another process" (a leased record
+/// whose pid is gone: the command passed the lease to a child), or why a record is held that its
+/// pid cannot judge (coordination::describeLiveness).
+std::string ownerState(const coordination::RecordStatus& entry) {
+  return coordination::describeLiveness(entry);
+}
+
 /// JSON's `health` object of one GPU.
 nlohmann::ordered_json healthJson(const GpuView& view) {
   nlohmann::ordered_json health;
@@ -167,6 +174,7 @@ void printJson(const std::string& file, const coordination::Status& status,
       record["owner_start_time"] = nullptr;
     }
     record["running"] = entry.running;
+    record["owner_state"] = ownerState(entry);
     if (entry.record.lease) record["lease"] = *entry.record.lease;
     record["other_pid_namespace"] = entry.otherPidNamespace;
     if (entry.record.uuid) record["record_uuid"] = *entry.record.uuid;
@@ -207,17 +215,6 @@ void printTable(const std::vector<std::vector<std::string>>& rows) {
     line.erase(line.find_last_not_of(' ') + 1);
     std::cout << line << '\n';
   }
-}
-
-/// "running", "gone", "other pid namespace", or, for a record of a lease still held whose pid
-/// is gone (the lease passed to a child of the command), "lease held by another process".
-std::string ownerState(const coordination::RecordStatus& entry) {
-  if (entry.otherPidNamespace) return "other pid namespace";
-  if (!entry.running) return "gone";
-  if (entry.record.lease && !coordination::isRunning(entry.record.owner)) {
-    return "lease held by another process";
-  }
-  return "running";
 }
 
 /// A file near its size limit will soon block every allocation on the host: say so first.

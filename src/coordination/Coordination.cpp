@@ -81,6 +81,14 @@ std::optional<ProcStat> readProcStat(pid_t pid) {
   return stat;
 }
 
+/// A boot id as the kernel writes it (a UUID): hex digits and dashes, at most 64 characters.
+bool isBootId(std::string_view text) {
+  if (text.empty() || text.size() > 64) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == '-';
+  });
+}
+
 struct OwnerHash {
   std::size_t operator()(const Owner& owner) const noexcept {
     return std::hash<pid_t>{}(owner.pid) * 31 +
@@ -99,8 +107,28 @@ std::optional<std::uint64_t> currentPidNamespace() {
   return inode;
 }
 
+std::optional<std::string> currentBootId() {
+  static const std::optional<std::string> id = []() -> std::optional<std::string> {
+    FileDescriptor fd(::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC));
+    if (!fd) return std::nullopt;
+    char buffer[128];
+    const ssize_t size = ::read(fd.get(), buffer, sizeof buffer);
+    if (size <= 0) return std::nullopt;
+    const std::string_view text = strings::trim(std::string_view(buffer, size));
+    if (!isBootId(text)) return std::nullopt;
+    return std::string(text);
+  }();
+  return id;
+}
+
+bool ofEarlierBoot(const Owner& owner) {
+  if (!owner.bootId) return false;
+  const std::optional<std::string> now = currentBootId();
+  return now && *now != *owner.bootId;
+}
+
 Owner Owner::of(pid_t pid) {
-  Owner owner{pid, std::nullopt, currentPidNamespace()};
+  Owner owner{pid, std::nullopt, currentPidNamespace(), currentBootId()};
   if (const std::optional<ProcStat> stat = readProcStat(pid)) owner.startTime = stat->startTime;
   return owner;
 }
@@ -114,11 +142,12 @@ bool inOtherPidNamespace(const Owner& owner) {
 bool sameProcess(const Owner& a, const Owner& b) {
   if (a.pid != b.pid) return false;
   if (a.startTime && b.startTime && *a.startTime != *b.startTime) return false;
+  if (a.bootId && b.bootId && *a.bootId != *b.bootId) return false;
   return !(a.pidNamespace && b.pidNamespace && *a.pidNamespace != *b.pidNamespace);
 }
 
 bool isRunning(const Owner& owner) {
-  if (owner.pid <= 0) return false;
+  if (owner.pid <= 0 || ofEarlierBoot(owner)) return false;
   if (inOtherPidNamespace(owner)) return true;  // cannot be judged from here
   if (const std::optional<ProcStat> stat = readProcStat(owner.pid)) {
     if (stat->empty || stat->dead) return false;
@@ -162,6 +191,9 @@ std::optional<Record> parseRecord(std::string_view line) {
     } else if (key == "lease") {
       if (record.lease) return std::nullopt;
       record.lease = std::string(value);
+    } else if (key == "boot") {
+      if (record.owner.bootId || !isBootId(value)) return std::nullopt;
+      record.owner.bootId = std::string(value);
     } else if (key == "pidns") {
       if (record.owner.pidNamespace) return std::nullopt;
       record.owner.pidNamespace = parseDecimal<std::uint64_t>(value);
@@ -219,6 +251,7 @@ std::string formatRecords(const std::vector<Record>& records) {
     if (record.owner.startTime) text += '\t' + std::to_string(*record.owner.startTime);
     if (record.uuid) text += "\tuuid=" + *record.uuid;
     if (record.owner.pidNamespace) text += "\tpidns=" + std::to_string(*record.owner.pidNamespace);
+    if (record.owner.bootId) text += "\tboot=" + *record.owner.bootId;
     if (record.lease) text += "\tlease=" + *record.lease;
     for (const std::string& field : record.extra) text += '\t' + field;
     text += '\n';
@@ -241,15 +274,80 @@ std::string describe(const BlockedUnit& blocked) {
   return "GPU " + blocked.gpu + " is busy: " + why;
 }
 
+bool holdsGpu(Liveness liveness) noexcept {
+  return liveness != Liveness::kGone && liveness != Liveness::kEarlierBoot;
+}
+
+bool knownToRun(Liveness liveness) noexcept {
+  return liveness == Liveness::kRunning || liveness == Liveness::kLeaseHeld;
+}
+
+Liveness judge(const Record& record, const LivenessProbe& isRunningProbe, const LeaseProbe& lease) {
+  const Owner& owner = record.owner;
+  if (ofEarlierBoot(owner)) return Liveness::kEarlierBoot;
+  const bool otherNamespace = inOtherPidNamespace(owner);
+  const auto leaseState = [&] {
+    return record.lease && lease ? lease(*record.lease) : LeaseState::kMissing;
+  };
+  if (!otherNamespace && owner.startTime) {
+    // The pid and start time say it: the lease can only add to that.
+    if (isRunningProbe(owner)) return Liveness::kRunning;
+    if (record.lease && leaseState() == LeaseState::kHeld) return Liveness::kLeaseHeld;
+    return Liveness::kGone;
+  }
+  if (record.lease) {
+    switch (leaseState()) {
+      case LeaseState::kHeld:
+        return Liveness::kLeaseHeld;
+      case LeaseState::kFree:
+        return Liveness::kGone;
+      case LeaseState::kMissing:
+        return Liveness::kLeaseMissing;
+    }
+  }
+  if (otherNamespace) return Liveness::kUnjudgeable;
+  // Of this namespace without a start time (Flink's records): its pid alone.
+  return isRunningProbe(owner) ? Liveness::kRunning : Liveness::kGone;
+}
+
+std::string describeLiveness(const RecordStatus& status) {
+  switch (status.liveness) {
+    case Liveness::kRunning:
+      return "running";
+    case Liveness::kLeaseHeld:
+      return status.otherPidNamespace ? "other pid namespace, lease held"
+                                      : "lease held by another process";
+    case Liveness::kUnjudgeable:
+      return "other pid namespace";
+    case Liveness::kLeaseMissing:
+      return "held: its lease file is missing and its pid cannot tell (" +
+             std::string(status.otherPidNamespace ? "another pid namespace"
+                                                  : "no start time recorded") +
+             "); `flink-gpu release` frees it";
+    case Liveness::kGone:
+      return "gone";
+    case Liveness::kEarlierBoot:
+      return "gone (an earlier boot)";
+  }
+  return "gone";
+}
+
 Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
-                          const LivenessProbe& isRunningProbe, const LeaseProbe& leaseHeld) {
+                          const LivenessProbe& isRunningProbe, const LeaseProbe& leaseProbe) {
   Allocation allocation;
   allocation.junk = current.junk;
 
   std::unordered_map<Owner, bool, OwnerHash> running;
-  const auto ownerRunning = [&](const Owner& owner) {
+  const LivenessProbe ownerRunning = [&](const Owner& owner) {
     auto [it, inserted] = running.try_emplace(owner, false);
     if (inserted) it->second = isRunningProbe(owner);
+    return it->second;
+  };
+  std::unordered_map<std::string, LeaseState> leases;
+  const LeaseProbe leaseOf = [&](const std::string& name) {
+    if (!leaseProbe) return LeaseState::kMissing;
+    auto [it, inserted] = leases.try_emplace(name, LeaseState::kMissing);
+    if (inserted) it->second = leaseProbe(name);
     return it->second;
   };
 
@@ -268,30 +366,32 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     return record.gpu;
   };
 
-  // Units held by running owners, the requester included (each request takes new GPUs, as in
-  // Flink's script); records of owners that are gone are dropped.
+  // Units held (the requester's own included: each request takes new GPUs, as in Flink's
+  // script); records of gone owners by unit, taken back only when their unit is needed; records
+  // of an earlier boot dropped now.
   std::unordered_set<std::string> taken;
   std::vector<const Record*> holding;  // the records behind `taken`, in the file's order
   std::vector<std::string> holdingUnit;
-  allocation.records.reserve(current.records.size() + request.amount);
+  std::unordered_map<std::string, std::vector<std::size_t>> goneByUnit;
+  std::vector<bool> dropped(current.records.size(), false);
   for (std::size_t i = 0; i < current.records.size(); ++i) {
     const Record& record = current.records[i];
     // A two-field record (Flink's script) with the requester's pid is the requester's too.
     const bool own = sameProcess(record.owner, request.owner);
-    // A lease, where a record has one, says it all: the pid may be reused or of another namespace.
-    const bool alive =
-        own || (record.lease && leaseHeld ? leaseHeld(*record.lease) : ownerRunning(record.owner));
-    if (alive) {
-      if (std::optional<std::string> unit = unitOf(record)) {
+    const Liveness liveness = own ? Liveness::kRunning : judge(record, ownerRunning, leaseOf);
+    const std::optional<std::string> unit = unitOf(record);
+    if (holdsGpu(liveness)) {
+      if (unit) {
         taken.insert(*unit);
         holding.push_back(&record);
-        holdingUnit.push_back(std::move(*unit));
+        holdingUnit.push_back(*unit);
       }
       (own ? allocation.heldByRequester : allocation.heldByOthers).push_back(record);
-      allocation.records.push_back(record);
-    } else {
-      allocation.reclaimed.push_back(record);
-      allocation.reclaimedIndices.push_back(i);
+      if (liveness == Liveness::kLeaseMissing) allocation.failClosed.push_back(record);
+    } else if (liveness == Liveness::kEarlierBoot) {
+      dropped[i] = true;
+    } else if (unit) {
+      goneByUnit[*unit].push_back(i);
     }
   }
 
@@ -313,7 +413,7 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     return it == neighbours.end() ? nullptr : &it->second;
   };
 
-  // GPUs that no running owner holds, but a related unit of which one does.
+  // GPUs that no record holds, but a related unit of which one does.
   std::unordered_set<std::string> blocked;
   if (!neighbours.empty() && !holding.empty()) {
     std::unordered_map<std::string, std::vector<std::size_t>> holders;
@@ -338,8 +438,18 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     }
   }
 
-  // Free GPUs in the host's order. A GPU related to one already granted is passed over: the two
-  // would share hardware.
+  // A unit of a gone owner (its own record, or a related unit's): a crashed owner's children may
+  // still use it, so it goes only when the units no record names are not enough.
+  const auto ofGoneOwner = [&](const std::string& gpu) {
+    if (goneByUnit.count(gpu)) return true;
+    if (const std::vector<std::string>* related = neighboursOf(gpu)) {
+      for (const std::string& other : *related) {
+        if (goneByUnit.count(other)) return true;
+      }
+    }
+    return false;
+  };
+
   std::unordered_set<std::string> grantedSet;
   std::vector<std::string> granted;
   const auto grantable = [&](const std::string& gpu) {
@@ -357,41 +467,82 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     grantedSet.insert(gpu);
     return true;
   };
-  // The placement rule (placement/Placement.h) chooses among the free units, where there is one;
-  // an answer that does not fit, or a throw, leaves the first free ones.
-  if (request.choose) {
+  // The free units of one tier, in `gpus` order, that can still go with what is granted.
+  const auto freeUnits = [&](bool goneTier) {
     std::vector<std::string> free;
-    std::unordered_set<std::string> freeSet;
+    std::unordered_set<std::string> seen;
     for (const std::string& gpu : request.gpus) {
-      if (grantable(gpu) && freeSet.insert(gpu).second) free.push_back(gpu);
+      if (ofGoneOwner(gpu) == goneTier && grantable(gpu) && seen.insert(gpu).second) {
+        free.push_back(gpu);
+      }
     }
-    if (free.size() >= request.amount) {
+    return free;
+  };
+  // Grants `wanted` more of `free`: the placement rule's choice (placement/Placement.h) where it
+  // gives one that fits, else the first ones in order. A chooser's failure never fails the
+  // allocation.
+  const auto take = [&](const std::vector<std::string>& free, std::size_t wanted) {
+    const std::size_t before = granted.size();
+    // Only where there is a choice to make: the placement rule may read the topology.
+    if (request.choose && wanted > 0 && free.size() > wanted) {
       std::vector<std::string> chosen;
       try {
-        chosen = request.choose(free, request.amount);
+        chosen = request.choose(free, wanted);
       } catch (...) {
-        chosen.clear();  // a chooser's failure must never fail the allocation
+        chosen.clear();
       }
-      bool valid = chosen.size() == request.amount;
+      const std::unordered_set<std::string> freeSet(free.begin(), free.end());
+      bool valid = chosen.size() == wanted;
       for (std::size_t i = 0; valid && i < chosen.size(); ++i) {
         valid = freeSet.count(chosen[i]) && grant(chosen[i]);
       }
       if (!valid) {
-        granted.clear();
-        grantedSet.clear();
+        for (std::size_t i = before; i < granted.size(); ++i) grantedSet.erase(granted[i]);
+        granted.resize(before);
       }
     }
-  }
-  for (const std::string& gpu : request.gpus) {
-    if (granted.size() >= request.amount) break;
-    grant(gpu);
+    for (const std::string& gpu : free) {
+      if (granted.size() >= before + wanted) break;
+      grant(gpu);
+    }
+  };
+  const std::vector<std::string> unrecorded = freeUnits(false);
+  if (unrecorded.size() >= request.amount) {
+    take(unrecorded, request.amount);
+  } else if (unrecorded.size() + freeUnits(true).size() >= request.amount) {
+    take(unrecorded, unrecorded.size());
+    if (granted.size() < request.amount) take(freeUnits(true), request.amount - granted.size());
   }
 
   allocation.satisfied = request.amount > 0 && granted.size() == request.amount;
   if (allocation.satisfied) {
+    // Take back the gone owners' records of what is granted, and of units related to it.
+    const auto dropGoneOf = [&](const std::string& unit) {
+      if (const auto it = goneByUnit.find(unit); it != goneByUnit.end()) {
+        for (const std::size_t i : it->second) dropped[i] = true;
+      }
+    };
+    for (const std::string& gpu : granted) {
+      dropGoneOf(gpu);
+      if (const std::vector<std::string>* related = neighboursOf(gpu)) {
+        for (const std::string& other : *related) dropGoneOf(other);
+      }
+    }
+  }
+  allocation.records.reserve(current.records.size() + granted.size());
+  for (std::size_t i = 0; i < current.records.size(); ++i) {
+    if (dropped[i]) {
+      allocation.reclaimed.push_back(current.records[i]);
+      allocation.reclaimedIndices.push_back(i);
+    } else {
+      allocation.records.push_back(current.records[i]);
+    }
+  }
+  if (allocation.satisfied) {
     // Keep the host's order in the answer.
     for (const std::string& gpu : request.gpus) {
       if (!grantedSet.count(gpu)) continue;
+      grantedSet.erase(gpu);  // once, even when `gpus` names it twice
       Record record{gpu, request.owner};
       if (const auto uuid = request.uuids.find(gpu);
           uuid != request.uuids.end() && uuid->second != gpu) {
@@ -405,6 +556,13 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
 }
 
 namespace {
+
+/// What makes two records one: the GPU, the owner's pid, start time and boot.
+std::string identityOf(const Record& record) {
+  return record.gpu + ' ' + std::to_string(record.owner.pid) + ' ' +
+         (record.owner.startTime ? std::to_string(*record.owner.startTime) : "-") + ' ' +
+         record.owner.bootId.value_or("-");
+}
 
 /// Where new lines go: records are never moved by a change, and none crosses a page boundary,
 /// so that writing one is never cut in two (see Journal.h).
@@ -444,8 +602,13 @@ std::string edit(std::string_view before, const std::vector<LineSpan>& blank,
   for (const char c : text) blankBytes += (c == ' ' || c == '\t') ? 1 : 0;
   if (text.size() > 4 * kLayoutPage && blankBytes * 2 > text.size()) {
     std::string compacted;
+    // Two identical records (same GPU, owner and start time) are one: written once.
+    std::unordered_set<std::string> written;
     for (std::string_view line : strings::split(text, '\n')) {
       if (strings::isBlank(line)) continue;
+      if (const std::optional<Record> record = parseRecord(line)) {
+        if (!written.insert(identityOf(*record)).second) continue;
+      }
       std::string withNewline(line);
       withNewline += '\n';
       appendLine(compacted, withNewline);
@@ -506,58 +669,97 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
           kept.junkSpans = std::move(parsed.junkSpans);
           parsed = std::move(kept);
         }
-        // A GPU whose lease is held is held, record or not: an operator's `release`, or Flink's
-        // `sed "/1 /d"` deleting GPU 11's line, can leave a lease without its record.
-        AllocationRequest unleased;
-        std::vector<std::string> leaseHeldGpus;
-        const AllocationRequest* plan = &request;
-        LeaseFolder folder = LeaseFolder::open(file);
-        if (!folder.empty()) {
-          unleased = request;
-          unleased.gpus.clear();
-          for (const std::string& gpu : request.gpus) {
-            const std::string name = leaseNameOf(gpu, request.uuids);
-            // A free lease file goes now (we hold the file's lock): a GPU given back by a
-            // driver or ended with exec leaves its file until someone finds it free.
-            if (leases.count(name) || !folder.held(name, /*removeWhenFree=*/true)) {
-              unleased.gpus.push_back(gpu);
-            } else {
-              leaseHeldGpus.push_back(gpu);
+
+        // Each lease's state, asked once: under the exclusive lock no allocator takes leases,
+        // so only a holder's death can change one meanwhile (which frees, never takes).
+        LeaseFolder folder = LeaseFolder::open(file, opened.trust());
+        std::unordered_map<std::string, LeaseState> states;
+        const auto leaseOf = [&](const std::string& name) {
+          if (leases.count(name)) return LeaseState::kHeld;
+          auto [it, inserted] = states.try_emplace(name, LeaseState::kMissing);
+          if (inserted) it->second = folder.state(name);
+          return it->second;
+        };
+
+        // A GPU whose lease another process holds is held, record or not: an operator's
+        // `release`, or Flink's `sed "/1 /d"` deleting GPU 11's line, can leave a lease without
+        // its record. A GPU whose lease this user may not take is passed over.
+        std::unordered_set<std::string> passedOver;
+        for (const std::string& gpu : request.gpus) {
+          const std::string name = leaseNameOf(gpu, request.uuids);
+          if (!leases.count(name) && leaseOf(name) == LeaseState::kHeld) passedOver.insert(gpu);
+        }
+        const std::unordered_set<std::string> leaseHeldGpus = passedOver;
+        std::vector<std::string> notes = opened.notes();
+
+        Allocation allocation;
+        std::vector<Record> added;
+        // Planned again each time a lease of what was granted cannot be had: at most once a GPU.
+        for (std::size_t round = 0;; ++round) {
+          AllocationRequest plan = request;
+          if (!passedOver.empty()) {
+            plan.gpus.clear();
+            for (const std::string& gpu : request.gpus) {
+              if (!passedOver.count(gpu)) plan.gpus.push_back(gpu);
             }
           }
-          plan = &unleased;
-        }
-        Allocation allocation =
-            planAllocation(parsed, *plan, isRunning, [&](const std::string& name) {
-              return leases.count(name) > 0 || folder.held(name, /*removeWhenFree=*/true);
-            });
-        // Only those no record names: a held record's GPU is reported with its record.
-        for (const std::string& gpu : leaseHeldGpus) {
-          const bool recorded =
-              std::any_of(allocation.records.begin(), allocation.records.end(),
-                          [&](const Record& record) { return record.gpu == gpu; });
-          if (!recorded) allocation.heldByLeaseOnly.push_back(gpu);
-        }
-        allocation.notes = opened.notes();
-        for (const std::size_t i : allocation.reclaimedIndices) {
-          blank.push_back(parsed.recordSpans[i]);
-        }
-        std::vector<Record> added(
-            allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
-            allocation.records.end());
-        if (request.lease) {
-          // Before the file says so: a lease that cannot be had fails the call with nothing
-          // written (its holder runs, though an operator removed its record).
+          allocation = planAllocation(parsed, plan, isRunning, leaseOf);
+          added.assign(
+              allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
+              allocation.records.end());
+          if (!request.lease || added.empty()) break;
+          // Before the file says so: a lease that cannot be had leaves that GPU to others.
+          bool replan = false;
           for (Record& record : added) {
             const std::string name = leaseNameOf(record.gpu, request.uuids);
-            if (!leases.count(name)) leases.emplace(name, acquireLease(file, name, opened.mode()));
             record.lease = name;
+            if (leases.count(name)) continue;
+            LeaseAttempt attempt = tryAcquireLease(file, name, opened.trust());
+            if (attempt.lease) {
+              leases.emplace(name, std::move(*attempt.lease));
+              continue;
+            }
+            passedOver.insert(record.gpu);
+            if (attempt.failure == LeaseAttempt::Failure::kDenied) {
+              notes.push_back("GPU " + record.gpu + " is passed over: its lease " +
+                              (leaseFolderOf(file) / name).string() +
+                              " cannot be taken: " + attempt.why);
+            }
+            replan = true;
           }
+          if (!replan || round > request.gpus.size()) break;
+        }
+        if (request.lease) {
           std::copy(added.begin(), added.end(),
                     allocation.records.end() - static_cast<std::ptrdiff_t>(added.size()));
         }
+        // Only those no record names: a held record's GPU is reported with its record.
+        for (const std::string& gpu : request.gpus) {
+          if (!passedOver.count(gpu)) continue;
+          const bool recorded =
+              std::any_of(allocation.records.begin(), allocation.records.end(),
+                          [&](const Record& record) { return record.gpu == gpu; });
+          if (!recorded && leaseHeldGpus.count(gpu)) allocation.heldByLeaseOnly.push_back(gpu);
+        }
+        allocation.notes = std::move(notes);
+        for (const std::size_t i : allocation.reclaimedIndices) {
+          blank.push_back(parsed.recordSpans[i]);
+        }
         grantedBefore.insert(allocation.granted.begin(), allocation.granted.end());
         opened.replace(edit(opened.text(), blank, added));
+        if (!opened.interfered()) {
+          // Free lease files that no record names any more go now (we hold the file's lock): a
+          // GPU given back by a driver or ended with exec leaves its file until then.
+          std::unordered_set<std::string> named;
+          for (const Record& record : allocation.records) {
+            if (record.lease) named.insert(*record.lease);
+          }
+          for (const auto& [name, state] : states) {
+            if (state == LeaseState::kFree && !named.count(name) && !leases.count(name)) {
+              folder.removeIfFree(name);
+            }
+          }
+        }
         return allocation;
       });
   if (request.lease) {
@@ -568,6 +770,24 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
   }
   return result;
 }
+
+namespace {
+
+/// Each record with its liveness, under the file's lock; two identical records are shown once.
+std::vector<RecordStatus> judgeAll(std::vector<Record> records, LeaseFolder& folder) {
+  std::vector<RecordStatus> judged;
+  std::unordered_set<std::string> seen;
+  const LeaseProbe lease = [&folder](const std::string& name) { return folder.state(name); };
+  for (Record& record : records) {
+    if (!seen.insert(identityOf(record)).second) continue;
+    const Liveness liveness = judge(record, isRunning, lease);
+    const bool other = inOtherPidNamespace(record.owner);
+    judged.push_back(RecordStatus{std::move(record), holdsGpu(liveness), other, liveness});
+  }
+  return judged;
+}
+
+}  // namespace
 
 Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
   const CoordinationFile opened =
@@ -580,13 +800,8 @@ Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
   ParsedRecords parsed = parseRecords(opened.text());
   status.junk = std::move(parsed.junk);
   // Under the shared lock no allocator of ours creates lease files: one listing holds.
-  LeaseFolder leaseFolder = LeaseFolder::open(file);
-  for (Record& record : parsed.records) {
-    const bool other = !record.lease && inOtherPidNamespace(record.owner);
-    const bool running = record.lease ? leaseFolder.held(*record.lease, /*removeWhenFree=*/false)
-                                      : isRunning(record.owner);
-    status.records.push_back(RecordStatus{std::move(record), running, other});
-  }
+  LeaseFolder leaseFolder = LeaseFolder::open(file, opened.trust());
+  status.records = judgeAll(std::move(parsed.records), leaseFolder);
   return status;
 }
 
@@ -616,6 +831,36 @@ std::vector<Record> release(const fs::path& file,
                       if (!released.empty()) opened.replace(edit(opened.text(), blank, {}));
                       return released;
                     });
+}
+
+Released releaseChecked(const fs::path& file, const std::function<bool(const Record&)>& predicate,
+                        bool force, std::chrono::milliseconds lockTimeout) {
+  if (!fileExists(file)) return {};
+  return changeFile(
+      file, lockTimeout, kMaxCoordinationFileBytes, [&](CoordinationFile& opened, bool) {
+        const ParsedRecords parsed = parseRecords(opened.text());
+        LeaseFolder folder = LeaseFolder::open(file, opened.trust());
+        const LeaseProbe lease = [&folder](const std::string& name) { return folder.state(name); };
+        Released result;
+        std::vector<LineSpan> blank;
+        for (std::size_t i = 0; i < parsed.records.size(); ++i) {
+          const Record& record = parsed.records[i];
+          if (!predicate(record)) continue;
+          const Liveness liveness = judge(record, isRunning, lease);
+          RecordStatus judged{record, holdsGpu(liveness), inOtherPidNamespace(record.owner),
+                              liveness};
+          (knownToRun(liveness) && !force ? result.refused : result.released)
+              .push_back(std::move(judged));
+          blank.push_back(parsed.recordSpans[i]);
+        }
+        if (!result.refused.empty()) {
+          // All or nothing: the operator asked for these together.
+          result.released.clear();
+          return result;
+        }
+        if (!blank.empty()) opened.replace(edit(opened.text(), blank, {}));
+        return result;
+      });
 }
 
 std::vector<JunkLine> releaseJunk(const fs::path& file, std::chrono::milliseconds lockTimeout) {

@@ -5,20 +5,35 @@
 // after a tab, never a space: the owner's start time (field 22 of /proc/<pid>/stat), so that a
 // PID reused by another process does not keep a GPU forever; `uuid=GPU-…`, so that workers that
 // number GPUs differently (containers) still mean the same GPU; `pidns=<inode>`, the pid
-// namespace in which the pid means that process. Flink's script deletes a record with the
-// unanchored `sed -i "/<gpu> /d"`, which deletes every line that holds `<gpu> ` anywhere: with
-// the tabs, our lines hold a space only where Flink's own do. Flink's two-field lines and our
-// older space-separated three-field lines are read too.
+// namespace in which the pid means that process; `boot=<boot id>`, the boot it was recorded in;
+// `lease=<name>`, its lease (Leases.h). Flink's script deletes a record with the unanchored
+// `sed -i "/<gpu> /d"`, which deletes every line that holds `<gpu> ` anywhere: with the tabs,
+// our lines hold a space only where Flink's own do. Flink's two-field lines and our older
+// space-separated three-field lines are read too.
 //
-// A record whose owner is not running (gone, a zombie, or another process with the same pid) is
-// taken back by the next allocation; one whose owner is in another pid namespace cannot be
-// judged from here and stays held.
+// Liveness: whether a record still holds its GPU (Liveness, judge).
+//   - A record of an earlier boot (its boot id is not this boot's) is gone, whatever its pid and
+//     start time: services started at boot in the same order get the same pids and start times.
+//   - A record of this pid namespace with a start time is held while its owner runs (that pid,
+//     not a zombie, with that start time), and also while its lease is held: a lease only adds
+//     liveness (a command that closed its descriptors still runs; a child it left holds on).
+//   - What the pid cannot judge (another pid namespace, or no start time) the lease decides:
+//     held while it is held, gone once it is free, and held when its lease file is missing (fail
+//     closed: someone removed it) until `release`, a worker of its namespace, or a reboot.
+//   - Without a lease, a record of another pid namespace cannot be judged and stays held; one
+//     without a start time (Flink's) is held while its pid runs.
+//
+// Order of choice (Flink's): an allocation takes GPUs that no record names first, and takes back
+// a gone owner's GPU only when those are not enough; a gone owner's record stays until its GPU is
+// needed. A crashed owner's children may still be using its GPU, and Flink's own test
+// (GPUDiscoveryScriptTest.testCoordinateIndexes) relies on the order.
 //
 // The file is changed through CoordinationFile: locked as Flink's script locks it, and written so
 // that every reader sees either the old or the new records (see CoordinationFile.h). Records are
 // never moved by a change: a record given back is blanked in place, a new one appended, so that
 // a change touches few pages and Flink's script, which does not know our journal, never sees a
-// torn line from one (compaction, when more than half the file is blank, is the exception).
+// torn line from one (compaction, when more than half the file is blank, is the exception; it
+// writes two identical records once).
 //
 // Thread-safety: every function opens and locks the file itself; calls from several threads or
 // processes serialize on the lock.
@@ -39,6 +54,7 @@
 
 #include "coordination/CoordinationError.h"
 #include "coordination/Leases.h"
+#include "coordination/Siblings.h"
 
 namespace flink::coordination {
 
@@ -52,9 +68,11 @@ struct Owner {
   std::optional<std::uint64_t> startTime = {};
   /// The inode of the pid namespace (`/proc/self/ns/pid`) of the process that recorded the pid.
   std::optional<std::uint64_t> pidNamespace = {};
+  /// The boot the pid and start time belong to: /proc/sys/kernel/random/boot_id when recorded.
+  std::optional<std::string> bootId = {};
 
   /// The process `pid` as this process sees it, with its start time read from /proc (nullopt if
-  /// it cannot be read) and this process's pid namespace.
+  /// it cannot be read), this process's pid namespace and this boot's id.
   static Owner of(pid_t pid);
   friend bool operator==(const Owner&, const Owner&) = default;
 };
@@ -62,18 +80,24 @@ struct Owner {
 /// The inode of this process's pid namespace, or nullopt where /proc/self/ns/pid is missing.
 std::optional<std::uint64_t> currentPidNamespace();
 
+/// This boot's id (/proc/sys/kernel/random/boot_id, the same in every container of the host), or
+/// nullopt where it cannot be read.
+std::optional<std::string> currentBootId();
+
+/// Whether `owner` was recorded in an earlier boot: both boot ids are known and differ.
+bool ofEarlierBoot(const Owner& owner);
+
 /// Whether `owner`'s pid belongs to a pid namespace other than ours (another container): such an
 /// owner cannot be judged from here.
 bool inOtherPidNamespace(const Owner& owner);
 
-/// Whether `owner` is running: its pid names a live process (not a zombie) whose start time, when
-/// the record has one, is the recorded one. An owner in another pid namespace counts as running:
-/// its pid means nothing here, so only a worker of its own namespace, an operator (`release`),
-/// or its lease can free its GPUs.
+/// Whether `owner` is running: not of an earlier boot, and its pid names a live process (not a
+/// zombie) whose start time, when the record has one, is the recorded one. An owner in another
+/// pid namespace counts as running: its pid means nothing here.
 bool isRunning(const Owner& owner);
 
-/// Whether `a` and `b` are one process: the same pid, and the same start time and pid namespace
-/// where both say.
+/// Whether `a` and `b` are one process: the same pid, and the same start time, pid namespace and
+/// boot where both say.
 bool sameProcess(const Owner& a, const Owner& b);
 
 /// One line of the coordination file.
@@ -84,8 +108,7 @@ struct Record {
   std::optional<std::string> uuid = {};
   /// Fields of a newer writer (`key=value`), kept as they are.
   std::vector<std::string> extra = {};
-  /// The lease that holds the GPU (see Leases.h): while it is held the record is alive,
-  /// whatever its pid says; once free, the record is taken back.
+  /// The lease that also holds the GPU (see Leases.h and the liveness rule above).
   std::optional<std::string> lease = {};
   friend bool operator==(const Record&, const Record&) = default;
 };
@@ -121,8 +144,8 @@ std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const s
 /// Reads a coordination file's text. Blank lines are skipped silently.
 ParsedRecords parseRecords(std::string_view text);
 
-/// Writes records as lines `<gpu> <pid>[\t<start time>][\tuuid=…][\tpidns=…]`: a space only
-/// after the GPU, as in Flink's lines (see above).
+/// Writes records as lines `<gpu> <pid>[\t<start time>][\tuuid=…][\tpidns=…][\tboot=…]
+/// [\tlease=…]`: a space only after the GPU, as in Flink's lines (see above).
 std::string formatRecords(const std::vector<Record>& records);
 
 /// How long to wait for the lock before giving up with CoordinationError.
@@ -131,8 +154,29 @@ inline constexpr std::chrono::milliseconds kDefaultLockTimeout{5000};
 /// Tells whether an owner is running; replaceable in tests.
 using LivenessProbe = std::function<bool(const Owner&)>;
 
-/// Tells whether a lease (by name) is held; replaceable in tests.
-using LeaseProbe = std::function<bool(const std::string&)>;
+/// Tells the state of a lease (by name); replaceable in tests.
+using LeaseProbe = std::function<LeaseState(const std::string&)>;
+
+/// Why a record holds its GPU, or does not: the liveness rule above.
+enum class Liveness {
+  kRunning,       ///< its owner, of this pid namespace, runs (by pid, and start time if recorded)
+  kLeaseHeld,     ///< its lease is held, whatever its pid says
+  kUnjudgeable,   ///< of another pid namespace, without a lease: cannot be judged, so held
+  kLeaseMissing,  ///< its pid cannot judge it and its lease file is missing: held (fail closed)
+  kGone,          ///< its owner is not running (by pid and start time, or its lease is free)
+  kEarlierBoot,   ///< recorded in an earlier boot: gone, whatever its pid
+};
+
+/// Whether a record of this liveness holds its GPU.
+bool holdsGpu(Liveness liveness) noexcept;
+
+/// Whether the owner is known to run (kRunning, kLeaseHeld): what `release` refuses without
+/// --force.
+bool knownToRun(Liveness liveness) noexcept;
+
+/// The rule above for one record, asking `isRunning` of its owner (at most once) and `lease` of
+/// its lease where the rule needs them.
+Liveness judge(const Record& record, const LivenessProbe& isRunning, const LeaseProbe& lease);
 
 /// Units that share hardware, by identifier: a whole GPU's index and the `MIG-…` UUIDs of the
 /// instances carved from it (see discovery::relatedUnits). A relation counts both ways when it is
@@ -179,12 +223,16 @@ struct Allocation {
   /// `satisfied`.
   std::vector<std::string> granted;
   bool satisfied = false;
-  /// Records of owners that were no longer running, taken back.
+  /// Records of owners that are no longer running, taken back by this allocation: those of the
+  /// units granted (and of units related to them), and those of an earlier boot.
   std::vector<Record> reclaimed;
   /// Indices into the records that were read of those in `reclaimed`.
   std::vector<std::size_t> reclaimedIndices;
-  /// Records of running owners other than the requester (what made an allocation fall short).
+  /// Records that hold their GPU, of owners other than the requester (what made an allocation
+  /// fall short).
   std::vector<Record> heldByOthers;
+  /// Those of heldByOthers held only because their lease file is missing (Liveness::kLeaseMissing).
+  std::vector<Record> failClosed;
   /// The requester's own records from earlier requests: held, so not granted again.
   std::vector<Record> heldByRequester;
   /// The units of `gpus` blocked by those records through `related`, one entry per blocking
@@ -203,17 +251,18 @@ struct Allocation {
   std::vector<std::string> heldByLeaseOnly;
 };
 
-/// The allocation rule, without any I/O: drop records whose owner is not running, then take
-/// free GPUs in `gpus` order. As in Flink's script, each request takes GPUs the owner does not
-/// hold yet: a second request of one owner (two GPU resources of one TaskManager, several
-/// TaskManagers of one JVM) gets other GPUs. A GPU is not free while a running owner holds it or
-/// a unit related to it (`related`), nor when a unit related to it is already granted in this
-/// plan. If fewer than `amount` are available nothing is granted, but dead records are still
-/// dropped. Records of GPUs that are not in `gpus` are kept as they are. Linear in the number of
-/// records, GPUs and relations; `isRunning` is asked once per distinct owner. A record with a
-/// lease is alive exactly while `leaseHeld` says its lease is held (when given).
+/// The allocation rule, without any I/O. As in Flink's script, each request takes GPUs the owner
+/// does not hold yet: a second request of one owner (two GPU resources of one TaskManager,
+/// several TaskManagers of one JVM) gets other GPUs. A GPU is not free while a record holds it or
+/// a unit related to it (`related`, judged by the liveness rule), nor when a unit related to it is
+/// already granted in this plan. Of the free units, those that no record names (neither theirs
+/// nor a related unit's) go first, chosen among by `choose`; units of gone owners only when those
+/// are not enough, and then their records are taken back. If fewer than `amount` are free nothing
+/// is granted and only records of an earlier boot are dropped. Linear in the number of records,
+/// GPUs and relations; `isRunning` is asked once per distinct owner, `lease` once per lease. An
+/// unset `lease` probe finds every lease file missing.
 Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
-                          const LivenessProbe& isRunning, const LeaseProbe& leaseHeld = {});
+                          const LivenessProbe& isRunning, const LeaseProbe& lease = {});
 
 /// Locks the file (creating it if needed), plans, writes the result, unlocks. The change is
 /// whole or not at all (CoordinationFile).
@@ -223,10 +272,16 @@ Allocation allocate(const std::filesystem::path& file, const AllocationRequest& 
 
 struct RecordStatus {
   Record record;
+  /// Whether the record holds its GPU (holdsGpu(liveness)).
   bool running = false;
-  /// The owner's pid is of another pid namespace: `running` says nothing of it.
+  /// The owner's pid is of another pid namespace: its pid says nothing here.
   bool otherPidNamespace = false;
+  Liveness liveness = Liveness::kGone;
 };
+
+/// "running", "gone", "other pid namespace", "lease held by another process", … for a person:
+/// what status shows of a record, with why it is held where the pid does not say.
+std::string describeLiveness(const RecordStatus& status);
 
 struct Status {
   std::vector<RecordStatus> records;
@@ -243,11 +298,28 @@ struct Status {
 Status readStatus(const std::filesystem::path& file,
                   std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
 
-/// Removes the records matching `predicate`; returns them. A missing file has none.
+/// Removes the records matching `predicate`, whoever holds them; returns them. A missing file
+/// has none. For a worker giving back its own records.
 /// @throws CoordinationError
 std::vector<Record> release(const std::filesystem::path& file,
                             const std::function<bool(const Record&)>& predicate,
                             std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
+
+struct Released {
+  /// The records removed, with their liveness as judged under the lock.
+  std::vector<RecordStatus> released;
+  /// Matching records whose owner is known to run (knownToRun), when not forced: then nothing
+  /// was removed.
+  std::vector<RecordStatus> refused;
+};
+
+/// An operator's release (`flink-gpu release`): removes the records matching `predicate`, unless
+/// one of them is of an owner known to run and `force` is false; then removes nothing and says
+/// which. A missing file has none.
+/// @throws CoordinationError
+Released releaseChecked(const std::filesystem::path& file,
+                        const std::function<bool(const Record&)>& predicate, bool force,
+                        std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
 
 /// Removes the lines that are not records; returns them. Works on a file grown past
 /// kMaxCoordinationFileBytes too (up to kMaxRepairableFileBytes), so that an operator can repair

@@ -33,46 +33,60 @@ bool isSafeName(const std::string& name) {
   return true;
 }
 
-/// The lease folder, opened without following a symlink; created (with `mode` made searchable,
-/// and sticky when anyone may write it, as /var/tmp is) when `create`. Invalid when it is missing.
-FileDescriptor openFolder(const fs::path& folder, bool create, mode_t mode) {
-  const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-  FileDescriptor fd(::open(folder.c_str(), flags));
-  if (!fd && errno == ENOENT && create) {
-    // r-- becomes r-x for the same class; world-writable folders get the sticky bit.
-    mode_t folderMode = mode | ((mode & 0444) >> 2);
-    if (folderMode & 0002) folderMode |= S_ISVTX;
-    if (::mkdir(folder.c_str(), folderMode) != 0 && errno != EEXIST) {
-      fail(folder, "cannot create the lease folder", errno);
-    }
-    // mkdir applies the umask: set what was asked for when the folder is ours.
-    FileDescriptor made(::open(folder.c_str(), flags));
-    struct stat info {};
-    if (made && ::fstat(made.get(), &info) == 0 && info.st_uid == ::geteuid()) {
-      (void)::fchmod(made.get(), folderMode);
-    }
-    fd = std::move(made);
+/// A symlink (or something else) where a sibling should be: refused with its own stat.
+[[noreturn]] void refuseWhatIsThere(const std::string& what, const fs::path& path,
+                                    SiblingKind kind) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) {
+    fail(path, "refusing to use it: it cannot be examined", errno);
   }
-  if (!fd) {
-    if (errno == ENOENT && !create) return fd;
-    if (errno == ELOOP || errno == ENOTDIR) fail(folder, "refusing to use it: not a folder");
-    fail(folder, "cannot open the lease folder", errno);
-  }
-  return fd;
+  refuseSibling(what, path, info,
+                S_ISLNK(info.st_mode)          ? "it is a symbolic link"
+                : kind == SiblingKind::kFolder ? "it is not a folder"
+                                               : "it is not a regular file",
+                kind);
 }
 
-/// Whether some process holds the lease file `name` of the open lease folder `dir`: an
-/// exclusive flock of our own cannot be had. A free one is removed when `removeWhenFree`; one
-/// that cannot be opened is taken as held (it cannot be shown free), a missing one as free.
-bool heldIn(int dir, const std::string& name, bool removeWhenFree) {
-  FileDescriptor fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (!fd) return errno != ENOENT;
-  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EINTR) continue;
-    return true;  // EWOULDBLOCK: held (by this process too, through another descriptor)
+/// The lease folder, opened without following a symlink and judged by `trust`; made (Siblings.h)
+/// when `create`. Invalid when it is missing.
+FileDescriptor openFolder(const fs::path& folder, bool create, const SiblingTrust& trust) {
+  OpenedSibling opened = openSiblingAt(AT_FDCWD, folder, O_RDONLY | O_DIRECTORY);
+  if (!opened.fd && opened.error == ENOENT && create) {
+    const int error = createSiblingFolderAt(AT_FDCWD, folder, trust);
+    if (error != 0 && error != EEXIST) fail(folder, "cannot create the lease folder", error);
+    opened = openSiblingAt(AT_FDCWD, folder, O_RDONLY | O_DIRECTORY);
   }
-  if (removeWhenFree) (void)::unlinkat(dir, name.c_str(), 0);
-  return false;
+  if (!opened.fd) {
+    if (opened.error == ENOENT && !create) return {};
+    if (opened.error == ELOOP || opened.error == ENOTDIR) {
+      refuseWhatIsThere("lease folder", folder, SiblingKind::kFolder);
+    }
+    fail(folder, "cannot open the lease folder", opened.error);
+  }
+  checkSibling("lease folder", folder, opened.info, trust, SiblingKind::kFolder);
+  return std::move(opened.fd);
+}
+
+/// The lease file `name` of the open folder `dir`, checked; invalid with `error` set when it
+/// cannot be opened (ENOENT: missing; EACCES: this user may not open it).
+OpenedSibling openLeaseFile(int dir, const fs::path& folder, const std::string& name,
+                            const SiblingTrust& trust) {
+  OpenedSibling opened = openSiblingAt(dir, name, O_RDONLY);
+  if (!opened.fd) {
+    if (opened.error == ELOOP) refuseWhatIsThere("lease", folder / name, SiblingKind::kFile);
+    return opened;
+  }
+  checkSibling("lease", folder / name, opened.info, trust, SiblingKind::kFile);
+  return opened;
+}
+
+bool isDenied(int error) { return error == EACCES || error == EPERM; }
+
+/// Whether the file at `name` in `dir` is still the one `info` describes.
+bool stillThere(int dir, const std::string& name, const struct stat& info) {
+  struct stat current {};
+  return ::fstatat(dir, name.c_str(), &current, AT_SYMLINK_NOFOLLOW) == 0 &&
+         current.st_ino == info.st_ino && current.st_dev == info.st_dev;
 }
 
 }  // namespace
@@ -98,47 +112,80 @@ void Lease::keepAcrossExec() const {
   }
 }
 
-Lease acquireLease(const fs::path& file, const std::string& name, mode_t mode) {
+LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
+                             const SiblingTrust& trust) {
   const fs::path folder = leaseFolderOf(file);
   const fs::path path = folder / name;
   if (!isSafeName(name)) fail(path, "refusing a lease name that is not a plain file name");
-  const FileDescriptor dir = openFolder(folder, /*create=*/true, mode);
-  for (int attempt = 0; attempt < 16; ++attempt) {
-    FileDescriptor fd(::openat(dir.get(), name.c_str(),
-                               O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode));
-    if (!fd) fail(path, "cannot open it", errno);
-    struct stat opened {};
-    if (::fstat(fd.get(), &opened) != 0 || !S_ISREG(opened.st_mode)) {
-      fail(path, "refusing to use it: not a regular file");
+  const FileDescriptor dir = openFolder(folder, /*create=*/true, trust);
+  LeaseAttempt attempt;
+  for (int tries = 0; tries < 16; ++tries) {
+    OpenedSibling opened = openLeaseFile(dir.get(), folder, name, trust);
+    if (!opened.fd && opened.error == ENOENT) {
+      FileDescriptor created = createSiblingAt(dir.get(), name, O_RDONLY, trust);
+      if (!created) {
+        if (errno == EEXIST) continue;  // made by someone else meanwhile: open that one
+        if (isDenied(errno)) {
+          attempt.failure = LeaseAttempt::Failure::kDenied;
+          attempt.why = "this user may not create it: " + std::string(std::strerror(errno));
+          return attempt;
+        }
+        fail(path, "cannot create it", errno);
+      }
+      opened.fd = std::move(created);
+      if (::fstat(opened.fd.get(), &opened.info) != 0) fail(path, "cannot stat it", errno);
     }
-    while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (!opened.fd) {
+      if (isDenied(opened.error)) {
+        attempt.failure = LeaseAttempt::Failure::kDenied;
+        attempt.why = "this user may not open it (" + describeOwnership([&] {
+                        struct stat info {};
+                        (void)::fstatat(dir.get(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW);
+                        return info;
+                      }()) +
+                      ")";
+        return attempt;
+      }
+      fail(path, "cannot open it", opened.error);
+    }
+    while (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
       if (errno == EINTR) continue;
-      if (errno == EWOULDBLOCK) fail(path, "it is held by another running process");
+      if (errno == EWOULDBLOCK) {
+        attempt.failure = LeaseAttempt::Failure::kHeld;
+        attempt.why = "it is held by another running process";
+        return attempt;
+      }
       fail(path, "cannot lock it", errno);
     }
     // Whoever found it free before us may have removed it: then lock the file now there.
-    struct stat current {};
-    if (::fstatat(dir.get(), name.c_str(), &current, AT_SYMLINK_NOFOLLOW) == 0 &&
-        current.st_ino == opened.st_ino && current.st_dev == opened.st_dev) {
-      return Lease(name, std::move(fd));
+    if (stillThere(dir.get(), name, opened.info)) {
+      attempt.lease.emplace(name, std::move(opened.fd));
+      return attempt;
     }
   }
   fail(path, "it kept being removed while it was taken");
 }
 
-LeaseFolder LeaseFolder::open(const fs::path& file) {
+Lease acquireLease(const fs::path& file, const std::string& name) {
+  LeaseAttempt attempt = tryAcquireLease(file, name, SiblingTrust::ofPath(file));
+  if (!attempt.lease) fail(leaseFolderOf(file) / name, attempt.why);
+  return std::move(*attempt.lease);
+}
+
+LeaseFolder LeaseFolder::open(const fs::path& file, const SiblingTrust& trust) {
   LeaseFolder folder;
-  const fs::path path = leaseFolderOf(file);
-  folder.dir_ = openFolder(path, /*create=*/false, 0);
+  folder.path_ = leaseFolderOf(file);
+  folder.trust_ = trust;
+  folder.dir_ = openFolder(folder.path_, /*create=*/false, trust);
   if (!folder.dir_) return folder;  // no folder: no lease is held
   // fdopendir takes the descriptor it is given: list through a duplicate, keep ours for openat.
   const int listed = ::fcntl(folder.dir_.get(), F_DUPFD_CLOEXEC, 0);
-  if (listed < 0) fail(path, "cannot list the lease folder", errno);
+  if (listed < 0) fail(folder.path_, "cannot list the lease folder", errno);
   DIR* entries = ::fdopendir(listed);
   if (entries == nullptr) {
     const int error = errno;
     ::close(listed);
-    fail(path, "cannot list the lease folder", error);
+    fail(folder.path_, "cannot list the lease folder", error);
   }
   while (const dirent* entry = ::readdir(entries)) {
     const std::string name = entry->d_name;
@@ -148,19 +195,36 @@ LeaseFolder LeaseFolder::open(const fs::path& file) {
   return folder;
 }
 
-bool LeaseFolder::held(const std::string& name, bool removeWhenFree) {
-  if (!isSafeName(name)) return true;              // not a lease of ours: cannot be shown free
-  if (!dir_ || !names_.count(name)) return false;  // no lease file: not held
-  const bool held = heldIn(dir_.get(), name, removeWhenFree);
-  if (!held && removeWhenFree) names_.erase(name);
-  return held;
+LeaseState LeaseFolder::state(const std::string& name) {
+  if (!isSafeName(name)) return LeaseState::kHeld;  // not a lease of ours: cannot be shown free
+  if (!dir_ || !names_.count(name)) return LeaseState::kMissing;
+  const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, trust_);
+  if (!opened.fd) {
+    if (opened.error == ENOENT) return LeaseState::kMissing;
+    // This user may not open it: it cannot be shown free.
+    if (isDenied(opened.error)) return LeaseState::kHeld;
+    fail(path_ / name, "cannot open it", opened.error);
+  }
+  while (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    return LeaseState::kHeld;  // EWOULDBLOCK: held (by this process too, through another fd)
+  }
+  return LeaseState::kFree;  // the lock goes with the descriptor
 }
 
-bool leaseHeld(const fs::path& file, const std::string& name, bool removeWhenFree) {
-  if (!isSafeName(name)) return true;
-  const FileDescriptor dir = openFolder(leaseFolderOf(file), /*create=*/false, 0);
-  if (!dir) return false;  // no folder: no lease is held
-  return heldIn(dir.get(), name, removeWhenFree);
+void LeaseFolder::removeIfFree(const std::string& name) {
+  if (!isSafeName(name) || !dir_ || !names_.count(name)) return;
+  const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, trust_);
+  if (!opened.fd) return;
+  if (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) return;
+  // Held by us now: nobody takes it before it is gone (takers hold the coordination file's lock).
+  if (stillThere(dir_.get(), name, opened.info) && ::unlinkat(dir_.get(), name.c_str(), 0) == 0) {
+    names_.erase(name);
+  }
+}
+
+LeaseState leaseState(const fs::path& file, const std::string& name) {
+  return LeaseFolder::open(file, SiblingTrust::ofPath(file)).state(name);
 }
 
 }  // namespace flink::coordination

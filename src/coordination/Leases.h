@@ -1,26 +1,33 @@
 // Leases: GPUs held by a descriptor, which the kernel lets go when its process dies.
 //
-// A record says which process holds a GPU by its pid, which is only as good as /proc: a pid is
-// reused, and one of another pid namespace cannot be seen at all. A lease does not depend on
-// either: it is an exclusive flock on a file of its own for the GPU, in a folder beside the
-// coordination file (`<file>.leases/<name>`), held by a descriptor of the worker. While the
-// lock is held the GPU is held; once it is free (its holder died, however), any allocator takes
-// the GPU back at once, whatever the record's pid says. Records of a lease say so
-// (`lease=<name>`); records without one keep the pid rule.
+// A record says which process holds a GPU by its pid and start time, which is only as good as
+// /proc: a pid of another pid namespace cannot be seen at all, and a record without a start time
+// cannot tell a reused pid. A lease does not depend on either: it is an exclusive flock on a file
+// of its own for the GPU, in a folder beside the coordination file (`<file>.leases/<name>`), held
+// by a descriptor of the worker. Records of a lease say so (`lease=<name>`).
 //
-// The folder and its files are opened without following symlinks, created with the coordination
-// file's mode, and a free lease file is removed by whoever finds it free, while it holds both
-// the lease and the coordination file's lock.
+// A lease only adds liveness (see Coordination.h): a held lease keeps its record, and a GPU no
+// record names, alive; a free one frees only what its pid cannot judge. A lease file is removed
+// only by an allocator, under the coordination file's lock and while holding the lease itself,
+// once no record names it.
+//
+// The folder and its files are siblings of the coordination file (Siblings.h): never followed
+// through a symlink, used only when they pass the trust rules, and made with the coordination
+// file's mode and group (the folder sticky where others may write it, setgid where its group
+// may). A lease file is opened read-only: flock needs no more, so every user who may read it may
+// hold it.
 #pragma once
 
 #include <sys/types.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "coordination/CoordinationError.h"
+#include "coordination/Siblings.h"
 #include "process/FileDescriptor.h"
 
 namespace flink::coordination {
@@ -32,6 +39,13 @@ std::filesystem::path leaseFolderOf(const std::filesystem::path& file);
 /// means the same GPU whatever its numbering; else `index-<identifier>`.
 std::string leaseNameOf(const std::string& unit,
                         const std::unordered_map<std::string, std::string>& uuids);
+
+/// What a lease file says of its lease.
+enum class LeaseState {
+  kHeld,     ///< some process holds it (or it cannot be opened: it cannot be shown free)
+  kFree,     ///< its file is there and nobody holds it
+  kMissing,  ///< there is no lease file of that name
+};
 
 /// A lease held by this process. Move-only; the lease ends when the object is destroyed (its
 /// descriptor closed) or the process dies.
@@ -50,36 +64,61 @@ class Lease {
   process::FileDescriptor fd_;
 };
 
-/// Takes the lease `name` of coordination file `file`, creating the folder and the lease file
-/// when missing, with `mode` (the coordination file's permission bits).
-/// @throws CoordinationError when another process holds it, or it cannot be created or locked
-///         (the message names the path and the cause).
-Lease acquireLease(const std::filesystem::path& file, const std::string& name, mode_t mode);
+/// The outcome of trying to take a lease.
+struct LeaseAttempt {
+  enum class Failure {
+    kNone,    ///< `lease` holds it
+    kHeld,    ///< another process holds it
+    kDenied,  ///< this user may not open its file: the GPU is passed over, never fatal
+  };
+  std::optional<Lease> lease;
+  Failure failure = Failure::kNone;
+  /// Why, for a person, when it failed.
+  std::string why;
+};
+
+/// Tries to take the lease `name` of coordination file `file`, creating the folder and the lease
+/// file when missing (with `trust`'s mode and group). Call it under the coordination file's
+/// exclusive lock.
+/// @throws CoordinationError for a folder or file that fails the trust rules, a name that is not
+///         a plain file name, or an error other than the two failures above.
+LeaseAttempt tryAcquireLease(const std::filesystem::path& file, const std::string& name,
+                             const SiblingTrust& trust);
+
+/// As tryAcquireLease, judged against the coordination file at `file`; every failure throws.
+/// @throws CoordinationError naming the path and the cause.
+Lease acquireLease(const std::filesystem::path& file, const std::string& name);
 
 /// The lease folder of a coordination file, opened and listed once: an allocation asks about
 /// every GPU of the host, and only a lease file that exists can be held, so only those are
-/// opened. Take it under the coordination file's exclusive lock, under which no allocator of
-/// ours creates lease files (acquireLease runs under it): the listing then stays true.
+/// opened. Take it under the coordination file's lock, under which no allocator of ours creates
+/// lease files (tryAcquireLease runs under the exclusive one): the listing then stays true.
 class LeaseFolder {
  public:
-  /// Opens and lists the folder of `file`; a missing folder holds no lease.
-  /// @throws CoordinationError when the folder is not a folder or cannot be read.
-  static LeaseFolder open(const std::filesystem::path& file);
+  /// Opens and lists the folder of `file`, judged by `trust`; a missing folder holds no lease.
+  /// @throws CoordinationError when the folder fails the trust rules or cannot be read.
+  static LeaseFolder open(const std::filesystem::path& file, const SiblingTrust& trust);
 
   /// Whether the folder has no lease file.
   bool empty() const noexcept { return names_.empty(); }
-  /// As leaseHeld, without listing again.
-  bool held(const std::string& name, bool removeWhenFree);
+  /// The state of the lease `name`. A name that is not a plain file name is held (it is no
+  /// lease of ours and cannot be shown free).
+  /// @throws CoordinationError for a lease file that fails the trust rules.
+  LeaseState state(const std::string& name);
+  /// Removes the lease file `name` if nobody holds it (taking it for the moment of the removal).
+  /// Call it only under the coordination file's exclusive lock, for a lease no record names.
+  void removeIfFree(const std::string& name);
 
  private:
   LeaseFolder() = default;
+  std::filesystem::path path_;
+  SiblingTrust trust_ = SiblingTrust::unanchored();
   process::FileDescriptor dir_;
   std::unordered_set<std::string> names_;
 };
 
-/// Whether some process holds the lease `name`. A lease file that nobody holds is removed when
-/// `removeWhenFree` (call it only under the coordination file's exclusive lock). A lease whose
-/// file cannot be opened is taken as held: it cannot be shown free.
-bool leaseHeld(const std::filesystem::path& file, const std::string& name, bool removeWhenFree);
+/// The state of the lease `name` of coordination file `file`, judged against it.
+/// @throws CoordinationError as LeaseFolder does.
+LeaseState leaseState(const std::filesystem::path& file, const std::string& name);
 
 }  // namespace flink::coordination

@@ -64,9 +64,15 @@ std::function<std::vector<std::string>(const std::vector<std::string>&, std::siz
     for (const coordination::Record& record : *records) {
       if (!hostGpus.count(record.gpu)) continue;
       heldGpus.insert(record.gpu);
+      const bool failClosed = std::find(allocation.failClosed.begin(), allocation.failClosed.end(),
+                                        record) != allocation.failClosed.end();
       held.push_back(
           "GPU " + record.gpu + " is held by process " + std::to_string(record.owner.pid) +
-          (records == &allocation.heldByRequester ? " (this owner, from an earlier request)" : ""));
+          (records == &allocation.heldByRequester ? " (this owner, from an earlier request)"
+           : failClosed ? " (its pid cannot be judged from here and its lease file is missing: "
+                          "`flink-gpu release --gpu " +
+                              record.gpu + "` frees it)"
+                        : ""));
     }
   }
   // Not held, but a GPU whose MIG instance is held, or an instance whose GPU is held whole.
@@ -98,6 +104,9 @@ Grant grantRecorded(const HostUnits& host, const GrantRequest& request, Report& 
                                                     discovery::uuidsByIdentifier(host.devices)};
   allocationRequest.lease = request.lease;
   allocationRequest.choose = chooserFor(host, request.placement);
+  // Nothing slow under the lock: where the placement may have a choice to make, its topology
+  // (NVML queries that grow with the square of the GPUs) is read now.
+  if (allocationRequest.choose && host.gpus.size() > request.amount) (void)host.topology();
   coordination::Allocation allocation;
   try {
     allocation =
@@ -191,9 +200,18 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   HostUnits host;
   host.source = found.source;
   // With --mig, a GPU in MIG mode is handed out as its instances (by MIG UUID), never whole.
-  health::FilteredUnits healthy = health::filterUnhealthy(
-      discovery::allocatableUnits(found.found.devices, options.mig), found.found.devices,
-      found.source == "NVML", options.health, options.coordinationFile);
+  health::FilteredUnits healthy;
+  try {
+    healthy = health::filterUnhealthy(discovery::allocatableUnits(found.found.devices, options.mig),
+                                      found.found.devices, found.source == "NVML", options.health,
+                                      options.coordinationFile);
+  } catch (const health::HealthRecordsUnreadable& e) {
+    failWith(Stage::kHealth,
+             std::string(e.what()) +
+                 "; no GPU is handed out while they cannot be read, since a drained or unhealthy "
+                 "GPU could be among them (--health ignore reads none)",
+             report);
+  }
   report.notes.insert(report.notes.end(), healthy.lines.begin(), healthy.lines.end());
   if (options.mig) {
     for (const std::string& gpu : discovery::migGpusWithoutInstances(found.found.devices)) {

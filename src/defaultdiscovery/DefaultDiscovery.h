@@ -58,6 +58,7 @@ class DiscoveryFailure : public std::runtime_error {
   enum class Stage {
     kArguments,     ///< the command line (DiscoveryArguments)
     kEnumeration,   ///< no source could list the host's GPUs
+    kHealth,        ///< the health records cannot be read (health::HealthRecordsUnreadable)
     kMask,          ///< CUDA_VISIBLE_DEVICES allows no unit of this host
     kShortfall,     ///< fewer units than asked for: on the host, allowed, or free
     kOwner,         ///< the owner to record is not running
@@ -126,9 +127,10 @@ struct HostUnits {
   mutable std::optional<std::optional<placement::Topology>> topologyRead;
 };
 
-/// Step 1. Holds one NVML session across the enumeration and the health probe.
-/// @throws DiscoveryFailure (kEnumeration, kMask) with the cause and its details; `report` then
-///         holds nothing that the failure's report does not.
+/// Step 1. Holds one NVML session across the enumeration and the health probe. Takes no lock
+/// that another process could hold for long: the health records are read without waiting.
+/// @throws DiscoveryFailure (kEnumeration, kHealth, kMask) with the cause and its details;
+///         `report` then holds nothing that the failure's report does not.
 HostUnits findHostUnits(const HostUnitsOptions& options, Report& report);
 
 struct GrantRequest {
@@ -159,7 +161,8 @@ struct Grant {
   std::vector<coordination::Lease> leases;
 };
 
-/// Step 2.
+/// Step 2. Under the coordination file's lock there is only the read, the liveness checks and
+/// the write: the topology a placement needs is read before the lock is taken.
 /// @throws DiscoveryFailure kShortfall when fewer than `amount` units are there, allowed or free
 ///         (the details name each holder); kOwner when coordination is asked for an owner that
 ///         is not running (its records would be taken back by the next allocation);

@@ -20,6 +20,9 @@ namespace {
 constexpr const char* kHeader =
     "# flink-gpu health records: drained and unhealthy GPUs (see flink-gpu's README)";
 
+/// What the file holds, in every message about it.
+constexpr const char* kWhat = "health records";
+
 /// How many times a change is planned again when someone replaced the file while we had it.
 constexpr int kAttempts = 5;
 
@@ -207,8 +210,10 @@ std::string formatHealth(const ParsedHealth& health) {
 
 HealthFile readHealth(const std::filesystem::path& coordinationFile) {
   const std::filesystem::path path = healthPathOf(coordinationFile);
-  const coordination::CoordinationFile file = coordination::CoordinationFile::open(
-      path, coordination::CoordinationFile::Access::kRead, coordination::kDefaultLockTimeout);
+  // Without waiting on its lock: anyone who may read the file may hold that lock.
+  const coordination::CoordinationFile file = coordination::CoordinationFile::openSibling(
+      path, kWhat, coordination::SiblingTrust::ofPath(coordinationFile),
+      coordination::CoordinationFile::Access::kSnapshot, coordination::kDefaultLockTimeout);
   return fileOf(path, file);
 }
 
@@ -216,8 +221,9 @@ HealthFile updateHealth(const std::filesystem::path& coordinationFile,
                         const std::function<void(std::vector<HealthRecord>&)>& change) {
   const std::filesystem::path path = healthPathOf(coordinationFile);
   for (int attempt = 1;; ++attempt) {
-    coordination::CoordinationFile file = coordination::CoordinationFile::open(
-        path, coordination::CoordinationFile::Access::kWrite, coordination::kDefaultLockTimeout);
+    coordination::CoordinationFile file = coordination::CoordinationFile::openSibling(
+        path, kWhat, coordination::SiblingTrust::ofPath(coordinationFile),
+        coordination::CoordinationFile::Access::kWrite, coordination::kDefaultLockTimeout);
     HealthFile health = fileOf(path, file);
     change(health.parsed.records);
     file.replace(formatHealth(health.parsed));

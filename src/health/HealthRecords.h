@@ -5,7 +5,9 @@
 // and `sed -i "/<gpu> /d"` on that file, and a health line there would be read as a record or
 // deleted by a release. Beside it, the file is read and written only through
 // coordination::CoordinationFile, under the same discipline as the records: flock, journaled
-// page-contained writes that cannot tear, symlinks refused, a size limit.
+// page-contained writes that cannot tear, symlinks refused, a size limit; and, as a file beside
+// the coordination file, the trust rules of coordination/Siblings.h. Allocators read it without
+// waiting on its lock.
 //
 // One verdict per line, tab-separated, the kind first and then key=value fields:
 //
@@ -89,9 +91,11 @@ struct HealthFile {
   std::vector<std::string> notes;
 };
 
-/// Reads the health file beside `coordinationFile` under a shared lock; a missing file has no
-/// records. @throws coordination::CoordinationError (a symlink, not a regular file, too big,
-/// the lock not had within the time-out).
+/// Reads the health file beside `coordinationFile` without waiting on its lock (a change cut
+/// short is rolled back in memory; see CoordinationFile::Access::kSnapshot); a missing file has
+/// no records. The file and its journal are judged against the coordination file
+/// (coordination/Siblings.h). @throws coordination::CoordinationError naming the health records
+/// (a symlink, not a regular file, a file that fails the trust rules, too big, unreadable).
 HealthFile readHealth(const std::filesystem::path& coordinationFile);
 
 /// Changes the records of the health file beside `coordinationFile` under its exclusive lock

@@ -206,9 +206,12 @@ FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
   try {
     HealthFile file = readHealth(coordinationFile);
     records = std::move(file.parsed.records);
+    for (const std::string& note : file.notes) {
+      filtered.lines.push_back("note: health records " + file.path.string() + ": " + note);
+    }
   } catch (const coordination::CoordinationError& e) {
-    // Without the records only NVML's own verdicts are known; say so rather than stop the host.
-    filtered.lines.push_back(std::string("warning: cannot read the health records: ") + e.what());
+    // A drained or unhealthy GPU is never handed out because its record could not be read.
+    throw HealthRecordsUnreadable(e.what());
   }
   std::optional<NvmlProbe> probe;
   if (askNvml) probe = probeNvml();

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -97,14 +98,24 @@ std::vector<std::vector<Problem>> assess(const std::vector<discovery::GpuDevice>
 struct FilteredUnits {
   std::vector<discovery::GpuDevice> units;
   /// "note: …" / "warning: …" lines for stderr, one per unit left out (or kept, with warn), and
-  /// one for a health file that cannot be read.
+  /// what reading the health records found (a change cut short, shown rolled back).
   std::vector<std::string> lines;
+};
+
+/// The health records beside the coordination file cannot be read (permissions, a damaged or
+/// untrusted file, not a regular file): an allocator then hands out nothing, since a drained or
+/// unhealthy GPU must never go out because its record could not be read. what() is the cause,
+/// naming the health records.
+class HealthRecordsUnreadable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 /// What the allocators call: `units` less the unhealthy ones (kSkip), or all of them with a
 /// warning each (kWarn), or all without a look (kIgnore). The health records are those beside
-/// `coordinationFile`; NVML is asked only when `askNvml` (the units came from NVML). The units
-/// are taken (moved into the result), not copied.
+/// `coordinationFile`, read without waiting on their lock; NVML is asked only when `askNvml`
+/// (the units came from NVML). The units are taken (moved into the result), not copied.
+/// @throws HealthRecordsUnreadable (kSkip, kWarn) when the records cannot be read.
 FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
                               const std::vector<discovery::GpuDevice>& devices, bool askNvml,
                               HealthMode mode, const std::filesystem::path& coordinationFile);

@@ -443,26 +443,55 @@ TEST_F(CoordinationCommandsTest, ReleaseByOwner) {
   EXPECT_EQ(readLines(coordinationFile()), (std::vector<std::string>{"1 1"}));
 }
 
-TEST_F(CoordinationCommandsTest, ReleaseByGpuWarnsWhenTheOwnerStillRuns) {
+TEST_F(CoordinationCommandsTest, ReleaseByGpuOfARunningOwnerIsRefusedWithoutForce) {
   writeScript(coordinationFile(), sampleRecords(), fs::perms::owner_read | fs::perms::owner_write);
-  const CliRun run = runCli({"release", "--gpu", "01", "--coordination-file", coordinationFile()});
-  EXPECT_EQ(run.exitCode, 0) << run;
-  EXPECT_EQ(run.out, "released GPU 1 (owner pid 1)\n") << run;
-  EXPECT_TRUE(firstLine(run.err).starts_with("flink-gpu: warning: process 1 is still running"))
-      << run;
+  const CliRun refused =
+      runCli({"release", "--gpu", "01", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(refused.exitCode, 1) << refused;
+  EXPECT_EQ(refused.out, "") << refused;
+  EXPECT_EQ(firstLine(refused.err),
+            "flink-gpu: error: refusing to release: GPU 1 is held by process 1, which is running")
+      << refused;
+  EXPECT_NE(refused.err.find("flink-gpu release --force"), std::string::npos) << refused;
+  EXPECT_EQ(readFile(coordinationFile()), sampleRecords()) << "nothing was removed";
+
+  const CliRun forced =
+      runCli({"release", "--gpu", "01", "--force", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(forced.exitCode, 0) << forced;
+  EXPECT_EQ(forced.out, "released GPU 1 (owner pid 1)\n") << forced;
+  EXPECT_TRUE(firstLine(forced.err).starts_with("flink-gpu: warning: process 1 is still running"))
+      << forced;
   EXPECT_EQ(recordsIn(coordinationFile()).size(), 2u) << readFile(coordinationFile());
 }
 
-TEST_F(CoordinationCommandsTest, ReleaseOfARunningCommandsGpu) {
+TEST_F(CoordinationCommandsTest, ReleaseOfARunningCommandsGpuNeedsForce) {
   auto holder = startHolder("holder", 1, "0,1");
   ASSERT_EQ(holderReport("holder").size(), 2u);
-  const CliRun run = runCli({"release", "--owner", std::to_string(holder->pid()),
-                             "--coordination-file", coordinationFile()});
+  const std::string pid = std::to_string(holder->pid());
+  const CliRun refused =
+      runCli({"release", "--owner", pid, "--coordination-file", coordinationFile()});
+  EXPECT_EQ(refused.exitCode, 1) << refused;
+  EXPECT_EQ(recordsIn(coordinationFile()).size(), 1u) << readFile(coordinationFile());
+  const CliRun run =
+      runCli({"release", "--owner", pid, "--force", "--coordination-file", coordinationFile()});
   EXPECT_EQ(run.exitCode, 0) << run;
-  EXPECT_EQ(run.out, "released GPU 0 (owner pid " + std::to_string(holder->pid()) + ")\n") << run;
-  EXPECT_EQ(run.err, "flink-gpu: warning: process " + std::to_string(holder->pid()) +
-                         " is still running and may still be using GPU 0\n")
+  EXPECT_EQ(run.out, "released GPU 0 (owner pid " + pid + ")\n") << run;
+  EXPECT_EQ(run.err, "flink-gpu: warning: process " + pid +
+                         " is still running and may still be using GPU 0 (--force)\n")
       << run;
+  EXPECT_TRUE(recordsIn(coordinationFile()).empty()) << readFile(coordinationFile());
+}
+
+TEST_F(CoordinationCommandsTest, ReleaseOfAGoneOwnerOrOneOfAnotherNamespaceNeedsNoForce) {
+  const pid_t gone = flink::testing::deadPid();
+  writeScript(coordinationFile(), "0 " + std::to_string(gone) + "\t5\n1 1\t5\tpidns=1\n",
+              fs::perms::owner_read | fs::perms::owner_write);
+  const CliRun dead = runCli({"release", "--gpu", "0", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(dead.exitCode, 0) << dead;
+  EXPECT_EQ(dead.err, "") << dead;
+  const CliRun other = runCli({"release", "--gpu", "1", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(other.exitCode, 0) << other;
+  EXPECT_NE(other.err.find("of another pid namespace, 1,"), std::string::npos) << other;
   EXPECT_TRUE(recordsIn(coordinationFile()).empty()) << readFile(coordinationFile());
 }
 

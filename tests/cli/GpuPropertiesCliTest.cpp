@@ -348,19 +348,20 @@ TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {
                 "\n" +
                 // Then every GPU of the host: what NVML lists, then what only a record names.
                 table({{"GPU", "STATE", "DETAIL"},
-                       {"0", "held", "held by process " + pid + " (gone)"},
+                       {"0", "free", "recorded for process " + pid + " (gone)"},
                        {"1", "free", ""},
                        {kMigA, "free", ""},
-                       {kMigB, "held", "held by process " + pid + " (gone)"},
-                       {"7", "held", "held by process " + pid + " (gone)"}}))
+                       {kMigB, "free", "recorded for process " + pid + " (gone)"},
+                       {"7", "free", "recorded for process " + pid + " (gone)"}}))
       << text;
   EXPECT_EQ(text.err, "") << text;
 
   const CliRun json =
       run({"status", "--coordination-file", coordinationFile(), "--format", "json"});
   EXPECT_EQ(json.exitCode, 0) << json;
-  const std::string gone = R"(,"owner_pid":)" + pid +
-                           R"(,"owner_start_time":1,"running":false,"other_pid_namespace":false)";
+  const std::string gone =
+      R"(,"owner_pid":)" + pid +
+      R"(,"owner_start_time":1,"running":false,"owner_state":"gone","other_pid_namespace":false)";
   EXPECT_EQ(recordsPart(json.out),
             R"({"coordination_file":")" + coordinationFile() + R"(","records":[)" +
                 R"({"gpu":"0")" + gone + R"(,"uuid":")" + kGpu0 +
@@ -378,7 +379,8 @@ TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {
   ASSERT_EQ(gpus.size(), 5u) << json;
   EXPECT_EQ(gpus[0].at("gpu"), "0");
   EXPECT_EQ(gpus[0].at("uuid"), kGpu0);
-  EXPECT_EQ(gpus[0].at("state"), "held");
+  // Its record's owner is gone: it holds nothing.
+  EXPECT_EQ(gpus[0].at("state"), "free");
   EXPECT_EQ(gpus[0].at("holders").at(0).at("running"), false);
   EXPECT_EQ(gpus[0].at("health").at("healthy"), true);
   EXPECT_EQ(gpus[1].at("state"), "free");
@@ -407,13 +409,13 @@ TEST_F(GpuPropertiesCliTest, StatusWithoutUsableNvmlShowsTheRecordsAloneAndRunsN
       recordsPart(json.out),
       R"({"coordination_file":")" + coordinationFile() + R"(","records":[{"gpu":"0","owner_pid":)" +
           pid +
-          R"(,"owner_start_time":1,"running":false,"other_pid_namespace":false}],"junk":[]})" +
+          R"(,"owner_start_time":1,"running":false,"owner_state":"gone","other_pid_namespace":false}],"junk":[]})" +
           "\n")
       << json;
   // Without NVML the host's GPUs are those the records name.
   const auto gpus = nlohmann::json::parse(json.out).at("gpus");
   ASSERT_EQ(gpus.size(), 1u) << json;
-  EXPECT_EQ(gpus[0].at("state"), "held") << json;
+  EXPECT_EQ(gpus[0].at("state"), "free") << json;
 
   // -v says why there are no properties.
   const CliRun verbose = run({"-v", "status", "--coordination-file", coordinationFile()});

@@ -439,7 +439,9 @@ TEST_F(HealthCliTest, PrometheusMetricsPassPromtool) {
     ASSERT_TRUE(waitForText(healthFile(), "xid=79")) << readFile(watchLog());
   }
   ASSERT_EQ(cli({"drain", "--gpu", "1", "--reason", "a \"quoted\" reason"}).exitCode, 0);
-  std::ofstream(coordinationFile()) << "0 " << ::getpid() << "\t1\n";
+  // A record of this process (held) and one of a gone owner (not counted as held).
+  std::ofstream(coordinationFile())
+      << "0 " << ::getpid() << "\n2 " << flink::testing::deadPid() << "\n";
 
   const CliRun metrics = cli({"status", "--format", "prometheus"});
   EXPECT_EQ(metrics.exitCode, 0) << metrics;
@@ -453,7 +455,9 @@ TEST_F(HealthCliTest, PrometheusMetricsPassPromtool) {
   EXPECT_TRUE(contains(out, "flink_gpu_last_xid{gpu=\"2\",uuid=\"" + uuidOf(2) + "\"} 79\n"))
       << out;
   EXPECT_TRUE(contains(out, "flink_gpu_last_xid_timestamp_seconds{gpu=\"2\"")) << out;
-  EXPECT_TRUE(contains(out, "flink_gpu_coordination_records 1\n")) << out;
+  // The gone owner's record holds nothing.
+  EXPECT_TRUE(contains(out, "flink_gpu_held{gpu=\"2\",uuid=\"" + uuidOf(2) + "\"} 0\n")) << out;
+  EXPECT_TRUE(contains(out, "flink_gpu_coordination_records 2\n")) << out;
   EXPECT_TRUE(contains(out, "flink_gpu_coordination_dead_owner_records 1\n")) << out;
   for (const char* name :
        {"flink_gpu_held", "flink_gpu_healthy", "flink_gpu_drained", "flink_gpu_last_xid",

@@ -136,27 +136,26 @@ class MigCoordinationCliTest : public ::testing::Test {
 // --- exec ----------------------------------------------------------------------------------
 
 TEST_F(MigCoordinationCliTest, ExecRefusesAWholeGpuWhileItsMigInstancesAreHeld) {
-  // The tester's case: GPU 0 and both instances of GPU 1 are held through --mig.
-  const auto held = holder({"-n", "3", "--mig"}, 3);
+  // Both instances of GPU 1 are held through --mig.
+  const auto held = holder({"-n", "2", "--mig"}, 2);
   const std::string pid = held->pidText();
-  ASSERT_EQ(records(), (std::vector<std::string>{"0 " + pid, std::string(kMigA) + " " + pid,
+  ASSERT_EQ(records(), (std::vector<std::string>{std::string(kMigA) + " " + pid,
                                                  std::string(kMigB) + " " + pid}));
 
-  const CliRun whole = exec({"-n", "1"});
+  const CliRun whole = exec({"-n", "2"});
   EXPECT_EQ(whole.exitCode, 1) << whole;
   EXPECT_EQ(whole.out, "") << whole;  // the command never ran
   EXPECT_EQ(firstLine(whole.err),
-            "flink-gpu: error: not enough free GPUs: 1 requested, 0 free, 1 held, 1 busy because a "
+            "flink-gpu: error: not enough free GPUs: 2 requested, 1 free, 0 held, 1 busy because a "
             "related unit is held")
       << whole;
-  EXPECT_TRUE(hasLine(whole.err, "GPU 0 is held by process " + pid)) << whole;
   EXPECT_TRUE(hasLine(whole.err, std::string("GPU 1 is busy: its MIG instance ") + kMigA +
                                      " is held by process " + pid))
       << whole;
   EXPECT_TRUE(hasLine(whole.err, std::string("GPU 1 is busy: its MIG instance ") + kMigB +
                                      " is held by process " + pid))
       << whole;
-  EXPECT_EQ(records().size(), 3u);
+  EXPECT_EQ(records().size(), 2u);
 
   // Once the holder has ended, its records are taken back and GPU 1 is whole again.
   held->stop();
@@ -174,7 +173,7 @@ TEST_F(MigCoordinationCliTest, ExecRefusesMigInstancesWhileTheirGpuIsHeldWhole) 
   EXPECT_EQ(mig.exitCode, 1) << mig;
   EXPECT_EQ(firstLine(mig.err),
             "flink-gpu: error: not enough free GPUs: 1 requested, 0 free, 1 held, 2 busy because "
-            "a related unit is held")
+            "a related unit is held (with --mig, whole GPUs and MIG instances are never mixed)")
       << mig;
   for (const char* instance : {kMigA, kMigB}) {
     EXPECT_TRUE(hasLine(mig.err, std::string("GPU ") + instance +
@@ -187,15 +186,14 @@ TEST_F(MigCoordinationCliTest, ExecRefusesMigInstancesWhileTheirGpuIsHeldWhole) 
 }
 
 TEST_F(MigCoordinationCliTest, ExecGivesTwoInstancesOfOneGpuToTwoOwners) {
-  const auto first = holder({"-n", "2", "--mig"}, 2);
-  const auto second = holder({"-n", "1", "--mig"}, 3);
-  EXPECT_EQ(records(), (std::vector<std::string>{"0 " + first->pidText(),
-                                                 std::string(kMigA) + " " + first->pidText(),
+  const auto first = holder({"-n", "1", "--mig"}, 1);
+  const auto second = holder({"-n", "1", "--mig"}, 2);
+  EXPECT_EQ(records(), (std::vector<std::string>{std::string(kMigA) + " " + first->pidText(),
                                                  std::string(kMigB) + " " + second->pidText()}));
   EXPECT_EQ(flink::testing::readFile(dir_ / "holder.log"), "");  // one instance: no warning
 
-  // Their GPU is busy twice over.
-  const CliRun whole = exec({"-n", "1"});
+  // Their GPU is busy twice over: only GPU 0 is left whole.
+  const CliRun whole = exec({"-n", "2"});
   EXPECT_EQ(whole.exitCode, 1) << whole;
   EXPECT_TRUE(hasLine(whole.err, std::string("GPU 1 is busy: its MIG instance ") + kMigA +
                                      " is held by process " + first->pidText()))
@@ -206,13 +204,30 @@ TEST_F(MigCoordinationCliTest, ExecGivesTwoInstancesOfOneGpuToTwoOwners) {
 }
 
 TEST_F(MigCoordinationCliTest, ExecWarnsThatCudaSeesOneMigInstancePerProcess) {
-  const CliRun three = exec({"-n", "3", "--mig"});
-  EXPECT_EQ(three.exitCode, 0) << three;
-  EXPECT_EQ(three.out, std::string("0,") + kMigA + "," + kMigB + "\n") << three;
-  EXPECT_EQ(three.err,
+  const CliRun two = exec({"-n", "2", "--mig"});
+  EXPECT_EQ(two.exitCode, 0) << two;
+  EXPECT_EQ(two.out, std::string(kMigA) + "," + kMigB + "\n") << two;
+  EXPECT_EQ(two.err,
             "flink-gpu: warning: CUDA_VISIBLE_DEVICES holds 2 MIG instances, but CUDA enumerates "
             "only one MIG instance per process: a CUDA program will use only the first\n")
+      << two;
+}
+
+TEST_F(MigCoordinationCliTest, ExecWithMigNeverMixesWholeGpusAndMigInstances) {
+  // GPU 0 whole and GPU 1's two instances are three units, but never one CUDA_VISIBLE_DEVICES:
+  // a CUDA process given both sees only the instance.
+  const CliRun three = exec({"-n", "3", "--mig"});
+  EXPECT_EQ(three.exitCode, 1) << three;
+  EXPECT_EQ(three.out, "") << three;
+  EXPECT_TRUE(
+      contains(firstLine(three.err), "(with --mig, whole GPUs and MIG instances are never mixed)"))
       << three;
+  EXPECT_TRUE(records().empty());
+  // One of each kind is had whole: the instance first, then, with both instances held, GPU 0.
+  const auto firstInstances = holder({"-n", "2", "--mig"}, 2);
+  const CliRun one = exec({"-n", "1", "--mig"});
+  EXPECT_EQ(one.exitCode, 0) << one;
+  EXPECT_EQ(one.out, "0\n") << one;
 }
 
 TEST_F(MigCoordinationCliTest, ExecWithMigAndGpusIsAUsageError) {

@@ -374,9 +374,10 @@ TEST_F(TopologyCliTest, ExecBindCpusRunsTheCommandOnItsGpusCpus) {
   // GPU 2's CPUs are not ours to use, GPU 3's are unknown: a warning, and no binding.
   Sleeper more;
   hold({"1"}, more);
+  // (Through a file of its own: its GPU would otherwise be the last one another takes.)
   const std::string all =
-      cpusAllowed(run({"exec", "--coordination-file", coordinationFile(), "-n", "1", "--", "grep",
-                       "Cpus_allowed_list", "/proc/self/status"}));
+      cpusAllowed(run({"exec", "--coordination-file", coordinationFile() + ".unbound", "-n", "1",
+                       "--", "grep", "Cpus_allowed_list", "/proc/self/status"}));
   const CliRun outside = exec({"-n", "1"});
   EXPECT_EQ(outside.exitCode, 0) << outside;
   EXPECT_EQ(cpusAllowed(outside), all) << outside;

@@ -129,12 +129,56 @@ TEST(CoordinationPlanTest, TakesFreeGpusInOrderAndRecordsTheOwner) {
 TEST(CoordinationPlanTest, DeadOwnersRecordOfGpuOneNeverTouchesGpuEleven) {
   // Flink's script deletes with sed "/1 /d", which also removes "11 <pid>".
   const Allocation a = planAllocation(parseRecords("1 500\n11 600\n"),
-                                      {gpuRange(16), 1, Owner{700, 1}}, [](const Owner& o) {
+                                      {{"1", "11"}, 1, Owner{700, 1}}, [](const Owner& o) {
                                         return byPidTable(o, {600, 700});
                                       });
-  EXPECT_EQ(a.granted, std::vector<std::string>{"0"});
+  EXPECT_EQ(a.granted, std::vector<std::string>{"1"});
   EXPECT_EQ(a.reclaimed, (std::vector<Record>{Record{"1", Owner{500, {}}}}));
-  EXPECT_EQ(formatRecords(a.records), "11 600\n0 700\t1\n");
+  EXPECT_EQ(formatRecords(a.records), "11 600\n1 700\t1\n");
+}
+
+TEST(CoordinationPlanTest, GpusNoRecordNamesGoBeforeAGoneOwnersAsInFlinksScript) {
+  // Flink's GPUDiscoveryScriptTest.testCoordinateIndexes: each call's owner is a subshell that
+  // is gone by the next call, and the second call of 2 of 5 GPUs still gets GPUs 2 and 3.
+  const auto onlyRequesters = [](const Owner& o) { return o.pid >= 100; };
+  const Allocation first =
+      planAllocation(parseRecords(""), {gpuRange(5), 2, Owner{100, 1}}, onlyRequesters);
+  EXPECT_EQ(first.granted, (std::vector<std::string>{"0", "1"}));
+  // Owner 100 is gone now: its records stay until their GPUs are needed.
+  const auto gone = [](const Owner& o) { return o.pid == 200; };
+  const Allocation second = planAllocation(parseRecords(formatRecords(first.records)),
+                                           {gpuRange(5), 2, Owner{200, 1}}, gone);
+  EXPECT_EQ(second.granted, (std::vector<std::string>{"2", "3"}));
+  EXPECT_TRUE(second.reclaimed.empty());
+  EXPECT_EQ(formatRecords(second.records), "0 100\t1\n1 100\t1\n2 200\t1\n3 200\t1\n");
+  // Only when those are not enough: GPU 4, then the gone owner's first GPU, taken back.
+  const auto third =
+      planAllocation(parseRecords(formatRecords(second.records)), {gpuRange(5), 2, Owner{300, 1}},
+                     [](const Owner& o) { return o.pid == 200 || o.pid == 300; });
+  EXPECT_EQ(third.granted, (std::vector<std::string>{"0", "4"}));
+  EXPECT_EQ(third.reclaimed, (std::vector<Record>{Record{"0", Owner{100, 1}}}));
+}
+
+TEST(CoordinationPlanTest, TheChooserPicksAmongUnrecordedGpusFirst) {
+  AllocationRequest request{gpuRange(4), 1, Owner{300, 1}};
+  std::vector<std::vector<std::string>> asked;
+  request.choose = [&](const std::vector<std::string>& free, std::size_t amount) {
+    asked.push_back(free);
+    return std::vector<std::string>(free.end() - static_cast<std::ptrdiff_t>(amount), free.end());
+  };
+  // GPUs 0 and 3 are a gone owner's: the chooser sees only 1 and 2.
+  const Allocation a = planAllocation(parseRecords("0 100\n3 100\n"), request,
+                                      [](const Owner& o) { return o.pid == 300; });
+  EXPECT_EQ(a.granted, std::vector<std::string>{"2"});
+  EXPECT_EQ(asked, (std::vector<std::vector<std::string>>{{"1", "2"}}));
+  // A MIG instance's gone record puts its GPU in the second tier too.
+  request.related = {{"1", {"MIG-1c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e"}}};
+  asked.clear();
+  const Allocation b =
+      planAllocation(parseRecords("0 100\n3 100\nMIG-1c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e 100\n"),
+                     request, [](const Owner& o) { return o.pid == 300; });
+  EXPECT_EQ(b.granted, std::vector<std::string>{"2"});
+  EXPECT_TRUE(asked.empty()) << "one unit in the first tier: no choice to make";
 }
 
 TEST(CoordinationPlanTest, ADeadOwnersGpuIsTakenOver) {
@@ -183,15 +227,90 @@ TEST(CoordinationPlanTest, ARecordWithAUuidHoldsThatGpuWhateverItsIndex) {
   EXPECT_EQ(flink.granted, (std::vector<std::string>{"1", "2"}));
 }
 
-TEST(CoordinationPlanTest, TooFewFreeGpusGrantsNothingButStillDropsDeadRecords) {
-  const Allocation a = planAllocation(parseRecords("0 10\n1 11\n2 99\n"),
-                                      {gpuRange(3), 2, Owner{20, 7}}, [](const Owner& o) {
-                                        return byPidTable(o, {10, 11, 20});
+TEST(CoordinationPlanTest, TooFewFreeGpusGrantsNothingAndTakesNothingBack) {
+  const Allocation a = planAllocation(parseRecords("0 10\n1 11\n2 99\n3 12\n"),
+                                      {gpuRange(4), 2, Owner{20, 7}}, [](const Owner& o) {
+                                        return byPidTable(o, {10, 11, 12, 20});
                                       });
   EXPECT_FALSE(a.satisfied);
   EXPECT_TRUE(a.granted.empty());
-  EXPECT_EQ(a.heldByOthers.size(), 2u);
-  EXPECT_EQ(formatRecords(a.records), "0 10\n1 11\n");
+  EXPECT_EQ(a.heldByOthers.size(), 3u);
+  EXPECT_TRUE(a.reclaimed.empty());
+  EXPECT_EQ(formatRecords(a.records), "0 10\n1 11\n2 99\n3 12\n");
+}
+
+// --- liveness: a lease adds liveness, never takes it away; records of an earlier boot ----------
+
+/// A lease probe answering `state` for every lease.
+LeaseProbe leasesAre(LeaseState state) {
+  return [state](const std::string&) { return state; };
+}
+
+TEST(CoordinationLivenessTest, ARunningOwnerOfThisNamespaceHoldsWhateverItsLease) {
+  // The command closed the lease's descriptor (sudo's closefrom), or tmpfiles removed the file.
+  const Record record{"0", Owner{10, 5, currentPidNamespace()}, {}, {}, "GPU-a"};
+  const auto running = [](const Owner&) { return true; };
+  for (const LeaseState state : {LeaseState::kHeld, LeaseState::kFree, LeaseState::kMissing}) {
+    EXPECT_EQ(judge(record, running, leasesAre(state)), Liveness::kRunning);
+  }
+  // Gone by its pid: only a held lease (a child it left) keeps it.
+  const auto gone = [](const Owner&) { return false; };
+  EXPECT_EQ(judge(record, gone, leasesAre(LeaseState::kHeld)), Liveness::kLeaseHeld);
+  EXPECT_EQ(judge(record, gone, leasesAre(LeaseState::kFree)), Liveness::kGone);
+  EXPECT_EQ(judge(record, gone, leasesAre(LeaseState::kMissing)), Liveness::kGone);
+}
+
+TEST(CoordinationLivenessTest, WhatThePidCannotJudgeTheLeaseDecidesAndAMissingOneFailsClosed) {
+  const auto neverAsked = [](const Owner&) -> bool {
+    ADD_FAILURE() << "the pid of another namespace was asked";
+    return false;
+  };
+  const std::uint64_t other = currentPidNamespace().value_or(0) + 1;
+  const Record otherNamespace{"0", Owner{10, 5, other}, {}, {}, "GPU-a"};
+  EXPECT_EQ(judge(otherNamespace, neverAsked, leasesAre(LeaseState::kHeld)), Liveness::kLeaseHeld);
+  EXPECT_EQ(judge(otherNamespace, neverAsked, leasesAre(LeaseState::kFree)), Liveness::kGone);
+  EXPECT_EQ(judge(otherNamespace, neverAsked, leasesAre(LeaseState::kMissing)),
+            Liveness::kLeaseMissing);
+  EXPECT_TRUE(holdsGpu(Liveness::kLeaseMissing));
+  // Without a start time the pid cannot tell a reused pid: the lease decides too.
+  const Record noStartTime{"0", Owner{10, std::nullopt, currentPidNamespace()}, {}, {}, "GPU-a"};
+  const auto running = [](const Owner&) { return true; };
+  EXPECT_EQ(judge(noStartTime, running, leasesAre(LeaseState::kFree)), Liveness::kGone);
+  EXPECT_EQ(judge(noStartTime, running, leasesAre(LeaseState::kMissing)), Liveness::kLeaseMissing);
+  // Without a lease: another namespace cannot be judged; Flink's record goes by its pid.
+  EXPECT_EQ(judge(Record{"0", Owner{10, 5, other}}, neverAsked, {}), Liveness::kUnjudgeable);
+  EXPECT_EQ(judge(Record{"0", Owner{10}}, running, {}), Liveness::kRunning);
+}
+
+TEST(CoordinationLivenessTest, ARecordOfAnEarlierBootIsGoneWhateverItsPid) {
+  const std::optional<std::string> boot = currentBootId();
+  ASSERT_TRUE(boot) << "/proc/sys/kernel/random/boot_id";
+  // This very process, as an earlier boot would have recorded it: same pid, same start time.
+  Owner earlier = Owner::of(::getpid());
+  EXPECT_EQ(earlier.bootId, boot);
+  EXPECT_TRUE(isRunning(earlier));
+  earlier.bootId = "00000000-0000-4000-8000-000000000000";
+  EXPECT_FALSE(isRunning(earlier));
+  EXPECT_EQ(judge(Record{"0", earlier}, isRunning, leasesAre(LeaseState::kHeld)),
+            Liveness::kEarlierBoot);
+  // It is dropped by any allocation, and its GPU counts as one no record names.
+  const std::string text = formatRecords({Record{"0", earlier}});
+  EXPECT_NE(text.find("\tboot=00000000-0000-4000-8000-000000000000"), std::string::npos);
+  const Allocation a = planAllocation(parseRecords(text + "1 424242\n"),
+                                      {gpuRange(3), 1, Owner::of(::getpid())}, isRunning);
+  EXPECT_EQ(a.granted, std::vector<std::string>{"0"});
+  EXPECT_EQ(a.reclaimed.size(), 1u);
+  // A record without a boot id keeps the pid rule.
+  EXPECT_TRUE(isRunning(Owner{::getpid()}));
+}
+
+TEST(CoordinationRecordsTest, TwoIdenticalRecordsAreOne) {
+  LiveProcess owner;
+  TempDir dir("flink-gpu-identical-records");
+  const fs::path file = dir / "coordination";
+  const std::string line = "3 " + std::to_string(owner.pid()) + "\t77\n";
+  std::ofstream(file) << line << line << "4 " << owner.pid() << "\t77\n";
+  EXPECT_EQ(readStatus(file).records.size(), 2u);
 }
 
 TEST(CoordinationPlanTest, LivenessIsAskedOncePerOwnerSoTheCostIsLinear) {

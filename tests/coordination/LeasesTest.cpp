@@ -50,12 +50,12 @@ TEST_F(LeasesTest, ALeaseIsNamedByTheGpusUuidAndRecorded) {
   const ParsedRecords records = parseRecords(readFile(file()));
   ASSERT_EQ(records.records.size(), 1u);
   EXPECT_EQ(records.records[0].lease, std::string(kUuid0));
-  EXPECT_TRUE(leaseHeld(file(), kUuid0, false));
+  EXPECT_EQ(leaseState(file(), kUuid0), LeaseState::kHeld);
 }
 
-TEST_F(LeasesTest, AFreeLeaseGivesTheGpuBackWhateverThePidSays) {
-  // The owner named by the record keeps running (think of a reused pid, or a process that let
-  // its lease go): only the lease counts.
+TEST_F(LeasesTest, ALeaseNeverTakesAwayTheLivenessOfARunningOwner) {
+  // The owner named by the record keeps running but let its lease go (a command that closed the
+  // descriptors it inherited, as sudo does): its GPUs stay held.
   const pid_t sleeper = ::fork();
   if (sleeper == 0) {
     ::pause();
@@ -64,14 +64,48 @@ TEST_F(LeasesTest, AFreeLeaseGivesTheGpuBackWhateverThePidSays) {
   {
     const Allocation a = allocate(file(), leased(2, Owner::of(sleeper)));
     ASSERT_TRUE(a.satisfied);
-    // Held: nobody else gets them.
-    EXPECT_FALSE(allocate(file(), leased(1, Owner::of(::getpid()))).satisfied);
   }  // the leases end here; `sleeper` runs on
+  EXPECT_FALSE(allocate(file(), leased(1, Owner::of(::getpid()))).satisfied);
+  // Its lease files removed (systemd-tmpfiles, an operator's rm): still held.
+  fs::remove_all(leaseFolderOf(file()));
+  EXPECT_FALSE(allocate(file(), leased(1, Owner::of(::getpid()))).satisfied);
+  EXPECT_TRUE(readStatus(file()).records.at(0).running);
+  ::kill(sleeper, SIGKILL);
+  ::waitpid(sleeper, nullptr, 0);
+  // Gone, by its pid: taken back.
   const Allocation b = allocate(file(), leased(2, Owner::of(::getpid())));
   EXPECT_TRUE(b.satisfied);
   EXPECT_EQ(b.reclaimed.size(), 2u);
-  ::kill(sleeper, SIGKILL);
-  ::waitpid(sleeper, nullptr, 0);
+}
+
+TEST_F(LeasesTest, AFreeLeaseFreesARecordItsPidCannotJudge) {
+  // Another pid namespace's record: its pid means nothing here, its free lease says it is gone.
+  { const Lease taken = acquireLease(file(), kUuid0); }
+  testing::writeScript(file(), "0 999999\t5\tpidns=1\tlease=" + std::string(kUuid0) + "\n",
+                       fs::perms::owner_read | fs::perms::owner_write);
+  const Allocation a = allocate(file(), leased(2, Owner::of(::getpid())));
+  EXPECT_TRUE(a.satisfied);
+  EXPECT_EQ(a.reclaimed.size(), 1u);
+}
+
+TEST_F(LeasesTest, AMissingLeaseFileKeepsARecordItsPidCannotJudgeHeldUntilReleased) {
+  testing::writeScript(file(), "0 999999\t5\tpidns=1\tlease=" + std::string(kUuid0) + "\n",
+                       fs::perms::owner_read | fs::perms::owner_write);
+  const Allocation a = allocate(file(), leased(2, Owner::of(::getpid())));
+  EXPECT_FALSE(a.satisfied);
+  ASSERT_EQ(a.failClosed.size(), 1u);
+  EXPECT_EQ(a.failClosed[0].gpu, "0");
+  const Status status = readStatus(file());
+  ASSERT_EQ(status.records.size(), 1u);
+  EXPECT_TRUE(status.records[0].running);
+  EXPECT_EQ(status.records[0].liveness, Liveness::kLeaseMissing);
+  EXPECT_NE(describeLiveness(status.records[0]).find("lease file is missing"), std::string::npos);
+  // An operator's release frees it (it cannot be judged, so no --force is needed).
+  const Released released = releaseChecked(
+      file(), [](const Record& record) { return record.gpu == "0"; }, /*force=*/false);
+  EXPECT_EQ(released.released.size(), 1u);
+  EXPECT_TRUE(released.refused.empty());
+  EXPECT_TRUE(allocate(file(), leased(2, Owner::of(::getpid()))).satisfied);
 }
 
 TEST_F(LeasesTest, KillNineOfALeasingWorkerFreesItsGpusAtOnceAndTheLeaseFileGoes) {
@@ -97,13 +131,13 @@ TEST_F(LeasesTest, KillNineOfALeasingWorkerFreesItsGpusAtOnceAndTheLeaseFileGoes
   ::close(ready[0]);
   ::close(ready[1]);
   // The free lease file was removed before it was taken again; ours is there.
-  EXPECT_TRUE(leaseHeld(file(), kUuid0, false));
+  EXPECT_EQ(leaseState(file(), kUuid0), LeaseState::kHeld);
 }
 
 TEST_F(LeasesTest, AHeldLeaseKeepsARecordOfAnotherPidNamespaceOrAGonePid) {
   // The record names a pid that is gone (or means nothing here), but its lease is held.
-  const Lease held = acquireLease(file(), kUuid0, 0644);
-  testing::writeScript(file(), "0 999999\tpidns=1\tlease=" + std::string(kUuid0) + "\n",
+  const Lease held = acquireLease(file(), kUuid0);
+  testing::writeScript(file(), "0 999999\t5\tpidns=1\tlease=" + std::string(kUuid0) + "\n",
                        fs::perms::owner_read | fs::perms::owner_write);
   const Allocation a = allocate(file(), leased(2, Owner::of(::getpid())));
   EXPECT_FALSE(a.satisfied);
@@ -114,7 +148,7 @@ TEST_F(LeasesTest, AHeldLeaseKeepsARecordOfAnotherPidNamespaceOrAGonePid) {
 TEST_F(LeasesTest, AHeldLeaseWithoutItsRecordStillHoldsItsGpu) {
   // An operator's `release`, or Flink's `sed "/1 /d"` taking GPU 11's line with GPU 1's, can
   // remove a record while its lease is held: the GPU is still in use.
-  const Lease held = acquireLease(file(), kUuid1, 0644);
+  const Lease held = acquireLease(file(), kUuid1);
   AllocationRequest plain{{"0", "1"}, 1, Owner::of(::getpid())};
   plain.uuids = {{"0", kUuid0}, {"1", kUuid1}};
   plain.amount = 2;
@@ -135,9 +169,9 @@ TEST_F(LeasesTest, TheLeaseFolderAndFilesAreNeverFollowedThroughSymlinks) {
   fs::remove(leaseFolderOf(file()));
   fs::create_directories(leaseFolderOf(file()));
   fs::create_symlink(elsewhere / "target", leaseFolderOf(file()) / kUuid0);
-  EXPECT_THROW(acquireLease(file(), kUuid0, 0644), CoordinationError);
+  EXPECT_THROW(acquireLease(file(), kUuid0), CoordinationError);
   EXPECT_FALSE(fs::exists(elsewhere / "target"));
-  EXPECT_THROW(acquireLease(file(), "../escape", 0644), CoordinationError);
+  EXPECT_THROW(acquireLease(file(), "../escape"), CoordinationError);
 }
 
 }  // namespace

@@ -327,7 +327,7 @@ TEST_F(GPUDriverInProcessTest, GpusHeldByLeasesAloneAreNotCountedFree) {
   for (const char* uuid :
        {"GPU-00000000-1111-2222-3333-444444444444", "GPU-11111111-1111-2222-3333-444444444444",
         "GPU-22222222-1111-2222-3333-444444444444", "GPU-33333333-1111-2222-3333-444444444444"}) {
-    leases.push_back(coordination::acquireLease(coordinationFile(), uuid, 0644));
+    leases.push_back(coordination::acquireLease(coordinationFile(), uuid));
   }
   const std::string args =
       "--enable-coordination-mode --coordination-file " + coordinationFile().string();
@@ -355,15 +355,17 @@ TEST_F(GPUDriverInProcessTest, ItsGpusAreLeasedUntilTheDriverGoes) {
       EXPECT_EQ(record.owner.pid, ::getpid());
       ASSERT_TRUE(record.lease) << record.gpu;
       EXPECT_EQ(*record.lease, record.uuid.value_or("?"));
-      EXPECT_TRUE(coordination::leaseHeld(coordinationFile(), *record.lease, false));
+      EXPECT_EQ(coordination::leaseState(coordinationFile(), *record.lease),
+                coordination::LeaseState::kHeld);
     }
     // Another driver of this process (a second GPU resource) gets the other two.
     EXPECT_EQ(driver(true, args)->retrieveResourceInfo(2).size(), 2u);
   }
   // Destroying the drivers gave everything back.
   EXPECT_TRUE(records().empty());
-  EXPECT_FALSE(coordination::leaseHeld(coordinationFile(),
-                                       "GPU-00000000-1111-2222-3333-444444444444", false));
+  EXPECT_NE(
+      coordination::leaseState(coordinationFile(), "GPU-00000000-1111-2222-3333-444444444444"),
+      coordination::LeaseState::kHeld);
   // The next allocation finds the lease files free and removes them (but the one it takes).
   const std::unique_ptr<GPUDriver> next = driver(true, args);
   ASSERT_EQ(next->retrieveResourceInfo(1).size(), 1u);
