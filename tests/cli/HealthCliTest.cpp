@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -328,6 +329,140 @@ TEST_F(HealthCliTest, DrainTakesAGpuOutAndUndrainPutsItBack) {
   const CliRun again = cli({"undrain", "--gpu", "1"});
   EXPECT_EQ(again.out, "GPU 1 (" + uuidOf(1) + ") was neither drained nor unhealthy\n") << again;
   EXPECT_EQ(cli({"drain", "--gpu", "one"}).exitCode, 2);
+}
+
+TEST_F(HealthCliTest, DrainOfAGpuThisHostDoesNotHaveIsAnErrorNamingIt) {
+  host(3);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"7", "cannot drain GPU 7: this host has no GPU 7"},
+      {"GPU-70000000-0000-4000-8000-000000000007",
+       "cannot drain GPU-70000000-0000-4000-8000-000000000007: no GPU of this host has this UUID"},
+      {"GPU-1000", "cannot drain GPU-1000: it is only the start of the UUID of GPU 1 (" +
+                       uuidOf(1) + "): give the whole UUID or the index"},
+      {kMigA,
+       std::string("cannot drain ") + kMigA + ": no MIG instance of this host has this UUID"},
+  };
+  for (const auto& [gpu, cause] : cases) {
+    const CliRun drain = cli({"drain", "--gpu", gpu, "--reason", "fan"});
+    EXPECT_EQ(drain.exitCode, 1) << drain;
+    EXPECT_EQ(drain.out, "") << drain;
+    ASSERT_FALSE(drain.err.empty()) << drain;
+    EXPECT_EQ(linesOf(drain.err).front(), "flink-gpu: error: " + cause) << drain;
+  }
+  // The details say what the host has.
+  const CliRun past = cli({"drain", "--gpu", "7"});
+  EXPECT_TRUE(contains(past.err, "NVML lists GPU 0 (" + uuidOf(0) + "), GPU 1 (" + uuidOf(1) +
+                                     "), GPU 2 (" + uuidOf(2) + ")"))
+      << past;
+  EXPECT_FALSE(fs::exists(healthFile())) << readFile(healthFile());
+
+  // A whole UUID is the GPU's index; case aside, as CUDA compares.
+  std::string upper = uuidOf(2);
+  for (char& c : upper.replace(0, 4, "")) c = static_cast<char>(std::toupper(c));
+  const CliRun byUuid = cli({"drain", "--gpu", "GPU-" + upper});
+  EXPECT_EQ(byUuid.exitCode, 0) << byUuid;
+  EXPECT_TRUE(contains(readFile(healthFile()), "drained\tgpu=2\tuuid=" + uuidOf(2)))
+      << readFile(healthFile());
+}
+
+TEST_F(HealthCliTest, DrainOfAnAmbiguousPrefixNamesTheGpusItCouldMean) {
+  const std::string a = "GPU-abc00000-0000-4000-8000-000000000001";
+  const std::string b = "GPU-abc00000-0000-4000-8000-000000000002";
+  std::ofstream(dir_ / "host.json", std::ios::trunc)
+      << R"({"devices": [{"uuid": ")" << a << R"("}, {"uuid": ")" << b << R"("}]})";
+  const CliRun drain = cli({"drain", "--gpu", "GPU-abc"});
+  EXPECT_EQ(drain.exitCode, 1) << drain;
+  EXPECT_EQ(linesOf(drain.err).front(),
+            "flink-gpu: error: cannot drain GPU-abc, which is ambiguous: it could mean GPU 0 (" +
+                a + ") or GPU 1 (" + b + "): give a whole UUID or an index")
+      << drain;
+  EXPECT_FALSE(fs::exists(healthFile()));
+}
+
+TEST_F(HealthCliTest, DrainOfAMigInstanceNeedsOneTheHostHas) {
+  std::ofstream(dir_ / "host.json", std::ios::trunc) << R"({"devices": [
+      {"uuid": ")" << uuidOf(0) << R"(", "mig_enabled": true, "mig": [
+        {"uuid": ")" << kMigA << R"(", "gpu_instance_id": 1, "compute_instance_id": 0}]}]})";
+  const CliRun other = cli({"drain", "--gpu", kMigB});
+  EXPECT_EQ(other.exitCode, 1) << other;
+  EXPECT_EQ(linesOf(other.err).front(), std::string("flink-gpu: error: cannot drain ") + kMigB +
+                                            ": no MIG instance of this host has this UUID")
+      << other;
+  EXPECT_TRUE(contains(other.err, std::string("NVML lists MIG instance ") + kMigA + " of GPU 0"))
+      << other;
+  const CliRun prefix = cli({"drain", "--gpu", "MIG-aa00"});
+  EXPECT_EQ(prefix.exitCode, 1) << prefix;
+  EXPECT_TRUE(contains(prefix.err, "it is only the start of the UUID of MIG instance")) << prefix;
+  const CliRun drain = cli({"drain", "--gpu", kMigA});
+  EXPECT_EQ(drain.exitCode, 0) << drain;
+  EXPECT_TRUE(contains(readFile(healthFile()), std::string("drained\tgpu=") + kMigA))
+      << readFile(healthFile());
+}
+
+TEST_F(HealthCliTest, DrainOfALostGpuThatNvmlStillCountsIsRecorded) {
+  // NVML leaves GPU 1 out of the enumeration (its UUID query says it is lost), but counts it.
+  host(3, {"", R"("lost": true)"});
+  const CliRun drain = cli({"drain", "--gpu", "1", "--reason", "fell off the bus"});
+  EXPECT_EQ(drain.exitCode, 0) << drain;
+  EXPECT_TRUE(contains(readFile(healthFile()), "drained\tgpu=1\t")) << readFile(healthFile());
+  EXPECT_EQ(cli({"drain", "--gpu", "3"}).exitCode, 1);
+}
+
+TEST_F(HealthCliTest, DrainWithoutNvmlOrNvidiaSmiFailsSayingItNeedsTheGpusButUndrainWorks) {
+  // A GPU removed from the host, drained before; NVML and nvidia-smi cannot list the GPUs.
+  std::ofstream(healthFile()) << "drained\tgpu=5\tsince=1000\tuid=0\treason=removed\n";
+  writeScript(dir_ / "bin" / "nvidia-smi",
+              "#!/bin/sh\necho 'NVIDIA-SMI has failed because it couldn'\\''t communicate with "
+              "the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and "
+              "running.'\nexit 9\n");
+  const std::vector<std::string> env{
+      "FLINK_GPU_NVML_LIBRARY=" + (dir_ / "no-nvml" / "libnvidia-ml.so.1").string(),
+      "PATH=" + (dir_ / "bin").string() + ":/usr/bin:/bin"};
+  const CliRun drain = runCli(
+      {"drain", "--coordination-file", coordinationFile(), "--gpu", "1", "--reason", "x"}, env);
+  EXPECT_EQ(drain.exitCode, 1) << drain;
+  const std::string first = linesOf(drain.err).front();
+  EXPECT_TRUE(
+      first.starts_with("flink-gpu: error: cannot drain GPU 1: drain needs to know this "
+                        "host's GPUs, so as never to record one it does not have, and "
+                        "neither NVML nor nvidia-smi can list them: "))
+      << drain;
+  EXPECT_TRUE(contains(drain.err, "couldn't communicate with the NVIDIA driver")) << drain;
+  EXPECT_FALSE(contains(readFile(healthFile()), "gpu=1")) << readFile(healthFile());
+
+  // undrain checks nothing: the record of the GPU that is gone is cleaned up.
+  const CliRun undrain =
+      runCli({"undrain", "--coordination-file", coordinationFile(), "--gpu", "5"}, env);
+  EXPECT_EQ(undrain.exitCode, 0) << undrain;
+  EXPECT_TRUE(contains(undrain.out,
+                       "cleared drained of GPU 5 (since 1970-01-01T00:16:40Z: "
+                       "removed)"))
+      << undrain;
+  EXPECT_FALSE(contains(readFile(healthFile()), "drained\t")) << readFile(healthFile());
+}
+
+TEST_F(HealthCliTest, ASecondDrainKeepsTheFirstsTimeAndSaysWhatItWasFor) {
+  host(3);
+  std::ofstream(healthFile()) << "drained\tgpu=1\tuuid=" << uuidOf(1)
+                              << "\tsince=1000\tuid=" << ::getuid() << "\treason=fan noise\n";
+  const CliRun again = cli({"drain", "--gpu", "1", "--reason", "fan replacement"});
+  EXPECT_EQ(again.exitCode, 0) << again;
+  EXPECT_TRUE(again.out.starts_with("GPU 1 (" + uuidOf(1) +
+                                    ") was already drained since 1970-01-01T00:16:40Z by uid " +
+                                    std::to_string(::getuid())))
+      << again;
+  EXPECT_TRUE(again.out.ends_with(": fan noise; the reason is now fan replacement\n")) << again;
+  const std::string records = readFile(healthFile());
+  EXPECT_TRUE(contains(records, "drained\tgpu=1\tuuid=" + uuidOf(1) + "\tsince=1000\t")) << records;
+  EXPECT_TRUE(contains(records, "reason=fan replacement")) << records;
+  EXPECT_FALSE(contains(records, "reason=fan noise")) << records;
+  // By UUID, the same drain; without a reason, it says so.
+  const CliRun third = cli({"drain", "--gpu", uuidOf(1)});
+  EXPECT_TRUE(contains(third.out, "since 1970-01-01T00:16:40Z by uid ")) << third;
+  EXPECT_TRUE(third.out.ends_with(": fan replacement; now without a reason\n")) << third;
+  const auto json = nlohmann::json::parse(cli({"status", "--format", "json"}).out);
+  EXPECT_EQ(json.at("gpus").at(1).at("health").at("problems").size(), 1u) << json;
+  EXPECT_EQ(json.at("gpus").at(1).at("health").at("problems").at(0).at("since"), 1000);
 }
 
 TEST_F(HealthCliTest, UndrainClearsAVerdictOfWatch) {
