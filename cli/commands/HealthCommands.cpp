@@ -496,11 +496,19 @@ int runCheck(const CheckOptions& options) {
     document["ok"] = ok;
     document["problems"] = list(problems);
     document["notes"] = list(notes);
-    std::cout << document.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+    // ASCII only: JSON escapes C0 controls but not DEL or C1 ones, which a record may hold and a
+    // terminal may read as an escape sequence; bytes that are not UTF-8 are replaced.
+    std::cout << document.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace)
               << '\n';
   } else {
-    for (const Finding& problem : problems) std::cout << problem.text << '\n';
-    for (const Finding& note : notes) std::cout << "note: " << note.text << '\n';
+    // One line per finding, as NHC and Slurm read them: a GPU name or UUID from a health record
+    // may hold a line break or an escape sequence.
+    for (const Finding& problem : problems) {
+      std::cout << strings::quoteForMessage(problem.text, kWholeText) << '\n';
+    }
+    for (const Finding& note : notes) {
+      std::cout << "note: " << strings::quoteForMessage(note.text, kWholeText) << '\n';
+    }
     if (ok) std::cout << "ok: " << host.probe.count << " GPU(s), none lost, unhealthy or drained\n";
   }
   return ok ? kSuccess : kDiscoveryFailed;

@@ -22,6 +22,7 @@
 #include "CliRun.h"
 #include "TestSupport.h"
 #include "process/Subprocess.h"
+#include "util/Strings.h"
 
 namespace {
 
@@ -607,6 +608,117 @@ TEST_F(HealthCliTest, PrometheusMetricsPassPromtool) {
   EXPECT_EQ(checked.outcome.value(), 0)
       << checked.stdoutOutput.data << checked.stderrOutput.data << out;
   EXPECT_EQ(checked.stdoutOutput.data + checked.stderrOutput.data, "") << out;
+}
+
+// --- text from the files, quoted ----------------------------------------------------------------
+
+/// Whether `text` can go to a terminal as it is: lines of well-formed UTF-8 without a control
+/// character (C0 but line feeds, DEL, C1), so that nothing in it starts an escape sequence.
+::testing::AssertionResult terminalSafe(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    char32_t codePoint = 0;
+    const std::size_t length = flink::strings::utf8SequenceLength(text.substr(i), codePoint);
+    if (length == 0) return ::testing::AssertionFailure() << "a byte that is not UTF-8 at " << i;
+    if ((codePoint < 0x20 && codePoint != U'\n') || (codePoint >= 0x7f && codePoint <= 0x9f)) {
+      return ::testing::AssertionFailure()
+             << "control character " << static_cast<unsigned>(codePoint) << " at " << i
+             << " in: " << text;
+    }
+    i += length;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST_F(HealthCliTest, TextFromTheFilesNeverMakesALineOfItsOwnNorReachesTheTerminal) {
+  // GPU 0's name, as NVML gives it, holds an escape sequence.
+  host(2, {R"("name": "NVIDIA\u001b[31m H200")"});
+  // Health records whose reason, GPU and UUID hold line breaks, escape sequences (ESC, C1 CSI
+  // in UTF-8), BEL and a byte that is not UTF-8; and a junk line with a raw ESC. The format's
+  // percent-encoding lets a writer put anything there.
+  std::ofstream(healthFile())
+      << "drained\tgpu=1\tuuid=" << uuidOf(1)
+      << "\tsince=1000\tuid=0\treason=line one%0Aerror: forged%1B[2J\n"
+      << "unhealthy\tgpu=7%0Afake\tuuid=GPU-x%1B]0;t%07\tsince=1000\txid=79\tsource=watch"
+         "\treason=bad%C2%9Bthing\n"
+      << "drained\tgpu=9\tuuid=caf%E9\tsince=5\treason=x\n"
+      << "junk \x1b[31mline\n";
+  // A record of GPU 0 (its DEVICE column shows the name) and a junk line.
+  std::ofstream(coordinationFile()) << "0 " << ::getpid() << "\t1\nbad\x1b[2Jline\x9b\n";
+
+  const CliRun check = cli({"check"});
+  EXPECT_EQ(check.exitCode, 1) << check;
+  EXPECT_TRUE(terminalSafe(check.out + check.err));
+  EXPECT_TRUE(
+      contains(check.out, "GPU 1 (" + uuidOf(1) + "): drained since 1970-01-01T00:16:40Z by uid 0"))
+      << check;
+  EXPECT_TRUE(contains(check.out, ": line one\\nerror: forged\\x1b[2J\n")) << check;
+  EXPECT_TRUE(contains(check.out,
+                       "GPU 7\\nfake (GPU-x\\x1b]0;t\\x07): unhealthy since "
+                       "1970-01-01T00:16:40Z: Xid 79 (bad\\u009bthing)\n"))
+      << check;
+  EXPECT_TRUE(contains(check.out, "is not a health record: 'junk \\x1b[31mline'")) << check;
+  EXPECT_TRUE(contains(check.out, "is not a record: 'bad\\x1b[2Jline\\x9b'")) << check;
+  for (const std::string& line : linesOf(check.out)) {
+    EXPECT_FALSE(line.starts_with("error: forged") || line.starts_with("fake")) << check;
+  }
+
+  const CliRun status = cli({"status"});
+  EXPECT_EQ(status.exitCode, 0) << status;
+  EXPECT_TRUE(terminalSafe(status.out + status.err));
+  EXPECT_TRUE(contains(status.out, "NVIDIA\\x1b[31m H200")) << status;
+  EXPECT_TRUE(contains(status.out, "\n7\\nfake  unhealthy  unhealthy since ")) << status;
+  EXPECT_TRUE(contains(status.out, "forged\\x1b[2J")) << status;
+  for (const std::string& line : linesOf(status.out)) {
+    EXPECT_FALSE(line.starts_with("error: forged") || line.starts_with("fake")) << status;
+  }
+
+  // JSON escapes what it must; the values are the records' own.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"status", "--format", "json"},
+        std::vector<std::string>{"check", "--format", "json"}}) {
+    const CliRun json = cli(args);
+    EXPECT_TRUE(terminalSafe(json.out)) << json;
+    EXPECT_EQ(linesOf(json.out).size(), 1u) << json;
+  }
+  const auto gpus = nlohmann::json::parse(cli({"status", "--format", "json"}).out).at("gpus");
+  bool fake = false;
+  for (const auto& gpu : gpus) {
+    if (gpu.at("gpu") != "7\nfake") continue;
+    fake = true;
+    EXPECT_EQ(gpu.at("uuid"), "GPU-x\x1b]0;t\x07");
+    EXPECT_EQ(gpu.at("health").at("problems").at(0).at("reason"), "bad\xc2\x9bthing");
+  }
+  EXPECT_TRUE(fake) << gpus;
+
+  // The metrics: UTF-8, escaped as the text format wants, and promtool takes them.
+  const CliRun metrics = cli({"status", "--format", "prometheus"});
+  EXPECT_EQ(metrics.exitCode, 0) << metrics;
+  EXPECT_TRUE(terminalSafe(metrics.out));
+  EXPECT_TRUE(contains(
+      metrics.out,
+      "flink_gpu_healthy{gpu=\"7\\nfake\",uuid=\"GPU-x\xef\xbf\xbd]0;t\xef\xbf\xbd\"} 0\n"))
+      << metrics.out;
+  EXPECT_TRUE(contains(metrics.out, "flink_gpu_drained{gpu=\"9\",uuid=\"caf\xef\xbf\xbd\"} 1\n"))
+      << metrics.out;
+  std::ofstream(dir_ / "metrics.prom") << metrics.out;
+  const fs::path script =
+      writeScript(dir_ / "promtool.sh", "#!/bin/sh\nexec \"$1\" check metrics < \"$2\"\n");
+  const flink::process::ProcessResult checked =
+      flink::process::run({script.string(), PROMTOOL, (dir_ / "metrics.prom").string()}, {});
+  EXPECT_EQ(checked.outcome.value(), 0)
+      << checked.stdoutOutput.data << checked.stderrOutput.data << metrics.out;
+
+  // The default discovery's note of the drained GPU is one line too.
+  const CliRun discovery = discover(1);
+  EXPECT_EQ(discovery.out, "0\n") << discovery;
+  EXPECT_TRUE(terminalSafe(discovery.err));
+  EXPECT_TRUE(contains(discovery.err,
+                       "note: GPU 1 is not handed out: drained since "
+                       "1970-01-01T00:16:40Z by uid 0"))
+      << discovery;
+  for (const std::string& line : linesOf(discovery.err)) {
+    EXPECT_FALSE(line.starts_with("error: forged")) << discovery;
+  }
 }
 
 // --- beside Flink's own script ------------------------------------------------------------------
