@@ -1,12 +1,10 @@
 #include "commands/DiscoverCommand.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <stdexcept>
-#include <system_error>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +12,7 @@
 #include "Console.h"
 #include "ExitCode.h"
 #include "ResourceOutput.h"
+#include "commands/AmountOption.h"
 #include "flink/core/plugin/PluginManager.h"
 #include "flink/externalresource/ExternalResourceUtils.h"
 #include "flink/externalresource/gpu/GPUDriverFactory.h"
@@ -240,14 +239,9 @@ int runDiscover(const DiscoverOptions& options) {
     return kUsageError;
   }
   // Checked before the script is even looked at, as the driver does.
-  std::int64_t amount = 0;
-  const std::string& text = options.amount;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), amount);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || amount <= 0) {
-    printError("invalid --amount " + text + ": the amount of GPUs must be a positive integer" +
-               (ec == std::errc::result_out_of_range ? " below 2^63" : ""));
-    return kUsageError;
-  }
+  const std::optional<std::int64_t> parsedAmount = parseAmountOption(options.amount);
+  if (!parsedAmount) return kUsageError;
+  const std::int64_t amount = *parsedAmount;
   Configuration config;
   const bool usingDefaultScript = !options.discoveryScript.has_value();
   config.set(GPUDriverOptions::DISCOVERY_SCRIPT_PATH,

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +28,7 @@
 
 #include "Console.h"
 #include "ExitCode.h"
+#include "commands/AmountOption.h"
 #include "commands/CoordinationFileOption.h"
 #include "coordination/Coordination.h"
 #include "defaultdiscovery/DefaultDiscovery.h"
@@ -135,7 +137,8 @@ std::optional<std::vector<std::string>> visibleDevicesFor(const ExecOptions& opt
 
 /// Why `amount` GPUs could not be had: how many are free, and who holds the others or a unit
 /// related to them (a GPU's MIG instance, an instance's GPU).
-void printShortfall(const ExecOptions& options, const std::vector<std::string>& gpus,
+void printShortfall(const ExecOptions& options, std::size_t amount,
+                    const std::vector<std::string>& gpus,
                     const coordination::Allocation& allocation) {
   std::size_t free = 0;
   std::size_t busy = 0;
@@ -165,7 +168,7 @@ void printShortfall(const ExecOptions& options, const std::vector<std::string>& 
     if (!held && !blocked) ++free;
   }
   details.insert(details.begin(), "coordination file: " + options.coordinationFile);
-  std::string cause = "not enough free GPUs: " + std::to_string(options.amount) + " requested, " +
+  std::string cause = "not enough free GPUs: " + std::to_string(amount) + " requested, " +
                       std::to_string(free) + " free, " + std::to_string(gpus.size() - free - busy) +
                       " held";
   if (busy > 0) cause += ", " + std::to_string(busy) + " busy because a related unit is held";
@@ -365,11 +368,8 @@ CLI::App* addExecCommand(CLI::App& app, ExecOptions& options) {
 }
 
 int runExec(const ExecOptions& options) {
-  if (options.amount <= 0) {
-    printError("invalid --amount " + std::to_string(options.amount) +
-               ": the amount of GPUs must be positive");
-    return kUsageError;
-  }
+  const std::optional<std::int64_t> parsedAmount = parseAmountOption(options.amount);
+  if (!parsedAmount) return kUsageError;
   if (options.command.empty()) {
     printError("no command to run: give it after --, e.g. flink-gpu exec --amount 1 -- nvidia-smi");
     return kUsageError;
@@ -385,7 +385,7 @@ int runExec(const ExecOptions& options) {
   std::optional<HostUnits> host = hostGpus(options, exitCode);
   if (!host) return exitCode;
   const std::vector<std::string>& gpus = host->gpus;
-  const auto amount = static_cast<std::size_t>(options.amount);
+  const auto amount = static_cast<std::size_t>(*parsedAmount);
   if (gpus.size() < amount) {
     if (host->masked) {
       printError("only " + std::to_string(gpus.size()) + " GPU(s) allowed by " +
@@ -437,7 +437,7 @@ int runExec(const ExecOptions& options) {
       }
     }
     if (!allocation.satisfied) {
-      printShortfall(options, gpus, allocation);
+      printShortfall(options, amount, gpus, allocation);
       return kDiscoveryFailed;
     }
   }

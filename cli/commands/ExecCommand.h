@@ -5,7 +5,6 @@
 // gets the mask's own entries for them; CUDA_DEVICE_ORDER=PCI_BUS_ID is set unless already set.
 #pragma once
 
-#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,7 +14,8 @@
 namespace flink::cli {
 
 struct ExecOptions {
-  std::int64_t amount = 0;
+  /// As typed: read by runExec as discover reads its own (commands/AmountOption.h).
+  std::string amount;
   std::string coordinationFile;
   /// --gpus: the host's GPUs, instead of asking NVML or nvidia-smi.
   std::optional<std::string> gpus;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -25,8 +26,12 @@
 #include "commands/HostView.h"
 #include "coordination/Coordination.h"
 #include "coordination/CoordinationError.h"
+#include "device/DeviceIdentifiers.h"
 #include "discovery/GpuEnumerator.h"
+#include "discovery/HostGpus.h"
+#include "discovery/NvidiaSmi.h"
 #include "discovery/NvmlEnumerator.h"
+#include "discovery/VisibleDevices.h"
 #include "health/HealthRecords.h"
 #include "health/HostHealth.h"
 #include "health/Watch.h"
@@ -34,6 +39,9 @@
 
 namespace flink::cli {
 namespace {
+
+/// For quoteForMessage: the whole text, however long (a reason is shown whole).
+constexpr std::size_t kWholeText = std::string::npos;
 
 /// The host's devices through NVML; none when it cannot be used.
 std::vector<discovery::GpuDevice> nvmlDevicesOrNone() {
@@ -51,7 +59,9 @@ struct Unit {
   std::optional<std::string> uuid;
 };
 
-std::optional<Unit> unitOf(const std::string& text) {
+/// The one device identifier `--gpu` gives (canonical: "01" is "1"); nullopt after printing the
+/// usage error.
+std::optional<std::string> gpuOption(const std::string& text) {
   std::vector<std::string> parts;
   try {
     parts = discovery::parseGpuList(text);
@@ -63,20 +73,138 @@ std::optional<Unit> unitOf(const std::string& text) {
                "': expected one GPU, an index (e.g. 0) or a GPU-/MIG- UUID");
     return std::nullopt;
   }
-  Unit unit{parts.front(), std::nullopt};
-  if (unit.gpu.starts_with("MIG-")) return unit;
+  return parts.front();
+}
+
+/// The unit for undrain, which must work for a GPU the host no longer has (an operator cleans up
+/// after a GPU was removed): NVML, where it answers, only turns a GPU-… UUID into its index.
+std::optional<Unit> unitOf(const std::string& text) {
+  const std::optional<std::string> gpu = gpuOption(text);
+  if (!gpu) return std::nullopt;
+  Unit unit{*gpu, std::nullopt};
+  if (device::isMigUuid(unit.gpu)) return unit;
   for (const discovery::GpuDevice& device : nvmlDevicesOrNone()) {
     if (device.isMigInstance()) continue;
     if (device.identifier == unit.gpu || (device.uuid && *device.uuid == unit.gpu)) {
       return Unit{device.identifier, device.uuid};
     }
   }
-  if (unit.gpu.starts_with("GPU-")) unit.uuid = unit.gpu;
+  if (device::isUuid(unit.gpu)) unit.uuid = unit.gpu;
   return unit;
 }
 
 std::string nameOf(const Unit& unit) {
   return "GPU " + unit.gpu + (unit.uuid && *unit.uuid != unit.gpu ? " (" + *unit.uuid + ")" : "");
+}
+
+/// The host's GPUs, so that drain records none the host does not have: NVML, else nvidia-smi
+/// (with its MIG listing when `mig`). The GPUs an enumeration leaves out are named as warnings.
+/// @throws discovery::DiscoveryError when neither can list them.
+discovery::HostGpus hostGpusForDrain(bool mig) {
+  discovery::HostGpuOptions options;
+  options.mig = mig;
+  options.nvidiaSmi.timeout =
+      discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT")).timeout;
+  discovery::HostGpus host = discovery::enumerateHostGpus(options);
+  for (const std::string& warning : host.found.warnings) {
+    if (discovery::isLeftOutWarning(warning)) {
+      printWarning(std::string_view(warning).substr(std::string_view("warning: ").size()));
+    }
+  }
+  return host;
+}
+
+/// The lines after drain's error that say what the host has: its GPUs (or MIG instances) as the
+/// source lists them, and those it left out.
+std::vector<std::string> whatTheHostHas(const discovery::HostGpus& host, bool mig) {
+  std::vector<std::string> listed;
+  for (const discovery::GpuDevice& device : host.found.devices) {
+    if (device.isMigInstance() == mig) listed.push_back(discovery::describeDevice(device));
+  }
+  const std::string source(discovery::sourceName(host.source));
+  std::vector<std::string> lines{listed.empty()
+                                     ? source + " lists no " + (mig ? "MIG instance" : "GPU")
+                                     : source + " lists " + strings::join(listed, ", ")};
+  for (const discovery::LeftOutGpu& gpu : host.found.leftOut) {
+    lines.push_back("left out by " + source + ": " + gpu.describe());
+  }
+  return lines;
+}
+
+/// Whether `gpu` (a UUID, or MIG-GPU-<uuid>/<gi>/<ci>) names `device` whole, not by a prefix of
+/// its UUID as CUDA_VISIBLE_DEVICES may.
+bool namesWhole(const std::string& gpu, const discovery::GpuDevice& device,
+                const std::vector<discovery::GpuDevice>& devices) {
+  const std::string wanted = strings::toLower(gpu);
+  if (device.uuid && strings::toLower(*device.uuid) == wanted) return true;
+  if (!device.mig || !wanted.starts_with("mig-gpu-")) return false;
+  // The older MIG form: its GPU part must be the whole UUID of the instance's GPU.
+  const std::string parentUuid = wanted.substr(4, wanted.find('/') - 4);
+  for (const discovery::GpuDevice& parent : devices) {
+    if (!parent.isMigInstance() && parent.identifier == std::to_string(device.mig->parentIndex)) {
+      return parent.uuid && strings::toLower(*parent.uuid) == parentUuid;
+    }
+  }
+  return false;
+}
+
+/// A GPU that NVML counts but left out of the enumeration (lost, or denied by a cgroup), by index
+/// or UUID: still one of this host's, and draining it keeps it out once it answers again.
+std::optional<Unit> countedByNvml(const std::string& gpu) {
+  const health::NvmlProbe probe = health::probeNvml();
+  if (!probe.usable) return std::nullopt;
+  for (const health::GpuProbe& counted : probe.gpus) {
+    if (std::to_string(counted.index) == gpu || (counted.uuid && *counted.uuid == gpu)) {
+      return Unit{std::to_string(counted.index), counted.uuid};
+    }
+  }
+  return std::nullopt;
+}
+
+/// The unit of this host that `gpu` names for drain: a whole GPU by index or whole UUID, or a MIG
+/// instance the host has by its UUID. nullopt after printing why it names none.
+std::optional<Unit> hostUnitOf(const std::string& gpu, const discovery::HostGpus& host) {
+  const std::vector<discovery::GpuDevice>& devices = host.found.devices;
+  const bool mig = device::isMigUuid(gpu);
+  const bool nvml = host.source == discovery::HostGpuSource::kNvml;
+  std::string cause;
+  if (!device::isUuid(gpu)) {
+    for (const discovery::GpuDevice& device : devices) {
+      if (!device.isMigInstance() && device.identifier == gpu) {
+        return Unit{device.identifier, device.uuid};
+      }
+    }
+    if (nvml) {
+      if (std::optional<Unit> counted = countedByNvml(gpu)) return counted;
+    }
+    cause = "cannot drain GPU " + gpu + ": this host has no GPU " + gpu;
+  } else {
+    const discovery::EntryMatch match = discovery::matchVisibleDeviceEntry(gpu, devices);
+    if (match.device != nullptr && namesWhole(gpu, *match.device, devices)) {
+      const discovery::GpuDevice& device = *match.device;
+      return device.isMigInstance() ? Unit{device.identifier, std::nullopt}
+                                    : Unit{device.identifier, device.uuid};
+    }
+    if (!match.ambiguous.empty()) {
+      cause = "cannot drain " + gpu + ", which is " +
+              discovery::describeAmbiguity(match.ambiguous) + ": give a whole UUID" +
+              (mig ? "" : " or an index");
+    } else if (match.device != nullptr) {
+      cause = "cannot drain " + gpu + ": it is only the start of the UUID of " +
+              discovery::describeDevice(*match.device) + ": give the whole UUID" +
+              (mig ? "" : " or the index");
+    } else {
+      if (nvml && !mig) {
+        if (std::optional<Unit> counted = countedByNvml(gpu)) return counted;
+      }
+      cause = "cannot drain " + gpu + ": no " + (mig ? "MIG instance" : "GPU") +
+              " of this host has this UUID";
+    }
+  }
+  std::string message = cause;
+  for (const std::string& line : whatTheHostHas(host, mig)) message += '\n' + line;
+  printError(message);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -109,26 +237,65 @@ bool validReason(const std::string& reason) {
 
 int runDrain(const DrainOptions& options) {
   if (!validReason(options.reason)) return kUsageError;
-  const std::optional<Unit> unit = unitOf(options.gpu);
-  if (!unit) return kUsageError;
+  const std::optional<std::string> gpu = gpuOption(options.gpu);
+  if (!gpu) return kUsageError;
+  discovery::HostGpus host;
+  try {
+    host = hostGpusForDrain(device::isMigUuid(*gpu));
+  } catch (const discovery::DiscoveryError& e) {
+    // undrain needs no such look, and still works on this host.
+    std::string message = "cannot drain GPU " + *gpu +
+                          ": drain needs to know this host's GPUs, so as never to record one it "
+                          "does not have, and neither NVML nor nvidia-smi can list them: " +
+                          e.what();
+    for (const std::string& line : e.details()) message += '\n' + line;
+    printError(message);
+    return kDiscoveryFailed;
+  }
+  const std::optional<Unit> unit = hostUnitOf(*gpu, host);
+  if (!unit) return kDiscoveryFailed;
+
   health::HealthRecord drain;
   drain.kind = health::RecordKind::kDrained;
   drain.gpu = unit->gpu;
   drain.uuid = unit->uuid;
-  drain.since = health::nowSeconds();
   drain.uid = ::getuid();
   drain.reason = options.reason;
+  // A drain of a GPU already drained keeps the time it was taken out; its reason (and who gave
+  // it) is the new one.
+  std::optional<health::HealthRecord> previous;
   try {
     health::updateHealth(options.coordinationFile, [&](std::vector<health::HealthRecord>& records) {
+      previous.reset();
+      for (const health::HealthRecord& record : records) {
+        if (record.kind == health::RecordKind::kDrained &&
+            health::names(record, unit->gpu, unit->uuid) &&
+            (!previous || record.since < previous->since)) {
+          previous = record;
+        }
+      }
       std::erase_if(records, [&](const health::HealthRecord& record) {
         return record.kind == health::RecordKind::kDrained &&
                health::names(record, unit->gpu, unit->uuid);
       });
+      drain.since = previous ? previous->since : health::nowSeconds();
       records.push_back(drain);
     });
   } catch (const coordination::CoordinationError& e) {
     printError(e.what());
     return kDiscoveryFailed;
+  }
+  if (previous) {
+    std::cout << nameOf(*unit) << " was already drained since " << health::isoTime(previous->since)
+              << (previous->uid ? " by uid " + health::describeUid(*previous->uid) : "")
+              << (previous->reason.empty()
+                      ? std::string(", without a reason")
+                      : ": " + strings::quoteForMessage(previous->reason, kWholeText))
+              << (options.reason.empty() ? std::string("; now without a reason")
+                                         : "; the reason is now " +
+                                               strings::quoteForMessage(options.reason, kWholeText))
+              << '\n';
+    return kSuccess;
   }
   std::cout << "drained " << nameOf(*unit)
             << ": new allocations skip it; owners that hold it keep it\n";
@@ -330,11 +497,19 @@ int runCheck(const CheckOptions& options) {
     document["ok"] = ok;
     document["problems"] = list(problems);
     document["notes"] = list(notes);
-    std::cout << document.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+    // ASCII only: JSON escapes C0 controls but not DEL or C1 ones, which a record may hold and a
+    // terminal may read as an escape sequence; bytes that are not UTF-8 are replaced.
+    std::cout << document.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace)
               << '\n';
   } else {
-    for (const Finding& problem : problems) std::cout << problem.text << '\n';
-    for (const Finding& note : notes) std::cout << "note: " << note.text << '\n';
+    // One line per finding, as NHC and Slurm read them: a GPU name or UUID from a health record
+    // may hold a line break or an escape sequence.
+    for (const Finding& problem : problems) {
+      std::cout << strings::quoteForMessage(problem.text, kWholeText) << '\n';
+    }
+    for (const Finding& note : notes) {
+      std::cout << "note: " << strings::quoteForMessage(note.text, kWholeText) << '\n';
+    }
     if (ok) std::cout << "ok: " << host.probe.count << " GPU(s), none lost, unhealthy or drained\n";
   }
   return ok ? kSuccess : kDiscoveryFailed;

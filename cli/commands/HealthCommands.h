@@ -30,7 +30,9 @@ struct WatchCommandOptions {
 };
 
 /// `drain --gpu ID [--reason TEXT]`: records the GPU drained (time, reason, uid) beside the
-/// coordination file. Owners that hold it keep it.
+/// coordination file. Owners that hold it keep it. Only a GPU (or MIG instance) of this host, as
+/// NVML, else nvidia-smi, lists it, by index or whole UUID; anything else, or a host whose GPUs
+/// neither can list, is an error (exit 1). A GPU drained already keeps its first drain's time.
 CLI::App* addDrainCommand(CLI::App& app, DrainOptions& options);
 int runDrain(const DrainOptions& options);
 

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cctype>
 #include <exception>
+#include <string_view>
 #include <utility>
 
 #include "coordination/CoordinationError.h"
+#include "util/Strings.h"
 
 namespace flink::cli {
 namespace {
@@ -28,17 +30,34 @@ GpuView* find(std::vector<GpuView>& views, const std::string& gpu,
   return nullptr;
 }
 
-std::string label(const std::string& value) {
+/// A label value as Prometheus' text format takes it: UTF-8, with backslash, double quote and
+/// line feed escaped (\\, \", \n). The format has no other escape, so what would still reach a
+/// terminal reading the file (another control character, C0 or C1, or DEL), and each byte that
+/// is not part of well-formed UTF-8, becomes U+FFFD. The values come from records (a health
+/// record's GPU and UUID may hold anything).
+std::string label(std::string_view value) {
+  static constexpr std::string_view kReplacement = "\xef\xbf\xbd";  // U+FFFD
   std::string out;
-  for (const char c : value) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
+  out.reserve(value.size());
+  for (std::size_t i = 0; i < value.size();) {
+    char32_t codePoint = 0;
+    const std::size_t length = strings::utf8SequenceLength(value.substr(i), codePoint);
+    if (length == 0) {
+      out += kReplacement;
+      ++i;
+      continue;
     }
+    if (codePoint == U'\\' || codePoint == U'"') {
+      out += '\\';
+      out += static_cast<char>(codePoint);
+    } else if (codePoint == U'\n') {
+      out += "\\n";
+    } else if (codePoint < 0x20 || (codePoint >= 0x7f && codePoint <= 0x9f)) {
+      out += kReplacement;
+    } else {
+      out.append(value.substr(i, length));
+    }
+    i += length;
   }
   return out;
 }

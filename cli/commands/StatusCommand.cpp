@@ -193,13 +193,21 @@ void printJson(const std::string& file, const coordination::Status& status,
   document["limit_bytes"] = status.limitBytes;
   document["notes"] = status.notes;
   document["gpus"] = hostJson(host);
-  // Replace rather than throw on bytes that are not UTF-8 (a junk line may hold anything).
-  std::cout << document.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+  // Replace rather than throw on bytes that are not UTF-8 (a junk line may hold anything), and
+  // ASCII only: JSON escapes C0 controls but not DEL or C1 ones, which a terminal may read as an
+  // escape sequence.
+  std::cout << document.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace)
             << '\n';
 }
 
-/// Columns separated by two spaces, each as wide as its widest cell; no trailing blanks.
-void printTable(const std::vector<std::vector<std::string>>& rows) {
+/// Columns separated by two spaces, each as wide as its widest cell; no trailing blanks. Each
+/// cell is quoted (strings::quoteForMessage): what the records, the health records and NVML
+/// tell (a GPU's name, a reason) may hold a line break or an escape sequence, and a row is one
+/// line on a terminal.
+void printTable(std::vector<std::vector<std::string>> rows) {
+  for (auto& row : rows) {
+    for (std::string& cell : row) cell = strings::quoteForMessage(cell, std::string::npos);
+  }
   std::vector<std::size_t> widths;
   for (const auto& row : rows) {
     widths.resize(std::max(widths.size(), row.size()));
@@ -237,7 +245,7 @@ void printHost(const HostView& host) {
   std::cout << '\n';
   std::vector<std::vector<std::string>> rows{{"GPU", "STATE", "DETAIL"}};
   for (const GpuView& view : host.gpus) rows.push_back({view.gpu, view.state, describeView(view)});
-  printTable(rows);
+  printTable(std::move(rows));
 }
 
 void printText(const std::string& file, const coordination::Status& status,
@@ -262,7 +270,7 @@ void printText(const std::string& file, const coordination::Status& status,
     rows.push_back({entry.record.gpu, std::to_string(entry.record.owner.pid), ownerState(entry)});
     if (anyDevice) rows.back().push_back(describe(properties[i]));
   }
-  printTable(rows);
+  printTable(std::move(rows));
 }
 
 }  // namespace

@@ -202,9 +202,9 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   // With --mig, a GPU in MIG mode is handed out as its instances (by MIG UUID), never whole.
   health::FilteredUnits healthy;
   try {
-    healthy = health::filterUnhealthy(discovery::allocatableUnits(found.found.devices, options.mig),
-                                      found.found.devices, found.source == "NVML", options.health,
-                                      options.coordinationFile);
+    healthy = health::filterUnhealthy(
+        discovery::allocatableUnits(found.found.devices, options.mig), found.found.devices,
+        found.source == discovery::HostGpuSource::kNvml, options.health, options.coordinationFile);
   } catch (const health::HealthRecordsUnreadable& e) {
     failWith(Stage::kHealth,
              std::string(e.what()) +
@@ -222,7 +222,7 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   }
   host.gpus = withoutDuplicates(discovery::identifiersOf(healthy.units), report);
   host.devices = std::move(found.found.devices);
-  host.topologyWanted = options.topology && found.source == "NVML";
+  host.topologyWanted = options.topology && found.source == discovery::HostGpuSource::kNvml;
   host.nvmlSession = std::move(heldNvml);
 
   // The worker's own CUDA_VISIBLE_DEVICES (from its scheduler) limits what it may have; a list

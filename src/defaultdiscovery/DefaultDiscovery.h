@@ -30,6 +30,7 @@
 #include "coordination/Coordination.h"
 #include "defaultdiscovery/DiscoveryArguments.h"
 #include "discovery/GpuEnumerator.h"
+#include "discovery/HostGpus.h"
 #include "discovery/VisibleDevices.h"
 #include "health/HostHealth.h"
 #include "nvml/Nvml.h"
@@ -105,8 +106,8 @@ struct HostUnits {
   std::vector<std::string> gpus;
   /// Every device enumerated, MIG instances included (the listed ones, with --gpus).
   std::vector<discovery::GpuDevice> devices;
-  /// Where the devices come from: "--gpus", "NVML" or "nvidia-smi".
-  std::string source;
+  /// Where the devices come from.
+  discovery::HostGpuSource source = discovery::HostGpuSource::kListed;
   /// An inherited CUDA_VISIBLE_DEVICES and the units it allows, with its entries for them.
   std::optional<discovery::VisibleDevicesMask> mask;
   std::optional<discovery::MaskedUnits> masked;

@@ -3,10 +3,12 @@
 // The program is run by Flink's Java driver and by ours with whatever `discovery-script.args` a
 // deployment configured for Flink's own script, so it must accept Flink's arguments
 // (`<amount> [--enable-coordination-mode] [--coordination-file PATH]`) and must not fail on
-// arguments it does not know: those are reported as notes and ignored, and the `null` the
-// drivers pass when no arguments are configured is ignored silently. Only the amount, and the
-// values of our own options (--gpus, --owner-pid), are checked strictly, since a mistake there
-// would hand out the wrong GPUs.
+// arguments it does not know (Flink's examples pass `--device-type nvidia`): those are reported
+// as notes and ignored, and the `null` the drivers pass when no arguments are configured is
+// ignored silently. Only the amount, the values of our own options (--gpus, --owner-pid, ...),
+// and arguments that look like a misspelling of one of our options (`--coordination-fle`,
+// `--MIG`, `--mig=yes`: see parseDiscoveryArguments) are errors, since a mistake there would
+// hand out the wrong GPUs, or hand them out without coordination.
 #pragma once
 
 #include <sys/types.h>
@@ -46,7 +48,16 @@ struct DiscoveryArguments {
 };
 
 /// Reads the arguments after the program name.
-/// @throws DiscoveryError for a missing or invalid amount and for bad --gpus/--owner-pid values.
+///
+/// An argument no option takes is a misspelt option, and an error, when it starts with "--" and
+/// its name (before any '='), compared without regard to case, is within a few edits (optimal
+/// string alignment: insertions, deletions, substitutions, swaps of neighbours) of a known
+/// option's name: none for names of up to three letters (`mig`: one edit reaches `min`, `mix`),
+/// one for names of up to seven (`gpus`, `health`), two for longer ones. A flag given a value
+/// (`--mig=yes`) is one too. Any other unknown argument is a note.
+/// @throws DiscoveryError for a missing or invalid amount, for bad values of our options, and for
+///         a misspelt option ("unknown option '--coordination-fle': did you mean
+///         '--coordination-file'?", with the known options as a detail).
 DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args);
 
 }  // namespace flink::defaultdiscovery

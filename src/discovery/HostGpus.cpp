@@ -4,18 +4,31 @@
 
 namespace flink::discovery {
 
+std::string_view sourceName(HostGpuSource source) noexcept {
+  switch (source) {
+    case HostGpuSource::kListed:
+      return "--gpus";
+    case HostGpuSource::kNvml:
+      return "NVML";
+    case HostGpuSource::kNvidiaSmi:
+      return "nvidia-smi";
+  }
+  return "?";
+}
+
 HostGpus enumerateHostGpus(const HostGpuOptions& options) {
-  if (options.listed) return {StaticEnumerator(*options.listed).enumerate(), "--gpus"};
+  if (options.listed)
+    return {StaticEnumerator(*options.listed).enumerate(), HostGpuSource::kListed};
 
   discovery::NvmlAttempt attempt = discovery::attemptNvmlEnumeration(options.topology);
-  if (attempt.found) return {std::move(*attempt.found), "NVML"};
+  if (attempt.found) return {std::move(*attempt.found), HostGpuSource::kNvml};
   const bool nvmlAbsent = attempt.libraryAbsent;
 
   NvidiaSmiOptions smi = options.nvidiaSmi;
   smi.mig = options.mig;
   const std::string note = "note: " + attempt.problem + "; nvidia-smi was asked instead";
   try {
-    HostGpus gpus{NvidiaSmiEnumerator(smi).enumerate(), "nvidia-smi"};
+    HostGpus gpus{NvidiaSmiEnumerator(smi).enumerate(), HostGpuSource::kNvidiaSmi};
     if (!nvmlAbsent) gpus.found.warnings.insert(gpus.found.warnings.begin(), note);
     return gpus;
   } catch (const DiscoveryError& e) {

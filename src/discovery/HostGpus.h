@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "discovery/GpuEnumerator.h"
@@ -29,11 +30,20 @@ struct HostGpuOptions {
   bool topology = false;
 };
 
+/// Where enumerateHostGpus found the GPUs.
+enum class HostGpuSource {
+  kListed,     ///< the list given (--gpus): identifiers only
+  kNvml,       ///< NVML: every property, MIG instances, the topology
+  kNvidiaSmi,  ///< nvidia-smi: uuid, name, pci.bus_id and memory.total, as it was asked
+};
+
+/// "--gpus", "NVML" or "nvidia-smi", for messages.
+std::string_view sourceName(HostGpuSource source) noexcept;
+
 /// What enumerateHostGpus found, and from where.
 struct HostGpus {
   Enumeration found;
-  /// "--gpus", "NVML" or "nvidia-smi".
-  std::string source;
+  HostGpuSource source = HostGpuSource::kListed;
 };
 
 /// @throws DiscoveryError when no source can tell. When the NVML library is there but fails, its

@@ -44,38 +44,42 @@ std::optional<std::tuple<unsigned long, unsigned long, unsigned long, unsigned l
   return std::make_tuple(parts[0], parts[1], parts[2], parts[3]);
 }
 
-/// The device whose UUID is `wanted` (lower case) or, with `prefix`, the only one whose UUID
-/// starts with it. `whole`: among whole GPUs, else among MIG instances.
-const GpuDevice* byUuid(const std::vector<GpuDevice>& devices, const std::string& wanted,
-                        bool whole) {
-  const GpuDevice* found = nullptr;
+/// The device whose UUID is `wanted` (lower case) or, when none is, every device whose UUID
+/// starts with it (one: the device it names; several: an ambiguous prefix, which names none).
+/// `whole`: among whole GPUs, else among MIG instances.
+EntryMatch byUuid(const std::vector<GpuDevice>& devices, const std::string& wanted, bool whole) {
+  std::vector<const GpuDevice*> starting;
   for (const GpuDevice& device : devices) {
     if (!device.uuid || device.isMigInstance() == whole) continue;
     const std::string uuid = strings::toLower(*device.uuid);
-    if (uuid == wanted) return &device;
-    if (uuid.starts_with(wanted)) {
-      if (found != nullptr) return nullptr;  // a prefix that two UUIDs share names neither
-      found = &device;
-    }
+    if (uuid == wanted) return {&device, {}};
+    if (uuid.starts_with(wanted)) starting.push_back(&device);
   }
-  return found;
+  if (starting.size() == 1) return {starting.front(), {}};
+  // A prefix that several UUIDs share names none of them: CUDA cannot tell which is meant.
+  return {nullptr, starting.size() > 1 ? std::move(starting) : std::vector<const GpuDevice*>()};
 }
 
-/// MIG-GPU-<gpu uuid>/<gi>/<ci>: the instance of that GPU with those ids.
-const GpuDevice* byMigTriple(const std::vector<GpuDevice>& devices, std::string_view entry) {
+/// MIG-GPU-<gpu uuid>/<gi>/<ci>: the instance of that GPU with those ids. A GPU UUID prefix
+/// that several GPUs share is ambiguous here too.
+EntryMatch byMigTriple(const std::vector<GpuDevice>& devices, std::string_view entry) {
   const std::vector<std::string_view> parts = strings::split(entry.substr(4), '/');
-  if (parts.size() != 3) return nullptr;
+  if (parts.size() != 3) return {};
   const std::optional<unsigned> gi = parseUnsigned(parts[1]);
   const std::optional<unsigned> ci = parseUnsigned(parts[2]);
-  if (!gi || !ci) return nullptr;
-  const GpuDevice* parent = byUuid(devices, strings::toLower(parts[0]), true);
-  if (parent == nullptr) return nullptr;
+  if (!gi || !ci) return {};
+  EntryMatch parent = byUuid(devices, strings::toLower(parts[0]), true);
+  if (parent.device == nullptr) return parent;
   // MIG instances name their parent by index (identifier of the whole GPU).
   for (const GpuDevice& device : devices) {
-    if (!device.mig || std::to_string(device.mig->parentIndex) != parent->identifier) continue;
-    if (device.mig->gpuInstanceId == gi && device.mig->computeInstanceId == ci) return &device;
+    if (!device.mig || std::to_string(device.mig->parentIndex) != parent.device->identifier) {
+      continue;
+    }
+    if (device.mig->gpuInstanceId == gi && device.mig->computeInstanceId == ci) {
+      return {&device, {}};
+    }
   }
-  return nullptr;
+  return {};
 }
 
 bool severalModels(const std::vector<const GpuDevice*>& gpus) {
@@ -131,19 +135,40 @@ std::vector<const GpuDevice*> cudaIndexOrder(const std::vector<GpuDevice>& devic
   return gpus;
 }
 
-const GpuDevice* resolveVisibleDeviceEntry(std::string_view entry,
-                                           const std::vector<GpuDevice>& devices) {
+EntryMatch matchVisibleDeviceEntry(std::string_view entry, const std::vector<GpuDevice>& devices) {
   if (isDigits(entry)) {
     const std::optional<unsigned> index = parseUnsigned(entry);
     const std::vector<const GpuDevice*> order = cudaIndexOrder(devices);
-    return index && *index < order.size() ? order[*index] : nullptr;
+    return {index && *index < order.size() ? order[*index] : nullptr, {}};
   }
   const std::string lower = strings::toLower(entry);
   if (lower.starts_with("mig-gpu-")) return byMigTriple(devices, entry);
   // "GPU-" or "MIG-" and at least one character of the UUID: "GPU-" alone names nothing.
   if (lower.size() > 4 && lower.starts_with("gpu-")) return byUuid(devices, lower, true);
   if (lower.size() > 4 && lower.starts_with("mig-")) return byUuid(devices, lower, false);
-  return nullptr;
+  return {};
+}
+
+const GpuDevice* resolveVisibleDeviceEntry(std::string_view entry,
+                                           const std::vector<GpuDevice>& devices) {
+  return matchVisibleDeviceEntry(entry, devices).device;
+}
+
+std::string describeDevice(const GpuDevice& device) {
+  if (device.mig) {
+    return "MIG instance " + device.identifier + " of GPU " +
+           std::to_string(device.mig->parentIndex);
+  }
+  return "GPU " + device.identifier + (device.uuid ? " (" + *device.uuid + ")" : std::string());
+}
+
+std::string describeAmbiguity(const std::vector<const GpuDevice*>& candidates) {
+  std::string text = "ambiguous: it could mean ";
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (i > 0) text += i + 1 == candidates.size() ? " or " : ", ";
+    text += describeDevice(*candidates[i]);
+  }
+  return text;
 }
 
 MaskResolution resolveVisibleDevices(const VisibleDevicesMask& mask,
@@ -152,16 +177,22 @@ MaskResolution resolveVisibleDevices(const VisibleDevicesMask& mask,
   bool anyIndex = false;
   for (std::size_t i = 0; i < mask.entries.size(); ++i) {
     const std::string& entry = mask.entries[i];
-    const GpuDevice* device = resolveVisibleDeviceEntry(entry, devices);
+    EntryMatch match = matchVisibleDeviceEntry(entry, devices);
+    const GpuDevice* device = match.device;
     if (device == nullptr) {
-      std::string warning = "warning: " + mask.describe() + ": entry " + quoted(entry) +
-                            " names no device of this host, so CUDA ignores it";
+      // What CUDA makes visible is the same either way: nothing from this entry on.
+      std::string warning =
+          "warning: " + mask.describe() + ": entry " + quoted(entry) +
+          (match.ambiguous.empty() ? std::string(" names no device of this host")
+                                   : " is " + describeAmbiguity(match.ambiguous)) +
+          ", so CUDA ignores it";
       if (i + 1 < mask.entries.size()) {
         std::vector<std::string> rest(mask.entries.begin() + static_cast<std::ptrdiff_t>(i) + 1,
                                       mask.entries.end());
         warning += " and every entry after it (" + strings::join(rest, ",") + ")";
       }
       resolution.warnings.push_back(std::move(warning));
+      resolution.stop = MaskStop{i, std::move(match.ambiguous)};
       break;
     }
     anyIndex = anyIndex || isDigits(entry);
@@ -224,8 +255,13 @@ MaskedUnits unitsUnderMask(const VisibleDevicesMask& mask, const std::vector<Gpu
   if (units.hostIdentifiers.empty()) {
     std::vector<std::string> details = units.warnings;
     details.push_back("GPUs of this host: " + strings::join(identifiersOf(devices), ","));
-    throw DiscoveryError(mask.describe() + " names no GPU of this host that can be handed out",
-                         std::move(details));
+    std::string cause = mask.describe() + " names no GPU of this host that can be handed out";
+    if (resolution.visible.empty() && resolution.stop && !resolution.stop->ambiguous.empty()) {
+      // Its first entry is a prefix several UUIDs share: say so first, not "no device".
+      cause += ": its entry " + quoted(mask.entries[resolution.stop->entry]) + " is " +
+               describeAmbiguity(resolution.stop->ambiguous);
+    }
+    throw DiscoveryError(cause, std::move(details));
   }
   return units;
 }

@@ -6,7 +6,8 @@
 //
 // - unset: every device; set but empty (after spaces), or Slurm's `NoDevFiles`: none;
 // - otherwise a comma list; spaces around an entry are ignored; each entry is a decimal index, a
-//   full `GPU-…`/`MIG-…` UUID, a unique prefix of one (`GPU-8932f937`), or the pre-R470 MIG form
+//   full `GPU-…`/`MIG-…` UUID, a unique prefix of one (`GPU-8932f937`; a prefix that several
+//   UUIDs share names none of them, and is reported as ambiguous), or the pre-R470 MIG form
 //   `MIG-GPU-<gpu uuid>/<gpu instance id>/<compute instance id>`. UUIDs compare case-insensitively;
 // - the list ends at the first entry that names no device (`0,2,-1,1` is `0,2`);
 // - an entry that names a device already named counts once;
@@ -63,11 +64,31 @@ bool inheritedPciBusOrder();
 /// Pointers into `devices`.
 std::vector<const GpuDevice*> cudaIndexOrder(const std::vector<GpuDevice>& devices);
 
-/// The device one entry names, as CUDA reads it, or nullptr: an index among cudaIndexOrder, a
-/// whole or MIG UUID, a prefix that only one UUID has, or MIG-GPU-<uuid>/<gi>/<ci> (the MIG
-/// instance of that GPU with those ids). `entry` is trimmed.
+/// What one entry names, as CUDA reads it.
+struct EntryMatch {
+  /// The device: an index among cudaIndexOrder, a whole or MIG UUID, a prefix that only one UUID
+  /// has, or MIG-GPU-<uuid>/<gi>/<ci> (the MIG instance of that GPU with those ids); nullptr
+  /// when the entry names none. Into the devices given.
+  const GpuDevice* device = nullptr;
+  /// When the entry names none because it is a UUID prefix that several devices share (for the
+  /// MIG-GPU- form, several GPUs): those devices, in the order listed. CUDA takes none of them,
+  /// and stops there as at any entry that names no device.
+  std::vector<const GpuDevice*> ambiguous;
+};
+
+/// The device one entry names, by the rules above (`entry` is trimmed).
+EntryMatch matchVisibleDeviceEntry(std::string_view entry, const std::vector<GpuDevice>& devices);
+
+/// matchVisibleDeviceEntry's device, or nullptr.
 const GpuDevice* resolveVisibleDeviceEntry(std::string_view entry,
                                            const std::vector<GpuDevice>& devices);
+
+/// "GPU 0 (GPU-8932f937-…)", or "MIG instance MIG-… of GPU 2": a device named by its index and
+/// UUID, for messages.
+std::string describeDevice(const GpuDevice& device);
+
+/// "ambiguous: it could mean GPU 0 (GPU-…) or GPU 1 (GPU-…)", of EntryMatch::ambiguous.
+std::string describeAmbiguity(const std::vector<const GpuDevice*>& candidates);
 
 /// One entry of the mask and the device it names.
 struct VisibleDevice {
@@ -77,11 +98,22 @@ struct VisibleDevice {
   const GpuDevice* device = nullptr;
 };
 
+/// The entry at which CUDA stops reading a mask: the first that names no device.
+struct MaskStop {
+  /// Its position among VisibleDevicesMask::entries.
+  std::size_t entry = 0;
+  /// The devices it could mean, when it is an ambiguous UUID prefix (EntryMatch::ambiguous).
+  std::vector<const GpuDevice*> ambiguous;
+};
+
 /// What the mask makes visible of `devices`.
 struct MaskResolution {
   /// In the mask's order, each device once.
   std::vector<VisibleDevice> visible;
-  /// "warning: …" lines: an entry CUDA stops at (and those it ignores after it), an entry given
+  /// Where CUDA stopped, when an entry names no device.
+  std::optional<MaskStop> stop;
+  /// "warning: …" lines: an entry CUDA stops at (and those it ignores after it; an ambiguous
+  /// prefix says which devices it could mean), an entry given
   /// twice, index entries on a host of several GPU models without CUDA_DEVICE_ORDER=PCI_BUS_ID.
   std::vector<std::string> warnings;
 };

@@ -11,6 +11,7 @@
 
 #include "coordination/CoordinationError.h"
 #include "nvml/Nvml.h"
+#include "util/Strings.h"
 
 namespace flink::health {
 namespace {
@@ -21,8 +22,10 @@ std::string describeRecord(const HealthRecord& record) {
   if (record.kind == RecordKind::kDrained && record.uid)
     text += " by uid " + describeUid(*record.uid);
   if (record.xid) text += ": Xid " + std::to_string(*record.xid);
-  if (!record.reason.empty())
-    text += (record.xid ? " (" + record.reason + ")" : ": " + record.reason);
+  // Problem::text is one line: a reason read from the file may hold anything (a line break, an
+  // escape sequence), and is shown quoted, whole.
+  const std::string reason = strings::quoteForMessage(record.reason, std::string::npos);
+  if (!reason.empty()) text += (record.xid ? " (" + reason + ")" : ": " + reason);
   return text;
 }
 

@@ -47,7 +47,8 @@ struct Problem {
   };
   Kind kind;
   /// One line for a person, without the GPU's name: "drained since 2026-12-01T09:40:00Z by uid
-  /// 1000 (alice): fan noise".
+  /// 1000 (alice): fan noise". A record's reason is in it as strings::quoteForMessage quotes it
+  /// (the record itself keeps it as it was).
   std::string text;
   /// The record behind kUnhealthy and kDrained.
   std::optional<HealthRecord> record = {};

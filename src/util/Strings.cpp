@@ -1,7 +1,6 @@
 #include "util/Strings.h"
 
 #include <cctype>
-#include <cstdio>
 
 namespace flink::strings {
 
@@ -68,12 +67,69 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
   }
 }
 
+std::size_t utf8SequenceLength(std::string_view text, char32_t& codePoint) noexcept {
+  if (text.empty()) return 0;
+  const auto lead = static_cast<unsigned char>(text[0]);
+  std::size_t length = 0;
+  char32_t value = 0;
+  char32_t least = 0;  // the smallest value of this length: below it, the form is overlong
+  if (lead < 0x80) {
+    codePoint = lead;
+    return 1;
+  } else if ((lead & 0xe0) == 0xc0) {
+    length = 2;
+    value = lead & 0x1f;
+    least = 0x80;
+  } else if ((lead & 0xf0) == 0xe0) {
+    length = 3;
+    value = lead & 0x0f;
+    least = 0x800;
+  } else if ((lead & 0xf8) == 0xf0) {
+    length = 4;
+    value = lead & 0x07;
+    least = 0x10000;
+  } else {
+    return 0;  // a continuation byte, or 0xf8 and above
+  }
+  if (text.size() < length) return 0;
+  for (std::size_t i = 1; i < length; ++i) {
+    const auto next = static_cast<unsigned char>(text[i]);
+    if ((next & 0xc0) != 0x80) return 0;
+    value = (value << 6) | (next & 0x3f);
+  }
+  if (value < least || value > 0x10ffff || (value >= 0xd800 && value <= 0xdfff)) return 0;
+  codePoint = value;
+  return length;
+}
+
 std::string quoteForMessage(std::string_view text, std::size_t maxLength) {
   std::string quoted;
   const std::size_t shown = text.size() < maxLength ? text.size() : maxLength;
   quoted.reserve(shown + 16);
-  for (std::size_t i = 0; i < shown; ++i) {
+  // "\\x1b", "\\u009b": `prefix`, then `digits` lower-case hex digits of `value`.
+  const auto escape = [&quoted](std::string_view prefix, unsigned value, int digits) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    quoted += prefix;
+    for (int shift = (digits - 1) * 4; shift >= 0; shift -= 4)
+      quoted += kHex[(value >> shift) & 0xf];
+  };
+  for (std::size_t i = 0; i < shown;) {
     const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      char32_t codePoint = 0;
+      const std::size_t length = utf8SequenceLength(text.substr(i, shown - i), codePoint);
+      if (length == 0) {
+        escape("\\x", c, 2);
+        ++i;
+      } else if (codePoint <= 0x9f) {
+        escape("\\u", static_cast<unsigned>(codePoint), 4);
+        i += length;
+      } else {
+        quoted.append(text.substr(i, length));
+        i += length;
+      }
+      continue;
+    }
     switch (c) {
       case '\n':
         quoted += "\\n";
@@ -86,13 +142,12 @@ std::string quoteForMessage(std::string_view text, std::size_t maxLength) {
         break;
       default:
         if (c < 0x20 || c == 0x7f) {
-          char escaped[5];
-          std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
-          quoted += escaped;
+          escape("\\x", c, 2);
         } else {
           quoted += static_cast<char>(c);
         }
     }
+    ++i;
   }
   if (shown < text.size()) {
     quoted += "... (" + std::to_string(text.size() - shown) + " more bytes)";

@@ -32,8 +32,16 @@ std::string join(const std::vector<std::string>& parts, std::string_view separat
 /// Splits on `separator`, keeping empty parts.
 std::vector<std::string_view> split(std::string_view text, char separator);
 
-/// `text` made safe to quote in one line of a message: control characters are escaped
-/// (\n, \t, \xNN) and anything past `maxLength` bytes is replaced by "... (N more bytes)".
+/// The length in bytes of the well-formed UTF-8 sequence that `text` starts with, its value in
+/// `codePoint`; 0 when it starts with none (a byte that starts no sequence, a sequence cut short,
+/// an overlong form, a surrogate, a value past U+10FFFF) or is empty.
+std::size_t utf8SequenceLength(std::string_view text, char32_t& codePoint) noexcept;
+
+/// `text` made safe to quote in one line of a message, and to print on a terminal: control
+/// characters are escaped (\n, \r, \t, \xNN for the other C0 ones and DEL, \u00NN for the C1
+/// ones U+0080 to U+009F, which terminals may read as the start of an escape sequence), a byte
+/// that is not part of well-formed UTF-8 becomes \xNN, and anything past `maxLength` bytes is
+/// replaced by "... (N more bytes)". What it returns comes out unchanged from it again.
 std::string quoteForMessage(std::string_view text, std::size_t maxLength = 200);
 
 }  // namespace flink::strings

@@ -379,6 +379,34 @@ TEST_F(CoordinationCommandsTest, ExecUsageErrorsExitTwoAndRunNothing) {
   EXPECT_FALSE(fs::exists(coordinationFile())) << "a usage error touched the coordination file";
 }
 
+TEST_F(CoordinationCommandsTest, ExecRefusesTheAmountsDiscoverRefusesInItsWords) {
+  // Each a usage error of both commands, said alike; the command never runs and no GPU is taken.
+  // 99999999999999999999 was taken for 2^63 - 1 GPUs, 0x2 for 2, +1 and ' 1' for 1, and two,
+  // 1.5 and 1e3 got CLI11's own words.
+  const fs::path script = writeScript(dir_ / "two-gpus.sh", "#!/bin/sh\necho 0,1\n");
+  for (const std::string amount :
+       {"99999999999999999999", "two", "1.5", "", "-1", "0", "0x2", "1e3", "+1", " 1"}) {
+    const CliRun discover =
+        runCli({"discover", "--discovery-script", script.string(), "--amount", amount});
+    const CliRun run = exec({"--amount", amount, "--gpus", "0,1,2"}, touchMarker());
+    EXPECT_EQ(discover.exitCode, 2) << discover;
+    EXPECT_EQ(run.exitCode, 2) << run;
+    EXPECT_EQ(run.out, "") << run;
+    EXPECT_EQ(run.err, discover.err) << run;
+    const std::string wanted = "flink-gpu: error: invalid --amount " + amount +
+                               ": the amount of GPUs must be a positive integer" +
+                               (amount == "99999999999999999999" ? " below 2^63\n" : "\n");
+    EXPECT_EQ(run.err, wanted) << run;
+  }
+  EXPECT_FALSE(fs::exists(marker())) << "a command ran";
+  EXPECT_FALSE(fs::exists(coordinationFile())) << "a usage error touched the coordination file";
+  // What both accept, leading zeros included.
+  const CliRun zeros =
+      exec({"--amount", "002", "--gpus", "0,1,2"}, {"/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"});
+  EXPECT_EQ(zeros.exitCode, 0) << zeros;
+  EXPECT_EQ(zeros.out, "0,1\n") << zeros;
+}
+
 TEST_F(CoordinationCommandsTest, FewerGpusOnTheHostThanAskedExitsOne) {
   const CliRun run = exec({"--amount", "3", "--gpus", "0,1"}, touchMarker());
   EXPECT_EQ(run.exitCode, 1) << run;

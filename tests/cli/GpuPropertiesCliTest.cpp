@@ -48,6 +48,7 @@ namespace fs = std::filesystem;
 using flink::testing::CliRun;
 using flink::testing::firstLine;
 using flink::testing::hasLineStartingWith;
+using flink::testing::readFile;
 using flink::testing::readLines;
 using flink::testing::runCli;
 using flink::testing::TempDir;
@@ -308,6 +309,55 @@ TEST_F(GpuPropertiesCliTest, FailingNvmlFallsBackToNvidiaSmiAndSaysWhy) {
   EXPECT_EQ(verbose.exitCode, 0) << verbose;
   EXPECT_TRUE(contains(verbose.err, "note: NVML is not usable: ")) << verbose;
   EXPECT_TRUE(contains(verbose.err, "nvidia-smi was asked instead")) << verbose;
+}
+
+// --- nvidia-smi only ------------------------------------------------------------------------
+
+TEST_F(GpuPropertiesCliTest, WhereOnlyNvidiaSmiAnswersItsPropertiesReachTheGpuInfo) {
+  // No NVML at all; nvidia-smi answers the default discovery's query as the real one does (and
+  // refuses anything else), and counts its runs.
+  const fs::path runs = dir_ / "nvidia-smi-runs";
+  writeScript(dir_ / "bin" / "nvidia-smi",
+              "#!/bin/sh\n"
+              "echo run >> '" +
+                  runs.string() +
+                  "'\n"
+                  "if [ \"$*\" != '--query-gpu=index,uuid,name,pci.bus_id,memory.total "
+                  "--format=csv,noheader,nounits' ]; then\n"
+                  "  echo 'Invalid combination of input arguments. Please run nvidia-smi -h for "
+                  "help.'; exit 2\n"
+                  "fi\n"
+                  "echo '0, " +
+                  std::string(kGpu0) +
+                  ", NVIDIA H200, 00000000:19:00.0, 143771'\n"
+                  "echo '1, " +
+                  std::string(kGpu1) + ", NVIDIA H200, 00000000:3B:00.0, 143771'\n");
+  const std::vector<std::string> env{
+      "FLINK_GPU_NVML_LIBRARY=" + (dir_ / "no-nvml" / "libnvidia-ml.so.1").string(),
+      "PATH=" + (dir_ / "bin").string() + ":/usr/bin:/bin"};
+
+  const CliRun json = runCli({"discover", "-n", "2", "--format", "json"}, env);
+  ASSERT_EQ(json.exitCode, 0) << json;
+  EXPECT_EQ(json.out, std::string("{\"gpu\":[{\"index\":\"0\",\"uuid\":\"") + kGpu0 +
+                          "\",\"name\":\"NVIDIA H200\",\"pci.bus_id\":\"00000000:19:00.0\","
+                          "\"memory.total\":\"143771\"},{\"index\":\"1\",\"uuid\":\"" +
+                          kGpu1 +
+                          "\",\"name\":\"NVIDIA H200\",\"pci.bus_id\":\"00000000:3B:00.0\","
+                          "\"memory.total\":\"143771\"}]}\n")
+      << json;
+  // nvidia-smi was run once, for the enumeration; nothing asked it again for the properties.
+  EXPECT_EQ(readLines(runs).size(), 1u) << readFile(runs);
+
+  // Under a scheduler's mask the entry is the mask's, and the properties say which GPU it is.
+  const std::string prefix = std::string(kGpu1).substr(0, 12);
+  std::vector<std::string> masked = env;
+  masked.push_back("CUDA_VISIBLE_DEVICES=" + prefix);
+  const CliRun under = runCli({"discover", "-n", "1", "--format", "json"}, masked);
+  ASSERT_EQ(under.exitCode, 0) << under;
+  const auto gpu = nlohmann::json::parse(under.out).at("gpu").at(0);
+  EXPECT_EQ(gpu.at("index"), prefix) << under;
+  EXPECT_EQ(gpu.at("uuid"), kGpu1) << under;
+  EXPECT_EQ(gpu.at("pci.bus_id"), "00000000:3B:00.0") << under;
 }
 
 // --- status --------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include "CliRun.h"
 #include "TestSupport.h"
 #include "process/Subprocess.h"
+#include "util/Strings.h"
 
 namespace {
 
@@ -330,6 +332,140 @@ TEST_F(HealthCliTest, DrainTakesAGpuOutAndUndrainPutsItBack) {
   EXPECT_EQ(cli({"drain", "--gpu", "one"}).exitCode, 2);
 }
 
+TEST_F(HealthCliTest, DrainOfAGpuThisHostDoesNotHaveIsAnErrorNamingIt) {
+  host(3);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"7", "cannot drain GPU 7: this host has no GPU 7"},
+      {"GPU-70000000-0000-4000-8000-000000000007",
+       "cannot drain GPU-70000000-0000-4000-8000-000000000007: no GPU of this host has this UUID"},
+      {"GPU-1000", "cannot drain GPU-1000: it is only the start of the UUID of GPU 1 (" +
+                       uuidOf(1) + "): give the whole UUID or the index"},
+      {kMigA,
+       std::string("cannot drain ") + kMigA + ": no MIG instance of this host has this UUID"},
+  };
+  for (const auto& [gpu, cause] : cases) {
+    const CliRun drain = cli({"drain", "--gpu", gpu, "--reason", "fan"});
+    EXPECT_EQ(drain.exitCode, 1) << drain;
+    EXPECT_EQ(drain.out, "") << drain;
+    ASSERT_FALSE(drain.err.empty()) << drain;
+    EXPECT_EQ(linesOf(drain.err).front(), "flink-gpu: error: " + cause) << drain;
+  }
+  // The details say what the host has.
+  const CliRun past = cli({"drain", "--gpu", "7"});
+  EXPECT_TRUE(contains(past.err, "NVML lists GPU 0 (" + uuidOf(0) + "), GPU 1 (" + uuidOf(1) +
+                                     "), GPU 2 (" + uuidOf(2) + ")"))
+      << past;
+  EXPECT_FALSE(fs::exists(healthFile())) << readFile(healthFile());
+
+  // A whole UUID is the GPU's index; case aside, as CUDA compares.
+  std::string upper = uuidOf(2);
+  for (char& c : upper.replace(0, 4, "")) c = static_cast<char>(std::toupper(c));
+  const CliRun byUuid = cli({"drain", "--gpu", "GPU-" + upper});
+  EXPECT_EQ(byUuid.exitCode, 0) << byUuid;
+  EXPECT_TRUE(contains(readFile(healthFile()), "drained\tgpu=2\tuuid=" + uuidOf(2)))
+      << readFile(healthFile());
+}
+
+TEST_F(HealthCliTest, DrainOfAnAmbiguousPrefixNamesTheGpusItCouldMean) {
+  const std::string a = "GPU-abc00000-0000-4000-8000-000000000001";
+  const std::string b = "GPU-abc00000-0000-4000-8000-000000000002";
+  std::ofstream(dir_ / "host.json", std::ios::trunc)
+      << R"({"devices": [{"uuid": ")" << a << R"("}, {"uuid": ")" << b << R"("}]})";
+  const CliRun drain = cli({"drain", "--gpu", "GPU-abc"});
+  EXPECT_EQ(drain.exitCode, 1) << drain;
+  EXPECT_EQ(linesOf(drain.err).front(),
+            "flink-gpu: error: cannot drain GPU-abc, which is ambiguous: it could mean GPU 0 (" +
+                a + ") or GPU 1 (" + b + "): give a whole UUID or an index")
+      << drain;
+  EXPECT_FALSE(fs::exists(healthFile()));
+}
+
+TEST_F(HealthCliTest, DrainOfAMigInstanceNeedsOneTheHostHas) {
+  std::ofstream(dir_ / "host.json", std::ios::trunc) << R"({"devices": [
+      {"uuid": ")" << uuidOf(0) << R"(", "mig_enabled": true, "mig": [
+        {"uuid": ")" << kMigA << R"(", "gpu_instance_id": 1, "compute_instance_id": 0}]}]})";
+  const CliRun other = cli({"drain", "--gpu", kMigB});
+  EXPECT_EQ(other.exitCode, 1) << other;
+  EXPECT_EQ(linesOf(other.err).front(), std::string("flink-gpu: error: cannot drain ") + kMigB +
+                                            ": no MIG instance of this host has this UUID")
+      << other;
+  EXPECT_TRUE(contains(other.err, std::string("NVML lists MIG instance ") + kMigA + " of GPU 0"))
+      << other;
+  const CliRun prefix = cli({"drain", "--gpu", "MIG-aa00"});
+  EXPECT_EQ(prefix.exitCode, 1) << prefix;
+  EXPECT_TRUE(contains(prefix.err, "it is only the start of the UUID of MIG instance")) << prefix;
+  const CliRun drain = cli({"drain", "--gpu", kMigA});
+  EXPECT_EQ(drain.exitCode, 0) << drain;
+  EXPECT_TRUE(contains(readFile(healthFile()), std::string("drained\tgpu=") + kMigA))
+      << readFile(healthFile());
+}
+
+TEST_F(HealthCliTest, DrainOfALostGpuThatNvmlStillCountsIsRecorded) {
+  // NVML leaves GPU 1 out of the enumeration (its UUID query says it is lost), but counts it.
+  host(3, {"", R"("lost": true)"});
+  const CliRun drain = cli({"drain", "--gpu", "1", "--reason", "fell off the bus"});
+  EXPECT_EQ(drain.exitCode, 0) << drain;
+  EXPECT_TRUE(contains(readFile(healthFile()), "drained\tgpu=1\t")) << readFile(healthFile());
+  EXPECT_EQ(cli({"drain", "--gpu", "3"}).exitCode, 1);
+}
+
+TEST_F(HealthCliTest, DrainWithoutNvmlOrNvidiaSmiFailsSayingItNeedsTheGpusButUndrainWorks) {
+  // A GPU removed from the host, drained before; NVML and nvidia-smi cannot list the GPUs.
+  std::ofstream(healthFile()) << "drained\tgpu=5\tsince=1000\tuid=0\treason=removed\n";
+  writeScript(dir_ / "bin" / "nvidia-smi",
+              "#!/bin/sh\necho 'NVIDIA-SMI has failed because it couldn'\\''t communicate with "
+              "the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and "
+              "running.'\nexit 9\n");
+  const std::vector<std::string> env{
+      "FLINK_GPU_NVML_LIBRARY=" + (dir_ / "no-nvml" / "libnvidia-ml.so.1").string(),
+      "PATH=" + (dir_ / "bin").string() + ":/usr/bin:/bin"};
+  const CliRun drain = runCli(
+      {"drain", "--coordination-file", coordinationFile(), "--gpu", "1", "--reason", "x"}, env);
+  EXPECT_EQ(drain.exitCode, 1) << drain;
+  const std::string first = linesOf(drain.err).front();
+  EXPECT_TRUE(
+      first.starts_with("flink-gpu: error: cannot drain GPU 1: drain needs to know this "
+                        "host's GPUs, so as never to record one it does not have, and "
+                        "neither NVML nor nvidia-smi can list them: "))
+      << drain;
+  EXPECT_TRUE(contains(drain.err, "couldn't communicate with the NVIDIA driver")) << drain;
+  EXPECT_FALSE(contains(readFile(healthFile()), "gpu=1")) << readFile(healthFile());
+
+  // undrain checks nothing: the record of the GPU that is gone is cleaned up.
+  const CliRun undrain =
+      runCli({"undrain", "--coordination-file", coordinationFile(), "--gpu", "5"}, env);
+  EXPECT_EQ(undrain.exitCode, 0) << undrain;
+  EXPECT_TRUE(contains(undrain.out,
+                       "cleared drained of GPU 5 (since 1970-01-01T00:16:40Z: "
+                       "removed)"))
+      << undrain;
+  EXPECT_FALSE(contains(readFile(healthFile()), "drained\t")) << readFile(healthFile());
+}
+
+TEST_F(HealthCliTest, ASecondDrainKeepsTheFirstsTimeAndSaysWhatItWasFor) {
+  host(3);
+  std::ofstream(healthFile()) << "drained\tgpu=1\tuuid=" << uuidOf(1)
+                              << "\tsince=1000\tuid=" << ::getuid() << "\treason=fan noise\n";
+  const CliRun again = cli({"drain", "--gpu", "1", "--reason", "fan replacement"});
+  EXPECT_EQ(again.exitCode, 0) << again;
+  EXPECT_TRUE(again.out.starts_with("GPU 1 (" + uuidOf(1) +
+                                    ") was already drained since 1970-01-01T00:16:40Z by uid " +
+                                    std::to_string(::getuid())))
+      << again;
+  EXPECT_TRUE(again.out.ends_with(": fan noise; the reason is now fan replacement\n")) << again;
+  const std::string records = readFile(healthFile());
+  EXPECT_TRUE(contains(records, "drained\tgpu=1\tuuid=" + uuidOf(1) + "\tsince=1000\t")) << records;
+  EXPECT_TRUE(contains(records, "reason=fan replacement")) << records;
+  EXPECT_FALSE(contains(records, "reason=fan noise")) << records;
+  // By UUID, the same drain; without a reason, it says so.
+  const CliRun third = cli({"drain", "--gpu", uuidOf(1)});
+  EXPECT_TRUE(contains(third.out, "since 1970-01-01T00:16:40Z by uid ")) << third;
+  EXPECT_TRUE(third.out.ends_with(": fan replacement; now without a reason\n")) << third;
+  const auto json = nlohmann::json::parse(cli({"status", "--format", "json"}).out);
+  EXPECT_EQ(json.at("gpus").at(1).at("health").at("problems").size(), 1u) << json;
+  EXPECT_EQ(json.at("gpus").at(1).at("health").at("problems").at(0).at("since"), 1000);
+}
+
 TEST_F(HealthCliTest, UndrainClearsAVerdictOfWatch) {
   host(2, {}, R"([{"after_ms": 50, "gpu": 1, "xid": 79}])");
   {
@@ -476,6 +612,117 @@ TEST_F(HealthCliTest, PrometheusMetricsPassPromtool) {
   EXPECT_EQ(checked.outcome.value(), 0)
       << checked.stdoutOutput.data << checked.stderrOutput.data << out;
   EXPECT_EQ(checked.stdoutOutput.data + checked.stderrOutput.data, "") << out;
+}
+
+// --- text from the files, quoted ----------------------------------------------------------------
+
+/// Whether `text` can go to a terminal as it is: lines of well-formed UTF-8 without a control
+/// character (C0 but line feeds, DEL, C1), so that nothing in it starts an escape sequence.
+::testing::AssertionResult terminalSafe(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    char32_t codePoint = 0;
+    const std::size_t length = flink::strings::utf8SequenceLength(text.substr(i), codePoint);
+    if (length == 0) return ::testing::AssertionFailure() << "a byte that is not UTF-8 at " << i;
+    if ((codePoint < 0x20 && codePoint != U'\n') || (codePoint >= 0x7f && codePoint <= 0x9f)) {
+      return ::testing::AssertionFailure()
+             << "control character " << static_cast<unsigned>(codePoint) << " at " << i
+             << " in: " << text;
+    }
+    i += length;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST_F(HealthCliTest, TextFromTheFilesNeverMakesALineOfItsOwnNorReachesTheTerminal) {
+  // GPU 0's name, as NVML gives it, holds an escape sequence.
+  host(2, {R"("name": "NVIDIA\u001b[31m H200")"});
+  // Health records whose reason, GPU and UUID hold line breaks, escape sequences (ESC, C1 CSI
+  // in UTF-8), BEL and a byte that is not UTF-8; and a junk line with a raw ESC. The format's
+  // percent-encoding lets a writer put anything there.
+  std::ofstream(healthFile())
+      << "drained\tgpu=1\tuuid=" << uuidOf(1)
+      << "\tsince=1000\tuid=0\treason=line one%0Aerror: forged%1B[2J\n"
+      << "unhealthy\tgpu=7%0Afake\tuuid=GPU-x%1B]0;t%07\tsince=1000\txid=79\tsource=watch"
+         "\treason=bad%C2%9Bthing\n"
+      << "drained\tgpu=9\tuuid=caf%E9\tsince=5\treason=x\n"
+      << "junk \x1b[31mline\n";
+  // A record of GPU 0 (its DEVICE column shows the name) and a junk line.
+  std::ofstream(coordinationFile()) << "0 " << ::getpid() << "\t1\nbad\x1b[2Jline\x9b\n";
+
+  const CliRun check = cli({"check"});
+  EXPECT_EQ(check.exitCode, 1) << check;
+  EXPECT_TRUE(terminalSafe(check.out + check.err));
+  EXPECT_TRUE(
+      contains(check.out, "GPU 1 (" + uuidOf(1) + "): drained since 1970-01-01T00:16:40Z by uid 0"))
+      << check;
+  EXPECT_TRUE(contains(check.out, ": line one\\nerror: forged\\x1b[2J\n")) << check;
+  EXPECT_TRUE(contains(check.out,
+                       "GPU 7\\nfake (GPU-x\\x1b]0;t\\x07): unhealthy since "
+                       "1970-01-01T00:16:40Z: Xid 79 (bad\\u009bthing)\n"))
+      << check;
+  EXPECT_TRUE(contains(check.out, "is not a health record: 'junk \\x1b[31mline'")) << check;
+  EXPECT_TRUE(contains(check.out, "is not a record: 'bad\\x1b[2Jline\\x9b'")) << check;
+  for (const std::string& line : linesOf(check.out)) {
+    EXPECT_FALSE(line.starts_with("error: forged") || line.starts_with("fake")) << check;
+  }
+
+  const CliRun status = cli({"status"});
+  EXPECT_EQ(status.exitCode, 0) << status;
+  EXPECT_TRUE(terminalSafe(status.out + status.err));
+  EXPECT_TRUE(contains(status.out, "NVIDIA\\x1b[31m H200")) << status;
+  EXPECT_TRUE(contains(status.out, "\n7\\nfake  unhealthy  unhealthy since ")) << status;
+  EXPECT_TRUE(contains(status.out, "forged\\x1b[2J")) << status;
+  for (const std::string& line : linesOf(status.out)) {
+    EXPECT_FALSE(line.starts_with("error: forged") || line.starts_with("fake")) << status;
+  }
+
+  // JSON escapes what it must; the values are the records' own.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"status", "--format", "json"},
+        std::vector<std::string>{"check", "--format", "json"}}) {
+    const CliRun json = cli(args);
+    EXPECT_TRUE(terminalSafe(json.out)) << json;
+    EXPECT_EQ(linesOf(json.out).size(), 1u) << json;
+  }
+  const auto gpus = nlohmann::json::parse(cli({"status", "--format", "json"}).out).at("gpus");
+  bool fake = false;
+  for (const auto& gpu : gpus) {
+    if (gpu.at("gpu") != "7\nfake") continue;
+    fake = true;
+    EXPECT_EQ(gpu.at("uuid"), "GPU-x\x1b]0;t\x07");
+    EXPECT_EQ(gpu.at("health").at("problems").at(0).at("reason"), "bad\xc2\x9bthing");
+  }
+  EXPECT_TRUE(fake) << gpus;
+
+  // The metrics: UTF-8, escaped as the text format wants, and promtool takes them.
+  const CliRun metrics = cli({"status", "--format", "prometheus"});
+  EXPECT_EQ(metrics.exitCode, 0) << metrics;
+  EXPECT_TRUE(terminalSafe(metrics.out));
+  EXPECT_TRUE(contains(
+      metrics.out,
+      "flink_gpu_healthy{gpu=\"7\\nfake\",uuid=\"GPU-x\xef\xbf\xbd]0;t\xef\xbf\xbd\"} 0\n"))
+      << metrics.out;
+  EXPECT_TRUE(contains(metrics.out, "flink_gpu_drained{gpu=\"9\",uuid=\"caf\xef\xbf\xbd\"} 1\n"))
+      << metrics.out;
+  std::ofstream(dir_ / "metrics.prom") << metrics.out;
+  const fs::path script =
+      writeScript(dir_ / "promtool.sh", "#!/bin/sh\nexec \"$1\" check metrics < \"$2\"\n");
+  const flink::process::ProcessResult checked =
+      flink::process::run({script.string(), PROMTOOL, (dir_ / "metrics.prom").string()}, {});
+  EXPECT_EQ(checked.outcome.value(), 0)
+      << checked.stdoutOutput.data << checked.stderrOutput.data << metrics.out;
+
+  // The default discovery's note of the drained GPU is one line too.
+  const CliRun discovery = discover(1);
+  EXPECT_EQ(discovery.out, "0\n") << discovery;
+  EXPECT_TRUE(terminalSafe(discovery.err));
+  EXPECT_TRUE(contains(discovery.err,
+                       "note: GPU 1 is not handed out: drained since "
+                       "1970-01-01T00:16:40Z by uid 0"))
+      << discovery;
+  for (const std::string& line : linesOf(discovery.err)) {
+    EXPECT_FALSE(line.starts_with("error: forged")) << discovery;
+  }
 }
 
 // --- beside Flink's own script ------------------------------------------------------------------

@@ -162,6 +162,36 @@ TEST_F(RealHostCliTest, AskingForMoreThanTheMaskAllowsFailsNamingTheMask) {
   EXPECT_THAT(run.err, HasSubstr("'-1' names no device")) << run;
 }
 
+TEST_F(RealHostCliTest, AUuidPrefixSeveralGpusShareIsAmbiguousAndNamesThem) {
+  // GPUs 0 and 1 both start with GPU-8932f; CUDA takes neither, and ignores what follows.
+  const std::string twin = "GPU-8932f000-0000-4000-8000-000000000001";
+  host({gpuJson(kGpu0, "00000000:19:00.0"), gpuJson(twin.c_str(), "00000000:3B:00.0"),
+        gpuJson(kGpu2, "00000000:5D:00.0")});
+  const std::string could =
+      "is ambiguous: it could mean GPU 0 (" + std::string(kGpu0) + ") or GPU 1 (" + twin + ")";
+
+  const CliRun first = exec({"-n", "1"}, {"CUDA_VISIBLE_DEVICES=GPU-8932f,2"});
+  EXPECT_EQ(first.exitCode, 1) << first;
+  EXPECT_EQ(first.out, "") << first;
+  EXPECT_EQ(firstLine(first.err),
+            "flink-gpu: error: CUDA_VISIBLE_DEVICES=GPU-8932f,2 names no GPU of this host that "
+            "can be handed out: its entry 'GPU-8932f' " +
+                could)
+      << first;
+  const CliRun discovered = discover(1, {"CUDA_VISIBLE_DEVICES=GPU-8932f"});
+  EXPECT_EQ(discovered.exitCode, 1) << discovered;
+  EXPECT_THAT(firstLine(discovered.err), HasSubstr("its entry 'GPU-8932f' " + could)) << discovered;
+
+  // After a good entry: what is handed out is CUDA's (GPU 2 alone), the words say why.
+  const CliRun later = exec({"-n", "1"}, {"CUDA_VISIBLE_DEVICES=2,GPU-8932f,0"});
+  EXPECT_EQ(later.exitCode, 0) << later;
+  EXPECT_EQ(later.out, "2 PCI_BUS_ID\n") << later;
+  EXPECT_THAT(later.err, HasSubstr("flink-gpu: warning: CUDA_VISIBLE_DEVICES=2,GPU-8932f,0: "
+                                   "entry 'GPU-8932f' " +
+                                   could + ", so CUDA ignores it and every entry after it (0)"))
+      << later;
+}
+
 TEST_F(RealHostCliTest, TwoMaskedWorkersNeverShareAGpuAndRecordsUseTheHostsNumbering) {
   const std::unique_ptr<Background> first = owner();
   const std::unique_ptr<Background> second = owner();

@@ -3,6 +3,7 @@
 
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -50,11 +51,65 @@ TEST(DiscoveryArguments, MigIsAFlagBesideTheOthers) {
   const DiscoveryArguments followed = parseDiscoveryArguments({"1", "--mig", "--gpus", "0"});
   EXPECT_TRUE(followed.mig);
   EXPECT_EQ(followed.gpus, std::vector<std::string>{"0"});
-  // Other spellings are unknown arguments, noted and ignored as always.
-  const DiscoveryArguments misspelt = parseDiscoveryArguments({"1", "--mig=yes", "--MIG"});
-  EXPECT_FALSE(misspelt.mig);
-  EXPECT_EQ(misspelt.notes, (std::vector<std::string>{"note: ignoring unknown argument '--mig=yes'",
-                                                      "note: ignoring unknown argument '--MIG'"}));
+  // Other spellings of it are errors (see MisspeltOptionsAreErrors): ignored, they would hand
+  // out whole GPUs where MIG instances were asked for.
+  EXPECT_EQ(errorOf({"1", "--mig=yes"}), "unknown option '--mig=yes': '--mig' takes no value");
+  EXPECT_EQ(errorOf({"1", "--MIG"}), "unknown option '--MIG': did you mean '--mig'?");
+}
+
+TEST(DiscoveryArguments, MisspeltOptionsAreErrors) {
+  // Within two edits of a long name, one of a name of up to seven letters, case aside.
+  const std::vector<std::pair<Args, std::string>> cases = {
+      {{"1", "--coordination-fle", "/tmp/c"}, "--coordination-file"},
+      {{"1", "--enable-coordination-mod"}, "--enable-coordination-mode"},
+      {{"1", "--enable-cordination"}, "--enable-coordination"},
+      {{"1", "--Enable-Coordination-Mode"}, "--enable-coordination-mode"},
+      {{"1", "--owner-id", "12"}, "--owner-pid"},
+      {{"1", "--palcement", "index"}, "--placement"},  // two letters swapped: one edit
+      {{"1", "--placements=index"}, "--placement"},
+      {{"1", "--gpu", "0,1"}, "--gpus"},
+      {{"1", "--helth", "warn"}, "--health"},
+      {{"1", "--mig", "--enable-coordination-mode", "--coordination_file=/tmp/c"},
+       "--coordination-file"},
+  };
+  for (const auto& [args, known] : cases) {
+    const std::string misspelt = args[1] == "--mig" ? args[3] : args[1];
+    try {
+      parseDiscoveryArguments(args);
+      ADD_FAILURE() << "accepted " << misspelt;
+    } catch (const DiscoveryError& e) {
+      // The whole argument, value included, as it was given.
+      EXPECT_EQ(std::string(e.what()),
+                "unknown option '" + misspelt + "': did you mean '" + known + "'?");
+      ASSERT_EQ(e.details().size(), 1u);
+      EXPECT_THAT(e.details()[0], ::testing::StartsWith("the default discovery's options: "));
+      EXPECT_THAT(e.details()[0], ::testing::HasSubstr("--coordination-file PATH"));
+    }
+  }
+  // A flag given a value would otherwise be ignored, and the flag with it.
+  EXPECT_EQ(errorOf({"1", "--enable-coordination-mode=true"}),
+            "unknown option '--enable-coordination-mode=true': '--enable-coordination-mode' "
+            "takes no value");
+  EXPECT_EQ(errorOf({"1", "--enable-coordination=yes"}),
+            "unknown option '--enable-coordination=yes': '--enable-coordination' takes no value");
+  // Quoted as messages quote: one line whatever the argument holds.
+  EXPECT_EQ(errorOf({"1", "--helth=\nwarn"}),
+            "unknown option '--helth=\\nwarn': did you mean '--health'?");
+}
+
+TEST(DiscoveryArguments, ArgumentsThatLookLikeNoOptionOfOursAreNotes) {
+  // Further than the rule allows, or not an option at all: another script's arguments.
+  const Args args = {
+      "1",      "--device-type", "nvidia",         "--min", "--mix", "--big",
+      "--mg",   "-gpus",         "--cpu",          "--",    "--=x",  "--coordination-file-path",
+      "--json", "gpus",          "--gpus-per-node"};
+  const DiscoveryArguments parsed = parseDiscoveryArguments(args);
+  ASSERT_EQ(parsed.notes.size(), args.size() - 1);
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    EXPECT_EQ(parsed.notes[i - 1], "note: ignoring unknown argument '" + args[i] + "'");
+  }
+  EXPECT_FALSE(parsed.mig);
+  EXPECT_FALSE(parsed.coordination);
 }
 
 TEST(DiscoveryArguments, HealthIsSkipUnlessSaidOtherwise) {

@@ -35,14 +35,16 @@ class HostGpusTest : public ::testing::Test {
 TEST_F(HostGpusTest, AListGivenIsUsedAsItIs) {
   options_.listed = std::vector<std::string>{"3", "1"};
   const HostGpus gpus = enumerateHostGpus(options_);
-  EXPECT_EQ(gpus.source, "--gpus");
+  EXPECT_EQ(gpus.source, HostGpuSource::kListed);
+  EXPECT_EQ(sourceName(gpus.source), "--gpus");
   EXPECT_EQ(identifiersOf(gpus.found.devices), (std::vector<std::string>{"3", "1"}));
 }
 
 TEST_F(HostGpusTest, NvmlIsAskedFirst) {
   describeHost(R"({"devices": [{"uuid": "GPU-1", "name": "NVIDIA H200"}]})");
   const HostGpus gpus = enumerateHostGpus(options_);
-  EXPECT_EQ(gpus.source, "NVML");
+  EXPECT_EQ(gpus.source, HostGpuSource::kNvml);
+  EXPECT_EQ(sourceName(gpus.source), "NVML");
   ASSERT_EQ(gpus.found.devices.size(), 1u);
   EXPECT_EQ(gpus.found.devices[0].name, "NVIDIA H200");
 }

@@ -124,14 +124,71 @@ TEST(VisibleDevicesTest, FullUuidsPrefixesAndCaseAreAccepted) {
   EXPECT_THAT(identifiersOfVisible(resolve("MIG-0b6c", host())), ElementsAre(kMigA));
 }
 
-TEST(VisibleDevicesTest, AnAmbiguousPrefixNamesNoDevice) {
+TEST(VisibleDevicesTest, AnAmbiguousPrefixNamesNoDeviceAndSaysWhichItCouldMean) {
   // GPU 0 and GPU 1 both start with GPU-8932f: CUDA cannot tell which, and stops there.
   const std::vector<GpuDevice> devices = host();  // the resolution points into them
   const MaskResolution resolution = resolve("2,GPU-8932f,0", devices);
   EXPECT_THAT(identifiersOfVisible(resolution), ElementsAre("2"));
   ASSERT_EQ(resolution.warnings.size(), 1u);
-  EXPECT_THAT(resolution.warnings[0], HasSubstr("'GPU-8932f' names no device"));
-  EXPECT_THAT(resolution.warnings[0], HasSubstr("every entry after it (0)"));
+  EXPECT_EQ(resolution.warnings[0],
+            std::string("warning: CUDA_VISIBLE_DEVICES=2,GPU-8932f,0: entry 'GPU-8932f' is "
+                        "ambiguous: it could mean GPU 0 (") +
+                kUuid0 + ") or GPU 1 (" + kUuid1 +
+                "), so CUDA ignores it and every entry after it (0)");
+  ASSERT_TRUE(resolution.stop.has_value());
+  EXPECT_EQ(resolution.stop->entry, 1u);
+  ASSERT_EQ(resolution.stop->ambiguous.size(), 2u);
+  EXPECT_EQ(resolution.stop->ambiguous[0]->identifier, "0");
+  EXPECT_EQ(resolution.stop->ambiguous[1]->identifier, "1");
+
+  // Case aside, as CUDA compares; an entry that is no prefix at all still names no device.
+  const MaskResolution upper = resolve("GPU-8932F", devices);
+  EXPECT_THAT(identifiersOfVisible(upper), IsEmpty());
+  ASSERT_EQ(upper.warnings.size(), 1u);
+  EXPECT_THAT(upper.warnings[0], HasSubstr("'GPU-8932F' is ambiguous: it could mean GPU 0 ("));
+  const MaskResolution none = resolve("GPU-0000", devices);
+  ASSERT_EQ(none.warnings.size(), 1u);
+  EXPECT_THAT(none.warnings[0], HasSubstr("'GPU-0000' names no device of this host"));
+  ASSERT_TRUE(none.stop.has_value());
+  EXPECT_THAT(none.stop->ambiguous, IsEmpty());
+  // A prefix of one UUID only names its GPU.
+  EXPECT_THAT(identifiersOfVisible(resolve("GPU-8932f9", devices)), ElementsAre("0"));
+  EXPECT_FALSE(resolve("GPU-8932f9", devices).stop.has_value());
+}
+
+TEST(VisibleDevicesTest, AnAmbiguousMigPrefixAndOldMigFormSayWhichTheyCouldMean) {
+  // Both instances of GPU 2 start with MIG-; the old form's GPU part is a prefix GPUs 0 and 1
+  // share.
+  const std::vector<GpuDevice> devices = host();
+  const MaskResolution mig = resolve("MIG-", devices);  // "MIG-" alone names nothing
+  EXPECT_THAT(mig.warnings[0], HasSubstr("names no device"));
+  std::vector<GpuDevice> twins = host();
+  const std::string twin = "MIG-0b6c9999-0000-4000-8000-000000000000";
+  twins[4].identifier = twin;
+  twins[4].uuid = twin;
+  const MaskResolution both = resolve("MIG-0b6c", twins);
+  ASSERT_EQ(both.warnings.size(), 1u);
+  EXPECT_EQ(both.warnings[0], std::string("warning: CUDA_VISIBLE_DEVICES=MIG-0b6c: entry "
+                                          "'MIG-0b6c' is ambiguous: it could mean MIG instance ") +
+                                  kMigA + " of GPU 2 or MIG instance " + twin +
+                                  " of GPU 2, so CUDA ignores it");
+  const MaskResolution old = resolve("MIG-GPU-8932f/9/0", devices);
+  ASSERT_EQ(old.warnings.size(), 1u);
+  EXPECT_THAT(old.warnings[0], HasSubstr("'MIG-GPU-8932f/9/0' is ambiguous: it could mean GPU 0 (" +
+                                         std::string(kUuid0) + ") or GPU 1 ("));
+}
+
+TEST(VisibleDevicesTest, AMaskWhoseFirstEntryIsAmbiguousFailsSayingSo) {
+  try {
+    unitsUnderMask(*parseVisibleDevices("GPU-8932f,2"), host(), false, true);
+    FAIL() << "no DiscoveryError";
+  } catch (const DiscoveryError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              std::string("CUDA_VISIBLE_DEVICES=GPU-8932f,2 names no GPU of this host that can be "
+                          "handed out: its entry 'GPU-8932f' is ambiguous: it could mean GPU 0 (") +
+                  kUuid0 + ") or GPU 1 (" + kUuid1 + ")");
+    EXPECT_THAT(e.details(), ::testing::Contains(HasSubstr("every entry after it (2)")));
+  }
 }
 
 TEST(VisibleDevicesTest, OldMigFormNamesTheInstanceByItsIds) {

@@ -229,6 +229,22 @@ fi
 with_smi '0\n1\n2\n3\n' 0 2 --device-type nvidia
 check "unknown argument tolerated" 0 "0,1" "--device-type"
 
+# A misspelt option of ours is an error: ignored, it would hand the GPUs out uncoordinated.
+with_smi '0\n1\n2\n3\n' 0 2 --enable-coordination-mod --coordination-file "$work/misspelt"
+check "a misspelt option is an error naming it" 1 "" "the default discovery's options: " \
+    "unknown option '--enable-coordination-mod': did you mean '--enable-coordination-mode'?"
+if [[ ! -e $smi_dir/args.txt && ! -e $work/misspelt ]]; then
+    pass "a misspelt option stops the discovery before anything is looked at"
+else
+    fail_case "a misspelt option stops the discovery before anything is looked at" \
+        "nvidia-smi ran or the coordination file was made"
+fi
+with_smi '0\n1\n2\n3\n' 0 2 --enable-coordination-mode --coordination-fle="$work/misspelt"
+check "a misspelt --name=value option is an error naming it" 1 "" "" \
+    "unknown option '--coordination-fle=$work/misspelt': did you mean '--coordination-file'?"
+with_smi '0\n1\n2\n3\n' 0 2 --mig=yes
+check "a flag given a value is an error" 1 "" "" "unknown option '--mig=yes': '--mig' takes no value"
+
 with_smi '0\n1\n2\n3\n' 0 2 --coordination-file "$work/plain-coordination"
 check "--coordination-file without coordination mode" 0 "0,1" ""
 if [[ ! -e $work/plain-coordination ]]; then

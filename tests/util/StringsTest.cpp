@@ -44,5 +44,40 @@ TEST(StringsTest, QuoteForMessageEscapesAndBounds) {
   EXPECT_EQ(quoteForMessage(std::string(300, 'x'), 10), "xxxxxxxxxx... (290 more bytes)");
 }
 
+TEST(StringsTest, QuoteForMessageLetsNoEscapeSequenceThrough) {
+  // ESC and CSI, the two ways a terminal sequence starts: as a C0 byte, as the C1 character
+  // U+009B in UTF-8, and as a lone 0x9b byte (CSI itself on an 8-bit terminal).
+  EXPECT_EQ(quoteForMessage("\x1b[2J\x1b]0;title\x07"), "\\x1b[2J\\x1b]0;title\\x07");
+  EXPECT_EQ(quoteForMessage("a\xc2\x9b"
+                            "31mb"),
+            "a\\u009b31mb");
+  EXPECT_EQ(quoteForMessage("a\x9b"
+                            "31mb\x7f\r"),
+            "a\\x9b31mb\\x7f\\r");
+  // Well-formed UTF-8 is kept; bytes that are not are escaped one by one.
+  EXPECT_EQ(quoteForMessage("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(quoteForMessage("caf\xe9"), "caf\\xe9");
+  EXPECT_EQ(quoteForMessage("\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xe2\x82"),
+            "\\xc0\\xaf \\xed\\xa0\\x80 \\xf4\\x90\\x80\\x80 \\xe2\\x82");
+  // Its result quoted again is the same.
+  const std::string once = quoteForMessage("x\n\x1b\xc2\x85\xff\xc3\xa9");
+  EXPECT_EQ(quoteForMessage(once), once);
+}
+
+TEST(StringsTest, Utf8SequenceLength) {
+  char32_t value = 0;
+  EXPECT_EQ(utf8SequenceLength("a", value), 1u);
+  EXPECT_EQ(value, U'a');
+  EXPECT_EQ(utf8SequenceLength("\xe2\x82\xac!", value), 3u);
+  EXPECT_EQ(value, U'\u20ac');
+  EXPECT_EQ(utf8SequenceLength("\xf4\x8f\xbf\xbf", value), 4u);
+  EXPECT_EQ(value, U'\U0010ffff');
+  for (const char* bad : {"", "\x80", "\xc1\xbf", "\xe0\x80\x80", "\xed\xbf\xbf",
+                          "\xf4\x90\x80\x80", "\xf8\x88\x80\x80\x80", "\xc3", "\xc3("}) {
+    EXPECT_EQ(utf8SequenceLength(bad, value), 0u) << quoteForMessage(bad);
+  }
+}
+
 }  // namespace
 }  // namespace flink::strings

@@ -199,7 +199,7 @@ void logScriptStderr(std::string_view text) {
 struct InProcessAnswer {
   std::vector<std::string> answer;
   std::vector<discovery::GpuDevice> devices;
-  std::string source;
+  discovery::HostGpuSource source = discovery::HostGpuSource::kListed;
   defaultdiscovery::Report report;
   /// Coordination mode: what was recorded, for whom, and its leases.
   bool recorded = false;
@@ -255,7 +255,7 @@ InProcessAnswer discoverInProcess(const std::vector<std::string>& argv, Clock::t
 
   result.answer = std::move(grant.answer);
   result.devices = std::move(host.devices);
-  result.source = std::move(host.source);
+  result.source = host.source;
   result.recorded = grant.recorded;
   result.coordinationFile = args.coordinationFile;
   result.granted = std::move(grant.granted);
@@ -511,9 +511,15 @@ ExternalResourceInfoSet GPUDriver::retrieveInProcess(std::int64_t gpuAmount) {
     holdings_->held.push_back({std::move(answer->coordinationFile), answer->owner, answer->granted,
                                std::move(answer->leases)});
   }
-  // The devices enumerated already say what NVML knows; otherwise NVML is asked as for a script.
+  // The devices enumerated already say what is known of them: everything NVML tells, or what
+  // nvidia-smi was asked for (uuid, name, pci.bus_id, memory.total), where NVML cannot be used
+  // and asking it again would tell nothing. A --gpus list knows only identifiers: NVML is asked
+  // as for a script.
   std::vector<discovery::GpuDevice> devices;
-  if (nvmlEnabled_) devices = answer->source == "NVML" ? std::move(answer->devices) : nvmlDevices();
+  if (nvmlEnabled_) {
+    devices = answer->source != discovery::HostGpuSource::kListed ? std::move(answer->devices)
+                                                                  : nvmlDevices();
+  }
   return toInfoSet(describe(std::move(answer->answer), devices));
 }
 

@@ -340,6 +340,16 @@ TEST_F(GPUDriverInProcessTest, BadArgumentsFailWithTheScriptsCause) {
   expectSameAsScript("--placement nearest", {1});
   const std::vector<Outcome> outcomes = discover(true, "--gpus 0,x", {1});
   EXPECT_THAT(outcomes[0].cause, HasSubstr("invalid GPU 'x' in --gpus"));
+  // A misspelt option of ours fails both ways, rather than handing GPUs out uncoordinated.
+  const std::string misspelt =
+      "--enable-coordination-mod --coordination-file " + coordinationFile().string();
+  expectSameAsScript(misspelt, {1});
+  const std::vector<Outcome> refused = discover(true, misspelt, {1});
+  EXPECT_EQ(refused[0].cause,
+            "unknown option '--enable-coordination-mod': did you mean "
+            "'--enable-coordination-mode'?");
+  EXPECT_TRUE(refused[0].gpus.empty());
+  EXPECT_FALSE(fs::exists(coordinationFile()));
 }
 
 TEST_F(GPUDriverInProcessTest, ItsGpusAreLeasedUntilTheDriverGoes) {
