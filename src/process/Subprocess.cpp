@@ -223,6 +223,24 @@ struct Stream {
   }
 };
 
+/// Blocks the signals that end a worker (SIGINT, SIGTERM, SIGHUP, SIGQUIT) on this thread for
+/// its life, then puts the thread's mask back; one that came meanwhile is delivered then.
+class HeldBackSignals {
+ public:
+  HeldBackSignals() noexcept {
+    sigset_t signals;
+    ::sigemptyset(&signals);
+    for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::sigaddset(&signals, signal);
+    ::pthread_sigmask(SIG_BLOCK, &signals, &previous_);
+  }
+  ~HeldBackSignals() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  HeldBackSignals(const HeldBackSignals&) = delete;
+  HeldBackSignals& operator=(const HeldBackSignals&) = delete;
+
+ private:
+  sigset_t previous_{};
+};
+
 /// A started child and everything needed to see it through to the end. The destructor kills and
 /// reaps a child that is still there (an exception escaped the run).
 class Run {
@@ -234,8 +252,13 @@ class Run {
     setNonBlocking(err.readEnd.get());
     out_ = Stream{std::move(out.readEnd), {}, options.maxCapturedBytes};
     err_ = Stream{std::move(err.readEnd), {}, options.maxCapturedBytes};
-    pid_ = spawn(argv, out.writeEnd.get(), err.writeEnd.get(), options.newProcessGroup);
-    running_.set(options.newProcessGroup ? -pid_ : pid_);
+    {
+      // A signal whose handler ends the running programs (flink-gpu's SIGTERM, SIGINT) must find
+      // this one: held back on this thread from before the spawn until it is reachable.
+      const HeldBackSignals held;
+      pid_ = spawn(argv, out.writeEnd.get(), err.writeEnd.get(), options.newProcessGroup);
+      running_.set(options.newProcessGroup ? -pid_ : pid_);
+    }
     // The write ends close here, when `out` and `err` go: from now on only the child holds them.
     if (options.usePidfd) pidfd_ = openPidfd(pid_);
   }
