@@ -12,7 +12,6 @@
 namespace flink::discovery {
 
 using nvml::Device;
-using nvml::kMaxNvLinks;
 using nvml::NvLinkRemote;
 using nvml::PciInfo;
 using nvml::Result;
@@ -22,6 +21,14 @@ using nvml::TopologyLevel;
 // ---- the topology ----
 
 namespace {
+
+/// The most NVLinks asked of one GPU: a bound of ours, not nvml.h's NVML_NVLINK_MAX_LINKS. That
+/// macro is the header's (18 in nvml.h 12.9, 36 in 13.3), so a build against an older header would
+/// never ask a newer GPU's last links; instead each link is asked in turn until NVML answers that
+/// it does not exist (NVML_ERROR_INVALID_ARGUMENT). The bound only stops a driver that never says
+/// so from being asked forever, and is generous so that GPUs with more links than any so far
+/// (36) are still read whole.
+constexpr unsigned kNvLinkQueryBound = 64;
 
 std::optional<placement::PcieLevel> toPcieLevel(const Result<TopologyLevel>& level) {
   if (!level.ok()) return std::nullopt;
@@ -69,7 +76,7 @@ struct Links {
 
 Links linksOf(const Device& gpu, const std::vector<std::tuple<unsigned, unsigned, unsigned>>& pci) {
   Links links;
-  for (unsigned link = 0; link < kMaxNvLinks; ++link) {
+  for (unsigned link = 0; link < kNvLinkQueryBound; ++link) {
     const Result<bool> active = gpu.nvLinkActive(link);
     if (active.code == Return::kGpuIsLost) {
       links = Links{};

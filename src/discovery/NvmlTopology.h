@@ -1,9 +1,11 @@
 // How the host's GPUs are connected, read through NVML: for each pair of whole GPUs their
 // NVLinks and their closest common PCIe ancestor, for each GPU its NUMA node and CPU affinity.
 //
-// The NVML calls, per GPU: nvmlDeviceGetNvLinkState for links 0 to NVML_NVLINK_MAX_LINKS - 1,
-// and for each active one nvmlDeviceGetNvLinkRemoteDeviceType (a switch, on NVSwitch hosts, or
-// a GPU) and nvmlDeviceGetNvLinkRemotePciInfo_v2, matched to a GPU by PCI domain, bus and device;
+// The NVML calls, per GPU: nvmlDeviceGetNvLinkState for link 0, 1, … until NVML answers that
+// there is no such link (NVML_ERROR_INVALID_ARGUMENT; NVML_ERROR_NOT_SUPPORTED on link 0: no
+// NVLink), and for each active one nvmlDeviceGetNvLinkRemoteDeviceType (a switch, on NVSwitch
+// hosts, or a GPU) and nvmlDeviceGetNvLinkRemotePciInfo_v2, matched to a GPU by PCI domain, bus
+// and device;
 // nvmlDeviceGetCpuAffinityWithinScope (else nvmlDeviceGetCpuAffinity); nvmlDeviceGetNumaNodeId
 // (else the lowest node of nvmlDeviceGetMemoryAffinity). Per pair:
 // nvmlDeviceGetTopologyCommonAncestor.

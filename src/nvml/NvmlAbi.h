@@ -129,8 +129,10 @@ nvmlReturn_t nvmlInitWithFlags(unsigned int flags);
 // ---- Topology (src/discovery/NvmlTopology.cpp, the placement rule) ----
 // NVLinks, PCIe ancestry, CPU and memory affinity, as nvml.h declares them.
 
-/// nvml.h's NVML_NVLINK_MAX_LINKS: the link indices to ask about are 0 to this - 1.
-#define NVML_NVLINK_MAX_LINKS 18
+// nvml.h's NVML_NVLINK_MAX_LINKS is not declared here, nor any other limit that changes between
+// versions of nvml.h (it is 18 in 12.9, 36 in 13.3): a limit is the header's, not the GPU's, and
+// a build with an older one would never ask a newer GPU's last links. A GPU's links are asked one
+// by one until NVML answers NVML_ERROR_INVALID_ARGUMENT (discovery/NvmlTopology.cpp).
 
 /// nvml.h's nvmlEnableState_t.
 typedef enum nvmlEnableState_enum {

@@ -88,6 +88,37 @@ TEST_F(NvmlTopologyTest, NvswitchLinksMakeEveryPairNvlinkConnected) {
   EXPECT_EQ(topology.gpus()[5].numaNode, 1u);
 }
 
+/// `link` (a JSON object) `times` times, comma-separated: a GPU's "nvlinks".
+std::string links(const std::string& link, int times) {
+  std::string list;
+  for (int i = 0; i < times; ++i) list += (i == 0 ? "" : ", ") + link;
+  return list;
+}
+
+TEST_F(NvmlTopologyTest, AGpuWithMoreLinksThanAnOldNvmlHeaderKnowsIsReadWhole) {
+  // nvml.h 12.9 says 18 links at most, 13.3 says 36: each link is asked until the driver says
+  // there is no such link. GPUs 0 and 1: 24 links to each other and 12 idle ones; GPUs 2 and 3:
+  // 36 links each into an NVSwitch fabric.
+  useOwnHost(R"({"devices": [
+    {"uuid": "GPU-0", "pci_bus_id": "00000000:19:00.0", "nvlink_count": 36, "nvlinks": [)" +
+             links(R"({"to": 1})", 24) + R"(]},
+    {"uuid": "GPU-1", "pci_bus_id": "00000000:3B:00.0", "nvlinks": [)" +
+             links(R"({"to": 0})", 24) + R"(]},
+    {"uuid": "GPU-2", "pci_bus_id": "00000000:4C:00.0", "nvlinks": [)" +
+             links(R"({"switch": true})", 36) + R"(]},
+    {"uuid": "GPU-3", "pci_bus_id": "00000000:5D:00.0", "nvlinks": [)" +
+             links(R"({"switch": true})", 36) + R"(]}]})");
+  const placement::Topology topology = *read().topology;
+  EXPECT_EQ(topology.link(0, 1).nvlinks, 24u);
+  EXPECT_EQ(placement::relationName(topology.link(0, 1)), "NV24");
+  EXPECT_TRUE(topology.nvswitch);
+  EXPECT_EQ(topology.gpus()[2].switchLinks, 36u);
+  EXPECT_EQ(topology.link(2, 3).nvlinks, 36u);
+  // Links only one side has are none of the pair's.
+  EXPECT_EQ(topology.link(0, 2).nvlinks, 0u);
+  EXPECT_TRUE(topology.link(0, 2).nvlinkKnown);
+}
+
 TEST_F(NvmlTopologyTest, FailingQueriesLeaveEverythingUnknownWithoutAnError) {
   useHost("failing-4");
   const discovery::Enumeration found = read();
