@@ -41,6 +41,24 @@ Function lookUp(void* handle, const char* symbol) {
 
 Return toReturn(nvmlReturn_t code) { return static_cast<Return>(static_cast<int>(code)); }
 
+// TopologyLevel and NvLinkRemote (Nvml.h) are copies of nvml.h's nvmlGpuTopologyLevel_t and
+// nvmlIntNvLinkDeviceType_t (NvmlAbi.h): each value checked against the declaration, so that a
+// typo in either copy fails the build.
+template <typename Ours, typename Theirs>
+constexpr bool same(Ours ours, Theirs theirs) {
+  return static_cast<int>(ours) == static_cast<int>(theirs);
+}
+static_assert(same(TopologyLevel::kInternal, NVML_TOPOLOGY_INTERNAL));
+static_assert(same(TopologyLevel::kSingle, NVML_TOPOLOGY_SINGLE));
+static_assert(same(TopologyLevel::kMultiple, NVML_TOPOLOGY_MULTIPLE));
+static_assert(same(TopologyLevel::kHostBridge, NVML_TOPOLOGY_HOSTBRIDGE));
+static_assert(same(TopologyLevel::kNode, NVML_TOPOLOGY_NODE));
+static_assert(same(TopologyLevel::kSystem, NVML_TOPOLOGY_SYSTEM));
+static_assert(same(NvLinkRemote::kGpu, NVML_NVLINK_DEVICE_TYPE_GPU));
+static_assert(same(NvLinkRemote::kIbmNpu, NVML_NVLINK_DEVICE_TYPE_IBMNPU));
+static_assert(same(NvLinkRemote::kSwitch, NVML_NVLINK_DEVICE_TYPE_SWITCH));
+static_assert(same(NvLinkRemote::kUnknown, NVML_NVLINK_DEVICE_TYPE_UNKNOWN));
+
 template <typename T>
 Result<T> missing(const char* function) {
   return Result<T>{Return::kFunctionNotFound, T{}, function};
