@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "nvml/NvmlAbi.h"
+#include "util/DlError.h"
 
 namespace flink::nvml {
 
@@ -48,13 +49,16 @@ struct NvmlLibrary::Api {
 namespace {
 
 /// dlsym with dlerror() cleared first, so that a stale error is never read as this lookup's.
-/// Null when the library has no such symbol; `error` then holds dlerror's text.
+/// Null when the library has no such symbol; `error` then holds dlerror's text. A failed lookup's
+/// error is always taken, wanted or not, so that the thread keeps no record of it (DlError.h).
 void* lookUp(void* handle, const char* symbol, std::string* error = nullptr) {
   ::dlerror();
   void* address = ::dlsym(handle, symbol);
-  if (address == nullptr && error != nullptr) {
-    const char* text = ::dlerror();
-    *error = text != nullptr ? text : std::string("undefined symbol: ") + symbol;
+  if (address == nullptr) {
+    std::string text = dl::takeError();
+    if (error != nullptr) {
+      *error = !text.empty() ? std::move(text) : std::string("undefined symbol: ") + symbol;
+    }
   }
   return address;
 }
@@ -263,8 +267,8 @@ std::shared_ptr<const NvmlLibrary> NvmlLibrary::load(const std::string& pathOrNa
   ::dlerror();
   void* handle = ::dlopen(pathOrName.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    const char* text = ::dlerror();
-    const std::string reason = text != nullptr ? text : "(no text)";
+    std::string reason = dl::takeError();
+    if (reason.empty()) reason = "(no text)";
     const bool present = libraryIsPresent(pathOrName, reason);
     std::string message = present ? pathOrName + " is there but cannot be loaded: dlopen(" +
                                         pathOrName + ") failed: " + reason

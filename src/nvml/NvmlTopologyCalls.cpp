@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "nvml/NvmlAbi.h"
+#include "util/DlError.h"
 
 namespace flink::nvml {
 
@@ -30,13 +31,18 @@ struct NvmlLibrary::TopologyApi {
 
 namespace {
 
-/// dlsym with dlerror() cleared first; the function as `Function`, or null.
+/// dlsym with dlerror() cleared first; the function as `Function`, or null. A missing function's
+/// error is taken, so that the thread keeps no record of it (util/DlError.h).
 template <typename Function>
 Function lookUp(void* handle, const char* symbol) {
   ::dlerror();
   void* address = ::dlsym(handle, symbol);
+  if (address == nullptr) {
+    static_cast<void>(dl::takeError());
+    return nullptr;
+  }
   // POSIX guarantees that a dlsym result converts to a function pointer.
-  return address != nullptr ? reinterpret_cast<Function>(address) : nullptr;
+  return reinterpret_cast<Function>(address);
 }
 
 Return toReturn(nvmlReturn_t code) { return static_cast<Return>(static_cast<int>(code)); }
