@@ -11,8 +11,12 @@
 // nvmlDeviceGetTopologyCommonAncestor.
 //
 // Nothing here fails: a call that fails, or a function the library lacks, leaves its relation
-// unknown. A GPU that answers NVML_ERROR_GPU_IS_LOST is asked nothing more (a lost GPU's link
-// queries can take seconds: NVIDIA/k8s-device-plugin#2038).
+// unknown. A GPU that answers NVML_ERROR_GPU_IS_LOST to any of these queries (or to its PCI info,
+// asked first) is lost: placement::GpuTopology::lost holds NVML's failure text, it is asked
+// nothing more (a lost GPU's queries can take seconds: NVIDIA/k8s-device-plugin#2038), and its
+// relations are left unknown. A pair's common ancestor answering GPU_IS_LOST does not say which
+// GPU it means: each of the two is asked its PCI info again, and the one that answers so is
+// lost.
 #pragma once
 
 #include <optional>
