@@ -177,7 +177,7 @@ placement::Topology readTopology(const std::vector<Device>& gpus,
       described[i].lost = std::move(lost[i]);
       links[i] = Links{};
     } else {
-      described[i].switchLinks = links[i].toSwitch;
+      if (links[i].known) described[i].switchLinks = links[i].toSwitch;
     }
   }
 

@@ -212,7 +212,7 @@ TEST_F(NvmlTopologyTest, AGpuAnsweringGpuIsLostToAnyTopologyQueryIsLost) {
               function + " failed: GPU is lost (NVML_ERROR_GPU_IS_LOST, 15)");
     EXPECT_FALSE(topology.gpus()[1].numaNode);
     EXPECT_FALSE(topology.gpus()[1].cpus);
-    EXPECT_EQ(topology.gpus()[1].switchLinks, 0u);
+    EXPECT_FALSE(topology.gpus()[1].switchLinks);
     EXPECT_FALSE(topology.nvswitch) << "GPU 1's link into a switch is dropped with it";
     EXPECT_FALSE(topology.link(0, 1).pcie);
     EXPECT_FALSE(topology.link(1, 2).pcie);
