@@ -1,10 +1,10 @@
 # Builds the Debian package as `make package` does (CPack, from the build's CPackConfig.cmake)
 # into a scratch folder and checks what a user of it gets: its files (the plugin component under
-# the package's prefix, Debian's copyright, changelog and lintian overrides, nothing else, all
-# owned by root), its control fields (Depends on glibc alone), the programs run from an unpacked
-# copy, and lintian's verdict (no error, no warning; its whole report is printed). It writes
-# nothing outside WORK_DIR: lintian runs with a TMPDIR there, removed at the end (lintian leaves
-# its mldbm-elf-* files behind in its TMPDIR).
+# the package's prefix, Debian's copyright, changelog and lintian overrides, the tmpfiles.d file,
+# nothing else, all owned by root), its control fields (Depends on glibc alone), its
+# systemd-tmpfiles line, the programs run from an unpacked copy, and lintian's verdict (no error,
+# no warning; its whole report is printed). It writes nothing outside WORK_DIR: lintian runs with
+# a TMPDIR there, removed at the end (lintian leaves its mldbm-elf-* files behind in its TMPDIR).
 #
 #   cmake -DBUILD_DIR=... -DWORK_DIR=... -DCPACK=... -DPREFIX=... -DBINDIR=... -DPLUGIN_DIR=...
 #         -DPACKAGE=... -DVERSION=... -DFIXTURE=<script printing 0,1> -P PackageAndLint.cmake
@@ -79,6 +79,7 @@ set(expected
   "${PREFIX}/${PLUGIN_DIR}/gpu-discovery-common.sh"
   "${PREFIX}/${PLUGIN_DIR}/nvidia-gpu-discovery"
   "${PREFIX}/${PLUGIN_DIR}/nvidia-gpu-discovery.sh"
+  "/usr/lib/tmpfiles.d/${PACKAGE}.conf"
   "/usr/share/doc/${PACKAGE}/changelog.gz"
   "/usr/share/doc/${PACKAGE}/copyright"
   "/usr/share/lintian/overrides/${PACKAGE}")
@@ -107,6 +108,13 @@ run_checked("flink-gpu discover" output "${flink_gpu}" discover --discovery-scri
             --amount 2)
 if(NOT output STREQUAL "GPU Device(0)\nGPU Device(1)\n")
   message(FATAL_ERROR "the packaged flink-gpu discover says [${output}]")
+endif()
+
+# --- systemd-tmpfiles: the coordination file and its neighbours are never aged ---------------
+file(STRINGS "${root}/usr/lib/tmpfiles.d/${PACKAGE}.conf" tmpfiles_lines REGEX "^[^#]")
+if(NOT tmpfiles_lines STREQUAL "x /var/tmp/flink-gpu-coordination*")
+  message(FATAL_ERROR "the package's tmpfiles.d lines are [${tmpfiles_lines}], expected one: "
+                      "x /var/tmp/flink-gpu-coordination*")
 endif()
 
 # --- lintian ----------------------------------------------------------------
