@@ -2,7 +2,8 @@
 # install component (bin/flink-gpu, plugins/external-resource-gpu/) under a Flink
 # distribution's folder, FLINK_GPU_PACKAGE_PREFIX (/opt/flink, Flink's own default, unless given
 # at configure time), plus the files Debian asks of every package (copyright, changelog, and the
-# lintian overrides of packaging/debian/, with why each is one). tests/install/ builds it and
+# lintian overrides of packaging/debian/, with why each is one), and a systemd-tmpfiles line that
+# keeps /var/tmp's cleaning away from the coordination file. tests/install/ builds it and
 # runs lintian on it.
 set(FLINK_GPU_PACKAGE_PREFIX /opt/flink CACHE PATH
   "The Flink distribution folder the Debian package installs the plugin component into")
@@ -44,6 +45,11 @@ if(FLINK_GPU_PACKAGE_PREFIX MATCHES "^/(opt|srv)(/|$)")
 else()
   set(FLINK_GPU_LINTIAN_FOLDER_OVERRIDE "# (the prefix is not under /opt or /srv: nothing here)")
 endif()
+# systemd-tmpfiles ages /var/tmp files after 30 days; the coordination file and what lies beside
+# it must outlive that (the file says why). /usr/lib/tmpfiles.d is the packages' folder (a local
+# administrator's is /etc/tmpfiles.d, see the README).
+install(FILES packaging/debian/tmpfiles.conf DESTINATION /usr/lib/tmpfiles.d
+  RENAME ${FLINK_GPU_PACKAGE_NAME}.conf COMPONENT debian EXCLUDE_FROM_ALL)
 configure_file(packaging/debian/lintian-overrides.in
   ${PROJECT_BINARY_DIR}/packaging/lintian-overrides @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/packaging/lintian-overrides

@@ -1,10 +1,13 @@
 #include "TestSupport.h"
 
+#include <dlfcn.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -143,6 +146,79 @@ pid_t deadPid() {
   if (pid == 0) ::_exit(0);
   ::waitpid(pid, nullptr, 0);
   return pid;
+}
+
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kGlibcMalloc = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+constexpr bool kGlibcMalloc = false;
+#else
+constexpr bool kGlibcMalloc = true;
+#endif
+#else
+constexpr bool kGlibcMalloc = true;
+#endif
+
+/// glibc's struct dl_action_result: what a failed dlopen or dlsym leaves per thread.
+constexpr std::size_t kRecordSize = 24;
+
+/// Bytes in use by the program's heap, as glibc counts them.
+std::size_t inUse() { return ::mallinfo2().uordblks; }
+
+// malloc and free called through these, so that the compiler cannot drop a block that is freed
+// unused (it may, for calls by name).
+void* (*volatile allocate)(std::size_t) = std::malloc;
+void (*volatile release)(void*) = std::free;
+
+/// Fills this thread's cache of freed blocks the size of a record, so that the next one freed
+/// goes back to the arena, which mallinfo2 counts as free (a block in the cache counts as used).
+void fillThreadCache() {
+  std::array<void*, 64> blocks{};  // on the stack: no block of the size counted
+  for (void*& block : blocks) block = allocate(kRecordSize);
+  for (void* block : blocks) release(block);
+}
+
+/// Whether this thread holds a record now; releases it.
+bool holdsDlErrorRecord() {
+  // First, that the measure sees a freed block of the size at all.
+  void* probe = allocate(kRecordSize);
+  fillThreadCache();
+  const std::size_t withProbe = inUse();
+  release(probe);
+  if (inUse() >= withProbe) {
+    throw std::runtime_error("mallinfo2 does not show a freed " + std::to_string(kRecordSize) +
+                             "-byte block: a dlerror record could not be seen either");
+  }
+  const std::size_t before = inUse();
+  // An error not yet delivered: dlerror() gives its text (and the next call frees it). One
+  // delivered: dlerror() frees it, and answers null.
+  if (::dlerror() != nullptr) {
+    static_cast<void>(::dlerror());
+    return true;
+  }
+  return inUse() < before;
+}
+
+}  // namespace
+
+std::optional<bool> leavesDlErrorRecord(const std::function<void()>& body) {
+  if (!kGlibcMalloc) return std::nullopt;
+  std::optional<bool> held;
+  std::exception_ptr error;
+  std::thread([&] {
+    try {
+      body();
+      held = holdsDlErrorRecord();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }).join();
+  if (error) std::rethrow_exception(error);
+  return held;
 }
 
 }  // namespace flink::testing

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -86,5 +87,14 @@ std::size_t openDescriptorCount();
 
 /// Whether this process has any child, reaped or not (waitpid(-1, WNOHANG) != ECHILD).
 bool hasChildren();
+
+/// Whether `body`, run on a thread of its own, leaves that thread holding glibc's record of a
+/// failed dlopen or dlsym: one that dlerror() has not yet been called twice for (see
+/// src/util/DlError.h; a detached thread that exits with one leaves it to LeakSanitizer). Seen by
+/// the record's free in mallinfo2's counts, so nullopt under a sanitizer, whose allocator serves
+/// malloc instead of glibc's.
+/// @throws std::runtime_error when glibc's counts cannot show a freed block (the measure would be
+/// blind).
+std::optional<bool> leavesDlErrorRecord(const std::function<void()>& body);
 
 }  // namespace flink::testing

@@ -82,7 +82,8 @@ void printJson(const Topology& topology, const std::vector<discovery::GpuDevice>
     entry["pci.bus_id"] = device && device->pciBusId ? json(*device->pciBusId) : json(nullptr);
     entry["numa_node"] = gpu.numaNode ? json(*gpu.numaNode) : json(nullptr);
     entry["cpu_affinity"] = gpu.cpus ? json(placement::formatCpuList(*gpu.cpus)) : json(nullptr);
-    entry["nvswitch_links"] = gpu.switchLinks;
+    // A count NVML did not tell is null, never 0 (as nvlinks below).
+    entry["nvswitch_links"] = gpu.switchLinks ? json(*gpu.switchLinks) : json(nullptr);
     gpus.push_back(std::move(entry));
   }
   json pairs = json::array();

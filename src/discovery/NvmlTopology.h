@@ -1,16 +1,22 @@
 // How the host's GPUs are connected, read through NVML: for each pair of whole GPUs their
 // NVLinks and their closest common PCIe ancestor, for each GPU its NUMA node and CPU affinity.
 //
-// The NVML calls, per GPU: nvmlDeviceGetNvLinkState for links 0 to NVML_NVLINK_MAX_LINKS - 1,
-// and for each active one nvmlDeviceGetNvLinkRemoteDeviceType (a switch, on NVSwitch hosts, or
-// a GPU) and nvmlDeviceGetNvLinkRemotePciInfo_v2, matched to a GPU by PCI domain, bus and device;
+// The NVML calls, per GPU: nvmlDeviceGetNvLinkState for link 0, 1, … until NVML answers that
+// there is no such link (NVML_ERROR_INVALID_ARGUMENT; NVML_ERROR_NOT_SUPPORTED on link 0: no
+// NVLink), and for each active one nvmlDeviceGetNvLinkRemoteDeviceType (a switch, on NVSwitch
+// hosts, or a GPU) and nvmlDeviceGetNvLinkRemotePciInfo_v2, matched to a GPU by PCI domain, bus
+// and device;
 // nvmlDeviceGetCpuAffinityWithinScope (else nvmlDeviceGetCpuAffinity); nvmlDeviceGetNumaNodeId
 // (else the lowest node of nvmlDeviceGetMemoryAffinity). Per pair:
 // nvmlDeviceGetTopologyCommonAncestor.
 //
 // Nothing here fails: a call that fails, or a function the library lacks, leaves its relation
-// unknown. A GPU that answers NVML_ERROR_GPU_IS_LOST is asked nothing more (a lost GPU's link
-// queries can take seconds: NVIDIA/k8s-device-plugin#2038).
+// unknown. A GPU that answers NVML_ERROR_GPU_IS_LOST to any of these queries (or to its PCI info,
+// asked first) is lost: placement::GpuTopology::lost holds NVML's failure text, it is asked
+// nothing more (a lost GPU's queries can take seconds: NVIDIA/k8s-device-plugin#2038), and its
+// relations are left unknown. A pair's common ancestor answering GPU_IS_LOST does not say which
+// GPU it means: each of the two is asked its PCI info again, and the one that answers so is
+// lost.
 #pragma once
 
 #include <optional>

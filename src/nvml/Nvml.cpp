@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "nvml/NvmlAbi.h"
+#include "util/DlError.h"
 
 namespace flink::nvml {
 
@@ -48,13 +49,16 @@ struct NvmlLibrary::Api {
 namespace {
 
 /// dlsym with dlerror() cleared first, so that a stale error is never read as this lookup's.
-/// Null when the library has no such symbol; `error` then holds dlerror's text.
+/// Null when the library has no such symbol; `error` then holds dlerror's text. A failed lookup's
+/// error is always taken, wanted or not, so that the thread keeps no record of it (DlError.h).
 void* lookUp(void* handle, const char* symbol, std::string* error = nullptr) {
   ::dlerror();
   void* address = ::dlsym(handle, symbol);
-  if (address == nullptr && error != nullptr) {
-    const char* text = ::dlerror();
-    *error = text != nullptr ? text : std::string("undefined symbol: ") + symbol;
+  if (address == nullptr) {
+    std::string text = dl::takeError();
+    if (error != nullptr) {
+      *error = !text.empty() ? std::move(text) : std::string("undefined symbol: ") + symbol;
+    }
   }
   return address;
 }
@@ -99,6 +103,46 @@ template <typename T>
 Result<T> missing(const char* function) {
   return Result<T>{Return::kFunctionNotFound, T{}, function};
 }
+
+// Return (Nvml.h) is a copy of nvml.h's nvmlReturn_t (NvmlAbi.h), converted by value: each copy
+// checked against the declaration, so that a typo in either fails the build instead of turning
+// one code into another.
+constexpr bool sameCode(Return ours, nvmlReturn_t theirs) {
+  return static_cast<int>(ours) == static_cast<int>(theirs);
+}
+static_assert(sameCode(Return::kSuccess, NVML_SUCCESS));
+static_assert(sameCode(Return::kUninitialized, NVML_ERROR_UNINITIALIZED));
+static_assert(sameCode(Return::kInvalidArgument, NVML_ERROR_INVALID_ARGUMENT));
+static_assert(sameCode(Return::kNotSupported, NVML_ERROR_NOT_SUPPORTED));
+static_assert(sameCode(Return::kNoPermission, NVML_ERROR_NO_PERMISSION));
+static_assert(sameCode(Return::kAlreadyInitialized, NVML_ERROR_ALREADY_INITIALIZED));
+static_assert(sameCode(Return::kNotFound, NVML_ERROR_NOT_FOUND));
+static_assert(sameCode(Return::kInsufficientSize, NVML_ERROR_INSUFFICIENT_SIZE));
+static_assert(sameCode(Return::kInsufficientPower, NVML_ERROR_INSUFFICIENT_POWER));
+static_assert(sameCode(Return::kDriverNotLoaded, NVML_ERROR_DRIVER_NOT_LOADED));
+static_assert(sameCode(Return::kTimeout, NVML_ERROR_TIMEOUT));
+static_assert(sameCode(Return::kIrqIssue, NVML_ERROR_IRQ_ISSUE));
+static_assert(sameCode(Return::kLibraryNotFound, NVML_ERROR_LIBRARY_NOT_FOUND));
+static_assert(sameCode(Return::kFunctionNotFound, NVML_ERROR_FUNCTION_NOT_FOUND));
+static_assert(sameCode(Return::kCorruptedInforom, NVML_ERROR_CORRUPTED_INFOROM));
+static_assert(sameCode(Return::kGpuIsLost, NVML_ERROR_GPU_IS_LOST));
+static_assert(sameCode(Return::kResetRequired, NVML_ERROR_RESET_REQUIRED));
+static_assert(sameCode(Return::kOperatingSystem, NVML_ERROR_OPERATING_SYSTEM));
+static_assert(sameCode(Return::kLibRmVersionMismatch, NVML_ERROR_LIB_RM_VERSION_MISMATCH));
+static_assert(sameCode(Return::kInUse, NVML_ERROR_IN_USE));
+static_assert(sameCode(Return::kMemory, NVML_ERROR_MEMORY));
+static_assert(sameCode(Return::kNoData, NVML_ERROR_NO_DATA));
+static_assert(sameCode(Return::kVgpuEccNotSupported, NVML_ERROR_VGPU_ECC_NOT_SUPPORTED));
+static_assert(sameCode(Return::kInsufficientResources, NVML_ERROR_INSUFFICIENT_RESOURCES));
+static_assert(sameCode(Return::kFreqNotSupported, NVML_ERROR_FREQ_NOT_SUPPORTED));
+static_assert(sameCode(Return::kArgumentVersionMismatch, NVML_ERROR_ARGUMENT_VERSION_MISMATCH));
+static_assert(sameCode(Return::kDeprecated, NVML_ERROR_DEPRECATED));
+static_assert(sameCode(Return::kNotReady, NVML_ERROR_NOT_READY));
+static_assert(sameCode(Return::kGpuNotFound, NVML_ERROR_GPU_NOT_FOUND));
+static_assert(sameCode(Return::kInvalidState, NVML_ERROR_INVALID_STATE));
+static_assert(sameCode(Return::kUnknown, NVML_ERROR_UNKNOWN));
+// MigMode::enabled() compares with nvml.h's value of the mode.
+static_assert(NVML_DEVICE_MIG_ENABLE == 1 && NVML_DEVICE_MIG_DISABLE == 0);
 
 Return toReturn(nvmlReturn_t code) { return static_cast<Return>(static_cast<int>(code)); }
 nvmlReturn_t toC(Return code) { return static_cast<nvmlReturn_t>(static_cast<int>(code)); }
@@ -223,8 +267,8 @@ std::shared_ptr<const NvmlLibrary> NvmlLibrary::load(const std::string& pathOrNa
   ::dlerror();
   void* handle = ::dlopen(pathOrName.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    const char* text = ::dlerror();
-    const std::string reason = text != nullptr ? text : "(no text)";
+    std::string reason = dl::takeError();
+    if (reason.empty()) reason = "(no text)";
     const bool present = libraryIsPresent(pathOrName, reason);
     std::string message = present ? pathOrName + " is there but cannot be loaded: dlopen(" +
                                         pathOrName + ") failed: " + reason

@@ -154,8 +154,6 @@ struct MigMode {
 class NvmlLibrary;
 
 // ---- Topology (NvmlTopology.cpp) ----
-/// nvml.h's NVML_NVLINK_MAX_LINKS.
-inline constexpr unsigned kMaxNvLinks = 18;
 /// The most CPUs an affinity mask is read for.
 inline constexpr unsigned kMaxCpus = 4096;
 /// The most NUMA nodes a memory affinity is read for.
@@ -205,8 +203,9 @@ class Device {
   Result<unsigned> computeInstanceId() const;
 
   // ---- Topology (defined in NvmlTopology.cpp) ----
-  /// nvmlDeviceGetNvLinkState: whether NVLink `link` (0 to kMaxNvLinks - 1) is active;
-  /// kNotSupported on a GPU without NVLink, kInvalidArgument past its last link.
+  /// nvmlDeviceGetNvLinkState: whether NVLink `link` (from 0) is active; kNotSupported on a GPU
+  /// without NVLink, kInvalidArgument past its last link (how many links a GPU has is known only
+  /// from that answer: nvml.h's NVML_NVLINK_MAX_LINKS changes between versions).
   Result<bool> nvLinkActive(unsigned link) const;
   /// nvmlDeviceGetNvLinkRemotePciInfo_v2: the PCI address of what `link` leads to.
   Result<PciInfo> nvLinkRemotePciInfo(unsigned link) const;

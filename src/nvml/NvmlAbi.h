@@ -1,14 +1,17 @@
 // The part of NVIDIA's nvml.h that this project uses, declared as nvml.h declares it, so that
 // nothing here needs the CUDA toolkit or the driver's headers at build time.
 //
-// Only two files include this: src/nvml/Nvml.cpp, which takes each function's type from these
-// declarations (`decltype(&nvmlInit_v2)`) and looks the function up with dlsym, never calling it
-// by name (so nothing links against libnvidia-ml); and the stand-in library of the tests
-// (tests/fixtures/nvml/FakeNvml.cpp), which defines them, so that the compiler checks that the
-// stand-in and the binding agree. The names, tags and layouts are nvml.h's, in the global
-// namespace: a function called through a pointer of another type (a plain int for
-// nvmlReturn_t, say) is undefined behaviour, and UBSan's -fsanitize=function reports it when the
-// stand-in is loaded into a sanitized test.
+// Only two kinds of file include this: the binding's sources (src/nvml/*.cpp), which take each
+// function's type from these declarations (`decltype(&nvmlInit_v2)`) and look the function up
+// with dlsym, never calling it by name (so nothing links against libnvidia-ml); and the stand-in
+// library of the tests (tests/fixtures/nvml/), which defines them, so that the compiler checks
+// that the stand-in and the binding agree. The C++ copies of its values that the rest of the
+// project uses (nvml::Return, TopologyLevel, NvLinkRemote in Nvml.h) are checked against these
+// with static_asserts beside their conversions (Nvml.cpp, NvmlTopologyCalls.cpp).
+//
+// The names, tags and layouts are nvml.h's, in the global namespace: a function called through a
+// pointer of another type (a plain int for nvmlReturn_t, say) is undefined behaviour, and UBSan's
+// -fsanitize=function reports it when the stand-in is loaded into a sanitized test.
 //
 // Every function returns an nvmlReturn_t and writes its results through pointers; the buffer
 // sizes are nvml.h's NVML_DEVICE_UUID_V2_BUFFER_SIZE and NVML_DEVICE_NAME_V2_BUFFER_SIZE.
@@ -129,8 +132,10 @@ nvmlReturn_t nvmlInitWithFlags(unsigned int flags);
 // ---- Topology (src/discovery/NvmlTopology.cpp, the placement rule) ----
 // NVLinks, PCIe ancestry, CPU and memory affinity, as nvml.h declares them.
 
-/// nvml.h's NVML_NVLINK_MAX_LINKS: the link indices to ask about are 0 to this - 1.
-#define NVML_NVLINK_MAX_LINKS 18
+// nvml.h's NVML_NVLINK_MAX_LINKS is not declared here, nor any other limit that changes between
+// versions of nvml.h (it is 18 in 12.9, 36 in 13.3): a limit is the header's, not the GPU's, and
+// a build with an older one would never ask a newer GPU's last links. A GPU's links are asked one
+// by one until NVML answers NVML_ERROR_INVALID_ARGUMENT (discovery/NvmlTopology.cpp).
 
 /// nvml.h's nvmlEnableState_t.
 typedef enum nvmlEnableState_enum {

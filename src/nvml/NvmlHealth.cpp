@@ -22,6 +22,12 @@ Result<T> missing(const char* function) {
 
 constexpr unsigned kNoInstance = 0xFFFFFFFFu;
 
+// The event bits of NvmlHealth.h are copies of nvml.h's (NvmlHealthAbi.h): a typo in either copy
+// fails the build rather than registering for, or reading, another kind of event.
+static_assert(kEventSingleBitEcc == static_cast<std::uint64_t>(nvmlEventTypeSingleBitEccError));
+static_assert(kEventDoubleBitEcc == static_cast<std::uint64_t>(nvmlEventTypeDoubleBitEccError));
+static_assert(kEventXidCritical == static_cast<std::uint64_t>(nvmlEventTypeXidCriticalError));
+
 }  // namespace
 
 NvmlHealthApi::NvmlHealthApi(const NvmlLibrary& library)

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "nvml/NvmlAbi.h"
+#include "util/DlError.h"
 
 namespace flink::nvml {
 
@@ -30,16 +31,39 @@ struct NvmlLibrary::TopologyApi {
 
 namespace {
 
-/// dlsym with dlerror() cleared first; the function as `Function`, or null.
+/// dlsym with dlerror() cleared first; the function as `Function`, or null. A missing function's
+/// error is taken, so that the thread keeps no record of it (util/DlError.h).
 template <typename Function>
 Function lookUp(void* handle, const char* symbol) {
   ::dlerror();
   void* address = ::dlsym(handle, symbol);
+  if (address == nullptr) {
+    static_cast<void>(dl::takeError());
+    return nullptr;
+  }
   // POSIX guarantees that a dlsym result converts to a function pointer.
-  return address != nullptr ? reinterpret_cast<Function>(address) : nullptr;
+  return reinterpret_cast<Function>(address);
 }
 
 Return toReturn(nvmlReturn_t code) { return static_cast<Return>(static_cast<int>(code)); }
+
+// TopologyLevel and NvLinkRemote (Nvml.h) are copies of nvml.h's nvmlGpuTopologyLevel_t and
+// nvmlIntNvLinkDeviceType_t (NvmlAbi.h): each value checked against the declaration, so that a
+// typo in either copy fails the build.
+template <typename Ours, typename Theirs>
+constexpr bool same(Ours ours, Theirs theirs) {
+  return static_cast<int>(ours) == static_cast<int>(theirs);
+}
+static_assert(same(TopologyLevel::kInternal, NVML_TOPOLOGY_INTERNAL));
+static_assert(same(TopologyLevel::kSingle, NVML_TOPOLOGY_SINGLE));
+static_assert(same(TopologyLevel::kMultiple, NVML_TOPOLOGY_MULTIPLE));
+static_assert(same(TopologyLevel::kHostBridge, NVML_TOPOLOGY_HOSTBRIDGE));
+static_assert(same(TopologyLevel::kNode, NVML_TOPOLOGY_NODE));
+static_assert(same(TopologyLevel::kSystem, NVML_TOPOLOGY_SYSTEM));
+static_assert(same(NvLinkRemote::kGpu, NVML_NVLINK_DEVICE_TYPE_GPU));
+static_assert(same(NvLinkRemote::kIbmNpu, NVML_NVLINK_DEVICE_TYPE_IBMNPU));
+static_assert(same(NvLinkRemote::kSwitch, NVML_NVLINK_DEVICE_TYPE_SWITCH));
+static_assert(same(NvLinkRemote::kUnknown, NVML_NVLINK_DEVICE_TYPE_UNKNOWN));
 
 template <typename T>
 Result<T> missing(const char* function) {

@@ -56,8 +56,15 @@ struct GpuTopology {
   /// The CPUs close to it (nvmlDeviceGetCpuAffinityWithinScope, else nvmlDeviceGetCpuAffinity),
   /// ascending; nullopt when unknown.
   std::optional<std::vector<unsigned>> cpus;
-  /// On an NVSwitch host: the number of its active NVLinks that lead to a switch.
-  unsigned switchLinks = 0;
+  /// The number of its active NVLinks that lead to an NVSwitch (0 on a host without one);
+  /// nullopt when its NVLinks are unknown.
+  std::optional<unsigned> switchLinks;
+  /// Set when NVML answered NVML_ERROR_GPU_IS_LOST to one of its topology queries (the GPU fell
+  /// off the bus): NVML's failure text, as the health code words it ("nvmlDeviceGetNumaNodeId
+  /// failed: GPU is lost (NVML_ERROR_GPU_IS_LOST, 15)"). Nothing more is asked of such a GPU, and
+  /// what it answered before is dropped: its NUMA node, CPUs, switch links and PCIe relations are
+  /// unknown (an NVLink another GPU saw into it still counts, as that GPU's answer).
+  std::optional<std::string> lost;
 };
 
 /// The host's GPUs and the relation of each pair.

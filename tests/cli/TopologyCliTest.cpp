@@ -294,6 +294,31 @@ TEST_F(TopologyCliTest, TopologyAsJson) {
   EXPECT_EQ(failing["pairs"][0]["relation"], "N/A");
 }
 
+TEST_F(TopologyCliTest, ACountThatIsNotKnownIsNullNotZero) {
+  useHost("islands-8");
+  const nlohmann::json islands = nlohmann::json::parse(run({"topology", "--format", "json"}).out);
+  EXPECT_EQ(islands["gpus"][0]["nvswitch_links"], 0) << "NVLinks known, none into a switch";
+  useHost("nvswitch-8");
+  const nlohmann::json fabric = nlohmann::json::parse(run({"topology", "--format", "json"}).out);
+  EXPECT_EQ(fabric["gpus"][0]["nvswitch_links"], 18);
+
+  // failing-4: GPU 0's NVLink queries fail, GPU 1 is lost, GPU 2 has no NVLink (an answer: 0),
+  // GPU 3's first link query fails.
+  useHost("failing-4");
+  const CliRun result = run({"topology", "--format", "json"});
+  ASSERT_EQ(result.exitCode, 0) << result;
+  const nlohmann::json failing = nlohmann::json::parse(result.out);
+  ASSERT_EQ(failing["gpus"].size(), 4u);
+  EXPECT_TRUE(failing["gpus"][0]["nvswitch_links"].is_null()) << failing["gpus"][0];
+  EXPECT_TRUE(failing["gpus"][1]["nvswitch_links"].is_null()) << failing["gpus"][1];
+  EXPECT_EQ(failing["gpus"][2]["nvswitch_links"], 0);
+  EXPECT_TRUE(failing["gpus"][3]["nvswitch_links"].is_null()) << failing["gpus"][3];
+  for (const nlohmann::json& pair : failing["pairs"]) {
+    // Only GPU 2 told its links; a pair is known only when both did.
+    EXPECT_TRUE(pair["nvlinks"].is_null()) << pair;
+  }
+}
+
 TEST_F(TopologyCliTest, TopologyWithoutNvmlIsAnErrorNamingWhy) {
   hostFile_ = (dir_ / "none.json").string();
   const CliRun result =

@@ -1,8 +1,10 @@
 # Builds the Debian package as `make package` does (CPack, from the build's CPackConfig.cmake)
 # into a scratch folder and checks what a user of it gets: its files (the plugin component under
-# the package's prefix, Debian's copyright, changelog and lintian overrides, nothing else, all
-# owned by root), its control fields (Depends on glibc alone), the programs run from an unpacked
-# copy, and lintian's verdict (no error, no warning; its whole report is printed).
+# the package's prefix, Debian's copyright, changelog and lintian overrides, the tmpfiles.d file,
+# nothing else, all owned by root), its control fields (Depends on glibc alone), its
+# systemd-tmpfiles line, the programs run from an unpacked copy, and lintian's verdict (no error,
+# no warning; its whole report is printed). It writes nothing outside WORK_DIR: lintian runs with
+# a TMPDIR there, removed at the end (lintian leaves its mldbm-elf-* files behind in its TMPDIR).
 #
 #   cmake -DBUILD_DIR=... -DWORK_DIR=... -DCPACK=... -DPREFIX=... -DBINDIR=... -DPLUGIN_DIR=...
 #         -DPACKAGE=... -DVERSION=... -DFIXTURE=<script printing 0,1> -P PackageAndLint.cmake
@@ -77,6 +79,7 @@ set(expected
   "${PREFIX}/${PLUGIN_DIR}/gpu-discovery-common.sh"
   "${PREFIX}/${PLUGIN_DIR}/nvidia-gpu-discovery"
   "${PREFIX}/${PLUGIN_DIR}/nvidia-gpu-discovery.sh"
+  "/usr/lib/tmpfiles.d/${PACKAGE}.conf"
   "/usr/share/doc/${PACKAGE}/changelog.gz"
   "/usr/share/doc/${PACKAGE}/copyright"
   "/usr/share/lintian/overrides/${PACKAGE}")
@@ -107,19 +110,33 @@ if(NOT output STREQUAL "GPU Device(0)\nGPU Device(1)\n")
   message(FATAL_ERROR "the packaged flink-gpu discover says [${output}]")
 endif()
 
+# --- systemd-tmpfiles: the coordination file and its neighbours are never aged ---------------
+file(STRINGS "${root}/usr/lib/tmpfiles.d/${PACKAGE}.conf" tmpfiles_lines REGEX "^[^#]")
+if(NOT tmpfiles_lines STREQUAL "x /var/tmp/flink-gpu-coordination*")
+  message(FATAL_ERROR "the package's tmpfiles.d lines are [${tmpfiles_lines}], expected one: "
+                      "x /var/tmp/flink-gpu-coordination*")
+endif()
+
 # --- lintian ----------------------------------------------------------------
 # --fail-on error,warning: lintian exits non-zero for those; info tags (--display-info) are shown
 # but do not fail. The overridden tags (packaging/debian/lintian-overrides.in) are listed by a
 # second run with --show-overrides, only for the record: with it, lintian fails on them too.
-execute_process(COMMAND "${lintian_path}" --fail-on error,warning --display-info "${debs}"
+# A TMPDIR of its own: lintian leaves files there (mldbm-elf-*), which would pile up in /tmp.
+set(lintian_tmp "${WORK_DIR}/lintian-tmp")
+file(MAKE_DIRECTORY "${lintian_tmp}")
+set(lintian_env "${CMAKE_COMMAND}" -E env "TMPDIR=${lintian_tmp}")
+execute_process(COMMAND ${lintian_env} "${lintian_path}" --fail-on error,warning --display-info
+                        "${debs}"
   RESULT_VARIABLE lintian_exit
   OUTPUT_VARIABLE lintian_out
   ERROR_VARIABLE lintian_err
   TIMEOUT 240)
-execute_process(COMMAND "${lintian_path}" --show-overrides --no-tag-display-limit "${debs}"
+execute_process(COMMAND ${lintian_env} "${lintian_path}" --show-overrides --no-tag-display-limit
+                        "${debs}"
   OUTPUT_VARIABLE overridden
   ERROR_QUIET
   TIMEOUT 240)
+file(REMOVE_RECURSE "${lintian_tmp}")
 string(REGEX MATCHALL "(^|\n)O: [^\n]*" overridden "${overridden}")
 string(REPLACE ";" "" overridden "${overridden}")
 message(STATUS "lintian on ${deb_name} (exit ${lintian_exit}):\n${lintian_out}${lintian_err}"

@@ -13,6 +13,7 @@
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
 #include "flink/util/Exceptions.h"
 #include "logging/Logging.h"
+#include "util/DlError.h"
 #include "util/Strings.h"
 
 namespace flink {
@@ -108,15 +109,18 @@ void PluginManager::loadPluginsLocked() {
     };
 
     // RTLD_LOCAL: two plugins may define the same symbols without seeing each other's.
+    // Each failure's error is taken (dl::takeError), so that the thread keeps no record of it.
+    ::dlerror();
     void* handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
-      const char* why = ::dlerror();
-      refuse(std::string("it cannot be loaded: ") + (why != nullptr ? why : "unknown error"));
+      const std::string why = dl::takeError();
+      refuse("it cannot be loaded: " + (!why.empty() ? why : std::string("unknown error")));
       continue;
     }
     auto entryPoint = reinterpret_cast<FlinkExternalResourcePluginEntryPoint>(
         ::dlsym(handle, FLINK_EXTERNAL_RESOURCE_PLUGIN_ENTRY_POINT_NAME));
     if (entryPoint == nullptr) {
+      static_cast<void>(dl::takeError());
       // A library the plugin itself needs, not a plugin: left loaded (it may be in use by now).
       log()->debug("{} exports no {}; not a plugin", library.string(),
                    FLINK_EXTERNAL_RESOURCE_PLUGIN_ENTRY_POINT_NAME);
