@@ -283,7 +283,7 @@ coordination::Allocation allocateForExec(const ExecOptions& options, const HostU
                                           discovery::relatedUnits(host.devices),
                                           discovery::uuidsByIdentifier(host.devices)};
   request.lease = true;
-  // Read before the lock is taken: nothing slow under it.
+  // Read before the lock is taken: nothing slow under it. A GPU it finds lost is left out.
   if (const std::optional<placement::Topology>& topology = host.topology();
       topology && topology->anythingKnown()) {
     request.choose = [&topology = *topology](const std::vector<std::string>& free,
@@ -291,10 +291,13 @@ coordination::Allocation allocateForExec(const ExecOptions& options, const HostU
       return placement::choose(topology, free, wanted);
     };
   }
+  defaultdiscovery::Report report;
+  request.gpus = defaultdiscovery::unitsNotLost(host, report);
+  for (const std::string& line : report.lines()) printDiscoveryNote(line);
   if (!options.mig) return coordination::allocate(options.coordinationFile, request);
   std::vector<std::string> instances;
   std::vector<std::string> whole;
-  for (const std::string& gpu : host.gpus) {
+  for (const std::string& gpu : request.gpus) {
     (gpu.starts_with("MIG-") ? instances : whole).push_back(gpu);
   }
   if (instances.empty() || whole.empty()) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -54,10 +55,10 @@ std::function<std::vector<std::string>(const std::vector<std::string>&, std::siz
 }
 
 /// Why a coordinated request fell short: the cause, with each holder among the details.
-[[noreturn]] void failShort(const HostUnits& host, const GrantRequest& request,
+[[noreturn]] void failShort(const std::vector<std::string>& units, const GrantRequest& request,
                             const coordination::Allocation& allocation, Report& report) {
   // Free for this owner: every unit of the host that no other running owner holds.
-  const std::unordered_set<std::string> hostGpus(host.gpus.begin(), host.gpus.end());
+  const std::unordered_set<std::string> hostGpus(units.begin(), units.end());
   std::unordered_set<std::string> heldGpus;
   std::vector<std::string> held{"coordination file: " + request.coordinationFile.string()};
   for (const auto* records : {&allocation.heldByRequester, &allocation.heldByOthers}) {
@@ -84,7 +85,7 @@ std::function<std::vector<std::string>(const std::vector<std::string>&, std::siz
     if (!heldGpus.insert(gpu).second) continue;
     held.push_back("GPU " + gpu + " is held by a lease of another process, without a record");
   }
-  const std::size_t free = host.gpus.size() - heldGpus.size();
+  const std::size_t free = units.size() - heldGpus.size();
   report.details.insert(report.details.begin(), held.begin(), held.end());
   failWith(Stage::kShortfall,
            "not enough free GPUs: " + request.amountText + " requested, " + std::to_string(free) +
@@ -92,21 +93,20 @@ std::function<std::vector<std::string>(const std::vector<std::string>&, std::siz
            report);
 }
 
-Grant grantRecorded(const HostUnits& host, const GrantRequest& request, Report& report) {
+Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units,
+                    const GrantRequest& request, Report& report) {
   if (!coordination::isRunning(request.owner)) {
     failWith(Stage::kOwner,
              "the owner process " + std::to_string(request.owner.pid) +
                  " is not running: GPUs recorded for it would not stay reserved",
              report);
   }
-  coordination::AllocationRequest allocationRequest{host.gpus, request.amount, request.owner,
+  coordination::AllocationRequest allocationRequest{units, request.amount, request.owner,
                                                     discovery::relatedUnits(host.devices),
                                                     discovery::uuidsByIdentifier(host.devices)};
   allocationRequest.lease = request.lease;
   allocationRequest.choose = chooserFor(host, request.placement);
-  // Nothing slow under the lock: where the placement may have a choice to make, its topology
-  // (NVML queries that grow with the square of the GPUs) is read now.
-  if (allocationRequest.choose && host.gpus.size() > request.amount) (void)host.topology();
+
   coordination::Allocation allocation;
   try {
     allocation =
@@ -126,7 +126,7 @@ Grant grantRecorded(const HostUnits& host, const GrantRequest& request, Report& 
     report.notes.push_back("note: took back GPU " + record.gpu + " from process " +
                            std::to_string(record.owner.pid) + ", which is no longer running");
   }
-  if (!allocation.satisfied) failShort(host, request, allocation, report);
+  if (!allocation.satisfied) failShort(units, request, allocation, report);
 
   Grant grant;
   grant.answer = host.answerFor(allocation.granted);
@@ -249,29 +249,67 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   return host;
 }
 
+std::vector<std::string> unitsNotLost(const HostUnits& host, Report& report) {
+  if (!host.topologyRead || !*host.topologyRead) return host.gpus;
+  std::unordered_map<std::string, std::string> lost;  // GPU index → NVML's failure
+  for (const placement::GpuTopology& gpu : (*host.topologyRead)->gpus()) {
+    if (gpu.lost) lost.emplace(gpu.identifier, *gpu.lost);
+  }
+  if (lost.empty()) return host.gpus;
+  // A MIG instance goes with its GPU.
+  std::unordered_map<std::string, std::string> parentOf;
+  for (const discovery::GpuDevice& device : host.devices) {
+    if (device.isMigInstance()) {
+      parentOf.emplace(device.identifier, std::to_string(device.mig->parentIndex));
+    }
+  }
+  std::vector<std::string> units;
+  for (const std::string& gpu : host.gpus) {
+    const auto parent = parentOf.find(gpu);
+    const std::string& index = parent == parentOf.end() ? gpu : parent->second;
+    const auto found = lost.find(index);
+    if (found == lost.end()) {
+      units.push_back(gpu);
+      continue;
+    }
+    // A fault of the host an operator must hear of, as a GPU the enumeration left out.
+    report.notes.push_back("warning: GPU " + gpu + " is left out: " +
+                           (parent == parentOf.end() ? "" : "its GPU " + index + " is ") +
+                           "lost: " + found->second + " (it answered a topology query so)");
+  }
+  return units;
+}
+
 Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& report) {
-  if (host.gpus.size() < request.amount) {
+  // Nothing slow under the lock: where the placement may have a choice to make, its topology
+  // (NVML queries that grow with the square of the GPUs) is read now, and a GPU it finds lost
+  // is left out.
+  if (chooserFor(host, request.placement) && host.gpus.size() > request.amount) {
+    (void)host.topology();
+  }
+  const std::vector<std::string> units = unitsNotLost(host, report);
+  if (units.size() < request.amount) {
     if (host.masked) {
       failWith(Stage::kShortfall,
-               "only " + std::to_string(host.gpus.size()) + " GPU(s) allowed by " +
+               "only " + std::to_string(units.size()) + " GPU(s) allowed by " +
                    host.mask->describe() + ", " + request.amountText +
                    " requested (allowed: " + strings::join(host.masked->entries, ",") + ")",
                report);
     }
     failWith(Stage::kShortfall,
-             "only " + std::to_string(host.gpus.size()) + " GPU(s) found, " + request.amountText +
-                 " requested (found: " + strings::join(host.gpus, ",") + ")",
+             "only " + std::to_string(units.size()) + " GPU(s) found, " + request.amountText +
+                 " requested (found: " + strings::join(units, ",") + ")",
              report);
   }
-  if (request.coordination) return grantRecorded(host, request, report);
+  if (request.coordination) return grantRecorded(host, units, request, report);
 
   Grant grant;
   if (const auto choose = chooserFor(host, request.placement)) {
-    grant.granted = choose(host.gpus, request.amount);
+    grant.granted = choose(units, request.amount);
   }
   if (grant.granted.size() != request.amount) {
-    grant.granted.assign(host.gpus.begin(),
-                         host.gpus.begin() + static_cast<std::ptrdiff_t>(request.amount));
+    grant.granted.assign(units.begin(),
+                         units.begin() + static_cast<std::ptrdiff_t>(request.amount));
   }
   grant.answer = host.answerFor(grant.granted);
   return grant;

@@ -162,6 +162,11 @@ struct Grant {
   std::vector<coordination::Lease> leases;
 };
 
+/// `host.gpus` less the units of GPUs that answered NVML_ERROR_GPU_IS_LOST to a topology query,
+/// where the topology was read (HostUnits::topology): a GPU lost to any query is never handed
+/// out. One note each in `report`.
+std::vector<std::string> unitsNotLost(const HostUnits& host, Report& report);
+
 /// Step 2. Under the coordination file's lock there is only the read, the liveness checks and
 /// the write: the topology a placement needs is read before the lock is taken.
 /// @throws DiscoveryFailure kShortfall when fewer than `amount` units are there, allowed or free

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "coordination/Coordination.h"
+#include "coordination/CoordinationFile.h"
 #include "defaultdiscovery/DefaultDiscovery.h"
 #include "defaultdiscovery/DefaultScript.h"
 #include "defaultdiscovery/DiscoveryArguments.h"
@@ -226,7 +227,7 @@ enum class InProcessStage { kStarting, kFindingGpus, kAllocating };
 /// @throws defaultdiscovery::DiscoveryFailure as the program would fail (kArguments for its
 ///         command line).
 InProcessAnswer discoverInProcess(const std::vector<std::string>& argv, Clock::time_point deadline,
-                                  std::atomic<InProcessStage>& stage) {
+                                  std::atomic<InProcessStage>& stage, fs::path& coordinationFile) {
   defaultdiscovery::DiscoveryArguments args;
   try {
     args = defaultdiscovery::parseDiscoveryArguments(argv);
@@ -246,6 +247,8 @@ InProcessAnswer discoverInProcess(const std::vector<std::string>& argv, Clock::t
   hostOptions.inProcess = true;
   defaultdiscovery::HostUnits host = defaultdiscovery::findHostUnits(hostOptions, result.report);
 
+  // Written before the stage says so: the caller reads it once it sees kAllocating.
+  coordinationFile = args.coordinationFile;
   stage = InProcessStage::kAllocating;
   defaultdiscovery::GrantRequest request = defaultdiscovery::grantRequestFor(args, result.owner);
   result.ownRecords = args.coordination && (!args.ownerPid || *args.ownerPid == ::getpid());
@@ -288,6 +291,8 @@ struct InProcessRun {
   std::exception_ptr error;
   /// Where the run is, for the caller's message at the time-out.
   std::atomic<InProcessStage> stage{InProcessStage::kStarting};
+  /// The coordination file, set before `stage` becomes kAllocating.
+  fs::path coordinationFile;
 };
 
 std::string joinInfos(const std::vector<std::shared_ptr<const ExternalResourceInfo>>& infos) {
@@ -430,7 +435,7 @@ ExternalResourceInfoSet GPUDriver::retrieveInProcess(std::int64_t gpuAmount) {
       std::optional<InProcessAnswer> answer;
       std::exception_ptr error;
       try {
-        answer = discoverInProcess(argv, deadline, run->stage);
+        answer = discoverInProcess(argv, deadline, run->stage, run->coordinationFile);
       } catch (...) {
         error = std::current_exception();
       }
@@ -465,11 +470,23 @@ ExternalResourceInfoSet GPUDriver::retrieveInProcess(std::int64_t gpuAmount) {
       holdings_->abandoned.push_back(run->ending);
     }
     const InProcessStage stage = run->stage;
-    const std::string doing =
-        stage == InProcessStage::kAllocating
-            ? "allocating through the coordination file, whose lock another worker may hold"
-        : stage == InProcessStage::kFindingGpus ? "finding the host's GPUs (NVML, else nvidia-smi)"
-                                                : "starting";
+    std::string doing = stage == InProcessStage::kFindingGpus
+                            ? "finding the host's GPUs (NVML, else nvidia-smi)"
+                            : "starting";
+    if (stage == InProcessStage::kAllocating) {
+      // Who holds the lock, as the kernel tells it (the file's contents say nothing of it).
+      const std::optional<pid_t> holder = coordination::flockHolder(run->coordinationFile);
+      doing = "allocating through the coordination file " + run->coordinationFile.string() + ", ";
+      if (!holder) {
+        doing += "whose lock it was waiting for or had just let go";
+      } else if (*holder == ::getpid()) {
+        doing +=
+            "whose lock this process itself holds: an in-process discovery of this process "
+            "given up on at an earlier time-out, or one running on another thread, still has it";
+      } else {
+        doing += "whose lock process " + std::to_string(*holder) + " holds";
+      }
+    }
     const std::string message = "The GPU discovery script " + script_.string() +
                                 " (run in-process) did not finish within " +
                                 formatDuration(timeout_) + " (it was " + doing +

@@ -432,8 +432,40 @@ TEST_F(GPUDriverInProcessTest, ThreadsOnOneDriverGetDistinctGpus) {
             (std::set<std::string>{"0", "1", "2", "3"}));
 }
 
-TEST_F(GPUDriverInProcessTest, TheLockWaitEndsAtTheTimeOut) {
+TEST_F(GPUDriverInProcessTest, TheLockWaitEndsAtTheTimeOutNamingTheHolderTheKernelTells) {
   // Another worker holds the coordination file's lock (as Flink's script does while it runs).
+  { const std::ofstream create(coordinationFile()); }
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t holder = ::fork();
+  if (holder == 0) {
+    const int fd = ::open(coordinationFile().c_str(), O_RDWR | O_CLOEXEC);
+    const bool locked = fd >= 0 && ::flock(fd, LOCK_EX) == 0;
+    (void)::write(ready[1], locked ? "y" : "n", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char answer = 0;
+  ASSERT_EQ(::read(ready[0], &answer, 1), 1);
+  ASSERT_EQ(answer, 'y');
+  const std::unique_ptr<GPUDriver> gpuDriver = driver(
+      true, "--enable-coordination-mode --coordination-file " + coordinationFile().string(), 300ms);
+  try {
+    gpuDriver->retrieveResourceInfo(1);
+    ADD_FAILURE() << "no exception";
+  } catch (const TimeoutException& e) {
+    EXPECT_THAT(e.what(), HasSubstr("whose lock process " + std::to_string(holder) + " holds"))
+        << e.what();
+  }
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+TEST_F(GPUDriverInProcessTest, TheLockWaitEndsAtTheTimeOut) {
+  // This process itself holds the coordination file's lock, as a run given up on at an earlier
+  // time-out would: the message says so rather than blame another worker.
   const int fd = ::open(coordinationFile().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX), 0);
@@ -445,6 +477,7 @@ TEST_F(GPUDriverInProcessTest, TheLockWaitEndsAtTheTimeOut) {
     ADD_FAILURE() << "no exception";
   } catch (const TimeoutException& e) {
     EXPECT_THAT(e.what(), HasSubstr("it was allocating through the coordination file")) << e.what();
+    EXPECT_THAT(e.what(), HasSubstr("whose lock this process itself holds")) << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
   ::close(fd);
