@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "coordination/CoordinationError.h"
+#include "coordination/CoordinationFile.h"
+#include "coordination/Siblings.h"
 #include "health/HealthRecords.h"
 #include "nvml/Nvml.h"
 #include "nvml/NvmlHealth.h"
@@ -156,6 +158,7 @@ class Watcher {
       if (sleepUnlessStopped(backoff, options_)) break;
       backoff = std::min(backoff * 2, options_.maxBackoff);
     }
+    nextFlush_ = {};  // one last try, whatever the pause
     flushPending();
     log("stopped");
     return 0;
@@ -248,9 +251,13 @@ class Watcher {
     flushPending();
   }
 
-  /// Writes the verdicts not yet recorded; those that cannot be written now are tried again.
+  /// Writes the verdicts not yet recorded. Those that cannot be written now (a full disk, a
+  /// health file that fails its checks) are tried again after a pause that doubles, as the
+  /// waits' does, up to maxBackoff; a failure is logged once per change of state, not per try.
   void flushPending() {
     if (pending_.empty()) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < nextFlush_) return;
     try {
       updateHealth(options_.coordinationFile, [this](std::vector<HealthRecord>& records) {
         for (HealthRecord& verdict : pending_) {
@@ -265,15 +272,33 @@ class Watcher {
           if (!updated) records.push_back(verdict);
         }
       });
+      if (!lastFailure_.empty()) {
+        log("recorded " + std::to_string(pending_.size()) +
+            " verdict(s) held back while the health records could not be written");
+      }
       pending_.clear();
+      lastFailure_.clear();
+      flushBackoff_ = options_.firstBackoff;
+      nextFlush_ = {};
     } catch (const coordination::CoordinationError& e) {
-      log(std::string("warning: cannot record the verdict yet: ") + e.what());
+      if (e.what() != lastFailure_) {
+        log(std::string("warning: cannot record the verdict yet: ") + e.what() +
+            "; trying again with a pause that doubles up to " +
+            std::to_string(options_.maxBackoff.count()) + " ms");
+        lastFailure_ = e.what();
+      }
+      nextFlush_ = now + flushBackoff_;
+      flushBackoff_ = std::min(flushBackoff_ * 2, options_.maxBackoff);
     }
   }
 
   const WatchOptions& options_;
   std::vector<WatchedGpu> gpus_;
   std::vector<HealthRecord> pending_;
+  /// The failure to write pending_ last logged ("" while writes succeed), and when to try next.
+  std::string lastFailure_;
+  std::chrono::milliseconds flushBackoff_ = options_.firstBackoff;
+  std::chrono::steady_clock::time_point nextFlush_{};
 };
 
 }  // namespace
@@ -331,35 +356,54 @@ bool isCriticalXid(std::uint64_t xid, const WatchOptions& options) {
 std::variant<WatchLock, pid_t> WatchLock::acquire(const std::filesystem::path& coordinationFile) {
   std::filesystem::path path = coordinationFile;
   path += ".watch";
-  process::FileDescriptor fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!fd && errno == EACCES) {
-    // Another user's watch made it: we may still read who holds it.
-    process::FileDescriptor readOnly(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (readOnly && ::flock(readOnly.get(), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
-      fd = std::move(readOnly);
-    } else {
-      errno = EACCES;
+  const coordination::SiblingTrust trust = coordination::SiblingTrust::ofPath(coordinationFile);
+  coordination::OpenedSibling opened;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    // Read-only: flock needs no more, and nothing is ever written to it.
+    opened = coordination::openSiblingAt(AT_FDCWD, path, O_RDONLY);
+    if (opened.fd || opened.error != ENOENT) break;
+    process::FileDescriptor made = coordination::createSiblingAt(AT_FDCWD, path, O_RDONLY, trust);
+    if (!made && errno == EEXIST) continue;
+    if (!made)
+      throw std::runtime_error("cannot create " + path.string() + ": " + std::strerror(errno));
+    opened.fd = std::move(made);
+    if (::fstat(opened.fd.get(), &opened.info) != 0) {
+      throw std::runtime_error("cannot stat " + path.string() + ": " + std::strerror(errno));
     }
+    break;
   }
-  if (!fd) {
-    throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(errno));
+  if (!opened.fd) {
+    if (opened.error == ELOOP) {
+      throw std::runtime_error("watch lock " + path.string() +
+                               ": refusing to use it: it is a symbolic link; remove it");
+    }
+    throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(opened.error));
   }
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+  try {
+    coordination::checkSibling("watch lock", path, opened.info, trust,
+                               coordination::SiblingKind::kFile);
+  } catch (const coordination::CoordinationError& e) {
+    throw std::runtime_error(e.what());
+  }
+  // Who holds it is the kernel's word, never the file's contents.
+  const auto holder = [&path] { return coordination::flockHolder(path).value_or(0); };
+  if (opened.info.st_uid != ::geteuid()) {
+    // Its owner could remove it and take another while ours is held: two watches.
+    if (const pid_t running = holder(); running > 0) return running;
+    throw std::runtime_error("watch lock " + path.string() +
+                             ": refusing to use it: it is owned by " +
+                             coordination::describeOwnership(opened.info) +
+                             ", another user, who could remove it while this watch holds it; "
+                             "remove it (`rm " +
+                             path.string() + "`) once no watch runs");
+  }
+  if (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) {
       throw std::runtime_error("cannot lock " + path.string() + ": " + std::strerror(errno));
     }
-    char buffer[32] = {};
-    const ssize_t n = ::pread(fd.get(), buffer, sizeof buffer - 1, 0);
-    pid_t pid = 0;
-    if (n > 0) std::from_chars(buffer, buffer + n, pid);
-    return pid;
+    return holder();
   }
-  const std::string pid = std::to_string(::getpid()) + '\n';
-  if (::ftruncate(fd.get(), 0) != 0 ||
-      ::pwrite(fd.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
-    throw std::runtime_error("cannot write " + path.string() + ": " + std::strerror(errno));
-  }
-  return WatchLock(std::move(path), std::move(fd));
+  return WatchLock(std::move(path), std::move(opened.fd));
 }
 
 int watch(const WatchOptions& options) { return Watcher(options).run(); }

@@ -59,12 +59,15 @@ struct WatchOptions {
 /// Whether `xid` is critical under `options`.
 bool isCriticalXid(std::uint64_t xid, const WatchOptions& options);
 
-/// The one watch of a host: an exclusive flock on `<coordination file>.watch`, which holds the
-/// holder's pid. Released when this object goes (or its process dies).
+/// The one watch of a host: an exclusive flock on `<coordination file>.watch`, a file beside the
+/// coordination file (coordination/Siblings.h) that is never written. Released when this object
+/// goes (or its process dies).
 class WatchLock {
  public:
-  /// The lock, or the pid of the watch that holds it (0 when it cannot be told).
-  /// @throws std::runtime_error when the lock file cannot be opened (a symlink, permissions).
+  /// The lock, or the pid of the watch that holds it, as the kernel tells it (/proc/locks; 0 when
+  /// it cannot be told).
+  /// @throws std::runtime_error when the lock file cannot be opened (a symlink, permissions), fails
+  ///         the trust rules (a hard link, writable by others), or is another user's and not held.
   static std::variant<WatchLock, pid_t> acquire(const std::filesystem::path& coordinationFile);
   const std::filesystem::path& path() const { return path_; }
 

@@ -272,11 +272,58 @@ TEST_F(HealthCliTest, ABoardWithoutEventsIsReportedOnceAndNotCalledUnhealthy) {
 TEST_F(HealthCliTest, ASecondWatchExitsNamingTheFirst) {
   host(2);
   auto watch = startWatch();
+  // The holder is the kernel's word: what the lock file holds says nothing.
+  std::ofstream(coordinationFile() + ".watch") << "1\n";
   const CliRun second = cli({"watch"});
   EXPECT_EQ(second.exitCode, 1) << second;
   EXPECT_TRUE(contains(
       second.err, "another flink-gpu watch is running on this host (pid " + watch->pidText() + ")"))
       << second;
+}
+
+TEST_F(HealthCliTest, TheWatchLockIsNeverWrittenThroughAHardLinkNorTakenFromAnotherUser) {
+  host(2);
+  // A hard link planted at the lock's path: refused, and the file it leads to untouched.
+  const fs::path victim = dir_ / "victim";
+  std::ofstream(victim) << "precious\n";
+  fs::create_hard_link(victim, coordinationFile() + ".watch");
+  const CliRun linked = cli({"watch"});
+  EXPECT_EQ(linked.exitCode, 1) << linked;
+  EXPECT_TRUE(contains(linked.err, "hard links")) << linked;
+  EXPECT_EQ(readFile(victim), "precious\n");
+  fs::remove(coordinationFile() + ".watch");
+  if (::geteuid() != 0) GTEST_SKIP() << "the other user's lock file needs root";
+  // Another user's lock file, nobody holding it: its owner could remove it under a watch.
+  std::ofstream(coordinationFile() + ".watch").flush();
+  ASSERT_EQ(::chown((coordinationFile() + ".watch").c_str(), 65534, 65534), 0);
+  const CliRun other = cli({"watch"});
+  EXPECT_EQ(other.exitCode, 1) << other;
+  EXPECT_TRUE(contains(other.err, "refusing to use it: its owner nobody")) << other;
+  // Even where that user may write the coordination file (it is world-writable).
+  std::ofstream(coordinationFile()).flush();
+  fs::permissions(coordinationFile(), fs::perms(0666));
+  const CliRun shared = cli({"watch"});
+  EXPECT_EQ(shared.exitCode, 1) << shared;
+  EXPECT_TRUE(contains(shared.err, "another user, who could remove it")) << shared;
+}
+
+TEST_F(HealthCliTest, AVerdictThatCannotBeWrittenIsTriedAgainWithBackOffAndLoggedOnce) {
+  host(2, {}, R"([{"after_ms": 50, "gpu": 1, "xid": 79}])");
+  // The health records cannot be written: a folder stands at their path.
+  fs::create_directory(healthFile());
+  auto watch = startWatch();
+  ASSERT_TRUE(waitForText(watchLog(), "cannot record the verdict yet")) << readFile(watchLog());
+  std::this_thread::sleep_for(1500ms);
+  const std::string log = readFile(watchLog());
+  std::size_t warnings = 0;
+  for (std::size_t at = log.find("cannot record the verdict yet"); at != std::string::npos;
+       at = log.find("cannot record the verdict yet", at + 1)) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, 1u) << log;
+  fs::remove(healthFile());
+  ASSERT_TRUE(waitForText(healthFile(), "xid=79")) << readFile(watchLog());
+  EXPECT_TRUE(waitForText(watchLog(), "recorded 1 verdict(s) held back")) << readFile(watchLog());
 }
 
 TEST_F(HealthCliTest, SigtermAndSigintEndTheWatchWithExitZero) {
