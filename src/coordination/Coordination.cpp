@@ -691,6 +691,14 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
         }
         const std::unordered_set<std::string> leaseHeldGpus = passedOver;
         std::vector<std::string> notes = opened.notes();
+        for (const std::string& gpu : request.gpus) {
+          const std::string name = leaseNameOf(gpu, request.uuids);
+          if (passedOver.count(gpu) && folder.denied(name)) {
+            notes.push_back("GPU " + gpu + " is passed over: its lease " +
+                            (leaseFolderOf(file) / name).string() +
+                            " cannot be opened by this user, so it cannot be shown free");
+          }
+        }
 
         Allocation allocation;
         std::vector<Record> added;

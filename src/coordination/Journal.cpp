@@ -156,15 +156,16 @@ std::optional<std::string> whyNotApplicable(const Journal& journal, std::uint64_
     if (write.before.size() > write.after.size()) {
       return which + " puts back more bytes than it wrote";
     }
-    if (write.offset > journal.sizeBefore ||
-        write.before.size() > journal.sizeBefore - write.offset) {
+    // A write into what the change adds saves nothing and may start past the old end.
+    if (!write.before.empty() && (write.offset > journal.sizeBefore ||
+                                  write.before.size() > journal.sizeBefore - write.offset)) {
       return which + " puts back bytes past the end of the file's " +
              std::to_string(journal.sizeBefore) + " bytes before the change";
     }
     if (write.offset > largest || write.after.size() > largest - write.offset) {
       return which + " ends past the end of the file's " + std::to_string(largest) + " bytes";
     }
-    if (write.before.size() < write.after.size() &&
+    if (write.before.size() < write.after.size() && write.offset < journal.sizeBefore &&
         write.offset + write.before.size() < journal.sizeBefore) {
       // planWrites saves every old byte a write covers within the old size.
       return which + " does not save the old bytes it overwrites";

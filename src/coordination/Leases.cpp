@@ -202,7 +202,10 @@ LeaseState LeaseFolder::state(const std::string& name) {
   if (!opened.fd) {
     if (opened.error == ENOENT) return LeaseState::kMissing;
     // This user may not open it: it cannot be shown free.
-    if (isDenied(opened.error)) return LeaseState::kHeld;
+    if (isDenied(opened.error)) {
+      denied_.insert(name);
+      return LeaseState::kHeld;
+    }
     fail(path_ / name, "cannot open it", opened.error);
   }
   while (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {

@@ -105,6 +105,8 @@ class LeaseFolder {
   /// lease of ours and cannot be shown free).
   /// @throws CoordinationError for a lease file that fails the trust rules.
   LeaseState state(const std::string& name);
+  /// Whether state(name) found a lease file this user may not open (and so called it held).
+  bool denied(const std::string& name) const { return denied_.count(name) > 0; }
   /// Removes the lease file `name` if nobody holds it (taking it for the moment of the removal).
   /// Call it only under the coordination file's exclusive lock, for a lease no record names.
   void removeIfFree(const std::string& name);
@@ -115,6 +117,7 @@ class LeaseFolder {
   SiblingTrust trust_ = SiblingTrust::unanchored();
   process::FileDescriptor dir_;
   std::unordered_set<std::string> names_;
+  std::unordered_set<std::string> denied_;
 };
 
 /// The state of the lease `name` of coordination file `file`, judged against it.

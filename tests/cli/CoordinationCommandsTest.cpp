@@ -523,6 +523,32 @@ TEST_F(CoordinationCommandsTest, ReleaseOfAGoneOwnerOrOneOfAnotherNamespaceNeeds
   EXPECT_TRUE(recordsIn(coordinationFile()).empty()) << readFile(coordinationFile());
 }
 
+TEST_F(CoordinationCommandsTest, ACommandThatClosesItsDescriptorsKeepsItsGpusWhileItRuns) {
+  // As sudo (closefrom), daemons and Python's os.closerange do: the lease's descriptor goes, the
+  // command runs on, and so its GPU stays taken.
+  const fs::path report = dir_ / "closer.out";
+  Background closer(
+      {kCli, "exec", "--amount", "1", "--gpus", "0,1", "--coordination-file", coordinationFile(),
+       "--", "/bin/bash", "-c",
+       "for fd in /proc/$$/fd/*; do fd=${fd##*/}; [ \"$fd\" -gt 2 ] && eval \"exec $fd>&-\"; "
+       "done; ls /proc/$$/fd > '" +
+           report.string() + "'; exec sleep 30"},
+      dir_ / "closer.stdout", dir_ / "closer.stderr");
+  const auto open = waitForLines(report, 3, 10s);
+  ASSERT_EQ(open, (std::vector<std::string>{"0", "1", "2"})) << readFile(dir_ / "closer.stderr");
+  const CliRun second = runCli({"exec", "--amount", "2", "--gpus", "0,1", "--coordination-file",
+                                coordinationFile(), "--", "true"});
+  EXPECT_EQ(second.exitCode, 1) << second;
+  EXPECT_NE(second.err.find("GPU 0 is held by process " + std::to_string(closer.pid())),
+            std::string::npos)
+      << second;
+  // Once it has ended, its GPU comes back.
+  closer.stop();
+  const CliRun after = runCli({"exec", "--amount", "2", "--gpus", "0,1", "--coordination-file",
+                               coordinationFile(), "--", "true"});
+  EXPECT_EQ(after.exitCode, 0) << after;
+}
+
 TEST_F(CoordinationCommandsTest, ReleaseOfNothingSaysSo) {
   writeScript(coordinationFile(), sampleRecords(), fs::perms::owner_read | fs::perms::owner_write);
   const CliRun byGpu = runCli({"release", "--gpu", "7", "--coordination-file", coordinationFile()});

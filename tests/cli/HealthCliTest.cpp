@@ -3,7 +3,9 @@
 // host description plays events (Xids, double-bit ECC errors, wait errors) at given times after
 // the watch's first wait, and the answers of row remapping, retired pages and persistence mode.
 // Waits are for what a process wrote (a log line, a record), never for a fixed time.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -21,6 +23,7 @@
 
 #include "CliRun.h"
 #include "TestSupport.h"
+#include "process/FileDescriptor.h"
 #include "process/Subprocess.h"
 #include "util/Strings.h"
 
@@ -30,6 +33,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using flink::testing::Background;
 using flink::testing::CliRun;
+using flink::testing::firstLine;
 using flink::testing::kCli;
 using flink::testing::linesOf;
 using flink::testing::readFile;
@@ -554,6 +558,39 @@ TEST_F(HealthCliTest, RowRemappingAndRetiredPagesDecideWhereSupported) {
   EXPECT_TRUE(contains(run.err, "note: GPU 0 is not handed out: row remapping failed")) << run;
   EXPECT_TRUE(contains(run.err, "note: GPU 1 is not handed out: row remapping pending")) << run;
   EXPECT_TRUE(contains(run.err, "note: GPU 2 is not handed out: retired pages pending")) << run;
+}
+
+TEST_F(HealthCliTest, HealthRecordsThatCannotBeReadHandOutNothing) {
+  host(2);
+  ASSERT_EQ(cli({"drain", "--gpu", "1"}).exitCode, 0);
+  // Damaged: a folder where the records were. A drained GPU must not go out for it.
+  fs::remove(healthFile());
+  fs::create_directory(healthFile());
+  const CliRun skip = discover(1);
+  EXPECT_EQ(skip.exitCode, 1) << skip;
+  EXPECT_EQ(skip.out, "") << skip;
+  EXPECT_TRUE(firstLine(skip.err).starts_with("health records " + healthFile().string())) << skip;
+  EXPECT_TRUE(contains(firstLine(skip.err), "no GPU is handed out while they cannot be read"))
+      << skip;
+  EXPECT_EQ(discover(1, {"--health", "warn"}).exitCode, 1);
+  // --health ignore does not read them.
+  const CliRun ignore = discover(2, {"--health", "ignore"});
+  EXPECT_EQ(ignore.exitCode, 0) << ignore;
+  EXPECT_EQ(ignore.out, "0,1\n") << ignore;
+}
+
+TEST_F(HealthCliTest, AReaderHoldingTheHealthRecordsLockStallsNoAllocation) {
+  host(2);
+  ASSERT_EQ(cli({"drain", "--gpu", "1"}).exitCode, 0);
+  // Anyone who may read the records may flock them, for ever; the records still count.
+  const flink::process::FileDescriptor reader(::open(healthFile().c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(reader.valid());
+  ASSERT_EQ(::flock(reader.get(), LOCK_EX), 0);
+  const CliRun one = discover(1);
+  EXPECT_EQ(one.exitCode, 0) << one;
+  EXPECT_EQ(one.out, "0\n") << one;
+  EXPECT_FALSE(contains(one.err, "health records")) << one;
+  EXPECT_EQ(discover(2).exitCode, 1) << "the drained GPU went out";
 }
 
 TEST_F(HealthCliTest, ALostGpuIsNeverHandedOut) {

@@ -174,6 +174,67 @@ else
     expect "the journal that user made is as writable as the file" \
         "$(stat -c '%A %U' "$shared/file.journal" 2>&1)" \
         "$([[ $(stat -c %a "$shared/file.journal") == 666 ]]; echo $?)"
+
+    # The README's group set-up in a sticky folder: the file of group `users`, g+rw. After root's
+    # first exec (journal, lease folder and lease file made by root), a member of the group must
+    # still get a free GPU, through exec and through an in-process worker.
+    as_member() { setpriv --reuid=nobody --regid=nogroup --groups=100 "$@"; }
+    group=$work/group
+    mkdir -m 1777 "$group"
+    : > "$group/file"
+    chgrp users "$group/file" && chmod 0660 "$group/file"
+    (umask 077; exec "$cli" exec --amount 1 --gpus 0,1,2 --coordination-file "$group/file" \
+        -- sleep 300) > /dev/null 2>&1 &
+    owners+=($!)
+    for _ in $(seq 1 100); do [[ -s $group/file ]] && break; sleep 0.05; done
+    out=$(as_member "$cli" exec --amount 1 --gpus 0,1,2 --coordination-file "$group/file" \
+        -- sh -c 'echo $CUDA_VISIBLE_DEVICES' 2> "$work/err")
+    rc=$?
+    expect "a group member's exec gets a free GPU after root's first exec, whatever root's umask" \
+        "exit $rc, out '$out', stderr: $(cat "$work/err"); $(ls -la "$group" "$group/file.leases" 2>&1)" \
+        "$([[ $rc -eq 0 && $out == 1 ]]; echo $?)"
+    out=$(as_member "$cli" discover --amount 1 --discovery-args \
+        "--gpus 0,1,2 --enable-coordination-mode --coordination-file $group/file" 2> "$work/err")
+    rc=$?
+    expect "and so does a group member's in-process worker" \
+        "exit $rc, out '$out', stderr: $(cat "$work/err")" "$([[ $rc -eq 0 && $out == 'GPU Device('[12]')' ]]; echo $?)"
+    expect "what root made beside the file has the file's mode and group" \
+        "$(stat -c '%a %G %n' "$group/file.journal" "$group/file.leases" "$group/file.leases"/* 2>&1)" \
+        "$([[ $(stat -c '%a %G' "$group/file.journal") == '660 users' &&
+              $(stat -c '%a %G' "$group/file.leases") == '3770 users' ]]; echo $?)"
+
+    # A lease file this user may not open passes its GPU over; it is never fatal.
+    "$cli" release --gpu 1 --coordination-file "$group/file" > /dev/null
+    "$cli" release --gpu 2 --coordination-file "$group/file" > /dev/null
+    rm -f "$group/file.leases/index-1"
+    : > "$group/file.leases/index-1"
+    chmod 0600 "$group/file.leases/index-1"
+    out=$(as_member "$cli" exec --amount 1 --gpus 0,1,2 --coordination-file "$group/file" \
+        -- sh -c 'echo $CUDA_VISIBLE_DEVICES' 2> "$work/err")
+    rc=$?
+    expect "a lease file this user cannot open is passed over for the next free GPU" \
+        "exit $rc, out '$out', stderr: $(cat "$work/err")" \
+        "$([[ $rc -eq 0 && $out == 2 ]] && grep -q 'GPU 1 is passed over' "$work/err"; echo $?)"
+
+    # Another user plants a journal and a lease folder before root's first write, in a sticky
+    # folder everyone may write: root's allocator refuses both, naming them, and writes nothing.
+    planted=$work/planted
+    mkdir -m 1777 "$planted"
+    as_nobody sh -c "printf 'flink-gpu journal 1\\n' > '$planted/file.journal'; mkdir '$planted/file.leases'"
+    "$program" 1 --gpus 0,1 --enable-coordination-mode --coordination-file "$planted/file" \
+        --owner-pid "$owner_pid" > /dev/null 2> "$work/err"
+    rc=$?
+    expect "a journal another user planted is refused: named, with its owner, mode and the fix" \
+        "exit $rc, stderr: $(cat "$work/err")" \
+        "$([[ $rc -eq 1 ]] && grep -q "its journal $planted/file.journal: refusing to use it: its owner nobody.*owner nobody, group nogroup.*rm $planted/file.journal" "$work/err"; echo $?)"
+    rm -f "$planted/file.journal"
+    "$cli" exec --amount 1 --gpus 0,1 --coordination-file "$planted/file" -- true \
+        > /dev/null 2> "$work/err"
+    rc=$?
+    expect "a lease folder another user planted is refused, and no lease is taken in it" \
+        "exit $rc, stderr: $(cat "$work/err")" \
+        "$([[ $rc -ne 0 ]] && grep -q "lease folder $planted/file.leases: refusing to use it" "$work/err" &&
+            [[ -z $(ls -A "$planted/file.leases") ]]; echo $?)"
 fi
 
 # --- two pid namespaces -----------------------------------------------------------------------
