@@ -3,13 +3,17 @@
 // (two NVLink islands, a PCIe-only host, an NVSwitch host, a host whose topology queries fail).
 // GPUs held by others are records of running `sleep` processes written into the coordination
 // file; a decoy nvidia-smi first on PATH would answer GPUs 5, 6, 7.
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -17,6 +21,7 @@
 
 #include "CliRun.h"
 #include "TestSupport.h"
+#include "process/FileDescriptor.h"
 
 namespace {
 
@@ -25,6 +30,8 @@ using flink::testing::Background;
 using flink::testing::CliRun;
 using flink::testing::firstLine;
 using flink::testing::kCli;
+using flink::testing::readFile;
+using namespace std::chrono_literals;
 using flink::testing::linesOf;
 using flink::testing::runCli;
 using flink::testing::TempDir;
@@ -225,6 +232,36 @@ TEST_F(TopologyCliTest, FailingTopologyQueriesMeanFirstFreeAndALostGpuIsLeftOut)
   EXPECT_EQ(result.out, devices({2, 3}));
   // Said as a GPU left out is: logged as an error, whatever the level of the rest.
   EXPECT_TRUE(contains(result.err, "left a GPU out: GPU 1 is left out: lost: ")) << result;
+}
+
+TEST_F(TopologyCliTest, ASlowTopologyIsReadWithoutTheCoordinationFilesLock) {
+  // A GPU slow to answer its topology queries must not stall every allocator of the host.
+  useHost("pcie-8");
+  { const std::ofstream create(coordinationFile()); }
+  const fs::path log = dir_ / "topology.log";
+  Sleeper owner;
+  std::vector<std::string> args{"/usr/bin/env"};
+  for (const std::string& variable : environment()) args.push_back(variable);
+  args.insert(args.end(),
+              {"FAKE_NVML_TOPOLOGY_LOG=" + log.string(), "FAKE_NVML_TOPOLOGY_DELAY_MS=20", kCli,
+               "discover", "-n", "2", "--discovery-args",
+               "--enable-coordination-mode --coordination-file " + coordinationFile() +
+                   " --owner-pid " + owner.pidText()});
+  Background slow(args, dir_ / "slow.out", dir_ / "slow.err");
+  // The placement's queries (the enumeration asks NUMA nodes and CPUs too, but never this).
+  bool placing = false;
+  for (int i = 0; i < 1000 && !placing; ++i) {
+    placing = readFile(log).find("nvmlDeviceGetTopologyCommonAncestor") != std::string::npos;
+    if (!placing) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(placing) << readFile(dir_ / "slow.err");
+  // It is reading the topology now: the file's lock is free.
+  const flink::process::FileDescriptor fd(::open(coordinationFile().c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  EXPECT_EQ(::flock(fd.get(), LOCK_EX | LOCK_NB), 0) << "the topology is read under the lock";
+  ::flock(fd.get(), LOCK_UN);
+  ASSERT_EQ(slow.waitForExit(60s), std::optional<int>(0)) << readFile(dir_ / "slow.err");
+  EXPECT_EQ(flink::testing::readLines(dir_ / "slow.out").size(), 2u);
 }
 
 TEST_F(TopologyCliTest, TheSameHostGetsTheSameAnswers) {
