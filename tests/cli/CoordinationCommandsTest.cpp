@@ -549,6 +549,46 @@ TEST_F(CoordinationCommandsTest, ACommandThatClosesItsDescriptorsKeepsItsGpusWhi
   EXPECT_EQ(after.exitCode, 0) << after;
 }
 
+TEST_F(CoordinationCommandsTest, AnExecRunByAnExecOfTheSameProcessGetsWhatItAlreadyHolds) {
+  // `flink-gpu exec … -- flink-gpu exec …`: one process, one allocation.
+  const CliRun nested = runCli({"exec",
+                                "--amount",
+                                "1",
+                                "--gpus",
+                                "0,1,2",
+                                "--coordination-file",
+                                coordinationFile(),
+                                "--",
+                                kCli,
+                                "exec",
+                                "--amount",
+                                "1",
+                                "--gpus",
+                                "0,1,2",
+                                "--coordination-file",
+                                coordinationFile(),
+                                "--",
+                                "/bin/sh",
+                                "-c",
+                                "echo $CUDA_VISIBLE_DEVICES $$"});
+  ASSERT_EQ(nested.exitCode, 0) << nested;
+  std::istringstream fields(nested.out);
+  std::string gpu;
+  std::string pid;
+  fields >> gpu >> pid;
+  EXPECT_EQ(gpu, "0") << nested;
+  const std::vector<FileRecord> records = recordsIn(coordinationFile());
+  ASSERT_EQ(records.size(), 1u) << readFile(coordinationFile());
+  EXPECT_EQ(records[0].gpu, "0");
+  EXPECT_EQ(std::to_string(records[0].pid), pid) << readFile(coordinationFile());
+  // It cannot ask for more than it holds.
+  const CliRun more = runCli({"exec", "--amount", "1", "--gpus", "0,1,2", "--coordination-file",
+                              coordinationFile(), "--", kCli, "exec", "--amount", "2", "--gpus",
+                              "0,1,2", "--coordination-file", coordinationFile(), "--", "true"});
+  EXPECT_EQ(more.exitCode, 1) << more;
+  EXPECT_NE(more.err.find("one allocation per process"), std::string::npos) << more;
+}
+
 TEST_F(CoordinationCommandsTest, ReleaseOfNothingSaysSo) {
   writeScript(coordinationFile(), sampleRecords(), fs::perms::owner_read | fs::perms::owner_write);
   const CliRun byGpu = runCli({"release", "--gpu", "7", "--coordination-file", coordinationFile()});

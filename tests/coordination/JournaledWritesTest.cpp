@@ -437,6 +437,24 @@ TEST_F(JournaledFileTest, NoChangeGrowsTheFilePastTheLimit) {
   EXPECT_EQ(status.sizeBytes, text.size());
 }
 
+TEST_F(JournaledFileTest, ACompactionWritesTwoIdenticalRecordsOnce) {
+  LiveProcess owner;
+  const std::string record = "1 " + std::to_string(owner.pid()) + "\n";
+  // Mostly blank (what blanked records leave), with one record twice: compacted at the next
+  // change.
+  std::string text = record + std::string(5 * 4096, ' ') + "\n" + record;
+  writeBytes(file(), text);
+  ASSERT_TRUE(allocate(file(), {{"0", "1"}, 1, Owner::of(::getpid())}).satisfied);
+  const std::string after = readFile(file());
+  EXPECT_LT(after.size(), 4096u) << "not compacted";
+  std::size_t copies = 0;
+  for (std::size_t at = after.find(record); at != std::string::npos;
+       at = after.find(record, at + 1)) {
+    ++copies;
+  }
+  EXPECT_EQ(copies, 1u) << after;
+}
+
 TEST(DescribeJunkTest, AFileFullOfJunkGetsAFewLinesAndACount) {
   std::vector<JunkLine> junk;
   for (std::size_t i = 1; i <= 2000; ++i) junk.push_back(JunkLine{i, "x"});

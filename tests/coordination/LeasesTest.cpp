@@ -50,6 +50,9 @@ TEST_F(LeasesTest, ALeaseIsNamedByTheGpusUuidAndRecorded) {
   const ParsedRecords records = parseRecords(readFile(file()));
   ASSERT_EQ(records.records.size(), 1u);
   EXPECT_EQ(records.records[0].lease, std::string(kUuid0));
+  // New records carry this boot's id: a record of an earlier boot is gone, whatever its pid.
+  EXPECT_EQ(records.records[0].owner.bootId, currentBootId());
+  EXPECT_NE(readFile(file()).find("\tboot=" + currentBootId().value_or("?")), std::string::npos);
   EXPECT_EQ(leaseState(file(), kUuid0), LeaseState::kHeld);
 }
 
