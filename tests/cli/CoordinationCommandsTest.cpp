@@ -551,26 +551,29 @@ TEST_F(CoordinationCommandsTest, ACommandThatClosesItsDescriptorsKeepsItsGpusWhi
 
 TEST_F(CoordinationCommandsTest, AnExecRunByAnExecOfTheSameProcessGetsWhatItAlreadyHolds) {
   // `flink-gpu exec … -- flink-gpu exec …`: one process, one allocation.
-  const CliRun nested = runCli({"exec",
-                                "--amount",
-                                "1",
-                                "--gpus",
-                                "0,1,2",
-                                "--coordination-file",
-                                coordinationFile(),
-                                "--",
-                                kCli,
-                                "exec",
-                                "--amount",
-                                "1",
-                                "--gpus",
-                                "0,1,2",
-                                "--coordination-file",
-                                coordinationFile(),
-                                "--",
-                                "/bin/sh",
-                                "-c",
-                                "echo $CUDA_VISIBLE_DEVICES $$"});
+  const auto nestedExec = [&](const std::string& innerAmount,
+                              const std::vector<std::string>& command) {
+    std::vector<std::string> args{"exec",
+                                  "--amount",
+                                  "1",
+                                  "--gpus",
+                                  "0,1,2",
+                                  "--coordination-file",
+                                  coordinationFile(),
+                                  "--",
+                                  kCli,
+                                  "exec",
+                                  "--amount",
+                                  innerAmount,
+                                  "--gpus",
+                                  "0,1,2",
+                                  "--coordination-file",
+                                  coordinationFile(),
+                                  "--"};
+    args.insert(args.end(), command.begin(), command.end());
+    return runCli(args);
+  };
+  const CliRun nested = nestedExec("1", {"/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES $$"});
   ASSERT_EQ(nested.exitCode, 0) << nested;
   std::istringstream fields(nested.out);
   std::string gpu;
@@ -582,9 +585,7 @@ TEST_F(CoordinationCommandsTest, AnExecRunByAnExecOfTheSameProcessGetsWhatItAlre
   EXPECT_EQ(records[0].gpu, "0");
   EXPECT_EQ(std::to_string(records[0].pid), pid) << readFile(coordinationFile());
   // It cannot ask for more than it holds.
-  const CliRun more = runCli({"exec", "--amount", "1", "--gpus", "0,1,2", "--coordination-file",
-                              coordinationFile(), "--", kCli, "exec", "--amount", "2", "--gpus",
-                              "0,1,2", "--coordination-file", coordinationFile(), "--", "true"});
+  const CliRun more = nestedExec("2", {"true"});
   EXPECT_EQ(more.exitCode, 1) << more;
   EXPECT_NE(more.err.find("one allocation per process"), std::string::npos) << more;
 }
