@@ -150,6 +150,15 @@ std::string readAll(int fd, std::uint64_t size, const std::string& subject, cons
   return text;
 }
 
+/// A stat of a regular file of this owner, group and mode.
+struct stat fileStat(uid_t owner, gid_t group, mode_t mode) {
+  struct stat info {};
+  info.st_uid = owner;
+  info.st_gid = group;
+  info.st_mode = S_IFREG | mode;
+  return info;
+}
+
 std::size_t pageSize() {
   static const std::size_t size = [] {
     const long value = ::sysconf(_SC_PAGESIZE);
@@ -181,9 +190,10 @@ void CoordinationFile::fail(const std::string& what, int error) const {
 CoordinationFile CoordinationFile::open(const fs::path& file, Access access,
                                         std::chrono::milliseconds lockTimeout,
                                         std::uint64_t maxBytes) {
-  // The coordination file is the anchor of its own journal: trust_ is set once it is open.
-  return openWith(CoordinationFile(file, access, "coordination file", SiblingTrust::unanchored(),
-                                   /*sibling=*/false),
+  // The coordination file is the anchor of its own journal: trust_ is set from it once it is
+  // open (until then it trusts nothing but root's files).
+  return openWith(CoordinationFile(file, access, "coordination file",
+                                   SiblingTrust::of(fileStat(0, 0, 0)), /*sibling=*/false),
                   lockTimeout, maxBytes);
 }
 

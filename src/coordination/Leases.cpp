@@ -198,7 +198,7 @@ LeaseFolder LeaseFolder::open(const fs::path& file, const SiblingTrust& trust) {
 LeaseState LeaseFolder::state(const std::string& name) {
   if (!isSafeName(name)) return LeaseState::kHeld;  // not a lease of ours: cannot be shown free
   if (!dir_ || !names_.count(name)) return LeaseState::kMissing;
-  const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, trust_);
+  const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, *trust_);
   if (!opened.fd) {
     if (opened.error == ENOENT) return LeaseState::kMissing;
     // This user may not open it: it cannot be shown free.
@@ -217,7 +217,7 @@ LeaseState LeaseFolder::state(const std::string& name) {
 
 void LeaseFolder::removeIfFree(const std::string& name) {
   if (!isSafeName(name) || !dir_ || !names_.count(name)) return;
-  const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, trust_);
+  const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, *trust_);
   if (!opened.fd) return;
   if (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) return;
   // Held by us now: nobody takes it before it is gone (takers hold the coordination file's lock).

@@ -114,7 +114,7 @@ class LeaseFolder {
  private:
   LeaseFolder() = default;
   std::filesystem::path path_;
-  SiblingTrust trust_ = SiblingTrust::unanchored();
+  std::optional<SiblingTrust> trust_;  // set by open()
   process::FileDescriptor dir_;
   std::unordered_set<std::string> names_;
   std::unordered_set<std::string> denied_;
