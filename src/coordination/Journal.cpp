@@ -196,6 +196,9 @@ std::string rolledBack(const Journal& journal, std::string current) {
   // Bytes past the new end were '\n' where the change did not write them (see planWrites).
   current.resize(std::max<std::uint64_t>(current.size(), journal.sizeBefore), '\n');
   for (const JournalWrite& write : journal.writes) {
+    // A write into what the change added saved nothing: the final resize undoes it, and it may
+    // start past the end of a file its writer was killed before growing.
+    if (write.before.empty()) continue;
     current.replace(write.offset, write.before.size(), write.before);
   }
   current.resize(journal.sizeBefore);

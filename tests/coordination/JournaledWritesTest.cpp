@@ -146,6 +146,27 @@ class JournaledFileTest : public ::testing::Test {
   TempDir dir_{"flink-gpu-journal-test"};
 };
 
+TEST_F(JournaledFileTest, AnAppendAcrossAPageCutShortBeforeItsFirstWriteIsRolledBack) {
+  // Just under a page of live records: the next record goes to the next page (the rest of this
+  // one becomes a blank line), so a write of the change starts past the file's end. A writer
+  // killed after sealing the journal, before any write, leaves the file as it was.
+  LiveProcess holder;
+  std::string before;
+  for (int gpu = 100; before.size() < 4040; ++gpu) {
+    before += std::to_string(gpu) + " " + std::to_string(holder.pid()) + "\n";
+  }
+  std::string after = before + std::string(4096 - before.size() - 1, ' ') + "\n0 77\t1\n";
+  leaveChangeCutShort(before, after, 0);
+  // Every reader and writer goes on: status, the operators' repair, an allocation.
+  const std::size_t records =
+      static_cast<std::size_t>(std::count(before.begin(), before.end(), '\n'));
+  EXPECT_EQ(readStatus(file()).records.size(), records);
+  EXPECT_TRUE(releaseJunk(file()).empty());
+  LiveProcess requester;
+  EXPECT_TRUE(allocate(file(), {{"0"}, 1, Owner::of(requester.pid())}).satisfied);
+  EXPECT_EQ(fs::file_size(journal()), 0u);
+}
+
 TEST_F(JournaledFileTest, AChangeCutShortIsRolledBackByTheNextAllocation) {
   LiveProcess holder;
   std::string before = "0 " + std::to_string(deadPid()) + "\n";
