@@ -150,6 +150,23 @@ std::string readAll(int fd, std::uint64_t size, const std::string& subject, cons
   return text;
 }
 
+/// Whether this process may write the file by its mode alone (as its owner, a member of its
+/// group, or anyone), not only by privilege (root's CAP_DAC_OVERRIDE). Root's own files count as
+/// its own.
+bool mayWriteByMode(const struct stat& info) {
+  const uid_t user = ::geteuid();
+  if (info.st_uid == user || info.st_uid == 0) return true;
+  if (info.st_mode & S_IWOTH) return true;
+  if (!(info.st_mode & S_IWGRP)) return false;
+  if (info.st_gid == ::getegid()) return true;
+  const int count = ::getgroups(0, nullptr);
+  if (count <= 0) return false;
+  std::vector<gid_t> groups(static_cast<std::size_t>(count));
+  const int got = ::getgroups(count, groups.data());
+  return got > 0 &&
+         std::find(groups.begin(), groups.begin() + got, info.st_gid) != groups.begin() + got;
+}
+
 /// A stat of a regular file of this owner, group and mode.
 struct stat fileStat(uid_t owner, gid_t group, mode_t mode) {
   struct stat info {};
@@ -237,6 +254,14 @@ CoordinationFile CoordinationFile::openWith(CoordinationFile result,
     if (::fstat(fd.get(), &opened) != 0) result.fail("cannot stat it", errno);
     if (result.sibling_) {
       checkSibling(result.what_, file, opened, result.trust_, SiblingKind::kFile);
+    } else if (write && !mayWriteByMode(opened)) {
+      // Root may write any file; one that another user made where anyone may create files (a
+      // sticky /var/tmp), before any worker did, is that user's to rewrite under our records.
+      result.fail("refusing to use it: it is another user's (" + describeOwnership(opened) +
+                  "), and this user may write it only by privilege, not by its mode: whoever "
+                  "made it could change every record; remove it, or give the workers a group "
+                  "that may write it (`chgrp GROUP " +
+                  file.string() + " && chmod g+rw " + file.string() + "`)");
     } else if (!S_ISREG(opened.st_mode)) {
       result.fail("refusing to use it: it is not a regular file");
     } else if (opened.st_nlink > 1) {

@@ -108,6 +108,26 @@ class PlantedSiblingsTest : public ::testing::Test {
   TempDir dir_{"flink-gpu-siblings-test"};
 };
 
+TEST_F(PlantedSiblingsTest, ACoordinationFileAnotherUserMadeIsNotWrittenByPrivilege) {
+  if (!root()) GTEST_SKIP() << "another user's file needs root";
+  // Made by another user before any worker, where anyone may create files (/var/tmp): root could
+  // write it only by privilege, and its maker could change every record under root's workers.
+  makeFile();
+  ASSERT_EQ(::chown(file().c_str(), kNobody, kNogroup), 0);
+  try {
+    allocate(file(), request(1));
+    ADD_FAILURE() << "another user's coordination file was written";
+  } catch (const CoordinationError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("refusing to use it: it is another user's (owner nobody"));
+    EXPECT_THAT(e.what(), HasSubstr("chmod g+rw"));
+  }
+  EXPECT_EQ(readFile(file()), "");
+  // Shared by its mode with a group of this user's, it is the README's set-up: used.
+  ASSERT_EQ(::chown(file().c_str(), kNobody, ::getegid()), 0);
+  fs::permissions(file(), fs::perms(0664));
+  EXPECT_TRUE(allocate(file(), request(1)).satisfied);
+}
+
 TEST_F(PlantedSiblingsTest, AJournalOfAUserWhoMayNotWriteTheFileIsNeverApplied) {
   if (!root()) GTEST_SKIP() << "another user's journal needs root";
   makeFile("0 999999\n");
