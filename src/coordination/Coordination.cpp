@@ -89,6 +89,23 @@ bool isBootId(std::string_view text) {
   });
 }
 
+/// Whether the process `pid` has a thread besides its leader (/proc/<pid>/status "Threads:").
+bool hasOtherThreads(pid_t pid) {
+  char path[40];
+  std::snprintf(path, sizeof path, "/proc/%d/status", static_cast<int>(pid));
+  FileDescriptor fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  char buffer[4096];
+  const ssize_t size = ::read(fd.get(), buffer, sizeof buffer);
+  if (size <= 0) return false;
+  const std::string_view text(buffer, static_cast<std::size_t>(size));
+  const std::size_t at = text.find("\nThreads:");
+  if (at == std::string_view::npos) return false;
+  std::string_view rest = text.substr(at + 9);
+  const std::optional<unsigned> threads = parseDecimal<unsigned>(strings::nextToken(rest));
+  return threads && *threads > 1;
+}
+
 struct OwnerHash {
   std::size_t operator()(const Owner& owner) const noexcept {
     return std::hash<pid_t>{}(owner.pid) * 31 +
@@ -150,12 +167,15 @@ bool isRunning(const Owner& owner) {
   if (owner.pid <= 0 || ofEarlierBoot(owner)) return false;
   if (inOtherPidNamespace(owner)) return true;  // cannot be judged from here
   if (const std::optional<ProcStat> stat = readProcStat(owner.pid)) {
-    if (stat->empty || stat->dead) return false;
-    if (owner.startTime && stat->hasStartTime) return stat->startTime == owner.startTime;
+    if (owner.startTime && stat->hasStartTime && stat->startTime != owner.startTime) return false;
+    if (stat->empty) return false;
+    // A leader that called pthread_exit shows as a zombie while its other threads run on.
+    if (stat->dead) return hasOtherThreads(owner.pid);
     return true;
   }
-  // No /proc entry: gone, unless /proc is not there at all (then ask the kernel directly).
-  if (::access("/proc/self/stat", F_OK) == 0) return false;
+  // No /proc entry of it: gone — or hidden from this user (/proc mounted hidepid=2 or
+  // invisible, systemd's ProtectProc=): the kernel itself tells, and a process it knows of but
+  // does not let us see counts as running (fail closed), whatever its start time.
   return ::kill(owner.pid, 0) == 0 || errno == EPERM;
 }
 

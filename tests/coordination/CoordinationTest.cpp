@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,6 +109,33 @@ TEST(CoordinationRecordsTest, AZombieOwnerIsNotRunning) {
   }
   EXPECT_FALSE(isRunning(Owner{child, std::nullopt}));
   ::waitpid(child, nullptr, 0);
+}
+
+TEST(CoordinationRecordsTest, AProcessWhoseLeaderThreadExitedStillRuns) {
+  // Its main thread called pthread_exit (Python, Java launchers can): /proc says Z for the leader
+  // while its other threads work on.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    std::thread([] {
+      for (;;) ::pause();
+    }).detach();
+    (void)::write(ready[1], "y", 1);
+    // The thread alone ends (pthread_exit without its unwinding through the test).
+    ::syscall(SYS_exit, 0);
+  }
+  char answer = 0;
+  ASSERT_EQ(::read(ready[0], &answer, 1), 1);
+  const Owner owner = Owner::of(child);
+  // Until the leader is a zombie, and then still.
+  for (int i = 0; i < 100; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(isRunning(owner));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_FALSE(isRunning(owner));
+  ::close(ready[0]);
+  ::close(ready[1]);
 }
 
 // --- the allocation rule -----------------------------------------------------------------------

@@ -216,6 +216,30 @@ else
         "exit $rc, out '$out', stderr: $(cat "$work/err")" \
         "$([[ $rc -eq 0 && $out == 2 ]] && grep -q 'GPU 1 is passed over' "$work/err"; echo $?)"
 
+    # /proc mounted hidepid=2 (systemd's ProtectProc=invisible): another user's worker cannot
+    # be seen there, and must not be taken for gone.
+    hidden=$work/hidden
+    mkdir -m 1777 "$hidden"
+    : > "$hidden/file"
+    chmod 0666 "$hidden/file"
+    setpriv --reuid=daemon --regid=daemon --clear-groups sleep 300 > /dev/null 2>&1 &
+    daemon_pid=$!
+    owners+=("$daemon_pid")
+    "$program" 1 --gpus 0,1 --enable-coordination-mode --coordination-file "$hidden/file" \
+        --owner-pid "$daemon_pid" > /dev/null 2>&1
+    if unshare --mount sh -c 'mount -t proc -o hidepid=2 proc /proc' 2> /dev/null; then
+        out=$(unshare --mount sh -c "mount -t proc -o hidepid=2 proc /proc && \
+            setpriv --reuid=nobody --regid=nogroup --clear-groups \
+            \"$program\" 1 --gpus 0 --enable-coordination-mode \
+            --coordination-file \"$hidden/file\" --owner-pid \$\$" 2> "$work/err")
+        rc=$?
+        expect "a worker /proc hides from this user (hidepid=2) still holds its GPU" \
+            "exit $rc, out '$out', stderr: $(cat "$work/err")" \
+            "$([[ $rc -eq 1 && -z $out ]] && ! grep -q 'took back' "$work/err"; echo $?)"
+    else
+        skip "a worker /proc hides from this user" "cannot mount proc with hidepid=2"
+    fi
+
     # Another user plants a journal and a lease folder before root's first write, in a sticky
     # folder everyone may write: root's allocator refuses both, naming them, and writes nothing.
     planted=$work/planted
