@@ -211,6 +211,13 @@ std::optional<Record> parseRecord(std::string_view line) {
     } else if (key == "lease") {
       if (record.lease) return std::nullopt;
       record.lease = std::string(value);
+    } else if (key == "leasefile") {
+      const std::size_t colon = value.find(':');
+      if (record.leaseFile || colon == std::string_view::npos) return std::nullopt;
+      const auto device = parseDecimal<std::uint64_t>(value.substr(0, colon));
+      const auto inode = parseDecimal<std::uint64_t>(value.substr(colon + 1));
+      if (!device || !inode) return std::nullopt;
+      record.leaseFile = LeaseFile{*device, *inode};
     } else if (key == "boot") {
       if (record.owner.bootId || !isBootId(value)) return std::nullopt;
       record.owner.bootId = std::string(value);
@@ -273,6 +280,10 @@ std::string formatRecords(const std::vector<Record>& records) {
     if (record.owner.pidNamespace) text += "\tpidns=" + std::to_string(*record.owner.pidNamespace);
     if (record.owner.bootId) text += "\tboot=" + *record.owner.bootId;
     if (record.lease) text += "\tlease=" + *record.lease;
+    if (record.leaseFile) {
+      text += "\tleasefile=" + std::to_string(record.leaseFile->device) + ':' +
+              std::to_string(record.leaseFile->inode);
+    }
     for (const std::string& field : record.extra) text += '\t' + field;
     text += '\n';
   }
@@ -307,7 +318,7 @@ Liveness judge(const Record& record, const LivenessProbe& isRunningProbe, const 
   if (ofEarlierBoot(owner)) return Liveness::kEarlierBoot;
   const bool otherNamespace = inOtherPidNamespace(owner);
   const auto leaseState = [&] {
-    return record.lease && lease ? lease(*record.lease) : LeaseState::kMissing;
+    return record.lease && lease ? lease(*record.lease, record.leaseFile) : LeaseState::kMissing;
   };
   if (!otherNamespace && owner.startTime) {
     // The pid and start time say it: the lease can only add to that.
@@ -363,11 +374,13 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     if (inserted) it->second = isRunningProbe(owner);
     return it->second;
   };
-  std::unordered_map<std::string, LeaseState> leases;
-  const LeaseProbe leaseOf = [&](const std::string& name) {
+  std::unordered_map<std::string, LeaseState> leases;  // by name and file
+  const LeaseProbe leaseOf = [&](const std::string& name, const std::optional<LeaseFile>& file) {
     if (!leaseProbe) return LeaseState::kMissing;
-    auto [it, inserted] = leases.try_emplace(name, LeaseState::kMissing);
-    if (inserted) it->second = leaseProbe(name);
+    const std::string key =
+        file ? name + '@' + std::to_string(file->device) + ':' + std::to_string(file->inode) : name;
+    auto [it, inserted] = leases.try_emplace(key, LeaseState::kMissing);
+    if (inserted) it->second = leaseProbe(name, file);
     return it->second;
   };
 
@@ -693,9 +706,10 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
         // Each lease's state, asked once: under the exclusive lock no allocator takes leases,
         // so only a holder's death can change one meanwhile (which frees, never takes).
         LeaseFolder folder = LeaseFolder::open(file, opened.trust());
-        std::unordered_map<std::string, LeaseState> states;
-        const auto leaseOf = [&](const std::string& name) {
+        std::unordered_map<std::string, LeaseState> states;  // of the files the names have
+        const auto leaseOf = [&](const std::string& name, const std::optional<LeaseFile>& taken) {
           if (leases.count(name)) return LeaseState::kHeld;
+          if (taken) return folder.state(name, taken);
           auto [it, inserted] = states.try_emplace(name, LeaseState::kMissing);
           if (inserted) it->second = folder.state(name);
           return it->second;
@@ -707,7 +721,9 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
         std::unordered_set<std::string> passedOver;
         for (const std::string& gpu : request.gpus) {
           const std::string name = leaseNameOf(gpu, request.uuids);
-          if (!leases.count(name) && leaseOf(name) == LeaseState::kHeld) passedOver.insert(gpu);
+          if (!leases.count(name) && leaseOf(name, std::nullopt) == LeaseState::kHeld) {
+            passedOver.insert(gpu);
+          }
         }
         const std::unordered_set<std::string> leaseHeldGpus = passedOver;
         std::vector<std::string> notes = opened.notes();
@@ -741,9 +757,13 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
           for (Record& record : added) {
             const std::string name = leaseNameOf(record.gpu, request.uuids);
             record.lease = name;
-            if (leases.count(name)) continue;
+            if (const auto held = leases.find(name); held != leases.end()) {
+              record.leaseFile = held->second.file();
+              continue;
+            }
             LeaseAttempt attempt = tryAcquireLease(file, name, opened.trust());
             if (attempt.lease) {
+              record.leaseFile = attempt.lease->file();
               leases.emplace(name, std::move(*attempt.lease));
               continue;
             }
@@ -805,7 +825,10 @@ namespace {
 std::vector<RecordStatus> judgeAll(std::vector<Record> records, LeaseFolder& folder) {
   std::vector<RecordStatus> judged;
   std::unordered_set<std::string> seen;
-  const LeaseProbe lease = [&folder](const std::string& name) { return folder.state(name); };
+  const LeaseProbe lease = [&folder](const std::string& name,
+                                     const std::optional<LeaseFile>& file) {
+    return folder.state(name, file);
+  };
   for (Record& record : records) {
     if (!seen.insert(identityOf(record)).second) continue;
     const Liveness liveness = judge(record, isRunning, lease);
@@ -864,31 +887,34 @@ std::vector<Record> release(const fs::path& file,
 Released releaseChecked(const fs::path& file, const std::function<bool(const Record&)>& predicate,
                         bool force, std::chrono::milliseconds lockTimeout) {
   if (!fileExists(file)) return {};
-  return changeFile(
-      file, lockTimeout, kMaxCoordinationFileBytes, [&](CoordinationFile& opened, bool) {
-        const ParsedRecords parsed = parseRecords(opened.text());
-        LeaseFolder folder = LeaseFolder::open(file, opened.trust());
-        const LeaseProbe lease = [&folder](const std::string& name) { return folder.state(name); };
-        Released result;
-        std::vector<LineSpan> blank;
-        for (std::size_t i = 0; i < parsed.records.size(); ++i) {
-          const Record& record = parsed.records[i];
-          if (!predicate(record)) continue;
-          const Liveness liveness = judge(record, isRunning, lease);
-          RecordStatus judged{record, holdsGpu(liveness), inOtherPidNamespace(record.owner),
-                              liveness};
-          (knownToRun(liveness) && !force ? result.refused : result.released)
-              .push_back(std::move(judged));
-          blank.push_back(parsed.recordSpans[i]);
-        }
-        if (!result.refused.empty()) {
-          // All or nothing: the operator asked for these together.
-          result.released.clear();
-          return result;
-        }
-        if (!blank.empty()) opened.replace(edit(opened.text(), blank, {}));
-        return result;
-      });
+  return changeFile(file, lockTimeout, kMaxCoordinationFileBytes,
+                    [&](CoordinationFile& opened, bool) {
+                      const ParsedRecords parsed = parseRecords(opened.text());
+                      LeaseFolder folder = LeaseFolder::open(file, opened.trust());
+                      const LeaseProbe lease = [&folder](const std::string& name,
+                                                         const std::optional<LeaseFile>& taken) {
+                        return folder.state(name, taken);
+                      };
+                      Released result;
+                      std::vector<LineSpan> blank;
+                      for (std::size_t i = 0; i < parsed.records.size(); ++i) {
+                        const Record& record = parsed.records[i];
+                        if (!predicate(record)) continue;
+                        const Liveness liveness = judge(record, isRunning, lease);
+                        RecordStatus judged{record, holdsGpu(liveness),
+                                            inOtherPidNamespace(record.owner), liveness};
+                        (knownToRun(liveness) && !force ? result.refused : result.released)
+                            .push_back(std::move(judged));
+                        blank.push_back(parsed.recordSpans[i]);
+                      }
+                      if (!result.refused.empty()) {
+                        // All or nothing: the operator asked for these together.
+                        result.released.clear();
+                        return result;
+                      }
+                      if (!blank.empty()) opened.replace(edit(opened.text(), blank, {}));
+                      return result;
+                    });
 }
 
 std::vector<JunkLine> releaseJunk(const fs::path& file, std::chrono::milliseconds lockTimeout) {

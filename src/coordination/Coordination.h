@@ -108,8 +108,10 @@ struct Record {
   std::optional<std::string> uuid = {};
   /// Fields of a newer writer (`key=value`), kept as they are.
   std::vector<std::string> extra = {};
-  /// The lease that also holds the GPU (see Leases.h and the liveness rule above).
+  /// The lease that also holds the GPU (see Leases.h and the liveness rule above), and the file
+  /// it was taken on (`leasefile=<st_dev>:<st_ino>`).
   std::optional<std::string> lease = {};
+  std::optional<LeaseFile> leaseFile = {};
   friend bool operator==(const Record&, const Record&) = default;
 };
 
@@ -145,7 +147,7 @@ std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const s
 ParsedRecords parseRecords(std::string_view text);
 
 /// Writes records as lines `<gpu> <pid>[\t<start time>][\tuuid=…][\tpidns=…][\tboot=…]
-/// [\tlease=…]`: a space only after the GPU, as in Flink's lines (see above).
+/// [\tlease=…\tleasefile=…]`: a space only after the GPU, as in Flink's lines (see above).
 std::string formatRecords(const std::vector<Record>& records);
 
 /// How long to wait for the lock before giving up with CoordinationError.
@@ -155,7 +157,8 @@ inline constexpr std::chrono::milliseconds kDefaultLockTimeout{5000};
 using LivenessProbe = std::function<bool(const Owner&)>;
 
 /// Tells the state of a lease (by name); replaceable in tests.
-using LeaseProbe = std::function<LeaseState(const std::string&)>;
+using LeaseProbe =
+    std::function<LeaseState(const std::string& name, const std::optional<LeaseFile>& file)>;
 
 /// Why a record holds its GPU, or does not: the liveness rule above.
 enum class Liveness {

@@ -198,6 +198,10 @@ std::optional<pid_t> flockHolder(const fs::path& file) {
   return lockHolder(info.st_dev, info.st_ino);
 }
 
+std::optional<pid_t> flockHolder(std::uint64_t device, std::uint64_t inode) {
+  return lockHolder(device, inode);
+}
+
 void CoordinationFile::fail(const std::string& what, int error) const {
   std::string message = what_ + " " + path_.string() + ": " + what;
   if (error != 0) message += ": " + errorText(error);

@@ -57,6 +57,12 @@ std::filesystem::path journalPathOf(const std::filesystem::path& file);
 /// when none does, or it cannot be told. The kernel's word, never the file's contents.
 std::optional<pid_t> flockHolder(const std::filesystem::path& file);
 
+/// The pid of a process holding a flock on the file of this device and inode (st_dev, st_ino),
+/// from /proc/locks: a file that no longer has a name. nullopt when none that this process may
+/// see does (/proc/locks leaves out the holders of pid namespaces it cannot see), or /proc/locks
+/// cannot be read: only a pid is an answer.
+std::optional<pid_t> flockHolder(std::uint64_t device, std::uint64_t inode);
+
 class CoordinationFile {
  public:
   enum class Access {

@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "coordination/CoordinationFile.h"
+
 namespace flink::coordination {
 namespace {
 
@@ -159,7 +161,9 @@ LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
     }
     // Whoever found it free before us may have removed it: then lock the file now there.
     if (stillThere(dir.get(), name, opened.info)) {
-      attempt.lease.emplace(name, std::move(opened.fd));
+      const LeaseFile held{static_cast<std::uint64_t>(opened.info.st_dev),
+                           static_cast<std::uint64_t>(opened.info.st_ino)};
+      attempt.lease.emplace(name, std::move(opened.fd), held);
       return attempt;
     }
   }
@@ -195,18 +199,27 @@ LeaseFolder LeaseFolder::open(const fs::path& file, const SiblingTrust& trust) {
   return folder;
 }
 
-LeaseState LeaseFolder::state(const std::string& name) {
+LeaseState LeaseFolder::state(const std::string& name, const std::optional<LeaseFile>& file) {
   if (!isSafeName(name)) return LeaseState::kHeld;  // not a lease of ours: cannot be shown free
-  if (!dir_ || !names_.count(name)) return LeaseState::kMissing;
+  // The file the lease was taken on no longer has the name: whoever holds it still holds it.
+  const auto unnamed = [&] {
+    if (file && flockHolder(file->device, file->inode)) return LeaseState::kHeld;
+    return LeaseState::kMissing;
+  };
+  if (!dir_ || !names_.count(name)) return unnamed();
   const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, *trust_);
   if (!opened.fd) {
-    if (opened.error == ENOENT) return LeaseState::kMissing;
+    if (opened.error == ENOENT) return unnamed();
     // This user may not open it: it cannot be shown free.
     if (isDenied(opened.error)) {
       denied_.insert(name);
       return LeaseState::kHeld;
     }
     fail(path_ / name, "cannot open it", opened.error);
+  }
+  if (file && (static_cast<std::uint64_t>(opened.info.st_dev) != file->device ||
+               static_cast<std::uint64_t>(opened.info.st_ino) != file->inode)) {
+    return unnamed();  // another file now has the name
   }
   while (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;

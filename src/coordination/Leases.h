@@ -20,6 +20,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -40,6 +41,14 @@ std::filesystem::path leaseFolderOf(const std::filesystem::path& file);
 std::string leaseNameOf(const std::string& unit,
                         const std::unordered_map<std::string, std::string>& uuids);
 
+/// Which file a lease was taken on (st_dev, st_ino): recorded beside its name, so that a lease
+/// file removed or replaced while its lease is held frees nothing.
+struct LeaseFile {
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  friend bool operator==(const LeaseFile&, const LeaseFile&) = default;
+};
+
 /// What a lease file says of its lease.
 enum class LeaseState {
   kHeld,     ///< some process holds it (or it cannot be opened: it cannot be shown free)
@@ -51,9 +60,11 @@ enum class LeaseState {
 /// descriptor closed) or the process dies.
 class Lease {
  public:
-  Lease(std::string name, process::FileDescriptor fd)
-      : name_(std::move(name)), fd_(std::move(fd)) {}
+  Lease(std::string name, process::FileDescriptor fd, LeaseFile file)
+      : name_(std::move(name)), fd_(std::move(fd)), file_(file) {}
   const std::string& name() const { return name_; }
+  /// The file it is held on.
+  const LeaseFile& file() const { return file_; }
   int descriptor() const { return fd_.get(); }
   /// Lets the descriptor survive execvp, so that the program exec'd holds the lease
   /// (`flink-gpu exec`). @throws CoordinationError when fcntl fails.
@@ -62,6 +73,7 @@ class Lease {
  private:
   std::string name_;
   process::FileDescriptor fd_;
+  LeaseFile file_;
 };
 
 /// The outcome of trying to take a lease.
@@ -101,10 +113,12 @@ class LeaseFolder {
 
   /// Whether the folder has no lease file.
   bool empty() const noexcept { return names_.empty(); }
-  /// The state of the lease `name`. A name that is not a plain file name is held (it is no
-  /// lease of ours and cannot be shown free).
+  /// The state of the lease `name`, taken on `file` where the record says. A name that is not a
+  /// plain file name is held (it is no lease of ours and cannot be shown free). When the file at
+  /// the name is not `file` (removed, replaced), the kernel tells whether `file` is still held
+  /// (/proc/locks); where it does not say, the lease file is missing.
   /// @throws CoordinationError for a lease file that fails the trust rules.
-  LeaseState state(const std::string& name);
+  LeaseState state(const std::string& name, const std::optional<LeaseFile>& file = std::nullopt);
   /// Whether state(name) found a lease file this user may not open (and so called it held).
   bool denied(const std::string& name) const { return denied_.count(name) > 0; }
   /// Removes the lease file `name` if nobody holds it (taking it for the moment of the removal).

@@ -590,6 +590,33 @@ TEST_F(CoordinationCommandsTest, AnExecRunByAnExecOfTheSameProcessGetsWhatItAlre
   EXPECT_NE(more.err.find("one allocation per process"), std::string::npos) << more;
 }
 
+TEST_F(CoordinationCommandsTest, ALeaseStillHeldIsHeldWhenItsFileIsRemovedOrReplaced) {
+  // The command ends at once, leaving a child that holds its lease (and so may use the GPU);
+  // then the lease file goes (systemd-tmpfiles, rm), or someone puts a free file in its place.
+  const fs::path childPid = dir_ / "child";
+  Background command(
+      {kCli, "exec", "--amount", "1", "--gpus", "0", "--coordination-file", coordinationFile(),
+       "--", "/bin/sh", "-c", "sleep 60 > /dev/null 2>&1 & echo $! > '" + childPid.string() + "'"},
+      dir_ / "command.out", dir_ / "command.err");
+  // Not reaped (its group, the child with it, would go): a zombie, whose pid holds nothing.
+  ASSERT_EQ(waitForLines(childPid, 1, 10s).size(), 1u) << readFile(dir_ / "command.err");
+  EXPECT_EQ(flink::testing::waitUntilGone({command.pid()}, 10s), std::vector<pid_t>{});
+  const pid_t child = static_cast<pid_t>(std::stol(readFile(childPid)));
+  const fs::path lease = fs::path(coordinationFile() + ".leases") / "index-0";
+  for (const bool replace : {false, true}) {
+    fs::remove(lease);
+    if (replace) std::ofstream(lease).flush();
+    const CliRun second = runCli({"exec", "--amount", "1", "--gpus", "0", "--coordination-file",
+                                  coordinationFile(), "--", "true"});
+    EXPECT_EQ(second.exitCode, 1) << (replace ? "replaced: " : "removed: ") << second;
+  }
+  ::kill(child, SIGKILL);
+  EXPECT_EQ(flink::testing::waitUntilGone({child}, 10s), std::vector<pid_t>{});
+  const CliRun after = runCli({"exec", "--amount", "1", "--gpus", "0", "--coordination-file",
+                               coordinationFile(), "--", "true"});
+  EXPECT_EQ(after.exitCode, 0) << after;
+}
+
 TEST_F(CoordinationCommandsTest, ReleaseOfNothingSaysSo) {
   writeScript(coordinationFile(), sampleRecords(), fs::perms::owner_read | fs::perms::owner_write);
   const CliRun byGpu = runCli({"release", "--gpu", "7", "--coordination-file", coordinationFile()});

@@ -271,7 +271,7 @@ TEST(CoordinationPlanTest, TooFewFreeGpusGrantsNothingAndTakesNothingBack) {
 
 /// A lease probe answering `state` for every lease.
 LeaseProbe leasesAre(LeaseState state) {
-  return [state](const std::string&) { return state; };
+  return [state](const std::string&, const std::optional<LeaseFile>&) { return state; };
 }
 
 TEST(CoordinationLivenessTest, ARunningOwnerOfThisNamespaceHoldsWhateverItsLease) {
