@@ -164,6 +164,11 @@ void printShortfall(const ExecOptions& options, std::size_t amount,
       blocked = true;
       details.push_back(coordination::describe(unit));
     }
+    for (const auto& [unit, related] : allocation.blockedByLeaseOnly) {
+      if (unit != gpu || blocked) continue;
+      blocked = true;
+      details.push_back(coordination::describeBlockedByLease(unit, related));
+    }
     if (blocked) ++busy;
     if (!held && !blocked) ++free;
   }
@@ -305,14 +310,18 @@ coordination::Allocation allocateForExec(const ExecOptions& options, const HostU
   }
   coordination::Allocation allocation;
   std::vector<coordination::BlockedUnit> blocked;
+  std::vector<std::pair<std::string, std::string>> blockedByLease;
   for (std::vector<std::string>* kind : {&instances, &whole}) {
     request.gpus = *kind;
     allocation = coordination::allocate(options.coordinationFile, request);
     if (allocation.satisfied) return allocation;
     blocked.insert(blocked.end(), allocation.blocked.begin(), allocation.blocked.end());
+    blockedByLease.insert(blockedByLease.end(), allocation.blockedByLeaseOnly.begin(),
+                          allocation.blockedByLeaseOnly.end());
   }
   // What blocks the units of both kinds, for the shortfall's words.
   allocation.blocked = std::move(blocked);
+  allocation.blockedByLeaseOnly = std::move(blockedByLease);
   return allocation;
 }
 

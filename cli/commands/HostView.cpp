@@ -128,6 +128,17 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
       if (!listed) units.push_back(deviceNamed(record.gpu, record.uuid));
     }
   }
+  // Units held by a lease that no record names, which nothing else lists.
+  for (const std::string& name : status.leasesWithoutRecord) {
+    const bool index = name.starts_with("index-");
+    const std::string gpu = index ? name.substr(6) : name;
+    const bool listed = std::any_of(units.begin(), units.end(), [&](const auto& device) {
+      return device.identifier == gpu || (device.uuid && *device.uuid == name);
+    });
+    if (!listed) {
+      units.push_back(deviceNamed(gpu, index ? std::nullopt : std::optional<std::string>(name)));
+    }
+  }
   std::sort(units.begin() + static_cast<std::ptrdiff_t>(devices.size()), units.end(),
             [](const discovery::GpuDevice& a, const discovery::GpuDevice& b) {
               // Indices in numeric order before UUIDs.
@@ -165,9 +176,17 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
     }
   }
   for (GpuView& view : host.gpus) {
-    const bool held =
-        std::any_of(view.holders.begin(), view.holders.end(),
-                    [](const coordination::RecordStatus& holder) { return holder.running; });
+    for (const std::string& name : status.leasesWithoutRecord) {
+      if (name == view.gpu || (view.uuid && name == *view.uuid) || name == "index-" + view.gpu) {
+        view.heldByLease = true;
+      }
+    }
+  }
+  for (GpuView& view : host.gpus) {
+    const bool held = view.heldByLease || std::any_of(view.holders.begin(), view.holders.end(),
+                                                      [](const coordination::RecordStatus& holder) {
+                                                        return holder.running;
+                                                      });
     view.state = !view.healthy()  ? "unhealthy"
                  : view.drained() ? "drained"
                  : held           ? "held"
@@ -184,6 +203,7 @@ std::string describeView(const GpuView& view) {
                     std::to_string(holder.record.owner.pid) + " (" +
                     coordination::describeLiveness(holder) + ")");
   }
+  if (view.heldByLease) parts.push_back("held by a lease of another process, without a record");
   std::string text;
   for (const std::string& part : parts) text += (text.empty() ? "" : "; ") + part;
   return text;
@@ -207,7 +227,8 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
               labels(gpu, ",owner_pid=\"" + std::to_string(holder.record.owner.pid) + "\"") +
               " 1\n";
     }
-    if (!held) text += "flink_gpu_held" + labels(gpu) + " 0\n";
+    // Held by a lease without a record: held, by an owner no record names.
+    if (!held) text += "flink_gpu_held" + labels(gpu) + (gpu.heldByLease ? " 1\n" : " 0\n");
   }
   family("flink_gpu_healthy",
          "Whether the GPU is healthy (1): not lost, no pending or failed row remapping or page "

@@ -25,6 +25,9 @@ struct GpuView {
   std::string state = "free";
   /// The records that hold it.
   std::vector<coordination::RecordStatus> holders;
+  /// Its lease is held while no record names it (an operator's `release --force`, Flink's `sed`
+  /// taking its line with another): held all the same.
+  bool heldByLease = false;
   std::vector<health::Problem> problems;
   /// nvmlDeviceGetPersistenceMode, where NVML tells (whole GPUs).
   std::optional<bool> persistenceMode;

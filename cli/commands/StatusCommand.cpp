@@ -154,6 +154,7 @@ nlohmann::ordered_json hostJson(const HostView& host) {
                                                {"other_pid_namespace", holder.otherPidNamespace}});
     }
     gpu["holders"] = std::move(holders);
+    gpu["held_by_lease"] = view.heldByLease;
     gpu["health"] = healthJson(view);
     gpus.push_back(std::move(gpu));
   }
@@ -240,7 +241,9 @@ void warnAboutTheFile(const std::string& file, const coordination::Status& statu
 /// Every GPU of the host, when more is known of it than the records: NVML lists GPUs, or there
 /// are health records.
 void printHost(const HostView& host) {
-  const bool known = host.probe.usable || (host.health && !host.health->parsed.records.empty());
+  const bool known = host.probe.usable || (host.health && !host.health->parsed.records.empty()) ||
+                     std::any_of(host.gpus.begin(), host.gpus.end(),
+                                 [](const GpuView& view) { return view.heldByLease; });
   if (!known || host.gpus.empty()) return;
   std::cout << '\n';
   std::vector<std::vector<std::string>> rows{{"GPU", "STATE", "DETAIL"}};

@@ -363,6 +363,17 @@ std::string describeLiveness(const RecordStatus& status) {
   return "gone";
 }
 
+std::string describeBlockedByLease(const std::string& unit, const std::string& related) {
+  const std::string holder = " is held by a lease of another process, without a record";
+  if (!unit.starts_with("MIG-") && related.starts_with("MIG-")) {
+    return "GPU " + unit + " is busy: its MIG instance " + related + holder;
+  }
+  if (unit.starts_with("MIG-") && !related.starts_with("MIG-")) {
+    return "GPU " + unit + " is busy: GPU " + related + ", which it is carved from," + holder;
+  }
+  return "GPU " + unit + " is busy: GPU " + related + ", which shares its hardware," + holder;
+}
+
 Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
                           const LivenessProbe& isRunningProbe, const LeaseProbe& leaseProbe) {
   Allocation allocation;
@@ -725,7 +736,36 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
             passedOver.insert(gpu);
           }
         }
-        const std::unordered_set<std::string> leaseHeldGpus = passedOver;
+        // The same for a unit whose related unit (a GPU's MIG instance, an instance's GPU) is
+        // held by a lease that no record names: they share hardware.
+        std::vector<std::pair<std::string, std::string>> blockedByLease;
+        if (!request.related.empty() && !folder.empty()) {
+          std::unordered_map<std::string, std::vector<std::string>> neighbours;
+          for (const auto& [unit, relatedUnits] : request.related) {
+            for (const std::string& other : relatedUnits) {
+              if (other == unit) continue;
+              neighbours[unit].push_back(other);
+              neighbours[other].push_back(unit);
+            }
+          }
+          std::unordered_set<std::string> recorded;
+          for (const Record& record : parsed.records) recorded.insert(record.gpu);
+          for (const std::string& gpu : request.gpus) {
+            const auto it = neighbours.find(gpu);
+            if (it == neighbours.end() || passedOver.count(gpu)) continue;
+            for (const std::string& other : it->second) {
+              const std::string name = leaseNameOf(other, request.uuids);
+              if (recorded.count(other) || leases.count(name)) continue;
+              if (leaseOf(name, std::nullopt) == LeaseState::kHeld) {
+                passedOver.insert(gpu);
+                blockedByLease.emplace_back(gpu, other);
+                break;
+              }
+            }
+          }
+        }
+        std::unordered_set<std::string> leaseHeldGpus = passedOver;
+        for (const auto& [gpu, other] : blockedByLease) leaseHeldGpus.erase(gpu);
         std::vector<std::string> notes = opened.notes();
         for (const std::string& gpu : request.gpus) {
           const std::string name = leaseNameOf(gpu, request.uuids);
@@ -789,6 +829,7 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
                           [&](const Record& record) { return record.gpu == gpu; });
           if (!recorded && leaseHeldGpus.count(gpu)) allocation.heldByLeaseOnly.push_back(gpu);
         }
+        allocation.blockedByLeaseOnly = std::move(blockedByLease);
         allocation.notes = std::move(notes);
         for (const std::size_t i : allocation.reclaimedIndices) {
           blank.push_back(parsed.recordSpans[i]);
@@ -853,6 +894,16 @@ Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
   // Under the shared lock no allocator of ours creates lease files: one listing holds.
   LeaseFolder leaseFolder = LeaseFolder::open(file, opened.trust());
   status.records = judgeAll(std::move(parsed.records), leaseFolder);
+  std::unordered_set<std::string> named;
+  for (const RecordStatus& entry : status.records) {
+    if (entry.record.lease) named.insert(*entry.record.lease);
+  }
+  for (const std::string& name : leaseFolder.names()) {
+    if (!named.count(name) && leaseFolder.state(name) == LeaseState::kHeld) {
+      status.leasesWithoutRecord.push_back(name);
+    }
+  }
+  std::sort(status.leasesWithoutRecord.begin(), status.leasesWithoutRecord.end());
   return status;
 }
 

@@ -221,6 +221,10 @@ struct BlockedUnit {
 /// One line for a person: "GPU 1 is busy: its MIG instance MIG-… is held by process 123".
 std::string describe(const BlockedUnit& blocked);
 
+/// "GPU 1 is busy: its MIG instance MIG-… is held by a lease of another process, without a
+/// record", for an entry of Allocation::blockedByLeaseOnly.
+std::string describeBlockedByLease(const std::string& unit, const std::string& related);
+
 struct Allocation {
   /// The GPUs newly recorded for the owner by this request, in `gpus` order; empty unless
   /// `satisfied`.
@@ -252,6 +256,9 @@ struct Allocation {
   /// Units of `gpus` that no record names but whose lease another process holds (a record an
   /// operator released, or that Flink's `sed` took with another GPU's line): not free.
   std::vector<std::string> heldByLeaseOnly;
+  /// Units of `gpus` not granted because the lease of a unit related to them (a GPU's MIG
+  /// instance, an instance's GPU) is held while no record names that unit: (unit, related unit).
+  std::vector<std::pair<std::string, std::string>> blockedByLeaseOnly;
 };
 
 /// The allocation rule, without any I/O. As in Flink's script, each request takes GPUs the owner
@@ -291,6 +298,9 @@ struct Status {
   std::vector<JunkLine> junk;
   /// What opening the file found (a change cut short, which the next writer rolls back).
   std::vector<std::string> notes;
+  /// Leases held that no record names (an operator's `release --force`, Flink's `sed` taking a
+  /// line with another): their units are held all the same.
+  std::vector<std::string> leasesWithoutRecord;
   /// The file's size and the most it may hold (kMaxCoordinationFileBytes), in bytes.
   std::uint64_t sizeBytes = 0;
   std::uint64_t limitBytes = 0;

@@ -113,6 +113,8 @@ class LeaseFolder {
 
   /// Whether the folder has no lease file.
   bool empty() const noexcept { return names_.empty(); }
+  /// The names of the lease files listed.
+  const std::unordered_set<std::string>& names() const noexcept { return names_; }
   /// The state of the lease `name`, taken on `file` where the record says. A name that is not a
   /// plain file name is held (it is no lease of ours and cannot be shown free). When the file at
   /// the name is not `file` (removed, replaced), the kernel tells whether `file` is still held

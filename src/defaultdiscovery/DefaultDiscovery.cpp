@@ -81,6 +81,10 @@ std::function<std::vector<std::string>(const std::vector<std::string>&, std::siz
     heldGpus.insert(blocked.gpu);
     held.push_back(coordination::describe(blocked));
   }
+  for (const auto& [gpu, related] : allocation.blockedByLeaseOnly) {
+    if (!hostGpus.count(gpu) || !heldGpus.insert(gpu).second) continue;
+    held.push_back(coordination::describeBlockedByLease(gpu, related));
+  }
   for (const std::string& gpu : allocation.heldByLeaseOnly) {
     if (!heldGpus.insert(gpu).second) continue;
     held.push_back("GPU " + gpu + " is held by a lease of another process, without a record");

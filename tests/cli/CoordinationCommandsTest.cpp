@@ -617,6 +617,24 @@ TEST_F(CoordinationCommandsTest, ALeaseStillHeldIsHeldWhenItsFileIsRemovedOrRepl
   EXPECT_EQ(after.exitCode, 0) << after;
 }
 
+TEST_F(CoordinationCommandsTest, StatusShowsAGpuHeldByALeaseWithoutItsRecordAsHeld) {
+  auto holder = startHolder("holder", 1, "0,1");
+  ASSERT_EQ(holderReport("holder").size(), 2u);
+  ASSERT_EQ(runCli({"release", "--gpu", "0", "--force", "--coordination-file", coordinationFile()})
+                .exitCode,
+            0);
+  const CliRun text = runCli({"status", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(text.exitCode, 0) << text;
+  EXPECT_TRUE(contains(text.out, "held by a lease of another process, without a record")) << text;
+  const CliRun metrics =
+      runCli({"status", "--coordination-file", coordinationFile(), "--format", "prometheus"});
+  EXPECT_TRUE(contains(metrics.out, "flink_gpu_held{gpu=\"0\"} 1\n")) << metrics;
+  // And no allocation takes it.
+  const CliRun other = runCli({"exec", "--amount", "2", "--gpus", "0,1", "--coordination-file",
+                               coordinationFile(), "--", "true"});
+  EXPECT_EQ(other.exitCode, 1) << other;
+}
+
 TEST_F(CoordinationCommandsTest, ReleaseOfNothingSaysSo) {
   writeScript(coordinationFile(), sampleRecords(), fs::perms::owner_read | fs::perms::owner_write);
   const CliRun byGpu = runCli({"release", "--gpu", "7", "--coordination-file", coordinationFile()});

@@ -163,6 +163,24 @@ TEST_F(LeasesTest, AHeldLeaseWithoutItsRecordStillHoldsItsGpu) {
   EXPECT_EQ(allocate(file(), plain).granted, std::vector<std::string>{"0"});
 }
 
+TEST_F(LeasesTest, AHeldLeaseOfAMigInstanceWithoutItsRecordKeepsItsGpuFromGoingWhole) {
+  // Flink's `sed "/1 /d"` took the instance's record along with another line; its lease is held.
+  constexpr const char* kMig = "MIG-1c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e";
+  const Lease held = acquireLease(file(), kMig);
+  AllocationRequest whole = leased(2, Owner::of(::getpid()));
+  whole.related = {{"1", {kMig}}};
+  const Allocation a = allocate(file(), whole);
+  EXPECT_FALSE(a.satisfied);
+  EXPECT_EQ(a.blockedByLeaseOnly, (std::vector<std::pair<std::string, std::string>>{{"1", kMig}}));
+  EXPECT_EQ(describeBlockedByLease("1", kMig),
+            std::string("GPU 1 is busy: its MIG instance ") + kMig +
+                " is held by a lease of another process, without a record");
+  whole.amount = 1;
+  EXPECT_EQ(allocate(file(), whole).granted, std::vector<std::string>{"0"});
+  // status says the lease holds, though no record names it.
+  EXPECT_EQ(readStatus(file()).leasesWithoutRecord, std::vector<std::string>{kMig});
+}
+
 TEST_F(LeasesTest, TheLeaseFolderAndFilesAreNeverFollowedThroughSymlinks) {
   const fs::path elsewhere = dir_ / "elsewhere";
   fs::create_directories(elsewhere);
