@@ -122,14 +122,14 @@ int openNoFollow(const fs::path& path, int accessFlags, bool create) {
 
 /// Like openNoFollow for a file beside the coordination file: made with its mode and group.
 int openSiblingNoFollow(const fs::path& path, int accessFlags, bool create,
-                        const SiblingTrust& trust) {
+                        const SiblingTrust& trust, SiblingReaders readers) {
   while (true) {
     OpenedSibling opened = openSiblingAt(AT_FDCWD, path, accessFlags);
     if (opened.fd || opened.error != ENOENT || !create) {
       errno = opened.error;
       return opened.fd.release();
     }
-    FileDescriptor created = createSiblingAt(AT_FDCWD, path, accessFlags, trust);
+    FileDescriptor created = createSiblingAt(AT_FDCWD, path, accessFlags, trust, readers);
     if (created || errno != EEXIST) return created.release();
   }
 }
@@ -221,9 +221,10 @@ CoordinationFile CoordinationFile::open(const fs::path& file, Access access,
 CoordinationFile CoordinationFile::openSibling(const fs::path& file, const std::string& what,
                                                const SiblingTrust& trust, Access access,
                                                std::chrono::milliseconds lockTimeout,
-                                               std::uint64_t maxBytes) {
-  return openWith(CoordinationFile(file, access, what, trust, /*sibling=*/true), lockTimeout,
-                  maxBytes);
+                                               std::uint64_t maxBytes, SiblingReaders readers) {
+  CoordinationFile opened(file, access, what, trust, /*sibling=*/true);
+  opened.readers_ = readers;
+  return openWith(std::move(opened), lockTimeout, maxBytes);
 }
 
 CoordinationFile CoordinationFile::openWith(CoordinationFile result,
@@ -236,9 +237,9 @@ CoordinationFile CoordinationFile::openWith(CoordinationFile result,
   const auto deadline = std::chrono::steady_clock::now() + lockTimeout;
   result.maxBytes_ = maxBytes;
   while (true) {
-    FileDescriptor fd(
-        result.sibling_ ? openSiblingNoFollow(file, write ? O_RDWR : O_RDONLY, write, result.trust_)
-                        : openNoFollow(file, write ? O_RDWR : O_RDONLY, write));
+    FileDescriptor fd(result.sibling_ ? openSiblingNoFollow(file, write ? O_RDWR : O_RDONLY, write,
+                                                            result.trust_, result.readers_)
+                                      : openNoFollow(file, write ? O_RDWR : O_RDONLY, write));
     if (!fd) {
       const int error = errno;
       if (error == ENOENT && !write) return result;
@@ -373,7 +374,8 @@ FileDescriptor CoordinationFile::openJournal(bool create) {
   const fs::path journal = journalPathOf(path_);
   const std::string subject = what_ + " " + path_.string();
   const bool write = access_ == Access::kWrite;
-  FileDescriptor fd(openSiblingNoFollow(journal, write ? O_RDWR : O_RDONLY, create, trust_));
+  FileDescriptor fd(
+      openSiblingNoFollow(journal, write ? O_RDWR : O_RDONLY, create, trust_, readers_));
   if (!fd) {
     const int error = errno;
     if (error == ENOENT) return fd;

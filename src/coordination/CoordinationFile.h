@@ -90,10 +90,12 @@ class CoordinationFile {
   /// what it holds in every message ("health records"); the file and its journal are judged by
   /// `trust` (Siblings.h) and made with its mode and group.
   /// @throws CoordinationError as open() does, and for a file or journal that fails the rules.
+  /// `readers`: who may read the file and its journal when they are made.
   static CoordinationFile openSibling(const std::filesystem::path& file, const std::string& what,
                                       const SiblingTrust& trust, Access access,
                                       std::chrono::milliseconds lockTimeout,
-                                      std::uint64_t maxBytes = kMaxCoordinationFileBytes);
+                                      std::uint64_t maxBytes = kMaxCoordinationFileBytes,
+                                      SiblingReaders readers = SiblingReaders::kAsTheFile);
 
   bool exists() const { return fd_.valid(); }
   const std::filesystem::path& path() const { return path_; }
@@ -161,6 +163,7 @@ class CoordinationFile {
   /// A file beside the coordination file, judged by trust_ (the coordination file is the
   /// anchor of its own journal).
   bool sibling_ = false;
+  SiblingReaders readers_ = SiblingReaders::kAsTheFile;
   process::FileDescriptor fd_;
   /// Locks of files that were replaced while we waited for them, held to the end so that a
   /// Flink script still waiting on such a file does not run beside us.

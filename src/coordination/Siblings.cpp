@@ -105,8 +105,15 @@ std::string modeText(mode_t mode) {
 
 /// The mode a sibling of this kind gets: the coordination file's bits (a folder: searchable
 /// where readable, sticky where its group or others may write it, setgid where its group may).
-mode_t siblingMode(const SiblingTrust& trust, SiblingKind kind, bool withGroup) {
+mode_t siblingMode(const SiblingTrust& trust, SiblingKind kind, bool withGroup,
+                   SiblingReaders readers) {
   mode_t mode = trust.mode() & 0666;
+  if (readers == SiblingReaders::kWritersOnly) {
+    // Readable by a class only where it may write: the owner always.
+    mode |= 0600;
+    if (!(mode & 0020)) mode &= ~static_cast<mode_t>(0040);
+    if (!(mode & 0002)) mode &= ~static_cast<mode_t>(0004);
+  }
   // Another group than the coordination file's gets no more than everyone does.
   if (!withGroup) {
     const mode_t groupAndOthers = (mode >> 3) & mode & 0007;
@@ -121,12 +128,13 @@ mode_t siblingMode(const SiblingTrust& trust, SiblingKind kind, bool withGroup) 
 
 /// Gives the sibling just made (`fd`, ours) the coordination file's group and mode. The group
 /// first: chmod would drop a setgid bit for a group this user is not in.
-void giveModeAndGroup(int fd, const SiblingTrust& trust, SiblingKind kind) {
+void giveModeAndGroup(int fd, const SiblingTrust& trust, SiblingKind kind,
+                      SiblingReaders readers = SiblingReaders::kAsTheFile) {
   struct stat info {};
   bool withGroup = ::fstat(fd, &info) == 0 && info.st_gid == trust.group();
   if (!withGroup) withGroup = ::fchown(fd, static_cast<uid_t>(-1), trust.group()) == 0;
   // Without the file's group, the file's group bits would be given to another group.
-  (void)::fchmod(fd, siblingMode(trust, kind, withGroup));
+  (void)::fchmod(fd, siblingMode(trust, kind, withGroup, readers));
 }
 
 }  // namespace
@@ -224,10 +232,10 @@ OpenedSibling openSiblingAt(int dirfd, const fs::path& name, int flags) {
 }
 
 FileDescriptor createSiblingAt(int dirfd, const fs::path& name, int flags,
-                               const SiblingTrust& trust) {
+                               const SiblingTrust& trust, SiblingReaders readers) {
   FileDescriptor fd(::openat(dirfd, name.c_str(),
                              flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
-  if (fd) giveModeAndGroup(fd.get(), trust, SiblingKind::kFile);
+  if (fd) giveModeAndGroup(fd.get(), trust, SiblingKind::kFile, readers);
   return fd;
 }
 

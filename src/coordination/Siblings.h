@@ -39,6 +39,11 @@ namespace flink::coordination {
 /// What a sibling is, for the rules (a folder) and the messages ("lease folder").
 enum class SiblingKind { kFile, kFolder };
 
+/// Who may read a sibling that is made: as the coordination file's mode says, or only those who
+/// may write it too. A file that only writers use (the health records, locked by their writers)
+/// is then out of reach of a reader who would hold its lock to stall them.
+enum class SiblingReaders { kAsTheFile, kWritersOnly };
+
 /// Who may write the coordination file: what every file beside it is judged against.
 class SiblingTrust {
  public:
@@ -106,7 +111,8 @@ OpenedSibling openSiblingAt(int dirfd, const std::filesystem::path& name, int fl
 /// bits are dropped where it may not). Invalid, with errno set, when it cannot be made (EEXIST
 /// when it exists).
 process::FileDescriptor createSiblingAt(int dirfd, const std::filesystem::path& name, int flags,
-                                        const SiblingTrust& trust);
+                                        const SiblingTrust& trust,
+                                        SiblingReaders readers = SiblingReaders::kAsTheFile);
 
 /// Makes the folder `name` relative to `dirfd` with the coordination file's mode made
 /// searchable, sticky where its group or others may write it, setgid where its group may, and the

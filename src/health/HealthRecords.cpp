@@ -221,9 +221,12 @@ HealthFile updateHealth(const std::filesystem::path& coordinationFile,
                         const std::function<void(std::vector<HealthRecord>&)>& change) {
   const std::filesystem::path path = healthPathOf(coordinationFile);
   for (int attempt = 1;; ++attempt) {
+    // Readable only by who may write it: a reader who holds its lock would stall the writers
+    // (watch recording a verdict) while allocators hand the GPU out.
     coordination::CoordinationFile file = coordination::CoordinationFile::openSibling(
         path, kWhat, coordination::SiblingTrust::ofPath(coordinationFile),
-        coordination::CoordinationFile::Access::kWrite, coordination::kDefaultLockTimeout);
+        coordination::CoordinationFile::Access::kWrite, coordination::kDefaultLockTimeout,
+        coordination::kMaxCoordinationFileBytes, coordination::SiblingReaders::kWritersOnly);
     HealthFile health = fileOf(path, file);
     change(health.parsed.records);
     file.replace(formatHealth(health.parsed));

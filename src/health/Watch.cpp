@@ -216,9 +216,9 @@ class Watcher {
     } else {
       return;
     }
-    log(where +
-        " is unhealthy: " + (record.xid ? "Xid " + std::to_string(*record.xid) + ", " : "") +
-        record.reason + "; allocators skip it until `flink-gpu undrain --gpu " + record.gpu + "`");
+    // Said to be skipped only once that is recorded (flushPending).
+    log(where + " is unhealthy: " +
+        (record.xid ? "Xid " + std::to_string(*record.xid) + ", " : "") + record.reason);
     record.since = nowSeconds();
     pending_.push_back(std::move(record));
     flushPending();
@@ -275,6 +275,10 @@ class Watcher {
       if (!lastFailure_.empty()) {
         log("recorded " + std::to_string(pending_.size()) +
             " verdict(s) held back while the health records could not be written");
+      }
+      for (const HealthRecord& verdict : pending_) {
+        log("recorded GPU " + verdict.gpu +
+            " unhealthy: allocators skip it until `flink-gpu undrain --gpu " + verdict.gpu + "`");
       }
       pending_.clear();
       lastFailure_.clear();
@@ -362,7 +366,9 @@ std::variant<WatchLock, pid_t> WatchLock::acquire(const std::filesystem::path& c
     // Read-only: flock needs no more, and nothing is ever written to it.
     opened = coordination::openSiblingAt(AT_FDCWD, path, O_RDONLY);
     if (opened.fd || opened.error != ENOENT) break;
+    // Only this user may open it, so nobody else can hold its lock and pass for a watch.
     process::FileDescriptor made = coordination::createSiblingAt(AT_FDCWD, path, O_RDONLY, trust);
+    if (made) (void)::fchmod(made.get(), 0600);
     if (!made && errno == EEXIST) continue;
     if (!made)
       throw std::runtime_error("cannot create " + path.string() + ": " + std::strerror(errno));
@@ -397,6 +403,8 @@ std::variant<WatchLock, pid_t> WatchLock::acquire(const std::filesystem::path& c
                              "remove it (`rm " +
                              path.string() + "`) once no watch runs");
   }
+  // One made before this rule: made this user's own.
+  if ((opened.info.st_mode & 07777) != 0600) (void)::fchmod(opened.fd.get(), 0600);
   if (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) {
       throw std::runtime_error("cannot lock " + path.string() + ": " + std::strerror(errno));

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -279,6 +280,10 @@ TEST_F(HealthCliTest, ASecondWatchExitsNamingTheFirst) {
   // The holder is the kernel's word: what the lock file holds says nothing.
   std::ofstream(coordinationFile() + ".watch") << "1\n";
   const CliRun second = cli({"watch"});
+  // Only its user may open the lock: nobody else can hold it and pass for a watch.
+  struct stat info {};
+  ASSERT_EQ(::stat((coordinationFile() + ".watch").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 07777, 0600u);
   EXPECT_EQ(second.exitCode, 1) << second;
   EXPECT_TRUE(contains(
       second.err, "another flink-gpu watch is running on this host (pid " + watch->pidText() + ")"))

@@ -300,6 +300,29 @@ TEST_F(PlantedSiblingsTest, HealthRecordsAreReadWithoutWaitingOnALockAnyReaderMa
   EXPECT_EQ(read.parsed.records[0].gpu, "1");
 }
 
+TEST_F(PlantedSiblingsTest, TheHealthRecordsAreReadableOnlyByWhoMayWriteThem) {
+  // A reader could hold their lock to stall watch's verdicts: only writers may open them.
+  for (const auto& [fileMode, expected] :
+       {std::pair{0644u, 0600u}, std::pair{0664u, 0660u}, std::pair{0666u, 0666u}}) {
+    std::error_code ignored;
+    fs::remove(health::healthPathOf(file()), ignored);
+    fs::remove(journalPathOf(health::healthPathOf(file())), ignored);
+    makeFile();
+    fs::permissions(file(), fs::perms(fileMode));
+    health::updateHealth(file(), [](std::vector<health::HealthRecord>& records) {
+      health::HealthRecord drained;
+      drained.gpu = "1";
+      drained.since = 1;
+      records.push_back(drained);
+    });
+    struct stat info {};
+    ASSERT_EQ(::stat(health::healthPathOf(file()).c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 07777, expected) << std::oct << fileMode;
+    ASSERT_EQ(::stat(journalPathOf(health::healthPathOf(file())).c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 07777, expected) << std::oct << fileMode;
+  }
+}
+
 TEST_F(PlantedSiblingsTest, HealthRecordsThatFailTheRulesAreAnErrorNamingThem) {
   makeFile();
   const fs::path target = dir_ / "target";
