@@ -1,5 +1,7 @@
 // flink-gpu: the command-line front of the GPU driver. Each subcommand lives in commands/.
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -77,8 +79,22 @@ int checkedStdout(int code) {
 
 }  // namespace
 
+/// A descriptor 0, 1 or 2 that is closed would be the next file opened: a lease, the
+/// coordination file, which the command of `exec` would then get as its stdin, stdout or stderr
+/// and close like any (a daemon's `>/dev/null 2>&1` lets a lease go). Each is taken by /dev/null,
+/// opened read-only for stdout so that a write there still fails as it did (EBADF), is reported,
+/// and exits 1.
+void occupyClosedStandardDescriptors() {
+  for (const int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    const int opened = ::open("/dev/null", fd == STDERR_FILENO ? O_WRONLY : O_RDONLY);
+    if (opened >= 0 && opened != fd) ::close(opened);  // the lower ones are taken: not ours
+  }
+}
+
 int main(int argc, char** argv) {
   using namespace flink::cli;
+  occupyClosedStandardDescriptors();
   forwardFatalSignals();  // exec's command gets default dispositions back from execvp
   // A closed pipe is a write error (EPIPE) that we report, not a silent death. `exec` puts the
   // default back for its command, since an ignored signal stays ignored across execvp.

@@ -635,6 +635,24 @@ TEST_F(CoordinationCommandsTest, StatusShowsAGpuHeldByALeaseWithoutItsRecordAsHe
   EXPECT_EQ(other.exitCode, 1) << other;
 }
 
+TEST_F(CoordinationCommandsTest, AnExecStartedWithItsStandardDescriptorsClosedKeepsItsLease) {
+  // Started with 0, 1 and 2 closed, its lease would be the command's stderr, which a daemon's
+  // `>/dev/null 2>&1` closes: the child it leaves must still hold the GPU.
+  const fs::path childPid = dir_ / "child";
+  Background command(
+      {"/bin/sh", "-c",
+       "exec '" + std::string(kCli) + "' exec --amount 1 --gpus 0 " + "--coordination-file '" +
+           coordinationFile() + "' -- /bin/sh -c '(exec </dev/null >/dev/null 2>&1; sleep 60) & " +
+           "echo $! > " + childPid.string() + "' <&- >&- 2>&-"},
+      dir_ / "command.out", dir_ / "command.err");
+  ASSERT_EQ(waitForLines(childPid, 1, 10s).size(), 1u) << readFile(dir_ / "command.err");
+  EXPECT_EQ(flink::testing::waitUntilGone({command.pid()}, 10s), std::vector<pid_t>{});
+  const CliRun second = runCli({"exec", "--amount", "1", "--gpus", "0", "--coordination-file",
+                                coordinationFile(), "--", "true"});
+  EXPECT_EQ(second.exitCode, 1) << second;
+  ::kill(static_cast<pid_t>(std::stol(readFile(childPid))), SIGKILL);
+}
+
 TEST_F(CoordinationCommandsTest, ReleaseOfNothingSaysSo) {
   writeScript(coordinationFile(), sampleRecords(), fs::perms::owner_read | fs::perms::owner_write);
   const CliRun byGpu = runCli({"release", "--gpu", "7", "--coordination-file", coordinationFile()});
