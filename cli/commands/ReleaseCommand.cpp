@@ -114,9 +114,10 @@ int runRelease(const ReleaseOptions& options) {
       message += (i == 0 ? "" : "; ") + std::string("GPU ") +
                  strings::quoteForMessage(entry.record.gpu) + " is held by process " +
                  std::to_string(entry.record.owner.pid) + ", which is " +
-                 (entry.liveness == coordination::Liveness::kLeaseHeld
-                      ? "gone but whose lease is held (a process it started still runs)"
-                      : "running");
+                 (entry.liveness != coordination::Liveness::kLeaseHeld ? "running"
+                  : entry.otherPidNamespace
+                      ? "of another pid namespace and holds its lease"
+                      : "gone but whose lease is held (a process it started still runs)");
     }
     message +=
         "\nnothing was released: releasing a running worker's GPU hands it to the next worker "

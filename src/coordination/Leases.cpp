@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -101,6 +102,12 @@ fs::path leaseFolderOf(const fs::path& file) {
 
 std::string leaseNameOf(const std::string& unit,
                         const std::unordered_map<std::string, std::string>& uuids) {
+  if (unit.starts_with("MIG-") && unit.find('/') != std::string::npos) {
+    // The legacy MIG-GPU-<uuid>/<gi>/<ci> form: one path component, '.' for '/'.
+    std::string name = unit;
+    std::replace(name.begin(), name.end(), '/', '.');
+    return name;
+  }
   if (unit.starts_with("GPU-") || unit.starts_with("MIG-")) return unit;
   if (const auto it = uuids.find(unit); it != uuids.end()) return it->second;
   return "index-" + unit;

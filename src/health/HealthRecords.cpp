@@ -5,6 +5,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <ctime>
@@ -237,14 +238,37 @@ HealthFile updateHealth(const std::filesystem::path& coordinationFile,
   }
 }
 
+namespace {
+
+/// How a person may write a unit in a record by hand, made one: an index without leading zeros
+/// ("01" is GPU 1), a UUID in lower case (NVML's; "GPU-8932F937…" is the same GPU).
+std::string canonicalUnit(std::string_view unit) {
+  if (!unit.empty() &&
+      std::all_of(unit.begin(), unit.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    const std::size_t first = unit.find_first_not_of('0');
+    return std::string(first == std::string_view::npos ? unit.substr(unit.size() - 1)
+                                                       : unit.substr(first));
+  }
+  return strings::toLower(unit);
+}
+
+}  // namespace
+
 bool names(const HealthRecord& record, std::string_view gpu,
            const std::optional<std::string>& uuid) {
-  if (record.gpu == gpu) {
+  const std::string recorded = canonicalUnit(record.gpu);
+  const std::string unit = canonicalUnit(gpu);
+  const std::optional<std::string> recordedUuid =
+      record.uuid ? std::optional<std::string>(canonicalUnit(*record.uuid)) : std::nullopt;
+  const std::optional<std::string> unitUuid =
+      uuid ? std::optional<std::string>(canonicalUnit(*uuid)) : std::nullopt;
+  const bool mig = recorded.starts_with("mig-");
+  if (recorded == unit) {
     // The same index on another numbering is another GPU: the UUIDs decide where both say.
-    return !(record.uuid && uuid && !gpu.starts_with("MIG-") && *record.uuid != *uuid);
+    return !(recordedUuid && unitUuid && !unit.starts_with("mig-") && *recordedUuid != *unitUuid);
   }
-  if (uuid && (record.gpu == *uuid || (record.uuid && *record.uuid == *uuid))) {
-    return !record.gpu.starts_with("MIG-");
+  if (unitUuid && (recorded == *unitUuid || (recordedUuid && *recordedUuid == *unitUuid))) {
+    return !mig;
   }
   return false;
 }

@@ -105,7 +105,8 @@ HealthFile updateHealth(const std::filesystem::path& coordinationFile,
                         const std::function<void(std::vector<HealthRecord>&)>& change);
 
 /// Whether `record` names the unit `gpu` of the whole GPU `uuid` (when known): by UUID where both
-/// say one, else by identifier.
+/// say one, else by identifier. As a person may write them by hand: an index with leading zeros
+/// ("01"), a UUID in upper case.
 bool names(const HealthRecord& record, std::string_view gpu,
            const std::optional<std::string>& uuid);
 

@@ -41,6 +41,8 @@ TEST_F(LeasesTest, ALeaseIsNamedByTheGpusUuidAndRecorded) {
   EXPECT_EQ(leaseNameOf("0", {{"0", kUuid0}}), kUuid0);
   EXPECT_EQ(leaseNameOf("3", {}), "index-3");
   EXPECT_EQ(leaseNameOf("MIG-5c3e", {}), "MIG-5c3e");
+  // The legacy form is one path component too.
+  EXPECT_EQ(leaseNameOf("MIG-GPU-5c3e/1/0", {}), "MIG-GPU-5c3e.1.0");
 
   const Allocation a = allocate(file(), leased(1, Owner::of(::getpid())));
   ASSERT_TRUE(a.satisfied);

@@ -89,4 +89,20 @@ TEST(HealthRecordsTest, TheUuidDecidesOverTheIndex) {
   EXPECT_FALSE(names(mig, "1", record.uuid));
 }
 
+TEST(HealthRecordsTest, ARecordWrittenByHandNamesItsGpuAsAllocatorsDo) {
+  // "01" is GPU 1, and a UUID in upper case is the same GPU: what `check` calls drained, no
+  // allocator may hand out.
+  HealthRecord byIndex;
+  byIndex.gpu = "01";
+  EXPECT_TRUE(names(byIndex, "1", std::nullopt));
+  EXPECT_FALSE(names(byIndex, "10", std::nullopt));
+  HealthRecord byUuid;
+  byUuid.gpu = "GPU-AB000000-0000-4000-8000-00000000000C";
+  EXPECT_TRUE(names(byUuid, "3", std::string("GPU-ab000000-0000-4000-8000-00000000000c")));
+  HealthRecord withUuid;
+  withUuid.gpu = "3";
+  withUuid.uuid = "GPU-AB000000-0000-4000-8000-00000000000C";
+  EXPECT_TRUE(names(withUuid, "3", std::string("GPU-ab000000-0000-4000-8000-00000000000c")));
+}
+
 }  // namespace
