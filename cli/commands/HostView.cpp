@@ -20,12 +20,10 @@ discovery::GpuDevice deviceNamed(const std::string& gpu, const std::optional<std
   return device;
 }
 
-GpuView* find(std::vector<GpuView>& views, const std::string& gpu,
-              const std::optional<std::string>& uuid) {
+/// The view of the unit a record holds, by the allocators' rule (coordination::recordNames).
+GpuView* find(std::vector<GpuView>& views, const coordination::Record& record) {
   for (GpuView& view : views) {
-    if (view.gpu == gpu) return &view;
-    if (uuid && view.uuid && *uuid == *view.uuid) return &view;
-    if (view.uuid && gpu == *view.uuid) return &view;
+    if (coordination::recordNames(record, view.gpu, view.uuid)) return &view;
   }
   return nullptr;
 }
@@ -113,9 +111,7 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
   }
   for (const coordination::RecordStatus& entry : status.records) {
     const bool listed = std::any_of(units.begin(), units.end(), [&](const auto& device) {
-      return device.identifier == entry.record.gpu ||
-             (device.uuid && entry.record.uuid && *device.uuid == *entry.record.uuid) ||
-             (device.uuid && *device.uuid == entry.record.gpu);
+      return coordination::recordNames(entry.record, device.identifier, device.uuid);
     });
     if (!listed) units.push_back(deviceNamed(entry.record.gpu, entry.record.uuid));
   }
@@ -171,7 +167,7 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
     host.gpus.push_back(std::move(view));
   }
   for (const coordination::RecordStatus& entry : status.records) {
-    if (GpuView* view = find(host.gpus, entry.record.gpu, entry.record.uuid)) {
+    if (GpuView* view = find(host.gpus, entry.record)) {
       view->holders.push_back(entry);
     }
   }

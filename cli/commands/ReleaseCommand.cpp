@@ -6,9 +6,11 @@
 
 #include <sys/types.h>
 
+#include <exception>
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,8 +18,10 @@
 #include "ExitCode.h"
 #include "commands/CoordinationFileOption.h"
 #include "coordination/Coordination.h"
+#include "device/DeviceIdentifiers.h"
 #include "discovery/GpuEnumerator.h"
 #include "discovery/NvidiaSmi.h"  // DiscoveryError
+#include "discovery/NvmlEnumerator.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -94,8 +98,25 @@ int runRelease(const ReleaseOptions& options) {
                  "': expected one GPU, an index (e.g. 0) or a GPU-/MIG- UUID");
       return kUsageError;
     }
-    const std::string gpu = gpus.front();
-    matches = [gpu](const coordination::Record& record) { return record.gpu == gpu; };
+    // The unit as the records may name it: by index or UUID, whichever NVML tells of it here
+    // (a container records the host's GPU 2 as its GPU 0, with its UUID).
+    std::string gpu = gpus.front();
+    std::optional<std::string> uuid;
+    if (device::isUuid(gpu)) uuid = gpu;
+    try {
+      for (const discovery::GpuDevice& device : discovery::NvmlEnumerator().enumerate().devices) {
+        if (device.identifier == gpu || (device.uuid && uuid && *device.uuid == *uuid)) {
+          gpu = device.identifier;
+          uuid = device.uuid;
+          break;
+        }
+      }
+    } catch (const std::exception&) {
+      // No NVML: the records are matched as given.
+    }
+    matches = [gpu, uuid](const coordination::Record& record) {
+      return coordination::recordNames(record, gpu, uuid);
+    };
     what = "GPU " + gpu + " is not held";
   }
 

@@ -363,6 +363,17 @@ std::string describeLiveness(const RecordStatus& status) {
   return "gone";
 }
 
+bool recordNames(const Record& record, const std::string& unit,
+                 const std::optional<std::string>& uuid) {
+  const auto same = [](const std::string& a, const std::string& b) {
+    return a == b || device::canonicalDeviceIdentifier(a) == device::canonicalDeviceIdentifier(b);
+  };
+  if (uuid && record.uuid) return same(*record.uuid, *uuid);
+  if (device::isUuid(record.gpu))
+    return same(record.gpu, unit) || (uuid && same(record.gpu, *uuid));
+  return same(record.gpu, unit);
+}
+
 std::string describeBlockedByLease(const std::string& unit, const std::string& related) {
   const std::string holder = " is held by a lease of another process, without a record";
   if (!unit.starts_with("MIG-") && related.starts_with("MIG-")) {
@@ -399,15 +410,42 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
   // knows it (another container may number the same GPU differently), else by identifier. A
   // record with a UUID that this host does not know, for an index whose GPU here has another
   // UUID, is of a GPU this worker cannot see.
-  // Keyed by views of request.uuids' values: no UUID is copied.
+  // The UUID may stand in the record's GPU field itself (a worker handed out GPUs by UUID), and
+  // a unit of this request may be a UUID itself (a --gpus list of UUIDs): both name that GPU.
+  // Identifiers are compared in their canonical form (device::canonicalDeviceIdentifier: "01" is
+  // GPU 1, a UUID's hex digits in lower case). Keyed by views of the request's strings: no UUID
+  // is copied unless a record spells one otherwise.
   std::unordered_map<std::string_view, const std::string*> unitOfUuid;
   unitOfUuid.reserve(request.uuids.size());
   for (const auto& [unit, uuid] : request.uuids) unitOfUuid.emplace(uuid, &unit);
+  for (const std::string& unit : request.gpus) {
+    if (device::isUuid(unit)) unitOfUuid.emplace(unit, &unit);
+  }
+  const auto canonical = [](const std::string& identifier) {
+    return device::isCanonicalDeviceIdentifier(identifier)
+               ? identifier
+               : device::canonicalDeviceIdentifier(identifier);
+  };
+  const auto byUuid = [&](const std::string& uuid) -> const std::string* {
+    const auto find = [&](std::string_view key) -> const std::string* {
+      const auto it = unitOfUuid.find(key);
+      return it == unitOfUuid.end() ? nullptr : it->second;
+    };
+    if (device::isCanonicalDeviceIdentifier(uuid)) return find(uuid);
+    const std::string spelled = device::canonicalDeviceIdentifier(uuid);
+    return find(spelled);
+  };
   const auto unitOf = [&](const Record& record) -> std::optional<std::string> {
-    if (!record.uuid || request.uuids.empty()) return record.gpu;
-    if (const auto it = unitOfUuid.find(*record.uuid); it != unitOfUuid.end()) return *it->second;
-    if (request.uuids.count(record.gpu)) return std::nullopt;
-    return record.gpu;
+    if (record.uuid) {
+      if (const std::string* unit = byUuid(*record.uuid)) return *unit;
+    }
+    if (device::isUuid(record.gpu)) {
+      if (const std::string* unit = byUuid(record.gpu)) return *unit;
+    }
+    std::string gpu = canonical(record.gpu);
+    // This index's GPU here has another UUID: the record is of a GPU this worker cannot see.
+    if (record.uuid && request.uuids.count(gpu)) return std::nullopt;
+    return gpu;
   };
 
   // Units held (the requester's own included: each request takes new GPUs, as in Flink's

@@ -100,6 +100,14 @@ bool isRunning(const Owner& owner);
 /// boot where both say.
 bool sameProcess(const Owner& a, const Owner& b);
 
+struct Record;
+
+/// Whether `record` holds the unit `unit` (an index, a MIG UUID) whose whole GPU's or own UUID is
+/// `uuid` (when known): by UUID where both say one (a container numbers GPUs from 0), else by
+/// identifier, in canonical form. The rule of the allocators, for status, release and the rest.
+bool recordNames(const Record& record, const std::string& unit,
+                 const std::optional<std::string>& uuid);
+
 /// One line of the coordination file.
 struct Record {
   std::string gpu;  ///< The device identifier, as discovery printed it ("0", "GPU-…").

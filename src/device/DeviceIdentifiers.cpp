@@ -44,8 +44,22 @@ bool isDeviceIdentifier(std::string_view text) noexcept {
   return false;
 }
 
+bool isCanonicalDeviceIdentifier(std::string_view identifier) noexcept {
+  if (isDigits(identifier)) return identifier.size() == 1 || identifier.front() != '0';
+  return std::none_of(identifier.begin(), identifier.end(),
+                      [](char c) { return c >= 'A' && c <= 'F'; });
+}
+
 std::string canonicalDeviceIdentifier(std::string_view identifier) {
-  if (!isDigits(identifier)) return std::string(identifier);
+  if (!isDigits(identifier)) {
+    // Hex digits in lower case, as NVML and nvidia-smi write them; no letter of the prefixes
+    // ("GPU-", "MIG-", "MIG-GPU-") is one.
+    std::string canonical(identifier);
+    for (char& c : canonical) {
+      if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
+    }
+    return canonical;
+  }
   const std::size_t firstNonZero = identifier.find_first_not_of('0');
   return firstNonZero == std::string_view::npos ? "0"
                                                 : std::string(identifier.substr(firstNonZero));

@@ -33,8 +33,11 @@ constexpr bool isMigUuid(std::string_view identifier) noexcept {
 }
 
 /// The canonical form of a device identifier: a decimal index without leading zeros ("007" →
-/// "7", "00" → "0"); UUIDs unchanged. Two spellings of one device must be one GPU everywhere:
-/// in a result, and in the coordination file.
+/// "7", "00" → "0"); a UUID with its hex digits in lower case, as NVML writes them. Two
+/// spellings of one device must be one GPU everywhere: in a result, and in the coordination file.
 std::string canonicalDeviceIdentifier(std::string_view identifier);
+
+/// Whether `identifier` is already in its canonical form (no copy needed).
+bool isCanonicalDeviceIdentifier(std::string_view identifier) noexcept;
 
 }  // namespace flink::device

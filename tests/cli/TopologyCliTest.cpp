@@ -264,6 +264,24 @@ TEST_F(TopologyCliTest, ASlowTopologyIsReadWithoutTheCoordinationFilesLock) {
   EXPECT_EQ(flink::testing::readLines(dir_ / "slow.out").size(), 2u);
 }
 
+TEST_F(TopologyCliTest, AContainersRecordIsOfTheGpuItsUuidNamesInStatusAndRelease) {
+  // A container given only the host's GPU 2 numbers it 0, and records its UUID.
+  useHost("pcie-8");
+  std::ofstream(coordinationFile())
+      << "0 1\t5\tpidns=1\tuuid=GPU-a0000002-1111-4222-8333-444400000002\n";
+  const CliRun json =
+      run({"status", "--coordination-file", coordinationFile(), "--format", "json"});
+  ASSERT_EQ(json.exitCode, 0) << json;
+  const auto gpus = nlohmann::json::parse(json.out).at("gpus");
+  EXPECT_EQ(gpus.at(0).at("state"), "free") << json;
+  EXPECT_EQ(gpus.at(2).at("state"), "held") << json;
+  EXPECT_EQ(run({"release", "--gpu", "0", "--coordination-file", coordinationFile()}).out,
+            "GPU 0 is not held (coordination file " + coordinationFile() + ")\n");
+  const CliRun release = run({"release", "--gpu", "2", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(release.exitCode, 0) << release;
+  EXPECT_EQ(release.out, "released GPU 0 (owner pid 1)\n") << release;
+}
+
 TEST_F(TopologyCliTest, TheSameHostGetsTheSameAnswers) {
   useHost("pcie-8");
   for (int amount = 1; amount <= 5; ++amount) {

@@ -255,6 +255,25 @@ TEST(CoordinationPlanTest, ARecordWithAUuidHoldsThatGpuWhateverItsIndex) {
   EXPECT_EQ(flink.granted, (std::vector<std::string>{"1", "2"}));
 }
 
+TEST(CoordinationPlanTest, AGpuIsOneGpuWhicheverFieldOrSpellingNamesIt) {
+  const auto live = [](const Owner& o) { return o.pid == 10 || o.pid == 20; };
+  AllocationRequest byIndex{gpuRange(3), 2, Owner{20, 7}};
+  byIndex.uuids = {{"0", "GPU-aaaa"}, {"1", "GPU-bbbb"}, {"2", "GPU-cccc"}};
+  // A worker that handed GPUs out by UUID recorded the UUID as the GPU itself.
+  EXPECT_EQ(planAllocation(parseRecords("GPU-aaaa 10\n"), byIndex, live).granted,
+            (std::vector<std::string>{"1", "2"}));
+  // The UUID's hex digits in another case, an index with a leading zero: the same GPUs.
+  EXPECT_EQ(planAllocation(parseRecords("GPU-AAAA 10\n"), byIndex, live).granted,
+            (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(planAllocation(parseRecords("01 10\n"), byIndex, live).granted,
+            (std::vector<std::string>{"0", "2"}));
+  // A worker that hands GPUs out by UUID (a --gpus list of UUIDs, no NVML) sees the records of
+  // one that records them by index with their UUID.
+  AllocationRequest byUuid{{"GPU-aaaa", "GPU-bbbb"}, 1, Owner{20, 7}};
+  EXPECT_EQ(planAllocation(parseRecords("0 10\tuuid=GPU-aaaa\n"), byUuid, live).granted,
+            std::vector<std::string>{"GPU-bbbb"});
+}
+
 TEST(CoordinationPlanTest, TooFewFreeGpusGrantsNothingAndTakesNothingBack) {
   const Allocation a = planAllocation(parseRecords("0 10\n1 11\n2 99\n3 12\n"),
                                       {gpuRange(4), 2, Owner{20, 7}}, [](const Owner& o) {
