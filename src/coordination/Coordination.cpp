@@ -321,10 +321,18 @@ Liveness judge(const Record& record, const LivenessProbe& isRunningProbe, const 
     return record.lease && lease ? lease(*record.lease, record.leaseFile) : LeaseState::kMissing;
   };
   if (!otherNamespace && owner.startTime) {
-    // The pid and start time say it: the lease can only add to that.
+    // The pid and start time say it: the lease can only add to that. Its owner gone, a lease
+    // whose file someone removed may still be held by a process it started: fail closed.
     if (isRunningProbe(owner)) return Liveness::kRunning;
-    if (record.lease && leaseState() == LeaseState::kHeld) return Liveness::kLeaseHeld;
-    return Liveness::kGone;
+    if (!record.lease) return Liveness::kGone;
+    switch (leaseState()) {
+      case LeaseState::kHeld:
+        return Liveness::kLeaseHeld;
+      case LeaseState::kMissing:
+        return Liveness::kLeaseMissing;
+      case LeaseState::kFree:
+        return Liveness::kGone;
+    }
   }
   if (record.lease) {
     switch (leaseState()) {
@@ -351,9 +359,11 @@ std::string describeLiveness(const RecordStatus& status) {
     case Liveness::kUnjudgeable:
       return "other pid namespace";
     case Liveness::kLeaseMissing:
-      return "held: its lease file is missing and its pid cannot tell (" +
-             std::string(status.otherPidNamespace ? "another pid namespace"
-                                                  : "no start time recorded") +
+      return "held: its lease file is missing, and its pid cannot show that nothing it started "
+             "still holds the lease (" +
+             std::string(status.otherPidNamespace         ? "another pid namespace"
+                         : !status.record.owner.startTime ? "no start time recorded"
+                                                          : "its owner is gone") +
              "); `flink-gpu release` frees it";
     case Liveness::kGone:
       return "gone";

@@ -16,7 +16,8 @@
 //     start time: services started at boot in the same order get the same pids and start times.
 //   - A record of this pid namespace with a start time is held while its owner runs (that pid,
 //     not a zombie, with that start time), and also while its lease is held: a lease only adds
-//     liveness (a command that closed its descriptors still runs; a child it left holds on).
+//     liveness (a command that closed its descriptors still runs; a child it left holds on). Its
+//     owner gone, a lease file someone removed or replaced fails closed: a child may hold it.
 //   - What the pid cannot judge (another pid namespace, or no start time) the lease decides:
 //     held while it is held, gone once it is free, and held when its lease file is missing (fail
 //     closed: someone removed it) until `release`, a worker of its namespace, or a reboot.
@@ -173,7 +174,8 @@ enum class Liveness {
   kRunning,       ///< its owner, of this pid namespace, runs (by pid, and start time if recorded)
   kLeaseHeld,     ///< its lease is held, whatever its pid says
   kUnjudgeable,   ///< of another pid namespace, without a lease: cannot be judged, so held
-  kLeaseMissing,  ///< its pid cannot judge it and its lease file is missing: held (fail closed)
+  kLeaseMissing,  ///< its lease file is missing, and its pid cannot judge it or is gone: held
+                  ///< (fail closed: what the owner started may hold the lease)
   kGone,          ///< its owner is not running (by pid and start time, or its lease is free)
   kEarlierBoot,   ///< recorded in an earlier boot: gone, whatever its pid
 };

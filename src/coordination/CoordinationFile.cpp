@@ -64,35 +64,18 @@ std::string ownership(const fs::path& path) {
 
 bool isAccessError(int error) { return error == EACCES || error == EPERM || error == EROFS; }
 
+std::string lockId(std::uint64_t device, std::uint64_t inode) {
+  // /proc/locks' form: major:minor:inode, the numbers of the device in hex.
+  char id[64];
+  std::snprintf(id, sizeof id, "%02x:%02x:%llu", ::major(static_cast<dev_t>(device)),
+                ::minor(static_cast<dev_t>(device)), static_cast<unsigned long long>(inode));
+  return id;
+}
+
 /// The pid that holds a flock on (device, inode), from /proc/locks, if one does.
 std::optional<pid_t> lockHolder(std::uint64_t device, std::uint64_t inode) {
-  FileDescriptor fd(::open("/proc/locks", O_RDONLY | O_CLOEXEC));
-  if (!fd) return std::nullopt;
-  std::string text;
-  char buffer[8192];
-  ssize_t n;
-  while ((n = ::read(fd.get(), buffer, sizeof buffer)) > 0 && text.size() < (1 << 20)) {
-    text.append(buffer, static_cast<std::size_t>(n));
-  }
-  // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF": major:minor:inode, majors in hex.
-  char wanted[64];
-  std::snprintf(wanted, sizeof wanted, "%02x:%02x:%llu", ::major(static_cast<dev_t>(device)),
-                ::minor(static_cast<dev_t>(device)), static_cast<unsigned long long>(inode));
-  for (std::string_view line : strings::split(text, '\n')) {
-    const std::vector<std::string> fields = strings::splitWhitespace(line);
-    // A blocked waiter's line starts "1: -> FLOCK ...": skip those.
-    if (fields.size() >= 6 && fields[1] == "FLOCK" && fields[5] == wanted) {
-      pid_t pid = 0;
-      const auto [end, error] =
-          std::from_chars(fields[4].data(), fields[4].data() + fields[4].size(), pid);
-      // A holder of another pid namespace shows as -1 or 0.
-      if (error == std::errc() && end == fields[4].data() + fields[4].size() && pid > 0) {
-        return pid;
-      }
-      return std::nullopt;
-    }
-  }
-  return std::nullopt;
+  const std::optional<FlockTable> table = FlockTable::read();
+  return table ? table->holder(device, inode) : std::nullopt;
 }
 
 /// "process 1234", or "this process (pid 1234): another thread of it holds the lock …".
@@ -198,8 +181,46 @@ std::optional<pid_t> flockHolder(const fs::path& file) {
   return lockHolder(info.st_dev, info.st_ino);
 }
 
-std::optional<pid_t> flockHolder(std::uint64_t device, std::uint64_t inode) {
-  return lockHolder(device, inode);
+std::optional<FlockTable> FlockTable::read() {
+  FileDescriptor fd(::open("/proc/locks", O_RDONLY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  // Whole: a holder must not hide behind other users' locks. Bounded all the same.
+  std::string text;
+  char buffer[65536];
+  ssize_t n;
+  while ((n = ::read(fd.get(), buffer, sizeof buffer)) > 0) {
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > (std::size_t{64} << 20)) return std::nullopt;
+  }
+  if (n < 0) return std::nullopt;
+  FlockTable table;
+  for (std::string_view line : strings::split(text, '\n')) {
+    // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a blocked waiter's line starts
+    // "1: -> FLOCK ...": skipped, it holds nothing.
+    std::string_view rest = line;
+    strings::nextToken(rest);  // "1:"
+    if (strings::nextToken(rest) != "FLOCK") continue;
+    strings::nextToken(rest);  // ADVISORY
+    strings::nextToken(rest);  // WRITE / READ
+    const std::string_view pidText = strings::nextToken(rest);
+    const std::string_view id = strings::nextToken(rest);
+    pid_t pid = 0;
+    const auto [end, error] = std::from_chars(pidText.data(), pidText.data() + pidText.size(), pid);
+    // A holder that this pid namespace cannot see shows as -1 or 0: held all the same.
+    if (error != std::errc() || end != pidText.data() + pidText.size() || pid < 0) pid = 0;
+    table.holders_.emplace(std::string(id), pid);
+  }
+  return table;
+}
+
+bool FlockTable::held(std::uint64_t device, std::uint64_t inode) const {
+  return holders_.count(lockId(device, inode)) > 0;
+}
+
+std::optional<pid_t> FlockTable::holder(std::uint64_t device, std::uint64_t inode) const {
+  const auto it = holders_.find(lockId(device, inode));
+  if (it == holders_.end() || it->second <= 0) return std::nullopt;
+  return it->second;
 }
 
 void CoordinationFile::fail(const std::string& what, int error) const {

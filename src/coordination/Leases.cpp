@@ -210,8 +210,10 @@ LeaseState LeaseFolder::state(const std::string& name, const std::optional<Lease
   if (!isSafeName(name)) return LeaseState::kHeld;  // not a lease of ours: cannot be shown free
   // The file the lease was taken on no longer has the name: whoever holds it still holds it.
   const auto unnamed = [&] {
-    if (file && flockHolder(file->device, file->inode)) return LeaseState::kHeld;
-    return LeaseState::kMissing;
+    if (!file) return LeaseState::kMissing;
+    if (!flocks_) flocks_.emplace(FlockTable::read());
+    return *flocks_ && (*flocks_)->held(file->device, file->inode) ? LeaseState::kHeld
+                                                                   : LeaseState::kMissing;
   };
   if (!dir_ || !names_.count(name)) return unnamed();
   const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, *trust_);

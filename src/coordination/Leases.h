@@ -28,6 +28,7 @@
 #include <unordered_set>
 
 #include "coordination/CoordinationError.h"
+#include "coordination/CoordinationFile.h"
 #include "coordination/Siblings.h"
 #include "process/FileDescriptor.h"
 
@@ -117,8 +118,8 @@ class LeaseFolder {
   const std::unordered_set<std::string>& names() const noexcept { return names_; }
   /// The state of the lease `name`, taken on `file` where the record says. A name that is not a
   /// plain file name is held (it is no lease of ours and cannot be shown free). When the file at
-  /// the name is not `file` (removed, replaced), the kernel tells whether `file` is still held
-  /// (/proc/locks); where it does not say, the lease file is missing.
+  /// the name is not `file` (removed, replaced), it is held where /proc/locks lists a lock on
+  /// `file` (FlockTable), else missing: never free, since /proc/locks may leave its holder out.
   /// @throws CoordinationError for a lease file that fails the trust rules.
   LeaseState state(const std::string& name, const std::optional<LeaseFile>& file = std::nullopt);
   /// Whether state(name) found a lease file this user may not open (and so called it held).
@@ -134,6 +135,8 @@ class LeaseFolder {
   process::FileDescriptor dir_;
   std::unordered_set<std::string> names_;
   std::unordered_set<std::string> denied_;
+  /// /proc/locks, read at the first lease whose file has lost its name (nullopt inside: unread).
+  std::optional<std::optional<FlockTable>> flocks_;
 };
 
 /// The state of the lease `name` of coordination file `file`, judged against it.

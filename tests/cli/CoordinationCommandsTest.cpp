@@ -610,8 +610,17 @@ TEST_F(CoordinationCommandsTest, ALeaseStillHeldIsHeldWhenItsFileIsRemovedOrRepl
                                   coordinationFile(), "--", "true"});
     EXPECT_EQ(second.exitCode, 1) << (replace ? "replaced: " : "removed: ") << second;
   }
+  // status says why it is held: the kernel lists the child's lock (/proc/locks), or, where it
+  // leaves it out, the lease file is missing.
+  const CliRun status = runCli({"status", "--coordination-file", coordinationFile()});
+  EXPECT_TRUE(contains(status.out, "lease held by another process") ||
+              contains(status.out, "its lease file is missing"))
+      << status;
   ::kill(child, SIGKILL);
   EXPECT_EQ(flink::testing::waitUntilGone({child}, 10s), std::vector<pid_t>{});
+  // Nothing here can tell that the lease went with the child: held until an operator says.
+  ASSERT_EQ(runCli({"release", "--gpu", "0", "--coordination-file", coordinationFile()}).exitCode,
+            0);
   const CliRun after = runCli({"exec", "--amount", "1", "--gpus", "0", "--coordination-file",
                                coordinationFile(), "--", "true"});
   EXPECT_EQ(after.exitCode, 0) << after;

@@ -304,7 +304,10 @@ TEST(CoordinationLivenessTest, ARunningOwnerOfThisNamespaceHoldsWhateverItsLease
   const auto gone = [](const Owner&) { return false; };
   EXPECT_EQ(judge(record, gone, leasesAre(LeaseState::kHeld)), Liveness::kLeaseHeld);
   EXPECT_EQ(judge(record, gone, leasesAre(LeaseState::kFree)), Liveness::kGone);
-  EXPECT_EQ(judge(record, gone, leasesAre(LeaseState::kMissing)), Liveness::kGone);
+  // Its lease file removed (or replaced), a child it left may still hold the lease: held.
+  EXPECT_EQ(judge(record, gone, leasesAre(LeaseState::kMissing)), Liveness::kLeaseMissing);
+  // Without a lease, the pid alone.
+  EXPECT_EQ(judge(Record{"0", record.owner}, gone, leasesAre(LeaseState::kHeld)), Liveness::kGone);
 }
 
 TEST(CoordinationLivenessTest, WhatThePidCannotJudgeTheLeaseDecidesAndAMissingOneFailsClosed) {

@@ -77,7 +77,26 @@ TEST_F(LeasesTest, ALeaseNeverTakesAwayTheLivenessOfARunningOwner) {
   EXPECT_TRUE(readStatus(file()).records.at(0).running);
   ::kill(sleeper, SIGKILL);
   ::waitpid(sleeper, nullptr, 0);
-  // Gone, by its pid: taken back.
+  // Gone by its pid, but its lease files were removed: what it started might hold them still.
+  const Allocation b = allocate(file(), leased(2, Owner::of(::getpid())));
+  EXPECT_FALSE(b.satisfied);
+  EXPECT_EQ(b.failClosed.size(), 2u);
+  // An operator frees them (no --force: the owner is not known to run).
+  const Released released = releaseChecked(
+      file(), [](const Record&) { return true; }, /*force=*/false);
+  EXPECT_EQ(released.released.size(), 2u);
+  EXPECT_TRUE(allocate(file(), leased(2, Owner::of(::getpid()))).satisfied);
+}
+
+TEST_F(LeasesTest, AGoneOwnersFreeLeaseGivesItsGpuBack) {
+  const pid_t owner = ::fork();
+  if (owner == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  { ASSERT_TRUE(allocate(file(), leased(2, Owner::of(owner))).satisfied); }
+  ::kill(owner, SIGKILL);
+  ::waitpid(owner, nullptr, 0);
   const Allocation b = allocate(file(), leased(2, Owner::of(::getpid())));
   EXPECT_TRUE(b.satisfied);
   EXPECT_EQ(b.reclaimed.size(), 2u);
