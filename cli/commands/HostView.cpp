@@ -255,6 +255,11 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
   for (const coordination::RecordStatus& entry : status.records) {
     if (!entry.running) ++dead;
   }
+  family("flink_gpu_health_records_readable",
+         "Whether the health records could be read (0: flink_gpu_healthy and flink_gpu_drained "
+         "say nothing of drains and verdicts, and allocators hand out no GPU).");
+  text += std::string("flink_gpu_health_records_readable ") +
+          (view.healthError.empty() ? "1" : "0") + '\n';
   family("flink_gpu_coordination_records", "Records in the coordination file.");
   text += "flink_gpu_coordination_records " + std::to_string(status.records.size()) + '\n';
   family("flink_gpu_coordination_dead_owner_records",

@@ -194,6 +194,10 @@ void printJson(const std::string& file, const coordination::Status& status,
   document["limit_bytes"] = status.limitBytes;
   document["notes"] = status.notes;
   document["gpus"] = hostJson(host);
+  // The GPUs' health above says nothing of drains and verdicts when this is set.
+  document["health_records_error"] = host.healthError.empty()
+                                         ? nlohmann::ordered_json(nullptr)
+                                         : nlohmann::ordered_json(host.healthError);
   // Replace rather than throw on bytes that are not UTF-8 (a junk line may hold anything), and
   // ASCII only: JSON escapes C0 controls but not DEL or C1 ones, which a terminal may read as an
   // escape sequence.

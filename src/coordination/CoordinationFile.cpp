@@ -253,7 +253,7 @@ CoordinationFile CoordinationFile::openWith(CoordinationFile result,
                                             std::uint64_t maxBytes) {
   const fs::path file = result.path_;
   const std::string subject = result.what_ + " " + file.string();
-  const bool write = result.access_ == Access::kWrite;
+  const bool write = result.writes();
   const int lockType = write ? LOCK_EX : LOCK_SH;
   const auto deadline = std::chrono::steady_clock::now() + lockTimeout;
   result.maxBytes_ = maxBytes;
@@ -301,7 +301,7 @@ CoordinationFile CoordinationFile::openWith(CoordinationFile result,
       return result;
     }
 
-    while (::flock(fd.get(), lockType | LOCK_NB) != 0) {
+    while (result.access_ != Access::kWriteUnlocked && ::flock(fd.get(), lockType | LOCK_NB) != 0) {
       if (errno == EINTR) continue;
       if (errno == ENOLCK || isAccessError(errno)) {
         failAccess(subject, file, file, "cannot lock it", errno);
@@ -365,19 +365,10 @@ void CoordinationFile::readWithoutLock(const struct stat& opened) {
     }
     return readAll(fd_.get(), static_cast<std::uint64_t>(now.st_size), subject, "it");
   };
-  // Writers hold the lock for microseconds; a reader (anyone who may read the file may flock
-  // it) could hold it for ever. Where it is free, take it for the read; else read the journal
-  // and the file twice: a writer changes the journal before and after the file, so two rounds
-  // that agree saw no change in between, and a sealed journal among them is rolled back.
+  // No lock at all (anyone who may read a file may hold its lock for ever): the journal and the
+  // file read twice. A writer changes the journal before and after the file, so two rounds that
+  // agree saw no change in between, and a sealed journal among them is rolled back.
   for (int attempt = 0; attempt < 200; ++attempt) {
-    if (::flock(fd_.get(), LOCK_SH | LOCK_NB) == 0) {
-      text_ = readText();
-      JournalRead journal = readJournal();
-      (void)::flock(fd_.get(), LOCK_UN);
-      recover(std::move(journal));
-      return;
-    }
-    if (errno != EWOULDBLOCK && errno != EINTR) fail("cannot lock it", errno);
     JournalRead first = readJournal();
     std::string text = readText();
     JournalRead second = readJournal();
@@ -394,7 +385,7 @@ void CoordinationFile::readWithoutLock(const struct stat& opened) {
 FileDescriptor CoordinationFile::openJournal(bool create) {
   const fs::path journal = journalPathOf(path_);
   const std::string subject = what_ + " " + path_.string();
-  const bool write = access_ == Access::kWrite;
+  const bool write = writes();
   FileDescriptor fd(
       openSiblingNoFollow(journal, write ? O_RDWR : O_RDONLY, create, trust_, readers_));
   if (!fd) {
@@ -462,7 +453,7 @@ void CoordinationFile::recover(JournalRead journal) {
     note = "rolled back a change that its writer did not finish (it was killed)";
   }
 
-  if (access_ != Access::kWrite) {
+  if (!writes()) {
     // Readers only look: the next writer puts the file back.
     if (before) {
       text_ = std::move(*before);
@@ -528,7 +519,7 @@ bool CoordinationFile::changedUnderLock() const {
 }
 
 void CoordinationFile::replace(const std::string& text) {
-  if (access_ != Access::kWrite) fail("internal error: replace() on a file opened to read");
+  if (!writes()) fail("internal error: replace() on a file opened to read");
   if (text == text_) return;
   if (text.size() > maxBytes_ && text.size() > text_.size()) {
     fail("refusing to grow it to " + std::to_string(text.size()) + " bytes, past the most a " +

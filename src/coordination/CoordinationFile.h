@@ -81,10 +81,13 @@ class CoordinationFile {
     kRead,      ///< A shared lock; never writes, never creates (status).
     kWrite,     ///< An exclusive lock; creates the file (mode 0666 less the umask, as a shell
                 ///< redirect does) and rolls back a change that was cut short.
-    kSnapshot,  ///< No waiting on a lock that any reader could hold: the shared lock where it is
-                ///< free at once, else two reads of the file and its journal that agree. Never
-                ///< writes, never creates; a change cut short is rolled back in memory. For what
-                ///< an allocator must read without being stalled (the health records).
+    kSnapshot,  ///< No lock at all (any reader could hold one): two reads of the file and its
+                ///< journal that agree. Never writes, never creates; a change cut short is rolled
+                ///< back in memory. For what an allocator must read without being stalled (the
+                ///< health records), written under kWriteUnlocked.
+    kWriteUnlocked,  ///< As kWrite, without the file's own lock: the caller serializes the
+                     ///< writers with a lock of its own, which readers cannot take (the health
+                     ///< records' writers' lock, health/HealthRecords.h).
   };
 
   /// Opens the coordination file `file` without following a symlink at its last component,
@@ -110,6 +113,7 @@ class CoordinationFile {
                                       SiblingReaders readers = SiblingReaders::kAsTheFile);
 
   bool exists() const { return fd_.valid(); }
+  bool writes() const { return access_ == Access::kWrite || access_ == Access::kWriteUnlocked; }
   const std::filesystem::path& path() const { return path_; }
   /// The file's permission bits (what files made beside it get).
   mode_t mode() const { return mode_; }

@@ -2,17 +2,24 @@
 // HealthRecords.h).
 #include "health/HealthRecords.h"
 
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "coordination/CoordinationFile.h"
+#include "coordination/Siblings.h"
+#include "process/FileDescriptor.h"
 #include "util/Strings.h"
 
 namespace flink::health {
@@ -218,16 +225,71 @@ HealthFile readHealth(const std::filesystem::path& coordinationFile) {
   return fileOf(path, file);
 }
 
+namespace {
+
+/// Takes the health records' writers' lock, `<coordination file>.health.lock`: a file that only
+/// those who may write the records can open (and so lock), never written. Readers take no lock
+/// at all (readHealth), so a reader can stall neither the writers nor the allocators.
+/// @throws coordination::CoordinationError naming the lock and the cause.
+process::FileDescriptor lockWriters(const std::filesystem::path& coordinationFile,
+                                    const coordination::SiblingTrust& trust) {
+  std::filesystem::path path = healthPathOf(coordinationFile);
+  path += ".lock";
+  const std::string what =
+      std::string(kWhat) + " " + healthPathOf(coordinationFile).string() + ": their writers' lock";
+  coordination::OpenedSibling opened;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    opened = coordination::openSiblingAt(AT_FDCWD, path, O_RDONLY);
+    if (opened.fd || opened.error != ENOENT) break;
+    process::FileDescriptor made = coordination::createSiblingAt(
+        AT_FDCWD, path, O_RDONLY, trust, coordination::SiblingReaders::kWritersOnly);
+    if (!made && errno == EEXIST) continue;
+    if (!made) {
+      throw coordination::CoordinationError(what + " " + path.string() +
+                                            ": cannot create it: " + std::strerror(errno));
+    }
+    opened.fd = std::move(made);
+    if (::fstat(opened.fd.get(), &opened.info) != 0) opened.error = errno;
+    break;
+  }
+  if (!opened.fd) {
+    throw coordination::CoordinationError(
+        what + " " + path.string() + ": " +
+        (opened.error == ELOOP ? std::string("refusing to use it: it is a symbolic link")
+                               : "cannot open it: " + std::string(std::strerror(opened.error))));
+  }
+  coordination::checkSibling(what, path, opened.info, trust, coordination::SiblingKind::kFile);
+  const auto deadline = std::chrono::steady_clock::now() + coordination::kDefaultLockTimeout;
+  while (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    if (error == EINTR) continue;
+    if (error != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) {
+      const std::optional<pid_t> holder = coordination::flockHolder(path);
+      throw coordination::CoordinationError(
+          what + " " + path.string() + ": " +
+          (error == EWOULDBLOCK
+               ? "still held by " +
+                     (holder ? "process " + std::to_string(*holder)
+                             : std::string("another process")) +
+                     " after " + std::to_string(coordination::kDefaultLockTimeout.count()) + " ms"
+               : "cannot lock it: " + std::string(std::strerror(error))));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return std::move(opened.fd);
+}
+
+}  // namespace
+
 HealthFile updateHealth(const std::filesystem::path& coordinationFile,
                         const std::function<void(std::vector<HealthRecord>&)>& change) {
   const std::filesystem::path path = healthPathOf(coordinationFile);
+  const coordination::SiblingTrust trust = coordination::SiblingTrust::ofPath(coordinationFile);
+  const process::FileDescriptor writers = lockWriters(coordinationFile, trust);
   for (int attempt = 1;; ++attempt) {
-    // Readable only by who may write it: a reader who holds its lock would stall the writers
-    // (watch recording a verdict) while allocators hand the GPU out.
     coordination::CoordinationFile file = coordination::CoordinationFile::openSibling(
-        path, kWhat, coordination::SiblingTrust::ofPath(coordinationFile),
-        coordination::CoordinationFile::Access::kWrite, coordination::kDefaultLockTimeout,
-        coordination::kMaxCoordinationFileBytes, coordination::SiblingReaders::kWritersOnly);
+        path, kWhat, trust, coordination::CoordinationFile::Access::kWriteUnlocked,
+        coordination::kDefaultLockTimeout);
     HealthFile health = fileOf(path, file);
     change(health.parsed.records);
     file.replace(formatHealth(health.parsed));

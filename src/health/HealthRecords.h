@@ -98,9 +98,11 @@ struct HealthFile {
 /// (a symlink, not a regular file, a file that fails the trust rules, too big, unreadable).
 HealthFile readHealth(const std::filesystem::path& coordinationFile);
 
-/// Changes the records of the health file beside `coordinationFile` under its exclusive lock
-/// (creating it): `change` gets the records and edits them; junk lines stay. Returns the file
-/// after the change. @throws coordination::CoordinationError as CoordinationFile does.
+/// Changes the records of the health file beside `coordinationFile` (creating it) under the
+/// writers' lock `<file>.health.lock`, a file only those who may write the records can open:
+/// `change` gets the records and edits them; junk lines stay. Returns the file after the change.
+/// Readers take no lock, so none can stall a writer (watch recording a verdict).
+/// @throws coordination::CoordinationError as CoordinationFile does, naming the health records.
 HealthFile updateHealth(const std::filesystem::path& coordinationFile,
                         const std::function<void(std::vector<HealthRecord>&)>& change);
 

@@ -138,8 +138,9 @@ TEST_F(CoordinationCommandsTest, StatusOfAMissingFileSaysNoGpuIsHeld) {
   const CliRun json =
       runCli({"status", "--coordination-file", coordinationFile(), "--format", "json"});
   EXPECT_EQ(json.exitCode, 0) << json;
-  EXPECT_EQ(withoutFileSize(json.out), "{\"coordination_file\":\"" + coordinationFile() +
-                                           "\",\"records\":[],\"junk\":[],\"gpus\":[]}\n")
+  EXPECT_EQ(withoutFileSize(json.out),
+            "{\"coordination_file\":\"" + coordinationFile() +
+                "\",\"records\":[],\"junk\":[],\"gpus\":[],\"health_records_error\":null}\n")
       << json;
 }
 

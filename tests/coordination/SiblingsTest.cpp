@@ -300,13 +300,15 @@ TEST_F(PlantedSiblingsTest, HealthRecordsAreReadWithoutWaitingOnALockAnyReaderMa
   EXPECT_EQ(read.parsed.records[0].gpu, "1");
 }
 
-TEST_F(PlantedSiblingsTest, TheHealthRecordsAreReadableOnlyByWhoMayWriteThem) {
-  // A reader could hold their lock to stall watch's verdicts: only writers may open them.
-  for (const auto& [fileMode, expected] :
+TEST_F(PlantedSiblingsTest, OnlyWhoMayWriteTheHealthRecordsCanTakeTheirWritersLock) {
+  // Readers take no lock, and the writers' lock is readable only where writable: no reader can
+  // stall watch's verdicts by holding a lock; everyone may still read the records.
+  for (const auto& [fileMode, lockMode] :
        {std::pair{0644u, 0600u}, std::pair{0664u, 0660u}, std::pair{0666u, 0666u}}) {
     std::error_code ignored;
-    fs::remove(health::healthPathOf(file()), ignored);
-    fs::remove(journalPathOf(health::healthPathOf(file())), ignored);
+    for (const char* suffix : {".health", ".health.journal", ".health.lock"}) {
+      fs::remove(file().string() + suffix, ignored);
+    }
     makeFile();
     fs::permissions(file(), fs::perms(fileMode));
     health::updateHealth(file(), [](std::vector<health::HealthRecord>& records) {
@@ -316,11 +318,17 @@ TEST_F(PlantedSiblingsTest, TheHealthRecordsAreReadableOnlyByWhoMayWriteThem) {
       records.push_back(drained);
     });
     struct stat info {};
+    ASSERT_EQ(::stat((file().string() + ".health.lock").c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 07777, lockMode) << std::oct << fileMode;
     ASSERT_EQ(::stat(health::healthPathOf(file()).c_str(), &info), 0);
-    EXPECT_EQ(info.st_mode & 07777, expected) << std::oct << fileMode;
-    ASSERT_EQ(::stat(journalPathOf(health::healthPathOf(file())).c_str(), &info), 0);
-    EXPECT_EQ(info.st_mode & 07777, expected) << std::oct << fileMode;
+    EXPECT_EQ(info.st_mode & 07777, fileMode) << std::oct << fileMode;
   }
+  // A reader holding the records' own lock stalls no writer.
+  const process::FileDescriptor reader(
+      ::open(health::healthPathOf(file()).c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_EQ(::flock(reader.get(), LOCK_EX), 0);
+  health::updateHealth(file(), [](std::vector<health::HealthRecord>& records) { records.clear(); });
+  EXPECT_TRUE(health::readHealth(file()).parsed.records.empty());
 }
 
 TEST_F(PlantedSiblingsTest, HealthRecordsThatFailTheRulesAreAnErrorNamingThem) {
