@@ -47,6 +47,38 @@ struct ProcStat {
   std::optional<std::uint64_t> startTime;
 };
 
+/// This process's time namespace's boot-time offset (/proc/self/timens_offsets, Linux 5.6), in
+/// clock ticks (field 22 of /proc/<pid>/stat counts them); 0 where there is none.
+std::int64_t boottimeOffsetTicks() {
+  static const std::int64_t offset = []() -> std::int64_t {
+    FileDescriptor fd(::open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC));
+    if (!fd) return 0;
+    char buffer[256];
+    const ssize_t size = ::read(fd.get(), buffer, sizeof buffer);
+    if (size <= 0) return 0;
+    // "monotonic <seconds> <nanoseconds>\nboottime <seconds> <nanoseconds>\n"
+    const std::string_view text(buffer, static_cast<std::size_t>(size));
+    const std::size_t at = text.find("boottime");
+    if (at == std::string_view::npos) return 0;
+    std::string_view rest = text.substr(at + 8);
+    std::int64_t seconds = 0;
+    std::int64_t nanoseconds = 0;
+    const std::string_view secondsText = strings::nextToken(rest);
+    const std::string_view nanosecondsText = strings::nextToken(rest);
+    if (std::from_chars(secondsText.data(), secondsText.data() + secondsText.size(), seconds).ec !=
+            std::errc() ||
+        std::from_chars(nanosecondsText.data(), nanosecondsText.data() + nanosecondsText.size(),
+                        nanoseconds)
+                .ec != std::errc()) {
+      return 0;
+    }
+    const long ticks = ::sysconf(_SC_CLK_TCK);
+    const std::int64_t perSecond = ticks > 0 ? ticks : 100;
+    return seconds * perSecond + nanoseconds * perSecond / 1000000000;
+  }();
+  return offset;
+}
+
 /// /proc/<pid>/stat read, or nullopt when it cannot be. The fields after the command name, which
 /// is in parentheses and may itself hold spaces and parentheses, are split in place. Read with
 /// plain open/read: this runs in every discovery, and iostreams' set-up costs more than the read.
@@ -77,6 +109,12 @@ std::optional<ProcStat> readProcStat(pid_t pid) {
   if (!field.empty()) {
     stat.hasStartTime = true;
     stat.startTime = parseDecimal<std::uint64_t>(field);
+    // The kernel adds the reader's time namespace's boot-time offset: taken away, every reader
+    // of the host (a container in a time namespace of its own too) sees one start time.
+    if (stat.startTime) {
+      stat.startTime = static_cast<std::uint64_t>(static_cast<std::int64_t>(*stat.startTime) -
+                                                  boottimeOffsetTicks());
+    }
   }
   return stat;
 }
@@ -968,7 +1006,8 @@ std::vector<Record> release(const fs::path& file,
                             const std::function<bool(const Record&)>& predicate,
                             std::chrono::milliseconds lockTimeout) {
   if (!fileExists(file)) return {};
-  return changeFile(file, lockTimeout, kMaxCoordinationFileBytes,
+  // A file grown past its limit by records alone is repaired by releasing some.
+  return changeFile(file, lockTimeout, kMaxRepairableFileBytes,
                     [&](CoordinationFile& opened, bool) {
                       const ParsedRecords parsed = parseRecords(opened.text());
                       std::vector<LineSpan> blank;
@@ -986,7 +1025,7 @@ std::vector<Record> release(const fs::path& file,
 Released releaseChecked(const fs::path& file, const std::function<bool(const Record&)>& predicate,
                         bool force, std::chrono::milliseconds lockTimeout) {
   if (!fileExists(file)) return {};
-  return changeFile(file, lockTimeout, kMaxCoordinationFileBytes,
+  return changeFile(file, lockTimeout, kMaxRepairableFileBytes,
                     [&](CoordinationFile& opened, bool) {
                       const ParsedRecords parsed = parseRecords(opened.text());
                       LeaseFolder folder = LeaseFolder::open(file, opened.trust());

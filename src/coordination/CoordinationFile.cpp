@@ -329,7 +329,8 @@ CoordinationFile CoordinationFile::openWith(CoordinationFile result,
                     std::to_string(maxBytes) + ")" +
                     (result.sibling_ ? std::string()
                                      : std::string("; `flink-gpu release --junk` removes the "
-                                                   "lines that are not records")));
+                                                   "lines that are not records, and `release "
+                                                   "--owner` or `--gpu` records of gone owners")));
       }
       result.fd_ = std::move(fd);
       result.device_ = locked.st_dev;

@@ -172,7 +172,12 @@ std::optional<std::string> SiblingTrust::distrust(const struct stat& sibling,
     }
   }
   const std::string coordination = anchored_ ? "the coordination file" : "a file of this user";
-  if (sibling.st_uid != ::geteuid() && !mayWrite(sibling.st_uid)) {
+  // A file of the coordination file's group, which that group may write, was made by a member
+  // (or in a setgid folder of that group): a member's, even one whose groups the name service
+  // does not list (given at run time: systemd's SupplementaryGroups=, a pod's
+  // supplementalGroups).
+  const bool groupMade = sibling.st_gid == group_ && (mode_ & S_IWGRP);
+  if (sibling.st_uid != ::geteuid() && !groupMade && !mayWrite(sibling.st_uid)) {
     return "its owner " + userName(sibling.st_uid) + " may not write " + coordination;
   }
   const bool anyoneMayWrite = mode_ & S_IWOTH;

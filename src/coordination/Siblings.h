@@ -9,7 +9,7 @@
 //     a symlink at its last component;
 //   - owned by root, by the coordination file's owner, by this user, or by a user who may write
 //     the coordination file (a member of its group when it is group-writable; anyone when it is
-//     world-writable);
+//     world-writable), or of the coordination file's group when that group may write it;
 //   - writable by no one the coordination file keeps out: by its group only when it is the
 //     coordination file's group and that group may write the file (or anyone may), by others
 //     only when anyone may write the file;

@@ -63,7 +63,11 @@ start_owner; live=$owner_pid
 ours "$file" 1 "$live" 0,1
 # A dead owner's GPU whose number is how the live pid ends: Flink's `sed "/<gpu> /d"` would
 # have matched our old `0 <pid> <start time>` line there.
-gpu=$((live % 1000))
+# (Not GPU 0 or 1, which the case itself hands out: a longer ending where the pid ends in 000 or 001.)
+for modulus in 1000 10000 100000 1000000 10000000; do
+    gpu=$((live % modulus))
+    ((gpu >= 2)) && break
+done
 dead=$(sh -c 'echo $$')
 echo "$gpu $dead" >> "$file"
 start_owner
@@ -307,6 +311,23 @@ else
     done
     expect "and comes back the moment that namespace is gone" "got '$out' ($rc)" \
         "$([[ $rc -eq 0 && $out == 0,1 ]]; echo $?)"
+fi
+
+# --- a time namespace of its own ------------------------------------------------------------
+
+if [[ $(id -u) -ne 0 ]] || ! unshare --time --boottime 86400 true 2> /dev/null; then
+    skip "a worker in a time namespace of its own" "needs root and unshare --time"
+else
+    # /proc/<pid>/stat counts start times from boot as the reader's time namespace has it: a
+    # record made in one whose boot-time offset is a day must still name its running owner here.
+    file=$work/time-namespace
+    start_owner
+    unshare --time --boottime 86400 "$program" 1 --gpus 0,1 --enable-coordination-mode \
+        --coordination-file "$file" --owner-pid "$owner_pid" > /dev/null 2> "$work/err"
+    start_owner
+    ours "$file" 2 "$owner_pid" 0,1
+    expect "a record made in a time namespace of its own names its running owner here" \
+        "got '$out' ($rc); file: $(tr '\t' ' ' < "$file")" "$([[ $rc -eq 1 ]]; echo $?)"
 fi
 
 echo "$passed passed, $failed failed"
