@@ -158,6 +158,7 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
     view.gpu = units[i].identifier;
     view.uuid = units[i].uuid;
     view.isMigInstance = units[i].isMigInstance();
+    if (units[i].mig) view.parent = std::to_string(units[i].mig->parentIndex);
     view.problems = verdicts[i];
     for (const health::GpuProbe& gpu : host.probe.gpus) {
       if (!view.isMigInstance && std::to_string(gpu.index) == view.gpu) {
@@ -188,6 +189,20 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
                  : held           ? "held"
                                   : "free";
   }
+  // Free, but its hardware is in use: a GPU one of whose MIG instances is held, an instance
+  // whose GPU is held whole. No allocator hands it out.
+  for (GpuView& view : host.gpus) {
+    if (view.state != "free") continue;
+    for (const GpuView& other : host.gpus) {
+      if (other.state != "held") continue;
+      if (!view.isMigInstance && other.isMigInstance && other.parent == view.gpu) {
+        view.busyBecause.push_back("its MIG instance " + other.gpu + " is held");
+      } else if (view.isMigInstance && !other.isMigInstance && view.parent == other.gpu) {
+        view.busyBecause.push_back("its GPU " + other.gpu + " is held whole");
+      }
+    }
+    if (!view.busyBecause.empty()) view.state = "busy";
+  }
   return host;
 }
 
@@ -200,6 +215,7 @@ std::string describeView(const GpuView& view) {
                     coordination::describeLiveness(holder) + ")");
   }
   if (view.heldByLease) parts.push_back("held by a lease of another process, without a record");
+  parts.insert(parts.end(), view.busyBecause.begin(), view.busyBecause.end());
   std::string text;
   for (const std::string& part : parts) text += (text.empty() ? "" : "; ") + part;
   return text;

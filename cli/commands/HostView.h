@@ -20,8 +20,8 @@ namespace flink::cli {
 struct GpuView {
   std::string gpu;
   std::optional<std::string> uuid;
-  /// "free", "held", "unhealthy" (lost included) or "drained": the first that applies of
-  /// unhealthy, drained, held, free.
+  /// "free", "held", "busy", "unhealthy" (lost included) or "drained": the first that applies
+  /// of unhealthy, drained, held, busy (a unit that shares its hardware is held), free.
   std::string state = "free";
   /// The records that hold it.
   std::vector<coordination::RecordStatus> holders;
@@ -32,6 +32,11 @@ struct GpuView {
   /// nvmlDeviceGetPersistenceMode, where NVML tells (whole GPUs).
   std::optional<bool> persistenceMode;
   bool isMigInstance = false;
+  /// For a MIG instance, its GPU's index.
+  std::optional<std::string> parent;
+  /// Free of holders, but sharing hardware with a unit that is held (a GPU's MIG instance, an
+  /// instance's GPU held whole): state "busy", and why, one line each.
+  std::vector<std::string> busyBecause;
 
   bool healthy() const;
   bool drained() const;

@@ -192,6 +192,16 @@ TEST_F(MigCoordinationCliTest, ExecGivesTwoInstancesOfOneGpuToTwoOwners) {
                                                  std::string(kMigB) + " " + second->pidText()}));
   EXPECT_EQ(flink::testing::readFile(dir_ / "holder.log"), "");  // one instance: no warning
 
+  // status says GPU 1 is busy, not free.
+  const CliRun status = runCli({"status", "--coordination-file", file()}, environment());
+  EXPECT_TRUE(contains(status.out, std::string("its MIG instance ") + kMigA + " is held"))
+      << status;
+  bool busy = false;
+  for (const std::string& line : flink::testing::linesOf(status.out)) {
+    busy = busy || (line.starts_with("1 ") && contains(line, " busy "));
+  }
+  EXPECT_TRUE(busy) << status;
+
   // Their GPU is busy twice over: only GPU 0 is left whole.
   const CliRun whole = exec({"-n", "2"});
   EXPECT_EQ(whole.exitCode, 1) << whole;
