@@ -63,8 +63,11 @@ TEST(SiblingTrustTest, WhoMayWriteTheCoordinationFileMayMakeWhatIsBesideIt) {
   EXPECT_EQ(trust.distrust(fileOf(::geteuid(), 4242, 0660), SiblingKind::kFile), std::nullopt);
   // Made by a user who may not write the coordination file.
   if (::geteuid() != kNobody) {
-    EXPECT_THAT(trust.distrust(fileOf(kNobody, 4242, 0644), SiblingKind::kFile).value_or(""),
+    EXPECT_THAT(trust.distrust(fileOf(kNobody, kNogroup, 0644), SiblingKind::kFile).value_or(""),
                 HasSubstr("its owner nobody may not write the coordination file"));
+    // Of the coordination file's group, which may write it: only a member (whatever groups the
+    // name service lists for it) or a setgid folder of that group gives a file that group.
+    EXPECT_EQ(trust.distrust(fileOf(kNobody, 4242, 0644), SiblingKind::kFile), std::nullopt);
   }
   // Writable by whom the coordination file keeps out.
   EXPECT_THAT(trust.distrust(fileOf(0, 4242, 0666), SiblingKind::kFile).value_or(""),
