@@ -70,10 +70,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       return 0;
     }
     check(!output.resourceName);
-    const std::string_view firstLine = text.substr(0, text.find('\n'));
+    // Canonical identifiers: indices without leading zeros, UUIDs' hex digits in lower case.
+    const std::string firstLine = flink::strings::toLower(text.substr(0, text.find('\n')));
     for (const std::string& id : output.identifiers) {
-      // Canonical indices may drop leading zeros, so look for UUIDs only.
-      if (!(id[0] >= '0' && id[0] <= '9')) check(firstLine.find(id) != std::string_view::npos);
+      // Indices may drop leading zeros, so look for UUIDs only.
+      if (!(id[0] >= '0' && id[0] <= '9')) {
+        check(firstLine.find(flink::strings::toLower(id)) != std::string::npos);
+      }
     }
   } catch (const flink::FlinkException&) {
     // Rejected input is a valid outcome.
