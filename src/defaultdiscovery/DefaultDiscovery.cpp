@@ -1,6 +1,9 @@
 // The default discovery's two steps. See DefaultDiscovery.h.
 #include "defaultdiscovery/DefaultDiscovery.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -8,10 +11,12 @@
 #include <unordered_set>
 #include <utility>
 
+#include "device/DeviceIdentifiers.h"
 #include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
 #include "discovery/NvmlTopology.h"
 #include "nvml/Nvml.h"
+#include "process/FileDescriptor.h"
 #include "util/Strings.h"
 
 namespace flink::defaultdiscovery {
@@ -41,17 +46,55 @@ std::vector<std::string> withoutDuplicates(std::vector<std::string> gpus, Report
 
 /// The placement rule over `host`'s topology, for coordination::AllocationRequest::choose; empty
 /// when units go by index (asked for, or nothing known of how they are connected).
+/// `readsTopology`: whether the chooser may read the topology itself (plain mode); under the
+/// coordination file's lock it uses only a topology read before (nothing slow under the lock),
+/// and without one takes the first free units.
 std::function<std::vector<std::string>(const std::vector<std::string>&, std::size_t)> chooserFor(
-    const HostUnits& host, placement::Policy policy) {
+    const HostUnits& host, placement::Policy policy, bool readsTopology = true) {
   if (policy != placement::Policy::kTopology || !host.topologyWanted) return {};
-  return [&host](const std::vector<std::string>& free,
-                 std::size_t amount) -> std::vector<std::string> {
+  return [&host, readsTopology](const std::vector<std::string>& free,
+                                std::size_t amount) -> std::vector<std::string> {
     // No choice to make: no topology to read.
     if (free.size() <= amount) return free;
+    if (!readsTopology && !host.topologyRead) return {};  // the first free ones
     const std::optional<placement::Topology>& topology = host.topology();
     if (!topology || !topology->anythingKnown()) return {};  // the first free ones
     return placement::choose(*topology, free, amount);
   };
+}
+
+/// How many of `units` no record of the coordination file names, read without its lock: a hint
+/// only (the free set is decided under the lock), to read the topology before the lock where the
+/// placement will likely have a choice, and not where every GPU but the one asked for is held.
+std::size_t unitsNoRecordNames(const HostUnits& host, const std::vector<std::string>& units,
+                               const std::filesystem::path& file) {
+  process::FileDescriptor fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) return units.size();
+  std::string text;
+  char buffer[65536];
+  ssize_t n;
+  while ((n = ::read(fd.get(), buffer, sizeof buffer)) > 0 &&
+         text.size() <= coordination::kMaxCoordinationFileBytes) {
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  std::unordered_set<std::string> named;
+  for (const coordination::Record& record : coordination::parseRecords(text).records) {
+    named.insert(device::canonicalDeviceIdentifier(record.gpu));
+    if (record.uuid) named.insert(device::canonicalDeviceIdentifier(*record.uuid));
+  }
+  std::unordered_map<std::string, std::string> uuidOf;
+  for (const discovery::GpuDevice& device : host.devices) {
+    if (device.uuid) uuidOf.emplace(device.identifier, *device.uuid);
+  }
+  std::size_t unnamed = 0;
+  for (const std::string& unit : units) {
+    const auto uuid = uuidOf.find(unit);
+    const bool recorded =
+        named.count(unit) ||
+        (uuid != uuidOf.end() && named.count(device::canonicalDeviceIdentifier(uuid->second)));
+    if (!recorded) ++unnamed;
+  }
+  return unnamed;
 }
 
 /// Why a coordinated request fell short: the cause, with each holder among the details.
@@ -109,7 +152,7 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
                                                     discovery::relatedUnits(host.devices),
                                                     discovery::uuidsByIdentifier(host.devices)};
   allocationRequest.lease = request.lease;
-  allocationRequest.choose = chooserFor(host, request.placement);
+  allocationRequest.choose = chooserFor(host, request.placement, /*readsTopology=*/false);
 
   coordination::Allocation allocation;
   try {
@@ -288,7 +331,9 @@ Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& rep
   // Nothing slow under the lock: where the placement may have a choice to make, its topology
   // (NVML queries that grow with the square of the GPUs) is read now, and a GPU it finds lost
   // is left out.
-  if (chooserFor(host, request.placement) && host.gpus.size() > request.amount) {
+  if (chooserFor(host, request.placement) && host.gpus.size() > request.amount &&
+      (!request.coordination ||
+       unitsNoRecordNames(host, host.gpus, request.coordinationFile) != request.amount)) {
     (void)host.topology();
   }
   const std::vector<std::string> units = unitsNotLost(host, report);
