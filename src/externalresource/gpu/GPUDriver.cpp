@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -213,8 +214,10 @@ struct InProcessAnswer {
   std::vector<coordination::Lease> leases;
 };
 
+/// What is left until `deadline`, rounded up: a wait given it inside the run never ends before
+/// the driver's own, so a run that ran out of time is always told as a time-out.
 std::chrono::milliseconds remainingUntil(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
   return std::max(left, std::chrono::milliseconds(1));
 }
 
