@@ -97,7 +97,10 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
     for (const std::string& note : e.report().notes) printDiscoveryNote(note);
     if (enumeration)
       printHint("on a host without NVIDIA tools, list its GPUs yourself: --gpus 0,1");
-    exitCode = kDiscoveryFailed;
+    // --gpus naming a GPU twice or ambiguously is the command line's fault.
+    exitCode = e.stage() == defaultdiscovery::DiscoveryFailure::Stage::kArguments
+                   ? kUsageError
+                   : kDiscoveryFailed;
     return std::nullopt;
   }
 }
@@ -109,12 +112,7 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
 std::optional<std::vector<std::string>> visibleDevicesFor(const ExecOptions& options,
                                                           const HostUnits& host,
                                                           const std::vector<std::string>& granted) {
-  if (host.masked) {
-    std::vector<std::string> entries;
-    for (const std::string& gpu : granted) entries.push_back(host.masked->entryOf(gpu));
-    return entries;
-  }
-  if (options.visibleDevices != "uuid") return granted;
+  if (host.masked || options.visibleDevices != "uuid") return host.answerFor(granted);
   std::vector<std::string> uuids;
   for (const std::string& gpu : granted) {
     if (gpu.starts_with("GPU-") || gpu.starts_with("MIG-")) {

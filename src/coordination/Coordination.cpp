@@ -417,6 +417,9 @@ bool recordNames(const Record& record, const std::string& unit,
     return a == b || device::canonicalDeviceIdentifier(a) == device::canonicalDeviceIdentifier(b);
   };
   if (uuid && record.uuid) return same(*record.uuid, *uuid);
+  // A unit known only by its UUID (--gpus where NVML does not answer): a record by index
+  // that says its UUID names it by that.
+  if (record.uuid && device::isUuid(unit)) return same(*record.uuid, unit);
   if (device::isUuid(record.gpu))
     return same(record.gpu, unit) || (uuid && same(record.gpu, *uuid));
   return same(record.gpu, unit);

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
@@ -14,6 +16,7 @@
 #include "device/DeviceIdentifiers.h"
 #include "discovery/HostGpus.h"
 #include "discovery/NvidiaSmi.h"
+#include "discovery/NvmlEnumerator.h"
 #include "discovery/NvmlTopology.h"
 #include "nvml/Nvml.h"
 #include "process/FileDescriptor.h"
@@ -207,12 +210,79 @@ const std::optional<placement::Topology>& HostUnits::topology() const {
 }
 
 std::vector<std::string> HostUnits::answerFor(const std::vector<std::string>& granted) const {
-  if (!masked) return granted;
+  if (!masked && listedAs.empty()) return granted;
   std::vector<std::string> entries;
   entries.reserve(granted.size());
-  for (const std::string& gpu : granted) entries.push_back(masked->entryOf(gpu));
+  for (const std::string& gpu : granted) {
+    if (masked) {
+      entries.push_back(masked->entryOf(gpu));
+    } else {
+      const auto listed = listedAs.find(gpu);
+      entries.push_back(listed == listedAs.end() ? gpu : listed->second);
+    }
+  }
   return entries;
 }
+
+namespace {
+
+/// The --gpus entries as the host's devices, where NVML lists the host's GPUs: each entry that
+/// names one of them (an index, NVML's; a whole or MIG UUID, or a prefix only one has) becomes
+/// that device, known by its host identifier and UUID; `listed` keeps the entry as written. An
+/// entry naming nothing of NVML's stays as it is. `devices` becomes NVML's devices (for the
+/// UUIDs and MIG relations) and the entries that named none.
+/// @throws DiscoveryFailure (kArguments) for an entry several GPUs' UUIDs begin with, and for
+///         two entries naming one GPU (say by index and by UUID): handed out as two, one GPU
+///         would go to two workers.
+std::vector<discovery::GpuDevice> resolveListed(
+    std::vector<discovery::GpuDevice>& devices, std::vector<discovery::GpuDevice> host,
+    std::unordered_map<std::string, std::string>& listed, Report& report) {
+  std::vector<discovery::GpuDevice> units;
+  std::vector<discovery::GpuDevice> unresolved;
+  for (discovery::GpuDevice& entry : devices) {
+    const discovery::GpuDevice* device = nullptr;
+    if (!entry.identifier.empty() &&
+        std::all_of(entry.identifier.begin(), entry.identifier.end(),
+                    [](unsigned char c) { return std::isdigit(c) != 0; })) {
+      // NVML's index, as the host's identifiers are (not CUDA's order, as in a mask).
+      for (const discovery::GpuDevice& candidate : host) {
+        if (!candidate.isMigInstance() && candidate.identifier == entry.identifier) {
+          device = &candidate;
+        }
+      }
+    } else {
+      const discovery::EntryMatch match =
+          discovery::matchVisibleDeviceEntry(entry.identifier, host);
+      if (!match.ambiguous.empty()) {
+        failWith(Stage::kArguments,
+                 "GPU " + entry.identifier + " in --gpus is " +
+                     discovery::describeAmbiguity(match.ambiguous) + ": give a whole UUID",
+                 report);
+      }
+      device = match.device;
+    }
+    if (device == nullptr) {
+      units.push_back(entry);
+      unresolved.push_back(std::move(entry));
+      continue;
+    }
+    const auto [named, fresh] = listed.emplace(device->identifier, entry.identifier);
+    if (!fresh && named->second != entry.identifier) {
+      failWith(Stage::kArguments,
+               "--gpus names " + discovery::describeDevice(*device) + " twice, as " +
+                   named->second + " and as " + entry.identifier +
+                   ": it would go to two workers; list it once",
+               report);
+    }
+    units.push_back(*device);  // listed twice alike: counted once, with a note, below
+  }
+  host.insert(host.end(), std::make_move_iterator(unresolved.begin()),
+              std::make_move_iterator(unresolved.end()));
+  devices = std::move(host);
+  return units;
+}
+
+}  // namespace
 
 HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   discovery::HostGpuOptions hostOptions;
@@ -247,11 +317,20 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   HostUnits host;
   host.source = found.source;
   // With --mig, a GPU in MIG mode is handed out as its instances (by MIG UUID), never whole.
+  std::vector<discovery::GpuDevice> units;
+  if (options.listed) {
+    discovery::NvmlAttempt nvml = discovery::attemptNvmlEnumeration(false);
+    units = nvml.found ? resolveListed(found.found.devices, std::move(nvml.found->devices),
+                                       host.listedAs, report)
+                       : found.found.devices;
+  } else {
+    units = discovery::allocatableUnits(found.found.devices, options.mig);
+  }
   health::FilteredUnits healthy;
   try {
-    healthy = health::filterUnhealthy(
-        discovery::allocatableUnits(found.found.devices, options.mig), found.found.devices,
-        found.source == discovery::HostGpuSource::kNvml, options.health, options.coordinationFile);
+    healthy = health::filterUnhealthy(std::move(units), found.found.devices,
+                                      found.source == discovery::HostGpuSource::kNvml,
+                                      options.health, options.coordinationFile);
   } catch (const health::HealthRecordsUnreadable& e) {
     failWith(Stage::kHealth,
              std::string(e.what()) +

@@ -79,7 +79,9 @@ class DiscoveryFailure : public std::runtime_error {
 
 struct HostUnitsOptions {
   /// --gpus: the host's units as given, instead of NVML and nvidia-smi; no mask applies to them
-  /// (the list is a custom script's own answer).
+  /// (the list is a custom script's own answer). Where NVML answers, each entry is known as the
+  /// host's GPU it names (an index is NVML's index, a UUID or unique prefix that GPU's), so that a
+  /// GPU named by index and by UUID is one GPU to every allocator; the answer spells it as listed.
   std::optional<std::vector<std::string>> listed;
   /// --mig: MIG instances (by MIG UUID) in place of the GPUs in MIG mode they are carved from.
   bool mig = false;
@@ -111,6 +113,8 @@ struct HostUnits {
   /// An inherited CUDA_VISIBLE_DEVICES and the units it allows, with its entries for them.
   std::optional<discovery::VisibleDevicesMask> mask;
   std::optional<discovery::MaskedUnits> masked;
+  /// With --gpus where NVML answers: the entry as listed, by the host identifier it names.
+  std::unordered_map<std::string, std::string> listedAs;
   /// How the GPUs are connected, when NVML can tell: read on the first call only (its NVML
   /// queries grow with the square of the GPUs, and most discoveries have no choice to make), in
   /// the NVML session this HostUnits holds since the enumeration. nullopt without NVML, or when

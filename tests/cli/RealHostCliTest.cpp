@@ -232,11 +232,58 @@ TEST_F(RealHostCliTest, ExecWithoutAMaskWritesIndicesOrUuids) {
   const CliRun uuid = exec({"-n", "2", "--visible-devices", "uuid"}, {});
   ASSERT_EQ(uuid.exitCode, 0) << uuid;
   EXPECT_EQ(uuid.out, std::string(kGpu0) + "," + kGpu2 + " PCI_BUS_ID\n");
-  // --gpus by index has no UUIDs to give: a usage error, and nothing stays recorded.
-  const CliRun unknown = exec({"-n", "1", "--gpus", "0", "--visible-devices", "uuid"}, {});
+  // --gpus by index: NVML tells the UUID of a GPU it lists.
+  const CliRun listed = exec({"-n", "1", "--gpus", "0", "--visible-devices", "uuid"}, {});
+  ASSERT_EQ(listed.exitCode, 0) << listed;
+  EXPECT_EQ(listed.out, std::string(kGpu0) + " PCI_BUS_ID\n");
+  // One NVML does not list has no UUID to give: a usage error, and nothing stays recorded.
+  const CliRun unknown = exec({"-n", "1", "--gpus", "7", "--visible-devices", "uuid"}, {});
   EXPECT_EQ(unknown.exitCode, 2) << unknown;
-  EXPECT_THAT(firstLine(unknown.err), HasSubstr("the UUID of GPU 0 is not known")) << unknown;
+  EXPECT_THAT(firstLine(unknown.err), HasSubstr("the UUID of GPU 7 is not known")) << unknown;
   EXPECT_TRUE(records(/*heldOnly=*/true).empty());
+}
+
+TEST_F(RealHostCliTest, AGpuListedByUuidIsTheGpuARecordNamesByIndex) {
+  // A worker holds GPU 0, recorded by index (with its UUID).
+  const std::unique_ptr<Background> holder = owner();
+  const CliRun held = allocate(1, *holder, "0");
+  ASSERT_EQ(held.exitCode, 0) << held;
+  // --gpus by UUID, where NVML answers, is the same GPU: not handed out again.
+  const CliRun run = exec({"-n", "1", "--gpus", std::string(kGpu0) + "," + kGpu1}, {});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, std::string(kGpu1) + " PCI_BUS_ID\n");
+  const CliRun both = exec({"-n", "2", "--gpus", std::string(kGpu0) + "," + kGpu1}, {});
+  EXPECT_EQ(both.exitCode, 1) << both;
+  // And the other way: a GPU held under its UUID is the index NVML gives it.
+  const CliRun byIndex = exec({"-n", "1", "--gpus", "0"}, {});
+  EXPECT_EQ(byIndex.exitCode, 1) << byIndex;
+}
+
+TEST_F(RealHostCliTest, AListNamingOneGpuTwiceIsRefused) {
+  const CliRun run = exec({"-n", "2", "--gpus", std::string(kGpu0) + ",0"}, {});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(firstLine(run.err), HasSubstr("names GPU 0 (" + std::string(kGpu0) + ") twice, as " +
+                                            kGpu0 + " and as 0"))
+      << run;
+  const CliRun prefix = exec({"-n", "1", "--gpus", "GPU-"}, {});
+  EXPECT_NE(prefix.exitCode, 0) << prefix;
+  EXPECT_TRUE(records().empty());
+}
+
+TEST_F(RealHostCliTest, AContainersRecordHoldsTheGpuItsUuidNamesNotTheHostsIndex) {
+  // In a container that sees only GPU 2, as its index 0, a worker holds it.
+  host({gpuJson(kGpu2, "00000000:5D:00.0")});
+  const std::unique_ptr<Background> holder = owner();
+  const CliRun held = allocate(1, *holder, "0");
+  ASSERT_EQ(held.exitCode, 0) << held;
+  // On the host, --gpus 0,2: GPU 2 is the held one, GPU 0 is free.
+  host({gpuJson(kGpu0, "00000000:19:00.0"), gpuJson(kGpu1, "00000000:3B:00.0"),
+        gpuJson(kGpu2, "00000000:5D:00.0")});
+  const CliRun run = exec({"-n", "1", "--gpus", "2,0"}, {});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "0 PCI_BUS_ID\n");
+  const CliRun both = exec({"-n", "2", "--gpus", "2,0"}, {});
+  EXPECT_EQ(both.exitCode, 1) << both;
 }
 
 TEST_F(RealHostCliTest, ExecUnderAMaskAllowingTooFewFailsNamingIt) {
