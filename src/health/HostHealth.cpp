@@ -4,10 +4,13 @@
 
 #include <charconv>
 #include <exception>
+#include <filesystem>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "coordination/CoordinationError.h"
 #include "nvml/Nvml.h"
@@ -18,7 +21,7 @@ namespace {
 
 std::string describeRecord(const HealthRecord& record) {
   std::string text(kindName(record.kind));
-  text += " since " + isoTime(record.since);
+  if (record.since != 0) text += " since " + isoTime(record.since);  // 0: a line unread
   if (record.kind == RecordKind::kDrained && record.uid)
     text += " by uid " + describeUid(*record.uid);
   if (record.xid) text += ": Xid " + std::to_string(*record.xid);
@@ -27,6 +30,51 @@ std::string describeRecord(const HealthRecord& record) {
   const std::string reason = strings::quoteForMessage(record.reason, std::string::npos);
   if (!reason.empty()) text += (record.xid ? " (" + reason + ")" : ": " + reason);
   return text;
+}
+
+/// A line of the health records that does not parse but starts as a verdict does (`drained`,
+/// `unhealthy`: a hand edit with spaces, a bad number) holds its GPU out all the same: a drained
+/// or unhealthy GPU is never handed out because its record could not be read. The GPU is the
+/// line's `gpu=` value, and its `uuid=` value (either names it, whatever the other says).
+/// None for any other junk (kept and reported, as before).
+/// @throws HealthRecordsUnreadable for a verdict line that names no GPU at all: any may be it.
+std::vector<HealthRecord> verdictsOfJunk(const coordination::JunkLine& junk,
+                                         const std::filesystem::path& path) {
+  const std::vector<std::string> words = strings::splitWhitespace(junk.text);
+  if (words.empty()) return {};
+  RecordKind kind{};
+  const std::string first = strings::toLower(words.front());
+  if (first == kindName(RecordKind::kDrained)) {
+    kind = RecordKind::kDrained;
+  } else if (first == kindName(RecordKind::kUnhealthy)) {
+    kind = RecordKind::kUnhealthy;
+  } else {
+    return {};
+  }
+  const std::string where =
+      "health records " + path.string() + ", line " + std::to_string(junk.lineNumber);
+  std::vector<HealthRecord> verdicts;
+  for (std::size_t i = 1; i < words.size(); ++i) {
+    const std::string_view word = words[i];
+    for (const std::string_view key : {std::string_view("gpu="), std::string_view("uuid=")}) {
+      if (!word.starts_with(key) || word.size() == key.size()) continue;
+      HealthRecord verdict;
+      verdict.kind = kind;
+      verdict.gpu = std::string(word.substr(key.size()));
+      // A UUID decides over the index where both are known: given as both, it names its GPU.
+      if (key == "uuid=") verdict.uuid = verdict.gpu;
+      verdict.reason = "its line in the " + where + " cannot be read, so it counts as " +
+                       std::string(kindName(kind)) + ": " + strings::quoteForMessage(junk.text);
+      verdict.since = 0;
+      verdicts.push_back(std::move(verdict));
+    }
+  }
+  if (verdicts.empty()) {
+    throw HealthRecordsUnreadable(where + " is a verdict (" + first +
+                                  ") that names no GPU (no gpu=): " +
+                                  strings::quoteForMessage(junk.text) + "; correct or remove it");
+  }
+  return verdicts;
 }
 
 const GpuProbe* probeOf(const NvmlProbe* probe, const std::string& index) {
@@ -211,6 +259,11 @@ FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
     records = std::move(file.parsed.records);
     for (const std::string& note : file.notes) {
       filtered.lines.push_back("note: health records " + file.path.string() + ": " + note);
+    }
+    for (const coordination::JunkLine& junk : file.parsed.junk) {
+      std::vector<HealthRecord> verdicts = verdictsOfJunk(junk, file.path);
+      records.insert(records.end(), std::make_move_iterator(verdicts.begin()),
+                     std::make_move_iterator(verdicts.end()));
     }
   } catch (const coordination::CoordinationError& e) {
     // A drained or unhealthy GPU is never handed out because its record could not be read.

@@ -584,6 +584,31 @@ TEST_F(HealthCliTest, HealthRecordsThatCannotBeReadHandOutNothing) {
   EXPECT_EQ(ignore.out, "0,1\n") << ignore;
 }
 
+TEST_F(HealthCliTest, AVerdictLineThatDoesNotParseStillHoldsItsGpuOut) {
+  host(5);
+  // Hand edits: spaces for tabs, a bad Xid, a bad time; the GPUs they name stay out.
+  std::ofstream(healthFile()) << "drained gpu=1 since=1796119156 reason=spaces\n"
+                              << "unhealthy\tgpu=2\tsince=1796119157\txid=79x\n"
+                              << "drained\tgpu=3\tsince=-1\n"
+                              << "this is not a record\n";
+  const CliRun run = discover(2);
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "0,4\n") << run;
+  EXPECT_TRUE(contains(run.err,
+                       "note: GPU 1 is not handed out: drained: its line in the health "
+                       "records " +
+                           healthFile().string() + ", line 1 cannot be read"))
+      << run;
+  EXPECT_EQ(discover(3).exitCode, 1) << "a GPU of a broken verdict line went out";
+  // One naming no GPU could be any: nothing goes out.
+  std::ofstream(healthFile(), std::ios::app) << "unhealthy since=1796119157\n";
+  const CliRun none = discover(1);
+  EXPECT_EQ(none.exitCode, 1) << none;
+  EXPECT_EQ(none.out, "") << none;
+  EXPECT_TRUE(contains(firstLine(none.err), "line 5 is a verdict (unhealthy) that names no GPU"))
+      << none;
+}
+
 TEST_F(HealthCliTest, AReaderHoldingTheHealthRecordsLockStallsNoAllocation) {
   host(2);
   ASSERT_EQ(cli({"drain", "--gpu", "1"}).exitCode, 0);
