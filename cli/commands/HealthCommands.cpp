@@ -26,6 +26,7 @@
 #include "commands/HostView.h"
 #include "coordination/Coordination.h"
 #include "coordination/CoordinationError.h"
+#include "coordination/CoordinationFile.h"
 #include "device/DeviceIdentifiers.h"
 #include "discovery/GpuEnumerator.h"
 #include "discovery/HostGpus.h"
@@ -388,6 +389,12 @@ void checkCoordinationFile(const std::string& file, std::vector<Finding>& proble
     problems.push_back({"coordination", std::nullopt,
                         "coordination file " + file + " is not a regular file" +
                             (S_ISLNK(info.st_mode) ? " (a symlink)" : "")});
+    return;
+  }
+  // What every allocation would refuse (as root: another user's file in a sticky folder).
+  if (const std::optional<std::string> refusal = coordination::refusalOf(file, info, true)) {
+    problems.push_back(
+        {"coordination", std::nullopt, "coordination file " + file + ": " + *refusal});
     return;
   }
   if (::access(file.c_str(), R_OK | W_OK) != 0) {

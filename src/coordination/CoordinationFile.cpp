@@ -150,6 +150,28 @@ bool mayWriteByMode(const struct stat& info) {
          std::find(groups.begin(), groups.begin() + got, info.st_gid) != groups.begin() + got;
 }
 
+}  // namespace
+
+std::optional<std::string> refusalOf(const fs::path& file, const struct stat& opened, bool write) {
+  if (write && !mayWriteByMode(opened)) {
+    // Root may write any file; one that another user made where anyone may create files (a
+    // sticky /var/tmp), before any worker did, is that user's to rewrite under our records.
+    return "refusing to use it: it is another user's (" + describeOwnership(opened) +
+           "), and this user may write it only by privilege, not by its mode: whoever made it "
+           "could change every record; remove it, or give the workers a group that may write it "
+           "(`chgrp GROUP " +
+           file.string() + " && chmod g+rw " + file.string() + "`)";
+  }
+  if (!S_ISREG(opened.st_mode)) return "refusing to use it: it is not a regular file";
+  if (opened.st_nlink > 1) {
+    return "refusing to use it: it has " + std::to_string(opened.st_nlink) +
+           " hard links, so writing it would change another file";
+  }
+  return std::nullopt;
+}
+
+namespace {
+
 /// A stat of a regular file of this owner, group and mode.
 struct stat fileStat(uid_t owner, gid_t group, mode_t mode) {
   struct stat info {};
@@ -280,19 +302,8 @@ CoordinationFile CoordinationFile::openWith(CoordinationFile result,
     if (::fstat(fd.get(), &opened) != 0) result.fail("cannot stat it", errno);
     if (result.sibling_) {
       checkSibling(result.what_, file, opened, result.trust_, SiblingKind::kFile);
-    } else if (write && !mayWriteByMode(opened)) {
-      // Root may write any file; one that another user made where anyone may create files (a
-      // sticky /var/tmp), before any worker did, is that user's to rewrite under our records.
-      result.fail("refusing to use it: it is another user's (" + describeOwnership(opened) +
-                  "), and this user may write it only by privilege, not by its mode: whoever "
-                  "made it could change every record; remove it, or give the workers a group "
-                  "that may write it (`chgrp GROUP " +
-                  file.string() + " && chmod g+rw " + file.string() + "`)");
-    } else if (!S_ISREG(opened.st_mode)) {
-      result.fail("refusing to use it: it is not a regular file");
-    } else if (opened.st_nlink > 1) {
-      result.fail("refusing to use it: it has " + std::to_string(opened.st_nlink) +
-                  " hard links, so writing it would change another file");
+    } else if (std::optional<std::string> refusal = refusalOf(file, opened, write)) {
+      result.fail(*refusal);
     }
 
     if (result.access_ == Access::kSnapshot) {

@@ -27,6 +27,7 @@
 // itself, judged against the coordination file.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -50,6 +51,13 @@ inline constexpr std::uint64_t kMaxCoordinationFileBytes = 4 << 20;
 /// What `flink-gpu release --junk` may still read, so that an operator can shrink a file that
 /// someone grew past kMaxCoordinationFileBytes.
 inline constexpr std::uint64_t kMaxRepairableFileBytes = 256 << 20;
+
+/// Why a coordination file `file`, of status `opened`, is refused (for writing, when `write`):
+/// another user's file this user may write only by privilege (root in a sticky /var/tmp), not a
+/// regular file, hard-linked. nullopt when it may be used. The rule every open applies, for
+/// `check` to tell beforehand.
+std::optional<std::string> refusalOf(const std::filesystem::path& file, const struct stat& opened,
+                                     bool write);
 
 /// The journal's path for a coordination file: `<file>.journal`, beside it.
 std::filesystem::path journalPathOf(const std::filesystem::path& file);

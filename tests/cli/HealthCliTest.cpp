@@ -671,6 +671,18 @@ TEST_F(HealthCliTest, CheckReportsNvmlAndTheCoordinationFile) {
   fs::create_symlink(dir_ / "elsewhere", coordinationFile());
   EXPECT_TRUE(contains(cli({"check"}).out, "is not a regular file (a symlink)"));
   fs::remove(coordinationFile());
+  if (::geteuid() == 0) {
+    // Another user's file root may write only by privilege: what every allocation refuses,
+    // check reports, although root may open it.
+    std::ofstream(coordinationFile()) << "";
+    ASSERT_EQ(::chown(coordinationFile().c_str(), 65534, 65534), 0);
+    fs::permissions(coordinationFile(), fs::perms(0644));
+    const CliRun planted = cli({"check"});
+    EXPECT_EQ(planted.exitCode, 1) << planted;
+    EXPECT_TRUE(contains(planted.out, "refusing to use it: it is another user's")) << planted;
+    EXPECT_NE(cli({"exec", "-n", "1", "--", "true"}).exitCode, 0);
+    fs::remove(coordinationFile());
+  }
 
   std::ofstream(dir_ / "host.json", std::ios::trunc) << R"({"init_error": 9, "devices": []})";
   const CliRun noNvml = cli({"check"});
