@@ -128,6 +128,13 @@ class Watcher {
     for (const WatchedGpu& gpu : gpus_) {
       watched += (watched.empty() ? "" : ",") + std::to_string(gpu.index);
     }
+    // The records it will write, checked now: a verdict is no use in records no allocator reads.
+    try {
+      (void)readHealth(options_.coordinationFile);
+    } catch (const coordination::CoordinationError& e) {
+      log(std::string("warning: the health records cannot be used now: ") + e.what() +
+          "; verdicts are held and tried again until they can be written");
+    }
     log("watching GPU(s) " + (watched.empty() ? std::string("none") : watched) + " of " +
         std::to_string(count.value) + " through " +
         (api.hasWaitV2() ? "nvmlEventSetWait_v2" : "nvmlEventSetWait (no MIG attribution)") +
@@ -160,6 +167,17 @@ class Watcher {
     }
     nextFlush_ = {};  // one last try, whatever the pause
     flushPending();
+    if (!pending_.empty()) {
+      // NVML delivers an event once: a verdict not written now is lost unless someone acts.
+      for (const HealthRecord& verdict : pending_) {
+        log("error: GPU " + verdict.gpu + " was found unhealthy (" + verdict.reason +
+            ") but the verdict could not be recorded; record it by hand: `flink-gpu drain --gpu " +
+            verdict.gpu + " --reason 'Xid " +
+            (verdict.xid ? std::to_string(*verdict.xid) : std::string("?")) + "'`");
+      }
+      log("stopped with " + std::to_string(pending_.size()) + " verdict(s) not recorded");
+      return 1;
+    }
     log("stopped");
     return 0;
   }

@@ -335,6 +335,23 @@ TEST_F(HealthCliTest, AVerdictThatCannotBeWrittenIsTriedAgainWithBackOffAndLogge
   EXPECT_TRUE(waitForText(watchLog(), "recorded 1 verdict(s) held back")) << readFile(watchLog());
 }
 
+TEST_F(HealthCliTest, AWatchStoppedWithAVerdictNotRecordedSaysSoAndFails) {
+  host(2, {}, R"([{"after_ms": 50, "gpu": 1, "xid": 79}])");
+  fs::create_directory(healthFile());
+  auto watch = startWatch();
+  // Said at the start, before any verdict.
+  EXPECT_TRUE(contains(readFile(watchLog()), "warning: the health records cannot be used now"))
+      << readFile(watchLog());
+  ASSERT_TRUE(waitForText(watchLog(), "cannot record the verdict yet")) << readFile(watchLog());
+  ASSERT_EQ(::kill(watch->pid(), SIGTERM), 0);
+  // Not a clean stop: a unit with Restart=on-failure starts it again, and the log says what to do.
+  EXPECT_EQ(watch->waitForExit(20s), 1) << readFile(watchLog());
+  const std::string log = readFile(watchLog());
+  EXPECT_TRUE(contains(log, "error: GPU 1 was found unhealthy")) << log;
+  EXPECT_TRUE(contains(log, "flink-gpu drain --gpu 1 --reason 'Xid 79'")) << log;
+  EXPECT_TRUE(contains(log, "stopped with 1 verdict(s) not recorded")) << log;
+}
+
 TEST_F(HealthCliTest, SigtermAndSigintEndTheWatchWithExitZero) {
   host(2);
   for (const int signal : {SIGTERM, SIGINT}) {
