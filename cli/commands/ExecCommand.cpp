@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -135,9 +136,11 @@ std::optional<std::vector<std::string>> visibleDevicesFor(const ExecOptions& opt
 
 /// Why `amount` GPUs could not be had: how many are free, and who holds the others or a unit
 /// related to them (a GPU's MIG instance, an instance's GPU).
-void printShortfall(const ExecOptions& options, std::size_t amount,
-                    const std::vector<std::string>& gpus,
+void printShortfall(const ExecOptions& options, std::size_t amount, const HostUnits& host,
                     const coordination::Allocation& allocation) {
+  const std::vector<std::string>& gpus = host.gpus;
+  const std::unordered_map<std::string, std::string> uuids =
+      discovery::uuidsByIdentifier(host.devices);
   std::size_t free = 0;
   std::size_t busy = 0;
   std::vector<std::string> details;
@@ -145,7 +148,8 @@ void printShortfall(const ExecOptions& options, std::size_t amount,
     bool held = false;
     for (const auto* records : {&allocation.heldByRequester, &allocation.heldByOthers}) {
       for (const coordination::Record& record : *records) {
-        if (record.gpu != gpu) continue;
+        // By UUID where both say one: a container's record by its own index.
+        if (coordination::unitNamedBy(record, {gpu}, uuids) != gpu) continue;
         held = true;
         details.push_back("GPU " + gpu + " is held by process " + std::to_string(record.owner.pid) +
                           (records == &allocation.heldByRequester ? " (this process)" : ""));
@@ -447,7 +451,7 @@ int runExec(const ExecOptions& options) {
       }
     }
     if (!allocation.satisfied) {
-      printShortfall(options, amount, gpus, allocation);
+      printShortfall(options, amount, *host, allocation);
       return kDiscoveryFailed;
     }
   }

@@ -25,6 +25,17 @@
 #include "util/Strings.h"
 
 namespace flink::cli {
+namespace {
+
+/// "0", or "0 (GPU-…)" for a record that says its GPU's UUID (a container numbers from 0), quoted
+/// as text from the file.
+std::string recordedGpu(const coordination::Record& record) {
+  std::string text = strings::quoteForMessage(record.gpu);
+  if (record.uuid) text += " (" + strings::quoteForMessage(*record.uuid) + ")";
+  return text;
+}
+
+}  // namespace
 
 CLI::App* addReleaseCommand(CLI::App& app, ReleaseOptions& options) {
   CLI::App* command = app.add_subcommand(
@@ -37,8 +48,8 @@ CLI::App* addReleaseCommand(CLI::App& app, ReleaseOptions& options) {
                     "Remove the lines that are not records (also from a file grown past its "
                     "size limit)");
   command->add_flag("--force", options.force,
-                    "Also remove records whose owner is running (it may still use the GPU, and "
-                    "the next worker gets it too)");
+                    "Also remove records whose owner is running (it may still use the GPU; "
+                    "one whose lease is held stays held by the lease until what holds it ends)");
   addCoordinationFileOption(*command, options.coordinationFile);
   return command;
 }
@@ -132,9 +143,8 @@ int runRelease(const ReleaseOptions& options) {
     std::string message = "refusing to release: ";
     for (std::size_t i = 0; i < result.refused.size(); ++i) {
       const coordination::RecordStatus& entry = result.refused[i];
-      message += (i == 0 ? "" : "; ") + std::string("GPU ") +
-                 strings::quoteForMessage(entry.record.gpu) + " is held by process " +
-                 std::to_string(entry.record.owner.pid) + ", which is " +
+      message += (i == 0 ? "" : "; ") + std::string("GPU ") + recordedGpu(entry.record) +
+                 " is held by process " + std::to_string(entry.record.owner.pid) + ", which is " +
                  (entry.liveness != coordination::Liveness::kLeaseHeld ? "running"
                   : entry.otherPidNamespace
                       ? "of another pid namespace and holds its lease"
@@ -151,14 +161,20 @@ int runRelease(const ReleaseOptions& options) {
     return kSuccess;
   }
   for (const coordination::RecordStatus& entry : result.released) {
-    std::cout << "released GPU " << strings::quoteForMessage(entry.record.gpu) << " (owner pid "
+    std::cout << "released GPU " << recordedGpu(entry.record) << " (owner pid "
               << entry.record.owner.pid << ")\n";
   }
   for (const coordination::RecordStatus& entry : result.released) {
-    const std::string gpu = strings::quoteForMessage(entry.record.gpu);
-    if (coordination::knownToRun(entry.liveness)) {
+    const std::string gpu = recordedGpu(entry.record);
+    if (coordination::knownToRun(entry.liveness) && entry.record.lease) {
       printWarning("process " + std::to_string(entry.record.owner.pid) +
-                   " is still running and may still be using GPU " + gpu + " (--force)");
+                   " is still running and may still be using GPU " + gpu +
+                   " (--force); while its lease is held (by the process or what it started), no "
+                   "worker gets the GPU");
+    } else if (coordination::knownToRun(entry.liveness)) {
+      printWarning("process " + std::to_string(entry.record.owner.pid) +
+                   " is still running and may still be using GPU " + gpu +
+                   " (--force); the next worker may get it too");
     } else if (entry.liveness == coordination::Liveness::kUnjudgeable ||
                entry.liveness == coordination::Liveness::kLeaseMissing) {
       printWarning(

@@ -74,8 +74,10 @@ std::vector<DeviceProperties> propertiesOfRecords(
   std::vector<DeviceProperties> properties(status.records.size());
   if (status.records.empty() || devices.empty()) return properties;
   for (std::size_t i = 0; i < status.records.size(); ++i) {
+    // By the record's UUID where it has one: a container's record names the GPU by its own index.
+    const coordination::Record& record = status.records[i].record;
     const discovery::GpuDevice* device =
-        externalresource::gpu::findDevice(devices, status.records[i].record.gpu);
+        externalresource::gpu::findDevice(devices, record.uuid ? *record.uuid : record.gpu);
     if (device == nullptr) continue;
     for (auto& [key, value] : externalresource::gpu::propertiesOf(*device)) {
       if (key == GPUInfo::PROPERTY_KEY_UUID || key == GPUInfo::PROPERTY_KEY_NAME ||

@@ -425,6 +425,19 @@ bool recordNames(const Record& record, const std::string& unit,
   return same(record.gpu, unit);
 }
 
+std::optional<std::string> unitNamedBy(const Record& record, const std::vector<std::string>& units,
+                                       const std::unordered_map<std::string, std::string>& uuids) {
+  for (const std::string& unit : units) {
+    const auto uuid = uuids.find(unit);
+    if (recordNames(
+            record, unit,
+            uuid == uuids.end() ? std::nullopt : std::optional<std::string>(uuid->second))) {
+      return unit;
+    }
+  }
+  return std::nullopt;
+}
+
 std::string describeBlockedByLease(const std::string& unit, const std::string& related) {
   const std::string holder = " is held by a lease of another process, without a record";
   if (!unit.starts_with("MIG-") && related.starts_with("MIG-")) {

@@ -109,6 +109,12 @@ struct Record;
 bool recordNames(const Record& record, const std::string& unit,
                  const std::optional<std::string>& uuid);
 
+/// The unit among `units` that `record` names (recordNames, each unit with its whole GPU's UUID
+/// from `uuids`, by identifier): what a report of who holds what names, so that a container's
+/// record by its own index shows as the GPU its UUID is. nullopt when it names none of them.
+std::optional<std::string> unitNamedBy(const Record& record, const std::vector<std::string>& units,
+                                       const std::unordered_map<std::string, std::string>& uuids);
+
 /// One line of the coordination file.
 struct Record {
   std::string gpu;  ///< The device identifier, as discovery printed it ("0", "GPU-…").

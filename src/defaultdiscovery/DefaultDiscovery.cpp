@@ -101,24 +101,28 @@ std::size_t unitsNoRecordNames(const HostUnits& host, const std::vector<std::str
 }
 
 /// Why a coordinated request fell short: the cause, with each holder among the details.
-[[noreturn]] void failShort(const std::vector<std::string>& units, const GrantRequest& request,
-                            const coordination::Allocation& allocation, Report& report) {
+[[noreturn]] void failShort(const std::vector<std::string>& units,
+                            const std::unordered_map<std::string, std::string>& uuids,
+                            const GrantRequest& request, const coordination::Allocation& allocation,
+                            Report& report) {
   // Free for this owner: every unit of the host that no other running owner holds.
   const std::unordered_set<std::string> hostGpus(units.begin(), units.end());
   std::unordered_set<std::string> heldGpus;
   std::vector<std::string> held{"coordination file: " + request.coordinationFile.string()};
   for (const auto* records : {&allocation.heldByRequester, &allocation.heldByOthers}) {
     for (const coordination::Record& record : *records) {
-      if (!hostGpus.count(record.gpu)) continue;
-      heldGpus.insert(record.gpu);
+      // The unit the record names, by UUID where both say one (a container's own index).
+      const std::optional<std::string> unit = coordination::unitNamedBy(record, units, uuids);
+      if (!unit) continue;
+      heldGpus.insert(*unit);
       const bool failClosed = std::find(allocation.failClosed.begin(), allocation.failClosed.end(),
                                         record) != allocation.failClosed.end();
       held.push_back(
-          "GPU " + record.gpu + " is held by process " + std::to_string(record.owner.pid) +
+          "GPU " + *unit + " is held by process " + std::to_string(record.owner.pid) +
           (records == &allocation.heldByRequester ? " (this owner, from an earlier request)"
            : failClosed ? " (its pid cannot be judged from here and its lease file is missing: "
                           "`flink-gpu release --gpu " +
-                              record.gpu + "` frees it)"
+                              *unit + "` frees it)"
                         : ""));
     }
   }
@@ -176,7 +180,9 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
     report.notes.push_back("note: took back GPU " + record.gpu + " from process " +
                            std::to_string(record.owner.pid) + ", which is no longer running");
   }
-  if (!allocation.satisfied) failShort(units, request, allocation, report);
+  if (!allocation.satisfied) {
+    failShort(units, allocationRequest.uuids, request, allocation, report);
+  }
 
   Grant grant;
   grant.answer = host.answerFor(allocation.granted);

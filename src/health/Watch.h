@@ -80,9 +80,10 @@ class WatchLock {
 
 /// Watches until stopRequested() says so. Returns 0 after a stop request, 1 when NVML cannot be
 /// used at all (the reason logged), or when it stops with verdicts it could not record (each
-/// logged with the `drain` that records it: NVML does not deliver an event again). Never throws for a GPU's failure: a GPU that cannot register
-/// events is logged once and not watched; wait errors other than a lost GPU are logged and
-/// retried with a growing pause (firstBackoff doubling up to maxBackoff).
+/// logged with the `drain` that records it: NVML does not deliver an event again). Never throws for
+/// a GPU's failure: a GPU that cannot register events is logged once and not watched; wait errors
+/// other than a lost GPU are logged and retried with a growing pause (firstBackoff doubling up to
+/// maxBackoff).
 int watch(const WatchOptions& options);
 
 }  // namespace flink::health

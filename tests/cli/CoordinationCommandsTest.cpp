@@ -505,8 +505,11 @@ TEST_F(CoordinationCommandsTest, ReleaseOfARunningCommandsGpuNeedsForce) {
       runCli({"release", "--owner", pid, "--force", "--coordination-file", coordinationFile()});
   EXPECT_EQ(run.exitCode, 0) << run;
   EXPECT_EQ(run.out, "released GPU 0 (owner pid " + pid + ")\n") << run;
+  // exec leases what it holds: the record goes, the GPU stays held while the lease does.
   EXPECT_EQ(run.err, "flink-gpu: warning: process " + pid +
-                         " is still running and may still be using GPU 0 (--force)\n")
+                         " is still running and may still be using GPU 0 (--force); while its "
+                         "lease is held (by the process or what it started), no worker gets the "
+                         "GPU\n")
       << run;
   EXPECT_TRUE(recordsIn(coordinationFile()).empty()) << readFile(coordinationFile());
 }

@@ -282,8 +282,22 @@ TEST_F(RealHostCliTest, AContainersRecordHoldsTheGpuItsUuidNamesNotTheHostsIndex
   const CliRun run = exec({"-n", "1", "--gpus", "2,0"}, {});
   ASSERT_EQ(run.exitCode, 0) << run;
   EXPECT_EQ(run.out, "0 PCI_BUS_ID\n");
+  // Who holds what is told of the GPU the record's UUID names, by exec, the program and status.
   const CliRun both = exec({"-n", "2", "--gpus", "2,0"}, {});
   EXPECT_EQ(both.exitCode, 1) << both;
+  EXPECT_THAT(both.err, HasSubstr("2 requested, 1 free, 1 held")) << both;
+  EXPECT_THAT(both.err, HasSubstr("GPU 2 is held by process " + holder->pidText())) << both;
+  const CliRun program =
+      discover(3, {}, "--enable-coordination-mode --coordination-file " + file());
+  EXPECT_EQ(program.exitCode, 1) << program;
+  EXPECT_THAT(program.err, HasSubstr("3 requested, 2 free")) << program;
+  EXPECT_THAT(program.err, HasSubstr("GPU 2 is held by process " + holder->pidText())) << program;
+  const CliRun status =
+      runCli({"status", "--coordination-file", file(), "--format", "json"}, environment());
+  ASSERT_EQ(status.exitCode, 0) << status;
+  const nlohmann::json record = nlohmann::json::parse(status.out).at("records").at(0);
+  EXPECT_EQ(record.at("uuid"), kGpu2) << status;
+  EXPECT_EQ(record.at("pci.bus_id"), "00000000:5D:00.0") << status;
 }
 
 TEST_F(RealHostCliTest, ExecUnderAMaskAllowingTooFewFailsNamingIt) {

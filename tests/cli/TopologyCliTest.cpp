@@ -279,7 +279,10 @@ TEST_F(TopologyCliTest, AContainersRecordIsOfTheGpuItsUuidNamesInStatusAndReleas
             "GPU 0 is not held (coordination file " + coordinationFile() + ")\n");
   const CliRun release = run({"release", "--gpu", "2", "--coordination-file", coordinationFile()});
   EXPECT_EQ(release.exitCode, 0) << release;
-  EXPECT_EQ(release.out, "released GPU 0 (owner pid 1)\n") << release;
+  // Named as recorded, with the UUID that makes it GPU 2 here.
+  EXPECT_EQ(release.out,
+            "released GPU 0 (GPU-a0000002-1111-4222-8333-444400000002) (owner pid 1)\n")
+      << release;
 }
 
 TEST_F(TopologyCliTest, TheSameHostGetsTheSameAnswers) {
