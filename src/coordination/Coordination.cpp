@@ -414,7 +414,14 @@ std::string describeLiveness(const RecordStatus& status) {
 bool recordNames(const Record& record, const std::string& unit,
                  const std::optional<std::string>& uuid) {
   const auto same = [](const std::string& a, const std::string& b) {
-    return a == b || device::canonicalDeviceIdentifier(a) == device::canonicalDeviceIdentifier(b);
+    if (a == b) return true;
+    const std::string first = device::canonicalDeviceIdentifier(a);
+    const std::string second = device::canonicalDeviceIdentifier(b);
+    if (first == second) return true;
+    // A UUID written as a prefix (CUDA_VISIBLE_DEVICES's form, by a worker without NVML to
+    // complete it) names every GPU whose UUID begins so: it holds each of them.
+    return device::isUuid(first) && device::isUuid(second) &&
+           (first.starts_with(second) || second.starts_with(first));
   };
   if (uuid && record.uuid) return same(*record.uuid, *uuid);
   // A unit known only by its UUID (--gpus where NVML does not answer): a record by index
@@ -499,17 +506,35 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     const std::string spelled = device::canonicalDeviceIdentifier(uuid);
     return find(spelled);
   };
-  const auto unitOf = [&](const Record& record) -> std::optional<std::string> {
-    if (record.uuid) {
-      if (const std::string* unit = byUuid(*record.uuid)) return *unit;
+  // A UUID written as a prefix (by a worker without NVML to complete it, as CUDA_VISIBLE_DEVICES
+  // allows) names every unit whose UUID begins so. Looked for only when no UUID is the same, and
+  // only for one shorter than a whole UUID: a plain request costs nothing more.
+  const auto byPrefix = [&](const std::string& uuid, std::vector<std::string>& units) {
+    constexpr std::size_t kWholeUuid = 40;  // "GPU-" and 36 characters
+    if (uuid.size() >= kWholeUuid) return;
+    const std::string prefix = canonical(uuid);
+    for (const auto& [spelled, unit] : unitOfUuid) {
+      if (spelled.starts_with(prefix) &&
+          std::find(units.begin(), units.end(), *unit) == units.end()) {
+        units.push_back(*unit);
+      }
     }
-    if (device::isUuid(record.gpu)) {
-      if (const std::string* unit = byUuid(record.gpu)) return *unit;
+    std::sort(units.begin(), units.end());  // the same order whatever the hash table's
+  };
+  const auto unitsOf = [&](const Record& record) -> std::vector<std::string> {
+    for (const std::optional<std::string>& uuid :
+         {record.uuid,
+          device::isUuid(record.gpu) ? std::optional<std::string>(record.gpu) : std::nullopt}) {
+      if (!uuid) continue;
+      if (const std::string* unit = byUuid(*uuid)) return {*unit};
+      std::vector<std::string> units;
+      byPrefix(*uuid, units);
+      if (!units.empty()) return units;
     }
     std::string gpu = canonical(record.gpu);
     // This index's GPU here has another UUID: the record is of a GPU this worker cannot see.
-    if (record.uuid && request.uuids.count(gpu)) return std::nullopt;
-    return gpu;
+    if (record.uuid && request.uuids.count(gpu)) return {};
+    return {std::move(gpu)};
   };
 
   // Units held (the requester's own included: each request takes new GPUs, as in Flink's
@@ -525,19 +550,19 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     // A two-field record (Flink's script) with the requester's pid is the requester's too.
     const bool own = sameProcess(record.owner, request.owner);
     const Liveness liveness = own ? Liveness::kRunning : judge(record, ownerRunning, leaseOf);
-    const std::optional<std::string> unit = unitOf(record);
+    const std::vector<std::string> units = unitsOf(record);
     if (holdsGpu(liveness)) {
-      if (unit) {
-        taken.insert(*unit);
+      for (const std::string& unit : units) {
+        taken.insert(unit);
         holding.push_back(&record);
-        holdingUnit.push_back(*unit);
+        holdingUnit.push_back(unit);
       }
       (own ? allocation.heldByRequester : allocation.heldByOthers).push_back(record);
       if (liveness == Liveness::kLeaseMissing) allocation.failClosed.push_back(record);
     } else if (liveness == Liveness::kEarlierBoot) {
       dropped[i] = true;
-    } else if (unit) {
-      goneByUnit[*unit].push_back(i);
+    } else {
+      for (const std::string& unit : units) goneByUnit[unit].push_back(i);
     }
   }
 

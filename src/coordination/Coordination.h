@@ -105,7 +105,8 @@ struct Record;
 
 /// Whether `record` holds the unit `unit` (an index, a MIG UUID) whose whole GPU's or own UUID is
 /// `uuid` (when known): by UUID where both say one (a container numbers GPUs from 0), else by
-/// identifier, in canonical form. The rule of the allocators, for status, release and the rest.
+/// identifier, in canonical form; a UUID prefix (`GPU-8932`) names every GPU whose UUID begins
+/// so. The rule of the allocators, for status, release and the rest.
 bool recordNames(const Record& record, const std::string& unit,
                  const std::optional<std::string>& uuid);
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "coordination/CoordinationError.h"
+#include "device/DeviceIdentifiers.h"
 #include "nvml/Nvml.h"
 #include "util/Strings.h"
 
@@ -43,10 +44,11 @@ std::vector<HealthRecord> verdictsOfJunk(const coordination::JunkLine& junk,
   const std::vector<std::string> words = strings::splitWhitespace(junk.text);
   if (words.empty()) return {};
   RecordKind kind{};
+  // As written or run together with what follows ("drained,gpu=1").
   const std::string first = strings::toLower(words.front());
-  if (first == kindName(RecordKind::kDrained)) {
+  if (first.starts_with(kindName(RecordKind::kDrained))) {
     kind = RecordKind::kDrained;
-  } else if (first == kindName(RecordKind::kUnhealthy)) {
+  } else if (first.starts_with(kindName(RecordKind::kUnhealthy))) {
     kind = RecordKind::kUnhealthy;
   } else {
     return {};
@@ -57,7 +59,15 @@ std::vector<HealthRecord> verdictsOfJunk(const coordination::JunkLine& junk,
   for (std::size_t i = 1; i < words.size(); ++i) {
     const std::string_view word = words[i];
     for (const std::string_view key : {std::string_view("gpu="), std::string_view("uuid=")}) {
-      if (!word.starts_with(key) || word.size() == key.size()) continue;
+      if (!word.starts_with(key)) continue;
+      const std::string_view value = word.substr(key.size());
+      if (!device::isDeviceIdentifier(value) || (key == "uuid=" && !device::isUuid(value))) {
+        // "+1", "1x", "0x1", an empty value: which GPU it means cannot be told.
+        throw HealthRecordsUnreadable(where + " is a verdict (" + std::string(kindName(kind)) +
+                                      ") whose " + std::string(key) +
+                                      " cannot be read: " + strings::quoteForMessage(junk.text) +
+                                      "; correct or remove it");
+      }
       HealthRecord verdict;
       verdict.kind = kind;
       verdict.gpu = std::string(word.substr(key.size()));
@@ -70,7 +80,7 @@ std::vector<HealthRecord> verdictsOfJunk(const coordination::JunkLine& junk,
     }
   }
   if (verdicts.empty()) {
-    throw HealthRecordsUnreadable(where + " is a verdict (" + first +
+    throw HealthRecordsUnreadable(where + " is a verdict (" + std::string(kindName(kind)) +
                                   ") that names no GPU (no gpu=): " +
                                   strings::quoteForMessage(junk.text) + "; correct or remove it");
   }

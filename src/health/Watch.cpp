@@ -169,10 +169,15 @@ class Watcher {
     flushPending();
     if (!pending_.empty()) {
       // NVML delivers an event once: a verdict not written now is lost unless someone acts.
+      // The file watched, unless it is the default the command takes anyway.
+      const std::string fileOption =
+          options_.coordinationFile == std::filesystem::path(coordination::kDefaultCoordinationFile)
+              ? std::string()
+              : " --coordination-file '" + options_.coordinationFile.string() + "'";
       for (const HealthRecord& verdict : pending_) {
         log("error: GPU " + verdict.gpu + " was found unhealthy (" + verdict.reason +
             ") but the verdict could not be recorded; record it by hand: `flink-gpu drain --gpu " +
-            verdict.gpu + " --reason 'Xid " +
+            verdict.gpu + fileOption + " --reason 'Xid " +
             (verdict.xid ? std::to_string(*verdict.xid) : std::string("?")) + "'`");
       }
       log("stopped with " + std::to_string(pending_.size()) + " verdict(s) not recorded");

@@ -348,7 +348,9 @@ TEST_F(HealthCliTest, AWatchStoppedWithAVerdictNotRecordedSaysSoAndFails) {
   EXPECT_EQ(watch->waitForExit(20s), 1) << readFile(watchLog());
   const std::string log = readFile(watchLog());
   EXPECT_TRUE(contains(log, "error: GPU 1 was found unhealthy")) << log;
-  EXPECT_TRUE(contains(log, "flink-gpu drain --gpu 1 --reason 'Xid 79'")) << log;
+  EXPECT_TRUE(contains(log, "flink-gpu drain --gpu 1 --coordination-file '" + coordinationFile() +
+                                "' --reason 'Xid 79'"))
+      << log;
   EXPECT_TRUE(contains(log, "stopped with 1 verdict(s) not recorded")) << log;
 }
 
@@ -617,6 +619,18 @@ TEST_F(HealthCliTest, AVerdictLineThatDoesNotParseStillHoldsItsGpuOut) {
                            healthFile().string() + ", line 1 cannot be read"))
       << run;
   EXPECT_EQ(discover(3).exitCode, 1) << "a GPU of a broken verdict line went out";
+  // One whose GPU cannot be read could be any: nothing goes out.
+  for (const char* line :
+       {"drained\tgpu=+1\n", "drained\tgpu=1x\n", "drained,gpu=1\n", "unhealthy\tuuid=1\n"}) {
+    std::ofstream(healthFile(), std::ios::trunc) << line;
+    const CliRun unreadable = discover(1);
+    EXPECT_EQ(unreadable.exitCode, 1) << line << unreadable;
+    EXPECT_EQ(unreadable.out, "") << line << unreadable;
+  }
+  std::ofstream(healthFile(), std::ios::trunc) << "drained gpu=1 since=1796119156 reason=spaces\n"
+                                               << "unhealthy\tgpu=2\tsince=1796119157\txid=79x\n"
+                                               << "drained\tgpu=3\tsince=-1\n"
+                                               << "this is not a record\n";
   // One naming no GPU could be any: nothing goes out.
   std::ofstream(healthFile(), std::ios::app) << "unhealthy since=1796119157\n";
   const CliRun none = discover(1);

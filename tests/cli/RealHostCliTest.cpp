@@ -259,6 +259,24 @@ TEST_F(RealHostCliTest, AGpuListedByUuidIsTheGpuARecordNamesByIndex) {
   EXPECT_EQ(byIndex.exitCode, 1) << byIndex;
 }
 
+TEST_F(RealHostCliTest, ARecordByAUuidPrefixHoldsTheGpuItsPrefixNames) {
+  // A worker without NVML recorded GPU 0 as the prefix it was listed by.
+  const std::unique_ptr<Background> holder = owner();
+  const CliRun held =
+      runCli({"discover", "-n", "1", "--discovery-args",
+              "--gpus GPU-8932f937 --enable-coordination-mode --coordination-file " + file() +
+                  " --owner-pid " + holder->pidText()},
+             environment({"FLINK_GPU_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1"}));
+  ASSERT_EQ(held.exitCode, 0) << held;
+  // A worker with NVML does not get GPU 0; one without, listing the whole UUID, neither.
+  const CliRun run = exec({"-n", "3"}, {});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_THAT(run.err, HasSubstr("GPU 0 is held by process " + holder->pidText())) << run;
+  const CliRun whole =
+      exec({"-n", "1", "--gpus", kGpu0}, {"FLINK_GPU_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1"});
+  EXPECT_EQ(whole.exitCode, 1) << whole;
+}
+
 TEST_F(RealHostCliTest, AListNamingOneGpuTwiceIsRefused) {
   const CliRun run = exec({"-n", "2", "--gpus", std::string(kGpu0) + ",0"}, {});
   EXPECT_EQ(run.exitCode, 2) << run;
