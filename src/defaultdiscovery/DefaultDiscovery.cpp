@@ -325,10 +325,16 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   // With --mig, a GPU in MIG mode is handed out as its instances (by MIG UUID), never whole.
   std::vector<discovery::GpuDevice> units;
   if (options.listed) {
-    discovery::NvmlAttempt nvml = discovery::attemptNvmlEnumeration(false);
-    units = nvml.found ? resolveListed(found.found.devices, std::move(nvml.found->devices),
-                                       host.listedAs, report)
-                       : found.found.devices;
+    // NVML's GPUs, where it answers; a list is taken as written where it does not, or lists none.
+    std::optional<discovery::Enumeration> nvml;
+    try {
+      nvml = std::move(discovery::attemptNvmlEnumeration(false).found);
+    } catch (const DiscoveryError&) {
+      nvml.reset();  // NVML works but lists no GPU: nothing to resolve against
+    }
+    units =
+        nvml ? resolveListed(found.found.devices, std::move(nvml->devices), host.listedAs, report)
+             : found.found.devices;
   } else {
     units = discovery::allocatableUnits(found.found.devices, options.mig);
   }

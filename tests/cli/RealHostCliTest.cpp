@@ -277,6 +277,13 @@ TEST_F(RealHostCliTest, ARecordByAUuidPrefixHoldsTheGpuItsPrefixNames) {
   EXPECT_EQ(whole.exitCode, 1) << whole;
 }
 
+TEST_F(RealHostCliTest, AListIsTakenAsWrittenWhereNvmlListsNoGpu) {
+  host({});
+  const CliRun run = exec({"-n", "1", "--gpus", "1,0"}, {});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "1 PCI_BUS_ID\n");
+}
+
 TEST_F(RealHostCliTest, AListNamingOneGpuTwiceIsRefused) {
   const CliRun run = exec({"-n", "2", "--gpus", std::string(kGpu0) + ",0"}, {});
   EXPECT_EQ(run.exitCode, 2) << run;
