@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <stdexcept>
 
 #include "process/FileDescriptor.h"
@@ -44,6 +45,12 @@ using Clock = std::chrono::steady_clock;
 /// alone), for signalAllRunning. Lock-free so that a signal handler may read it; a run that
 /// finds no free slot is simply not reachable from there.
 std::array<std::atomic<pid_t>, 256> gRunning{};
+
+/// How many times signalAllRunning has been called, and its last signal: a run that becomes
+/// reachable just after a call scanned gRunning sees the count move and signals itself, so that
+/// a call from another thread (a worker's shutdown) cannot miss a program being spawned.
+std::atomic<std::uint64_t> gSignalled{0};
+std::atomic<int> gLastSignal{0};
 
 /// Keeps a program's kill() target in gRunning from spawn until just before it is reaped (while
 /// its pid can still only name it).
@@ -256,8 +263,14 @@ class Run {
       // A signal whose handler ends the running programs (flink-gpu's SIGTERM, SIGINT) must find
       // this one: held back on this thread from before the spawn until it is reachable.
       const HeldBackSignals held;
+      const std::uint64_t signalled = gSignalled.load();
       pid_ = spawn(argv, out.writeEnd.get(), err.writeEnd.get(), options.newProcessGroup);
-      running_.set(options.newProcessGroup ? -pid_ : pid_);
+      const pid_t target = options.newProcessGroup ? -pid_ : pid_;
+      running_.set(target);
+      // Reachable now; a signalAllRunning on another thread since the spawn may have missed it.
+      // (Both sides are sequentially consistent: the caller counts before it scans, we set our
+      // slot before we look at the count, so one of us sees the other.)
+      if (gSignalled.load() != signalled) ::kill(target, gLastSignal.load());
     }
     // The write ends close here, when `out` and `err` go: from now on only the child holds them.
     if (options.usePidfd) pidfd_ = openPidfd(pid_);
@@ -412,6 +425,8 @@ class Run {
 }  // namespace
 
 void signalAllRunning(int signal) noexcept {
+  gLastSignal.store(signal);
+  gSignalled.fetch_add(1);
   for (const auto& slot : gRunning) {
     const pid_t target = slot.load();
     if (target != 0) ::kill(target, signal);

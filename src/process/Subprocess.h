@@ -94,7 +94,8 @@ ProcessResult run(const std::vector<std::string>& argv, const RunOptions& option
 
 /// Sends `signal` to every program run() is running in this process right now: to its process
 /// group, or to the program alone when it shares ours. Async-signal-safe, for a host's SIGINT or
-/// SIGTERM handler, so that the host's death does not leave discovery scripts running.
+/// SIGTERM handler, so that the host's death does not leave discovery scripts running. A program
+/// being spawned on another thread at the time gets the signal as soon as it is reachable.
 void signalAllRunning(int signal) noexcept;
 
 }  // namespace flink::process

@@ -8,10 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "TestSupport.h"
 #include "coordination/Coordination.h"
+#include "process/FileDescriptor.h"
 
 namespace flink::coordination {
 namespace {
@@ -71,7 +74,15 @@ TEST_F(LeasesTest, ALeaseNeverTakesAwayTheLivenessOfARunningOwner) {
     ASSERT_TRUE(a.satisfied);
   }  // the leases end here; `sleeper` runs on
   EXPECT_FALSE(allocate(file(), leased(1, Owner::of(::getpid()))).satisfied);
-  // Its lease files removed (systemd-tmpfiles, an operator's rm): still held.
+  // Its lease files removed (systemd-tmpfiles, an operator's rm): still held. Kept open here
+  // (unlocked) so that their inodes are not reused: a file made meanwhile by another process,
+  // locked, would be taken for them in /proc/locks and the GPU shown held by a lease.
+  std::vector<flink::process::FileDescriptor> keptInodes;
+  for (const fs::directory_entry& entry : fs::directory_iterator(leaseFolderOf(file()))) {
+    keptInodes.emplace_back(::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(keptInodes.back().valid()) << entry.path();
+  }
+  ASSERT_EQ(keptInodes.size(), 2u);
   fs::remove_all(leaseFolderOf(file()));
   EXPECT_FALSE(allocate(file(), leased(1, Owner::of(::getpid()))).satisfied);
   EXPECT_TRUE(readStatus(file()).records.at(0).running);
