@@ -507,14 +507,19 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     return find(spelled);
   };
   // A UUID written as a prefix (by a worker without NVML to complete it, as CUDA_VISIBLE_DEVICES
-  // allows) names every unit whose UUID begins so. Looked for only when no UUID is the same, and
-  // only for one shorter than a whole UUID: a plain request costs nothing more.
+  // allows), in a record or as a unit of this request, names every GPU whose UUID begins so
+  // (recordNames' rule). Looked for only when no UUID is the same, and only where a prefix is
+  // in play: a plain request costs nothing more.
+  constexpr std::size_t kWholeUuid = 40;  // "GPU-" or "MIG-" and 36 characters
+  const bool prefixUnits = std::any_of(unitOfUuid.begin(), unitOfUuid.end(), [](const auto& entry) {
+    return entry.first.size() < kWholeUuid;
+  });
   const auto byPrefix = [&](const std::string& uuid, std::vector<std::string>& units) {
-    constexpr std::size_t kWholeUuid = 40;  // "GPU-" and 36 characters
-    if (uuid.size() >= kWholeUuid) return;
-    const std::string prefix = canonical(uuid);
+    if (!prefixUnits && uuid.size() >= kWholeUuid) return;
+    const std::string spelledUuid = canonical(uuid);
     for (const auto& [spelled, unit] : unitOfUuid) {
-      if (spelled.starts_with(prefix) &&
+      if ((spelled.starts_with(spelledUuid) ||
+           std::string_view(spelledUuid).starts_with(spelled)) &&
           std::find(units.begin(), units.end(), *unit) == units.end()) {
         units.push_back(*unit);
       }

@@ -277,6 +277,19 @@ TEST_F(RealHostCliTest, ARecordByAUuidPrefixHoldsTheGpuItsPrefixNames) {
   EXPECT_EQ(whole.exitCode, 1) << whole;
 }
 
+TEST_F(RealHostCliTest, AUnitListedByAUuidPrefixIsTheGpuARecordNamesWhole) {
+  // A worker with NVML holds GPU 0, recorded by index with its whole UUID.
+  const std::unique_ptr<Background> holder = owner();
+  const CliRun held = allocate(1, *holder, "0");
+  ASSERT_EQ(held.exitCode, 0) << held;
+  // One without NVML lists it by a prefix of that UUID: not handed out again.
+  const CliRun run = exec({"-n", "1", "--gpus", "GPU-8932f937"},
+                          {"FLINK_GPU_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1"});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_THAT(run.err, HasSubstr("GPU GPU-8932f937 is held by process " + holder->pidText()))
+      << run;
+}
+
 TEST_F(RealHostCliTest, AListIsTakenAsWrittenWhereNvmlListsNoGpu) {
   host({});
   const CliRun run = exec({"-n", "1", "--gpus", "1,0"}, {});
