@@ -145,11 +145,14 @@ void printShortfall(const ExecOptions& options, std::size_t amount, const HostUn
   std::size_t busy = 0;
   std::vector<std::string> details;
   for (const std::string& gpu : gpus) {
+    const auto known = uuids.find(gpu);
+    const std::optional<std::string> uuid =
+        known == uuids.end() ? std::nullopt : std::optional<std::string>(known->second);
     bool held = false;
     for (const auto* records : {&allocation.heldByRequester, &allocation.heldByOthers}) {
       for (const coordination::Record& record : *records) {
         // By UUID where both say one: a container's record by its own index.
-        if (coordination::unitNamedBy(record, {gpu}, uuids) != gpu) continue;
+        if (!coordination::recordNames(record, gpu, uuid)) continue;
         held = true;
         details.push_back("GPU " + gpu + " is held by process " + std::to_string(record.owner.pid) +
                           (records == &allocation.heldByRequester ? " (this process)" : ""));

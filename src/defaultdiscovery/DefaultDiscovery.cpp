@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <iterator>
 #include <memory>
@@ -246,16 +245,15 @@ std::vector<discovery::GpuDevice> resolveListed(
   std::vector<discovery::GpuDevice> units;
   std::vector<discovery::GpuDevice> unresolved;
   for (discovery::GpuDevice& entry : devices) {
+    const bool byIndex = !device::isUuid(entry.identifier);
     const discovery::GpuDevice* device = nullptr;
-    if (!entry.identifier.empty() &&
-        std::all_of(entry.identifier.begin(), entry.identifier.end(),
-                    [](unsigned char c) { return std::isdigit(c) != 0; })) {
-      // NVML's index, as the host's identifiers are (not CUDA's order, as in a mask).
-      for (const discovery::GpuDevice& candidate : host) {
-        if (!candidate.isMigInstance() && candidate.identifier == entry.identifier) {
-          device = &candidate;
-        }
-      }
+    if (byIndex) {
+      // NVML's index (parseGpuList's canonical form), as the host's identifiers are; not CUDA's
+      // order, as in a mask.
+      const auto found = std::find_if(host.begin(), host.end(), [&](const discovery::GpuDevice& d) {
+        return !d.isMigInstance() && d.identifier == entry.identifier;
+      });
+      if (found != host.end()) device = &*found;
     } else {
       const discovery::EntryMatch match =
           discovery::matchVisibleDeviceEntry(entry.identifier, host);

@@ -36,7 +36,8 @@ std::string describeRecord(const HealthRecord& record) {
 /// A line of the health records that does not parse but starts as a verdict does (`drained`,
 /// `unhealthy`: a hand edit with spaces, a bad number) holds its GPU out all the same: a drained
 /// or unhealthy GPU is never handed out because its record could not be read. The GPU is the
-/// line's `gpu=` value, and its `uuid=` value (either names it, whatever the other says).
+/// line's `gpu=` value, and its `uuid=` value (either names it, whatever the other says); its
+/// `since` is 0, as nothing of the line can be trusted.
 /// None for any other junk (kept and reported, as before).
 /// @throws HealthRecordsUnreadable for a verdict line that names no GPU at all: any may be it.
 std::vector<HealthRecord> verdictsOfJunk(const coordination::JunkLine& junk,
@@ -70,12 +71,11 @@ std::vector<HealthRecord> verdictsOfJunk(const coordination::JunkLine& junk,
       }
       HealthRecord verdict;
       verdict.kind = kind;
-      verdict.gpu = std::string(word.substr(key.size()));
+      verdict.gpu = std::string(value);
       // A UUID decides over the index where both are known: given as both, it names its GPU.
       if (key == "uuid=") verdict.uuid = verdict.gpu;
       verdict.reason = "its line in the " + where + " cannot be read, so it counts as " +
                        std::string(kindName(kind)) + ": " + strings::quoteForMessage(junk.text);
-      verdict.since = 0;
       verdicts.push_back(std::move(verdict));
     }
   }
