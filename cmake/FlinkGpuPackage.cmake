@@ -47,7 +47,7 @@ else()
 endif()
 # systemd-tmpfiles ages /var/tmp files after 30 days; the coordination file and what lies beside
 # it must outlive that (the file says why). /usr/lib/tmpfiles.d is the packages' folder (a local
-# administrator's is /etc/tmpfiles.d, see the README).
+# administrator's is /etc/tmpfiles.d, see docs/installing.md).
 install(FILES packaging/debian/tmpfiles.conf DESTINATION /usr/lib/tmpfiles.d
   RENAME ${FLINK_GPU_PACKAGE_NAME}.conf COMPONENT debian EXCLUDE_FROM_ALL)
 configure_file(packaging/debian/lintian-overrides.in
@@ -69,8 +69,8 @@ set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
 native program, laid over a Flink distribution in ${FLINK_GPU_PACKAGE_PREFIX}: the\n\
 discovery script at Flink's default discovery-script.path, a discovery\n\
 program that asks NVML (else nvidia-smi) and coordinates GPUs between the\n\
-workers of a host, and the flink-gpu command-line tool (discover, config,\n\
-status, release, exec).")
+workers of a host, and the flink-gpu command-line tool: discover, config,\n\
+status, release, exec, topology, drain, undrain, check and watch.")
 set(CPACK_DEBIAN_PACKAGE_SECTION misc)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # flink-gpu_<version>_<arch>.deb

@@ -104,6 +104,23 @@ run_checked("flink-gpu --version" output "${flink_gpu}" --version)
 if(NOT output STREQUAL "flink-gpu ${VERSION}\n")
   message(FATAL_ERROR "the packaged flink-gpu --version says [${output}]")
 endif()
+# The package's description names every subcommand that the packaged flink-gpu has.
+run_checked("flink-gpu --help" help "${flink_gpu}" --help)
+string(REGEX REPLACE "^.*\nSubcommands:\n" "" subcommands "${help}")
+string(REGEX MATCHALL "(^|\n)  [a-z]+" subcommands "${subcommands}")
+list(TRANSFORM subcommands STRIP)
+list(LENGTH subcommands subcommand_count)
+if(subcommand_count LESS 5)
+  message(FATAL_ERROR "flink-gpu --help lists too few subcommands [${subcommands}]:\n${help}")
+endif()
+run_checked("dpkg-deb --field" description "${dpkg-deb_path}" --field "${debs}" Description)
+foreach(subcommand IN LISTS subcommands)
+  if(NOT description MATCHES "[ ,]${subcommand}[ ,.]")
+    message(FATAL_ERROR "the package's description does not name the subcommand "
+                        "'${subcommand}':\n${description}")
+  endif()
+endforeach()
+
 run_checked("flink-gpu discover" output "${flink_gpu}" discover --discovery-script "${FIXTURE}"
             --amount 2)
 if(NOT output STREQUAL "GPU Device(0)\nGPU Device(1)\n")
