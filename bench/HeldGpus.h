@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "coordination/Coordination.h"
+#include "host/coordination/Coordination.h"
 
 namespace flink::bench {
 

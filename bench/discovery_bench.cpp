@@ -51,7 +51,7 @@
 
 #include "BenchSupport.h"
 #include "HeldGpus.h"
-#include "coordination/Coordination.h"
+#include "host/coordination/Coordination.h"
 
 #ifndef FLINK_GPU_DISCOVERY_SCRIPT
 #error "FLINK_GPU_DISCOVERY_SCRIPT (the path of nvidia-gpu-discovery.sh) must be set by the build"

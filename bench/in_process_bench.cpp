@@ -44,11 +44,11 @@
 
 #include "BenchSupport.h"
 #include "HeldGpus.h"
-#include "coordination/Coordination.h"
 #include "flink/externalresource/gpu/GPUDriver.h"
 #include "flink/externalresource/gpu/GPUDriverFactory.h"
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
 #include "flink/externalresource/gpu/GPUInfo.h"
+#include "host/coordination/Coordination.h"
 
 #ifndef FLINK_GPU_DISCOVERY_SCRIPT
 #error "FLINK_GPU_DISCOVERY_SCRIPT (the path of nvidia-gpu-discovery.sh) must be set by the build"

@@ -24,8 +24,8 @@
 #include <system_error>
 
 #include "BenchSupport.h"
-#include "discovery/NvidiaSmi.h"
-#include "discovery/NvmlEnumerator.h"
+#include "host/enumeration/NvidiaSmi.h"
+#include "host/enumeration/NvmlEnumerator.h"
 
 #ifndef FLINK_GPU_FAKE_NVML
 #error "FLINK_GPU_FAKE_NVML (the path of the stand-in libnvidia-ml.so.1) must be set by the build"

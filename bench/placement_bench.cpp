@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "placement/Placement.h"
-#include "placement/Topology.h"
+#include "host/placement/Placement.h"
+#include "host/placement/Topology.h"
 
 namespace {
 

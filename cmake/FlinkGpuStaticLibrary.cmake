@@ -1,17 +1,13 @@
-# flink-gpu-static: the shared library's sources once more, as a static library for the programs
-# this project installs (flink-gpu). A program starts once per discovery, so its start-up is what
-# a user pays: every shared library it loads costs the loader a file to map and relocations to
-# apply, and on a cold VM that is more than the discovery itself (see README, Benchmarks). So
-# flink-gpu links our code, spdlog and fmt (header-only), yaml-cpp (Debian's libyaml-cpp.a) and
-# libstdc++ into itself, and loads only glibc: glibc stays dynamic because the programs dlopen
-# plugins and libnvidia-ml.so.1, which a static glibc cannot do reliably.
+# flink-gpu-static: the library as a static archive, for the programs this project installs
+# (flink-gpu). A program starts once per discovery, so its start-up is what a user pays: every
+# shared library it loads costs the loader a file to map and relocations to apply, and on a cold
+# VM that is more than the discovery itself (docs/benchmarks.md). So flink-gpu links our code,
+# spdlog and fmt (header-only), yaml-cpp (Debian's libyaml-cpp.a) and libstdc++ into itself, and
+# loads only glibc: glibc stays dynamic because the programs dlopen plugins and libnvidia-ml.so.1,
+# which a static glibc cannot do reliably.
 #
-# The shared library (the `dev` install component) is unchanged: C++ workers link it, and it
-# keeps using the system's spdlog, so a host program's spdlog::set_level reaches its loggers.
-#
-# The twin takes its sources, include folders, compile settings and dependencies from the shared
-# target itself (included after add_subdirectory(src)), so a source added there is built here too.
-# Dependencies are mapped: spdlog::spdlog → spdlog and fmt header-only, yaml-cpp → libyaml-cpp.a.
+# The archive takes the shared library's objects (src/CMakeLists.txt), so nothing compiles twice,
+# except the logging facade: here it is built over spdlog and fmt header-only.
 
 # spdlog header-only over fmt header-only. Debian's spdlog::spdlog_header_only would link the
 # shared libfmt (its interface names fmt::fmt), so it is put together here.
@@ -25,6 +21,11 @@ target_include_directories(flink-gpu-spdlog-header-only SYSTEM INTERFACE
 # header-only, and FMT_HEADER_ONLY (from fmt::fmt-header-only) makes fmt so too.
 target_compile_definitions(flink-gpu-spdlog-header-only INTERFACE SPDLOG_FMT_EXTERNAL)
 target_link_libraries(flink-gpu-spdlog-header-only INTERFACE fmt::fmt-header-only Threads::Threads)
+
+add_library(flink-gpu-logging-header-only OBJECT ${PROJECT_SOURCE_DIR}/src/util/Logging.cpp)
+target_include_directories(flink-gpu-logging-header-only PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(flink-gpu-logging-header-only PRIVATE flink-gpu-spdlog-header-only)
+flink_gpu_warnings(flink-gpu-logging-header-only)
 
 # yaml-cpp's archive, where the distribution ships one (Debian does; its CMake package only
 # describes the shared library). Without it, the shared library is used and said so.
@@ -42,41 +43,12 @@ else()
   set(flink_gpu_static_yaml ${FLINK_GPU_YAML_CPP})
 endif()
 
-function(flink_gpu_add_static_twin shared twin)
-  get_target_property(source_dir ${shared} SOURCE_DIR)
-  get_target_property(sources ${shared} SOURCES)
-  set(twin_sources)
-  foreach(source IN LISTS sources)
-    # $<TARGET_OBJECTS:...> and absolute paths as they are; the rest is relative to src/.
-    if(source MATCHES "^\\$<" OR IS_ABSOLUTE "${source}")
-      list(APPEND twin_sources "${source}")
-    else()
-      list(APPEND twin_sources "${source_dir}/${source}")
-    endif()
-  endforeach()
-  add_library(${twin} STATIC ${twin_sources})
-  foreach(property INCLUDE_DIRECTORIES INTERFACE_INCLUDE_DIRECTORIES COMPILE_DEFINITIONS
-                   INTERFACE_COMPILE_DEFINITIONS COMPILE_OPTIONS COMPILE_FEATURES
-                   INTERFACE_COMPILE_FEATURES POSITION_INDEPENDENT_CODE)
-    get_target_property(value ${shared} ${property})
-    if(value)
-      set_property(TARGET ${twin} PROPERTY ${property} "${value}")
-    endif()
-  endforeach()
-  foreach(property LINK_LIBRARIES INTERFACE_LINK_LIBRARIES)
-    get_target_property(libraries ${shared} ${property})
-    if(NOT libraries)
-      continue()
-    endif()
-    list(TRANSFORM libraries REPLACE "^spdlog::spdlog$" flink-gpu-spdlog-header-only)
-    list(TRANSFORM libraries REPLACE "^${FLINK_GPU_YAML_CPP}$" ${flink_gpu_static_yaml})
-    if(property STREQUAL LINK_LIBRARIES)
-      # Private to the archive, yet its users must link them: CMake adds them as link-only.
-      target_link_libraries(${twin} PRIVATE ${libraries})
-    else()
-      target_link_libraries(${twin} INTERFACE ${libraries})
-    endif()
-  endforeach()
-endfunction()
-
-flink_gpu_add_static_twin(flink-external-resource-gpu flink-gpu-static)
+add_library(flink-gpu-static STATIC
+  $<TARGET_OBJECTS:flink-gpu-core>
+  $<TARGET_OBJECTS:flink-gpu-flink>
+  $<TARGET_OBJECTS:flink-gpu-logging-header-only>)
+target_include_directories(flink-gpu-static PUBLIC
+  ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+target_compile_features(flink-gpu-static PUBLIC cxx_std_20)
+target_link_libraries(flink-gpu-static PUBLIC
+  ${flink_gpu_static_yaml} ${CMAKE_DL_LIBS} Threads::Threads)

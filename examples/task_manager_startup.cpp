@@ -23,10 +23,11 @@ int main(int argc, char** argv) {
   try {
     const flink::LoadedConfiguration loaded =
         flink::GlobalConfiguration::loadConfiguration(argv[1]);
-    flink::PluginManager plugins;  // $FLINK_PLUGINS_DIR, else $FLINK_HOME/plugins, ...
+    // $FLINK_PLUGINS_DIR, else $FLINK_HOME/plugins, ...; with the library's built-in factories.
+    const auto plugins = flink::ExternalResourceUtils::createPluginManager();
     const auto provider =
         flink::ExternalResourceUtils::createStaticExternalResourceInfoProviderFromConfig(
-            loaded.configuration, plugins);
+            loaded.configuration, *plugins);
 
     std::vector<std::string> names(argv + 2, argv + argc);
     if (names.empty())

@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "configuration/ConfigurationFileParsers.h"
 #include "flink/configuration/Configuration.h"
+#include "flink/configuration/ConfigurationFileParsers.h"
 #include "flink/util/Exceptions.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // nvml-vs-nvidia-smi: on a host with NVIDIA GPUs, checks that the two sources of the default
 // discovery agree, and how long each takes. Run by scripts/gpu-machine-check.sh; the CPU-only
-// test (tests/discovery/nvml_vs_nvidia_smi_test.sh) runs it against stand-ins.
+// test (tests/host/enumeration/nvml_vs_nvidia_smi_test.sh) runs it against stand-ins.
 //
 //   nvml-vs-nvidia-smi [--nvidia-smi PATH] [--runs N]
 //
@@ -29,9 +29,9 @@
 #include <string_view>
 #include <vector>
 
-#include "discovery/NvidiaSmi.h"
-#include "discovery/NvmlEnumerator.h"
-#include "nvml/Nvml.h"
+#include "host/enumeration/NvidiaSmi.h"
+#include "host/enumeration/NvmlEnumerator.h"
+#include "host/nvml/Nvml.h"
 #include "util/Strings.h"
 
 namespace {

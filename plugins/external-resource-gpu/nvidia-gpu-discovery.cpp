@@ -17,16 +17,16 @@
 // by default our parent — the worker that started the discovery, since the wrapper script execs us
 // (Flink's script records its $PPID the same way). A GPU and the MIG instances carved from it are
 // never held by two running owners at once, whichever of them each owner asked for. Which of the
-// free GPUs are taken is the placement rule's (placement/Placement.h): the best-connected set
+// free GPUs are taken is the placement rule's (host/placement/Placement.h): the best-connected set
 // where NVML tells the topology, the first free ones otherwise or with --placement index.
 //
 // An inherited CUDA_VISIBLE_DEVICES (the worker's scheduler's) limits the units to those it names,
-// in its order, read as CUDA reads it (discovery/VisibleDevices.h); the answer is then the mask's
+// in its order, read as CUDA reads it (host/enumeration/VisibleDevices.h); the answer is then the mask's
 // own entries for the units chosen, while coordination records keep the host's numbering.
 // Unhealthy and drained GPUs are never handed out, in either mode (--health, see
-// health/HostHealth.h).
+// host/health/HostHealth.h).
 //
-// The work itself is the library's (defaultdiscovery/DefaultDiscovery.h), which GPUDriver also
+// The work itself is the library's (host/defaultdiscovery/DefaultDiscovery.h), which GPUDriver also
 // runs in-process; this program reads its arguments, prints, and gives back what it recorded
 // when its answer cannot be written.
 #include <fcntl.h>
@@ -40,10 +40,10 @@
 #include <string>
 #include <vector>
 
-#include "coordination/Coordination.h"
-#include "defaultdiscovery/DefaultDiscovery.h"
-#include "defaultdiscovery/DiscoveryArguments.h"
-#include "discovery/GpuEnumerator.h"
+#include "host/coordination/Coordination.h"
+#include "host/defaultdiscovery/DefaultDiscovery.h"
+#include "host/defaultdiscovery/DiscoveryArguments.h"
+#include "host/enumeration/GpuEnumerator.h"
 #include "util/Strings.h"
 
 #ifndef FLINK_GPU_PROGRAM_MARK
@@ -53,7 +53,7 @@
 namespace {
 
 /// Tells the in-process driver that this file is the program its library was built with
-/// (defaultdiscovery/DefaultScript.h), without running it: a section of its own, which stripping
+/// (host/defaultdiscovery/DefaultScript.h), without running it: a section of its own, which stripping
 /// keeps, holding the mark with its NUL.
 [[gnu::used, gnu::section(".flink_gpu_program")]] const char kProgramMark[] =
     FLINK_GPU_PROGRAM_MARK;

@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# The layering of src/: every folder of src/ is a layer, the README's "Layers of src/" block
-# lists them from the bottom up, and a file may include headers of its own layer and of the
-# layers below it, never of one above. Public headers (include/flink/) include no header of src/.
+# The layering of src/. docs/architecture.md lists the layers from the bottom up, between the
+# markers <!-- layers: bottom first --> and <!-- /layers -->, one `src/<folder>/` a line; a folder
+# may be nested (src/host/nvml/). A file belongs to the deepest listed folder that holds it, and
+# may include headers of its own layer and of the layers below, never of one above.
 #
-# The README is the one list: a new folder of src/ fails this test until it is placed there.
+# An include is resolved as the compiler resolves it from src/ and include/: "host/nvml/Nvml.h" is
+# src/host/nvml/, and "flink/<pkg>/X.h" counts as an include of src/flink/<pkg>/, whether X.h is a
+# private header there or the public header it implements. Beyond the order, two rules:
+#   - src/host/ is the GPU machinery and knows nothing of Flink: no file under it includes a
+#     "flink/…" header, public or private.
+#   - The public headers (include/flink/) include no header of src/, only each other.
+#
+# docs/architecture.md is the one list: a new folder of src/ fails this test until it is placed.
 #
 # Usage: check_layers.sh <source dir>
 set -euo pipefail
 root=${1:?usage: check_layers.sh <source dir>}
-readme=$root/README.md
+doc=$root/docs/architecture.md
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+[ -f "$doc" ] || { echo "FAIL: $doc does not exist" >&2; exit 1; }
 
-# The layers, bottom first: the src/<name>/ entries between the markers, in order.
-block=$(sed -n '/<!-- layers: bottom first -->/,/<!-- \/layers -->/p' "$readme")
-[ -n "$block" ] || { echo "FAIL: $readme has no <!-- layers: bottom first --> block" >&2; exit 1; }
-mapfile -t layers < <(grep -o '^src/[a-z]*/' <<<"$block" | sed 's#^src/##; s#/$##')
+# The layers, bottom first: the src/<path>/ entries between the markers, in order.
+block=$(sed -n '/<!-- layers: bottom first -->/,/<!-- \/layers -->/p' "$doc")
+[ -n "$block" ] || { echo "FAIL: $doc has no <!-- layers: bottom first --> block" >&2; exit 1; }
+mapfile -t layers < <(grep -o '^src/[a-z/]*/' <<<"$block" | sed 's#^src/##; s#/$##')
 [ "${#layers[@]}" -gt 0 ] || { echo "FAIL: the layers block lists no src/<folder>/" >&2; exit 1; }
 declare -A rank=()
 for i in "${!layers[@]}"; do
@@ -24,43 +33,64 @@ for i in "${!layers[@]}"; do
   rank[$name]=$i
 done
 
-# Every folder of src/ has its place, and every place is a folder.
-for dir in "$root"/src/*/; do
-  name=$(basename "$dir")
-  [ -n "${rank[$name]+x}" ] || fail "src/$name/ is not in the README's layers block"
-done
+# layer_of <path below src/>: the deepest listed folder holding it, or nothing.
+layer_of() {
+  local path=$1
+  while [[ $path == */* ]]; do
+    path=${path%/*}
+    if [ -n "${rank[$path]+x}" ]; then
+      echo "$path"
+      return
+    fi
+  done
+}
+
+# Every folder of src/ that holds a source lies in a layer, and every layer is a folder.
+while IFS= read -r -d '' dir; do
+  relative=${dir#"$root"/src/}
+  compgen -G "$dir/*.h" >/dev/null || compgen -G "$dir/*.cpp" >/dev/null || continue
+  [ -n "$(layer_of "$relative/x")" ] ||
+    fail "src/$relative/ is not in the layers block of docs/architecture.md"
+done < <(find "$root/src" -mindepth 1 -type d -print0)
 for name in "${layers[@]}"; do
   [ -d "$root/src/$name" ] || fail "the layers block lists src/$name/, which does not exist"
 done
 
-# No include reaches up.
+includes() {  # includes <file>: "line:path" for each #include "path"
+  grep -n -o '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*"' "$1" | sed 's/:[^"]*"/:/; s/"$//'
+}
+
+# No include reaches up; host/ includes nothing of Flink.
 while IFS= read -r -d '' file; do
   relative=${file#"$root"/src/}
-  own=${relative%%/*}
-  [ -n "${rank[$own]+x}" ] || continue  # reported above
+  own=$(layer_of "$relative")
+  [ -n "$own" ] || continue  # reported above
   while IFS=: read -r line included; do
-    target=${included%%/*}
-    [ -n "${rank[$target]+x}" ] || continue  # not a folder of src/ (flink/..., a system header)
+    if [[ $own == host || $own == host/* ]] && [[ $included == flink/* ]]; then
+      fail "src/$relative:$line includes \"$included\": src/host/ knows nothing of Flink"
+      continue
+    fi
+    target=$(layer_of "$included")
+    [ -n "$target" ] || continue  # not a header of src/ (a header beside the file, a system one)
     if [ "${rank[$target]}" -gt "${rank[$own]}" ]; then
       fail "src/$relative:$line includes \"$included\": src/$target/ stands above src/$own/"
     fi
-  done < <(grep -n -o '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*"' "$file" |
-           sed 's/:[^"]*"/:/; s/"$//')
+  done < <(includes "$file")
 done < <(find "$root/src" -type f \( -name '*.h' -o -name '*.cpp' \) -print0)
 
 # The public headers stand on their own.
 while IFS= read -r -d '' file; do
   while IFS=: read -r line included; do
     case $included in
-      flink/*) ;;
+      flink/*) [ -f "$root/include/$included" ] ||
+                 fail "${file#"$root"/}:$line includes \"$included\", which is not a public header" ;;
       *) fail "${file#"$root"/}:$line includes \"$included\", which is not a public header" ;;
     esac
-  done < <(grep -n -o '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*"' "$file" |
-           sed 's/:[^"]*"/:/; s/"$//')
+  done < <(includes "$file")
 done < <(find "$root/include" -type f -name '*.h' -print0)
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures layering fault(s); the layers, bottom first: ${layers[*]}" >&2
   exit 1
 fi
-echo "layers of src/, bottom first: ${layers[*]}; no include reaches up"
+echo "layers of src/, bottom first: ${layers[*]}; no include reaches up, host/ includes no Flink"

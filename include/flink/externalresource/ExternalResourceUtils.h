@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -53,6 +54,15 @@ struct ExternalResources {
 
 class ExternalResourceUtils {
  public:
+  /// The factories built into this library, which no plugin can replace: today the GPU
+  /// driver's, org.apache.flink.externalresource.gpu.GPUDriverFactory.
+  static std::vector<PluginManager::BuiltInFactory> builtInFactories();
+
+  /// A PluginManager over `pluginsDirectory` that knows builtInFactories(): what
+  /// Flink's PluginUtils.createPluginManagerFromRootFolder makes for a TaskManager.
+  static std::unique_ptr<PluginManager> createPluginManager(
+      std::filesystem::path pluginsDirectory = PluginManager::defaultPluginsDirectory());
+
   /// Reads the whole external-resource configuration. Never throws for bad values: they are in
   /// `errors`.
   static ExternalResources readExternalResources(const Configuration& config);

@@ -1,11 +1,14 @@
-// Finds external-resource driver factories by name: the built-in ones, then those of the
-// shared-library plugins in the plugins folder.
+// Finds external-resource driver factories by name: the built-in ones its caller gives it, then
+// those of the shared-library plugins in the plugins folder.
 //
 // Mirrors the part of org.apache.flink.core.plugin.PluginManager (and PluginConfig) that the
-// external-resource framework uses. See ExternalResourcePlugin.h for what a plugin exports.
+// external-resource framework uses; like Flink's, it knows no factory of its own. The library's
+// built-in factories are ExternalResourceUtils's (ExternalResourceUtils::createPluginManager).
+// See ExternalResourcePlugin.h for what a plugin exports.
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,19 +33,26 @@ class PluginManager {
     std::optional<std::string> problem;
   };
 
+  /// A factory compiled into the program: its class name, and how to make one.
+  struct BuiltInFactory {
+    std::string className;
+    std::function<std::unique_ptr<ExternalResourceDriverFactory>()> create;
+  };
+
   /// The plugins folder, as Flink finds it: $FLINK_PLUGINS_DIR, else $FLINK_HOME/plugins, else
   /// /opt/flink/plugins. Not checked for existence.
   static std::filesystem::path defaultPluginsDirectory();
 
-  /// The class names of the built-in factories (today the GPU driver's,
-  /// org.apache.flink.externalresource.gpu.GPUDriverFactory).
-  static std::vector<std::string> builtInFactories();
-
-  explicit PluginManager(std::filesystem::path pluginsDirectory = defaultPluginsDirectory());
+  /// `builtIns` are found before any plugin, and a plugin offering one of their class names is
+  /// refused for it (with a WARN). Nothing is loaded until a factory is asked for.
+  PluginManager(std::filesystem::path pluginsDirectory, std::vector<BuiltInFactory> builtIns);
   PluginManager(const PluginManager&) = delete;
   PluginManager& operator=(const PluginManager&) = delete;
 
   const std::filesystem::path& pluginsDirectory() const noexcept { return pluginsDirectory_; }
+
+  /// The class names of the built-in factories, in the order they were given.
+  std::vector<std::string> builtInFactories() const;
 
   /// Makes a new factory of the given class name: a built-in one, else one from the first plugin
   /// (plugin folders in name order) that offers it. Plugins are loaded on the first call that
@@ -66,6 +76,7 @@ class PluginManager {
   void loadPluginsLocked();
 
   std::filesystem::path pluginsDirectory_;
+  std::vector<BuiltInFactory> builtIns_;
   std::mutex mutex_;
   bool loaded_ = false;
   std::vector<PluginInfo> plugins_;

@@ -11,7 +11,7 @@
 // (owned by this process, the script's parent) and the same causes given for failures; no
 // process is started but nvidia-smi, where NVML cannot be used. Each GPU recorded in
 // coordination mode is also leased (an flock the kernel drops when this process dies, see
-// coordination/Leases.h) until the driver is destroyed, which gives the GPUs back. A Flink
+// host/coordination/Leases.h) until the driver is destroyed, which gives the GPUs back. A Flink
 // TaskManager keeps its drivers for its whole life, so its GPUs stay taken exactly as long as
 // with the script.
 #pragma once
@@ -28,6 +28,8 @@
 #include "flink/externalresource/ExternalResourceDriver.h"
 
 namespace flink::externalresource::gpu {
+
+class InProcessDiscovery;
 
 class GPUDriver final : public ExternalResourceDriver {
  public:
@@ -81,7 +83,7 @@ class GPUDriver final : public ExternalResourceDriver {
   bool nvmlEnabled() const noexcept { return nvmlEnabled_; }
   /// Whether discoveries run in-process: the script is the default discovery and
   /// `discovery-script.in-process` is true.
-  bool runsInProcess() const noexcept { return inProcess_; }
+  bool runsInProcess() const noexcept { return inProcessDiscovery_ != nullptr; }
 
  private:
   friend class GPUDriverFactory;
@@ -105,10 +107,9 @@ class GPUDriver final : public ExternalResourceDriver {
   std::vector<std::string> arguments_;
   std::chrono::milliseconds timeout_;
   bool nvmlEnabled_ = true;
-  bool inProcess_ = false;
-  /// What in-process discoveries recorded and leased (GPUDriver.cpp).
-  struct Holdings;
-  std::unique_ptr<Holdings> holdings_;
+  /// The in-process default discovery, with what its runs recorded and leased; null when the
+  /// script is run.
+  std::unique_ptr<InProcessDiscovery> inProcessDiscovery_;
 };
 
 }  // namespace flink::externalresource::gpu

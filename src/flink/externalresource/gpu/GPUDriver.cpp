@@ -1,0 +1,404 @@
+// GPUDriver: configuration checks, one run of the discovery script (or of the default discovery
+// in-process, InProcessDiscovery), and the turning of its answer into GPUInfo objects. Process
+// handling lives in process/Subprocess, parsing in ScriptOutput, the default discovery in
+// host/defaultdiscovery/.
+#include "flink/externalresource/gpu/GPUDriver.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "flink/externalresource/gpu/GPUDriverOptions.h"
+#include "flink/externalresource/gpu/GPUInfo.h"
+#include "flink/externalresource/gpu/GpuProperties.h"
+#include "flink/externalresource/gpu/InProcessDiscovery.h"
+#include "flink/externalresource/gpu/ScriptOutput.h"
+#include "flink/util/Exceptions.h"
+#include "flink/util/TimeUtils.h"
+#include "host/coordination/Coordination.h"
+#include "host/coordination/CoordinationFile.h"
+#include "host/defaultdiscovery/DefaultDiscovery.h"
+#include "host/defaultdiscovery/DefaultScript.h"
+#include "host/defaultdiscovery/DiscoveryArguments.h"
+#include "host/enumeration/NvmlEnumerator.h"
+#include "host/enumeration/VisibleDevices.h"
+#include "host/placement/Placement.h"
+#include "process/Subprocess.h"
+#include "util/Logging.h"
+#include "util/Strings.h"
+
+namespace flink::externalresource::gpu {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// How much of each stream an error message shows; the rest is summarised by its size.
+constexpr std::size_t kShownOutputBytes = 2000;
+
+const logging::Logger& log() {
+  static const logging::Logger logger("GPUDriver");
+  return logger;
+}
+
+/// The absolute, normalised path `path` names: a relative one against $FLINK_HOME when it is set,
+/// else against the working directory (Flink's rule). FLINK_HOME itself may be relative.
+fs::path resolveScriptPath(const fs::path& path) {
+  fs::path resolved = path;
+  if (resolved.is_relative()) {
+    const char* flinkHome = std::getenv("FLINK_HOME");
+    const fs::path base =
+        (flinkHome != nullptr && *flinkHome != '\0') ? fs::path(flinkHome) : fs::current_path();
+    resolved = base / resolved;
+  }
+  return fs::absolute(resolved).lexically_normal();
+}
+
+/// Whether anything is at `path` (a dangling link is not).
+bool somethingAt(const fs::path& path) {
+  struct stat status {};
+  return ::stat(path.c_str(), &status) == 0 || (errno != ENOENT && errno != ENOTDIR);
+}
+
+/// The script to use: the configured path resolved as Flink resolves it. For the default path
+/// only, when that finds nothing, Flink's Docker location too, so that a host with Flink in
+/// /opt/flink works without FLINK_HOME. Throws FileNotFoundException naming every place looked at.
+fs::path findScript(const std::string& configured) {
+  std::vector<fs::path> candidates{resolveScriptPath(configured)};
+  if (configured == *GPUDriverOptions::DISCOVERY_SCRIPT_PATH.defaultValue()) {
+    const fs::path docker(GPUDriverOptions::DOCKER_DEFAULT_DISCOVERY_SCRIPT);
+    if (candidates.front() != docker) candidates.push_back(docker);
+  }
+  for (const fs::path& candidate : candidates) {
+    if (somethingAt(candidate)) return candidate;
+  }
+  std::string message =
+      "The GPU discovery script does not exist in path " + candidates.front().string();
+  if (candidates.size() > 1) {
+    const char* flinkHome = std::getenv("FLINK_HOME");
+    message += std::string(" (the default '") + configured + "', resolved against " +
+               ((flinkHome != nullptr && *flinkHome != '\0') ? "$FLINK_HOME"
+                                                             : "the working directory, "
+                                                               "$FLINK_HOME being unset") +
+               "), nor in " + candidates.back().string();
+  }
+  throw FileNotFoundException(message + ".");
+}
+
+/// One stream's capture for a message: its text up to kShownOutputBytes, then a size note.
+std::string describeStream(const char* name, const process::CapturedOutput& captured) {
+  const std::string_view text = strings::trim(captured.data);
+  if (text.empty() && captured.discardedBytes == 0) return std::string(name) + ": (empty)";
+  // Line by line with control characters escaped: a script's output must not drive the
+  // terminal that reads the error (escape sequences, a changed window title).
+  std::string described = std::string(name) + ":";
+  for (std::string_view line :
+       strings::split(text.substr(0, std::min(text.size(), kShownOutputBytes)), '\n')) {
+    described += '\n';
+    described += strings::quoteForMessage(line, kShownOutputBytes);
+  }
+  const std::size_t hidden =
+      (text.size() > kShownOutputBytes ? text.size() - kShownOutputBytes : 0) +
+      captured.discardedBytes;
+  if (hidden > 0) described += "\n... (" + std::to_string(hidden) + " more bytes)";
+  return described;
+}
+
+std::string describeOutputs(const process::ProcessResult& result) {
+  return describeStream("stdout", result.stdoutOutput) + "\n" +
+         describeStream("stderr", result.stderrOutput);
+}
+
+/// The first non-blank line of stderr, else of stdout: usually the script's own reason.
+std::string firstReason(const process::ProcessResult& result) {
+  for (const auto* captured : {&result.stderrOutput, &result.stdoutOutput}) {
+    for (std::string_view line : strings::split(captured->data, '\n')) {
+      if (!strings::isBlank(line)) return strings::quoteForMessage(strings::trim(line));
+    }
+  }
+  return "it printed nothing";
+}
+
+/// The host's devices as NVML lists them, MIG instances included; none when NVML cannot be
+/// used (the reason is logged: at debug level when the library is simply not installed).
+std::vector<discovery::GpuDevice> nvmlDevices() {
+  try {
+    discovery::NvmlAttempt attempt = discovery::attemptNvmlEnumeration();
+    if (!attempt.found) {
+      if (attempt.libraryAbsent) {
+        log().debug(std::string("No GPU properties: ") + attempt.problem);
+      } else {
+        log().warn(std::string("No GPU properties: ") + attempt.problem);
+      }
+      return {};
+    }
+    for (const std::string& warning : attempt.found->warnings) log().debug(warning);
+    return std::move(attempt.found->devices);
+  } catch (const discovery::DiscoveryError& e) {
+    log().warn(std::string("No GPU properties: ") + e.what());
+    return {};
+  }
+}
+
+/// A script's stderr after a run that answered: at debug level, but a GPU the script left out
+/// (lost, denied by a cgroup) is a fault of the host that an operator must hear of, whatever the
+/// log level for the rest.
+void logScriptStderr(std::string_view text) {
+  if (text.empty()) return;
+  log().debug(std::string("The GPU discovery script wrote to stderr: ") +
+              strings::quoteForMessage(text, kShownOutputBytes));
+  for (std::string_view line : strings::split(text, '\n')) {
+    line = strings::trim(line);
+    if (discovery::isLeftOutWarning(line)) {
+      log().error(std::string("The GPU discovery script left a GPU out: ") +
+                  strings::quoteForMessage(line.substr(std::string_view("warning: ").size())));
+    }
+  }
+}
+
+std::string joinInfos(const std::vector<std::shared_ptr<const ExternalResourceInfo>>& infos) {
+  std::string joined = "[";
+  for (const auto& info : infos) {
+    if (joined.size() > 1) joined += ", ";
+    joined += info->toString();
+  }
+  return joined + "]";
+}
+
+/// Each identifier a discovery answered, in its order, with what NVML knows of the device it
+/// names among `devices` (none: the index only): what its GPUInfo is made of.
+std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> describe(
+    std::vector<std::string> identifiers, const std::vector<discovery::GpuDevice>& devices) {
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> described;
+  described.reserve(identifiers.size());
+  // Under an inherited CUDA_VISIBLE_DEVICES the default discovery prints the mask's own entries,
+  // which CUDA reads against the devices it can open (a UUID prefix, an index among the usable
+  // GPUs): read them the same way, so that the properties say which physical GPU each is.
+  const bool masked = discovery::inheritedVisibleDevices().has_value();
+  for (std::string& identifier : identifiers) {
+    std::vector<std::pair<std::string, std::string>> properties;
+    if (!devices.empty()) {
+      const discovery::GpuDevice* device =
+          masked ? discovery::resolveVisibleDeviceEntry(identifier, devices)
+                 : findDevice(devices, identifier);
+      if (device != nullptr) {
+        properties = propertiesOf(*device);
+      } else {
+        log().warn(std::string("NVML knows no GPU ") + identifier +
+                   ", which the discovery script printed; its GPUInfo has the index only.");
+      }
+    }
+    described.emplace_back(std::move(identifier), std::move(properties));
+  }
+  return described;
+}
+
+}  // namespace
+
+GPUDriver::GPUDriver(const Configuration& config) {
+  const std::string configured = config.get(GPUDriverOptions::DISCOVERY_SCRIPT_PATH);
+  if (strings::isBlank(configured)) {
+    throw IllegalConfigurationException(
+        "GPU discovery script ('external-resource.<resource_name>.param." +
+        GPUDriverOptions::DISCOVERY_SCRIPT_PATH.key() + "') is not configured.");
+  }
+  script_ = findScript(configured);
+
+  struct stat status {};
+  if (::stat(script_.c_str(), &status) != 0) {
+    throw FlinkException("Cannot access the GPU discovery script " + script_.string() + ": " +
+                         std::generic_category().message(errno) + ".");
+  }
+  if (!S_ISREG(status.st_mode)) {
+    throw FlinkException("The GPU discovery script " + script_.string() +
+                         " is not a regular file.");
+  }
+  if (::access(script_.c_str(), X_OK) != 0) {
+    throw FlinkException("The discovery script " + script_.string() + " is not executable.");
+  }
+
+  if (auto args = config.getOptional(GPUDriverOptions::DISCOVERY_SCRIPT_ARG)) {
+    arguments_ = strings::splitWhitespace(*args);
+  } else {
+    arguments_ = {"null"};  // Flink formats the missing value into the command line as "null".
+  }
+
+  if (auto placement = config.getOptional(GPUDriverOptions::PLACEMENT)) {
+    const std::string value(strings::trim(*placement));
+    if (!placement::parsePolicy(value)) {
+      throw IllegalConfigurationException(
+          "Invalid value '" + strings::quoteForMessage(*placement) + "' for configuration key '" +
+          GPUDriverOptions::PLACEMENT.key() + "': expected topology or index.");
+    }
+    arguments_.push_back("--placement");
+    arguments_.push_back(value);
+  }
+
+  nvmlEnabled_ = config.get(GPUDriverOptions::NVML_ENABLED);
+  timeout_ = config.get(GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT);
+  if (timeout_.count() <= 0) {
+    throw IllegalConfigurationException(
+        "Invalid value '" + formatDuration(timeout_) + "' for configuration key '" +
+        GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT.key() + "': the time-out must be positive.");
+  }
+
+  const bool inProcess = config.get(GPUDriverOptions::DISCOVERY_SCRIPT_IN_PROCESS) &&
+                         defaultdiscovery::isDefaultDiscoveryScript(script_);
+  if (inProcess) {
+    inProcessDiscovery_ = std::make_unique<InProcessDiscovery>(script_, arguments_, timeout_);
+    log().debug(std::string("The GPU discovery script ") + script_.string() +
+                " is the default discovery: running it in-process.");
+  }
+}
+
+ExternalResourceInfoSet GPUDriver::toInfoSet(
+    std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> gpus) {
+  std::vector<std::shared_ptr<const ExternalResourceInfo>> infos;
+  infos.reserve(gpus.size());
+  for (auto& [identifier, properties] : gpus) {
+    infos.push_back(
+        std::shared_ptr<const GPUInfo>(new GPUInfo(std::move(identifier), std::move(properties))));
+  }
+  // Formatted only when it is logged: each GPUInfo's text is a dozen strings.
+  if (log().enabled(logging::Level::kInfo)) {
+    log().info(std::string("Discovered GPU resources: ") + joinInfos(infos));
+  }
+  return ExternalResourceInfoSet(std::move(infos));
+}
+
+GPUDriver::~GPUDriver() = default;
+
+ExternalResourceInfoSet GPUDriver::retrieveInProcess(std::int64_t gpuAmount) {
+  InProcessDiscovery::Answer answer = inProcessDiscovery_->discover(gpuAmount);
+  std::string said;
+  for (const std::string& line : answer.said) said += line + '\n';
+  logScriptStderr(said);
+  // The devices enumerated already say what is known of them: everything NVML tells, or what
+  // nvidia-smi was asked for (uuid, name, pci.bus_id, memory.total), where NVML cannot be used
+  // and asking it again would tell nothing. A --gpus list knows only identifiers: NVML is asked
+  // as for a script.
+  std::vector<discovery::GpuDevice> devices;
+  if (nvmlEnabled_) {
+    devices = answer.source != discovery::HostGpuSource::kListed ? std::move(answer.devices)
+                                                                 : nvmlDevices();
+  }
+  return toInfoSet(describe(std::move(answer.identifiers), devices));
+}
+
+void GPUDriver::killRunningDiscoveries() noexcept { process::signalAllRunning(SIGKILL); }
+
+ExternalResourceInfoSet GPUDriver::retrieveResourceInfo(std::int64_t gpuAmount) {
+  if (gpuAmount <= 0) {
+    throw std::invalid_argument("Found illegal amount of GPUs: " + std::to_string(gpuAmount) +
+                                ". The amount must be positive.");
+  }
+
+  if (inProcessDiscovery_) return retrieveInProcess(gpuAmount);
+
+  std::vector<std::string> argv{script_.string(), std::to_string(gpuAmount)};
+  argv.insert(argv.end(), arguments_.begin(), arguments_.end());
+  process::RunOptions options;
+  options.timeout = timeout_;
+
+  process::ProcessResult result;
+  try {
+    try {
+      result = process::run(argv, options);
+    } catch (const process::SpawnError& e) {
+      if (e.code().value() != ENOEXEC) throw;
+      // No #! line. Java's Runtime.exec, and so Flink, then runs the file with /bin/sh, as
+      // execvp does; existing scripts may rely on it. The script is still a file run by an
+      // interpreter, never a command line for a shell to parse.
+      log().warn(std::string("The GPU discovery script ") + script_.string() +
+                 " has no #! line; running it with /bin/sh.");
+      argv.insert(argv.begin(), "/bin/sh");
+      result = process::run(argv, options);
+    }
+  } catch (const std::exception& e) {
+    throw FlinkException("Could not run the GPU discovery script: " + std::string(e.what()));
+  }
+
+  if (result.outcome.kind() == process::ProcessOutcome::Kind::kTimedOut) {
+    const std::string message = "The GPU discovery script " + script_.string() +
+                                " did not finish within " + formatDuration(timeout_) +
+                                "; it and every process it started were killed.\n" +
+                                describeOutputs(result);
+    log().warn(message);
+    throw TimeoutException(message);
+  }
+  if (!result.outcome.succeeded()) {
+    const std::string message = "The GPU discovery script " + script_.string() + " " +
+                                result.outcome.toString() + ": " + firstReason(result) + "\n" +
+                                describeOutputs(result);
+    log().warn(message);
+    throw FlinkException(message);
+  }
+  logScriptStderr(result.stderrOutput.data);
+
+  if (result.stdoutOutput.discardedBytes > 0 &&
+      result.stdoutOutput.data.find('\n') == std::string::npos) {
+    // Only the start of the first line was kept: its end, and so the last GPUs, are unknown.
+    const std::string message =
+        "The GPU discovery script " + script_.string() + " printed a first line longer than " +
+        std::to_string(result.stdoutOutput.data.size()) + " bytes, which is not a list of GPUs.";
+    log().warn(message);
+    throw FlinkException(message);
+  }
+
+  ScriptOutput output;
+  try {
+    output = parseScriptOutput(result.stdoutOutput.data);
+  } catch (const FlinkException& e) {
+    const std::string message = "The GPU discovery script " + script_.string() + " printed " +
+                                e.what() + ".\n" + describeStream("stderr", result.stderrOutput);
+    log().warn(message);
+    throw FlinkException(message);
+  }
+
+  if (output.ignoredLines > 0) {
+    log().warn(std::string("The GPU discovery script printed ") +
+               std::to_string(output.ignoredLines) +
+               " more line(s) after the first; only the first line is read. Output: " +
+               strings::quoteForMessage(result.stdoutOutput.data, kShownOutputBytes));
+  }
+  for (const std::string& duplicate : output.duplicates) {
+    log().warn(std::string("The GPU discovery script printed GPU ") + duplicate +
+               " more than once; it is counted once.");
+  }
+  if (output.identifiers.size() < static_cast<std::uint64_t>(gpuAmount)) {
+    log().warn(std::string("Asked the GPU discovery script for ") + std::to_string(gpuAmount) +
+               " GPU(s), it found " + std::to_string(output.identifiers.size()) + ".");
+  } else if (output.identifiers.size() > static_cast<std::uint64_t>(gpuAmount)) {
+    log().warn(std::string("Asked the GPU discovery script for ") + std::to_string(gpuAmount) +
+               " GPU(s), it printed " + std::to_string(output.identifiers.size()) +
+               "; all are returned.");
+  }
+
+  if (output.resourceName && *output.resourceName != "gpu") {
+    log().warn(std::string("The GPU discovery script answered for the resource '") +
+               strings::quoteForMessage(*output.resourceName) +
+               "', not 'gpu'; its addresses are used as GPUs.");
+  }
+
+  return toInfoSet(describe(std::move(output.identifiers),
+                            nvmlEnabled_ ? nvmlDevices() : std::vector<discovery::GpuDevice>{}));
+}
+
+}  // namespace flink::externalresource::gpu

@@ -1,0 +1,51 @@
+#include "flink/externalresource/gpu/GpuProperties.h"
+
+#include "flink/externalresource/gpu/GPUInfo.h"
+#include "host/placement/Topology.h"
+#include "util/Strings.h"
+
+namespace flink::externalresource::gpu {
+
+std::vector<std::pair<std::string, std::string>> propertiesOf(const discovery::GpuDevice& device) {
+  std::vector<std::pair<std::string, std::string>> properties;
+  const auto add = [&](std::string_view key, const auto& value) {
+    if (!value) return;
+    if constexpr (std::is_same_v<std::decay_t<decltype(*value)>, std::string>) {
+      properties.emplace_back(key, *value);
+    } else {
+      properties.emplace_back(key, std::to_string(*value));
+    }
+  };
+  add(GPUInfo::PROPERTY_KEY_UUID, device.uuid);
+  add(GPUInfo::PROPERTY_KEY_NAME, device.name);
+  add(GPUInfo::PROPERTY_KEY_PCI_BUS_ID, device.pciBusId);
+  add(GPUInfo::PROPERTY_KEY_MEMORY_TOTAL, device.memoryTotalMiB);
+  add(GPUInfo::PROPERTY_KEY_MINOR_NUMBER, device.minorNumber);
+  if (device.mig) {
+    add(GPUInfo::PROPERTY_KEY_MIG_PARENT_INDEX, std::optional<unsigned>(device.mig->parentIndex));
+    add(GPUInfo::PROPERTY_KEY_MIG_GPU_INSTANCE_ID, device.mig->gpuInstanceId);
+    add(GPUInfo::PROPERTY_KEY_MIG_COMPUTE_INSTANCE_ID, device.mig->computeInstanceId);
+  }
+  add(GPUInfo::PROPERTY_KEY_NUMA_NODE, device.numaNode);
+  if (device.cpus) {
+    properties.emplace_back(GPUInfo::PROPERTY_KEY_CPU_AFFINITY,
+                            placement::formatCpuList(*device.cpus));
+  }
+  return properties;
+}
+
+const discovery::GpuDevice* findDevice(const std::vector<discovery::GpuDevice>& devices,
+                                       std::string_view identifier) {
+  const bool isUuid = identifier.starts_with("GPU-") || identifier.starts_with("MIG-");
+  const std::string wanted = strings::toLower(identifier);
+  for (const discovery::GpuDevice& device : devices) {
+    if (isUuid) {
+      if (device.uuid && strings::toLower(*device.uuid) == wanted) return &device;
+    } else if (!device.isMigInstance() && device.identifier == identifier) {
+      return &device;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace flink::externalresource::gpu

@@ -1,0 +1,24 @@
+// From what a GPU source knows of a device to GPUInfo's properties, and from a printed
+// identifier to the device it names.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "host/enumeration/GpuEnumerator.h"
+
+namespace flink::externalresource::gpu {
+
+/// GPUInfo's properties of `device` besides the index, in GPUInfo::getKeys order; an unknown
+/// property is left out.
+std::vector<std::pair<std::string, std::string>> propertiesOf(const discovery::GpuDevice& device);
+
+/// The device `identifier` names: for a decimal index, the whole GPU of that index; for a
+/// "GPU-…" or "MIG-…" UUID, the device with that UUID (case-insensitively, as CUDA compares
+/// them). nullptr when none does.
+const discovery::GpuDevice* findDevice(const std::vector<discovery::GpuDevice>& devices,
+                                       std::string_view identifier);
+
+}  // namespace flink::externalresource::gpu

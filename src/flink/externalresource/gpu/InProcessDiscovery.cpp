@@ -1,0 +1,298 @@
+#include "flink/externalresource/gpu/InProcessDiscovery.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "flink/util/Exceptions.h"
+#include "flink/util/TimeUtils.h"
+#include "host/coordination/Coordination.h"
+#include "host/coordination/CoordinationFile.h"
+#include "host/defaultdiscovery/DiscoveryArguments.h"
+#include "util/Logging.h"
+#include "util/Strings.h"
+
+namespace flink::externalresource::gpu {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using defaultdiscovery::DiscoveryFailure;
+
+namespace {
+
+const logging::Logger& log() {
+  static const logging::Logger logger("GPUDriver");
+  return logger;
+}
+
+/// A run given up on at the time-out, told through `ended` when it has ended (and given back
+/// what it recorded).
+struct AbandonedRun {
+  std::mutex mutex;
+  std::condition_variable ended;
+  bool over = false;
+};
+
+/// What one run found and took.
+struct RunAnswer {
+  std::vector<std::string> answer;
+  std::vector<discovery::GpuDevice> devices;
+  discovery::HostGpuSource source = discovery::HostGpuSource::kListed;
+  defaultdiscovery::Report report;
+  /// Coordination mode: what was recorded, for whom, and its leases.
+  bool recorded = false;
+  /// The records are this process's (no --owner-pid naming another): leased, and given back
+  /// with the driver. Records for another owner follow its pid, as the script's do.
+  bool ownRecords = false;
+  fs::path coordinationFile;
+  coordination::Owner owner;
+  std::vector<std::string> granted;
+  std::vector<coordination::Lease> leases;
+};
+
+/// What is left until `deadline`, rounded up: a wait given it inside the run never ends before
+/// the driver's own, so a run that ran out of time is always told as a time-out.
+std::chrono::milliseconds remainingUntil(Clock::time_point deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
+}
+
+/// What a run is doing, for the message of a time-out.
+enum class Stage { kStarting, kFindingGpus, kAllocating };
+
+/// The default discovery's work for `args`, as nvidia-gpu-discovery does it, for this process
+/// (the script's parent) unless the arguments name an owner; `stage` follows where it is.
+/// @throws DiscoveryFailure as the program would fail.
+RunAnswer discoverOnce(const defaultdiscovery::DiscoveryArguments& args, Clock::time_point deadline,
+                       std::atomic<Stage>& stage, fs::path& coordinationFile) {
+  RunAnswer result;
+  result.report.notes = args.notes;
+  result.owner = coordination::Owner::of(args.ownerPid.value_or(::getpid()));
+
+  stage = Stage::kFindingGpus;
+  defaultdiscovery::HostUnitsOptions hostOptions = defaultdiscovery::hostUnitsOptionsFor(args);
+  hostOptions.timeLimit = remainingUntil(deadline);
+  hostOptions.inProcess = true;
+  defaultdiscovery::HostUnits host = defaultdiscovery::findHostUnits(hostOptions, result.report);
+
+  // Written before the stage says so: the caller reads it once it sees kAllocating.
+  coordinationFile = args.coordinationFile;
+  stage = Stage::kAllocating;
+  defaultdiscovery::GrantRequest request = defaultdiscovery::grantRequestFor(args, result.owner);
+  result.ownRecords = args.coordination && (!args.ownerPid || *args.ownerPid == ::getpid());
+  request.lease = result.ownRecords;
+  request.lockTimeout = std::min(coordination::kDefaultLockTimeout, remainingUntil(deadline));
+  defaultdiscovery::Grant grant = defaultdiscovery::grantUnits(host, request, result.report);
+
+  result.answer = std::move(grant.answer);
+  result.devices = std::move(host.devices);
+  result.source = host.source;
+  result.recorded = grant.recorded;
+  result.coordinationFile = args.coordinationFile;
+  result.granted = std::move(grant.granted);
+  result.leases = std::move(grant.leases);
+  return result;
+}
+
+/// Gives back what a run recorded; logs instead of throwing.
+void giveBackQuietly(const fs::path& file, const coordination::Owner& owner,
+                     const std::vector<std::string>& granted) noexcept {
+  try {
+    defaultdiscovery::giveBack(file, owner, granted);
+  } catch (const std::exception& e) {
+    log().warn("Could not give back GPU(s) " + strings::join(granted, ",") +
+               " in the coordination file " + file.string() + ": " + e.what());
+  }
+}
+
+/// One run on a thread of its own. Shared by the caller and the thread; the one that finishes
+/// last owns what is left: a run given up on gives back what it recorded itself.
+struct Run {
+  std::mutex mutex;
+  std::condition_variable finished;
+  bool done = false;
+  bool abandoned = false;
+  /// Set with `abandoned`: the driver's record of the run, told when it ends.
+  std::shared_ptr<AbandonedRun> ending;
+  std::optional<RunAnswer> answer;
+  std::exception_ptr error;
+  /// Where the run is, for the caller's message at the time-out.
+  std::atomic<Stage> stage{Stage::kStarting};
+  /// The coordination file, set before `stage` becomes kAllocating.
+  fs::path coordinationFile;
+};
+
+/// The program's failure `e`, as the FlinkException (out of time, the TimeoutException) the
+/// driver throws, with `e` nested for callers that act on its stage or kind.
+[[noreturn]] void fail(const fs::path& script, const DiscoveryFailure& e,
+                       Clock::time_point deadline) {
+  std::string message =
+      "The GPU discovery script " + script.string() + " (run in-process) failed: " + e.what();
+  for (const std::string& line : e.report().lines()) message += "\n" + line;
+  const bool outOfTime = (e.stage() == DiscoveryFailure::Stage::kEnumeration ||
+                          e.stage() == DiscoveryFailure::Stage::kCoordination) &&
+                         Clock::now() >= deadline;
+  log().warn(message);
+  try {
+    throw e;
+  } catch (const DiscoveryFailure&) {
+    if (outOfTime) std::throw_with_nested(TimeoutException(message));
+    std::throw_with_nested(FlinkException(message));
+  }
+}
+
+}  // namespace
+
+/// What the runs recorded and leased: given back with the object.
+struct InProcessDiscovery::Holdings {
+  struct Held {
+    fs::path coordinationFile;
+    coordination::Owner owner;
+    std::vector<std::string> granted;
+    std::vector<coordination::Lease> leases;
+  };
+  std::mutex mutex;
+  std::vector<Held> held;
+  /// Runs given up on at the time-out.
+  std::vector<std::shared_ptr<AbandonedRun>> abandoned;
+};
+
+InProcessDiscovery::InProcessDiscovery(fs::path script, const std::vector<std::string>& arguments,
+                                       std::chrono::milliseconds timeout)
+    : script_(std::move(script)), timeout_(timeout), holdings_(std::make_unique<Holdings>()) {
+  // The amount is the call's: any valid one stands in for it here.
+  std::vector<std::string> argv{"1"};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  try {
+    arguments_ = defaultdiscovery::parseDiscoveryArguments(argv);
+  } catch (const discovery::DiscoveryError& e) {
+    defaultdiscovery::Report report;
+    report.details = e.details();
+    argumentsFailure_.emplace(DiscoveryFailure::Stage::kArguments, e.what(), std::move(report));
+  }
+}
+
+InProcessDiscovery::~InProcessDiscovery() {
+  const std::lock_guard<std::mutex> lock(holdings_->mutex);
+  // A run given up on gives back what it recorded when it ends: give it a moment to, so that a
+  // worker shutting down leaves nothing behind. One stuck in NVML is left to the process's end.
+  const Clock::time_point patience = Clock::now() + std::chrono::seconds(1);
+  for (const std::shared_ptr<AbandonedRun>& run : holdings_->abandoned) {
+    std::unique_lock<std::mutex> ending(run->mutex);
+    run->ended.wait_until(ending, patience, [&] { return run->over; });
+  }
+  for (const Holdings::Held& held : holdings_->held) {
+    giveBackQuietly(held.coordinationFile, held.owner, held.granted);
+  }
+  // The leases go with holdings_, after the records: no allocator sees a record whose lease was
+  // dropped while it is still being removed.
+}
+
+InProcessDiscovery::Answer InProcessDiscovery::discover(std::int64_t amount) {
+  const Clock::time_point deadline = Clock::now() + timeout_;
+  if (argumentsFailure_) fail(script_, *argumentsFailure_, deadline);
+
+  defaultdiscovery::DiscoveryArguments args = *arguments_;
+  args.amount = static_cast<std::size_t>(amount);
+  args.amountText = std::to_string(amount);
+
+  auto run = std::make_shared<Run>();
+  try {
+    std::thread([run, args = std::move(args), deadline] {
+      std::optional<RunAnswer> answer;
+      std::exception_ptr error;
+      try {
+        answer = discoverOnce(args, deadline, run->stage, run->coordinationFile);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      const std::lock_guard<std::mutex> lock(run->mutex);
+      if (run->abandoned) {
+        // The caller has thrown TimeoutException: nobody will use these GPUs.
+        if (answer && answer->recorded) {
+          giveBackQuietly(answer->coordinationFile, answer->owner, answer->granted);
+        }
+        answer.reset();  // its leases go now
+        const std::lock_guard<std::mutex> over(run->ending->mutex);
+        run->ending->over = true;
+        run->ending->ended.notify_all();
+        return;
+      }
+      run->answer = std::move(answer);
+      run->error = error;
+      run->done = true;
+      run->finished.notify_all();
+    }).detach();
+  } catch (const std::system_error& e) {
+    throw FlinkException("Could not run the GPU discovery in-process: cannot start a thread: " +
+                         std::string(e.what()));
+  }
+
+  std::unique_lock<std::mutex> lock(run->mutex);
+  if (!run->finished.wait_until(lock, deadline, [&] { return run->done; })) {
+    run->abandoned = true;
+    run->ending = std::make_shared<AbandonedRun>();
+    {
+      const std::lock_guard<std::mutex> held(holdings_->mutex);
+      holdings_->abandoned.push_back(run->ending);
+    }
+    const Stage stage = run->stage;
+    std::string doing = stage == Stage::kFindingGpus
+                            ? "finding the host's GPUs (NVML, else nvidia-smi)"
+                            : "starting";
+    if (stage == Stage::kAllocating) {
+      // Who holds the lock, as the kernel tells it (the file's contents say nothing of it).
+      const std::optional<pid_t> holder = coordination::flockHolder(run->coordinationFile);
+      doing = "allocating through the coordination file " + run->coordinationFile.string() + ", ";
+      if (!holder) {
+        doing += "whose lock it was waiting for or had just let go";
+      } else if (*holder == ::getpid()) {
+        doing +=
+            "whose lock this process itself holds: an in-process discovery of this process "
+            "given up on at an earlier time-out, or one running on another thread, still has it";
+      } else {
+        doing += "whose lock process " + std::to_string(*holder) + " holds";
+      }
+    }
+    const std::string message = "The GPU discovery script " + script_.string() +
+                                " (run in-process) did not finish within " +
+                                formatDuration(timeout_) + " (it was " + doing +
+                                "); GPUs it records after this are given back.";
+    log().warn(message);
+    throw TimeoutException(message);
+  }
+  const std::exception_ptr error = run->error;
+  std::optional<RunAnswer> answer = std::move(run->answer);
+  lock.unlock();
+
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const DiscoveryFailure& e) {
+      fail(script_, e, deadline);
+    } catch (const std::exception& e) {
+      const std::string message = "The GPU discovery script " + script_.string() +
+                                  " (run in-process) failed: unexpected error: " + e.what();
+      log().warn(message);
+      throw FlinkException(message);
+    }
+  }
+
+  if (answer->recorded && answer->ownRecords) {
+    const std::lock_guard<std::mutex> held(holdings_->mutex);
+    holdings_->held.push_back({std::move(answer->coordinationFile), answer->owner, answer->granted,
+                               std::move(answer->leases)});
+  }
+  return {std::move(answer->answer), std::move(answer->devices), answer->source,
+          answer->report.lines()};
+}
+
+}  // namespace flink::externalresource::gpu

@@ -1,0 +1,62 @@
+// The default discovery run in the driver's own process (GPUDriver, `discovery-script.in-process`):
+// the work of nvidia-gpu-discovery for `<amount> <arguments>`, on a thread of its own so that the
+// caller stops waiting at the time-out even where NVML does not return, with the GPUs it records
+// in coordination mode leased for the life of this object.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "host/defaultdiscovery/DefaultDiscovery.h"
+#include "host/enumeration/GpuEnumerator.h"
+#include "host/enumeration/HostGpus.h"
+
+namespace flink::externalresource::gpu {
+
+class InProcessDiscovery {
+ public:
+  /// What one discovery answered.
+  struct Answer {
+    /// The identifiers the program would print, in its order.
+    std::vector<std::string> identifiers;
+    /// The devices enumerated on the way, and from where (kListed: identifiers only).
+    std::vector<discovery::GpuDevice> devices;
+    discovery::HostGpuSource source = discovery::HostGpuSource::kListed;
+    /// The lines the program would write to stderr: warnings, notes.
+    std::vector<std::string> said;
+  };
+
+  /// `script`, for messages; `arguments`, the configured ones that follow the amount, are read
+  /// here once (a mistake in them fails every discover() as the program would fail).
+  InProcessDiscovery(std::filesystem::path script, const std::vector<std::string>& arguments,
+                     std::chrono::milliseconds timeout);
+  /// Gives back what the runs recorded for this process (records removed, leases dropped);
+  /// waits up to a second for runs given up on, which give back what they record themselves.
+  ~InProcessDiscovery();
+  InProcessDiscovery(const InProcessDiscovery&) = delete;
+  InProcessDiscovery& operator=(const InProcessDiscovery&) = delete;
+
+  /// One discovery of `amount` (> 0) GPUs. Thread-safe.
+  /// @throws TimeoutException past the time-out, naming what the run was doing; GPUs it records
+  ///         after that are given back.
+  /// @throws FlinkException when the program would exit non-zero: the message is the cause it
+  ///         would print first, then its details and notes. The defaultdiscovery::DiscoveryFailure
+  ///         is nested in it (std::rethrow_if_nested), for callers that act on its stage or kind.
+  Answer discover(std::int64_t amount);
+
+ private:
+  struct Holdings;
+
+  std::filesystem::path script_;
+  std::chrono::milliseconds timeout_;
+  /// The arguments as read once (their amount is replaced on each call), or why they cannot be.
+  std::optional<defaultdiscovery::DiscoveryArguments> arguments_;
+  std::optional<defaultdiscovery::DiscoveryFailure> argumentsFailure_;
+  std::unique_ptr<Holdings> holdings_;
+};
+
+}  // namespace flink::externalresource::gpu

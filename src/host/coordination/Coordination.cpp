@@ -1,0 +1,1115 @@
+// The coordination file's records: parsing and formatting them, the allocation rule, and the
+// changes that blank records in place and append new ones. See Coordination.h for the contract.
+#include "host/coordination/Coordination.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "host/coordination/CoordinationFile.h"
+#include "host/enumeration/DeviceIdentifiers.h"
+#include "process/FileDescriptor.h"
+#include "util/Strings.h"
+
+namespace flink::coordination {
+namespace {
+
+namespace fs = std::filesystem;
+using process::FileDescriptor;
+
+template <typename Int>
+std::optional<Int> parseDecimal(std::string_view text) {
+  Int value{};
+  if (text.empty() || text.front() == '-' || text.front() == '+') return std::nullopt;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+/// What discovery reads of /proc/<pid>/stat: the state (field 3) and the start time (field 22).
+struct ProcStat {
+  /// No field at all after the command name.
+  bool empty = true;
+  /// State Z, X or x: dead, not yet reaped.
+  bool dead = false;
+  /// Whether the line has a field 22; `startTime` is it, parsed (nullopt when not a number).
+  bool hasStartTime = false;
+  std::optional<std::uint64_t> startTime;
+};
+
+/// This process's time namespace's boot-time offset (/proc/self/timens_offsets, Linux 5.6), in
+/// clock ticks (field 22 of /proc/<pid>/stat counts them); 0 where there is none.
+std::int64_t boottimeOffsetTicks() {
+  static const std::int64_t offset = []() -> std::int64_t {
+    FileDescriptor fd(::open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC));
+    if (!fd) return 0;
+    char buffer[256];
+    const ssize_t size = ::read(fd.get(), buffer, sizeof buffer);
+    if (size <= 0) return 0;
+    // "monotonic <seconds> <nanoseconds>\nboottime <seconds> <nanoseconds>\n"
+    const std::string_view text(buffer, static_cast<std::size_t>(size));
+    const std::size_t at = text.find("boottime");
+    if (at == std::string_view::npos) return 0;
+    std::string_view rest = text.substr(at + 8);
+    std::int64_t seconds = 0;
+    std::int64_t nanoseconds = 0;
+    const std::string_view secondsText = strings::nextToken(rest);
+    const std::string_view nanosecondsText = strings::nextToken(rest);
+    if (std::from_chars(secondsText.data(), secondsText.data() + secondsText.size(), seconds).ec !=
+            std::errc() ||
+        std::from_chars(nanosecondsText.data(), nanosecondsText.data() + nanosecondsText.size(),
+                        nanoseconds)
+                .ec != std::errc()) {
+      return 0;
+    }
+    const long ticks = ::sysconf(_SC_CLK_TCK);
+    const std::int64_t perSecond = ticks > 0 ? ticks : 100;
+    return seconds * perSecond + nanoseconds * perSecond / 1000000000;
+  }();
+  return offset;
+}
+
+/// /proc/<pid>/stat read, or nullopt when it cannot be. The fields after the command name, which
+/// is in parentheses and may itself hold spaces and parentheses, are split in place. Read with
+/// plain open/read: this runs in every discovery, and iostreams' set-up costs more than the read.
+std::optional<ProcStat> readProcStat(pid_t pid) {
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FileDescriptor fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  // The line is well under 1 KiB: a 64-byte command name at most, and some fifty numbers.
+  char buffer[2048];
+  ssize_t size;
+  do {
+    size = ::read(fd.get(), buffer, sizeof buffer);
+  } while (size < 0 && errno == EINTR);
+  if (size <= 0) return std::nullopt;
+  const std::string_view text(buffer, static_cast<std::size_t>(size));
+  const std::size_t close = text.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  std::string_view rest = text.substr(close + 1);
+  ProcStat stat;
+  const std::string_view state = strings::nextToken(rest);
+  if (state.empty()) return stat;
+  stat.empty = false;
+  stat.dead = state == "Z" || state == "X" || state == "x";
+  // Field 22 (starttime) is the 20th after the command name.
+  std::string_view field = state;
+  for (int skipped = 0; skipped < 19 && !field.empty(); ++skipped) field = strings::nextToken(rest);
+  if (!field.empty()) {
+    stat.hasStartTime = true;
+    stat.startTime = parseDecimal<std::uint64_t>(field);
+    // The kernel adds the reader's time namespace's boot-time offset: taken away, every reader
+    // of the host (a container in a time namespace of its own too) sees one start time.
+    if (stat.startTime) {
+      stat.startTime = static_cast<std::uint64_t>(static_cast<std::int64_t>(*stat.startTime) -
+                                                  boottimeOffsetTicks());
+    }
+  }
+  return stat;
+}
+
+/// A boot id as the kernel writes it (a UUID): hex digits and dashes, at most 64 characters.
+bool isBootId(std::string_view text) {
+  if (text.empty() || text.size() > 64) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == '-';
+  });
+}
+
+/// Whether the process `pid` has a thread besides its leader (/proc/<pid>/status "Threads:").
+bool hasOtherThreads(pid_t pid) {
+  char path[40];
+  std::snprintf(path, sizeof path, "/proc/%d/status", static_cast<int>(pid));
+  FileDescriptor fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  char buffer[4096];
+  const ssize_t size = ::read(fd.get(), buffer, sizeof buffer);
+  if (size <= 0) return false;
+  const std::string_view text(buffer, static_cast<std::size_t>(size));
+  const std::size_t at = text.find("\nThreads:");
+  if (at == std::string_view::npos) return false;
+  std::string_view rest = text.substr(at + 9);
+  const std::optional<unsigned> threads = parseDecimal<unsigned>(strings::nextToken(rest));
+  return threads && *threads > 1;
+}
+
+struct OwnerHash {
+  std::size_t operator()(const Owner& owner) const noexcept {
+    return std::hash<pid_t>{}(owner.pid) * 31 +
+           std::hash<std::uint64_t>{}(owner.startTime.value_or(~std::uint64_t{0}));
+  }
+};
+
+}  // namespace
+
+std::optional<std::uint64_t> currentPidNamespace() {
+  static const std::optional<std::uint64_t> inode = []() -> std::optional<std::uint64_t> {
+    struct stat info {};
+    if (::stat("/proc/self/ns/pid", &info) != 0) return std::nullopt;
+    return static_cast<std::uint64_t>(info.st_ino);
+  }();
+  return inode;
+}
+
+std::optional<std::string> currentBootId() {
+  static const std::optional<std::string> id = []() -> std::optional<std::string> {
+    FileDescriptor fd(::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC));
+    if (!fd) return std::nullopt;
+    char buffer[128];
+    const ssize_t size = ::read(fd.get(), buffer, sizeof buffer);
+    if (size <= 0) return std::nullopt;
+    const std::string_view text = strings::trim(std::string_view(buffer, size));
+    if (!isBootId(text)) return std::nullopt;
+    return std::string(text);
+  }();
+  return id;
+}
+
+bool ofEarlierBoot(const Owner& owner) {
+  if (!owner.bootId) return false;
+  const std::optional<std::string> now = currentBootId();
+  return now && *now != *owner.bootId;
+}
+
+Owner Owner::of(pid_t pid) {
+  Owner owner{pid, std::nullopt, currentPidNamespace(), currentBootId()};
+  if (const std::optional<ProcStat> stat = readProcStat(pid)) owner.startTime = stat->startTime;
+  return owner;
+}
+
+bool inOtherPidNamespace(const Owner& owner) {
+  if (!owner.pidNamespace) return false;
+  const std::optional<std::uint64_t> ours = currentPidNamespace();
+  return ours && *ours != *owner.pidNamespace;
+}
+
+bool sameProcess(const Owner& a, const Owner& b) {
+  if (a.pid != b.pid) return false;
+  if (a.startTime && b.startTime && *a.startTime != *b.startTime) return false;
+  if (a.bootId && b.bootId && *a.bootId != *b.bootId) return false;
+  return !(a.pidNamespace && b.pidNamespace && *a.pidNamespace != *b.pidNamespace);
+}
+
+bool isRunning(const Owner& owner) {
+  if (owner.pid <= 0 || ofEarlierBoot(owner)) return false;
+  if (inOtherPidNamespace(owner)) return true;  // cannot be judged from here
+  if (const std::optional<ProcStat> stat = readProcStat(owner.pid)) {
+    if (owner.startTime && stat->hasStartTime && stat->startTime != owner.startTime) return false;
+    if (stat->empty) return false;
+    // A leader that called pthread_exit shows as a zombie while its other threads run on.
+    if (stat->dead) return hasOtherThreads(owner.pid);
+    return true;
+  }
+  // No /proc entry of it: gone — or hidden from this user (/proc mounted hidepid=2 or
+  // invisible, systemd's ProtectProc=): the kernel itself tells, and a process it knows of but
+  // does not let us see counts as running (fail closed), whatever its start time.
+  return ::kill(owner.pid, 0) == 0 || errno == EPERM;
+}
+
+namespace {
+
+/// The record on one line, or nullopt for a line that is not one: `<gpu> <pid>`, then an
+/// optional start time, then `key=value` fields, separated by spaces or tabs.
+std::optional<Record> parseRecord(std::string_view line) {
+  // Split in place: a file holds a record for every GPU of the host, read at every allocation.
+  std::string_view rest = line;
+  const std::string_view gpu = strings::nextToken(rest);
+  const std::string_view pidText = strings::nextToken(rest);
+  if (pidText.empty() || !device::isDeviceIdentifier(gpu)) return std::nullopt;
+  const std::optional<pid_t> pid = parseDecimal<pid_t>(pidText);
+  if (!pid || *pid <= 0) return std::nullopt;
+  Record record{std::string(gpu), Owner{*pid, std::nullopt, std::nullopt}};
+  std::string_view field = strings::nextToken(rest);
+  if (!field.empty() && field.find('=') == std::string_view::npos) {
+    record.owner.startTime = parseDecimal<std::uint64_t>(field);
+    if (!record.owner.startTime) return std::nullopt;
+    field = strings::nextToken(rest);
+  }
+  for (; !field.empty(); field = strings::nextToken(rest)) {
+    const std::size_t equals = field.find('=');
+    if (equals == std::string_view::npos || equals == 0 || equals + 1 == field.size()) {
+      return std::nullopt;
+    }
+    const std::string_view key = field.substr(0, equals);
+    const std::string_view value = field.substr(equals + 1);
+    if (key == "uuid") {
+      if (record.uuid || !device::isDeviceIdentifier(value)) return std::nullopt;
+      record.uuid = std::string(value);
+    } else if (key == "lease") {
+      if (record.lease) return std::nullopt;
+      record.lease = std::string(value);
+    } else if (key == "leasefile") {
+      const std::size_t colon = value.find(':');
+      if (record.leaseFile || colon == std::string_view::npos) return std::nullopt;
+      const auto device = parseDecimal<std::uint64_t>(value.substr(0, colon));
+      const auto inode = parseDecimal<std::uint64_t>(value.substr(colon + 1));
+      if (!device || !inode) return std::nullopt;
+      record.leaseFile = LeaseFile{*device, *inode};
+    } else if (key == "boot") {
+      if (record.owner.bootId || !isBootId(value)) return std::nullopt;
+      record.owner.bootId = std::string(value);
+    } else if (key == "pidns") {
+      if (record.owner.pidNamespace) return std::nullopt;
+      record.owner.pidNamespace = parseDecimal<std::uint64_t>(value);
+      if (!record.owner.pidNamespace) return std::nullopt;
+    } else {
+      record.extra.emplace_back(field);
+    }
+  }
+  return record;
+}
+
+}  // namespace
+
+std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const std::string& file,
+                                      std::size_t shown) {
+  std::vector<std::string> lines;
+  for (std::size_t i = 0; i < junk.size() && i < shown; ++i) {
+    lines.push_back("ignoring line " + std::to_string(junk[i].lineNumber) + " of " + file +
+                    ", which is not a record: '" + strings::quoteForMessage(junk[i].text) + "'");
+  }
+  if (junk.size() > shown) {
+    lines.push_back("... and " + std::to_string(junk.size() - shown) + " more lines of " + file +
+                    " that are not records (`flink-gpu release --junk` removes them)");
+  }
+  return lines;
+}
+
+ParsedRecords parseRecords(std::string_view text) {
+  ParsedRecords parsed;
+  std::size_t lineNumber = 0;
+  std::size_t offset = 0;
+  for (std::string_view line : strings::split(text, '\n')) {
+    ++lineNumber;
+    const LineSpan span{offset, line.size()};
+    offset += line.size() + 1;
+    if (strings::isBlank(line)) continue;
+    if (std::optional<Record> record = parseRecord(line)) {
+      parsed.records.push_back(std::move(*record));
+      parsed.recordSpans.push_back(span);
+    } else {
+      parsed.junk.push_back(JunkLine{lineNumber, std::string(strings::trim(line))});
+      parsed.junkSpans.push_back(span);
+    }
+  }
+  return parsed;
+}
+
+std::string formatRecords(const std::vector<Record>& records) {
+  std::string text;
+  text.reserve(records.size() * 48);
+  for (const Record& record : records) {
+    text += record.gpu;
+    text += ' ';
+    text += std::to_string(record.owner.pid);
+    if (record.owner.startTime) text += '\t' + std::to_string(*record.owner.startTime);
+    if (record.uuid) text += "\tuuid=" + *record.uuid;
+    if (record.owner.pidNamespace) text += "\tpidns=" + std::to_string(*record.owner.pidNamespace);
+    if (record.owner.bootId) text += "\tboot=" + *record.owner.bootId;
+    if (record.lease) text += "\tlease=" + *record.lease;
+    if (record.leaseFile) {
+      text += "\tleasefile=" + std::to_string(record.leaseFile->device) + ':' +
+              std::to_string(record.leaseFile->inode);
+    }
+    for (const std::string& field : record.extra) text += '\t' + field;
+    text += '\n';
+  }
+  return text;
+}
+
+std::string describe(const BlockedUnit& blocked) {
+  const auto isMig = [](std::string_view gpu) { return gpu.starts_with("MIG-"); };
+  const std::string& other = blocked.heldBy.gpu;
+  const std::string holder = " is held by process " + std::to_string(blocked.heldBy.owner.pid);
+  std::string why;
+  if (!isMig(blocked.gpu) && isMig(other)) {
+    why = "its MIG instance " + other + holder;
+  } else if (isMig(blocked.gpu) && !isMig(other)) {
+    why = "GPU " + other + ", which it is carved from," + holder;
+  } else {
+    why = "GPU " + other + ", which shares its hardware," + holder;
+  }
+  return "GPU " + blocked.gpu + " is busy: " + why;
+}
+
+bool holdsGpu(Liveness liveness) noexcept {
+  return liveness != Liveness::kGone && liveness != Liveness::kEarlierBoot;
+}
+
+bool knownToRun(Liveness liveness) noexcept {
+  return liveness == Liveness::kRunning || liveness == Liveness::kLeaseHeld;
+}
+
+Liveness judge(const Record& record, const LivenessProbe& isRunningProbe, const LeaseProbe& lease) {
+  const Owner& owner = record.owner;
+  if (ofEarlierBoot(owner)) return Liveness::kEarlierBoot;
+  const bool otherNamespace = inOtherPidNamespace(owner);
+  const auto leaseState = [&] {
+    return record.lease && lease ? lease(*record.lease, record.leaseFile) : LeaseState::kMissing;
+  };
+  if (!otherNamespace && owner.startTime) {
+    // The pid and start time say it: the lease can only add to that. Its owner gone, a lease
+    // whose file someone removed may still be held by a process it started: fail closed.
+    if (isRunningProbe(owner)) return Liveness::kRunning;
+    if (!record.lease) return Liveness::kGone;
+    switch (leaseState()) {
+      case LeaseState::kHeld:
+        return Liveness::kLeaseHeld;
+      case LeaseState::kMissing:
+        return Liveness::kLeaseMissing;
+      case LeaseState::kFree:
+        return Liveness::kGone;
+    }
+  }
+  if (record.lease) {
+    switch (leaseState()) {
+      case LeaseState::kHeld:
+        return Liveness::kLeaseHeld;
+      case LeaseState::kFree:
+        return Liveness::kGone;
+      case LeaseState::kMissing:
+        return Liveness::kLeaseMissing;
+    }
+  }
+  if (otherNamespace) return Liveness::kUnjudgeable;
+  // Of this namespace without a start time (Flink's records): its pid alone.
+  return isRunningProbe(owner) ? Liveness::kRunning : Liveness::kGone;
+}
+
+std::string describeLiveness(const RecordStatus& status) {
+  switch (status.liveness) {
+    case Liveness::kRunning:
+      return "running";
+    case Liveness::kLeaseHeld:
+      return status.otherPidNamespace ? "other pid namespace, lease held"
+                                      : "lease held by another process";
+    case Liveness::kUnjudgeable:
+      return "other pid namespace";
+    case Liveness::kLeaseMissing:
+      return "held: its lease file is missing, and its pid cannot show that nothing it started "
+             "still holds the lease (" +
+             std::string(status.otherPidNamespace         ? "another pid namespace"
+                         : !status.record.owner.startTime ? "no start time recorded"
+                                                          : "its owner is gone") +
+             "); `flink-gpu release` frees it";
+    case Liveness::kGone:
+      return "gone";
+    case Liveness::kEarlierBoot:
+      return "gone (an earlier boot)";
+  }
+  return "gone";
+}
+
+bool recordNames(const Record& record, const std::string& unit,
+                 const std::optional<std::string>& uuid) {
+  const auto same = [](const std::string& a, const std::string& b) {
+    if (a == b) return true;
+    const std::string first = device::canonicalDeviceIdentifier(a);
+    const std::string second = device::canonicalDeviceIdentifier(b);
+    if (first == second) return true;
+    // A UUID written as a prefix (CUDA_VISIBLE_DEVICES's form, by a worker without NVML to
+    // complete it) names every GPU whose UUID begins so: it holds each of them.
+    return device::isUuid(first) && device::isUuid(second) &&
+           (first.starts_with(second) || second.starts_with(first));
+  };
+  if (uuid && record.uuid) return same(*record.uuid, *uuid);
+  // A unit known only by its UUID (--gpus where NVML does not answer): a record by index
+  // that says its UUID names it by that.
+  if (record.uuid && device::isUuid(unit)) return same(*record.uuid, unit);
+  if (device::isUuid(record.gpu))
+    return same(record.gpu, unit) || (uuid && same(record.gpu, *uuid));
+  return same(record.gpu, unit);
+}
+
+std::optional<std::string> unitNamedBy(const Record& record, const std::vector<std::string>& units,
+                                       const std::unordered_map<std::string, std::string>& uuids) {
+  for (const std::string& unit : units) {
+    const auto uuid = uuids.find(unit);
+    if (recordNames(
+            record, unit,
+            uuid == uuids.end() ? std::nullopt : std::optional<std::string>(uuid->second))) {
+      return unit;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string describeBlockedByLease(const std::string& unit, const std::string& related) {
+  const std::string holder = " is held by a lease of another process, without a record";
+  if (!unit.starts_with("MIG-") && related.starts_with("MIG-")) {
+    return "GPU " + unit + " is busy: its MIG instance " + related + holder;
+  }
+  if (unit.starts_with("MIG-") && !related.starts_with("MIG-")) {
+    return "GPU " + unit + " is busy: GPU " + related + ", which it is carved from," + holder;
+  }
+  return "GPU " + unit + " is busy: GPU " + related + ", which shares its hardware," + holder;
+}
+
+Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
+                          const LivenessProbe& isRunningProbe, const LeaseProbe& leaseProbe) {
+  Allocation allocation;
+  allocation.junk = current.junk;
+
+  std::unordered_map<Owner, bool, OwnerHash> running;
+  const LivenessProbe ownerRunning = [&](const Owner& owner) {
+    auto [it, inserted] = running.try_emplace(owner, false);
+    if (inserted) it->second = isRunningProbe(owner);
+    return it->second;
+  };
+  std::unordered_map<std::string, LeaseState> leases;  // by name and file
+  const LeaseProbe leaseOf = [&](const std::string& name, const std::optional<LeaseFile>& file) {
+    if (!leaseProbe) return LeaseState::kMissing;
+    const std::string key =
+        file ? name + '@' + std::to_string(file->device) + ':' + std::to_string(file->inode) : name;
+    auto [it, inserted] = leases.try_emplace(key, LeaseState::kMissing);
+    if (inserted) it->second = leaseProbe(name, file);
+    return it->second;
+  };
+
+  // Which unit of this request a record holds: by UUID where the record has one and this host
+  // knows it (another container may number the same GPU differently), else by identifier. A
+  // record with a UUID that this host does not know, for an index whose GPU here has another
+  // UUID, is of a GPU this worker cannot see.
+  // The UUID may stand in the record's GPU field itself (a worker handed out GPUs by UUID), and
+  // a unit of this request may be a UUID itself (a --gpus list of UUIDs): both name that GPU.
+  // Identifiers are compared in their canonical form (device::canonicalDeviceIdentifier: "01" is
+  // GPU 1, a UUID's hex digits in lower case). Keyed by views of the request's strings: no UUID
+  // is copied unless a record spells one otherwise.
+  std::unordered_map<std::string_view, const std::string*> unitOfUuid;
+  unitOfUuid.reserve(request.uuids.size());
+  for (const auto& [unit, uuid] : request.uuids) unitOfUuid.emplace(uuid, &unit);
+  for (const std::string& unit : request.gpus) {
+    if (device::isUuid(unit)) unitOfUuid.emplace(unit, &unit);
+  }
+  const auto canonical = [](const std::string& identifier) {
+    return device::isCanonicalDeviceIdentifier(identifier)
+               ? identifier
+               : device::canonicalDeviceIdentifier(identifier);
+  };
+  const auto byUuid = [&](const std::string& uuid) -> const std::string* {
+    const auto find = [&](std::string_view key) -> const std::string* {
+      const auto it = unitOfUuid.find(key);
+      return it == unitOfUuid.end() ? nullptr : it->second;
+    };
+    if (device::isCanonicalDeviceIdentifier(uuid)) return find(uuid);
+    const std::string spelled = device::canonicalDeviceIdentifier(uuid);
+    return find(spelled);
+  };
+  // A UUID written as a prefix (by a worker without NVML to complete it, as CUDA_VISIBLE_DEVICES
+  // allows), in a record or as a unit of this request, names every GPU whose UUID begins so
+  // (recordNames' rule). Looked for only when no UUID is the same, and only where a prefix is
+  // in play: a plain request costs nothing more.
+  constexpr std::size_t kWholeUuid = 40;  // "GPU-" or "MIG-" and 36 characters
+  const bool prefixUnits = std::any_of(unitOfUuid.begin(), unitOfUuid.end(), [](const auto& entry) {
+    return entry.first.size() < kWholeUuid;
+  });
+  const auto byPrefix = [&](const std::string& uuid, std::vector<std::string>& units) {
+    if (!prefixUnits && uuid.size() >= kWholeUuid) return;
+    const std::string spelledUuid = canonical(uuid);
+    for (const auto& [spelled, unit] : unitOfUuid) {
+      if ((spelled.starts_with(spelledUuid) ||
+           std::string_view(spelledUuid).starts_with(spelled)) &&
+          std::find(units.begin(), units.end(), *unit) == units.end()) {
+        units.push_back(*unit);
+      }
+    }
+    std::sort(units.begin(), units.end());  // the same order whatever the hash table's
+  };
+  const auto unitsOf = [&](const Record& record) -> std::vector<std::string> {
+    for (const std::optional<std::string>& uuid :
+         {record.uuid,
+          device::isUuid(record.gpu) ? std::optional<std::string>(record.gpu) : std::nullopt}) {
+      if (!uuid) continue;
+      if (const std::string* unit = byUuid(*uuid)) return {*unit};
+      std::vector<std::string> units;
+      byPrefix(*uuid, units);
+      if (!units.empty()) return units;
+    }
+    std::string gpu = canonical(record.gpu);
+    // This index's GPU here has another UUID: the record is of a GPU this worker cannot see.
+    if (record.uuid && request.uuids.count(gpu)) return {};
+    return {std::move(gpu)};
+  };
+
+  // Units held (the requester's own included: each request takes new GPUs, as in Flink's
+  // script); records of gone owners by unit, taken back only when their unit is needed; records
+  // of an earlier boot dropped now.
+  std::unordered_set<std::string> taken;
+  std::vector<const Record*> holding;  // the records behind `taken`, in the file's order
+  std::vector<std::string> holdingUnit;
+  std::unordered_map<std::string, std::vector<std::size_t>> goneByUnit;
+  std::vector<bool> dropped(current.records.size(), false);
+  for (std::size_t i = 0; i < current.records.size(); ++i) {
+    const Record& record = current.records[i];
+    // A two-field record (Flink's script) with the requester's pid is the requester's too.
+    const bool own = sameProcess(record.owner, request.owner);
+    const Liveness liveness = own ? Liveness::kRunning : judge(record, ownerRunning, leaseOf);
+    const std::vector<std::string> units = unitsOf(record);
+    if (holdsGpu(liveness)) {
+      for (const std::string& unit : units) {
+        taken.insert(unit);
+        holding.push_back(&record);
+        holdingUnit.push_back(unit);
+      }
+      (own ? allocation.heldByRequester : allocation.heldByOthers).push_back(record);
+      if (liveness == Liveness::kLeaseMissing) allocation.failClosed.push_back(record);
+    } else if (liveness == Liveness::kEarlierBoot) {
+      dropped[i] = true;
+    } else {
+      for (const std::string& unit : units) goneByUnit[unit].push_back(i);
+    }
+  }
+
+  // The relations both ways, among distinct units: each unit's neighbours. Built only when there
+  // are relations, so that a plain request costs nothing more.
+  std::unordered_map<std::string, std::vector<std::string>> neighbours;
+  for (const auto& [unit, relatedUnits] : request.related) {
+    for (const std::string& other : relatedUnits) {
+      if (other == unit) continue;
+      for (const auto& [from, to] : {std::pair{&unit, &other}, std::pair{&other, &unit}}) {
+        std::vector<std::string>& list = neighbours[*from];
+        if (std::find(list.begin(), list.end(), *to) == list.end()) list.push_back(*to);
+      }
+    }
+  }
+  const auto neighboursOf = [&](const std::string& gpu) -> const std::vector<std::string>* {
+    if (neighbours.empty()) return nullptr;
+    const auto it = neighbours.find(gpu);
+    return it == neighbours.end() ? nullptr : &it->second;
+  };
+
+  // GPUs that no record holds, but a related unit of which one does.
+  std::unordered_set<std::string> blocked;
+  if (!neighbours.empty() && !holding.empty()) {
+    std::unordered_map<std::string, std::vector<std::size_t>> holders;
+    for (std::size_t i = 0; i < holding.size(); ++i) holders[holdingUnit[i]].push_back(i);
+    std::vector<std::size_t> blockers;
+    for (const std::string& gpu : request.gpus) {
+      const std::vector<std::string>* related = neighboursOf(gpu);
+      if (related == nullptr || taken.count(gpu) || blocked.count(gpu)) continue;
+      blockers.clear();
+      for (const std::string& other : *related) {
+        const auto it = holders.find(other);
+        if (it == holders.end()) continue;
+        blockers.insert(blockers.end(), it->second.begin(), it->second.end());
+      }
+      if (blockers.empty()) continue;
+      blocked.insert(gpu);
+      // In the file's order, whatever the relations' order.
+      std::sort(blockers.begin(), blockers.end());
+      for (const std::size_t i : blockers) {
+        allocation.blocked.push_back(BlockedUnit{gpu, *holding[i]});
+      }
+    }
+  }
+
+  // A unit of a gone owner (its own record, or a related unit's): a crashed owner's children may
+  // still use it, so it goes only when the units no record names are not enough.
+  const auto ofGoneOwner = [&](const std::string& gpu) {
+    if (goneByUnit.count(gpu)) return true;
+    if (const std::vector<std::string>* related = neighboursOf(gpu)) {
+      for (const std::string& other : *related) {
+        if (goneByUnit.count(other)) return true;
+      }
+    }
+    return false;
+  };
+
+  std::unordered_set<std::string> grantedSet;
+  std::vector<std::string> granted;
+  const auto grantable = [&](const std::string& gpu) {
+    if (taken.count(gpu) || blocked.count(gpu) || grantedSet.count(gpu)) return false;
+    if (const std::vector<std::string>* related = neighboursOf(gpu)) {
+      for (const std::string& other : *related) {
+        if (grantedSet.count(other)) return false;
+      }
+    }
+    return true;
+  };
+  const auto grant = [&](const std::string& gpu) {
+    if (!grantable(gpu)) return false;
+    granted.push_back(gpu);
+    grantedSet.insert(gpu);
+    return true;
+  };
+  // The free units of one tier, in `gpus` order, that can still go with what is granted.
+  const auto freeUnits = [&](bool goneTier) {
+    std::vector<std::string> free;
+    std::unordered_set<std::string> seen;
+    for (const std::string& gpu : request.gpus) {
+      if (ofGoneOwner(gpu) == goneTier && grantable(gpu) && seen.insert(gpu).second) {
+        free.push_back(gpu);
+      }
+    }
+    return free;
+  };
+  // Grants `wanted` more of `free`: the placement rule's choice (host/placement/Placement.h) where it
+  // gives one that fits, else the first ones in order. A chooser's failure never fails the
+  // allocation.
+  const auto take = [&](const std::vector<std::string>& free, std::size_t wanted) {
+    const std::size_t before = granted.size();
+    // Only where there is a choice to make: the placement rule may read the topology.
+    if (request.choose && wanted > 0 && free.size() > wanted) {
+      std::vector<std::string> chosen;
+      try {
+        chosen = request.choose(free, wanted);
+      } catch (...) {
+        chosen.clear();
+      }
+      const std::unordered_set<std::string> freeSet(free.begin(), free.end());
+      bool valid = chosen.size() == wanted;
+      for (std::size_t i = 0; valid && i < chosen.size(); ++i) {
+        valid = freeSet.count(chosen[i]) && grant(chosen[i]);
+      }
+      if (!valid) {
+        for (std::size_t i = before; i < granted.size(); ++i) grantedSet.erase(granted[i]);
+        granted.resize(before);
+      }
+    }
+    for (const std::string& gpu : free) {
+      if (granted.size() >= before + wanted) break;
+      grant(gpu);
+    }
+  };
+  const std::vector<std::string> unrecorded = freeUnits(false);
+  if (unrecorded.size() >= request.amount) {
+    take(unrecorded, request.amount);
+  } else if (unrecorded.size() + freeUnits(true).size() >= request.amount) {
+    take(unrecorded, unrecorded.size());
+    if (granted.size() < request.amount) take(freeUnits(true), request.amount - granted.size());
+  }
+
+  allocation.satisfied = request.amount > 0 && granted.size() == request.amount;
+  if (allocation.satisfied) {
+    // Take back the gone owners' records of what is granted, and of units related to it.
+    const auto dropGoneOf = [&](const std::string& unit) {
+      if (const auto it = goneByUnit.find(unit); it != goneByUnit.end()) {
+        for (const std::size_t i : it->second) dropped[i] = true;
+      }
+    };
+    for (const std::string& gpu : granted) {
+      dropGoneOf(gpu);
+      if (const std::vector<std::string>* related = neighboursOf(gpu)) {
+        for (const std::string& other : *related) dropGoneOf(other);
+      }
+    }
+  }
+  allocation.records.reserve(current.records.size() + granted.size());
+  for (std::size_t i = 0; i < current.records.size(); ++i) {
+    if (dropped[i]) {
+      allocation.reclaimed.push_back(current.records[i]);
+      allocation.reclaimedIndices.push_back(i);
+    } else {
+      allocation.records.push_back(current.records[i]);
+    }
+  }
+  if (allocation.satisfied) {
+    // Keep the host's order in the answer.
+    for (const std::string& gpu : request.gpus) {
+      if (!grantedSet.count(gpu)) continue;
+      grantedSet.erase(gpu);  // once, even when `gpus` names it twice
+      Record record{gpu, request.owner};
+      if (const auto uuid = request.uuids.find(gpu);
+          uuid != request.uuids.end() && uuid->second != gpu) {
+        record.uuid = uuid->second;
+      }
+      allocation.granted.push_back(gpu);
+      allocation.records.push_back(std::move(record));
+    }
+  }
+  return allocation;
+}
+
+namespace {
+
+/// What makes two records one: the GPU, the owner's pid, start time and boot.
+std::string identityOf(const Record& record) {
+  return record.gpu + ' ' + std::to_string(record.owner.pid) + ' ' +
+         (record.owner.startTime ? std::to_string(*record.owner.startTime) : "-") + ' ' +
+         record.owner.bootId.value_or("-");
+}
+
+/// Where new lines go: records are never moved by a change, and none crosses a page boundary,
+/// so that writing one is never cut in two (see Journal.h).
+constexpr std::size_t kLayoutPage = 4096;
+
+/// Appends `line` (with its '\n') to `text`, first padding to the next page with a blank line
+/// when the line would cross a page boundary.
+void appendLine(std::string& text, std::string_view line) {
+  const std::size_t used = text.size() % kLayoutPage;
+  if (used != 0 && used + line.size() > kLayoutPage && line.size() <= kLayoutPage) {
+    const std::size_t room = kLayoutPage - used;
+    text.append(room - 1, ' ');
+    text += '\n';
+  }
+  text += line;
+}
+
+/// The file's new text from its old one: the lines in `blank` replaced by spaces in place, the
+/// new records appended. Trailing blank lines are cut off; when more than half of a file larger
+/// than a few pages is blank, it is compacted (its lines laid out anew, in order).
+std::string edit(std::string_view before, const std::vector<LineSpan>& blank,
+                 const std::vector<Record>& added) {
+  std::string text(before);
+  for (const LineSpan& span : blank) text.replace(span.offset, span.length, span.length, ' ');
+  if (!text.empty() && text.back() != '\n') text += '\n';
+
+  // Cut off what is blank at the end: a truncate moves nothing.
+  std::size_t end = text.size();
+  while (end > 0 && strings::isSpace(text[end - 1])) --end;
+  if (end > 0) {
+    text.resize(text.find('\n', end) + 1);
+  } else {
+    text.clear();
+  }
+
+  std::size_t blankBytes = 0;
+  for (const char c : text) blankBytes += (c == ' ' || c == '\t') ? 1 : 0;
+  if (text.size() > 4 * kLayoutPage && blankBytes * 2 > text.size()) {
+    std::string compacted;
+    // Two identical records (same GPU, owner and start time) are one: written once.
+    std::unordered_set<std::string> written;
+    for (std::string_view line : strings::split(text, '\n')) {
+      if (strings::isBlank(line)) continue;
+      if (const std::optional<Record> record = parseRecord(line)) {
+        if (!written.insert(identityOf(*record)).second) continue;
+      }
+      std::string withNewline(line);
+      withNewline += '\n';
+      appendLine(compacted, withNewline);
+    }
+    text = std::move(compacted);
+  }
+  for (const Record& record : added) appendLine(text, formatRecords({record}));
+  return text;
+}
+
+/// One change of the file: open and lock it, let `change` compute the new text from the
+/// parsed records, write it. A Flink script can change the file without holding its lock: after
+/// its own `sed -i` it holds the lock of the file that it replaced. When that happened before we
+/// wrote (the file grew, or was replaced), or while we wrote (the path names a new file, and our
+/// write went to one nobody reads), `change` runs again on the file now there, with `again` set
+/// so that it can first undo what it finds of its own earlier attempt.
+template <typename Change>
+auto changeFile(const fs::path& file, std::chrono::milliseconds lockTimeout, std::uint64_t maxBytes,
+                Change&& change) {
+  for (int attempt = 0;; ++attempt) {
+    CoordinationFile opened =
+        CoordinationFile::open(file, CoordinationFile::Access::kWrite, lockTimeout, maxBytes);
+    auto result = change(opened, attempt > 0);
+    if (!opened.interfered()) return result;
+    if (attempt >= 8) {
+      throw CoordinationError("coordination file " + file.string() +
+                              ": it kept being changed by a program that does not hold its lock");
+    }
+  }
+}
+
+}  // namespace
+
+Allocation allocate(const fs::path& file, const AllocationRequest& request,
+                    std::chrono::milliseconds lockTimeout) {
+  // What an earlier attempt granted (see changeFile), and the leases taken for it: kept across
+  // attempts, so that a lease this call holds is not asked for twice.
+  std::unordered_set<std::string> grantedBefore;
+  std::unordered_map<std::string, Lease> leases;
+  Allocation result = changeFile(
+      file, lockTimeout, kMaxCoordinationFileBytes, [&](CoordinationFile& opened, bool again) {
+        ParsedRecords parsed = parseRecords(opened.text());
+        std::vector<LineSpan> blank;
+        if (again) {
+          // What the earlier attempt wrote may have been copied over (Flink's `sed -i` copies the
+          // file): it is not ours to keep, since this attempt plans afresh.
+          ParsedRecords kept;
+          for (std::size_t i = 0; i < parsed.records.size(); ++i) {
+            const Record& record = parsed.records[i];
+            if (record.owner == request.owner && grantedBefore.count(record.gpu)) {
+              blank.push_back(parsed.recordSpans[i]);
+            } else {
+              kept.records.push_back(record);
+              kept.recordSpans.push_back(parsed.recordSpans[i]);
+            }
+          }
+          kept.junk = std::move(parsed.junk);
+          kept.junkSpans = std::move(parsed.junkSpans);
+          parsed = std::move(kept);
+        }
+
+        // Each lease's state, asked once: under the exclusive lock no allocator takes leases,
+        // so only a holder's death can change one meanwhile (which frees, never takes).
+        LeaseFolder folder = LeaseFolder::open(file, opened.trust());
+        std::unordered_map<std::string, LeaseState> states;  // of the files the names have
+        const auto leaseOf = [&](const std::string& name, const std::optional<LeaseFile>& taken) {
+          if (leases.count(name)) return LeaseState::kHeld;
+          if (taken) return folder.state(name, taken);
+          auto [it, inserted] = states.try_emplace(name, LeaseState::kMissing);
+          if (inserted) it->second = folder.state(name);
+          return it->second;
+        };
+
+        // A GPU whose lease another process holds is held, record or not: an operator's
+        // `release`, or Flink's `sed "/1 /d"` deleting GPU 11's line, can leave a lease without
+        // its record. A GPU whose lease this user may not take is passed over.
+        std::unordered_set<std::string> passedOver;
+        for (const std::string& gpu : request.gpus) {
+          const std::string name = leaseNameOf(gpu, request.uuids);
+          if (!leases.count(name) && leaseOf(name, std::nullopt) == LeaseState::kHeld) {
+            passedOver.insert(gpu);
+          }
+        }
+        // The same for a unit whose related unit (a GPU's MIG instance, an instance's GPU) is
+        // held by a lease that no record names: they share hardware.
+        std::vector<std::pair<std::string, std::string>> blockedByLease;
+        if (!request.related.empty() && !folder.empty()) {
+          std::unordered_map<std::string, std::vector<std::string>> neighbours;
+          for (const auto& [unit, relatedUnits] : request.related) {
+            for (const std::string& other : relatedUnits) {
+              if (other == unit) continue;
+              neighbours[unit].push_back(other);
+              neighbours[other].push_back(unit);
+            }
+          }
+          std::unordered_set<std::string> recorded;
+          for (const Record& record : parsed.records) recorded.insert(record.gpu);
+          for (const std::string& gpu : request.gpus) {
+            const auto it = neighbours.find(gpu);
+            if (it == neighbours.end() || passedOver.count(gpu)) continue;
+            for (const std::string& other : it->second) {
+              const std::string name = leaseNameOf(other, request.uuids);
+              if (recorded.count(other) || leases.count(name)) continue;
+              if (leaseOf(name, std::nullopt) == LeaseState::kHeld) {
+                passedOver.insert(gpu);
+                blockedByLease.emplace_back(gpu, other);
+                break;
+              }
+            }
+          }
+        }
+        std::unordered_set<std::string> leaseHeldGpus = passedOver;
+        for (const auto& [gpu, other] : blockedByLease) leaseHeldGpus.erase(gpu);
+        std::vector<std::string> notes = opened.notes();
+        for (const std::string& gpu : request.gpus) {
+          const std::string name = leaseNameOf(gpu, request.uuids);
+          if (passedOver.count(gpu) && folder.denied(name)) {
+            notes.push_back("GPU " + gpu + " is passed over: its lease " +
+                            (leaseFolderOf(file) / name).string() +
+                            " cannot be opened by this user, so it cannot be shown free");
+          }
+        }
+
+        Allocation allocation;
+        std::vector<Record> added;
+        // Planned again each time a lease of what was granted cannot be had: at most once a GPU.
+        for (std::size_t round = 0;; ++round) {
+          AllocationRequest plan = request;
+          if (!passedOver.empty()) {
+            plan.gpus.clear();
+            for (const std::string& gpu : request.gpus) {
+              if (!passedOver.count(gpu)) plan.gpus.push_back(gpu);
+            }
+          }
+          allocation = planAllocation(parsed, plan, isRunning, leaseOf);
+          added.assign(
+              allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
+              allocation.records.end());
+          if (!request.lease || added.empty()) break;
+          // Before the file says so: a lease that cannot be had leaves that GPU to others.
+          bool replan = false;
+          for (Record& record : added) {
+            const std::string name = leaseNameOf(record.gpu, request.uuids);
+            record.lease = name;
+            if (const auto held = leases.find(name); held != leases.end()) {
+              record.leaseFile = held->second.file();
+              continue;
+            }
+            LeaseAttempt attempt = tryAcquireLease(file, name, opened.trust());
+            if (attempt.lease) {
+              record.leaseFile = attempt.lease->file();
+              leases.emplace(name, std::move(*attempt.lease));
+              continue;
+            }
+            passedOver.insert(record.gpu);
+            if (attempt.failure == LeaseAttempt::Failure::kDenied) {
+              notes.push_back("GPU " + record.gpu + " is passed over: its lease " +
+                              (leaseFolderOf(file) / name).string() +
+                              " cannot be taken: " + attempt.why);
+            }
+            replan = true;
+          }
+          if (!replan || round > request.gpus.size()) break;
+        }
+        if (request.lease) {
+          std::copy(added.begin(), added.end(),
+                    allocation.records.end() - static_cast<std::ptrdiff_t>(added.size()));
+        }
+        // Only those no record names: a held record's GPU is reported with its record.
+        for (const std::string& gpu : request.gpus) {
+          if (!passedOver.count(gpu)) continue;
+          const bool recorded =
+              std::any_of(allocation.records.begin(), allocation.records.end(),
+                          [&](const Record& record) { return record.gpu == gpu; });
+          if (!recorded && leaseHeldGpus.count(gpu)) allocation.heldByLeaseOnly.push_back(gpu);
+        }
+        allocation.blockedByLeaseOnly = std::move(blockedByLease);
+        allocation.notes = std::move(notes);
+        for (const std::size_t i : allocation.reclaimedIndices) {
+          blank.push_back(parsed.recordSpans[i]);
+        }
+        grantedBefore.insert(allocation.granted.begin(), allocation.granted.end());
+        opened.replace(edit(opened.text(), blank, added));
+        if (!opened.interfered()) {
+          // Free lease files that no record names any more go now (we hold the file's lock): a
+          // GPU given back by a driver or ended with exec leaves its file until then.
+          std::unordered_set<std::string> named;
+          for (const Record& record : allocation.records) {
+            if (record.lease) named.insert(*record.lease);
+          }
+          for (const auto& [name, state] : states) {
+            if (state == LeaseState::kFree && !named.count(name) && !leases.count(name)) {
+              folder.removeIfFree(name);
+            }
+          }
+        }
+        return allocation;
+      });
+  if (request.lease) {
+    for (const std::string& gpu : result.granted) {
+      const auto it = leases.find(leaseNameOf(gpu, request.uuids));
+      if (it != leases.end()) result.leases.push_back(std::move(it->second));
+    }
+  }
+  return result;
+}
+
+namespace {
+
+/// Each record with its liveness, under the file's lock; two identical records are shown once.
+std::vector<RecordStatus> judgeAll(std::vector<Record> records, LeaseFolder& folder) {
+  std::vector<RecordStatus> judged;
+  std::unordered_set<std::string> seen;
+  const LeaseProbe lease = [&folder](const std::string& name,
+                                     const std::optional<LeaseFile>& file) {
+    return folder.state(name, file);
+  };
+  for (Record& record : records) {
+    if (!seen.insert(identityOf(record)).second) continue;
+    const Liveness liveness = judge(record, isRunning, lease);
+    const bool other = inOtherPidNamespace(record.owner);
+    judged.push_back(RecordStatus{std::move(record), holdsGpu(liveness), other, liveness});
+  }
+  return judged;
+}
+
+}  // namespace
+
+Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
+  const CoordinationFile opened =
+      CoordinationFile::open(file, CoordinationFile::Access::kRead, lockTimeout);
+  Status status;
+  status.limitBytes = kMaxCoordinationFileBytes;
+  if (!opened.exists()) return status;
+  status.sizeBytes = opened.text().size();
+  status.notes = opened.notes();
+  ParsedRecords parsed = parseRecords(opened.text());
+  status.junk = std::move(parsed.junk);
+  // Under the shared lock no allocator of ours creates lease files: one listing holds.
+  LeaseFolder leaseFolder = LeaseFolder::open(file, opened.trust());
+  status.records = judgeAll(std::move(parsed.records), leaseFolder);
+  std::unordered_set<std::string> named;
+  for (const RecordStatus& entry : status.records) {
+    if (entry.record.lease) named.insert(*entry.record.lease);
+  }
+  for (const std::string& name : leaseFolder.names()) {
+    if (!named.count(name) && leaseFolder.state(name) == LeaseState::kHeld) {
+      status.leasesWithoutRecord.push_back(name);
+    }
+  }
+  std::sort(status.leasesWithoutRecord.begin(), status.leasesWithoutRecord.end());
+  return status;
+}
+
+namespace {
+
+bool fileExists(const fs::path& file) {
+  std::error_code error;
+  return fs::symlink_status(file, error).type() != fs::file_type::not_found;
+}
+
+}  // namespace
+
+std::vector<Record> release(const fs::path& file,
+                            const std::function<bool(const Record&)>& predicate,
+                            std::chrono::milliseconds lockTimeout) {
+  if (!fileExists(file)) return {};
+  // A file grown past its limit by records alone is repaired by releasing some.
+  return changeFile(file, lockTimeout, kMaxRepairableFileBytes,
+                    [&](CoordinationFile& opened, bool) {
+                      const ParsedRecords parsed = parseRecords(opened.text());
+                      std::vector<LineSpan> blank;
+                      std::vector<Record> released;
+                      for (std::size_t i = 0; i < parsed.records.size(); ++i) {
+                        if (!predicate(parsed.records[i])) continue;
+                        released.push_back(parsed.records[i]);
+                        blank.push_back(parsed.recordSpans[i]);
+                      }
+                      if (!released.empty()) opened.replace(edit(opened.text(), blank, {}));
+                      return released;
+                    });
+}
+
+Released releaseChecked(const fs::path& file, const std::function<bool(const Record&)>& predicate,
+                        bool force, std::chrono::milliseconds lockTimeout) {
+  if (!fileExists(file)) return {};
+  return changeFile(file, lockTimeout, kMaxRepairableFileBytes,
+                    [&](CoordinationFile& opened, bool) {
+                      const ParsedRecords parsed = parseRecords(opened.text());
+                      LeaseFolder folder = LeaseFolder::open(file, opened.trust());
+                      const LeaseProbe lease = [&folder](const std::string& name,
+                                                         const std::optional<LeaseFile>& taken) {
+                        return folder.state(name, taken);
+                      };
+                      Released result;
+                      std::vector<LineSpan> blank;
+                      for (std::size_t i = 0; i < parsed.records.size(); ++i) {
+                        const Record& record = parsed.records[i];
+                        if (!predicate(record)) continue;
+                        const Liveness liveness = judge(record, isRunning, lease);
+                        RecordStatus judged{record, holdsGpu(liveness),
+                                            inOtherPidNamespace(record.owner), liveness};
+                        (knownToRun(liveness) && !force ? result.refused : result.released)
+                            .push_back(std::move(judged));
+                        blank.push_back(parsed.recordSpans[i]);
+                      }
+                      if (!result.refused.empty()) {
+                        // All or nothing: the operator asked for these together.
+                        result.released.clear();
+                        return result;
+                      }
+                      if (!blank.empty()) opened.replace(edit(opened.text(), blank, {}));
+                      return result;
+                    });
+}
+
+std::vector<JunkLine> releaseJunk(const fs::path& file, std::chrono::milliseconds lockTimeout) {
+  if (!fileExists(file)) return {};
+  return changeFile(file, lockTimeout, kMaxRepairableFileBytes,
+                    [&](CoordinationFile& opened, bool) {
+                      const ParsedRecords parsed = parseRecords(opened.text());
+                      if (!parsed.junk.empty())
+                        opened.replace(edit(opened.text(), parsed.junkSpans, {}));
+                      return parsed.junk;
+                    });
+}
+
+}  // namespace flink::coordination

@@ -1,0 +1,361 @@
+// Coordination of GPUs among the workers of one host, through a locked file of records.
+//
+// The file is Flink's: one line per GPU held, starting `<gpu> <owner pid>`, so that Flink's own
+// script reads what we write (`grep "^<gpu> "`, `awk '{print $2}'`). What we add follows the pid
+// after a tab, never a space: the owner's start time (field 22 of /proc/<pid>/stat), so that a
+// PID reused by another process does not keep a GPU forever; `uuid=GPU-…`, so that workers that
+// number GPUs differently (containers) still mean the same GPU; `pidns=<inode>`, the pid
+// namespace in which the pid means that process; `boot=<boot id>`, the boot it was recorded in;
+// `lease=<name>`, its lease (Leases.h). Flink's script deletes a record with the unanchored
+// `sed -i "/<gpu> /d"`, which deletes every line that holds `<gpu> ` anywhere: with the tabs,
+// our lines hold a space only where Flink's own do. Flink's two-field lines and our older
+// space-separated three-field lines are read too.
+//
+// Liveness: whether a record still holds its GPU (Liveness, judge).
+//   - A record of an earlier boot (its boot id is not this boot's) is gone, whatever its pid and
+//     start time: services started at boot in the same order get the same pids and start times.
+//   - A record of this pid namespace with a start time is held while its owner runs (that pid,
+//     not a zombie, with that start time), and also while its lease is held: a lease only adds
+//     liveness (a command that closed its descriptors still runs; a child it left holds on). Its
+//     owner gone, a lease file someone removed or replaced fails closed: a child may hold it.
+//   - What the pid cannot judge (another pid namespace, or no start time) the lease decides:
+//     held while it is held, gone once it is free, and held when its lease file is missing (fail
+//     closed: someone removed it) until `release`, a worker of its namespace, or a reboot.
+//   - Without a lease, a record of another pid namespace cannot be judged and stays held; one
+//     without a start time (Flink's) is held while its pid runs.
+//
+// Order of choice (Flink's): an allocation takes GPUs that no record names first, and takes back
+// a gone owner's GPU only when those are not enough; a gone owner's record stays until its GPU is
+// needed. A crashed owner's children may still be using its GPU, and Flink's own test
+// (GPUDiscoveryScriptTest.testCoordinateIndexes) relies on the order.
+//
+// The file is changed through CoordinationFile: locked as Flink's script locks it, and written so
+// that every reader sees either the old or the new records (see CoordinationFile.h). Records are
+// never moved by a change: a record given back is blanked in place, a new one appended, so that
+// a change touches few pages and Flink's script, which does not know our journal, never sees a
+// torn line from one (compaction, when more than half the file is blank, is the exception; it
+// writes two identical records once).
+//
+// Thread-safety: every function opens and locks the file itself; calls from several threads or
+// processes serialize on the lock.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "host/coordination/CoordinationError.h"
+#include "host/coordination/Leases.h"
+#include "host/coordination/Siblings.h"
+
+namespace flink::coordination {
+
+/// Flink's default coordination file.
+inline constexpr const char* kDefaultCoordinationFile = "/var/tmp/flink-gpu-coordination";
+
+/// A process that holds GPUs: its pid and, when known, its start time in clock ticks since boot
+/// and the pid namespace its pid is valid in.
+struct Owner {
+  pid_t pid = 0;
+  std::optional<std::uint64_t> startTime = {};
+  /// The inode of the pid namespace (`/proc/self/ns/pid`) of the process that recorded the pid.
+  std::optional<std::uint64_t> pidNamespace = {};
+  /// The boot the pid and start time belong to: /proc/sys/kernel/random/boot_id when recorded.
+  std::optional<std::string> bootId = {};
+
+  /// The process `pid` as this process sees it, with its start time read from /proc (nullopt if
+  /// it cannot be read), this process's pid namespace and this boot's id.
+  static Owner of(pid_t pid);
+  friend bool operator==(const Owner&, const Owner&) = default;
+};
+
+/// The inode of this process's pid namespace, or nullopt where /proc/self/ns/pid is missing.
+std::optional<std::uint64_t> currentPidNamespace();
+
+/// This boot's id (/proc/sys/kernel/random/boot_id, the same in every container of the host), or
+/// nullopt where it cannot be read.
+std::optional<std::string> currentBootId();
+
+/// Whether `owner` was recorded in an earlier boot: both boot ids are known and differ.
+bool ofEarlierBoot(const Owner& owner);
+
+/// Whether `owner`'s pid belongs to a pid namespace other than ours (another container): such an
+/// owner cannot be judged from here.
+bool inOtherPidNamespace(const Owner& owner);
+
+/// Whether `owner` is running: not of an earlier boot, and its pid names a live process (not a
+/// zombie) whose start time, when the record has one, is the recorded one. An owner in another
+/// pid namespace counts as running: its pid means nothing here.
+bool isRunning(const Owner& owner);
+
+/// Whether `a` and `b` are one process: the same pid, and the same start time, pid namespace and
+/// boot where both say.
+bool sameProcess(const Owner& a, const Owner& b);
+
+struct Record;
+
+/// Whether `record` holds the unit `unit` (an index, a MIG UUID) whose whole GPU's or own UUID is
+/// `uuid` (when known): by UUID where both say one (a container numbers GPUs from 0), else by
+/// identifier, in canonical form; a UUID prefix (`GPU-8932`) names every GPU whose UUID begins
+/// so. The rule of the allocators, for status, release and the rest.
+bool recordNames(const Record& record, const std::string& unit,
+                 const std::optional<std::string>& uuid);
+
+/// The unit among `units` that `record` names (recordNames, each unit with its whole GPU's UUID
+/// from `uuids`, by identifier): what a report of who holds what names, so that a container's
+/// record by its own index shows as the GPU its UUID is. nullopt when it names none of them.
+std::optional<std::string> unitNamedBy(const Record& record, const std::vector<std::string>& units,
+                                       const std::unordered_map<std::string, std::string>& uuids);
+
+/// One line of the coordination file.
+struct Record {
+  std::string gpu;  ///< The device identifier, as discovery printed it ("0", "GPU-…").
+  Owner owner;
+  /// The GPU's UUID (`GPU-…`) when `gpu` is an index: what the GPU is, whatever the numbering.
+  std::optional<std::string> uuid = {};
+  /// Fields of a newer writer (`key=value`), kept as they are.
+  std::vector<std::string> extra = {};
+  /// The lease that also holds the GPU (see Leases.h and the liveness rule above), and the file
+  /// it was taken on (`leasefile=<st_dev>:<st_ino>`).
+  std::optional<std::string> lease = {};
+  std::optional<LeaseFile> leaseFile = {};
+  friend bool operator==(const Record&, const Record&) = default;
+};
+
+/// A line that is not a record (no pid, not a number, too many fields...): kept out of the
+/// records, reported, never fatal, and written back unchanged after the records.
+struct JunkLine {
+  std::size_t lineNumber;  ///< 1-based
+  std::string text;
+};
+
+/// Where a line lies in the file's text: its first byte and its length without the '\n'.
+struct LineSpan {
+  std::size_t offset = 0;
+  std::size_t length = 0;
+};
+
+struct ParsedRecords {
+  std::vector<Record> records;
+  std::vector<JunkLine> junk;
+  /// Parallel to `records` and `junk`: where each line is.
+  std::vector<LineSpan> recordSpans;
+  std::vector<LineSpan> junkSpans;
+};
+
+/// One line for a person per junk line of `file` ("ignoring line 3 of F, which is not a record:
+/// '…'"), at most `shown` of them, then one line that counts the rest and names the repair
+/// (`flink-gpu release --junk`): a file full of junk must not flood a worker's stderr, which
+/// Flink's driver reads only once the script has ended.
+std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const std::string& file,
+                                      std::size_t shown = 5);
+
+/// Reads a coordination file's text. Blank lines are skipped silently.
+ParsedRecords parseRecords(std::string_view text);
+
+/// Writes records as lines `<gpu> <pid>[\t<start time>][\tuuid=…][\tpidns=…][\tboot=…]
+/// [\tlease=…\tleasefile=…]`: a space only after the GPU, as in Flink's lines (see above).
+std::string formatRecords(const std::vector<Record>& records);
+
+/// How long to wait for the lock before giving up with CoordinationError.
+inline constexpr std::chrono::milliseconds kDefaultLockTimeout{5000};
+
+/// Tells whether an owner is running; replaceable in tests.
+using LivenessProbe = std::function<bool(const Owner&)>;
+
+/// Tells the state of a lease (by name); replaceable in tests.
+using LeaseProbe =
+    std::function<LeaseState(const std::string& name, const std::optional<LeaseFile>& file)>;
+
+/// Why a record holds its GPU, or does not: the liveness rule above.
+enum class Liveness {
+  kRunning,       ///< its owner, of this pid namespace, runs (by pid, and start time if recorded)
+  kLeaseHeld,     ///< its lease is held, whatever its pid says
+  kUnjudgeable,   ///< of another pid namespace, without a lease: cannot be judged, so held
+  kLeaseMissing,  ///< its lease file is missing, and its pid cannot judge it or is gone: held
+                  ///< (fail closed: what the owner started may hold the lease)
+  kGone,          ///< its owner is not running (by pid and start time, or its lease is free)
+  kEarlierBoot,   ///< recorded in an earlier boot: gone, whatever its pid
+};
+
+/// Whether a record of this liveness holds its GPU.
+bool holdsGpu(Liveness liveness) noexcept;
+
+/// Whether the owner is known to run (kRunning, kLeaseHeld): what `release` refuses without
+/// --force.
+bool knownToRun(Liveness liveness) noexcept;
+
+/// The rule above for one record, asking `isRunning` of its owner (at most once) and `lease` of
+/// its lease where the rule needs them.
+Liveness judge(const Record& record, const LivenessProbe& isRunning, const LeaseProbe& lease);
+
+/// Units that share hardware, by identifier: a whole GPU's index and the `MIG-…` UUIDs of the
+/// instances carved from it (see discovery::relatedUnits). A relation counts both ways when it is
+/// given either way; a unit is never related to itself.
+using RelatedUnits = std::unordered_map<std::string, std::vector<std::string>>;
+
+struct AllocationRequest {
+  std::vector<std::string> gpus;  ///< Every GPU of the host, in the order to hand them out.
+  std::size_t amount = 0;
+  Owner owner;
+  /// A unit is not granted while a unit related to it is held by a running owner, nor together
+  /// with a unit related to it. Units need not be in `gpus`: a record of an instance handed out
+  /// with --mig blocks its GPU for a requester that hands out whole GPUs.
+  RelatedUnits related = {};
+  /// The `GPU-…` UUID of each whole GPU of `gpus`, where known. A record that names a UUID holds
+  /// the GPU of that UUID, whatever its index says (another container numbers GPUs from 0); new
+  /// records carry it.
+  std::unordered_map<std::string, std::string> uuids = {};
+  /// Hold each GPU granted with a lease too (Leases.h): the in-process driver and exec do.
+  bool lease = false;
+  /// Optional: which of the free units to grant (the placement rule, host/placement/Placement.h).
+  /// Called with the units that could be granted, in `gpus` order (those held, blocked or
+  /// related to one already granted removed), and how many are still needed; it returns that
+  /// many of them. Unset, or an answer that is not that many distinct free units that can go
+  /// together (or a throw), means the first free ones in `gpus` order, as without it.
+  std::function<std::vector<std::string>(const std::vector<std::string>& freeUnits,
+                                         std::size_t amount)>
+      choose = {};
+};
+
+/// A unit that no other running owner holds, but that cannot be granted because a unit related
+/// to it is held by one.
+struct BlockedUnit {
+  std::string gpu;
+  Record heldBy;  ///< The record of the related unit.
+  friend bool operator==(const BlockedUnit&, const BlockedUnit&) = default;
+};
+
+/// One line for a person: "GPU 1 is busy: its MIG instance MIG-… is held by process 123".
+std::string describe(const BlockedUnit& blocked);
+
+/// "GPU 1 is busy: its MIG instance MIG-… is held by a lease of another process, without a
+/// record", for an entry of Allocation::blockedByLeaseOnly.
+std::string describeBlockedByLease(const std::string& unit, const std::string& related);
+
+struct Allocation {
+  /// The GPUs newly recorded for the owner by this request, in `gpus` order; empty unless
+  /// `satisfied`.
+  std::vector<std::string> granted;
+  bool satisfied = false;
+  /// Records of owners that are no longer running, taken back by this allocation: those of the
+  /// units granted (and of units related to them), and those of an earlier boot.
+  std::vector<Record> reclaimed;
+  /// Indices into the records that were read of those in `reclaimed`.
+  std::vector<std::size_t> reclaimedIndices;
+  /// Records that hold their GPU, of owners other than the requester (what made an allocation
+  /// fall short).
+  std::vector<Record> heldByOthers;
+  /// Those of heldByOthers held only because their lease file is missing (Liveness::kLeaseMissing).
+  std::vector<Record> failClosed;
+  /// The requester's own records from earlier requests: held, so not granted again.
+  std::vector<Record> heldByRequester;
+  /// The units of `gpus` blocked by those records through `related`, one entry per blocking
+  /// record, in `gpus` order.
+  std::vector<BlockedUnit> blocked;
+  std::vector<JunkLine> junk;
+  /// The records after this allocation (what the file now holds).
+  std::vector<Record> records;
+  /// What opening the file found and did (a change cut short, rolled back), one line each.
+  std::vector<std::string> notes;
+  /// With AllocationRequest::lease, the leases of `granted`, in its order: the GPUs stay held
+  /// while these live.
+  std::vector<Lease> leases;
+  /// Units of `gpus` that no record names but whose lease another process holds (a record an
+  /// operator released, or that Flink's `sed` took with another GPU's line): not free.
+  std::vector<std::string> heldByLeaseOnly;
+  /// Units of `gpus` not granted because the lease of a unit related to them (a GPU's MIG
+  /// instance, an instance's GPU) is held while no record names that unit: (unit, related unit).
+  std::vector<std::pair<std::string, std::string>> blockedByLeaseOnly;
+};
+
+/// The allocation rule, without any I/O. As in Flink's script, each request takes GPUs the owner
+/// does not hold yet: a second request of one owner (two GPU resources of one TaskManager,
+/// several TaskManagers of one JVM) gets other GPUs. A GPU is not free while a record holds it or
+/// a unit related to it (`related`, judged by the liveness rule), nor when a unit related to it is
+/// already granted in this plan. Of the free units, those that no record names (neither theirs
+/// nor a related unit's) go first, chosen among by `choose`; units of gone owners only when those
+/// are not enough, and then their records are taken back. If fewer than `amount` are free nothing
+/// is granted and only records of an earlier boot are dropped. Linear in the number of records,
+/// GPUs and relations; `isRunning` is asked once per distinct owner, `lease` once per lease. An
+/// unset `lease` probe finds every lease file missing.
+Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
+                          const LivenessProbe& isRunning, const LeaseProbe& lease = {});
+
+/// Locks the file (creating it if needed), plans, writes the result, unlocks. The change is
+/// whole or not at all (CoordinationFile).
+/// @throws CoordinationError; the file is then unchanged.
+Allocation allocate(const std::filesystem::path& file, const AllocationRequest& request,
+                    std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
+
+struct RecordStatus {
+  Record record;
+  /// Whether the record holds its GPU (holdsGpu(liveness)).
+  bool running = false;
+  /// The owner's pid is of another pid namespace: its pid says nothing here.
+  bool otherPidNamespace = false;
+  Liveness liveness = Liveness::kGone;
+};
+
+/// "running", "gone", "other pid namespace", "lease held by another process", … for a person:
+/// what status shows of a record, with why it is held where the pid does not say.
+std::string describeLiveness(const RecordStatus& status);
+
+struct Status {
+  std::vector<RecordStatus> records;
+  std::vector<JunkLine> junk;
+  /// What opening the file found (a change cut short, which the next writer rolls back).
+  std::vector<std::string> notes;
+  /// Leases held that no record names (an operator's `release --force`, Flink's `sed` taking a
+  /// line with another): their units are held all the same.
+  std::vector<std::string> leasesWithoutRecord;
+  /// The file's size and the most it may hold (kMaxCoordinationFileBytes), in bytes.
+  std::uint64_t sizeBytes = 0;
+  std::uint64_t limitBytes = 0;
+};
+
+/// The records of the file, each with whether its owner is running. A missing file has none.
+/// @throws CoordinationError
+Status readStatus(const std::filesystem::path& file,
+                  std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
+
+/// Removes the records matching `predicate`, whoever holds them; returns them. A missing file
+/// has none. For a worker giving back its own records.
+/// @throws CoordinationError
+std::vector<Record> release(const std::filesystem::path& file,
+                            const std::function<bool(const Record&)>& predicate,
+                            std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
+
+struct Released {
+  /// The records removed, with their liveness as judged under the lock.
+  std::vector<RecordStatus> released;
+  /// Matching records whose owner is known to run (knownToRun), when not forced: then nothing
+  /// was removed.
+  std::vector<RecordStatus> refused;
+};
+
+/// An operator's release (`flink-gpu release`): removes the records matching `predicate`, unless
+/// one of them is of an owner known to run and `force` is false; then removes nothing and says
+/// which. A missing file has none.
+/// @throws CoordinationError
+Released releaseChecked(const std::filesystem::path& file,
+                        const std::function<bool(const Record&)>& predicate, bool force,
+                        std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
+
+/// Removes the lines that are not records; returns them. Works on a file grown past
+/// kMaxCoordinationFileBytes too (up to kMaxRepairableFileBytes), so that an operator can repair
+/// a shared file that someone filled. A missing file has none.
+/// @throws CoordinationError
+std::vector<JunkLine> releaseJunk(const std::filesystem::path& file,
+                                  std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
+
+}  // namespace flink::coordination

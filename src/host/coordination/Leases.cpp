@@ -1,0 +1,255 @@
+// Leases of GPUs by flock. See Leases.h.
+#include "host/coordination/Leases.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "host/coordination/CoordinationFile.h"
+
+namespace flink::coordination {
+namespace {
+
+namespace fs = std::filesystem;
+using process::FileDescriptor;
+
+[[noreturn]] void fail(const fs::path& path, const std::string& what, int error = 0) {
+  std::string message = "lease " + path.string() + ": " + what;
+  if (error != 0) message += ": " + std::string(std::strerror(error));
+  throw CoordinationError(message);
+}
+
+/// A name that is one path component of ours: letters, digits, '-', '.', '_'.
+bool isSafeName(const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.size() > 200) return false;
+  for (const char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '.' || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/// A symlink (or something else) where a sibling should be: refused with its own stat.
+[[noreturn]] void refuseWhatIsThere(const std::string& what, const fs::path& path,
+                                    SiblingKind kind) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) {
+    fail(path, "refusing to use it: it cannot be examined", errno);
+  }
+  refuseSibling(what, path, info,
+                S_ISLNK(info.st_mode)          ? "it is a symbolic link"
+                : kind == SiblingKind::kFolder ? "it is not a folder"
+                                               : "it is not a regular file",
+                kind);
+}
+
+/// The lease folder, opened without following a symlink and judged by `trust`; made (Siblings.h)
+/// when `create`. Invalid when it is missing.
+FileDescriptor openFolder(const fs::path& folder, bool create, const SiblingTrust& trust) {
+  OpenedSibling opened = openSiblingAt(AT_FDCWD, folder, O_RDONLY | O_DIRECTORY);
+  if (!opened.fd && opened.error == ENOENT && create) {
+    const int error = createSiblingFolderAt(AT_FDCWD, folder, trust);
+    if (error != 0 && error != EEXIST) fail(folder, "cannot create the lease folder", error);
+    opened = openSiblingAt(AT_FDCWD, folder, O_RDONLY | O_DIRECTORY);
+  }
+  if (!opened.fd) {
+    if (opened.error == ENOENT && !create) return {};
+    if (opened.error == ELOOP || opened.error == ENOTDIR) {
+      refuseWhatIsThere("lease folder", folder, SiblingKind::kFolder);
+    }
+    fail(folder, "cannot open the lease folder", opened.error);
+  }
+  checkSibling("lease folder", folder, opened.info, trust, SiblingKind::kFolder);
+  return std::move(opened.fd);
+}
+
+/// The lease file `name` of the open folder `dir`, checked; invalid with `error` set when it
+/// cannot be opened (ENOENT: missing; EACCES: this user may not open it).
+OpenedSibling openLeaseFile(int dir, const fs::path& folder, const std::string& name,
+                            const SiblingTrust& trust) {
+  OpenedSibling opened = openSiblingAt(dir, name, O_RDONLY);
+  if (!opened.fd) {
+    if (opened.error == ELOOP) refuseWhatIsThere("lease", folder / name, SiblingKind::kFile);
+    return opened;
+  }
+  checkSibling("lease", folder / name, opened.info, trust, SiblingKind::kFile);
+  return opened;
+}
+
+bool isDenied(int error) { return error == EACCES || error == EPERM; }
+
+/// Whether the file at `name` in `dir` is still the one `info` describes.
+bool stillThere(int dir, const std::string& name, const struct stat& info) {
+  struct stat current {};
+  return ::fstatat(dir, name.c_str(), &current, AT_SYMLINK_NOFOLLOW) == 0 &&
+         current.st_ino == info.st_ino && current.st_dev == info.st_dev;
+}
+
+}  // namespace
+
+fs::path leaseFolderOf(const fs::path& file) {
+  fs::path folder = file;
+  folder += ".leases";
+  return folder;
+}
+
+std::string leaseNameOf(const std::string& unit,
+                        const std::unordered_map<std::string, std::string>& uuids) {
+  if (unit.starts_with("MIG-") && unit.find('/') != std::string::npos) {
+    // The legacy MIG-GPU-<uuid>/<gi>/<ci> form: one path component, '.' for '/'.
+    std::string name = unit;
+    std::replace(name.begin(), name.end(), '/', '.');
+    return name;
+  }
+  if (unit.starts_with("GPU-") || unit.starts_with("MIG-")) return unit;
+  if (const auto it = uuids.find(unit); it != uuids.end()) return it->second;
+  return "index-" + unit;
+}
+
+void Lease::keepAcrossExec() const {
+  const int flags = ::fcntl(fd_.get(), F_GETFD);
+  if (flags < 0 || ::fcntl(fd_.get(), F_SETFD, flags & ~FD_CLOEXEC) != 0) {
+    throw CoordinationError("lease " + name_ +
+                            ": cannot keep it across exec: " + std::strerror(errno));
+  }
+}
+
+LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
+                             const SiblingTrust& trust) {
+  const fs::path folder = leaseFolderOf(file);
+  const fs::path path = folder / name;
+  if (!isSafeName(name)) fail(path, "refusing a lease name that is not a plain file name");
+  const FileDescriptor dir = openFolder(folder, /*create=*/true, trust);
+  LeaseAttempt attempt;
+  for (int tries = 0; tries < 16; ++tries) {
+    OpenedSibling opened = openLeaseFile(dir.get(), folder, name, trust);
+    if (!opened.fd && opened.error == ENOENT) {
+      FileDescriptor created = createSiblingAt(dir.get(), name, O_RDONLY, trust);
+      if (!created) {
+        if (errno == EEXIST) continue;  // made by someone else meanwhile: open that one
+        if (isDenied(errno)) {
+          attempt.failure = LeaseAttempt::Failure::kDenied;
+          attempt.why = "this user may not create it: " + std::string(std::strerror(errno));
+          return attempt;
+        }
+        fail(path, "cannot create it", errno);
+      }
+      opened.fd = std::move(created);
+      if (::fstat(opened.fd.get(), &opened.info) != 0) fail(path, "cannot stat it", errno);
+    }
+    if (!opened.fd) {
+      if (isDenied(opened.error)) {
+        attempt.failure = LeaseAttempt::Failure::kDenied;
+        attempt.why = "this user may not open it (" + describeOwnership([&] {
+                        struct stat info {};
+                        (void)::fstatat(dir.get(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW);
+                        return info;
+                      }()) +
+                      ")";
+        return attempt;
+      }
+      fail(path, "cannot open it", opened.error);
+    }
+    while (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EINTR) continue;
+      if (errno == EWOULDBLOCK) {
+        attempt.failure = LeaseAttempt::Failure::kHeld;
+        attempt.why = "it is held by another running process";
+        return attempt;
+      }
+      fail(path, "cannot lock it", errno);
+    }
+    // Whoever found it free before us may have removed it: then lock the file now there.
+    if (stillThere(dir.get(), name, opened.info)) {
+      const LeaseFile held{static_cast<std::uint64_t>(opened.info.st_dev),
+                           static_cast<std::uint64_t>(opened.info.st_ino)};
+      attempt.lease.emplace(name, std::move(opened.fd), held);
+      return attempt;
+    }
+  }
+  fail(path, "it kept being removed while it was taken");
+}
+
+Lease acquireLease(const fs::path& file, const std::string& name) {
+  LeaseAttempt attempt = tryAcquireLease(file, name, SiblingTrust::ofPath(file));
+  if (!attempt.lease) fail(leaseFolderOf(file) / name, attempt.why);
+  return std::move(*attempt.lease);
+}
+
+LeaseFolder LeaseFolder::open(const fs::path& file, const SiblingTrust& trust) {
+  LeaseFolder folder;
+  folder.path_ = leaseFolderOf(file);
+  folder.trust_ = trust;
+  folder.dir_ = openFolder(folder.path_, /*create=*/false, trust);
+  if (!folder.dir_) return folder;  // no folder: no lease is held
+  // fdopendir takes the descriptor it is given: list through a duplicate, keep ours for openat.
+  const int listed = ::fcntl(folder.dir_.get(), F_DUPFD_CLOEXEC, 0);
+  if (listed < 0) fail(folder.path_, "cannot list the lease folder", errno);
+  DIR* entries = ::fdopendir(listed);
+  if (entries == nullptr) {
+    const int error = errno;
+    ::close(listed);
+    fail(folder.path_, "cannot list the lease folder", error);
+  }
+  while (const dirent* entry = ::readdir(entries)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") folder.names_.insert(name);
+  }
+  ::closedir(entries);
+  return folder;
+}
+
+LeaseState LeaseFolder::state(const std::string& name, const std::optional<LeaseFile>& file) {
+  if (!isSafeName(name)) return LeaseState::kHeld;  // not a lease of ours: cannot be shown free
+  // The file the lease was taken on no longer has the name: whoever holds it still holds it.
+  const auto unnamed = [&] {
+    if (!file) return LeaseState::kMissing;
+    if (!flocks_) flocks_.emplace(FlockTable::read());
+    return *flocks_ && (*flocks_)->held(file->device, file->inode) ? LeaseState::kHeld
+                                                                   : LeaseState::kMissing;
+  };
+  if (!dir_ || !names_.count(name)) return unnamed();
+  const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, *trust_);
+  if (!opened.fd) {
+    if (opened.error == ENOENT) return unnamed();
+    // This user may not open it: it cannot be shown free.
+    if (isDenied(opened.error)) {
+      denied_.insert(name);
+      return LeaseState::kHeld;
+    }
+    fail(path_ / name, "cannot open it", opened.error);
+  }
+  if (file && (static_cast<std::uint64_t>(opened.info.st_dev) != file->device ||
+               static_cast<std::uint64_t>(opened.info.st_ino) != file->inode)) {
+    return unnamed();  // another file now has the name
+  }
+  while (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    return LeaseState::kHeld;  // EWOULDBLOCK: held (by this process too, through another fd)
+  }
+  return LeaseState::kFree;  // the lock goes with the descriptor
+}
+
+void LeaseFolder::removeIfFree(const std::string& name) {
+  if (!isSafeName(name) || !dir_ || !names_.count(name)) return;
+  const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, *trust_);
+  if (!opened.fd) return;
+  if (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) return;
+  // Held by us now: nobody takes it before it is gone (takers hold the coordination file's lock).
+  if (stillThere(dir_.get(), name, opened.info) && ::unlinkat(dir_.get(), name.c_str(), 0) == 0) {
+    names_.erase(name);
+  }
+}
+
+LeaseState leaseState(const fs::path& file, const std::string& name) {
+  return LeaseFolder::open(file, SiblingTrust::ofPath(file)).state(name);
+}
+
+}  // namespace flink::coordination

@@ -1,0 +1,146 @@
+// Leases: GPUs held by a descriptor, which the kernel lets go when its process dies.
+//
+// A record says which process holds a GPU by its pid and start time, which is only as good as
+// /proc: a pid of another pid namespace cannot be seen at all, and a record without a start time
+// cannot tell a reused pid. A lease does not depend on either: it is an exclusive flock on a file
+// of its own for the GPU, in a folder beside the coordination file (`<file>.leases/<name>`), held
+// by a descriptor of the worker. Records of a lease say so (`lease=<name>`).
+//
+// A lease only adds liveness (see Coordination.h): a held lease keeps its record, and a GPU no
+// record names, alive; a free one frees only what its pid cannot judge. A lease file is removed
+// only by an allocator, under the coordination file's lock and while holding the lease itself,
+// once no record names it.
+//
+// The folder and its files are siblings of the coordination file (Siblings.h): never followed
+// through a symlink, used only when they pass the trust rules, and made with the coordination
+// file's mode and group (the folder sticky where others may write it, setgid where its group
+// may). A lease file is opened read-only: flock needs no more, so every user who may read it may
+// hold it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "host/coordination/CoordinationError.h"
+#include "host/coordination/CoordinationFile.h"
+#include "host/coordination/Siblings.h"
+#include "process/FileDescriptor.h"
+
+namespace flink::coordination {
+
+/// `<file>.leases`, the folder of a coordination file's leases.
+std::filesystem::path leaseFolderOf(const std::filesystem::path& file);
+
+/// The name of a unit's lease: its UUID (`GPU-…`, `MIG-…`) where known, so that every worker
+/// means the same GPU whatever its numbering; else `index-<identifier>`.
+std::string leaseNameOf(const std::string& unit,
+                        const std::unordered_map<std::string, std::string>& uuids);
+
+/// Which file a lease was taken on (st_dev, st_ino): recorded beside its name, so that a lease
+/// file removed or replaced while its lease is held frees nothing.
+struct LeaseFile {
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  friend bool operator==(const LeaseFile&, const LeaseFile&) = default;
+};
+
+/// What a lease file says of its lease.
+enum class LeaseState {
+  kHeld,     ///< some process holds it (or it cannot be opened: it cannot be shown free)
+  kFree,     ///< its file is there and nobody holds it
+  kMissing,  ///< there is no lease file of that name
+};
+
+/// A lease held by this process. Move-only; the lease ends when the object is destroyed (its
+/// descriptor closed) or the process dies.
+class Lease {
+ public:
+  Lease(std::string name, process::FileDescriptor fd, LeaseFile file)
+      : name_(std::move(name)), fd_(std::move(fd)), file_(file) {}
+  const std::string& name() const { return name_; }
+  /// The file it is held on.
+  const LeaseFile& file() const { return file_; }
+  int descriptor() const { return fd_.get(); }
+  /// Lets the descriptor survive execvp, so that the program exec'd holds the lease
+  /// (`flink-gpu exec`). @throws CoordinationError when fcntl fails.
+  void keepAcrossExec() const;
+
+ private:
+  std::string name_;
+  process::FileDescriptor fd_;
+  LeaseFile file_;
+};
+
+/// The outcome of trying to take a lease.
+struct LeaseAttempt {
+  enum class Failure {
+    kNone,    ///< `lease` holds it
+    kHeld,    ///< another process holds it
+    kDenied,  ///< this user may not open its file: the GPU is passed over, never fatal
+  };
+  std::optional<Lease> lease;
+  Failure failure = Failure::kNone;
+  /// Why, for a person, when it failed.
+  std::string why;
+};
+
+/// Tries to take the lease `name` of coordination file `file`, creating the folder and the lease
+/// file when missing (with `trust`'s mode and group). Call it under the coordination file's
+/// exclusive lock.
+/// @throws CoordinationError for a folder or file that fails the trust rules, a name that is not
+///         a plain file name, or an error other than the two failures above.
+LeaseAttempt tryAcquireLease(const std::filesystem::path& file, const std::string& name,
+                             const SiblingTrust& trust);
+
+/// As tryAcquireLease, judged against the coordination file at `file`; every failure throws.
+/// @throws CoordinationError naming the path and the cause.
+Lease acquireLease(const std::filesystem::path& file, const std::string& name);
+
+/// The lease folder of a coordination file, opened and listed once: an allocation asks about
+/// every GPU of the host, and only a lease file that exists can be held, so only those are
+/// opened. Take it under the coordination file's lock, under which no allocator of ours creates
+/// lease files (tryAcquireLease runs under the exclusive one): the listing then stays true.
+class LeaseFolder {
+ public:
+  /// Opens and lists the folder of `file`, judged by `trust`; a missing folder holds no lease.
+  /// @throws CoordinationError when the folder fails the trust rules or cannot be read.
+  static LeaseFolder open(const std::filesystem::path& file, const SiblingTrust& trust);
+
+  /// Whether the folder has no lease file.
+  bool empty() const noexcept { return names_.empty(); }
+  /// The names of the lease files listed.
+  const std::unordered_set<std::string>& names() const noexcept { return names_; }
+  /// The state of the lease `name`, taken on `file` where the record says. A name that is not a
+  /// plain file name is held (it is no lease of ours and cannot be shown free). When the file at
+  /// the name is not `file` (removed, replaced), it is held where /proc/locks lists a lock on
+  /// `file` (FlockTable), else missing: never free, since /proc/locks may leave its holder out.
+  /// @throws CoordinationError for a lease file that fails the trust rules.
+  LeaseState state(const std::string& name, const std::optional<LeaseFile>& file = std::nullopt);
+  /// Whether state(name) found a lease file this user may not open (and so called it held).
+  bool denied(const std::string& name) const { return denied_.count(name) > 0; }
+  /// Removes the lease file `name` if nobody holds it (taking it for the moment of the removal).
+  /// Call it only under the coordination file's exclusive lock, for a lease no record names.
+  void removeIfFree(const std::string& name);
+
+ private:
+  LeaseFolder() = default;
+  std::filesystem::path path_;
+  std::optional<SiblingTrust> trust_;  // set by open()
+  process::FileDescriptor dir_;
+  std::unordered_set<std::string> names_;
+  std::unordered_set<std::string> denied_;
+  /// /proc/locks, read at the first lease whose file has lost its name (nullopt inside: unread).
+  std::optional<std::optional<FlockTable>> flocks_;
+};
+
+/// The state of the lease `name` of coordination file `file`, judged against it.
+/// @throws CoordinationError as LeaseFolder does.
+LeaseState leaseState(const std::filesystem::path& file, const std::string& name);
+
+}  // namespace flink::coordination

@@ -1,0 +1,535 @@
+// The default discovery's two steps. See DefaultDiscovery.h.
+#include "host/defaultdiscovery/DefaultDiscovery.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iterator>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "host/enumeration/DeviceIdentifiers.h"
+#include "host/enumeration/HostGpus.h"
+#include "host/enumeration/NvidiaSmi.h"
+#include "host/enumeration/NvmlEnumerator.h"
+#include "host/enumeration/NvmlTopology.h"
+#include "host/nvml/Nvml.h"
+#include "process/FileDescriptor.h"
+#include "util/Strings.h"
+
+namespace flink::defaultdiscovery {
+namespace {
+
+using discovery::DiscoveryError;
+using Stage = DiscoveryFailure::Stage;
+
+[[noreturn]] void failWith(Stage stage, const std::string& cause, Report& report) {
+  throw DiscoveryFailure(stage, cause, std::move(report));
+}
+
+/// The same unit twice would be handed out twice; nvidia-smi never lists one twice, a --gpus
+/// list may.
+std::vector<std::string> withoutDuplicates(std::vector<std::string> gpus, Report& report) {
+  std::vector<std::string> unique;
+  std::unordered_set<std::string> seen;
+  for (std::string& gpu : gpus) {
+    if (seen.insert(gpu).second) {
+      unique.push_back(std::move(gpu));
+    } else {
+      report.notes.push_back("note: GPU " + gpu + " is listed more than once; counted once");
+    }
+  }
+  return unique;
+}
+
+/// The placement rule over `host`'s topology, for coordination::AllocationRequest::choose; empty
+/// when units go by index (asked for, or nothing known of how they are connected).
+/// `readsTopology`: whether the chooser may read the topology itself (plain mode); under the
+/// coordination file's lock it uses only a topology read before (nothing slow under the lock),
+/// and without one takes the first free units.
+std::function<std::vector<std::string>(const std::vector<std::string>&, std::size_t)> chooserFor(
+    const HostUnits& host, placement::Policy policy, bool readsTopology = true) {
+  if (policy != placement::Policy::kTopology || !host.topologyWanted) return {};
+  return [&host, readsTopology](const std::vector<std::string>& free,
+                                std::size_t amount) -> std::vector<std::string> {
+    // No choice to make: no topology to read.
+    if (free.size() <= amount) return free;
+    if (!readsTopology && !host.topologyRead) return {};  // the first free ones
+    const std::optional<placement::Topology>& topology = host.topology();
+    if (!topology || !topology->anythingKnown()) return {};  // the first free ones
+    return placement::choose(*topology, free, amount);
+  };
+}
+
+/// How many of `units` no record of the coordination file names, read without its lock: a hint
+/// only (the free set is decided under the lock), to read the topology before the lock where the
+/// placement will likely have a choice, and not where every GPU but the one asked for is held.
+std::size_t unitsNoRecordNames(const HostUnits& host, const std::vector<std::string>& units,
+                               const std::filesystem::path& file) {
+  process::FileDescriptor fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) return units.size();
+  std::string text;
+  char buffer[65536];
+  ssize_t n;
+  while ((n = ::read(fd.get(), buffer, sizeof buffer)) > 0 &&
+         text.size() <= coordination::kMaxCoordinationFileBytes) {
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  std::unordered_set<std::string> named;
+  for (const coordination::Record& record : coordination::parseRecords(text).records) {
+    named.insert(device::canonicalDeviceIdentifier(record.gpu));
+    if (record.uuid) named.insert(device::canonicalDeviceIdentifier(*record.uuid));
+  }
+  std::unordered_map<std::string, std::string> uuidOf;
+  for (const discovery::GpuDevice& device : host.devices) {
+    if (device.uuid) uuidOf.emplace(device.identifier, *device.uuid);
+  }
+  std::size_t unnamed = 0;
+  for (const std::string& unit : units) {
+    const auto uuid = uuidOf.find(unit);
+    const bool recorded =
+        named.count(unit) ||
+        (uuid != uuidOf.end() && named.count(device::canonicalDeviceIdentifier(uuid->second)));
+    if (!recorded) ++unnamed;
+  }
+  return unnamed;
+}
+
+/// Why a coordinated request fell short: the cause, counting the units free, held and busy
+/// (a related unit held), with each holder among the details.
+[[noreturn]] void failShort(const std::vector<std::string>& units,
+                            const std::unordered_map<std::string, std::string>& uuids,
+                            const GrantRequest& request, const coordination::Allocation& allocation,
+                            Report& report) {
+  const std::unordered_set<std::string> hostGpus(units.begin(), units.end());
+  std::unordered_set<std::string> heldGpus;
+  std::unordered_set<std::string> busyGpus;
+  std::vector<std::string> held{"coordination file: " + request.coordinationFile.string()};
+  for (const auto* records : {&allocation.heldByRequester, &allocation.heldByOthers}) {
+    for (const coordination::Record& record : *records) {
+      // The unit the record names, by UUID where both say one (a container's own index).
+      const std::optional<std::string> unit = coordination::unitNamedBy(record, units, uuids);
+      if (!unit) continue;
+      heldGpus.insert(*unit);
+      const bool failClosed = std::find(allocation.failClosed.begin(), allocation.failClosed.end(),
+                                        record) != allocation.failClosed.end();
+      held.push_back(
+          "GPU " + *unit + " is held by process " + std::to_string(record.owner.pid) +
+          (records == &allocation.heldByRequester ? " (this owner, from an earlier request)"
+           : failClosed ? " (its pid cannot be judged from here and its lease file is missing: "
+                          "`flink-gpu release --gpu " +
+                              *unit + "` frees it)"
+                        : ""));
+    }
+  }
+  for (const std::string& gpu : allocation.heldByLeaseOnly) {
+    if (!hostGpus.count(gpu) || !heldGpus.insert(gpu).second) continue;
+    held.push_back("GPU " + gpu + " is held by a lease of another process, without a record");
+  }
+  // Not held, but a GPU whose MIG instance is held, or an instance whose GPU is held whole.
+  for (const coordination::BlockedUnit& blocked : allocation.blocked) {
+    if (hostGpus.count(blocked.gpu)) busyGpus.insert(blocked.gpu);
+    held.push_back(coordination::describe(blocked));
+  }
+  for (const auto& [gpu, related] : allocation.blockedByLeaseOnly) {
+    if (!hostGpus.count(gpu) || !busyGpus.insert(gpu).second) continue;
+    held.push_back(coordination::describeBlockedByLease(gpu, related));
+  }
+  std::size_t busy = 0;
+  for (const std::string& gpu : busyGpus) busy += heldGpus.count(gpu) ? 0 : 1;
+  const std::size_t free = units.size() - heldGpus.size() - busy;
+  std::string cause = "not enough free GPUs: " + request.amountText + " requested, " +
+                      std::to_string(free) + " free, " + std::to_string(heldGpus.size()) + " held";
+  if (busy > 0) cause += ", " + std::to_string(busy) + " busy because a related unit is held";
+  if (request.oneKind) cause += " (with --mig, whole GPUs and MIG instances are never mixed)";
+  report.details.insert(report.details.begin(), held.begin(), held.end());
+  failWith(Stage::kShortfall, cause, report);
+}
+
+/// The groups of `units` to try a group at a time: all of them, or with GrantRequest::oneKind
+/// (and units of both kinds) the MIG instances, then the whole GPUs.
+std::vector<std::vector<std::string>> unitsByKind(const std::vector<std::string>& units,
+                                                  bool oneKind) {
+  if (!oneKind) return {units};
+  std::vector<std::string> instances;
+  std::vector<std::string> whole;
+  for (const std::string& unit : units) {
+    (unit.starts_with("MIG-") ? instances : whole).push_back(unit);
+  }
+  if (instances.empty() || whole.empty()) return {units};
+  return {std::move(instances), std::move(whole)};
+}
+
+Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units,
+                    const GrantRequest& request, Report& report) {
+  if (!coordination::isRunning(request.owner)) {
+    failWith(Stage::kOwner,
+             "the owner process " + std::to_string(request.owner.pid) +
+                 " is not running: GPUs recorded for it would not stay reserved",
+             report);
+  }
+  coordination::AllocationRequest allocationRequest{units, request.amount, request.owner,
+                                                    discovery::relatedUnits(host.devices),
+                                                    discovery::uuidsByIdentifier(host.devices)};
+  allocationRequest.lease = request.lease;
+  allocationRequest.choose = chooserFor(host, request.placement, /*readsTopology=*/false);
+
+  const std::vector<std::vector<std::string>> kinds = unitsByKind(units, request.oneKind);
+  coordination::Allocation allocation;
+  // What blocks the units of every kind tried, for the shortfall's words.
+  coordination::Allocation shortOf;
+  const std::string file = request.coordinationFile.string();
+  for (const std::vector<std::string>& kind : kinds) {
+    allocationRequest.gpus = kind;
+    try {
+      allocation =
+          coordination::allocate(request.coordinationFile, allocationRequest, request.lockTimeout);
+    } catch (const coordination::CoordinationError& e) {
+      failWith(Stage::kCoordination, e.what(), report);
+    }
+    for (const std::string& note : allocation.notes) {
+      report.notes.push_back("note: coordination file " + file + ": " + note);
+    }
+    for (const std::string& line : coordination::describeJunk(allocation.junk, file)) {
+      report.notes.push_back("note: " + line);
+    }
+    if (request.noteReclaimed) {
+      for (const coordination::Record& record : allocation.reclaimed) {
+        report.notes.push_back("note: took back GPU " + record.gpu + " from process " +
+                               std::to_string(record.owner.pid) + ", which is no longer running");
+      }
+    }
+    if (allocation.satisfied) break;
+    const auto append = [](auto& to, const auto& from) {
+      for (const auto& item : from) {
+        if (std::find(to.begin(), to.end(), item) == to.end()) to.push_back(item);
+      }
+    };
+    append(shortOf.heldByRequester, allocation.heldByRequester);
+    append(shortOf.heldByOthers, allocation.heldByOthers);
+    append(shortOf.failClosed, allocation.failClosed);
+    append(shortOf.heldByLeaseOnly, allocation.heldByLeaseOnly);
+    append(shortOf.blocked, allocation.blocked);
+    append(shortOf.blockedByLeaseOnly, allocation.blockedByLeaseOnly);
+  }
+  if (!allocation.satisfied) {
+    failShort(units, allocationRequest.uuids, request, shortOf, report);
+  }
+
+  Grant grant;
+  grant.answer = host.answerFor(allocation.granted);
+  grant.granted = std::move(allocation.granted);
+  grant.recorded = true;
+  grant.leases = std::move(allocation.leases);
+  return grant;
+}
+
+}  // namespace
+
+std::vector<std::string> Report::lines() const {
+  std::vector<std::string> all = details;
+  all.insert(all.end(), notes.begin(), notes.end());
+  return all;
+}
+
+const std::optional<placement::Topology>& HostUnits::topology() const {
+  if (!topologyRead) {
+    std::optional<placement::Topology> read;
+    if (topologyWanted) {
+      std::vector<std::string> wholeGpus;
+      for (const discovery::GpuDevice& device : devices) {
+        if (!device.isMigInstance()) wholeGpus.push_back(device.identifier);
+      }
+      read = discovery::readNvmlTopology(wholeGpus);
+    }
+    topologyRead.emplace(std::move(read));
+  }
+  return *topologyRead;
+}
+
+std::vector<std::string> HostUnits::answerFor(const std::vector<std::string>& granted) const {
+  if (!masked && listedAs.empty()) return granted;
+  std::vector<std::string> entries;
+  entries.reserve(granted.size());
+  for (const std::string& gpu : granted) {
+    if (masked) {
+      entries.push_back(masked->entryOf(gpu));
+    } else {
+      const auto listed = listedAs.find(gpu);
+      entries.push_back(listed == listedAs.end() ? gpu : listed->second);
+    }
+  }
+  return entries;
+}
+
+namespace {
+
+/// The --gpus entries as the host's devices, where NVML lists the host's GPUs: each entry that
+/// names one of them (an index, NVML's; a whole or MIG UUID, or a prefix only one has) becomes
+/// that device, known by its host identifier and UUID; `listed` keeps the entry as written. An
+/// entry naming nothing of NVML's stays as it is. `devices` becomes NVML's devices (for the
+/// UUIDs and MIG relations) and the entries that named none.
+/// @throws DiscoveryFailure (kArguments) for an entry several GPUs' UUIDs begin with, and for
+///         two entries naming one GPU (say by index and by UUID): handed out as two, one GPU
+///         would go to two workers.
+std::vector<discovery::GpuDevice> resolveListed(
+    std::vector<discovery::GpuDevice>& devices, std::vector<discovery::GpuDevice> host,
+    std::unordered_map<std::string, std::string>& listed, Report& report) {
+  std::vector<discovery::GpuDevice> units;
+  std::vector<discovery::GpuDevice> unresolved;
+  for (discovery::GpuDevice& entry : devices) {
+    const bool byIndex = !device::isUuid(entry.identifier);
+    const discovery::GpuDevice* device = nullptr;
+    if (byIndex) {
+      // NVML's index (parseGpuList's canonical form), as the host's identifiers are; not CUDA's
+      // order, as in a mask.
+      const auto found = std::find_if(host.begin(), host.end(), [&](const discovery::GpuDevice& d) {
+        return !d.isMigInstance() && d.identifier == entry.identifier;
+      });
+      if (found != host.end()) device = &*found;
+    } else {
+      const discovery::EntryMatch match =
+          discovery::matchVisibleDeviceEntry(entry.identifier, host);
+      if (!match.ambiguous.empty()) {
+        failWith(Stage::kArguments,
+                 "GPU " + entry.identifier + " in --gpus is " +
+                     discovery::describeAmbiguity(match.ambiguous) + ": give a whole UUID",
+                 report);
+      }
+      device = match.device;
+    }
+    if (device == nullptr) {
+      units.push_back(entry);
+      unresolved.push_back(std::move(entry));
+      continue;
+    }
+    const auto [named, fresh] = listed.emplace(device->identifier, entry.identifier);
+    if (!fresh && named->second != entry.identifier) {
+      failWith(Stage::kArguments,
+               "--gpus names " + discovery::describeDevice(*device) + " twice, as " +
+                   named->second + " and as " + entry.identifier +
+                   ": it would go to two workers; list it once",
+               report);
+    }
+    units.push_back(*device);  // listed twice alike: counted once, with a note, below
+  }
+  host.insert(host.end(), std::make_move_iterator(unresolved.begin()),
+              std::make_move_iterator(unresolved.end()));
+  devices = std::move(host);
+  return units;
+}
+
+}  // namespace
+
+HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
+  discovery::HostGpuOptions hostOptions;
+  hostOptions.listed = options.listed;
+  hostOptions.mig = options.mig;
+  hostOptions.nvidiaSmi.ownProcessGroup = options.inProcess;
+  // The topology is read when a placement needs it (HostUnits::topology), not with the devices.
+  hostOptions.topology = false;
+  if (!options.listed) {
+    const discovery::TimeoutSetting timeout =
+        discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT"));
+    if (timeout.note) report.notes.push_back(*timeout.note);
+    hostOptions.nvidiaSmi.timeout = timeout.timeout;
+    if (options.timeLimit) {
+      hostOptions.nvidiaSmi.timeout = std::min(hostOptions.nvidiaSmi.timeout, *options.timeLimit);
+    }
+  }
+
+  // One initialisation of NVML for the enumeration, the health probe and the topology (see
+  // holdSession), kept by the HostUnits returned.
+  std::shared_ptr<nvml::NvmlSession> heldNvml =
+      options.listed ? nullptr : std::shared_ptr<nvml::NvmlSession>(nvml::holdSession());
+  discovery::HostGpus found;
+  try {
+    found = discovery::enumerateHostGpus(hostOptions);
+  } catch (const DiscoveryError& e) {
+    report.details = e.details();
+    throw DiscoveryFailure(Stage::kEnumeration, e.what(), std::move(report), e.kind());
+  }
+  report.details = found.found.warnings;
+
+  HostUnits host;
+  host.source = found.source;
+  // With --mig, a GPU in MIG mode is handed out as its instances (by MIG UUID), never whole.
+  std::vector<discovery::GpuDevice> units;
+  if (options.listed) {
+    // NVML's GPUs, where it answers; a list is taken as written where it does not, or lists none.
+    std::optional<discovery::Enumeration> nvml;
+    try {
+      nvml = std::move(discovery::attemptNvmlEnumeration(false).found);
+    } catch (const DiscoveryError&) {
+      nvml.reset();  // NVML works but lists no GPU: nothing to resolve against
+    }
+    units =
+        nvml ? resolveListed(found.found.devices, std::move(nvml->devices), host.listedAs, report)
+             : found.found.devices;
+  } else {
+    units = discovery::allocatableUnits(found.found.devices, options.mig);
+  }
+  health::FilteredUnits healthy;
+  try {
+    healthy = health::filterUnhealthy(std::move(units), found.found.devices,
+                                      found.source == discovery::HostGpuSource::kNvml,
+                                      options.health, options.coordinationFile);
+  } catch (const health::HealthRecordsUnreadable& e) {
+    failWith(Stage::kHealth,
+             std::string(e.what()) +
+                 "; no GPU is handed out while they cannot be read, since a drained or unhealthy "
+                 "GPU could be among them (--health ignore reads none)",
+             report);
+  }
+  report.notes.insert(report.notes.end(), healthy.lines.begin(), healthy.lines.end());
+  if (options.mig) {
+    for (const std::string& gpu : discovery::migGpusWithoutInstances(found.found.devices)) {
+      report.notes.push_back("note: GPU " + gpu +
+                             " is in MIG mode but has no MIG instances, so it offers none "
+                             "(create them with nvidia-smi mig -cgi <profiles> -C)");
+    }
+  }
+  host.gpus = withoutDuplicates(discovery::identifiersOf(healthy.units), report);
+  host.devices = std::move(found.found.devices);
+  host.topologyWanted = options.topology && found.source == discovery::HostGpuSource::kNvml;
+  host.nvmlSession = std::move(heldNvml);
+
+  // The worker's own CUDA_VISIBLE_DEVICES (from its scheduler) limits what it may have; a list
+  // given with --gpus is the script's own answer and is taken as it is.
+  if (!options.listed) host.mask = discovery::inheritedVisibleDevices();
+  if (host.mask) {
+    try {
+      host.masked = discovery::unitsUnderMask(*host.mask, host.devices, options.mig,
+                                              discovery::inheritedPciBusOrder());
+    } catch (const DiscoveryError& e) {
+      report.details.insert(report.details.begin(), e.details().begin(), e.details().end());
+      failWith(Stage::kMask, e.what(), report);
+    }
+    report.details.insert(report.details.end(), host.masked->warnings.begin(),
+                          host.masked->warnings.end());
+    // Only units that are still there after the health filter.
+    const std::unordered_set<std::string> healthyUnits(host.gpus.begin(), host.gpus.end());
+    std::vector<std::string> allowed;
+    for (const std::string& gpu : host.masked->hostIdentifiers) {
+      if (healthyUnits.count(gpu)) allowed.push_back(gpu);
+    }
+    host.gpus = std::move(allowed);
+  }
+  return host;
+}
+
+std::vector<std::string> unitsNotLost(const HostUnits& host, Report& report) {
+  if (!host.topologyRead || !*host.topologyRead) return host.gpus;
+  std::unordered_map<std::string, std::string> lost;  // GPU index → NVML's failure
+  for (const placement::GpuTopology& gpu : (*host.topologyRead)->gpus()) {
+    if (gpu.lost) lost.emplace(gpu.identifier, *gpu.lost);
+  }
+  if (lost.empty()) return host.gpus;
+  // A MIG instance goes with its GPU.
+  std::unordered_map<std::string, std::string> parentOf;
+  for (const discovery::GpuDevice& device : host.devices) {
+    if (device.isMigInstance()) {
+      parentOf.emplace(device.identifier, std::to_string(device.mig->parentIndex));
+    }
+  }
+  std::vector<std::string> units;
+  for (const std::string& gpu : host.gpus) {
+    const auto parent = parentOf.find(gpu);
+    const std::string& index = parent == parentOf.end() ? gpu : parent->second;
+    const auto found = lost.find(index);
+    if (found == lost.end()) {
+      units.push_back(gpu);
+      continue;
+    }
+    // A fault of the host an operator must hear of, as a GPU the enumeration left out.
+    report.notes.push_back("warning: GPU " + gpu + " is left out: " +
+                           (parent == parentOf.end() ? "" : "its GPU " + index + " is ") +
+                           "lost: " + found->second + " (it answered a topology query so)");
+  }
+  return units;
+}
+
+Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& report) {
+  // Nothing slow under the lock: where the placement may have a choice to make, its topology
+  // (NVML queries that grow with the square of the GPUs) is read now, and a GPU it finds lost
+  // is left out.
+  if (chooserFor(host, request.placement) && host.gpus.size() > request.amount &&
+      (!request.coordination ||
+       unitsNoRecordNames(host, host.gpus, request.coordinationFile) != request.amount)) {
+    (void)host.topology();
+  }
+  const std::vector<std::string> units = unitsNotLost(host, report);
+  if (units.size() < request.amount) {
+    if (host.masked) {
+      failWith(Stage::kShortfall,
+               "only " + std::to_string(units.size()) + " GPU(s) allowed by " +
+                   host.mask->describe() + ", " + request.amountText +
+                   " requested (allowed: " + strings::join(host.masked->entries, ",") + ")",
+               report);
+    }
+    failWith(Stage::kShortfall,
+             "only " + std::to_string(units.size()) + " GPU(s) found, " + request.amountText +
+                 " requested (found: " + strings::join(units, ",") + ")",
+             report);
+  }
+  if (request.coordination) return grantRecorded(host, units, request, report);
+
+  Grant grant;
+  for (const std::vector<std::string>& kind : unitsByKind(units, request.oneKind)) {
+    if (kind.size() < request.amount) continue;
+    if (const auto choose = chooserFor(host, request.placement)) {
+      grant.granted = choose(kind, request.amount);
+    }
+    if (grant.granted.size() != request.amount) {
+      grant.granted.assign(kind.begin(),
+                           kind.begin() + static_cast<std::ptrdiff_t>(request.amount));
+    }
+    grant.answer = host.answerFor(grant.granted);
+    return grant;
+  }
+  failWith(Stage::kShortfall,
+           "not enough GPUs of one kind: " + request.amountText +
+               " requested, and with --mig whole GPUs and MIG instances are never mixed (found: " +
+               strings::join(units, ",") + ")",
+           report);
+}
+
+void giveBack(const std::filesystem::path& coordinationFile, const coordination::Owner& owner,
+              const std::vector<std::string>& granted, std::chrono::milliseconds lockTimeout) {
+  if (granted.empty()) return;
+  const std::unordered_set<std::string> units(granted.begin(), granted.end());
+  coordination::release(
+      coordinationFile,
+      [&](const coordination::Record& record) {
+        return record.owner == owner && units.count(record.gpu) > 0;
+      },
+      lockTimeout);
+}
+
+HostUnitsOptions hostUnitsOptionsFor(const DiscoveryArguments& args) {
+  HostUnitsOptions options;
+  options.listed = args.gpus;
+  options.mig = args.mig;
+  options.topology = args.placement == placement::Policy::kTopology;
+  // parseDiscoveryArguments accepts only the three modes.
+  options.health = health::parseHealthMode(args.health).value_or(health::HealthMode::kSkip);
+  options.coordinationFile = args.coordinationFile;
+  return options;
+}
+
+GrantRequest grantRequestFor(const DiscoveryArguments& args, const coordination::Owner& owner) {
+  GrantRequest request;
+  request.amount = args.amount;
+  request.amountText = args.amountText;
+  request.coordination = args.coordination;
+  request.coordinationFile = args.coordinationFile;
+  request.owner = owner;
+  request.placement = args.placement;
+  return request;
+}
+
+}  // namespace flink::defaultdiscovery

@@ -1,0 +1,229 @@
+// Reading nvidia-gpu-discovery's command line. See DiscoveryArguments.h for what is accepted;
+// the messages for the amount and unknown arguments are the bash script's.
+#include "host/defaultdiscovery/DiscoveryArguments.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "host/coordination/Coordination.h"
+#include "host/enumeration/GpuEnumerator.h"
+#include "host/placement/Placement.h"
+#include "util/Strings.h"
+
+namespace flink::defaultdiscovery {
+
+using discovery::DiscoveryError;
+using discovery::parseGpuList;
+namespace {
+
+bool isDigits(std::string_view text) noexcept {
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string_view withoutLeadingZeros(std::string_view digits) noexcept {
+  const std::size_t first = digits.find_first_not_of('0');
+  return first == std::string_view::npos ? digits.substr(digits.size() - 1) : digits.substr(first);
+}
+
+/// The value of digits, or nullopt when it does not fit in `limit`.
+std::optional<std::uint64_t> parseDigits(std::string_view digits, std::uint64_t limit) {
+  std::uint64_t value = 0;
+  for (char c : digits) {
+    const auto digit = static_cast<std::uint64_t>(c - '0');
+    if (value > (limit - digit) / 10) return std::nullopt;
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
+std::string inQuotes(std::string_view text) { return "'" + strings::quoteForMessage(text) + "'"; }
+
+/// The options of the default discovery, without their leading "--".
+constexpr std::string_view kKnownOptions[] = {
+    "enable-coordination-mode",
+    "enable-coordination",
+    "coordination-file",
+    "gpus",
+    "owner-pid",
+    "mig",
+    "placement",
+    "health",
+};
+
+/// How far (in edits) an argument may be from a known option's name to be taken for a
+/// misspelling of it, by the length of that name. Two edits are a small part of a long name
+/// (`coordination-fle`, `owner_pid`), but one edit already turns `mig` into `min`, `mix` or
+/// `big`, words that may well be another script's own arguments; so a name of three letters
+/// is only matched up to case, one of four to seven letters (`gpus`, `health`) within one edit,
+/// and longer names within two.
+std::size_t allowedEdits(std::string_view name) noexcept {
+  if (name.size() <= 3) return 0;
+  if (name.size() <= 7) return 1;
+  return 2;
+}
+
+/// The optimal-string-alignment distance (Damerau–Levenshtein where no substring is edited
+/// twice): insertions, deletions, substitutions and swaps of two adjacent characters, each one
+/// edit. Only its value up to `limit` matters: anything further is `limit + 1`.
+std::size_t editDistance(std::string_view a, std::string_view b, std::size_t limit) {
+  const std::size_t longer = std::max(a.size(), b.size());
+  const std::size_t shorter = std::min(a.size(), b.size());
+  if (longer - shorter > limit) return limit + 1;
+  // Three rows of the table: i - 2, i - 1 and i.
+  std::vector<std::size_t> before(b.size() + 1);
+  std::vector<std::size_t> previous(b.size() + 1);
+  std::vector<std::size_t> current(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) previous[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    current[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t substitution = a[i - 1] == b[j - 1] ? 0 : 1;
+      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, previous[j - 1] + substitution});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        current[j] = std::min(current[j], before[j - 2] + 1);
+      }
+    }
+    std::swap(before, previous);
+    std::swap(previous, current);
+  }
+  return std::min(previous[b.size()], limit + 1);
+}
+
+/// When `arg` (an argument no option took) looks like a misspelt option of ours, the message
+/// saying so: it starts with "--", and its name (before any '=') is, ignoring case, within
+/// allowedEdits of a known option's, or is a flag's name given a value. nullopt for anything
+/// else: an unknown argument, which a script may ignore (Flink's examples pass some).
+std::optional<std::string> misspeltOption(std::string_view arg) {
+  if (!arg.starts_with("--")) return std::nullopt;
+  const std::size_t equals = arg.find('=');
+  const std::string_view typed =
+      arg.substr(2, equals == std::string_view::npos ? arg.npos : equals - 2);
+  if (typed.empty()) return std::nullopt;
+  const std::string name = strings::toLower(typed);
+  const std::string_view* nearest = nullptr;
+  std::size_t nearestEdits = 0;
+  for (const std::string_view& option : kKnownOptions) {
+    const std::size_t allowed = allowedEdits(option);
+    const std::size_t edits = editDistance(name, option, allowed);
+    if (edits <= allowed && (nearest == nullptr || edits < nearestEdits)) {
+      nearest = &option;
+      nearestEdits = edits;
+    }
+  }
+  if (nearest == nullptr) return std::nullopt;
+  const std::string known = "'--" + std::string(*nearest) + "'";
+  if (typed == *nearest) {
+    // Only a flag gets here with its own name (the options that take a value took it above):
+    // `--mig=yes`, which would leave MIG off.
+    return "unknown option " + inQuotes(arg) + ": " + known + " takes no value";
+  }
+  return "unknown option " + inQuotes(arg) + ": did you mean " + known + "?";
+}
+
+/// The detail line of a misspelt option's error: what the default discovery knows.
+std::string knownOptionsLine() {
+  return "the default discovery's options: --enable-coordination-mode (or "
+         "--enable-coordination), --coordination-file PATH, --gpus LIST, --owner-pid PID, --mig, "
+         "--placement topology|index, --health skip|warn|ignore; an argument that looks like none "
+         "of them is ignored with a note";
+}
+
+pid_t parseOwnerPid(std::string_view text) {
+  const auto value = isDigits(text) ? parseDigits(text, std::numeric_limits<pid_t>::max())
+                                    : std::optional<std::uint64_t>();
+  if (!value || *value == 0) {
+    throw DiscoveryError("invalid --owner-pid " + inQuotes(text) +
+                         ": expected a process id (a positive integer)");
+  }
+  return static_cast<pid_t>(*value);
+}
+
+}  // namespace
+
+DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args) {
+  DiscoveryArguments parsed;
+  parsed.coordinationFile = coordination::kDefaultCoordinationFile;
+
+  const std::string amount = args.empty() ? std::string() : args.front();
+  if (!isDigits(amount) || amount.find_first_not_of('0') == std::string::npos) {
+    throw DiscoveryError("invalid amount " + inQuotes(amount) + ": expected a positive integer");
+  }
+  parsed.amountText = std::string(withoutLeadingZeros(amount));
+  parsed.amount = parseDigits(parsed.amountText, std::numeric_limits<std::size_t>::max())
+                      .value_or(std::numeric_limits<std::size_t>::max());
+
+  // An option's value: the next argument, or nullopt when there is none.
+  std::size_t i = 1;
+  auto nextValue = [&]() -> std::optional<std::string> {
+    if (i + 1 >= args.size()) return std::nullopt;
+    return args[++i];
+  };
+
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--enable-coordination-mode" || arg == "--enable-coordination") {
+      parsed.coordination = true;
+    } else if (arg == "--mig") {
+      parsed.mig = true;
+    } else if (arg == "--coordination-file" || arg.starts_with("--coordination-file=")) {
+      const std::optional<std::string> path =
+          arg == "--coordination-file"
+              ? nextValue()
+              : arg.substr(std::string_view("--coordination-file=").size());
+      if (!path || path->empty()) {
+        // Never fall back to the host's shared file when another one was meant.
+        throw DiscoveryError("--coordination-file needs a path");
+      }
+      parsed.coordinationFile = *path;
+    } else if (arg == "--gpus" || arg.starts_with("--gpus=")) {
+      const std::optional<std::string> list =
+          arg == "--gpus" ? nextValue() : arg.substr(std::string_view("--gpus=").size());
+      if (!list) throw DiscoveryError("--gpus needs a list of GPUs, e.g. --gpus 0,1");
+      parsed.gpus = parseGpuList(*list);
+      if (parsed.gpus->empty()) {
+        throw DiscoveryError("no GPU given: the list of --gpus is empty");
+      }
+    } else if (arg == "--owner-pid" || arg.starts_with("--owner-pid=")) {
+      const std::optional<std::string> pid =
+          arg == "--owner-pid" ? nextValue() : arg.substr(std::string_view("--owner-pid=").size());
+      if (!pid) throw DiscoveryError("--owner-pid needs a process id");
+      parsed.ownerPid = parseOwnerPid(*pid);
+    } else if (arg == "--placement" || arg.starts_with("--placement=")) {
+      const std::optional<std::string> policy =
+          arg == "--placement" ? nextValue() : arg.substr(std::string_view("--placement=").size());
+      const std::optional<placement::Policy> parsedPolicy =
+          policy ? placement::parsePolicy(*policy) : std::nullopt;
+      if (!parsedPolicy) {
+        throw DiscoveryError("invalid --placement " + inQuotes(policy.value_or("")) +
+                             ": expected topology or index");
+      }
+      parsed.placement = *parsedPolicy;
+    } else if (arg == "--health" || arg.starts_with("--health=")) {
+      const std::optional<std::string> mode =
+          arg == "--health" ? nextValue() : arg.substr(std::string_view("--health=").size());
+      if (!mode || (*mode != "skip" && *mode != "warn" && *mode != "ignore")) {
+        throw DiscoveryError("--health needs skip, warn or ignore" +
+                             (mode ? ", not " + inQuotes(*mode) : std::string()));
+      }
+      parsed.health = *mode;
+    } else if (arg == "null" || arg.empty()) {
+      // What the drivers pass when no discovery-script.args are configured.
+    } else if (std::optional<std::string> misspelt = misspeltOption(arg)) {
+      // A misspelt option of ours would be ignored, and the GPUs handed out as it did not ask
+      // (without coordination, from the host's shared file): never that.
+      throw DiscoveryError(*misspelt, {knownOptionsLine()});
+    } else {
+      parsed.notes.push_back("note: ignoring unknown argument " + inQuotes(arg));
+    }
+  }
+  return parsed;
+}
+
+}  // namespace flink::defaultdiscovery

@@ -1,0 +1,63 @@
+// The command line of the nvidia-gpu-discovery program, read by hand and tolerantly.
+//
+// The program is run by Flink's Java driver and by ours with whatever `discovery-script.args` a
+// deployment configured for Flink's own script, so it must accept Flink's arguments
+// (`<amount> [--enable-coordination-mode] [--coordination-file PATH]`) and must not fail on
+// arguments it does not know (Flink's examples pass `--device-type nvidia`): those are reported
+// as notes and ignored, and the `null` the drivers pass when no arguments are configured is
+// ignored silently. Only the amount, the values of our own options (--gpus, --owner-pid, ...),
+// and arguments that look like a misspelling of one of our options (`--coordination-fle`,
+// `--MIG`, `--mig=yes`: see parseDiscoveryArguments) are errors, since a mistake there would
+// hand out the wrong GPUs, or hand them out without coordination.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "host/placement/Placement.h"
+
+namespace flink::defaultdiscovery {
+
+struct DiscoveryArguments {
+  /// The amount as messages show it: digits without leading zeros ("007" → "7").
+  std::string amountText;
+  /// The amount, or SIZE_MAX when it is too large to hold (certainly more GPUs than a host has).
+  std::size_t amount = 0;
+  bool coordination = false;
+  std::filesystem::path coordinationFile;
+  /// --gpus: the host's GPUs, instead of asking nvidia-smi.
+  std::optional<std::vector<std::string>> gpus;
+  /// --owner-pid: the process the GPUs are recorded for.
+  std::optional<pid_t> ownerPid;
+  /// --mig: hand out MIG instances (and whole GPUs whose MIG mode is off) instead of whole GPUs;
+  /// see allocatableUnits.
+  bool mig = false;
+  /// --placement topology|index: which free GPUs to take (host/placement/Placement.h). Topology
+  /// where NVML tells it, else (and with --gpus, or MIG instances) by index.
+  placement::Policy placement = placement::Policy::kTopology;
+  /// --health skip|warn|ignore: what to do with unhealthy GPUs (see host/health/HostHealth.h).
+  std::string health = "skip";
+  /// "note: ..." lines about arguments that were ignored.
+  std::vector<std::string> notes;
+};
+
+/// Reads the arguments after the program name.
+///
+/// An argument no option takes is a misspelt option, and an error, when it starts with "--" and
+/// its name (before any '='), compared without regard to case, is within a few edits (optimal
+/// string alignment: insertions, deletions, substitutions, swaps of neighbours) of a known
+/// option's name: none for names of up to three letters (`mig`: one edit reaches `min`, `mix`),
+/// one for names of up to seven (`gpus`, `health`), two for longer ones. A flag given a value
+/// (`--mig=yes`) is one too. Any other unknown argument is a note.
+/// @throws DiscoveryError for a missing or invalid amount, for bad values of our options, and for
+///         a misspelt option ("unknown option '--coordination-fle': did you mean
+///         '--coordination-file'?", with the known options as a detail).
+DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args);
+
+}  // namespace flink::defaultdiscovery

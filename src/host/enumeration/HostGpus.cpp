@@ -1,0 +1,50 @@
+#include "host/enumeration/HostGpus.h"
+
+#include "host/enumeration/NvmlEnumerator.h"
+
+namespace flink::discovery {
+
+std::string_view sourceName(HostGpuSource source) noexcept {
+  switch (source) {
+    case HostGpuSource::kListed:
+      return "--gpus";
+    case HostGpuSource::kNvml:
+      return "NVML";
+    case HostGpuSource::kNvidiaSmi:
+      return "nvidia-smi";
+  }
+  return "?";
+}
+
+HostGpus enumerateHostGpus(const HostGpuOptions& options) {
+  if (options.listed)
+    return {StaticEnumerator(*options.listed).enumerate(), HostGpuSource::kListed};
+
+  discovery::NvmlAttempt attempt = discovery::attemptNvmlEnumeration(options.topology);
+  if (attempt.found) return {std::move(*attempt.found), HostGpuSource::kNvml};
+  const bool nvmlAbsent = attempt.libraryAbsent;
+
+  NvidiaSmiOptions smi = options.nvidiaSmi;
+  smi.mig = options.mig;
+  const std::string note = "note: " + attempt.problem + "; nvidia-smi was asked instead";
+  try {
+    HostGpus gpus{NvidiaSmiEnumerator(smi).enumerate(), HostGpuSource::kNvidiaSmi};
+    if (!nvmlAbsent) gpus.found.warnings.insert(gpus.found.warnings.begin(), note);
+    return gpus;
+  } catch (const DiscoveryError& e) {
+    if (nvmlAbsent) {
+      // No driver library at all: nvidia-smi's own failure ("not found") is the message.
+      std::vector<std::string> details = e.details();
+      details.push_back(note);
+      throw DiscoveryError(e.what(), std::move(details), e.kind());
+    }
+    // The driver is there but NVML fails (a version mismatch, a lost GPU): that is the cause to
+    // lead with; nvidia-smi, built on NVML, usually fails for the same reason.
+    std::vector<std::string> details{"nvidia-smi, asked instead, failed too: " +
+                                     std::string(e.what())};
+    details.insert(details.end(), e.details().begin(), e.details().end());
+    throw DiscoveryError(attempt.problem, std::move(details), DiscoveryError::Kind::kNvmlNotUsable);
+  }
+}
+
+}  // namespace flink::discovery

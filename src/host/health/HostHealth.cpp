@@ -1,0 +1,306 @@
+// The health rules (see HostHealth.h): one NVML session's look at every GPU, the records beside
+// the coordination file, and the verdict for each unit the allocators would hand out.
+#include "host/health/HostHealth.h"
+
+#include <charconv>
+#include <exception>
+#include <filesystem>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "host/coordination/CoordinationError.h"
+#include "host/enumeration/DeviceIdentifiers.h"
+#include "host/nvml/Nvml.h"
+#include "util/Strings.h"
+
+namespace flink::health {
+namespace {
+
+std::string describeRecord(const HealthRecord& record) {
+  std::string text(kindName(record.kind));
+  if (record.since != 0) text += " since " + isoTime(record.since);  // 0: a line unread
+  if (record.kind == RecordKind::kDrained && record.uid)
+    text += " by uid " + describeUid(*record.uid);
+  if (record.xid) text += ": Xid " + std::to_string(*record.xid);
+  // Problem::text is one line: a reason read from the file may hold anything (a line break, an
+  // escape sequence), and is shown quoted, whole.
+  const std::string reason = strings::quoteForMessage(record.reason, std::string::npos);
+  if (!reason.empty()) text += (record.xid ? " (" + reason + ")" : ": " + reason);
+  return text;
+}
+
+/// A line of the health records that does not parse but starts as a verdict does (`drained`,
+/// `unhealthy`: a hand edit with spaces, a bad number) holds its GPU out all the same: a drained
+/// or unhealthy GPU is never handed out because its record could not be read. The GPU is the
+/// line's `gpu=` value, and its `uuid=` value (either names it, whatever the other says); its
+/// `since` is 0, as nothing of the line can be trusted.
+/// None for any other junk (kept and reported, as before).
+/// @throws HealthRecordsUnreadable for a verdict line that names no GPU at all: any may be it.
+std::vector<HealthRecord> verdictsOfJunk(const coordination::JunkLine& junk,
+                                         const std::filesystem::path& path) {
+  const std::vector<std::string> words = strings::splitWhitespace(junk.text);
+  if (words.empty()) return {};
+  RecordKind kind{};
+  // As written or run together with what follows ("drained,gpu=1").
+  const std::string first = strings::toLower(words.front());
+  if (first.starts_with(kindName(RecordKind::kDrained))) {
+    kind = RecordKind::kDrained;
+  } else if (first.starts_with(kindName(RecordKind::kUnhealthy))) {
+    kind = RecordKind::kUnhealthy;
+  } else {
+    return {};
+  }
+  const std::string where =
+      "health records " + path.string() + ", line " + std::to_string(junk.lineNumber);
+  std::vector<HealthRecord> verdicts;
+  for (std::size_t i = 1; i < words.size(); ++i) {
+    const std::string_view word = words[i];
+    for (const std::string_view key : {std::string_view("gpu="), std::string_view("uuid=")}) {
+      if (!word.starts_with(key)) continue;
+      const std::string_view value = word.substr(key.size());
+      if (!device::isDeviceIdentifier(value) || (key == "uuid=" && !device::isUuid(value))) {
+        // "+1", "1x", "0x1", an empty value: which GPU it means cannot be told.
+        throw HealthRecordsUnreadable(where + " is a verdict (" + std::string(kindName(kind)) +
+                                      ") whose " + std::string(key) +
+                                      " cannot be read: " + strings::quoteForMessage(junk.text) +
+                                      "; correct or remove it");
+      }
+      HealthRecord verdict;
+      verdict.kind = kind;
+      verdict.gpu = std::string(value);
+      // A UUID decides over the index where both are known: given as both, it names its GPU.
+      if (key == "uuid=") verdict.uuid = verdict.gpu;
+      verdict.reason = "its line in the " + where + " cannot be read, so it counts as " +
+                       std::string(kindName(kind)) + ": " + strings::quoteForMessage(junk.text);
+      verdicts.push_back(std::move(verdict));
+    }
+  }
+  if (verdicts.empty()) {
+    throw HealthRecordsUnreadable(where + " is a verdict (" + std::string(kindName(kind)) +
+                                  ") that names no GPU (no gpu=): " +
+                                  strings::quoteForMessage(junk.text) + "; correct or remove it");
+  }
+  return verdicts;
+}
+
+const GpuProbe* probeOf(const NvmlProbe* probe, const std::string& index) {
+  if (probe == nullptr) return nullptr;
+  // Asked for every unit: probeNvml lists GPU i at position i, so a GPU is found there without
+  // a search. `index` must be written as std::to_string writes the GPU's index ("7", not "07").
+  unsigned value = 0;
+  const char* end = index.data() + index.size();
+  const auto parsed = std::from_chars(index.data(), end, value);
+  const bool canonical =
+      parsed.ec == std::errc() && parsed.ptr == end && (index.size() == 1 || index.front() != '0');
+  if (canonical && value < probe->gpus.size() && probe->gpus[value].index == value) {
+    return &probe->gpus[value];
+  }
+  for (const GpuProbe& gpu : probe->gpus) {
+    char text[16];
+    const auto written = std::to_chars(text, text + sizeof text, gpu.index);
+    if (std::string_view(text, static_cast<std::size_t>(written.ptr - text)) == index) return &gpu;
+  }
+  return nullptr;
+}
+
+/// Records (drained, unhealthy) that name the unit.
+void addRecordProblems(const std::vector<HealthRecord>& records, const std::string& gpu,
+                       const std::optional<std::string>& uuid, const std::string& prefix,
+                       std::vector<Problem>& problems) {
+  for (const HealthRecord& record : records) {
+    if (record.kind == RecordKind::kReadmitted || !names(record, gpu, uuid)) continue;
+    problems.push_back(
+        {record.kind == RecordKind::kDrained ? Problem::Kind::kDrained : Problem::Kind::kUnhealthy,
+         prefix + describeRecord(record), record});
+  }
+}
+
+}  // namespace
+
+std::optional<HealthMode> parseHealthMode(std::string_view text) {
+  if (text == "skip") return HealthMode::kSkip;
+  if (text == "warn") return HealthMode::kWarn;
+  if (text == "ignore") return HealthMode::kIgnore;
+  return std::nullopt;
+}
+
+std::string_view stateWord(Problem::Kind kind) {
+  switch (kind) {
+    case Problem::Kind::kLost:
+      return "lost";
+    case Problem::Kind::kDrained:
+      return "drained";
+    default:
+      return "unhealthy";
+  }
+}
+
+NvmlProbe probeNvml() {
+  NvmlProbe probe;
+  try {
+    const std::shared_ptr<const nvml::NvmlLibrary> library = nvml::NvmlLibrary::load();
+    const nvml::NvmlSession session(library);
+    const nvml::NvmlHealthApi api(*library);
+    const nvml::Result<unsigned> count = session.deviceCount();
+    if (!count.ok()) {
+      probe.problem = std::string("NVML is not usable: ") +
+                      library->describeFailure(count.function, count.code);
+      return probe;
+    }
+    probe.usable = true;
+    probe.count = count.value;
+    for (unsigned index = 0; index < count.value; ++index) {
+      GpuProbe gpu;
+      gpu.index = index;
+      const nvml::Result<nvml::Device> handle = session.deviceByIndex(index);
+      if (!handle.ok()) {
+        // Only a lost GPU is a verdict; another failure is no answer about its health.
+        if (handle.code == nvml::Return::kGpuIsLost) {
+          gpu.lost = library->describeFailure(handle.function, handle.code);
+        }
+        probe.gpus.push_back(std::move(gpu));
+        continue;
+      }
+      const nvml::Device& device = handle.value;
+      const auto lostBy = [&](nvml::Return code, const char* function) {
+        if (code == nvml::Return::kGpuIsLost && !gpu.lost) {
+          gpu.lost = library->describeFailure(function, code);
+        }
+      };
+      const nvml::Result<std::string> uuid = device.uuid();
+      gpu.uuid = uuid.get();
+      lostBy(uuid.code, uuid.function);
+      const nvml::Result<nvml::RemappedRows> rows = api.remappedRows(device);
+      gpu.remappedRows = rows.get();
+      lostBy(rows.code, rows.function);
+      if (!rows.ok()) {
+        // GPUs without row remapping (before Ampere) retire pages instead.
+        const nvml::Result<bool> pages = api.retiredPagesPending(device);
+        gpu.retiredPagesPending = pages.get();
+        lostBy(pages.code, pages.function);
+      }
+      const nvml::Result<bool> persistence = api.persistenceMode(device);
+      gpu.persistenceMode = persistence.get();
+      lostBy(persistence.code, persistence.function);
+      probe.gpus.push_back(std::move(gpu));
+    }
+  } catch (const nvml::NvmlError& e) {
+    probe.usable = false;
+    probe.libraryAbsent = e.code() == nvml::Return::kLibraryNotFound;
+    probe.problem = std::string("NVML is not usable: ") + e.what();
+    probe.gpus.clear();
+  }
+  return probe;
+}
+
+std::vector<Problem> problemsOf(const GpuProbe& probe) {
+  std::vector<Problem> problems;
+  if (probe.lost) problems.push_back({Problem::Kind::kLost, "lost: " + *probe.lost});
+  if (probe.remappedRows && probe.remappedRows->failureOccurred) {
+    problems.push_back({Problem::Kind::kRowRemapFailed,
+                        "row remapping failed (" + std::to_string(probe.remappedRows->uncorrected) +
+                            " rows remapped for uncorrectable errors): the GPU needs service"});
+  }
+  if (probe.remappedRows && probe.remappedRows->pending) {
+    problems.push_back(
+        {Problem::Kind::kRowRemapPending, "row remapping pending: the GPU needs a reset"});
+  }
+  if (probe.retiredPagesPending && *probe.retiredPagesPending) {
+    problems.push_back(
+        {Problem::Kind::kRetiredPagesPending, "retired pages pending: the GPU needs a reset"});
+  }
+  return problems;
+}
+
+std::vector<std::vector<Problem>> assess(const std::vector<discovery::GpuDevice>& units,
+                                         const std::vector<discovery::GpuDevice>& devices,
+                                         const NvmlProbe* probe,
+                                         const std::vector<HealthRecord>& records) {
+  std::vector<std::vector<Problem>> verdicts(units.size());
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    const discovery::GpuDevice& unit = units[i];
+    std::vector<Problem>& problems = verdicts[i];
+    if (unit.isMigInstance()) {
+      const std::string parent = std::to_string(unit.mig->parentIndex);
+      std::optional<std::string> parentUuid;
+      for (const discovery::GpuDevice& device : devices) {
+        if (!device.isMigInstance() && device.identifier == parent) parentUuid = device.uuid;
+      }
+      if (const GpuProbe* gpu = probeOf(probe, parent)) {
+        for (Problem& problem : problemsOf(*gpu)) {
+          problem.text = "its GPU " + parent + ": " + problem.text;
+          problems.push_back(std::move(problem));
+        }
+      }
+      addRecordProblems(records, parent, parentUuid, "its GPU " + parent + ": ", problems);
+      addRecordProblems(records, unit.identifier, unit.uuid, "", problems);
+      continue;
+    }
+    if (const GpuProbe* gpu = probeOf(probe, unit.identifier)) {
+      for (Problem& problem : problemsOf(*gpu)) problems.push_back(std::move(problem));
+    }
+    addRecordProblems(records, unit.identifier, unit.uuid, "", problems);
+    for (const discovery::GpuDevice& device : devices) {
+      if (!device.isMigInstance() || std::to_string(device.mig->parentIndex) != unit.identifier) {
+        continue;
+      }
+      addRecordProblems(records, device.identifier, device.uuid,
+                        "its MIG instance " + device.identifier + ": ", problems);
+    }
+  }
+  return verdicts;
+}
+
+FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
+                              const std::vector<discovery::GpuDevice>& devices, bool askNvml,
+                              HealthMode mode, const std::filesystem::path& coordinationFile) {
+  FilteredUnits filtered;
+  if (mode == HealthMode::kIgnore) {
+    filtered.units = std::move(units);
+    return filtered;
+  }
+  std::vector<HealthRecord> records;
+  try {
+    HealthFile file = readHealth(coordinationFile);
+    records = std::move(file.parsed.records);
+    for (const std::string& note : file.notes) {
+      filtered.lines.push_back("note: health records " + file.path.string() + ": " + note);
+    }
+    for (const coordination::JunkLine& junk : file.parsed.junk) {
+      std::vector<HealthRecord> verdicts = verdictsOfJunk(junk, file.path);
+      records.insert(records.end(), std::make_move_iterator(verdicts.begin()),
+                     std::make_move_iterator(verdicts.end()));
+    }
+  } catch (const coordination::CoordinationError& e) {
+    // A drained or unhealthy GPU is never handed out because its record could not be read.
+    throw HealthRecordsUnreadable(e.what());
+  }
+  std::optional<NvmlProbe> probe;
+  if (askNvml) probe = probeNvml();
+  const std::vector<std::vector<Problem>> verdicts =
+      assess(units, devices, probe && probe->usable ? &*probe : nullptr, records);
+  filtered.units.reserve(units.size());
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    if (verdicts[i].empty()) {
+      filtered.units.push_back(std::move(units[i]));
+      continue;
+    }
+    std::string why;
+    for (const Problem& problem : verdicts[i]) why += (why.empty() ? "" : "; ") + problem.text;
+    if (mode == HealthMode::kWarn) {
+      filtered.lines.push_back("warning: GPU " + units[i].identifier + " is " +
+                               std::string(stateWord(verdicts[i].front().kind)) +
+                               ", handed out anyway (--health warn): " + why);
+      filtered.units.push_back(std::move(units[i]));
+    } else {
+      filtered.lines.push_back("note: GPU " + units[i].identifier + " is not handed out: " + why);
+    }
+  }
+  return filtered;
+}
+
+}  // namespace flink::health

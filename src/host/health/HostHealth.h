@@ -1,0 +1,124 @@
+// Health at a point in time: whether each GPU of the host may be handed out, from what NVML says
+// now and from the host's health records (HealthRecords.h).
+//
+// A GPU is unhealthy when NVML says it is lost (NVML_ERROR_GPU_IS_LOST from its handle or a
+// query), when row remapping failed or is pending (nvmlDeviceGetRemappedRows: failureOccurred,
+// isPending), when retired pages are pending (nvmlDeviceGetRetiredPagesPendingStatus, asked only
+// of GPUs without row remapping: those with it report their pages there), when `watch` recorded
+// it unhealthy, or when an operator drained it. A query the GPU does not support gives no
+// verdict: no GPU is called unhealthy because a call is unsupported. A MIG instance is unhealthy
+// when its GPU is, or when a record names the instance itself; a whole GPU is also taken out
+// when a record names one of its instances (a whole-GPU owner would use the broken instance).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "host/enumeration/GpuEnumerator.h"
+#include "host/health/HealthRecords.h"
+#include "host/nvml/NvmlHealth.h"
+
+namespace flink::health {
+
+/// --health: what the allocators do with an unhealthy GPU.
+enum class HealthMode {
+  kSkip,    ///< leave it out, with a note naming it and why (the default)
+  kWarn,    ///< hand it out, with a warning
+  kIgnore,  ///< do not look: neither NVML's health queries nor the records are read
+};
+
+/// "skip", "warn", "ignore"; nullopt for anything else.
+std::optional<HealthMode> parseHealthMode(std::string_view text);
+
+/// Why a unit may not be handed out.
+struct Problem {
+  enum class Kind {
+    kLost,
+    kRowRemapFailed,
+    kRowRemapPending,
+    kRetiredPagesPending,
+    kUnhealthy,
+    kDrained
+  };
+  Kind kind;
+  /// One line for a person, without the GPU's name: "drained since 2026-12-01T09:40:00Z by uid
+  /// 1000 (alice): fan noise". A record's reason is in it as strings::quoteForMessage quotes it
+  /// (the record itself keeps it as it was).
+  std::string text;
+  /// The record behind kUnhealthy and kDrained.
+  std::optional<HealthRecord> record = {};
+};
+
+/// "lost", "unhealthy" or "drained": the word for a problem of this kind in status and check.
+std::string_view stateWord(Problem::Kind kind);
+
+/// What NVML says of one whole GPU now.
+struct GpuProbe {
+  unsigned index = 0;
+  std::optional<std::string> uuid;
+  /// NVML_ERROR_GPU_IS_LOST from its handle or a query: the failure's text.
+  std::optional<std::string> lost;
+  std::optional<nvml::RemappedRows> remappedRows;
+  std::optional<bool> retiredPagesPending;
+  std::optional<bool> persistenceMode;
+};
+
+/// One NVML session's look at every GPU.
+struct NvmlProbe {
+  /// NVML could be used (loaded, initialized, counted).
+  bool usable = false;
+  /// Why not ("NVML is not usable: …"), when !usable.
+  std::string problem;
+  /// The library is not installed at all (no driver on this host).
+  bool libraryAbsent = false;
+  /// nvmlDeviceGetCount.
+  unsigned count = 0;
+  std::vector<GpuProbe> gpus;
+};
+
+/// Loads NVML ($FLINK_GPU_NVML_LIBRARY, else libnvidia-ml.so.1), opens a session and asks each
+/// GPU's health; never throws.
+NvmlProbe probeNvml();
+
+/// The NVML problems of one GPU's probe (lost, row remapping, retired pages).
+std::vector<Problem> problemsOf(const GpuProbe& probe);
+
+/// The problems of each of `units` (in order), from `probe` (may be null: records only) and
+/// `records`. `devices` is every device enumerated, so that an instance finds its GPU and a GPU
+/// its instances.
+std::vector<std::vector<Problem>> assess(const std::vector<discovery::GpuDevice>& units,
+                                         const std::vector<discovery::GpuDevice>& devices,
+                                         const NvmlProbe* probe,
+                                         const std::vector<HealthRecord>& records);
+
+struct FilteredUnits {
+  std::vector<discovery::GpuDevice> units;
+  /// "note: …" / "warning: …" lines for stderr, one per unit left out (or kept, with warn), and
+  /// what reading the health records found (a change cut short, shown rolled back).
+  std::vector<std::string> lines;
+};
+
+/// The health records beside the coordination file cannot be read (permissions, a damaged or
+/// untrusted file, not a regular file): an allocator then hands out nothing, since a drained or
+/// unhealthy GPU must never go out because its record could not be read. what() is the cause,
+/// naming the health records.
+class HealthRecordsUnreadable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What the allocators call: `units` less the unhealthy ones (kSkip), or all of them with a
+/// warning each (kWarn), or all without a look (kIgnore). The health records are those beside
+/// `coordinationFile`, read without waiting on their lock; NVML is asked only when `askNvml`
+/// (the units came from NVML). The units are taken (moved into the result), not copied.
+/// @throws HealthRecordsUnreadable (kSkip, kWarn) when the records cannot be read.
+FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
+                              const std::vector<discovery::GpuDevice>& devices, bool askNvml,
+                              HealthMode mode, const std::filesystem::path& coordinationFile);
+
+}  // namespace flink::health

@@ -1,0 +1,288 @@
+// Every GPU of the host, for status, check and the metrics (see HostView.h).
+#include "host/health/HostView.h"
+
+#include <algorithm>
+#include <cctype>
+#include <exception>
+#include <string_view>
+#include <utility>
+
+#include "host/coordination/CoordinationError.h"
+#include "util/Strings.h"
+
+namespace flink::cli {
+namespace {
+
+discovery::GpuDevice deviceNamed(const std::string& gpu, const std::optional<std::string>& uuid) {
+  discovery::GpuDevice device;
+  device.identifier = gpu;
+  device.uuid = uuid;
+  return device;
+}
+
+/// The view of the unit a record holds, by the allocators' rule (coordination::recordNames).
+GpuView* find(std::vector<GpuView>& views, const coordination::Record& record) {
+  for (GpuView& view : views) {
+    if (coordination::recordNames(record, view.gpu, view.uuid)) return &view;
+  }
+  return nullptr;
+}
+
+/// A label value as Prometheus' text format takes it: UTF-8, with backslash, double quote and
+/// line feed escaped (\\, \", \n). The format has no other escape, so what would still reach a
+/// terminal reading the file (another control character, C0 or C1, or DEL), and each byte that
+/// is not part of well-formed UTF-8, becomes U+FFFD. The values come from records (a health
+/// record's GPU and UUID may hold anything).
+std::string label(std::string_view value) {
+  static constexpr std::string_view kReplacement = "\xef\xbf\xbd";  // U+FFFD
+  std::string out;
+  out.reserve(value.size());
+  for (std::size_t i = 0; i < value.size();) {
+    char32_t codePoint = 0;
+    const std::size_t length = strings::utf8SequenceLength(value.substr(i), codePoint);
+    if (length == 0) {
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    if (codePoint == U'\\' || codePoint == U'"') {
+      out += '\\';
+      out += static_cast<char>(codePoint);
+    } else if (codePoint == U'\n') {
+      out += "\\n";
+    } else if (codePoint < 0x20 || (codePoint >= 0x7f && codePoint <= 0x9f)) {
+      out += kReplacement;
+    } else {
+      out.append(value.substr(i, length));
+    }
+    i += length;
+  }
+  return out;
+}
+
+std::string labels(const GpuView& view, const std::string& extra = "") {
+  std::string text = "{gpu=\"" + label(view.gpu) + "\"";
+  if (view.uuid) text += ",uuid=\"" + label(*view.uuid) + "\"";
+  return text + extra + "}";
+}
+
+}  // namespace
+
+bool GpuView::healthy() const {
+  return std::none_of(problems.begin(), problems.end(), [](const health::Problem& problem) {
+    return problem.kind != health::Problem::Kind::kDrained;
+  });
+}
+
+bool GpuView::drained() const {
+  return std::any_of(problems.begin(), problems.end(), [](const health::Problem& problem) {
+    return problem.kind == health::Problem::Kind::kDrained;
+  });
+}
+
+const health::HealthRecord* GpuView::lastXid() const {
+  const health::HealthRecord* last = nullptr;
+  for (const health::Problem& problem : problems) {
+    if (!problem.record || !problem.record->xid) continue;
+    if (last == nullptr || problem.record->since >= last->since) last = &*problem.record;
+  }
+  return last;
+}
+
+HostView viewHost(const std::string& coordinationFile, const coordination::Status& status,
+                  const std::vector<discovery::GpuDevice>& devices, bool askNvml) {
+  HostView host;
+  if (askNvml) host.probe = health::probeNvml();
+  try {
+    host.health = health::readHealth(coordinationFile);
+  } catch (const coordination::CoordinationError& e) {
+    host.healthError = e.what();
+  }
+
+  // The units: every device NVML lists, the GPUs it could not give a handle for (lost), then
+  // what only the records name.
+  std::vector<discovery::GpuDevice> units = devices;
+  for (const health::GpuProbe& gpu : host.probe.gpus) {
+    const std::string index = std::to_string(gpu.index);
+    const bool listed = std::any_of(units.begin(), units.end(), [&](const auto& device) {
+      return !device.isMigInstance() && device.identifier == index;
+    });
+    if (!listed) units.push_back(deviceNamed(index, gpu.uuid));
+  }
+  for (const coordination::RecordStatus& entry : status.records) {
+    const bool listed = std::any_of(units.begin(), units.end(), [&](const auto& device) {
+      return coordination::recordNames(entry.record, device.identifier, device.uuid);
+    });
+    if (!listed) units.push_back(deviceNamed(entry.record.gpu, entry.record.uuid));
+  }
+  if (host.health) {
+    for (const health::HealthRecord& record : host.health->parsed.records) {
+      if (record.kind == health::RecordKind::kReadmitted) continue;
+      const bool listed = std::any_of(units.begin(), units.end(), [&](const auto& device) {
+        return health::names(record, device.identifier, device.uuid);
+      });
+      if (!listed) units.push_back(deviceNamed(record.gpu, record.uuid));
+    }
+  }
+  // Units held by a lease that no record names, which nothing else lists.
+  for (const std::string& name : status.leasesWithoutRecord) {
+    const bool index = name.starts_with("index-");
+    const std::string gpu = index ? name.substr(6) : name;
+    const bool listed = std::any_of(units.begin(), units.end(), [&](const auto& device) {
+      return device.identifier == gpu || (device.uuid && *device.uuid == name);
+    });
+    if (!listed) {
+      units.push_back(deviceNamed(gpu, index ? std::nullopt : std::optional<std::string>(name)));
+    }
+  }
+  std::sort(units.begin() + static_cast<std::ptrdiff_t>(devices.size()), units.end(),
+            [](const discovery::GpuDevice& a, const discovery::GpuDevice& b) {
+              // Indices in numeric order before UUIDs.
+              const bool aIndex = !a.identifier.empty() &&
+                                  std::isdigit(static_cast<unsigned char>(a.identifier[0]));
+              const bool bIndex = !b.identifier.empty() &&
+                                  std::isdigit(static_cast<unsigned char>(b.identifier[0]));
+              if (aIndex != bIndex) return aIndex;
+              if (aIndex && a.identifier.size() != b.identifier.size()) {
+                return a.identifier.size() < b.identifier.size();
+              }
+              return a.identifier < b.identifier;
+            });
+
+  const std::vector<health::HealthRecord> noRecords;
+  const std::vector<std::vector<health::Problem>> verdicts =
+      health::assess(units, units, host.probe.usable ? &host.probe : nullptr,
+                     host.health ? host.health->parsed.records : noRecords);
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    GpuView view;
+    view.gpu = units[i].identifier;
+    view.uuid = units[i].uuid;
+    view.isMigInstance = units[i].isMigInstance();
+    if (units[i].mig) view.parent = std::to_string(units[i].mig->parentIndex);
+    view.problems = verdicts[i];
+    for (const health::GpuProbe& gpu : host.probe.gpus) {
+      if (!view.isMigInstance && std::to_string(gpu.index) == view.gpu) {
+        view.persistenceMode = gpu.persistenceMode;
+      }
+    }
+    host.gpus.push_back(std::move(view));
+  }
+  for (const coordination::RecordStatus& entry : status.records) {
+    if (GpuView* view = find(host.gpus, entry.record)) {
+      view->holders.push_back(entry);
+    }
+  }
+  for (GpuView& view : host.gpus) {
+    for (const std::string& name : status.leasesWithoutRecord) {
+      if (name == view.gpu || (view.uuid && name == *view.uuid) || name == "index-" + view.gpu) {
+        view.heldByLease = true;
+      }
+    }
+  }
+  for (GpuView& view : host.gpus) {
+    const bool held = view.heldByLease || std::any_of(view.holders.begin(), view.holders.end(),
+                                                      [](const coordination::RecordStatus& holder) {
+                                                        return holder.running;
+                                                      });
+    view.state = !view.healthy()  ? "unhealthy"
+                 : view.drained() ? "drained"
+                 : held           ? "held"
+                                  : "free";
+  }
+  // Free, but its hardware is in use: a GPU one of whose MIG instances is held, an instance
+  // whose GPU is held whole. No allocator hands it out.
+  for (GpuView& view : host.gpus) {
+    if (view.state != "free") continue;
+    for (const GpuView& other : host.gpus) {
+      if (other.state != "held") continue;
+      if (!view.isMigInstance && other.isMigInstance && other.parent == view.gpu) {
+        view.busyBecause.push_back("its MIG instance " + other.gpu + " is held");
+      } else if (view.isMigInstance && !other.isMigInstance && view.parent == other.gpu) {
+        view.busyBecause.push_back("its GPU " + other.gpu + " is held whole");
+      }
+    }
+    if (!view.busyBecause.empty()) view.state = "busy";
+  }
+  return host;
+}
+
+std::string describeView(const GpuView& view) {
+  std::vector<std::string> parts;
+  for (const health::Problem& problem : view.problems) parts.push_back(problem.text);
+  for (const coordination::RecordStatus& holder : view.holders) {
+    parts.push_back((holder.running ? "held by process " : "recorded for process ") +
+                    std::to_string(holder.record.owner.pid) + " (" +
+                    coordination::describeLiveness(holder) + ")");
+  }
+  if (view.heldByLease) parts.push_back("held by a lease of another process, without a record");
+  parts.insert(parts.end(), view.busyBecause.begin(), view.busyBecause.end());
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : "; ") + part;
+  return text;
+}
+
+std::string prometheusMetrics(const HostView& view, const coordination::Status& status) {
+  std::string text;
+  const auto family = [&text](const char* name, const char* help) {
+    text += std::string("# HELP ") + name + ' ' + help + '\n';
+    text += std::string("# TYPE ") + name + " gauge\n";
+  };
+  family("flink_gpu_held",
+         "Whether a record of the coordination file holds the GPU (1), by owner pid; 0 when free "
+         "(a record whose owner is gone holds nothing).");
+  for (const GpuView& gpu : view.gpus) {
+    bool held = false;
+    for (const coordination::RecordStatus& holder : gpu.holders) {
+      if (!holder.running) continue;
+      held = true;
+      text += "flink_gpu_held" +
+              labels(gpu, ",owner_pid=\"" + std::to_string(holder.record.owner.pid) + "\"") +
+              " 1\n";
+    }
+    // Held by a lease without a record: held, by an owner no record names.
+    if (!held) text += "flink_gpu_held" + labels(gpu) + (gpu.heldByLease ? " 1\n" : " 0\n");
+  }
+  family("flink_gpu_healthy",
+         "Whether the GPU is healthy (1): not lost, no pending or failed row remapping or page "
+         "retirement, no verdict of flink-gpu watch.");
+  for (const GpuView& gpu : view.gpus) {
+    text += "flink_gpu_healthy" + labels(gpu) + (gpu.healthy() ? " 1\n" : " 0\n");
+  }
+  family("flink_gpu_drained", "Whether an operator drained the GPU (1): new allocations skip it.");
+  for (const GpuView& gpu : view.gpus) {
+    text += "flink_gpu_drained" + labels(gpu) + (gpu.drained() ? " 1\n" : " 0\n");
+  }
+  family("flink_gpu_last_xid", "The last critical Xid that flink-gpu watch recorded for the GPU.");
+  for (const GpuView& gpu : view.gpus) {
+    if (const health::HealthRecord* xid = gpu.lastXid()) {
+      text += "flink_gpu_last_xid" + labels(gpu) + ' ' + std::to_string(*xid->xid) + '\n';
+    }
+  }
+  family("flink_gpu_last_xid_timestamp_seconds",
+         "When flink-gpu watch recorded the last critical Xid of the GPU, in seconds since the "
+         "epoch.");
+  for (const GpuView& gpu : view.gpus) {
+    if (const health::HealthRecord* xid = gpu.lastXid()) {
+      text += "flink_gpu_last_xid_timestamp_seconds" + labels(gpu) + ' ' +
+              std::to_string(xid->since) + '\n';
+    }
+  }
+  std::size_t dead = 0;
+  for (const coordination::RecordStatus& entry : status.records) {
+    if (!entry.running) ++dead;
+  }
+  family("flink_gpu_health_records_readable",
+         "Whether the health records could be read (0: flink_gpu_healthy and flink_gpu_drained "
+         "say nothing of drains and verdicts, and allocators hand out no GPU).");
+  text += std::string("flink_gpu_health_records_readable ") +
+          (view.healthError.empty() ? "1" : "0") + '\n';
+  family("flink_gpu_coordination_records", "Records in the coordination file.");
+  text += "flink_gpu_coordination_records " + std::to_string(status.records.size()) + '\n';
+  family("flink_gpu_coordination_dead_owner_records",
+         "Records of owners that are no longer running, not yet taken back (an allocation takes "
+         "one back when it needs its GPU).");
+  text += "flink_gpu_coordination_dead_owner_records " + std::to_string(dead) + '\n';
+  return text;
+}
+
+}  // namespace flink::cli

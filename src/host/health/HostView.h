@@ -1,0 +1,69 @@
+// Every GPU of the host as status, check and the metrics see it: what NVML lists, what the
+// coordination file records, and what the health records and NVML's health queries say.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "host/coordination/Coordination.h"
+#include "host/enumeration/GpuEnumerator.h"
+#include "host/health/HealthRecords.h"
+#include "host/health/HostHealth.h"
+
+namespace flink::cli {
+
+/// One unit of the host (a whole GPU by index, a MIG instance by UUID, or a GPU known only from
+/// a record).
+struct GpuView {
+  std::string gpu;
+  std::optional<std::string> uuid;
+  /// "free", "held", "busy", "unhealthy" (lost included) or "drained": the first that applies
+  /// of unhealthy, drained, held, busy (a unit that shares its hardware is held), free.
+  std::string state = "free";
+  /// The records that hold it.
+  std::vector<coordination::RecordStatus> holders;
+  /// Its lease is held while no record names it (an operator's `release --force`, Flink's `sed`
+  /// taking its line with another): held all the same.
+  bool heldByLease = false;
+  std::vector<health::Problem> problems;
+  /// nvmlDeviceGetPersistenceMode, where NVML tells (whole GPUs).
+  std::optional<bool> persistenceMode;
+  bool isMigInstance = false;
+  /// For a MIG instance, its GPU's index.
+  std::optional<std::string> parent;
+  /// Free of holders, but sharing hardware with a unit that is held (a GPU's MIG instance, an
+  /// instance's GPU held whole): state "busy", and why, one line each.
+  std::vector<std::string> busyBecause;
+
+  bool healthy() const;
+  bool drained() const;
+  /// The unhealthy record with the latest time that has an Xid.
+  const health::HealthRecord* lastXid() const;
+};
+
+struct HostView {
+  std::vector<GpuView> gpus;
+  /// NVML's own look (count, lost GPUs); `usable` false when it cannot be used.
+  health::NvmlProbe probe;
+  /// The health file as read; nullopt with `healthError` when it cannot be.
+  std::optional<health::HealthFile> health;
+  std::string healthError;
+};
+
+/// Builds the view from the coordination file's `status`, NVML (when `askNvml`) and the health
+/// records beside `coordinationFile`. `devices`: what NVML enumerated (may be empty).
+HostView viewHost(const std::string& coordinationFile, const coordination::Status& status,
+                  const std::vector<discovery::GpuDevice>& devices, bool askNvml);
+
+/// "Xid 79 (…) since 2026-…; held by process 12 (running)": the detail column of status.
+std::string describeView(const GpuView& view);
+
+/// Prometheus' text exposition format (version 0.0.4) for node_exporter's textfile collector:
+/// flink_gpu_held, _healthy, _drained, _last_xid, _last_xid_timestamp_seconds,
+/// flink_gpu_coordination_records, flink_gpu_coordination_dead_owner_records.
+std::string prometheusMetrics(const HostView& view, const coordination::Status& status);
+
+}  // namespace flink::cli

@@ -1,0 +1,442 @@
+// `flink-gpu watch` (see Watch.h): one NVML session for the watch's life, one event set, and the
+// health records written only when a verdict is made.
+#include "host/health/Watch.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "host/coordination/CoordinationError.h"
+#include "host/coordination/CoordinationFile.h"
+#include "host/coordination/Siblings.h"
+#include "host/health/HealthRecords.h"
+#include "host/nvml/Nvml.h"
+#include "host/nvml/NvmlHealth.h"
+
+namespace flink::health {
+namespace {
+
+/// One GPU being watched, with its MIG instances (by their ids) for Xids NVML attributes to one.
+struct WatchedGpu {
+  unsigned index = 0;
+  nvml::Device device;
+  std::optional<std::string> uuid;
+  struct Instance {
+    unsigned gpuInstanceId;
+    unsigned computeInstanceId;
+    std::string uuid;
+  };
+  std::vector<Instance> instances;
+  bool lostRecorded = false;
+};
+
+std::vector<WatchedGpu::Instance> migInstancesOf(const nvml::Device& device) {
+  std::vector<WatchedGpu::Instance> instances;
+  const nvml::Result<nvml::MigMode> mode = device.migMode();
+  if (!mode.ok() || !mode.value.enabled()) return instances;
+  const nvml::Result<unsigned> slots = device.maxMigDeviceCount();
+  if (!slots.ok()) return instances;
+  for (unsigned slot = 0; slot < slots.value; ++slot) {
+    const nvml::Result<nvml::Device> mig = device.migDeviceByIndex(slot);
+    if (!mig.ok()) continue;
+    const nvml::Result<std::string> uuid = mig.value.uuid();
+    const nvml::Result<unsigned> gi = mig.value.gpuInstanceId();
+    const nvml::Result<unsigned> ci = mig.value.computeInstanceId();
+    if (uuid.ok() && gi.ok() && ci.ok()) instances.push_back({gi.value, ci.value, uuid.value});
+  }
+  return instances;
+}
+
+/// Sleeps `duration` in short steps, returning early (true) when a stop is requested.
+bool sleepUnlessStopped(std::chrono::milliseconds duration, const WatchOptions& options) {
+  const auto until = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < until) {
+    if (options.stopRequested()) return true;
+    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
+        std::chrono::milliseconds(50), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           until - std::chrono::steady_clock::now()) +
+                                           std::chrono::milliseconds(1)));
+  }
+  return options.stopRequested();
+}
+
+class Watcher {
+ public:
+  explicit Watcher(const WatchOptions& options) : options_(options) {}
+
+  int run() {
+    std::shared_ptr<const nvml::NvmlLibrary> library;
+    std::unique_ptr<nvml::NvmlSession> session;
+    try {
+      library = nvml::NvmlLibrary::load();
+      session = std::make_unique<nvml::NvmlSession>(library);
+    } catch (const nvml::NvmlError& e) {
+      log(std::string("error: NVML is not usable: ") + e.what());
+      return 1;
+    }
+    const nvml::NvmlHealthApi api(*library);
+    const nvml::Result<unsigned> count = session->deviceCount();
+    if (!count.ok()) {
+      log("error: NVML is not usable: " + library->describeFailure(count.function, count.code));
+      return 1;
+    }
+    nvml::Result<std::shared_ptr<nvml::EventSet>> created = api.createEventSet();
+    if (!created.ok()) {
+      log("error: cannot watch: " + library->describeFailure(created.function, created.code));
+      return 1;
+    }
+    nvml::EventSet& set = *created.value;
+
+    for (unsigned index = 0; index < count.value; ++index) {
+      const nvml::Result<nvml::Device> handle = session->deviceByIndex(index);
+      if (!handle.ok()) {
+        notWatched(index, library->describeFailure(handle.function, handle.code));
+        continue;
+      }
+      WatchedGpu gpu{index, handle.value, handle.value.uuid().get(), {}, false};
+      const nvml::Result<std::uint64_t> supported = api.supportedEventTypes(gpu.device);
+      if (!supported.ok()) {
+        notWatched(index, library->describeFailure(supported.function, supported.code));
+        continue;
+      }
+      const std::uint64_t types =
+          supported.value & (nvml::kEventXidCritical | nvml::kEventDoubleBitEcc);
+      if (types == 0) {
+        notWatched(index, "it reports neither Xid nor double-bit ECC events");
+        continue;
+      }
+      const nvml::Result<bool> registered = set.registerEvents(gpu.device, types);
+      if (!registered.ok()) {
+        notWatched(index, library->describeFailure(registered.function, registered.code));
+        continue;
+      }
+      gpu.instances = migInstancesOf(gpu.device);
+      gpus_.push_back(std::move(gpu));
+    }
+    std::string watched;
+    for (const WatchedGpu& gpu : gpus_) {
+      watched += (watched.empty() ? "" : ",") + std::to_string(gpu.index);
+    }
+    // The records it will write, checked now: a verdict is no use in records no allocator reads.
+    try {
+      (void)readHealth(options_.coordinationFile);
+    } catch (const coordination::CoordinationError& e) {
+      log(std::string("warning: the health records cannot be used now: ") + e.what() +
+          "; verdicts are held and tried again until they can be written");
+    }
+    log("watching GPU(s) " + (watched.empty() ? std::string("none") : watched) + " of " +
+        std::to_string(count.value) + " through " +
+        (api.hasWaitV2() ? "nvmlEventSetWait_v2" : "nvmlEventSetWait (no MIG attribution)") +
+        "; health records: " + healthPathOf(options_.coordinationFile).string());
+
+    auto backoff = options_.firstBackoff;
+    while (!options_.stopRequested()) {
+      flushPending();
+      if (gpus_.empty()) {
+        // Nothing to wait for; stay, so that a systemd unit does not restart in a loop.
+        if (sleepUnlessStopped(std::chrono::milliseconds(options_.waitSliceMs), options_)) break;
+        continue;
+      }
+      const nvml::Result<nvml::Event> event = set.wait(options_.waitSliceMs);
+      if (event.code == nvml::Return::kTimeout) continue;
+      if (event.ok()) {
+        backoff = options_.firstBackoff;
+        handle(event.value);
+        continue;
+      }
+      const std::string failure = library->describeFailure(event.function, event.code);
+      if (event.code == nvml::Return::kGpuIsLost) {
+        lost(event.value.device, failure);
+      } else {
+        log("warning: " + failure + "; waiting again in " + std::to_string(backoff.count()) +
+            " ms");
+      }
+      if (sleepUnlessStopped(backoff, options_)) break;
+      backoff = std::min(backoff * 2, options_.maxBackoff);
+    }
+    nextFlush_ = {};  // one last try, whatever the pause
+    flushPending();
+    if (!pending_.empty()) {
+      // NVML delivers an event once: a verdict not written now is lost unless someone acts.
+      // The file watched, unless it is the default the command takes anyway.
+      const std::string fileOption =
+          options_.coordinationFile == std::filesystem::path(coordination::kDefaultCoordinationFile)
+              ? std::string()
+              : " --coordination-file '" + options_.coordinationFile.string() + "'";
+      for (const HealthRecord& verdict : pending_) {
+        log("error: GPU " + verdict.gpu + " was found unhealthy (" + verdict.reason +
+            ") but the verdict could not be recorded; record it by hand: `flink-gpu drain --gpu " +
+            verdict.gpu + fileOption + " --reason 'Xid " +
+            (verdict.xid ? std::to_string(*verdict.xid) : std::string("?")) + "'`");
+      }
+      log("stopped with " + std::to_string(pending_.size()) + " verdict(s) not recorded");
+      return 1;
+    }
+    log("stopped");
+    return 0;
+  }
+
+ private:
+  void log(const std::string& line) const { options_.log(line); }
+
+  void notWatched(unsigned index, const std::string& why) {
+    // Not a verdict: some boards are too old for events.
+    log("note: GPU " + std::to_string(index) + " is not watched (not called unhealthy): " + why);
+  }
+
+  WatchedGpu* gpuOf(nvmlDevice_st* device) {
+    for (WatchedGpu& gpu : gpus_) {
+      if (gpu.device.rawHandle() == device) return &gpu;
+    }
+    return nullptr;
+  }
+
+  void handle(const nvml::Event& event) {
+    WatchedGpu* gpu = gpuOf(event.device);
+    if (gpu == nullptr) {
+      log("warning: an event for a GPU that is not watched (type " + std::to_string(event.type) +
+          "), ignored");
+      return;
+    }
+    HealthRecord record;
+    record.kind = RecordKind::kUnhealthy;
+    record.gpu = std::to_string(gpu->index);
+    record.uuid = gpu->uuid;
+    record.source = "watch";
+    std::string where = "GPU " + record.gpu;
+    if (event.type == nvml::kEventXidCritical) {
+      if (!isCriticalXid(event.data, options_)) {
+        log("Xid " + std::to_string(event.data) + " on GPU " + record.gpu +
+            " ignored (an application's error, not the GPU's)");
+        return;
+      }
+      record.xid = event.data;
+      const std::string name = xidDescription(event.data);
+      record.reason = "critical Xid error event" + (name.empty() ? "" : ": " + name);
+      if (event.gpuInstanceId && event.computeInstanceId) {
+        for (const WatchedGpu::Instance& instance : gpu->instances) {
+          if (instance.gpuInstanceId == *event.gpuInstanceId &&
+              instance.computeInstanceId == *event.computeInstanceId) {
+            record.gpu = instance.uuid;
+            record.uuid.reset();
+            where = "MIG instance " + instance.uuid + " of GPU " + std::to_string(gpu->index);
+          }
+        }
+      }
+    } else if (event.type == nvml::kEventDoubleBitEcc) {
+      record.reason = "double-bit ECC error event";
+    } else {
+      return;
+    }
+    // Said to be skipped only once that is recorded (flushPending).
+    log(where + " is unhealthy: " +
+        (record.xid ? "Xid " + std::to_string(*record.xid) + ", " : "") + record.reason);
+    record.since = nowSeconds();
+    pending_.push_back(std::move(record));
+    flushPending();
+  }
+
+  void lost(nvmlDevice_st* device, const std::string& failure) {
+    std::vector<WatchedGpu*> lostGpus;
+    if (WatchedGpu* named = gpuOf(device)) {
+      lostGpus.push_back(named);
+    } else {
+      // NVML did not say which: ask each; only those that answer "lost" are.
+      for (WatchedGpu& each : gpus_) {
+        if (each.device.uuid().code == nvml::Return::kGpuIsLost) lostGpus.push_back(&each);
+      }
+      if (lostGpus.empty()) log("warning: " + failure + ", but no GPU answers as lost");
+    }
+    for (WatchedGpu* gpu : lostGpus) {
+      if (gpu->lostRecorded) continue;
+      gpu->lostRecorded = true;
+      HealthRecord record;
+      record.kind = RecordKind::kUnhealthy;
+      record.gpu = std::to_string(gpu->index);
+      record.uuid = gpu->uuid;
+      record.source = "watch";
+      record.reason = "lost: " + failure;
+      record.since = nowSeconds();
+      log("GPU " + record.gpu + " is unhealthy: " + record.reason);
+      pending_.push_back(std::move(record));
+    }
+    flushPending();
+  }
+
+  /// Writes the verdicts not yet recorded. Those that cannot be written now (a full disk, a
+  /// health file that fails its checks) are tried again after a pause that doubles, as the
+  /// waits' does, up to maxBackoff; a failure is logged once per change of state, not per try.
+  void flushPending() {
+    if (pending_.empty()) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < nextFlush_) return;
+    try {
+      updateHealth(options_.coordinationFile, [this](std::vector<HealthRecord>& records) {
+        for (HealthRecord& verdict : pending_) {
+          bool updated = false;
+          for (HealthRecord& record : records) {
+            if (record.kind == RecordKind::kUnhealthy && record.gpu == verdict.gpu &&
+                record.uuid == verdict.uuid) {
+              record = verdict;  // the latest Xid and its time
+              updated = true;
+            }
+          }
+          if (!updated) records.push_back(verdict);
+        }
+      });
+      if (!lastFailure_.empty()) {
+        log("recorded " + std::to_string(pending_.size()) +
+            " verdict(s) held back while the health records could not be written");
+      }
+      for (const HealthRecord& verdict : pending_) {
+        log("recorded GPU " + verdict.gpu +
+            " unhealthy: allocators skip it until `flink-gpu undrain --gpu " + verdict.gpu + "`");
+      }
+      pending_.clear();
+      lastFailure_.clear();
+      flushBackoff_ = options_.firstBackoff;
+      nextFlush_ = {};
+    } catch (const coordination::CoordinationError& e) {
+      if (e.what() != lastFailure_) {
+        log(std::string("warning: cannot record the verdict yet: ") + e.what() +
+            "; trying again with a pause that doubles up to " +
+            std::to_string(options_.maxBackoff.count()) + " ms");
+        lastFailure_ = e.what();
+      }
+      nextFlush_ = now + flushBackoff_;
+      flushBackoff_ = std::min(flushBackoff_ * 2, options_.maxBackoff);
+    }
+  }
+
+  const WatchOptions& options_;
+  std::vector<WatchedGpu> gpus_;
+  std::vector<HealthRecord> pending_;
+  /// The failure to write pending_ last logged ("" while writes succeed), and when to try next.
+  std::string lastFailure_;
+  std::chrono::milliseconds flushBackoff_ = options_.firstBackoff;
+  std::chrono::steady_clock::time_point nextFlush_{};
+};
+
+}  // namespace
+
+std::string xidDescription(std::uint64_t xid) {
+  static const std::map<std::uint64_t, const char*> kNames = {
+      {13, "graphics engine exception"},
+      {31, "GPU memory page fault"},
+      {43, "GPU stopped processing"},
+      {45, "preemptive cleanup"},
+      {48, "double-bit ECC error"},
+      {61, "internal micro-controller breakpoint"},
+      {62, "internal micro-controller halt"},
+      {63, "ECC page retirement or row remapping recording event"},
+      {64, "ECC page retirement or row remapping recording failure"},
+      {68, "video processor exception"},
+      {74, "NVLink error"},
+      {79, "GPU has fallen off the bus"},
+      {92, "high single-bit ECC error rate"},
+      {94, "contained ECC error"},
+      {95, "uncontained ECC error"},
+      {109, "context switch timeout"},
+      {119, "GSP RPC timeout"},
+      {120, "GSP error"},
+      {999, "an Xid the driver does not know"},
+  };
+  const auto found = kNames.find(xid);
+  return found == kNames.end() ? std::string() : std::string(found->second);
+}
+
+std::set<std::uint64_t> parseXidList(const std::string& text) {
+  std::set<std::uint64_t> xids;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find_first_of(", \t\n", start);
+    const std::string part =
+        text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? text.size() : end + 1;
+    if (part.empty()) continue;
+    std::uint64_t xid = 0;
+    const auto [at, error] = std::from_chars(part.data(), part.data() + part.size(), xid);
+    if (error != std::errc() || at != part.data() + part.size()) {
+      throw std::invalid_argument("'" + part + "' is not an Xid (a number)");
+    }
+    xids.insert(xid);
+  }
+  return xids;
+}
+
+bool isCriticalXid(std::uint64_t xid, const WatchOptions& options) {
+  if (options.criticalXids) return options.criticalXids->count(xid) > 0;
+  return options.ignoredXids.count(xid) == 0;
+}
+
+std::variant<WatchLock, pid_t> WatchLock::acquire(const std::filesystem::path& coordinationFile) {
+  std::filesystem::path path = coordinationFile;
+  path += ".watch";
+  const coordination::SiblingTrust trust = coordination::SiblingTrust::ofPath(coordinationFile);
+  coordination::OpenedSibling opened;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    // Read-only: flock needs no more, and nothing is ever written to it.
+    opened = coordination::openSiblingAt(AT_FDCWD, path, O_RDONLY);
+    if (opened.fd || opened.error != ENOENT) break;
+    // Only this user may open it, so nobody else can hold its lock and pass for a watch.
+    process::FileDescriptor made = coordination::createSiblingAt(AT_FDCWD, path, O_RDONLY, trust);
+    if (made) (void)::fchmod(made.get(), 0600);
+    if (!made && errno == EEXIST) continue;
+    if (!made)
+      throw std::runtime_error("cannot create " + path.string() + ": " + std::strerror(errno));
+    opened.fd = std::move(made);
+    if (::fstat(opened.fd.get(), &opened.info) != 0) {
+      throw std::runtime_error("cannot stat " + path.string() + ": " + std::strerror(errno));
+    }
+    break;
+  }
+  if (!opened.fd) {
+    if (opened.error == ELOOP) {
+      throw std::runtime_error("watch lock " + path.string() +
+                               ": refusing to use it: it is a symbolic link; remove it");
+    }
+    throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(opened.error));
+  }
+  try {
+    coordination::checkSibling("watch lock", path, opened.info, trust,
+                               coordination::SiblingKind::kFile);
+  } catch (const coordination::CoordinationError& e) {
+    throw std::runtime_error(e.what());
+  }
+  // Who holds it is the kernel's word, never the file's contents.
+  const auto holder = [&path] { return coordination::flockHolder(path).value_or(0); };
+  if (opened.info.st_uid != ::geteuid()) {
+    // Its owner could remove it and take another while ours is held: two watches.
+    if (const pid_t running = holder(); running > 0) return running;
+    throw std::runtime_error("watch lock " + path.string() +
+                             ": refusing to use it: it is owned by " +
+                             coordination::describeOwnership(opened.info) +
+                             ", another user, who could remove it while this watch holds it; "
+                             "remove it (`rm " +
+                             path.string() + "`) once no watch runs");
+  }
+  // One made before this rule: made this user's own.
+  if ((opened.info.st_mode & 07777) != 0600) (void)::fchmod(opened.fd.get(), 0600);
+  if (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) {
+      throw std::runtime_error("cannot lock " + path.string() + ": " + std::strerror(errno));
+    }
+    return holder();
+  }
+  return WatchLock(std::move(path), std::move(opened.fd));
+}
+
+int watch(const WatchOptions& options) { return Watcher(options).run(); }
+
+}  // namespace flink::health

@@ -1,0 +1,89 @@
+// `flink-gpu watch`: a process for a host's whole life that listens to NVML's events for
+// critical Xid errors and double-bit ECC errors on every GPU, as NVIDIA's Kubernetes device plugin
+// does, and records each verdict in the host's health records (HealthRecords.h), from where every
+// allocator on the host (the default discovery, exec, the driver through the discovery) skips
+// that GPU until an operator runs `flink-gpu undrain`.
+//
+// NVML: nvmlEventSetCreate; per GPU nvmlDeviceGetSupportedEventTypes and nvmlDeviceRegisterEvents;
+// then nvmlEventSetWait_v2 (the plain nvmlEventSetWait where _v2 is missing, which cannot tell
+// MIG instances) in slices, so that a stop request is seen within one slice. An Xid that NVML
+// attributes to a MIG instance makes that instance unhealthy, not its siblings.
+//
+// Never holds a lock while waiting: the health file is locked only to record a verdict.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+
+#include "process/FileDescriptor.h"
+
+namespace flink::health {
+
+/// Xids that applications cause (NVIDIA's device plugin ignores the same): 13 graphics engine
+/// exception, 31 GPU memory page fault, 43 GPU stopped processing, 45 preemptive cleanup, 68
+/// video processor exception, 109 context switch timeout.
+inline const std::set<std::uint64_t> kDefaultIgnoredXids = {13, 31, 43, 45, 68, 109};
+
+/// A short name for well-known Xids ("GPU has fallen off the bus" for 79); empty otherwise.
+std::string xidDescription(std::uint64_t xid);
+
+/// Parses "13,31,43" (commas or whitespace; empty is an empty list).
+/// @throws std::invalid_argument naming the part that is not a number.
+std::set<std::uint64_t> parseXidList(const std::string& text);
+
+struct WatchOptions {
+  std::filesystem::path coordinationFile;
+  /// Xids that are not critical (--ignore-xids).
+  std::set<std::uint64_t> ignoredXids = kDefaultIgnoredXids;
+  /// When set, only these Xids are critical (--critical-xids), whatever ignoredXids says.
+  std::optional<std::set<std::uint64_t>> criticalXids;
+  /// Asked between wait slices; true ends the watch.
+  std::function<bool()> stopRequested;
+  /// Where the watch's lines go (one line each, no '\n').
+  std::function<void(const std::string&)> log;
+  /// How long one nvmlEventSetWait may block: the longest a stop request waits.
+  unsigned waitSliceMs = 200;
+  /// The first and the longest pause after a wait error.
+  std::chrono::milliseconds firstBackoff{100};
+  std::chrono::milliseconds maxBackoff{5000};
+};
+
+/// Whether `xid` is critical under `options`.
+bool isCriticalXid(std::uint64_t xid, const WatchOptions& options);
+
+/// The one watch of a host: an exclusive flock on `<coordination file>.watch`, a file beside the
+/// coordination file (host/coordination/Siblings.h) that is never written. Released when this object
+/// goes (or its process dies).
+class WatchLock {
+ public:
+  /// The lock, or the pid of the watch that holds it, as the kernel tells it (/proc/locks; 0 when
+  /// it cannot be told).
+  /// @throws std::runtime_error when the lock file cannot be opened (a symlink, permissions), fails
+  ///         the trust rules (a hard link, writable by others), or is another user's and not held.
+  static std::variant<WatchLock, pid_t> acquire(const std::filesystem::path& coordinationFile);
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  WatchLock(std::filesystem::path path, process::FileDescriptor fd)
+      : path_(std::move(path)), fd_(std::move(fd)) {}
+  std::filesystem::path path_;
+  process::FileDescriptor fd_;
+};
+
+/// Watches until stopRequested() says so. Returns 0 after a stop request, 1 when NVML cannot be
+/// used at all (the reason logged), or when it stops with verdicts it could not record (each
+/// logged with the `drain` that records it: NVML does not deliver an event again). Never throws for
+/// a GPU's failure: a GPU that cannot register events is logged once and not watched; wait errors
+/// other than a lost GPU are logged and retried with a growing pause (firstBackoff doubling up to
+/// maxBackoff).
+int watch(const WatchOptions& options);
+
+}  // namespace flink::health

@@ -1,0 +1,776 @@
+// Coordination: the record format (Flink's, plus a start time), the allocation rule, and the
+// locked file — symlinks refused, junk tolerated, locks that die with their holder, and no
+// GPU ever held by two running owners, also under races and kill -9.
+#include "host/coordination/Coordination.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "TestSupport.h"
+#include "process/FileDescriptor.h"
+
+namespace flink::coordination {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::readFile;
+using testing::TempDir;
+
+std::vector<std::string> gpuRange(int count) {
+  std::vector<std::string> gpus;
+  for (int i = 0; i < count; ++i) gpus.push_back(std::to_string(i));
+  return gpus;
+}
+
+using testing::deadPid;
+using testing::LiveProcess;
+
+// --- records -----------------------------------------------------------------------------------
+
+TEST(CoordinationRecordsTest, ReadsFlinksTwoFieldLinesAndOurThreeFieldLines) {
+  const ParsedRecords parsed = parseRecords("0 1234\n1 99 5551212\n\n 11 7 \n");
+  ASSERT_EQ(parsed.records.size(), 3u);
+  EXPECT_EQ(parsed.records[0], (Record{"0", Owner{1234, std::nullopt}}));
+  EXPECT_EQ(parsed.records[1], (Record{"1", Owner{99, 5551212}}));
+  EXPECT_EQ(parsed.records[2], (Record{"11", Owner{7, std::nullopt}}));
+  EXPECT_TRUE(parsed.junk.empty());
+}
+
+TEST(CoordinationRecordsTest, JunkLinesAreReportedWithTheirLineNumbers) {
+  const ParsedRecords parsed =
+      parseRecords("0 1234\n3\nx 12\n4 abc\n5 -1\n6 0\n7 8 9 10\n8 9 x\n# comment\n1 77\n");
+  ASSERT_EQ(parsed.records.size(), 2u);
+  EXPECT_EQ(parsed.records[1].gpu, "1");
+  std::vector<std::size_t> lines;
+  for (const JunkLine& junk : parsed.junk) lines.push_back(junk.lineNumber);
+  EXPECT_EQ(lines, (std::vector<std::size_t>{2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(parsed.junk[0].text, "3");
+}
+
+TEST(CoordinationRecordsTest, FormatIsFlinksWithOurFieldsAfterATab) {
+  EXPECT_EQ(formatRecords({Record{"0", Owner{12, 345}}, Record{"GPU-ab12", Owner{13, {}}}}),
+            "0 12\t345\nGPU-ab12 13\n");
+  const Record full{"3",
+                    Owner{12, 345, 4026531836},
+                    "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6",
+                    {"future=1"},
+                    "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"};
+  const std::string line = formatRecords({full});
+  EXPECT_EQ(line,
+            "3 12\t345\tuuid=GPU-8932f937-d72c-4106-c12f-20bd9faed9f6\tpidns=4026531836\t"
+            "lease=GPU-8932f937-d72c-4106-c12f-20bd9faed9f6\tfuture=1\n");
+  // One space, after the GPU, as in Flink's "3 12": Flink's `sed "/<gpu> /d"` finds no more in
+  // it than in its own lines.
+  EXPECT_EQ(std::count(line.begin(), line.end(), ' '), 1);
+  const ParsedRecords parsed = parseRecords(line);
+  ASSERT_EQ(parsed.records.size(), 1u);
+  EXPECT_EQ(parsed.records[0], full);
+}
+
+TEST(CoordinationRecordsTest, ReadsOurOlderSpaceSeparatedLinesAndRefusesBadFields) {
+  const ParsedRecords parsed = parseRecords(
+      "0 12 345\n1 13\tuuid=GPU-1\n2 14\tpidns=x\n3 15\tuuid=\n4 16\t=1\n5 17\t12\t13\n");
+  ASSERT_EQ(parsed.records.size(), 2u);
+  EXPECT_EQ(parsed.records[0], (Record{"0", Owner{12, 345}}));
+  EXPECT_EQ(parsed.records[1], (Record{"1", Owner{13, {}}, "GPU-1"}));
+  EXPECT_EQ(parsed.junk.size(), 4u);
+}
+
+TEST(CoordinationRecordsTest, OwnerOfReadsTheStartTimeAndIsRunningChecksIt) {
+  const Owner self = Owner::of(::getpid());
+  ASSERT_TRUE(self.startTime.has_value());
+  EXPECT_TRUE(isRunning(self));
+  EXPECT_TRUE(isRunning(Owner{::getpid(), std::nullopt}));
+  // The same pid with another start time is another process: the record's owner is gone.
+  EXPECT_FALSE(isRunning(Owner{::getpid(), *self.startTime + 1}));
+  EXPECT_FALSE(isRunning(Owner{deadPid(), std::nullopt}));
+  EXPECT_FALSE(isRunning(Owner{0, std::nullopt}));
+}
+
+TEST(CoordinationRecordsTest, AZombieOwnerIsNotRunning) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  // Not reaped yet: a zombie.
+  for (int i = 0; i < 200 && isRunning(Owner{child, std::nullopt}); ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_FALSE(isRunning(Owner{child, std::nullopt}));
+  ::waitpid(child, nullptr, 0);
+}
+
+TEST(CoordinationRecordsTest, AProcessWhoseLeaderThreadExitedStillRuns) {
+  // Its main thread called pthread_exit (Python, Java launchers can): /proc says Z for the leader
+  // while its other threads work on.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    std::thread([] {
+      for (;;) ::pause();
+    }).detach();
+    (void)::write(ready[1], "y", 1);
+    // The thread alone ends (pthread_exit without its unwinding through the test).
+    ::syscall(SYS_exit, 0);
+  }
+  char answer = 0;
+  ASSERT_EQ(::read(ready[0], &answer, 1), 1);
+  const Owner owner = Owner::of(child);
+  // Until the leader is a zombie, and then still.
+  for (int i = 0; i < 100; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(isRunning(owner));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_FALSE(isRunning(owner));
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+// --- the allocation rule -----------------------------------------------------------------------
+
+bool byPidTable(const Owner& owner, const std::vector<pid_t>& live) {
+  return std::find(live.begin(), live.end(), owner.pid) != live.end();
+}
+
+TEST(CoordinationPlanTest, TakesFreeGpusInOrderAndRecordsTheOwner) {
+  const Allocation a =
+      planAllocation(parseRecords("0 10\n"), {gpuRange(4), 2, Owner{20, 7}}, [](const Owner& o) {
+        return byPidTable(o, {10, 20});
+      });
+  EXPECT_TRUE(a.satisfied);
+  EXPECT_EQ(a.granted, (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(formatRecords(a.records), "0 10\n1 20\t7\n2 20\t7\n");
+}
+
+TEST(CoordinationPlanTest, DeadOwnersRecordOfGpuOneNeverTouchesGpuEleven) {
+  // Flink's script deletes with sed "/1 /d", which also removes "11 <pid>".
+  const Allocation a = planAllocation(parseRecords("1 500\n11 600\n"),
+                                      {{"1", "11"}, 1, Owner{700, 1}}, [](const Owner& o) {
+                                        return byPidTable(o, {600, 700});
+                                      });
+  EXPECT_EQ(a.granted, std::vector<std::string>{"1"});
+  EXPECT_EQ(a.reclaimed, (std::vector<Record>{Record{"1", Owner{500, {}}}}));
+  EXPECT_EQ(formatRecords(a.records), "11 600\n1 700\t1\n");
+}
+
+TEST(CoordinationPlanTest, GpusNoRecordNamesGoBeforeAGoneOwnersAsInFlinksScript) {
+  // Flink's GPUDiscoveryScriptTest.testCoordinateIndexes: each call's owner is a subshell that
+  // is gone by the next call, and the second call of 2 of 5 GPUs still gets GPUs 2 and 3.
+  const auto onlyRequesters = [](const Owner& o) { return o.pid >= 100; };
+  const Allocation first =
+      planAllocation(parseRecords(""), {gpuRange(5), 2, Owner{100, 1}}, onlyRequesters);
+  EXPECT_EQ(first.granted, (std::vector<std::string>{"0", "1"}));
+  // Owner 100 is gone now: its records stay until their GPUs are needed.
+  const auto gone = [](const Owner& o) { return o.pid == 200; };
+  const Allocation second = planAllocation(parseRecords(formatRecords(first.records)),
+                                           {gpuRange(5), 2, Owner{200, 1}}, gone);
+  EXPECT_EQ(second.granted, (std::vector<std::string>{"2", "3"}));
+  EXPECT_TRUE(second.reclaimed.empty());
+  EXPECT_EQ(formatRecords(second.records), "0 100\t1\n1 100\t1\n2 200\t1\n3 200\t1\n");
+  // Only when those are not enough: GPU 4, then the gone owner's first GPU, taken back.
+  const auto third =
+      planAllocation(parseRecords(formatRecords(second.records)), {gpuRange(5), 2, Owner{300, 1}},
+                     [](const Owner& o) { return o.pid == 200 || o.pid == 300; });
+  EXPECT_EQ(third.granted, (std::vector<std::string>{"0", "4"}));
+  EXPECT_EQ(third.reclaimed, (std::vector<Record>{Record{"0", Owner{100, 1}}}));
+}
+
+TEST(CoordinationPlanTest, TheChooserPicksAmongUnrecordedGpusFirst) {
+  AllocationRequest request{gpuRange(4), 1, Owner{300, 1}};
+  std::vector<std::vector<std::string>> asked;
+  request.choose = [&](const std::vector<std::string>& free, std::size_t amount) {
+    asked.push_back(free);
+    return std::vector<std::string>(free.end() - static_cast<std::ptrdiff_t>(amount), free.end());
+  };
+  // GPUs 0 and 3 are a gone owner's: the chooser sees only 1 and 2.
+  const Allocation a = planAllocation(parseRecords("0 100\n3 100\n"), request,
+                                      [](const Owner& o) { return o.pid == 300; });
+  EXPECT_EQ(a.granted, std::vector<std::string>{"2"});
+  EXPECT_EQ(asked, (std::vector<std::vector<std::string>>{{"1", "2"}}));
+  // A MIG instance's gone record puts its GPU in the second tier too.
+  request.related = {{"1", {"MIG-1c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e"}}};
+  asked.clear();
+  const Allocation b =
+      planAllocation(parseRecords("0 100\n3 100\nMIG-1c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e 100\n"),
+                     request, [](const Owner& o) { return o.pid == 300; });
+  EXPECT_EQ(b.granted, std::vector<std::string>{"2"});
+  EXPECT_TRUE(asked.empty()) << "one unit in the first tier: no choice to make";
+}
+
+TEST(CoordinationPlanTest, ADeadOwnersGpuIsTakenOver) {
+  const Allocation a =
+      planAllocation(parseRecords("0 500\n1 600\n"), {gpuRange(2), 2, Owner{700, 1}},
+                     [](const Owner& o) { return o.pid == 700; });
+  EXPECT_TRUE(a.satisfied);
+  EXPECT_EQ(a.granted, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(a.reclaimed.size(), 2u);
+}
+
+TEST(CoordinationPlanTest, AskingAgainGivesOtherGpusAsFlinksScriptDoes) {
+  // Flink's GPUDiscoveryScriptTest.testCoordinateIndexes: two calls of one caller get disjoint
+  // GPUs (a TaskManager with two GPU resources on one file, a MiniCluster's TaskManagers).
+  const auto live = [](const Owner& o) { return byPidTable(o, {10, 20}); };
+  const Allocation first =
+      planAllocation(parseRecords("0 10\n"), {gpuRange(4), 2, Owner{20, 7}}, live);
+  EXPECT_EQ(first.granted, (std::vector<std::string>{"1", "2"}));
+  const Allocation again = planAllocation(parseRecords(formatRecords(first.records)),
+                                          {gpuRange(4), 1, Owner{20, 7}}, live);
+  EXPECT_EQ(again.granted, std::vector<std::string>{"3"});
+  EXPECT_EQ(again.heldByRequester.size(), 2u);
+  EXPECT_EQ(formatRecords(again.records), "0 10\n1 20\t7\n2 20\t7\n3 20\t7\n");
+  // Nothing is left for a third request; it keeps what it has.
+  const Allocation third = planAllocation(parseRecords(formatRecords(again.records)),
+                                          {gpuRange(4), 1, Owner{20, 7}}, live);
+  EXPECT_FALSE(third.satisfied);
+  EXPECT_EQ(third.records, again.records);
+}
+
+TEST(CoordinationPlanTest, ARecordWithAUuidHoldsThatGpuWhateverItsIndex) {
+  // Container A sees the host's GPU 2 as its GPU 0 and recorded it with its UUID; container B
+  // sees all three GPUs.
+  AllocationRequest b{gpuRange(3), 2, Owner{20, 7}};
+  b.uuids = {{"0", "GPU-aaaa"}, {"1", "GPU-bbbb"}, {"2", "GPU-cccc"}};
+  const auto live = [](const Owner& o) { return byPidTable(o, {10, 20}); };
+  const Allocation a = planAllocation(parseRecords("0 10\tuuid=GPU-cccc\n"), b, live);
+  EXPECT_EQ(a.granted, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(formatRecords(a.records),
+            "0 10\tuuid=GPU-cccc\n0 20\t7\tuuid=GPU-aaaa\n1 20\t7\tuuid=GPU-bbbb\n");
+  // A record of a UUID this worker does not see holds none of its GPUs, not even that index.
+  const Allocation unseen = planAllocation(parseRecords("0 10\tuuid=GPU-dddd\n"), b, live);
+  EXPECT_EQ(unseen.granted, (std::vector<std::string>{"0", "1"}));
+  // Without UUIDs (Flink's records, --gpus lists) the index is all there is.
+  const Allocation flink = planAllocation(parseRecords("0 10\n"), b, live);
+  EXPECT_EQ(flink.granted, (std::vector<std::string>{"1", "2"}));
+}
+
+TEST(CoordinationPlanTest, AGpuIsOneGpuWhicheverFieldOrSpellingNamesIt) {
+  const auto live = [](const Owner& o) { return o.pid == 10 || o.pid == 20; };
+  AllocationRequest byIndex{gpuRange(3), 2, Owner{20, 7}};
+  byIndex.uuids = {{"0", "GPU-aaaa"}, {"1", "GPU-bbbb"}, {"2", "GPU-cccc"}};
+  // A worker that handed GPUs out by UUID recorded the UUID as the GPU itself.
+  EXPECT_EQ(planAllocation(parseRecords("GPU-aaaa 10\n"), byIndex, live).granted,
+            (std::vector<std::string>{"1", "2"}));
+  // The UUID's hex digits in another case, an index with a leading zero: the same GPUs.
+  EXPECT_EQ(planAllocation(parseRecords("GPU-AAAA 10\n"), byIndex, live).granted,
+            (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(planAllocation(parseRecords("01 10\n"), byIndex, live).granted,
+            (std::vector<std::string>{"0", "2"}));
+  // A worker that hands GPUs out by UUID (a --gpus list of UUIDs, no NVML) sees the records of
+  // one that records them by index with their UUID.
+  AllocationRequest byUuid{{"GPU-aaaa", "GPU-bbbb"}, 1, Owner{20, 7}};
+  EXPECT_EQ(planAllocation(parseRecords("0 10\tuuid=GPU-aaaa\n"), byUuid, live).granted,
+            std::vector<std::string>{"GPU-bbbb"});
+}
+
+TEST(CoordinationPlanTest, TooFewFreeGpusGrantsNothingAndTakesNothingBack) {
+  const Allocation a = planAllocation(parseRecords("0 10\n1 11\n2 99\n3 12\n"),
+                                      {gpuRange(4), 2, Owner{20, 7}}, [](const Owner& o) {
+                                        return byPidTable(o, {10, 11, 12, 20});
+                                      });
+  EXPECT_FALSE(a.satisfied);
+  EXPECT_TRUE(a.granted.empty());
+  EXPECT_EQ(a.heldByOthers.size(), 3u);
+  EXPECT_TRUE(a.reclaimed.empty());
+  EXPECT_EQ(formatRecords(a.records), "0 10\n1 11\n2 99\n3 12\n");
+}
+
+// --- liveness: a lease adds liveness, never takes it away; records of an earlier boot ----------
+
+/// A lease probe answering `state` for every lease.
+LeaseProbe leasesAre(LeaseState state) {
+  return [state](const std::string&, const std::optional<LeaseFile>&) { return state; };
+}
+
+TEST(CoordinationLivenessTest, ARunningOwnerOfThisNamespaceHoldsWhateverItsLease) {
+  // The command closed the lease's descriptor (sudo's closefrom), or tmpfiles removed the file.
+  const Record record{"0", Owner{10, 5, currentPidNamespace()}, {}, {}, "GPU-a"};
+  const auto running = [](const Owner&) { return true; };
+  for (const LeaseState state : {LeaseState::kHeld, LeaseState::kFree, LeaseState::kMissing}) {
+    EXPECT_EQ(judge(record, running, leasesAre(state)), Liveness::kRunning);
+  }
+  // Gone by its pid: only a held lease (a child it left) keeps it.
+  const auto gone = [](const Owner&) { return false; };
+  EXPECT_EQ(judge(record, gone, leasesAre(LeaseState::kHeld)), Liveness::kLeaseHeld);
+  EXPECT_EQ(judge(record, gone, leasesAre(LeaseState::kFree)), Liveness::kGone);
+  // Its lease file removed (or replaced), a child it left may still hold the lease: held.
+  EXPECT_EQ(judge(record, gone, leasesAre(LeaseState::kMissing)), Liveness::kLeaseMissing);
+  // Without a lease, the pid alone.
+  EXPECT_EQ(judge(Record{"0", record.owner}, gone, leasesAre(LeaseState::kHeld)), Liveness::kGone);
+}
+
+TEST(CoordinationLivenessTest, WhatThePidCannotJudgeTheLeaseDecidesAndAMissingOneFailsClosed) {
+  const auto neverAsked = [](const Owner&) -> bool {
+    ADD_FAILURE() << "the pid of another namespace was asked";
+    return false;
+  };
+  const std::uint64_t other = currentPidNamespace().value_or(0) + 1;
+  const Record otherNamespace{"0", Owner{10, 5, other}, {}, {}, "GPU-a"};
+  EXPECT_EQ(judge(otherNamespace, neverAsked, leasesAre(LeaseState::kHeld)), Liveness::kLeaseHeld);
+  EXPECT_EQ(judge(otherNamespace, neverAsked, leasesAre(LeaseState::kFree)), Liveness::kGone);
+  EXPECT_EQ(judge(otherNamespace, neverAsked, leasesAre(LeaseState::kMissing)),
+            Liveness::kLeaseMissing);
+  EXPECT_TRUE(holdsGpu(Liveness::kLeaseMissing));
+  // Without a start time the pid cannot tell a reused pid: the lease decides too.
+  const Record noStartTime{"0", Owner{10, std::nullopt, currentPidNamespace()}, {}, {}, "GPU-a"};
+  const auto running = [](const Owner&) { return true; };
+  EXPECT_EQ(judge(noStartTime, running, leasesAre(LeaseState::kFree)), Liveness::kGone);
+  EXPECT_EQ(judge(noStartTime, running, leasesAre(LeaseState::kMissing)), Liveness::kLeaseMissing);
+  // Without a lease: another namespace cannot be judged; Flink's record goes by its pid.
+  EXPECT_EQ(judge(Record{"0", Owner{10, 5, other}}, neverAsked, {}), Liveness::kUnjudgeable);
+  EXPECT_EQ(judge(Record{"0", Owner{10}}, running, {}), Liveness::kRunning);
+}
+
+TEST(CoordinationLivenessTest, ARecordOfAnEarlierBootIsGoneWhateverItsPid) {
+  const std::optional<std::string> boot = currentBootId();
+  ASSERT_TRUE(boot) << "/proc/sys/kernel/random/boot_id";
+  // This very process, as an earlier boot would have recorded it: same pid, same start time.
+  Owner earlier = Owner::of(::getpid());
+  EXPECT_EQ(earlier.bootId, boot);
+  EXPECT_TRUE(isRunning(earlier));
+  earlier.bootId = "00000000-0000-4000-8000-000000000000";
+  EXPECT_FALSE(isRunning(earlier));
+  EXPECT_EQ(judge(Record{"0", earlier}, isRunning, leasesAre(LeaseState::kHeld)),
+            Liveness::kEarlierBoot);
+  // It is dropped by any allocation, and its GPU counts as one no record names.
+  const std::string text = formatRecords({Record{"0", earlier}});
+  EXPECT_NE(text.find("\tboot=00000000-0000-4000-8000-000000000000"), std::string::npos);
+  const Allocation a = planAllocation(parseRecords(text + "1 424242\n"),
+                                      {gpuRange(3), 1, Owner::of(::getpid())}, isRunning);
+  EXPECT_EQ(a.granted, std::vector<std::string>{"0"});
+  EXPECT_EQ(a.reclaimed.size(), 1u);
+  // A record without a boot id keeps the pid rule.
+  EXPECT_TRUE(isRunning(Owner{::getpid()}));
+}
+
+TEST(CoordinationRecordsTest, TwoIdenticalRecordsAreOne) {
+  LiveProcess owner;
+  TempDir dir("flink-gpu-identical-records");
+  const fs::path file = dir / "coordination";
+  const std::string line = "3 " + std::to_string(owner.pid()) + "\t77\n";
+  std::ofstream(file) << line << line << "4 " << owner.pid() << "\t77\n";
+  EXPECT_EQ(readStatus(file).records.size(), 2u);
+}
+
+TEST(CoordinationPlanTest, LivenessIsAskedOncePerOwnerSoTheCostIsLinear) {
+  std::string text;
+  for (int i = 0; i < 63; ++i) text += std::to_string(i) + " 10 5\n";
+  int probes = 0;
+  const Allocation a =
+      planAllocation(parseRecords(text), {gpuRange(64), 1, Owner{20, 7}}, [&](const Owner& o) {
+        ++probes;
+        return o.pid == 10;
+      });
+  EXPECT_EQ(a.granted, std::vector<std::string>{"63"});
+  EXPECT_EQ(probes, 1);
+}
+
+// --- related units: a GPU and its MIG instances
+// ---------------------------------------------------
+
+constexpr const char* kMigA = "MIG-0b6c1a2d-3e4f-5a6b-7c8d-9e0f1a2b3c4d";
+constexpr const char* kMigB = "MIG-1c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e";
+
+/// GPU 0 without MIG; GPU 1 in MIG mode with instances kMigA and kMigB, related both ways (as
+/// discovery::relatedUnits gives them).
+RelatedUnits gpuOneAndItsInstances() {
+  return {{"1", {kMigA, kMigB}}, {kMigA, {"1"}}, {kMigB, {"1"}}};
+}
+
+AllocationRequest request(std::vector<std::string> gpus, std::size_t amount, Owner owner,
+                          RelatedUnits related) {
+  return AllocationRequest{std::move(gpus), amount, owner, std::move(related)};
+}
+
+const auto kLive = [](const Owner& o) { return byPidTable(o, {10, 11, 20}); };
+
+TEST(CoordinationRelatedUnitsTest, AGpuWhoseMigInstanceIsHeldIsNotGranted) {
+  // Owner 10 holds GPU 0 and instance A (--mig); owner 20 hands out whole GPUs.
+  const std::string held = std::string("0 10\n") + kMigA + " 10\n";
+  const Allocation a = planAllocation(
+      parseRecords(held), request({"0", "1"}, 1, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_FALSE(a.satisfied);
+  EXPECT_TRUE(a.granted.empty());
+  ASSERT_EQ(a.blocked.size(), 1u);
+  EXPECT_EQ(a.blocked[0], (BlockedUnit{"1", Record{kMigA, Owner{10, {}}}}));
+  EXPECT_EQ(describe(a.blocked[0]),
+            std::string("GPU 1 is busy: its MIG instance ") + kMigA + " is held by process 10");
+  EXPECT_EQ(formatRecords(a.records), held);
+
+  // Without the relations GPU 1 looks free: the bug.
+  const Allocation unrelated =
+      planAllocation(parseRecords(held), request({"0", "1"}, 1, Owner{20, 7}, {}), kLive);
+  EXPECT_EQ(unrelated.granted, std::vector<std::string>{"1"});
+}
+
+TEST(CoordinationRelatedUnitsTest, MigInstancesOfAGpuHeldWholeAreNotGranted) {
+  const Allocation a =
+      planAllocation(parseRecords("1 10\n"),
+                     request({"0", kMigA, kMigB}, 2, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_FALSE(a.satisfied);
+  EXPECT_EQ(a.blocked, (std::vector<BlockedUnit>{BlockedUnit{kMigA, Record{"1", Owner{10, {}}}},
+                                                 BlockedUnit{kMigB, Record{"1", Owner{10, {}}}}}));
+  EXPECT_EQ(describe(a.blocked[0]), std::string("GPU ") + kMigA +
+                                        " is busy: GPU 1, which it is carved from, is held by "
+                                        "process 10");
+
+  // One unit is still free.
+  const Allocation one =
+      planAllocation(parseRecords("1 10\n"),
+                     request({"0", kMigA, kMigB}, 1, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_EQ(one.granted, std::vector<std::string>{"0"});
+  EXPECT_EQ(formatRecords(one.records), "1 10\n0 20\t7\n");
+}
+
+TEST(CoordinationRelatedUnitsTest, TwoInstancesOfOneGpuGoToTwoOwners) {
+  const RelatedUnits related = gpuOneAndItsInstances();
+  const Allocation first = planAllocation(
+      parseRecords(""), request({"0", kMigA, kMigB}, 2, Owner{10, {}}, related), kLive);
+  EXPECT_EQ(first.granted, (std::vector<std::string>{"0", kMigA}));
+  const Allocation second =
+      planAllocation(parseRecords(formatRecords(first.records)),
+                     request({"0", kMigA, kMigB}, 1, Owner{11, {}}, related), kLive);
+  EXPECT_TRUE(second.satisfied);
+  EXPECT_EQ(second.granted, std::vector<std::string>{kMigB});
+  EXPECT_TRUE(second.blocked.empty());
+}
+
+TEST(CoordinationRelatedUnitsTest, ARelationGivenOneWayCountsBothWays) {
+  // Only "1 -> A": a record of A still blocks 1, and a record of 1 still blocks A.
+  const RelatedUnits oneWay{{"1", {kMigA}}};
+  const Allocation gpu = planAllocation(parseRecords(std::string(kMigA) + " 10\n"),
+                                        request({"1"}, 1, Owner{20, 7}, oneWay), kLive);
+  EXPECT_FALSE(gpu.satisfied);
+  const Allocation instance =
+      planAllocation(parseRecords("1 10\n"), request({kMigA}, 1, Owner{20, 7}, oneWay), kLive);
+  EXPECT_FALSE(instance.satisfied);
+  EXPECT_EQ(instance.blocked.size(), 1u);
+}
+
+TEST(CoordinationRelatedUnitsTest, ARelatedRecordOfADeadOwnerIsTakenBackAndBlocksNothing) {
+  const Allocation a =
+      planAllocation(parseRecords(std::string(kMigA) + " 99\n" + kMigB + " 98\n"),
+                     request({"0", "1"}, 2, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_TRUE(a.satisfied);
+  EXPECT_EQ(a.granted, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(a.reclaimed.size(), 2u);
+  EXPECT_TRUE(a.blocked.empty());
+  EXPECT_EQ(formatRecords(a.records), "0 20\t7\n1 20\t7\n");
+}
+
+TEST(CoordinationRelatedUnitsTest, TheRequestersOwnRelatedRecordsBlockItToo) {
+  // Owner 20 holds instance A (an earlier --mig request) and now asks for whole GPUs: GPU 1
+  // shares A's hardware, so only GPU 0 can be had.
+  const Allocation two =
+      planAllocation(parseRecords(std::string(kMigA) + " 20 7\n"),
+                     request({"0", "1"}, 2, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_FALSE(two.satisfied);
+  const Allocation one =
+      planAllocation(parseRecords(std::string(kMigA) + " 20 7\n"),
+                     request({"0", "1"}, 1, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_EQ(one.granted, std::vector<std::string>{"0"});
+}
+
+TEST(CoordinationRelatedUnitsTest, AGpuAndItsInstanceAreNeverGrantedTogether) {
+  // A list that holds both (not what allocatableUnits gives): the second one is passed over.
+  const Allocation a =
+      planAllocation(parseRecords(""),
+                     request({"1", kMigA, "0"}, 2, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_EQ(a.granted, (std::vector<std::string>{"1", "0"}));
+  const Allocation three =
+      planAllocation(parseRecords(""),
+                     request({"1", kMigA, "0"}, 3, Owner{20, 7}, gpuOneAndItsInstances()), kLive);
+  EXPECT_FALSE(three.satisfied);
+}
+
+TEST(CoordinationRelatedUnitsTest, RecordsMatchExactlyThroughRelationsToo) {
+  // GPU 11's instance does not block GPU 1.
+  const RelatedUnits related{{"11", {kMigA}}, {kMigA, {"11"}}};
+  const Allocation a = planAllocation(parseRecords(std::string(kMigA) + " 10\n"),
+                                      request({"1", "11"}, 1, Owner{20, 7}, related), kLive);
+  EXPECT_EQ(a.granted, std::vector<std::string>{"1"});
+  const Allocation both = planAllocation(parseRecords(std::string(kMigA) + " 10\n"),
+                                         request({"1", "11"}, 2, Owner{20, 7}, related), kLive);
+  EXPECT_FALSE(both.satisfied);
+  EXPECT_EQ(both.blocked,
+            (std::vector<BlockedUnit>{BlockedUnit{"11", Record{kMigA, Owner{10, {}}}}}));
+}
+
+TEST(CoordinationRelatedUnitsTest, ManyGpusWithSevenInstancesEachStayLinear) {
+  // 64 GPUs of 7 instances; every instance but GPU 63's is held: GPU 63 is the only one free.
+  RelatedUnits related;
+  std::string text;
+  std::vector<std::string> gpus;
+  for (int gpu = 0; gpu < 64; ++gpu) {
+    gpus.push_back(std::to_string(gpu));
+    for (int i = 0; i < 7; ++i) {
+      const std::string mig = "MIG-" + std::to_string(gpu) + "-" + std::to_string(i);
+      related[std::to_string(gpu)].push_back(mig);
+      related[mig].push_back(std::to_string(gpu));
+      if (gpu < 63) text += mig + " 10 5\n";
+    }
+  }
+  int probes = 0;
+  const Allocation a = planAllocation(parseRecords(text), request(gpus, 1, Owner{20, 7}, related),
+                                      [&](const Owner& o) {
+                                        ++probes;
+                                        return o.pid == 10;
+                                      });
+  EXPECT_EQ(a.granted, std::vector<std::string>{"63"});
+  EXPECT_EQ(a.blocked.size(), 63u * 7u);
+  EXPECT_EQ(probes, 1);
+}
+
+// --- the file ----------------------------------------------------------------------------------
+
+class CoordinationFileTest : public ::testing::Test {
+ protected:
+  fs::path file() const { return dir_ / "nested" / "coordination"; }
+  TempDir dir_;
+};
+
+TEST_F(CoordinationFileTest, CreatesTheFileAndTwoOwnersGetDisjointGpus) {
+  fs::create_directories(file().parent_path());
+  LiveProcess first;
+  LiveProcess second;
+  const Allocation a = allocate(file(), {gpuRange(4), 2, Owner::of(first.pid())});
+  const Allocation b = allocate(file(), {gpuRange(4), 2, Owner::of(second.pid())});
+  EXPECT_EQ(a.granted, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(b.granted, (std::vector<std::string>{"2", "3"}));
+  LiveProcess third;
+  EXPECT_FALSE(allocate(file(), {gpuRange(4), 1, Owner::of(third.pid())}).satisfied);
+
+  // Flink's script reads `<index> <pid>`: the first two fields are exactly that.
+  const ParsedRecords onDisk = parseRecords(readFile(file()));
+  ASSERT_EQ(onDisk.records.size(), 4u);
+  EXPECT_EQ(onDisk.records[0].owner.pid, first.pid());
+  EXPECT_EQ(onDisk.records[3].owner.pid, second.pid());
+
+  first.stop();  // its GPUs come back
+  EXPECT_EQ(allocate(file(), {gpuRange(4), 2, Owner::of(third.pid())}).granted,
+            (std::vector<std::string>{"0", "1"}));
+}
+
+TEST_F(CoordinationFileTest, ARecordWithAReusedPidIsTakenBack) {
+  fs::create_directories(file().parent_path());
+  const Owner self = Owner::of(::getpid());
+  // This process's pid, but a start time of another process: the pid was reused.
+  testing::writeScript(
+      file(), "0 " + std::to_string(::getpid()) + " " + std::to_string(*self.startTime - 1) + "\n",
+      fs::perms::owner_read | fs::perms::owner_write);
+  LiveProcess other;
+  const Allocation a = allocate(file(), {gpuRange(1), 1, Owner::of(other.pid())});
+  EXPECT_TRUE(a.satisfied);
+  EXPECT_EQ(a.reclaimed.size(), 1u);
+}
+
+TEST_F(CoordinationFileTest, ASymlinkAtThePathIsRefusedAndItsTargetNeverWritten) {
+  fs::create_directories(file().parent_path());
+  const fs::path target = dir_ / "precious";
+  testing::writeScript(target, "do not touch\n", fs::perms::owner_read | fs::perms::owner_write);
+  fs::create_symlink(target, file());
+  try {
+    allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())});
+    FAIL();
+  } catch (const CoordinationError& e) {
+    EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(file().string()), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(readFile(target), "do not touch\n");
+  EXPECT_THROW(release(file(), [](const Record&) { return true; }), CoordinationError);
+}
+
+TEST_F(CoordinationFileTest, AnythingButARegularFileIsRefused) {
+  fs::create_directories(file());  // a directory at the path
+  EXPECT_THROW(allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}), CoordinationError);
+  fs::remove(file());
+  ASSERT_EQ(::mkfifo(file().c_str(), 0600), 0);
+  EXPECT_THROW(allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}), CoordinationError);
+  fs::remove(file());
+  const fs::path other = dir_ / "other";
+  testing::writeScript(other, "", fs::perms::owner_read | fs::perms::owner_write);
+  fs::create_hard_link(other, file());
+  EXPECT_THROW(allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}), CoordinationError);
+  EXPECT_EQ(readFile(other), "");
+}
+
+TEST_F(CoordinationFileTest, JunkLinesAreToleratedReportedAndKept) {
+  fs::create_directories(file().parent_path());
+  testing::writeScript(file(), "garbage\n0 " + std::to_string(deadPid()) + "\n\n1 not-a-pid\n",
+                       fs::perms::owner_read | fs::perms::owner_write);
+  LiveProcess owner;
+  const Allocation a = allocate(file(), {gpuRange(2), 2, Owner::of(owner.pid())});
+  EXPECT_TRUE(a.satisfied);
+  ASSERT_EQ(a.junk.size(), 2u);
+  EXPECT_EQ(a.junk[0].lineNumber, 1u);
+  EXPECT_EQ(a.junk[1].text, "1 not-a-pid");
+  const ParsedRecords onDisk = parseRecords(readFile(file()));
+  EXPECT_EQ(onDisk.records.size(), 2u);
+  EXPECT_EQ(onDisk.junk.size(), 2u);
+}
+
+TEST_F(CoordinationFileTest, ALockHeldTooLongIsAClearErrorAndALockOfTheDeadIsNot) {
+  fs::create_directories(file().parent_path());
+  allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())});
+  {
+    process::FileDescriptor holder(::open(file().c_str(), O_RDWR | O_CLOEXEC));
+    ASSERT_EQ(::flock(holder.get(), LOCK_EX), 0);
+    try {
+      allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}, 200ms);
+      FAIL();
+    } catch (const CoordinationError& e) {
+      EXPECT_NE(std::string(e.what()).find("locked"), std::string::npos) << e.what();
+    }
+  }
+  // A process killed while it holds the lock does not leave the host locked.
+  const pid_t holder = ::fork();
+  if (holder == 0) {
+    const int fd = ::open(file().c_str(), O_RDWR);
+    ::flock(fd, LOCK_EX);
+    ::pause();
+    ::_exit(0);
+  }
+  std::this_thread::sleep_for(50ms);
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  EXPECT_TRUE(allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}, 1s).satisfied);
+}
+
+TEST_F(CoordinationFileTest, StatusAndRelease) {
+  fs::create_directories(file().parent_path());
+  EXPECT_TRUE(readStatus(file()).records.empty());  // no file yet: nothing held
+  LiveProcess owner;
+  allocate(file(), {gpuRange(4), 2, Owner::of(owner.pid())});
+  std::ofstream(file(), std::ios::app) << "3 " << deadPid() << "\n";
+  Status status = readStatus(file());
+  ASSERT_EQ(status.records.size(), 3u);
+  EXPECT_TRUE(status.records[0].running);
+  EXPECT_FALSE(status.records[2].running);
+
+  const auto released = release(file(), [](const Record& r) { return r.gpu == "1"; });
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].owner.pid, owner.pid());
+  const pid_t pid = owner.pid();
+  EXPECT_EQ(release(file(), [&](const Record& r) { return r.owner.pid == pid; }).size(), 1u);
+  EXPECT_EQ(readStatus(file()).records.size(), 1u);
+}
+
+// --- races and kill -9 -------------------------------------------------------------------------
+
+/// One round: `owners` processes start together and each asks for one of `gpus` GPUs. A process
+/// that gets a GPU claims a marker file for it with O_EXCL while it holds it, and removes the
+/// marker before it exits: finding the marker already there means two running owners held the
+/// same GPU. Returns {granted, violations}.
+std::pair<int, int> raceRound(const fs::path& file, const fs::path& markers, int owners, int gpus) {
+  int startPipe[2];
+  EXPECT_EQ(::pipe(startPipe), 0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < owners; ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(startPipe[1]);
+      char go;
+      (void)::read(startPipe[0], &go, 1);  // wait for the start: all race at once
+      int code = 2;                        // not granted
+      try {
+        const Allocation a = allocate(file, {gpuRange(gpus), 1, Owner::of(::getpid())});
+        if (a.satisfied) {
+          const fs::path marker = markers / a.granted.front();
+          const int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+          if (fd < 0) ::_exit(3);  // someone running holds this GPU too
+          ::close(fd);
+          ::usleep(2000);
+          ::unlink(marker.c_str());
+          code = 0;
+        }
+      } catch (...) {
+        code = 4;
+      }
+      ::_exit(code);
+    }
+    children.push_back(pid);
+  }
+  ::close(startPipe[0]);
+  ::close(startPipe[1]);  // EOF: go
+  int granted = 0;
+  int violations = 0;
+  for (pid_t child : children) {
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (code == 0) ++granted;
+    if (code == 3 || code == 4 || code == -1) {
+      ++violations;
+      ADD_FAILURE() << "owner " << child << " ended with " << code << " (status " << status << ")";
+    }
+  }
+  return {granted, violations};
+}
+
+TEST_F(CoordinationFileTest, ThirtyTwoOwnersRaceForEightGpusAndNoGpuHasTwoRunningOwners) {
+  fs::create_directories(file().parent_path());
+  const fs::path markers = dir_ / "markers";
+  fs::create_directories(markers);
+  int totalGranted = 0;
+  for (int round = 0; round < 25; ++round) {
+    const auto [granted, violations] = raceRound(file(), markers, 32, 8);
+    ASSERT_EQ(violations, 0) << "round " << round;
+    EXPECT_GE(granted, 8) << "round " << round;  // at least one full set of GPUs handed out
+    totalGranted += granted;
+  }
+  EXPECT_GE(totalGranted, 25 * 8);
+  const ParsedRecords onDisk = parseRecords(readFile(file()));
+  EXPECT_TRUE(onDisk.junk.empty());
+}
+
+TEST_F(CoordinationFileTest, KillNineAtRandomMomentsLeavesAConsistentFile) {
+  fs::create_directories(file().parent_path());
+  std::mt19937 random(12345);
+  for (int round = 0; round < 60; ++round) {
+    std::vector<pid_t> children;
+    for (int i = 0; i < 6; ++i) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        // Allocate over and over: a kill lands inside an allocation most of the time.
+        for (;;) {
+          try {
+            allocate(file(), {gpuRange(8), 1 + static_cast<std::size_t>(::getpid() % 3),
+                              Owner::of(::getpid())});
+            release(file(), [](const Record& r) { return r.owner.pid == ::getpid(); });
+          } catch (...) {
+            ::_exit(4);
+          }
+        }
+      }
+      children.push_back(pid);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(random() % 20000));
+    for (pid_t child : children) {
+      ::kill(child, SIGKILL);
+    }
+    for (pid_t child : children) {
+      int status = 0;
+      ::waitpid(child, &status, 0);
+      ASSERT_TRUE(WIFSIGNALED(status)) << "a child failed instead of being killed";
+    }
+    const ParsedRecords onDisk = parseRecords(readFile(file()));
+    ASSERT_TRUE(onDisk.junk.empty()) << "torn file: " << readFile(file());
+  }
+  // Every owner is dead: the whole host is free again.
+  const Allocation all = allocate(file(), {gpuRange(8), 8, Owner::of(::getpid())});
+  EXPECT_TRUE(all.satisfied);
+}
+
+}  // namespace
+}  // namespace flink::coordination

@@ -1,0 +1,231 @@
+// Leases: a GPU held by a flock comes back the moment its holder dies, whatever the record's pid
+// says; a held lease keeps its GPU even when the pid cannot be judged.
+#include "host/coordination/Leases.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "TestSupport.h"
+#include "host/coordination/Coordination.h"
+#include "process/FileDescriptor.h"
+
+namespace flink::coordination {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::readFile;
+using testing::TempDir;
+
+constexpr const char* kUuid0 = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6";
+constexpr const char* kUuid1 = "GPU-1a2b3c4d-0000-4106-c12f-20bd9faed9f6";
+
+AllocationRequest leased(std::size_t amount, const Owner& owner) {
+  AllocationRequest request{{"0", "1"}, amount, owner};
+  request.uuids = {{"0", kUuid0}, {"1", kUuid1}};
+  request.lease = true;
+  return request;
+}
+
+class LeasesTest : public ::testing::Test {
+ protected:
+  fs::path file() const { return dir_ / "coordination"; }
+  TempDir dir_{"flink-gpu-leases-test"};
+};
+
+TEST_F(LeasesTest, ALeaseIsNamedByTheGpusUuidAndRecorded) {
+  EXPECT_EQ(leaseNameOf("0", {{"0", kUuid0}}), kUuid0);
+  EXPECT_EQ(leaseNameOf("3", {}), "index-3");
+  EXPECT_EQ(leaseNameOf("MIG-5c3e", {}), "MIG-5c3e");
+  // The legacy form is one path component too.
+  EXPECT_EQ(leaseNameOf("MIG-GPU-5c3e/1/0", {}), "MIG-GPU-5c3e.1.0");
+
+  const Allocation a = allocate(file(), leased(1, Owner::of(::getpid())));
+  ASSERT_TRUE(a.satisfied);
+  ASSERT_EQ(a.leases.size(), 1u);
+  EXPECT_EQ(a.leases[0].name(), kUuid0);
+  EXPECT_TRUE(fs::is_regular_file(leaseFolderOf(file()) / kUuid0));
+  const ParsedRecords records = parseRecords(readFile(file()));
+  ASSERT_EQ(records.records.size(), 1u);
+  EXPECT_EQ(records.records[0].lease, std::string(kUuid0));
+  // New records carry this boot's id: a record of an earlier boot is gone, whatever its pid.
+  EXPECT_EQ(records.records[0].owner.bootId, currentBootId());
+  EXPECT_NE(readFile(file()).find("\tboot=" + currentBootId().value_or("?")), std::string::npos);
+  EXPECT_EQ(leaseState(file(), kUuid0), LeaseState::kHeld);
+}
+
+TEST_F(LeasesTest, ALeaseNeverTakesAwayTheLivenessOfARunningOwner) {
+  // The owner named by the record keeps running but let its lease go (a command that closed the
+  // descriptors it inherited, as sudo does): its GPUs stay held.
+  const pid_t sleeper = ::fork();
+  if (sleeper == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  {
+    const Allocation a = allocate(file(), leased(2, Owner::of(sleeper)));
+    ASSERT_TRUE(a.satisfied);
+  }  // the leases end here; `sleeper` runs on
+  EXPECT_FALSE(allocate(file(), leased(1, Owner::of(::getpid()))).satisfied);
+  // Its lease files removed (systemd-tmpfiles, an operator's rm): still held. Kept open here
+  // (unlocked) so that their inodes are not reused: a file made meanwhile by another process,
+  // locked, would be taken for them in /proc/locks and the GPU shown held by a lease.
+  std::vector<flink::process::FileDescriptor> keptInodes;
+  for (const fs::directory_entry& entry : fs::directory_iterator(leaseFolderOf(file()))) {
+    keptInodes.emplace_back(::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(keptInodes.back().valid()) << entry.path();
+  }
+  ASSERT_EQ(keptInodes.size(), 2u);
+  fs::remove_all(leaseFolderOf(file()));
+  EXPECT_FALSE(allocate(file(), leased(1, Owner::of(::getpid()))).satisfied);
+  EXPECT_TRUE(readStatus(file()).records.at(0).running);
+  ::kill(sleeper, SIGKILL);
+  ::waitpid(sleeper, nullptr, 0);
+  // Gone by its pid, but its lease files were removed: what it started might hold them still.
+  const Allocation b = allocate(file(), leased(2, Owner::of(::getpid())));
+  EXPECT_FALSE(b.satisfied);
+  EXPECT_EQ(b.failClosed.size(), 2u);
+  // An operator frees them (no --force: the owner is not known to run).
+  const Released released = releaseChecked(
+      file(), [](const Record&) { return true; }, /*force=*/false);
+  EXPECT_EQ(released.released.size(), 2u);
+  EXPECT_TRUE(allocate(file(), leased(2, Owner::of(::getpid()))).satisfied);
+}
+
+TEST_F(LeasesTest, AGoneOwnersFreeLeaseGivesItsGpuBack) {
+  const pid_t owner = ::fork();
+  if (owner == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  { ASSERT_TRUE(allocate(file(), leased(2, Owner::of(owner))).satisfied); }
+  ::kill(owner, SIGKILL);
+  ::waitpid(owner, nullptr, 0);
+  const Allocation b = allocate(file(), leased(2, Owner::of(::getpid())));
+  EXPECT_TRUE(b.satisfied);
+  EXPECT_EQ(b.reclaimed.size(), 2u);
+}
+
+TEST_F(LeasesTest, AFreeLeaseFreesARecordItsPidCannotJudge) {
+  // Another pid namespace's record: its pid means nothing here, its free lease says it is gone.
+  { const Lease taken = acquireLease(file(), kUuid0); }
+  testing::writeScript(file(), "0 999999\t5\tpidns=1\tlease=" + std::string(kUuid0) + "\n",
+                       fs::perms::owner_read | fs::perms::owner_write);
+  const Allocation a = allocate(file(), leased(2, Owner::of(::getpid())));
+  EXPECT_TRUE(a.satisfied);
+  EXPECT_EQ(a.reclaimed.size(), 1u);
+}
+
+TEST_F(LeasesTest, AMissingLeaseFileKeepsARecordItsPidCannotJudgeHeldUntilReleased) {
+  testing::writeScript(file(), "0 999999\t5\tpidns=1\tlease=" + std::string(kUuid0) + "\n",
+                       fs::perms::owner_read | fs::perms::owner_write);
+  const Allocation a = allocate(file(), leased(2, Owner::of(::getpid())));
+  EXPECT_FALSE(a.satisfied);
+  ASSERT_EQ(a.failClosed.size(), 1u);
+  EXPECT_EQ(a.failClosed[0].gpu, "0");
+  const Status status = readStatus(file());
+  ASSERT_EQ(status.records.size(), 1u);
+  EXPECT_TRUE(status.records[0].running);
+  EXPECT_EQ(status.records[0].liveness, Liveness::kLeaseMissing);
+  EXPECT_NE(describeLiveness(status.records[0]).find("lease file is missing"), std::string::npos);
+  // An operator's release frees it (it cannot be judged, so no --force is needed).
+  const Released released = releaseChecked(
+      file(), [](const Record& record) { return record.gpu == "0"; }, /*force=*/false);
+  EXPECT_EQ(released.released.size(), 1u);
+  EXPECT_TRUE(released.refused.empty());
+  EXPECT_TRUE(allocate(file(), leased(2, Owner::of(::getpid()))).satisfied);
+}
+
+TEST_F(LeasesTest, KillNineOfALeasingWorkerFreesItsGpusAtOnceAndTheLeaseFileGoes) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t worker = ::fork();
+  if (worker == 0) {
+    const Allocation a = allocate(file(), leased(1, Owner::of(::getpid())));
+    (void)::write(ready[1], a.satisfied ? "y" : "n", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char answer = 0;
+  ASSERT_EQ(::read(ready[0], &answer, 1), 1);
+  ASSERT_EQ(answer, 'y');
+  ::kill(worker, SIGKILL);
+  // Once it has died (not reaped yet), its leases are free: nothing to wait for.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(worker), &info, WEXITED | WNOWAIT), 0);
+  const Allocation a = allocate(file(), leased(2, Owner::of(::getpid())));
+  EXPECT_TRUE(a.satisfied);
+  ::waitpid(worker, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  // The free lease file was removed before it was taken again; ours is there.
+  EXPECT_EQ(leaseState(file(), kUuid0), LeaseState::kHeld);
+}
+
+TEST_F(LeasesTest, AHeldLeaseKeepsARecordOfAnotherPidNamespaceOrAGonePid) {
+  // The record names a pid that is gone (or means nothing here), but its lease is held.
+  const Lease held = acquireLease(file(), kUuid0);
+  testing::writeScript(file(), "0 999999\t5\tpidns=1\tlease=" + std::string(kUuid0) + "\n",
+                       fs::perms::owner_read | fs::perms::owner_write);
+  const Allocation a = allocate(file(), leased(2, Owner::of(::getpid())));
+  EXPECT_FALSE(a.satisfied);
+  EXPECT_EQ(a.heldByOthers.size(), 1u);
+  EXPECT_TRUE(readStatus(file()).records.at(0).running);
+}
+
+TEST_F(LeasesTest, AHeldLeaseWithoutItsRecordStillHoldsItsGpu) {
+  // An operator's `release`, or Flink's `sed "/1 /d"` taking GPU 11's line with GPU 1's, can
+  // remove a record while its lease is held: the GPU is still in use.
+  const Lease held = acquireLease(file(), kUuid1);
+  AllocationRequest plain{{"0", "1"}, 1, Owner::of(::getpid())};
+  plain.uuids = {{"0", kUuid0}, {"1", kUuid1}};
+  plain.amount = 2;
+  const Allocation shortOfOne = allocate(file(), plain);
+  EXPECT_FALSE(shortOfOne.satisfied);
+  // Said, so that "N free" counts it as held.
+  EXPECT_EQ(shortOfOne.heldByLeaseOnly, std::vector<std::string>{"1"});
+  plain.amount = 1;
+  EXPECT_EQ(allocate(file(), plain).granted, std::vector<std::string>{"0"});
+}
+
+TEST_F(LeasesTest, AHeldLeaseOfAMigInstanceWithoutItsRecordKeepsItsGpuFromGoingWhole) {
+  // Flink's `sed "/1 /d"` took the instance's record along with another line; its lease is held.
+  constexpr const char* kMig = "MIG-1c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e";
+  const Lease held = acquireLease(file(), kMig);
+  AllocationRequest whole = leased(2, Owner::of(::getpid()));
+  whole.related = {{"1", {kMig}}};
+  const Allocation a = allocate(file(), whole);
+  EXPECT_FALSE(a.satisfied);
+  EXPECT_EQ(a.blockedByLeaseOnly, (std::vector<std::pair<std::string, std::string>>{{"1", kMig}}));
+  EXPECT_EQ(describeBlockedByLease("1", kMig),
+            std::string("GPU 1 is busy: its MIG instance ") + kMig +
+                " is held by a lease of another process, without a record");
+  whole.amount = 1;
+  EXPECT_EQ(allocate(file(), whole).granted, std::vector<std::string>{"0"});
+  // status says the lease holds, though no record names it.
+  EXPECT_EQ(readStatus(file()).leasesWithoutRecord, std::vector<std::string>{kMig});
+}
+
+TEST_F(LeasesTest, TheLeaseFolderAndFilesAreNeverFollowedThroughSymlinks) {
+  const fs::path elsewhere = dir_ / "elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_directory_symlink(elsewhere, leaseFolderOf(file()));
+  EXPECT_THROW(allocate(file(), leased(1, Owner::of(::getpid()))), CoordinationError);
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  fs::remove(leaseFolderOf(file()));
+  fs::create_directories(leaseFolderOf(file()));
+  fs::create_symlink(elsewhere / "target", leaseFolderOf(file()) / kUuid0);
+  EXPECT_THROW(acquireLease(file(), kUuid0), CoordinationError);
+  EXPECT_FALSE(fs::exists(elsewhere / "target"));
+  EXPECT_THROW(acquireLease(file(), "../escape"), CoordinationError);
+}
+
+}  // namespace
+}  // namespace flink::coordination

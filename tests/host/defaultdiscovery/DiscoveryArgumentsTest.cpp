@@ -1,0 +1,219 @@
+// The command line of nvidia-gpu-discovery: Flink's arguments, ours, and tolerance of the rest.
+#include "host/defaultdiscovery/DiscoveryArguments.h"
+
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "host/coordination/Coordination.h"
+#include "host/enumeration/GpuEnumerator.h"
+
+namespace flink::defaultdiscovery {
+namespace {
+
+using discovery::DiscoveryError;
+using discovery::parseGpuList;
+using Args = std::vector<std::string>;
+
+std::string errorOf(const Args& args) {
+  try {
+    parseDiscoveryArguments(args);
+  } catch (const DiscoveryError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(DiscoveryArguments, AmountOnly) {
+  const DiscoveryArguments parsed = parseDiscoveryArguments({"2"});
+  EXPECT_EQ(parsed.amount, 2u);
+  EXPECT_EQ(parsed.amountText, "2");
+  EXPECT_FALSE(parsed.coordination);
+  EXPECT_EQ(parsed.coordinationFile, coordination::kDefaultCoordinationFile);
+  EXPECT_FALSE(parsed.gpus);
+  EXPECT_FALSE(parsed.ownerPid);
+  EXPECT_FALSE(parsed.mig);
+  EXPECT_TRUE(parsed.notes.empty());
+}
+
+TEST(DiscoveryArguments, MigIsAFlagBesideTheOthers) {
+  const DiscoveryArguments parsed =
+      parseDiscoveryArguments({"2", "--mig", "--enable-coordination-mode", "null"});
+  EXPECT_TRUE(parsed.mig);
+  EXPECT_TRUE(parsed.coordination);
+  EXPECT_EQ(parsed.amount, 2u);
+  EXPECT_TRUE(parsed.notes.empty());
+  // A flag takes no value: what follows is read on its own.
+  const DiscoveryArguments followed = parseDiscoveryArguments({"1", "--mig", "--gpus", "0"});
+  EXPECT_TRUE(followed.mig);
+  EXPECT_EQ(followed.gpus, std::vector<std::string>{"0"});
+  // Other spellings of it are errors (see MisspeltOptionsAreErrors): ignored, they would hand
+  // out whole GPUs where MIG instances were asked for.
+  EXPECT_EQ(errorOf({"1", "--mig=yes"}), "unknown option '--mig=yes': '--mig' takes no value");
+  EXPECT_EQ(errorOf({"1", "--MIG"}), "unknown option '--MIG': did you mean '--mig'?");
+}
+
+TEST(DiscoveryArguments, MisspeltOptionsAreErrors) {
+  // Within two edits of a long name, one of a name of up to seven letters, case aside.
+  const std::vector<std::pair<Args, std::string>> cases = {
+      {{"1", "--coordination-fle", "/tmp/c"}, "--coordination-file"},
+      {{"1", "--enable-coordination-mod"}, "--enable-coordination-mode"},
+      {{"1", "--enable-cordination"}, "--enable-coordination"},
+      {{"1", "--Enable-Coordination-Mode"}, "--enable-coordination-mode"},
+      {{"1", "--owner-id", "12"}, "--owner-pid"},
+      {{"1", "--palcement", "index"}, "--placement"},  // two letters swapped: one edit
+      {{"1", "--placements=index"}, "--placement"},
+      {{"1", "--gpu", "0,1"}, "--gpus"},
+      {{"1", "--helth", "warn"}, "--health"},
+      {{"1", "--mig", "--enable-coordination-mode", "--coordination_file=/tmp/c"},
+       "--coordination-file"},
+  };
+  for (const auto& [args, known] : cases) {
+    const std::string misspelt = args[1] == "--mig" ? args[3] : args[1];
+    try {
+      parseDiscoveryArguments(args);
+      ADD_FAILURE() << "accepted " << misspelt;
+    } catch (const DiscoveryError& e) {
+      // The whole argument, value included, as it was given.
+      EXPECT_EQ(std::string(e.what()),
+                "unknown option '" + misspelt + "': did you mean '" + known + "'?");
+      ASSERT_EQ(e.details().size(), 1u);
+      EXPECT_THAT(e.details()[0], ::testing::StartsWith("the default discovery's options: "));
+      EXPECT_THAT(e.details()[0], ::testing::HasSubstr("--coordination-file PATH"));
+    }
+  }
+  // A flag given a value would otherwise be ignored, and the flag with it.
+  EXPECT_EQ(errorOf({"1", "--enable-coordination-mode=true"}),
+            "unknown option '--enable-coordination-mode=true': '--enable-coordination-mode' "
+            "takes no value");
+  EXPECT_EQ(errorOf({"1", "--enable-coordination=yes"}),
+            "unknown option '--enable-coordination=yes': '--enable-coordination' takes no value");
+  // Quoted as messages quote: one line whatever the argument holds.
+  EXPECT_EQ(errorOf({"1", "--helth=\nwarn"}),
+            "unknown option '--helth=\\nwarn': did you mean '--health'?");
+}
+
+TEST(DiscoveryArguments, ArgumentsThatLookLikeNoOptionOfOursAreNotes) {
+  // Further than the rule allows, or not an option at all: another script's arguments.
+  const Args args = {
+      "1",      "--device-type", "nvidia",         "--min", "--mix", "--big",
+      "--mg",   "-gpus",         "--cpu",          "--",    "--=x",  "--coordination-file-path",
+      "--json", "gpus",          "--gpus-per-node"};
+  const DiscoveryArguments parsed = parseDiscoveryArguments(args);
+  ASSERT_EQ(parsed.notes.size(), args.size() - 1);
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    EXPECT_EQ(parsed.notes[i - 1], "note: ignoring unknown argument '" + args[i] + "'");
+  }
+  EXPECT_FALSE(parsed.mig);
+  EXPECT_FALSE(parsed.coordination);
+}
+
+TEST(DiscoveryArguments, HealthIsSkipUnlessSaidOtherwise) {
+  EXPECT_EQ(parseDiscoveryArguments({"1"}).health, "skip");
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--health", "warn"}).health, "warn");
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--health=ignore", "--mig"}).health, "ignore");
+  // Our own option: a wrong value is an error, never a silent default.
+  EXPECT_EQ(errorOf({"1", "--health", "maybe"}),
+            "--health needs skip, warn or ignore, not 'maybe'");
+  EXPECT_EQ(errorOf({"1", "--health"}), "--health needs skip, warn or ignore");
+}
+
+TEST(DiscoveryArguments, AmountLosesLeadingZerosAndSaturates) {
+  EXPECT_EQ(parseDiscoveryArguments({"007"}).amountText, "7");
+  EXPECT_EQ(parseDiscoveryArguments({"007"}).amount, 7u);
+  const DiscoveryArguments huge = parseDiscoveryArguments({"99999999999999999999999"});
+  EXPECT_EQ(huge.amount, std::numeric_limits<std::size_t>::max());
+  EXPECT_EQ(huge.amountText, "99999999999999999999999");
+}
+
+TEST(DiscoveryArguments, InvalidAmounts) {
+  for (const std::string amount : {"0", "000", "-1", "two", "1.5", "", "+1", " 1"}) {
+    EXPECT_EQ(errorOf({amount, "--enable-coordination-mode"}),
+              "invalid amount '" + amount + "': expected a positive integer");
+  }
+  EXPECT_EQ(errorOf({}), "invalid amount '': expected a positive integer");
+}
+
+TEST(DiscoveryArguments, FlinksArguments) {
+  for (const std::string flag : {"--enable-coordination-mode", "--enable-coordination"}) {
+    const DiscoveryArguments parsed =
+        parseDiscoveryArguments({"1", flag, "--coordination-file", "/tmp/c"});
+    EXPECT_TRUE(parsed.coordination);
+    EXPECT_EQ(parsed.coordinationFile, "/tmp/c");
+    EXPECT_TRUE(parsed.notes.empty());
+  }
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--coordination-file=/tmp/d"}).coordinationFile,
+            "/tmp/d");
+}
+
+TEST(DiscoveryArguments, NullIsIgnoredSilentlyAndUnknownWithANote) {
+  EXPECT_TRUE(parseDiscoveryArguments({"1", "null"}).notes.empty());
+  const DiscoveryArguments parsed = parseDiscoveryArguments({"1", "--device-type", "nvidia"});
+  EXPECT_EQ(parsed.notes,
+            (std::vector<std::string>{"note: ignoring unknown argument '--device-type'",
+                                      "note: ignoring unknown argument 'nvidia'"}));
+}
+
+TEST(DiscoveryArguments, CoordinationFileWithoutPathIsAnErrorNotTheHostsFile) {
+  // Falling back to /var/tmp/flink-gpu-coordination would allocate in the host's real file when
+  // another one was meant.
+  for (const auto& args : {std::vector<std::string>{"1", "--coordination-file"},
+                           std::vector<std::string>{"1", "--coordination-file="}}) {
+    try {
+      parseDiscoveryArguments(args);
+      ADD_FAILURE() << "accepted " << args.back();
+    } catch (const DiscoveryError& e) {
+      EXPECT_NE(std::string(e.what()).find("--coordination-file needs a path"), std::string::npos);
+    }
+  }
+}
+
+TEST(DiscoveryArguments, GpusAndOwner) {
+  const DiscoveryArguments parsed =
+      parseDiscoveryArguments({"1", "--gpus", "0, 1\n2", "--owner-pid", "1234"});
+  EXPECT_EQ(parsed.gpus, (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(parsed.ownerPid, 1234);
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--gpus=3", "--owner-pid=5"}).ownerPid, 5);
+}
+
+TEST(DiscoveryArguments, BadValuesOfOurOptions) {
+  EXPECT_EQ(errorOf({"1", "--gpus"}), "--gpus needs a list of GPUs, e.g. --gpus 0,1");
+  EXPECT_EQ(errorOf({"1", "--gpus", " , "}), "no GPU given: the list of --gpus is empty");
+  EXPECT_EQ(errorOf({"1", "--gpus", "0,gpu0"}),
+            "invalid GPU 'gpu0' in --gpus: expected an index (e.g. 0) or a GPU-/MIG- UUID");
+  EXPECT_EQ(errorOf({"1", "--owner-pid"}), "--owner-pid needs a process id");
+  for (const std::string pid : {"0", "-1", "abc", "99999999999"}) {
+    EXPECT_EQ(errorOf({"1", "--owner-pid", pid}),
+              "invalid --owner-pid '" + pid + "': expected a process id (a positive integer)");
+  }
+}
+
+TEST(DiscoveryArguments, PlacementIsTopologyUnlessIndexIsAsked) {
+  EXPECT_EQ(parseDiscoveryArguments({"1"}).placement, placement::Policy::kTopology);
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--placement", "index"}).placement,
+            placement::Policy::kIndex);
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--placement=topology"}).placement,
+            placement::Policy::kTopology);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"1", "--placement", "best"}, {"1", "--placement"}}) {
+    try {
+      parseDiscoveryArguments(args);
+      ADD_FAILURE() << "accepted " << args.back();
+    } catch (const DiscoveryError& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("expected topology or index"));
+    }
+  }
+}
+
+TEST(ParseGpuList, IdentifiersAndCanonicalIndices) {
+  EXPECT_EQ(parseGpuList("007,GPU-6f2a3c1e-0b1d, MIG-0a1b 0"),
+            (std::vector<std::string>{"7", "GPU-6f2a3c1e-0b1d", "MIG-0a1b", "0"}));
+  EXPECT_TRUE(parseGpuList("").empty());
+}
+
+}  // namespace
+}  // namespace flink::defaultdiscovery
