@@ -1,11 +1,15 @@
 # A thin driver for CMake. `make run` and `make test` are the two commands a fresh machine needs.
-#   make build   install missing Debian packages, build into build/ (warnings are errors)
-#   make run     build, then what a worker does at start-up: flink-gpu discover
-#   make test    build, run every test; the concurrency tests under TSan (clang); then every test
-#                under ASan+UBSan (clang) with the fuzzer
+#   make run     install what flink-gpu and the discovery program need, build those two, and do
+#                what a worker does at start-up: flink-gpu discover
+#   make build   install every Debian package the project uses; build everything into build/
+#                (warnings are errors): the tests, examples and benchmarks too
+#   make check   build, then the unit tests (ctest label unit): about a minute
+#   make test    build, then every test; the concurrency tests under TSan (clang); then every
+#                test under ASan+UBSan (clang) with the fuzzers
 #   make package build, then the Debian package of the plugin component (build/*.deb), installing
 #                under PACKAGE_PREFIX (default /opt/flink)
-#   make bench   build, run the benchmarks and print the README's ratios
+#   make bench   build, run the benchmarks and print the figures of docs/benchmarks.md
+#   make format  clang-format every C++ file
 
 BUILD_DIR ?= build
 SANITIZE_DIR ?= build-sanitize
@@ -13,20 +17,29 @@ TSAN_DIR ?= build-tsan
 PACKAGE_PREFIX ?= /opt/flink
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
+CONFIGURE = cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLINK_GPU_WERROR=ON \
+  -DFLINK_GPU_PACKAGE_PREFIX=$(PACKAGE_PREFIX)
 
-.PHONY: all deps build run test test-main test-tsan test-sanitize package bench format clean
+.PHONY: all deps deps-run build run check test test-tsan test-sanitize package bench \
+  format clean
 
 all: build
 
+deps-run:
+	@bash scripts/install-deps.sh run
+
 deps:
-	@bash scripts/install-deps.sh
+	@bash scripts/install-deps.sh all
 
 build: deps
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLINK_GPU_WERROR=ON \
-	  -DFLINK_GPU_PACKAGE_PREFIX=$(PACKAGE_PREFIX)
+	$(CONFIGURE) -DBUILD_TESTING=ON -DFLINK_GPU_BENCH=ON
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-run: build
+# A fresh build folder is configured without the tests and benchmarks, whose packages `make run`
+# does not install; `make build` and `make test` switch them on, and they stay on.
+run: deps-run
+	@[ -f $(BUILD_DIR)/CMakeCache.txt ] || $(CONFIGURE) -DBUILD_TESTING=OFF -DFLINK_GPU_BENCH=OFF
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target flink-gpu nvidia-gpu-discovery
 	@$(BUILD_DIR)/bin/flink-gpu discover; status=$$?; \
 	if [ $$status -ne 0 ]; then \
 	  echo; \
@@ -34,6 +47,9 @@ run: build
 	  echo "  $(BUILD_DIR)/bin/flink-gpu discover --discovery-script examples/discovery-scripts/fixed-gpus.sh --discovery-args '0,1,2,3' --amount 2"; \
 	  $(BUILD_DIR)/bin/flink-gpu discover --discovery-script examples/discovery-scripts/fixed-gpus.sh --discovery-args '0,1,2,3' --amount 2; \
 	fi
+
+check: build
+	ctest --test-dir $(BUILD_DIR) -L unit --output-on-failure -j $(JOBS)
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)

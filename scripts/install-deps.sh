@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
 # Installs the Debian packages this project builds with, and only those that are missing.
 # Run by `make` before every build; a no-op (one dpkg query) when everything is there.
+#
+# Usage: install-deps.sh [run|all]
+#   run  what `make run` needs: the compiler and the libraries of flink-gpu and the discovery
+#        program
+#   all  (the default) everything `make test` needs besides: the tests, the sanitizer and fuzz
+#        builds, the benchmarks, the style check, the metrics and package checks
 set -euo pipefail
 
-packages=(
-  cmake make g++ clang libclang-rt-14-dev  # compilers; clang for the ASan/UBSan and fuzz build
-  clang-format git                         # style check
+profile=${1:-all}
+run_packages=(
+  cmake make g++                           # compiler
   libspdlog-dev libfmt-dev                 # logging
   libcli11-dev                             # command line
   nlohmann-json3-dev                       # JSON output
   libyaml-cpp-dev                          # config.yaml
+)
+test_packages=(
+  clang libclang-rt-14-dev                 # the ASan/UBSan, TSan and fuzz builds
+  clang-format git                         # style check
   libgtest-dev libgmock-dev                # tests
   libbenchmark-dev                         # benchmarks
   prometheus                               # promtool, for the metrics tests
   dpkg-dev lintian                         # make package (CPack's DEB) and its check
 )
+case $profile in
+  run) packages=("${run_packages[@]}") ;;
+  all) packages=("${run_packages[@]}" "${test_packages[@]}") ;;
+  *) echo "usage: $0 [run|all]" >&2; exit 2 ;;
+esac
 
 missing=()
 for package in "${packages[@]}"; do
