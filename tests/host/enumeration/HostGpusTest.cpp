@@ -57,6 +57,7 @@ TEST_F(HostGpusTest, WhenNvmlFailsItsFailureIsTheCauseAndNvidiaSmiADetail) {
   } catch (const DiscoveryError& e) {
     EXPECT_THAT(e.what(), HasSubstr("NVML is not usable"));
     EXPECT_THAT(e.what(), HasSubstr("Driver/library version mismatch"));
+    EXPECT_EQ(e.kind(), DiscoveryError::Kind::kNvmlNotUsable);
     EXPECT_THAT(e.details(), Contains(HasSubstr("nvidia-smi, asked instead, failed too: "
                                                 "nvidia-smi was not found")));
   }
@@ -69,6 +70,7 @@ TEST_F(HostGpusTest, WhenNvmlIsAbsentNvidiaSmisFailureIsTheCause) {
     FAIL() << "no exception";
   } catch (const DiscoveryError& e) {
     EXPECT_THAT(e.what(), HasSubstr("nvidia-smi was not found"));
+    EXPECT_EQ(e.kind(), DiscoveryError::Kind::kNoDriver);
     EXPECT_THAT(e.details(), Contains(HasSubstr("NVML is not usable")));
   }
 }
@@ -101,6 +103,7 @@ TEST_F(HostGpusTest, NvmlWithoutGpusIsTheAnswer) {
           EXPECT_STREQ(e.what(),
                        "no NVIDIA GPU on this host: the NVIDIA driver is installed, but NVML "
                        "lists no GPU");
+          EXPECT_EQ(e.kind(), DiscoveryError::Kind::kNoGpu);
           throw;
         }
       },

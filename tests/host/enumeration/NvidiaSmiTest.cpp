@@ -123,6 +123,7 @@ TEST_F(NvidiaSmiTest, VersionMismatchQuotesTheText) {
 TEST_F(NvidiaSmiTest, NoDevicesFound) {
   const DiscoveryError error = errorIn(standIn("No devices were found\\n", 6));
   EXPECT_STREQ(error.what(), "no NVIDIA GPU found: nvidia-smi printed \"No devices were found\"");
+  EXPECT_EQ(error.kind(), DiscoveryError::Kind::kNoGpu);
   EXPECT_TRUE(contains(error.details(), "nvidia-smi: No devices were found"));
 }
 
@@ -173,6 +174,7 @@ TEST_F(NvidiaSmiTest, MissingSaysWhereItLooked) {
     FAIL() << "no DiscoveryError";
   } catch (const DiscoveryError& e) {
     EXPECT_STREQ(e.what(), "nvidia-smi was not found: no NVIDIA driver on this host");
+    EXPECT_EQ(e.kind(), DiscoveryError::Kind::kNoDriver);
     ASSERT_FALSE(e.details().empty());
     // Each folder once, in the order looked in.
     EXPECT_TRUE(
@@ -359,12 +361,14 @@ TEST(InterpretNvidiaSmiOutput, NothingPrinted) {
     FAIL();
   } catch (const DiscoveryError& e) {
     EXPECT_STREQ(e.what(), "no NVIDIA GPU found: nvidia-smi listed no GPU");
+    EXPECT_EQ(e.kind(), DiscoveryError::Kind::kNoGpu);
   }
   try {
     interpretNvidiaSmiOutput("", ProcessOutcome::exited(9), 8s);
     FAIL();
   } catch (const DiscoveryError& e) {
     EXPECT_STREQ(e.what(), "nvidia-smi failed (exit code 9): (no output)");
+    EXPECT_EQ(e.kind(), DiscoveryError::Kind::kFailed);
   }
 }
 

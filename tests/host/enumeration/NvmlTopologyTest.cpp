@@ -1,7 +1,7 @@
-// The topology read through NVML (host/enumeration/NvmlTopology.h), against the stand-in libnvidia-ml.so.1
-// playing the hosts of tests/fixtures/nvml/hosts/ (and some of its own): NVLink counts matched
-// by PCI address, NVSwitch fabrics, PCIe levels, CPU masks, NUMA nodes with and without
-// nvmlDeviceGetNumaNodeId, and every way a query can fail leaving its relation unknown.
+// The topology read through NVML (host/enumeration/NvmlTopology.h), against the stand-in
+// libnvidia-ml.so.1 playing the hosts of tests/fixtures/nvml/hosts/ (and some of its own): NVLink
+// counts matched by PCI address, NVSwitch fabrics, PCIe levels, CPU masks, NUMA nodes with and
+// without nvmlDeviceGetNumaNodeId, and every way a query can fail leaving its relation unknown.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>

@@ -1,5 +1,6 @@
-// CUDA_VISIBLE_DEVICES as CUDA reads it (host/enumeration/VisibleDevices.h): the grammar, the resolution
-// of each entry against a host's devices, and the units a worker may be handed under a mask.
+// CUDA_VISIBLE_DEVICES as CUDA reads it (host/enumeration/VisibleDevices.h): the grammar, the
+// resolution of each entry against a host's devices, and the units a worker may be handed under a
+// mask.
 #include "host/enumeration/VisibleDevices.h"
 
 #include <string>

@@ -9,18 +9,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <system_error>
-#include <thread>
 #include <vector>
 
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
@@ -30,11 +26,7 @@
 #include "flink/externalresource/gpu/ScriptOutput.h"
 #include "flink/util/Exceptions.h"
 #include "flink/util/TimeUtils.h"
-#include "host/coordination/Coordination.h"
-#include "host/coordination/CoordinationFile.h"
-#include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/defaultdiscovery/DefaultScript.h"
-#include "host/defaultdiscovery/DiscoveryArguments.h"
 #include "host/enumeration/NvmlEnumerator.h"
 #include "host/enumeration/VisibleDevices.h"
 #include "host/placement/Placement.h"

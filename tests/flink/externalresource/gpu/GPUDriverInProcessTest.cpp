@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -29,6 +30,7 @@
 #include "flink/util/Exceptions.h"
 #include "host/coordination/Coordination.h"
 #include "host/coordination/Leases.h"
+#include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/health/HealthRecords.h"
 
 #ifndef DEFAULT_DISCOVERY_SCRIPT
@@ -352,6 +354,26 @@ TEST_F(GPUDriverInProcessTest, BadArgumentsFailWithTheScriptsCause) {
             "'--enable-coordination-mode'?");
   EXPECT_TRUE(refused[0].gpus.empty());
   EXPECT_FALSE(fs::exists(coordinationFile()));
+}
+
+// The arguments are read once, when the driver is made: a mistake in them fails every call alike,
+// and the default discovery's failure is nested in the exception, its cause as a value.
+TEST_F(GPUDriverInProcessTest, AFailureNestsTheDefaultDiscoverysFailure) {
+  const std::unique_ptr<GPUDriver> gpuDriver = driver(true, "--owner-pid abc");
+  for (int call = 0; call < 2; ++call) {
+    try {
+      gpuDriver->retrieveResourceInfo(1);
+      ADD_FAILURE() << "no exception";
+    } catch (const FlinkException& e) {
+      EXPECT_THAT(e.what(), HasSubstr("(run in-process) failed: invalid --owner-pid"));
+      try {
+        std::rethrow_if_nested(e);
+        ADD_FAILURE() << "nothing nested in: " << e.what();
+      } catch (const defaultdiscovery::DiscoveryFailure& failure) {
+        EXPECT_EQ(failure.stage(), defaultdiscovery::DiscoveryFailure::Stage::kArguments);
+      }
+    }
+  }
 }
 
 TEST_F(GPUDriverInProcessTest, ItsGpusAreLeasedUntilTheDriverGoes) {

@@ -86,7 +86,7 @@ TEST(ScriptOutputTest, ControlCharactersAreEscapedInTheMessage) {
 
 TEST(ScriptOutputTest, AByteOrderMarkIsNotPartOfTheFirstGpu) {
   EXPECT_EQ(parseScriptOutput("\xEF\xBB\xBF"
-                                 "0,1\n")
+                              "0,1\n")
                 .identifiers,
             (Ids{"0", "1"}));
 }
@@ -110,7 +110,7 @@ bool contains(const std::string& text, std::string_view part) {
 
 TEST(ScriptOutputTest, SparksJsonForm) {
   const ScriptOutput output = parseScriptOutput(R"({"name": "gpu", "addresses": ["0", "1"]})"
-                                                      "\n");
+                                                "\n");
   EXPECT_EQ(output.identifiers, (Ids{"0", "1"}));
   EXPECT_EQ(output.resourceName, "gpu");
   EXPECT_EQ(output.ignoredLines, 0u);
