@@ -2,7 +2,7 @@
 
 #include <iostream>
 
-#include <spdlog/spdlog.h>
+#include "util/Logging.h"
 
 namespace flink::cli {
 namespace {
@@ -16,13 +16,13 @@ void setVerbosity(Verbosity verbosity) {
     case Verbosity::kNormal:
       // The library logs a failure at WARN before throwing it; flink-gpu prints the exception
       // itself, so by default the log would only say it twice.
-      spdlog::set_level(spdlog::level::err);
+      logging::setLevel(logging::Level::kError);
       break;
     case Verbosity::kVerbose:
-      spdlog::set_level(spdlog::level::info);
+      logging::setLevel(logging::Level::kInfo);
       break;
     case Verbosity::kDebug:
-      spdlog::set_level(spdlog::level::debug);
+      logging::setLevel(logging::Level::kDebug);
       break;
   }
 }

@@ -13,6 +13,8 @@ void setVerbosity(Verbosity verbosity);
 Verbosity verbosity();
 
 /// "flink-gpu: error: <first line of message>", then the remaining lines of `message` unless quiet.
+/// The first line must make sense alone, the cause in it: -q prints only it, and Flink's Java
+/// driver joins a script's stderr lines without a separator in its log. Details go after it.
 void printError(std::string_view message);
 
 /// "flink-gpu: warning: <message>" unless quiet.

@@ -1,4 +1,4 @@
-// flink-gpu's exit codes, one meaning each (documented in the README).
+// flink-gpu's exit codes, one meaning each (documented in docs/command-line.md).
 #pragma once
 
 namespace flink::cli {

@@ -1,25 +1,21 @@
-// flink-gpu: the command-line front of the GPU driver. Each subcommand lives in commands/.
+// flink-gpu: the command-line front of the GPU driver. Each subcommand lives in commands/; its
+// options, and the command line as a whole, in CommandLine.cpp.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
-#include <string_view>
+#include <system_error>
 
-#include <CLI/CLI.hpp>
-
+#include "CommandLine.h"
 #include "Console.h"
 #include "ExitCode.h"
-#include "commands/ConfigCommand.h"
-#include "commands/DiscoverCommand.h"
-#include "commands/ExecCommand.h"
-#include "commands/HealthCommands.h"
-#include "commands/ReleaseCommand.h"
-#include "commands/StatusCommand.h"
-#include "commands/TopologyCommand.h"
 #include "flink/externalresource/gpu/GPUDriver.h"
 
 namespace {
@@ -45,23 +41,35 @@ void forwardFatalSignals() {
   }
 }
 
-/// The subcommand argv asks for: its first argument that is not a flag (the global ones, -v and
-/// -q, take no value). Only that command's options are then set up, since building all five
-/// commands' options is start-up work (allocations, first touches of memory) that every run
-/// would pay. Empty when there is none or it is not one of ours (--help, --version, a typo):
-/// then all are set up, for the help text and CLI11's error.
-std::string_view requestedCommand(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (arg.empty() || arg.front() == '-') continue;
-    for (std::string_view known : {"discover", "status", "release", "exec", "config", "topology",
-                                   "drain", "undrain", "check", "watch"}) {
-      if (arg == known) return arg;
-    }
-    break;
-  }
-  return {};
+/// Flink's home, as Flink's bin/config.sh finds it when FLINK_HOME is unset or empty: the folder
+/// above the bin/ that holds the program (flink-gpu's own place, links resolved, as
+/// /proc/self/exe names it: <prefix>/bin/flink-gpu of an install, and of the build tree). Set in
+/// the environment, as config.sh exports it, so that the library ($FLINK_HOME/conf, the plugins
+/// folder, a relative discovery-script path) and the programs flink-gpu runs see it. Returns the
+/// home set; nullopt when FLINK_HOME is set, or flink-gpu is not in a bin/ folder.
+std::optional<std::string> setFlinkHomeFromOurPlace() {
+  const char* home = std::getenv("FLINK_HOME");
+  if (home != nullptr && *home != '\0') return std::nullopt;
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error || !self.is_absolute() || self.parent_path().filename() != "bin") return std::nullopt;
+  const std::string prefix = self.parent_path().parent_path().string();
+  if (::setenv("FLINK_HOME", prefix.c_str(), 1) != 0) return std::nullopt;
+  return prefix;
+}
+
+/// A relative `discover --discovery-script` is the user's, typed in the working directory: it stays
+/// relative to it, as it was without FLINK_HOME. Only the paths of Flink's own rules (the
+/// configuration's, the default script's) take the home that setFlinkHomeFromOurPlace set; a
+/// FLINK_HOME the user set still applies to it, as it does in Flink.
+void keepTypedScriptInTheWorkingDirectory(flink::cli::DiscoverOptions& options) {
+  if (!options.discoveryScript) return;
+  const std::string& script = *options.discoveryScript;
+  // A blank one is refused as blank by the driver.
+  if (script.find_first_not_of(" \t\n\r\f\v") == std::string::npos) return;
+  std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(script, error);
+  if (!error) options.discoveryScript = absolute.string();
 }
 
 /// What was printed on stdout must have arrived: a full disk and a reader that went away (a
@@ -75,6 +83,33 @@ int checkedStdout(int code) {
     return code == kSuccess ? kDiscoveryFailed : code;
   }
   return code;
+}
+
+int runCommand(const flink::cli::CommandLine& line) {
+  using namespace flink::cli;
+  switch (line.command) {
+    case Command::kDiscover:
+      return runDiscover(line.discover);
+    case Command::kStatus:
+      return runStatus(line.status);
+    case Command::kRelease:
+      return runRelease(line.release);
+    case Command::kExec:
+      return runExec(line.exec);
+    case Command::kConfig:
+      return runConfig(line.config);
+    case Command::kTopology:
+      return runTopology(line.topology);
+    case Command::kDrain:
+      return runDrain(line.drain);
+    case Command::kUndrain:
+      return runUndrain(line.undrain);
+    case Command::kCheck:
+      return runCheck(line.check);
+    case Command::kWatch:
+      return runWatch(line.watch);
+  }
+  return kUsageError;
 }
 
 }  // namespace
@@ -100,75 +135,26 @@ int main(int argc, char** argv) {
   // default back for its command, since an ignored signal stays ignored across execvp.
   ::signal(SIGPIPE, SIG_IGN);
 
-  CLI::App app(
-      "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them; the "
-      "external resources of a Flink configuration (discover --config, config); and the host's "
-      "GPU coordination file (status, release, exec); how the GPUs are connected (topology); GPU "
-      "health for operators (drain, undrain, check, watch)",
-      "flink-gpu");
-  app.set_version_flag("--version", std::string("flink-gpu ") + FLINK_GPU_VERSION);
-  app.require_subcommand(1);
-  // Let -v/-q come after the subcommand too (`flink-gpu discover -q`).
-  app.fallthrough();
-  int verboseCount = 0;
-  bool quiet = false;
-  app.add_flag("-v,--verbose", verboseCount, "Show the library's log (info; twice for debug)");
-  app.add_flag("-q,--quiet", quiet, "Print only the result and one line per error");
+  const bool flinkHomeEmpty = std::getenv("FLINK_HOME") != nullptr;
+  const std::optional<std::string> derivedHome = setFlinkHomeFromOurPlace();
 
-  const std::string_view requested = requestedCommand(argc, argv);
-  const auto wanted = [&](std::string_view name) { return requested.empty() || requested == name; };
-  // A command that is not set up stays null and is never run.
-  DiscoverOptions discoverOptions;
-  CLI::App* discover = wanted("discover") ? addDiscoverCommand(app, discoverOptions) : nullptr;
-  StatusOptions statusOptions;
-  CLI::App* status = wanted("status") ? addStatusCommand(app, statusOptions) : nullptr;
-  ReleaseOptions releaseOptions;
-  CLI::App* release = wanted("release") ? addReleaseCommand(app, releaseOptions) : nullptr;
-  ExecOptions execOptions;
-  CLI::App* exec = wanted("exec") ? addExecCommand(app, execOptions) : nullptr;
-  ConfigOptions configOptions;
-  CLI::App* config = wanted("config") ? addConfigCommand(app, configOptions) : nullptr;
-  TopologyOptions topologyOptions;
-  CLI::App* topology = wanted("topology") ? addTopologyCommand(app, topologyOptions) : nullptr;
-  DrainOptions drainOptions;
-  CLI::App* drain = wanted("drain") ? addDrainCommand(app, drainOptions) : nullptr;
-  DrainOptions undrainOptions;
-  CLI::App* undrain = wanted("undrain") ? addUndrainCommand(app, undrainOptions) : nullptr;
-  CheckOptions checkOptions;
-  CLI::App* check = wanted("check") ? addCheckCommand(app, checkOptions) : nullptr;
-  WatchCommandOptions watchOptions;
-  CLI::App* watch = wanted("watch") ? addWatchCommand(app, watchOptions) : nullptr;
-  const auto parsed = [](const CLI::App* command) {
-    return command != nullptr && command->parsed();
-  };
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help, --version
-    return checkedStdout(app.exit(e));
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "flink-gpu: error: " << e.what() << "\n"
-              << "Run 'flink-gpu --help' for usage.\n";
-    return kUsageError;
+  CommandLine line;
+  if (const std::optional<int> code = parseCommandLine(argc, argv, line)) {
+    return checkedStdout(*code);
   }
-
-  setVerbosity(quiet               ? Verbosity::kQuiet
-               : verboseCount >= 2 ? Verbosity::kDebug
-               : verboseCount == 1 ? Verbosity::kVerbose
-                                   : Verbosity::kNormal);
+  setVerbosity(line.quiet               ? Verbosity::kQuiet
+               : line.verboseCount >= 2 ? Verbosity::kDebug
+               : line.verboseCount == 1 ? Verbosity::kVerbose
+                                        : Verbosity::kNormal);
+  if (derivedHome) {
+    if (verbosity() >= Verbosity::kVerbose) {
+      std::cerr << "flink-gpu: FLINK_HOME is " << (flinkHomeEmpty ? "empty" : "not set")
+                << "; using " << *derivedHome << ", the folder above flink-gpu's bin/\n";
+    }
+    keepTypedScriptInTheWorkingDirectory(line.discover);
+  }
   try {
-    int code = kUsageError;
-    if (parsed(discover)) code = runDiscover(discoverOptions);
-    if (parsed(status)) code = runStatus(statusOptions);
-    if (parsed(release)) code = runRelease(releaseOptions);
-    if (parsed(exec)) code = runExec(execOptions);
-    if (parsed(config)) code = runConfig(configOptions);
-    if (parsed(topology)) code = runTopology(topologyOptions);
-    if (parsed(drain)) code = runDrain(drainOptions);
-    if (parsed(undrain)) code = runUndrain(undrainOptions);
-    if (parsed(check)) code = runCheck(checkOptions);
-    if (parsed(watch)) code = runWatch(watchOptions);
-    return checkedStdout(code);
+    return checkedStdout(runCommand(line));
   } catch (const std::exception& e) {
     // Anything the commands do not map themselves (a vanished working directory, out of
     // memory): still one clear line, never an abort.

@@ -6,7 +6,6 @@
 
 #include "Console.h"
 #include "ExitCode.h"
-#include "ResourceOutput.h"
 #include "flink/core/plugin/PluginManager.h"
 #include "flink/externalresource/ExternalResourceUtils.h"
 
@@ -77,29 +76,19 @@ void printJson(const LoadedConfiguration& loaded, const PluginManager& plugins,
                             {"external-resources", std::move(list)},
                             {"errors", read.errors},
                             {"warnings", read.warnings}};
-  std::cout << jsonText(out, 2) << '\n';
+  // Bytes that are not UTF-8 (a configuration value) become U+FFFD instead of failing the output.
+  std::cout << out.dump(2, ' ', false, ordered_json::error_handler_t::replace) << '\n';
 }
 
 }  // namespace
-
-CLI::App* addConfigCommand(CLI::App& app, ConfigOptions& options) {
-  CLI::App* command = app.add_subcommand(
-      "config",
-      "Show the external resources of a Flink configuration as a TaskManager reads them "
-      "(amounts, driver factories, parameters, Kubernetes/YARN keys); runs nothing.");
-  addFlinkConfigurationOptions(*command, options.flinkConfig);
-  command->add_option("--format", options.format, "Output format")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  return command;
-}
 
 int runConfig(const ConfigOptions& options) {
   const std::optional<LoadedConfiguration> loaded = loadFlinkConfiguration(options.flinkConfig);
   if (!loaded) return kUsageError;
 
   ExternalResources read = ExternalResourceUtils::readExternalResources(loaded->configuration);
-  PluginManager plugins;
+  const std::unique_ptr<PluginManager> pluginManager = ExternalResourceUtils::createPluginManager();
+  PluginManager& plugins = *pluginManager;
   std::vector<ResolvedResource> resources;
   for (const ExternalResourceSpec& spec : read.resources) {
     ResolvedResource resource{&spec, std::nullopt};

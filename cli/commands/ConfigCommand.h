@@ -5,8 +5,6 @@
 
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 #include "commands/FlinkConfigurationOption.h"
 
 namespace flink::cli {
@@ -15,8 +13,6 @@ struct ConfigOptions {
   FlinkConfigurationOptions flinkConfig;
   std::string format = "text";
 };
-
-CLI::App* addConfigCommand(CLI::App& app, ConfigOptions& options);
 
 /// Prints the resolved configuration on stdout, problems on stderr.
 /// @returns kSuccess, or kUsageError when the configuration cannot be read or has errors

@@ -1,23 +1,28 @@
 #include "commands/DiscoverCommand.h"
 
-#include <algorithm>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "Console.h"
 #include "ExitCode.h"
-#include "ResourceOutput.h"
 #include "commands/AmountOption.h"
 #include "flink/core/plugin/PluginManager.h"
+#include "flink/externalresource/ExternalResourceOptions.h"
 #include "flink/externalresource/ExternalResourceUtils.h"
 #include "flink/externalresource/gpu/GPUDriverFactory.h"
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
 #include "flink/util/Exceptions.h"
+#include "host/defaultdiscovery/DefaultDiscovery.h"
+#include "host/enumeration/GpuEnumerator.h"
 
 namespace flink::cli {
 namespace {
@@ -40,6 +45,26 @@ std::string defaultDiscoveryScript() {
   return *GPUDriverOptions::DISCOVERY_SCRIPT_PATH.defaultValue();
 }
 
+/// [{"index": "0", "uuid": "GPU-…", …}, …]: every key getKeys() lists, in its order, values as
+/// text.
+nlohmann::ordered_json infosToJson(const ExternalResourceInfoSet& infos) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const auto& info : infos) {
+    nlohmann::ordered_json properties = nlohmann::ordered_json::object();
+    for (const std::string& key : info->getKeys()) {
+      properties[key] = info->getProperty(key).value_or("");
+    }
+    list.push_back(std::move(properties));
+  }
+  return list;
+}
+
+/// `json` as compact text. Bytes that are not UTF-8 (a configuration value, a script's output)
+/// become U+FFFD instead of failing the whole output.
+std::string jsonText(const nlohmann::ordered_json& json) {
+  return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 void printGpus(const ExternalResourceInfoSet& gpus, const std::string& format) {
   if (format == "json") {
     std::cout << jsonText({{"gpu", infosToJson(gpus)}}) << '\n';
@@ -48,8 +73,40 @@ void printGpus(const ExternalResourceInfoSet& gpus, const std::string& format) {
   for (const auto& gpu : gpus) std::cout << gpu->toString() << '\n';
 }
 
-/// Whether `option` was given on the command line.
-bool given(const CLI::Option* option) { return option != nullptr && option->count() > 0; }
+/// The option as --help names it.
+std::string_view optionName(SingleDriverOption option) {
+  switch (option) {
+    case SingleDriverOption::kAmount:
+      return "--amount";
+    case SingleDriverOption::kDiscoveryScript:
+      return "--discovery-script";
+    case SingleDriverOption::kDiscoveryArgs:
+      return "--discovery-args";
+    case SingleDriverOption::kTimeout:
+      return "--timeout";
+    case SingleDriverOption::kMig:
+      return "--mig";
+  }
+  return "";
+}
+
+/// "set external-resource.<name>.amount": how a configuration says what `option` says.
+std::string whatTheConfigurationSets(SingleDriverOption option) {
+  const std::string param = ExternalResourceOptions::getExternalResourceParamConfigPrefix("<name>");
+  switch (option) {
+    case SingleDriverOption::kAmount:
+      return "set " + ExternalResourceOptions::getAmountConfigOptionForResource("<name>").key();
+    case SingleDriverOption::kDiscoveryScript:
+      return "set " + param + GPUDriverOptions::DISCOVERY_SCRIPT_PATH.key();
+    case SingleDriverOption::kDiscoveryArgs:
+      return "set " + param + GPUDriverOptions::DISCOVERY_SCRIPT_ARG.key();
+    case SingleDriverOption::kTimeout:
+      return "set " + param + GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT.key();
+    case SingleDriverOption::kMig:
+      return "add --mig to " + param + GPUDriverOptions::DISCOVERY_SCRIPT_ARG.key();
+  }
+  return "";
+}
 
 /// The --config form: every resource of the configuration, as a TaskManager starts them.
 /// A configuration that cannot be read as a whole (the file, a -D, the resource list) runs
@@ -62,22 +119,39 @@ int runDiscoverConfigured(const DiscoverOptions& options, const LoadedConfigurat
   const ExternalResources configured =
       ExternalResourceUtils::readExternalResources(loaded.configuration);
   for (const std::string& warning : configured.warnings) printWarning(warning);
+  // A message names where the value it is about comes from: the file, or a -D over it.
+  const auto sourceOf = [&](std::string_view key) {
+    return sourceOfKey(options.flinkConfig, loaded, key);
+  };
+  const auto amountKey = [](const std::string& resource) {
+    return ExternalResourceOptions::getAmountConfigOptionForResource(resource).key();
+  };
+  const std::string listKey = ExternalResourceOptions::EXTERNAL_RESOURCE_LIST.key();
   // Amount errors come with their resource; errors without any resource are the list's.
   const bool listUnreadable = configured.resources.empty() && !configured.errors.empty();
   if (options.strict || listUnreadable) {
-    for (const std::string& error : configured.errors) {
-      printError("configuration error in " + loaded.file.string() + ": " + error);
+    if (listUnreadable) {
+      for (const std::string& error : configured.errors) {
+        printError("configuration error in " + sourceOf(listKey) + ": " + error);
+      }
+    }
+    for (const ExternalResourceSpec& resource : configured.resources) {
+      if (resource.amountError) {
+        printError("configuration error in " + sourceOf(amountKey(resource.name)) + ": " +
+                   *resource.amountError);
+      }
     }
     if (!configured.errors.empty()) return kUsageError;
   }
   if (configured.resources.empty()) {
-    printWarning("no external resources are configured in " + loaded.file.string() +
-                 " ('external-resources' is not set, empty or 'none')");
+    printWarning("no external resources are configured in " + sourceOf(listKey) + " ('" + listKey +
+                 "' is not set, empty or 'none')");
   }
 
   // Every driver first: with --strict a configuration that cannot be started is reported
   // whole, and runs nothing.
-  PluginManager plugins;
+  const std::unique_ptr<PluginManager> pluginManager = ExternalResourceUtils::createPluginManager();
+  PluginManager& plugins = *pluginManager;
   std::vector<std::unique_ptr<ExternalResourceDriver>> drivers;
   std::vector<bool> skipped(configured.resources.size(), false);
   bool anySkipped = false;
@@ -87,8 +161,8 @@ int runDiscoverConfigured(const DiscoverOptions& options, const LoadedConfigurat
     if (!resource.amount) {
       // Only without --strict: with it, a bad amount has already ended the command above.
       printError("the external resource '" + resource.name +
-                 "' is skipped: configuration error in " + loaded.file.string() + ": " +
-                 resource.amountError.value_or("bad amount"));
+                 "' is skipped: configuration error in " + sourceOf(amountKey(resource.name)) +
+                 ": " + resource.amountError.value_or("bad amount"));
       skipped[i] = anySkipped = true;
       continue;
     }
@@ -170,61 +244,36 @@ std::optional<std::pair<LoadedConfiguration, std::string>> hostConfigurationWith
   }
 }
 
-}  // namespace
-
-CLI::App* addDiscoverCommand(CLI::App& app, DiscoverOptions& options) {
-  CLI::App* command = app.add_subcommand(
-      "discover", "Find out which GPUs a worker on this host gets, as Flink's GPU driver does.");
-  options.singleDriverOptions.push_back(
-      command->add_option("-n,--amount", options.amount, "How many GPUs to ask for (must be > 0)")
-          ->capture_default_str());
-  options.singleDriverOptions.push_back(
-      command->add_option("--discovery-script", options.discoveryScript,
-                          "The discovery script (default: nvidia-gpu-discovery.sh installed beside "
-                          "flink-gpu, else Flink's default " +
-                              *GPUDriverOptions::DISCOVERY_SCRIPT_PATH.defaultValue() +
-                              " under $FLINK_HOME, else the working directory, else " +
-                              GPUDriverOptions::DOCKER_DEFAULT_DISCOVERY_SCRIPT + ")"));
-  options.singleDriverOptions.push_back(
-      command->add_option("--discovery-args", options.discoveryArgs,
-                          "Arguments for the script, split on whitespace (default: the single "
-                          "argument 'null', as Flink passes it)"));
-  options.singleDriverOptions.push_back(command->add_option(
-      "--timeout", options.timeout,
-      "How long the script may run, e.g. '10 s', '500 ms', '1 min' (default 10 s)"));
-  options.singleDriverOptions.push_back(command->add_flag(
-      "--mig", options.mig,
-      "Pass --mig to the script: the default discovery then hands out MIG instances (by MIG-... "
-      "UUID) instead of GPUs in MIG mode"));
-  command->add_option("--format", options.format, "Output format")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  command->add_flag("--strict", options.strict,
-                    "With --config: when any resource cannot be started (bad amount, factory not "
-                    "installed, driver cannot be made), run nothing; without it such a resource "
-                    "is skipped, as a TaskManager skips it");
-  addFlinkConfigurationOptions(*command, options.flinkConfig);
-  return command;
+/// Why the default discovery failed, when it ran in-process: the driver nests its
+/// DiscoveryFailure in the exception it throws. Nullopt for a script run as a program.
+std::optional<discovery::DiscoveryError::Kind> defaultDiscoveryFailureKind(
+    const std::exception& e) {
+  try {
+    std::rethrow_if_nested(e);
+  } catch (const defaultdiscovery::DiscoveryFailure& failure) {
+    return failure.kind();
+  } catch (...) {
+  }
+  return std::nullopt;
 }
+
+}  // namespace
 
 int runDiscover(const DiscoverOptions& options) {
   if (options.flinkConfig.wanted()) {
-    for (const CLI::Option* option : options.singleDriverOptions) {
-      if (given(option)) {
-        printError(option->get_name() +
-                   " cannot be combined with --config or -D: the configuration says how each "
-                   "resource is discovered (set external-resource.<name>.param.* there, or with "
-                   "-D)");
-        return kUsageError;
-      }
+    if (!options.singleDriverOptionsGiven.empty()) {
+      const SingleDriverOption option = options.singleDriverOptionsGiven.front();
+      printError(std::string(optionName(option)) +
+                 " cannot be combined with --config or -D: the configuration says how each "
+                 "resource is discovered (" +
+                 whatTheConfigurationSets(option) + " there, or with -D)");
+      return kUsageError;
     }
     const std::optional<LoadedConfiguration> loaded = loadFlinkConfiguration(options.flinkConfig);
     if (!loaded) return kUsageError;
     return runDiscoverConfigured(options, *loaded);
   }
-  const bool scriptOptionGiven =
-      std::any_of(options.singleDriverOptions.begin(), options.singleDriverOptions.end(), given);
-  if (!scriptOptionGiven) {
+  if (options.singleDriverOptionsGiven.empty()) {
     // "What does my TaskManager get": the host's Flink configuration, when it lists resources.
     if (auto host = hostConfigurationWithResources()) {
       for (const std::string& warning : host->first.warnings) printWarning(warning);
@@ -275,11 +324,9 @@ int runDiscover(const DiscoverOptions& options) {
     return kDiscoveryFailed;
   } catch (const FlinkException& e) {
     printError(std::string("discovery failed: ") + e.what());
-    const std::string_view reason = e.what();
-    if (usingDefaultScript &&
-        (reason.find("nvidia-smi was not found") != std::string_view::npos ||
-         reason.find("no NVIDIA GPU found") != std::string_view::npos ||
-         reason.find("no NVIDIA GPU on this host") != std::string_view::npos)) {
+    using Kind = discovery::DiscoveryError::Kind;
+    const std::optional<Kind> kind = defaultDiscoveryFailureKind(e);
+    if (usingDefaultScript && (kind == Kind::kNoDriver || kind == Kind::kNoGpu)) {
       printHint(
           "to try flink-gpu without NVIDIA GPUs, give it a discovery script of your own: "
           "flink-gpu discover --discovery-script ./my-gpus.sh --amount 2 (the script gets the "

@@ -9,11 +9,13 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "commands/FlinkConfigurationOption.h"
 
 namespace flink::cli {
+
+/// The options of the one-driver form, which --config and -D exclude: each says what a
+/// configuration sets with a key of the resource instead.
+enum class SingleDriverOption { kAmount, kDiscoveryScript, kDiscoveryArgs, kTimeout, kMig };
 
 struct DiscoverOptions {
   /// As typed: read by runDiscover, so that overflow and non-decimal forms are errors.
@@ -29,12 +31,9 @@ struct DiscoverOptions {
   bool strict = false;
   /// --config/-D: discover every resource of a Flink configuration instead of one GPU driver.
   FlinkConfigurationOptions flinkConfig;
-  /// The options of the one-driver form, which --config and -D exclude.
-  std::vector<const CLI::Option*> singleDriverOptions;
+  /// The one-driver options given on the command line, in the order --help lists them.
+  std::vector<SingleDriverOption> singleDriverOptionsGiven;
 };
-
-/// Adds the `discover` subcommand to `app`; its parsed values land in `options`.
-CLI::App* addDiscoverCommand(CLI::App& app, DiscoverOptions& options);
 
 /// Runs the discovery; prints the GPUs on stdout and problems on stderr. @returns an ExitCode.
 int runDiscover(const DiscoverOptions& options);

@@ -23,21 +23,19 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "Console.h"
 #include "ExitCode.h"
 #include "commands/AmountOption.h"
-#include "commands/CoordinationFileOption.h"
-#include "coordination/Coordination.h"
-#include "defaultdiscovery/DefaultDiscovery.h"
-#include "discovery/GpuEnumerator.h"
-#include "discovery/VisibleDevices.h"
-#include "externalresource/gpu/GpuProperties.h"
-#include "health/HostHealth.h"
-#include "placement/Placement.h"
+#include "flink/externalresource/gpu/GpuProperties.h"
+#include "host/coordination/Coordination.h"
+#include "host/defaultdiscovery/DefaultDiscovery.h"
+#include "host/enumeration/GpuEnumerator.h"
+#include "host/enumeration/VisibleDevices.h"
+#include "host/health/HostHealth.h"
+#include "host/placement/Placement.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -132,58 +130,6 @@ std::optional<std::vector<std::string>> visibleDevicesFor(const ExecOptions& opt
     uuids.push_back(*device->uuid);
   }
   return uuids;
-}
-
-/// Why `amount` GPUs could not be had: how many are free, and who holds the others or a unit
-/// related to them (a GPU's MIG instance, an instance's GPU).
-void printShortfall(const ExecOptions& options, std::size_t amount, const HostUnits& host,
-                    const coordination::Allocation& allocation) {
-  const std::vector<std::string>& gpus = host.gpus;
-  const std::unordered_map<std::string, std::string> uuids =
-      discovery::uuidsByIdentifier(host.devices);
-  std::size_t free = 0;
-  std::size_t busy = 0;
-  std::vector<std::string> details;
-  for (const std::string& gpu : gpus) {
-    const auto known = uuids.find(gpu);
-    const std::optional<std::string> uuid =
-        known == uuids.end() ? std::nullopt : std::optional<std::string>(known->second);
-    bool held = false;
-    for (const auto* records : {&allocation.heldByRequester, &allocation.heldByOthers}) {
-      for (const coordination::Record& record : *records) {
-        // By UUID where both say one: a container's record by its own index.
-        if (!coordination::recordNames(record, gpu, uuid)) continue;
-        held = true;
-        details.push_back("GPU " + gpu + " is held by process " + std::to_string(record.owner.pid) +
-                          (records == &allocation.heldByRequester ? " (this process)" : ""));
-      }
-    }
-    if (!held && std::find(allocation.heldByLeaseOnly.begin(), allocation.heldByLeaseOnly.end(),
-                           gpu) != allocation.heldByLeaseOnly.end()) {
-      held = true;
-      details.push_back("GPU " + gpu + " is held by a lease of another process, without a record");
-    }
-    bool blocked = false;
-    for (const coordination::BlockedUnit& unit : allocation.blocked) {
-      if (unit.gpu != gpu) continue;
-      blocked = true;
-      details.push_back(coordination::describe(unit));
-    }
-    for (const auto& [unit, related] : allocation.blockedByLeaseOnly) {
-      if (unit != gpu || blocked) continue;
-      blocked = true;
-      details.push_back(coordination::describeBlockedByLease(unit, related));
-    }
-    if (blocked) ++busy;
-    if (!held && !blocked) ++free;
-  }
-  details.insert(details.begin(), "coordination file: " + options.coordinationFile);
-  std::string cause = "not enough free GPUs: " + std::to_string(amount) + " requested, " +
-                      std::to_string(free) + " free, " + std::to_string(gpus.size() - free - busy) +
-                      " held";
-  if (busy > 0) cause += ", " + std::to_string(busy) + " busy because a related unit is held";
-  if (options.mig) cause += " (with --mig, whole GPUs and MIG instances are never mixed)";
-  printErrorWithDetails(cause, details);
 }
 
 /// NVIDIA's documented limitation: a CUDA process sees only one MIG instance, whatever
@@ -282,107 +228,7 @@ std::optional<std::vector<std::string>> heldByThisProcess(const ExecOptions& opt
   return held;
 }
 
-/// Allocates `amount` units for `owner`, leased. With --mig, whole GPUs and MIG instances never
-/// go together (a CUDA process given both sees only the instance): the MIG instances are tried
-/// first, then the whole GPUs.
-coordination::Allocation allocateForExec(const ExecOptions& options, const HostUnits& host,
-                                         const coordination::Owner& owner, std::size_t amount) {
-  // Leased as well: the command holds the leases' descriptors, so the GPUs stay held while any
-  // process it started holds them, even once its own pid is gone.
-  coordination::AllocationRequest request{host.gpus, amount, owner,
-                                          discovery::relatedUnits(host.devices),
-                                          discovery::uuidsByIdentifier(host.devices)};
-  request.lease = true;
-  // Read before the lock is taken: nothing slow under it. A GPU it finds lost is left out.
-  if (const std::optional<placement::Topology>& topology = host.topology();
-      topology && topology->anythingKnown()) {
-    request.choose = [&topology = *topology](const std::vector<std::string>& free,
-                                             std::size_t wanted) {
-      return placement::choose(topology, free, wanted);
-    };
-  }
-  defaultdiscovery::Report report;
-  request.gpus = defaultdiscovery::unitsNotLost(host, report);
-  for (const std::string& line : report.lines()) printDiscoveryNote(line);
-  if (!options.mig) return coordination::allocate(options.coordinationFile, request);
-  std::vector<std::string> instances;
-  std::vector<std::string> whole;
-  for (const std::string& gpu : request.gpus) {
-    (gpu.starts_with("MIG-") ? instances : whole).push_back(gpu);
-  }
-  if (instances.empty() || whole.empty()) {
-    return coordination::allocate(options.coordinationFile, request);
-  }
-  coordination::Allocation allocation;
-  std::vector<coordination::BlockedUnit> blocked;
-  std::vector<std::pair<std::string, std::string>> blockedByLease;
-  for (std::vector<std::string>* kind : {&instances, &whole}) {
-    request.gpus = *kind;
-    allocation = coordination::allocate(options.coordinationFile, request);
-    if (allocation.satisfied) return allocation;
-    blocked.insert(blocked.end(), allocation.blocked.begin(), allocation.blocked.end());
-    blockedByLease.insert(blockedByLease.end(), allocation.blockedByLeaseOnly.begin(),
-                          allocation.blockedByLeaseOnly.end());
-  }
-  // What blocks the units of both kinds, for the shortfall's words.
-  allocation.blocked = std::move(blocked);
-  allocation.blockedByLeaseOnly = std::move(blockedByLease);
-  return allocation;
-}
-
 }  // namespace
-
-CLI::App* addExecCommand(CLI::App& app, ExecOptions& options) {
-  CLI::App* command = app.add_subcommand(
-      "exec",
-      "Run a command with GPUs of its own: allocate them in the coordination file, set "
-      "CUDA_VISIBLE_DEVICES, and exec the command.");
-  command->add_option("-n,--amount", options.amount, "How many GPUs to allocate (must be > 0)")
-      ->required();
-  addCoordinationFileOption(*command, options.coordinationFile);
-  command->add_option("--gpus", options.gpus,
-                      "The GPUs of this host, comma or space separated (default: ask NVML, else "
-                      "nvidia-smi)");
-  command->add_flag("--mig", options.mig,
-                    "Allocate MIG instances, by their MIG-... UUIDs, instead of the GPUs in MIG "
-                    "mode they are carved from (GPUs not in MIG mode are still allocated "
-                    "whole); not with --gpus");
-  command
-      ->add_option("--visible-devices", options.visibleDevices,
-                   "What CUDA_VISIBLE_DEVICES gets when none is inherited: index (NVML's, "
-                   "which CUDA uses under CUDA_DEVICE_ORDER=PCI_BUS_ID, set unless already "
-                   "set) or uuid; an inherited CUDA_VISIBLE_DEVICES limits the GPUs and its "
-                   "own entries are passed on")
-      ->check(CLI::IsMember({"index", "uuid"}))
-      ->capture_default_str();
-  command
-      ->add_option("--placement", options.placement,
-                   "Which of the free GPUs to take: topology (the best-connected set, where "
-                   "NVML tells how they are connected) or index (the first free ones, as "
-                   "Flink does)")
-      ->check(CLI::IsMember({"topology", "index"}))
-      ->default_str("topology");
-  command->add_flag("--bind-cpus", options.bindCpus,
-                    "Run the command on the CPUs close to its GPUs (their NVML CPU affinity, "
-                    "within the CPUs flink-gpu may use)");
-  command
-      ->add_option("--health", options.health,
-                   "What to do with unhealthy or drained GPUs: skip them, warn and use them, "
-                   "or ignore health")
-      ->check(CLI::IsMember({"skip", "warn", "ignore"}))
-      ->capture_default_str();
-  command->add_option("command", options.command,
-                      "The command to run and its arguments; everything from the first of them "
-                      "on is the command's, options included (-- before it is optional)");
-  // `flink-gpu exec -n 1 python -u train.py -v`: -u and -v are python's and train.py's.
-  command->positionals_at_end();
-  command->footer(
-      "The command replaces flink-gpu in the same process (same pid), so it inherits the GPUs:\n"
-      "they are recorded for that pid, stay taken while the command runs, and are free again\n"
-      "once it ends. If the command cannot be run, the GPUs are released and flink-gpu exits\n"
-      "with 127 (not found) or 126 (cannot be executed), as a shell does.\n");
-  return command;
-}
 
 int runExec(const ExecOptions& options) {
   const std::optional<std::int64_t> parsedAmount = parseAmountOption(options.amount);
@@ -401,26 +247,16 @@ int runExec(const ExecOptions& options) {
   int exitCode = kSuccess;
   std::optional<HostUnits> host = hostGpus(options, exitCode);
   if (!host) return exitCode;
-  const std::vector<std::string>& gpus = host->gpus;
   const auto amount = static_cast<std::size_t>(*parsedAmount);
-  if (gpus.size() < amount) {
-    if (host->masked) {
-      printError("only " + std::to_string(gpus.size()) + " GPU(s) allowed by " +
-                 host->mask->describe() + ", " + std::to_string(amount) +
-                 " requested (allowed: " + strings::join(host->masked->entries, ",") + ")");
-    } else {
-      printError("only " + std::to_string(gpus.size()) + " GPU(s) on this host, " +
-                 std::to_string(amount) + " requested (GPUs: " + strings::join(gpus, ",") + ")");
-    }
-    return kDiscoveryFailed;
-  }
 
   const coordination::Owner owner = coordination::Owner::of(::getpid());
   // `flink-gpu exec … -- flink-gpu exec …` runs in one process: the inner one gets what the
   // outer one took (their leases came with the process), one allocation per process.
   std::optional<std::vector<std::string>> inherited = heldByThisProcess(options, *host, owner);
   if (!inherited) return kDiscoveryFailed;
-  coordination::Allocation allocation;
+  std::vector<std::string> granted;
+  // Its leases live until the exec: the command inherits their descriptors.
+  defaultdiscovery::Grant grant;
   if (!inherited->empty()) {
     if (inherited->size() < amount) {
       printError("this process already holds GPU(s) " + strings::join(*inherited, ",") +
@@ -429,41 +265,39 @@ int runExec(const ExecOptions& options) {
                  std::to_string(amount) + " requested)");
       return kDiscoveryFailed;
     }
-    allocation.granted.assign(inherited->begin(),
-                              inherited->begin() + static_cast<std::ptrdiff_t>(amount));
-    allocation.satisfied = true;
+    granted.assign(inherited->begin(), inherited->begin() + static_cast<std::ptrdiff_t>(amount));
   } else {
+    // The default discovery's step, recorded for this process and leased: the command holds the
+    // leases' descriptors, so the GPUs stay held while any process it started holds them, even
+    // once its own pid is gone.
+    defaultdiscovery::GrantRequest request;
+    request.amount = amount;
+    request.amountText = std::to_string(amount);
+    request.coordination = true;
+    request.coordinationFile = options.coordinationFile;
+    request.owner = owner;
+    request.lease = true;
+    request.placement =
+        options.placement == "index" ? placement::Policy::kIndex : placement::Policy::kTopology;
+    request.noteReclaimed = verbosity() >= Verbosity::kVerbose;
+    request.oneKind = options.mig;
+    defaultdiscovery::Report report;
     try {
-      allocation = allocateForExec(options, *host, owner, amount);
-      for (const coordination::Lease& lease : allocation.leases) lease.keepAcrossExec();
-    } catch (const coordination::CoordinationError& e) {
-      printError(e.what());
+      grant = defaultdiscovery::grantUnits(*host, request, report);
+    } catch (const defaultdiscovery::DiscoveryFailure& e) {
+      printErrorWithDetails(e.what(), e.report().details);
+      for (const std::string& note : e.report().notes) printDiscoveryNote(note);
       return kDiscoveryFailed;
     }
-    for (const std::string& line :
-         coordination::describeJunk(allocation.junk, options.coordinationFile)) {
-      printWarning(line);
-    }
-    for (const std::string& note : allocation.notes) {
-      printWarning("coordination file " + options.coordinationFile + ": " + note);
-    }
-    if (verbosity() >= Verbosity::kVerbose) {
-      for (const coordination::Record& record : allocation.reclaimed) {
-        std::cerr << "flink-gpu: took back GPU " << record.gpu << " from process "
-                  << record.owner.pid << ", which is no longer running\n";
-      }
-    }
-    if (!allocation.satisfied) {
-      printShortfall(options, amount, *host, allocation);
-      return kDiscoveryFailed;
-    }
+    for (const std::string& line : report.lines()) printDiscoveryNote(line);
+    for (const coordination::Lease& lease : grant.leases) lease.keepAcrossExec();
+    granted = grant.granted;
   }
 
-  warnAboutSeveralMigInstances(allocation.granted);
+  warnAboutSeveralMigInstances(granted);
   if (options.bindCpus) {
     try {
-      if (const std::optional<std::vector<unsigned>> cpus =
-              cpusToBind(allocation.granted, host->devices)) {
+      if (const std::optional<std::vector<unsigned>> cpus = cpusToBind(granted, host->devices)) {
         bindTo(*cpus);
         if (verbosity() >= Verbosity::kVerbose) {
           std::cerr << "flink-gpu: bound to CPUs " << placement::formatCpuList(*cpus) << '\n';
@@ -472,13 +306,12 @@ int runExec(const ExecOptions& options) {
     } catch (const std::runtime_error& e) {
       releaseAfterFailedExec(options.coordinationFile, owner);
       printError(std::string("--bind-cpus: cannot bind the command to its GPUs' CPUs: ") +
-                 e.what() + "\nGPU(s) " + strings::join(allocation.granted, ",") +
-                 " released again");
+                 e.what() + "\nGPU(s) " + strings::join(granted, ",") + " released again");
       return kDiscoveryFailed;
     }
   }
   const std::optional<std::vector<std::string>> entries =
-      visibleDevicesFor(options, *host, allocation.granted);
+      visibleDevicesFor(options, *host, granted);
   if (!entries) {
     releaseAfterFailedExec(options.coordinationFile, owner);
     return kUsageError;

@@ -9,8 +9,6 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 namespace flink::cli {
 
 struct ExecOptions {
@@ -26,18 +24,15 @@ struct ExecOptions {
   /// (NVML's index, which is CUDA's under CUDA_DEVICE_ORDER=PCI_BUS_ID) or "uuid" (GPU-…).
   /// MIG instances are always given by MIG UUID; an inherited mask's own entries always win.
   std::string visibleDevices = "index";
-  /// --placement topology|index: which of the free GPUs to take (placement/Placement.h).
+  /// --placement topology|index: which of the free GPUs to take (host/placement/Placement.h).
   std::string placement = "topology";
   /// --bind-cpus: run the command on the CPUs close to its GPUs (sched_setaffinity).
   bool bindCpus = false;
-  /// --health skip|warn|ignore: what to do with unhealthy GPUs (health/HostHealth.h).
+  /// --health skip|warn|ignore: what to do with unhealthy GPUs (host/health/HostHealth.h).
   std::string health = "skip";
   /// The command and its arguments.
   std::vector<std::string> command;
 };
-
-/// Adds the `exec` subcommand to `app`; its parsed values land in `options`.
-CLI::App* addExecCommand(CLI::App& app, ExecOptions& options);
 
 /// Allocates the GPUs and execs the command; returns only when that cannot be done.
 /// @returns an ExitCode, or 127 (command not found) / 126 (cannot be executed) as shells do.

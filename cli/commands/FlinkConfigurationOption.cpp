@@ -1,35 +1,13 @@
+// Reading the Flink configuration that --config, --config-file and -D name (see
+// FlinkConfigurationOption.h); the options themselves are set up in CommandLine.cpp.
 #include "commands/FlinkConfigurationOption.h"
 
 #include <exception>
 
 #include "Console.h"
+#include "util/Strings.h"
 
 namespace flink::cli {
-
-void addFlinkConfigurationOptions(CLI::App& command, FlinkConfigurationOptions& options) {
-  options.configOption =
-      command
-          .add_option(
-              "--config", options.configDir,
-              "Read the Flink configuration folder DIR (config.yaml, else flink-conf.yaml); "
-              "without DIR: $FLINK_CONF_DIR, else $FLINK_HOME/conf")
-          ->expected(0, 1)
-          ->type_name("[DIR]");
-  command
-      .add_option("--config-file", options.configFile,
-                  "When the folder holds both config.yaml and flink-conf.yaml, read this one "
-                  "(default: $FLINK_GPU_CONF_FILE, else what the folder's Flink version reads: "
-                  "1.19 and 1.20 flink-conf.yaml, 2.x config.yaml; else config.yaml)")
-      ->check(CLI::IsMember({std::string(GlobalConfiguration::FLINK_CONF_FILENAME),
-                             std::string(GlobalConfiguration::LEGACY_FLINK_CONF_FILENAME)}))
-      ->type_name("NAME");
-  command
-      .add_option("-D", options.dynamicProperties,
-                  "Set a configuration key, overriding the file (Flink's -D), e.g. "
-                  "-Dexternal-resource.gpu.amount=2; implies --config")
-      ->type_name("KEY=VALUE")
-      ->allow_extra_args(false);
-}
 
 std::optional<LoadedConfiguration> loadFlinkConfiguration(
     const FlinkConfigurationOptions& options) {
@@ -52,6 +30,21 @@ std::optional<LoadedConfiguration> loadFlinkConfiguration(
     printError(std::string("configuration error: ") + e.what());
     return std::nullopt;
   }
+}
+
+std::string sourceOfKey(const FlinkConfigurationOptions& options, const LoadedConfiguration& loaded,
+                        std::string_view key) {
+  std::optional<std::string> dynamicValue;
+  try {
+    dynamicValue = parseDynamicProperties(options.dynamicProperties).getString(std::string(key));
+  } catch (const std::exception&) {
+    // Not reached: loadFlinkConfiguration has read them already, or refused them.
+  }
+  if (!dynamicValue) return loaded.file.string();
+  const std::string shown = GlobalConfiguration::isSensitive(key)
+                                ? std::string(GlobalConfiguration::HIDDEN_CONTENT)
+                                : strings::quoteForMessage(*dynamicValue);
+  return "-D " + std::string(key) + "=" + shown;
 }
 
 }  // namespace flink::cli

@@ -4,9 +4,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "flink/configuration/GlobalConfiguration.h"
 
@@ -21,23 +20,24 @@ struct FlinkConfigurationOptions {
   /// The -D values, "key=value" each, in order.
   std::vector<std::string> dynamicProperties;
 
-  /// The --config option, to tell whether it was given without a folder.
-  const CLI::Option* configOption = nullptr;
+  /// Whether --config was given, with or without a folder.
+  bool configGiven = false;
 
   /// Whether the command should read a Flink configuration at all: --config, --config-file or -D
   /// given.
-  bool wanted() const {
-    return (configOption != nullptr && configOption->count() > 0) || !dynamicProperties.empty() ||
-           !configFile.empty();
-  }
+  bool wanted() const { return configGiven || !dynamicProperties.empty() || !configFile.empty(); }
 };
-
-/// Adds `--config [DIR]`, `--config-file NAME` and `-D key=value` to `command`.
-void addFlinkConfigurationOptions(CLI::App& command, FlinkConfigurationOptions& options);
 
 /// Finds and reads the configuration the options name, printing what was skipped in it as
 /// warnings. On failure prints the error and returns nullopt: every failure here is the
 /// configuration's (exit code 2).
 std::optional<LoadedConfiguration> loadFlinkConfiguration(const FlinkConfigurationOptions& options);
+
+/// Where the value of `key` in `loaded` comes from, as a message says it after "in": "-D
+/// <key>=<value>" when a -D of `options` sets it (the last such -D, which wins), else the file
+/// read, also when neither sets it (the file is where it is missing). A sensitive key's value is
+/// hidden, as `config` hides it.
+std::string sourceOfKey(const FlinkConfigurationOptions& options, const LoadedConfiguration& loaded,
+                        std::string_view key);
 
 }  // namespace flink::cli

@@ -22,20 +22,19 @@
 
 #include "Console.h"
 #include "ExitCode.h"
-#include "commands/CoordinationFileOption.h"
-#include "commands/HostView.h"
-#include "coordination/Coordination.h"
-#include "coordination/CoordinationError.h"
-#include "coordination/CoordinationFile.h"
-#include "device/DeviceIdentifiers.h"
-#include "discovery/GpuEnumerator.h"
-#include "discovery/HostGpus.h"
-#include "discovery/NvidiaSmi.h"
-#include "discovery/NvmlEnumerator.h"
-#include "discovery/VisibleDevices.h"
-#include "health/HealthRecords.h"
-#include "health/HostHealth.h"
-#include "health/Watch.h"
+#include "host/coordination/Coordination.h"
+#include "host/coordination/CoordinationError.h"
+#include "host/coordination/CoordinationFile.h"
+#include "host/enumeration/DeviceIdentifiers.h"
+#include "host/enumeration/GpuEnumerator.h"
+#include "host/enumeration/HostGpus.h"
+#include "host/enumeration/NvidiaSmi.h"
+#include "host/enumeration/NvmlEnumerator.h"
+#include "host/enumeration/VisibleDevices.h"
+#include "host/health/HealthRecords.h"
+#include "host/health/HostHealth.h"
+#include "host/health/HostView.h"
+#include "host/health/Watch.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -212,17 +211,6 @@ std::optional<Unit> hostUnitOf(const std::string& gpu, const discovery::HostGpus
 
 // ---- drain, undrain ----
 
-CLI::App* addDrainCommand(CLI::App& app, DrainOptions& options) {
-  CLI::App* command = app.add_subcommand(
-      "drain",
-      "Take a GPU out of new allocations (owners that hold it keep it), recording the time, the "
-      "reason and who.");
-  command->add_option("--gpu", options.gpu, "The GPU: an index, or a GPU-/MIG- UUID")->required();
-  command->add_option("--reason", options.reason, "Why, for status and check");
-  addCoordinationFileOption(*command, options.coordinationFile);
-  return command;
-}
-
 /// A reason is shown in one line of `check` (which NHC and Slurm read line by line) and of the
 /// discovery's notes: a control character in it (a newline) would start a line of its own.
 bool validReason(const std::string& reason) {
@@ -301,17 +289,6 @@ int runDrain(const DrainOptions& options) {
   std::cout << "drained " << nameOf(*unit)
             << ": new allocations skip it; owners that hold it keep it\n";
   return kSuccess;
-}
-
-CLI::App* addUndrainCommand(CLI::App& app, DrainOptions& options) {
-  CLI::App* command = app.add_subcommand(
-      "undrain",
-      "Put a GPU back into allocations: clears a drain and a verdict of `flink-gpu watch` alike, "
-      "recording the time, the reason and who.");
-  command->add_option("--gpu", options.gpu, "The GPU: an index, or a GPU-/MIG- UUID")->required();
-  command->add_option("--reason", options.reason, "Why, for the record");
-  addCoordinationFileOption(*command, options.coordinationFile);
-  return command;
 }
 
 int runUndrain(const DrainOptions& options) {
@@ -405,19 +382,6 @@ void checkCoordinationFile(const std::string& file, std::vector<Finding>& proble
 }
 
 }  // namespace
-
-CLI::App* addCheckCommand(CLI::App& app, CheckOptions& options) {
-  CLI::App* command = app.add_subcommand(
-      "check",
-      "A node health check (Slurm's HealthCheckProgram, NHC): exit 0 when all is well, else 1 "
-      "with one line per problem.");
-  command->add_option("--expect", options.expect, "The number of GPUs this host must have");
-  addCoordinationFileOption(*command, options.coordinationFile);
-  command->add_option("--format", options.format, "Output format")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  return command;
-}
 
 int runCheck(const CheckOptions& options) {
   if (options.expect && *options.expect < 0) {
@@ -531,21 +495,6 @@ std::atomic<bool> gStop{false};
 void requestStop(int) { gStop.store(true); }
 
 }  // namespace
-
-CLI::App* addWatchCommand(CLI::App& app, WatchCommandOptions& options) {
-  CLI::App* command = app.add_subcommand(
-      "watch",
-      "Watch NVML's critical Xid and double-bit ECC events on every GPU, for the host's whole "
-      "life, and record each unhealthy GPU so that no allocator hands it out. Ends cleanly on "
-      "SIGTERM or SIGINT.");
-  addCoordinationFileOption(*command, options.coordinationFile);
-  command->add_option("--ignore-xids", options.ignoreXids,
-                      "Xids that are not critical, replacing the default 13,31,43,45,68,109 "
-                      "(errors applications cause)");
-  command->add_option("--critical-xids", options.criticalXids,
-                      "Only these Xids are critical (all others are ignored)");
-  return command;
-}
 
 int runWatch(const WatchCommandOptions& options) {
   health::WatchOptions watch;

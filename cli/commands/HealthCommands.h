@@ -1,13 +1,11 @@
 // The operator's health commands: `drain` and `undrain` (take a GPU out of new allocations and
 // put it back), `check` (a node health check for Slurm's HealthCheckProgram and NHC) and `watch`
-// (NVML's Xid and ECC events, for a host's whole life). See src/health/.
+// (NVML's Xid and ECC events, for a host's whole life). See src/host/health/.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 namespace flink::cli {
 
@@ -33,23 +31,19 @@ struct WatchCommandOptions {
 /// coordination file. Owners that hold it keep it. Only a GPU (or MIG instance) of this host, as
 /// NVML, else nvidia-smi, lists it, by index or whole UUID; anything else, or a host whose GPUs
 /// neither can list, is an error (exit 1). A GPU drained already keeps its first drain's time.
-CLI::App* addDrainCommand(CLI::App& app, DrainOptions& options);
 int runDrain(const DrainOptions& options);
 
 /// `undrain --gpu ID [--reason TEXT]`: clears a drain and a verdict of watch alike, and records
 /// who re-admitted the GPU, when and why.
-CLI::App* addUndrainCommand(CLI::App& app, DrainOptions& options);
 int runUndrain(const DrainOptions& options);
 
 /// `check [--expect N] [--format text|json]`: exit 0 when all is well, else 1 with one line per
 /// problem (fewer GPUs than expected, NVML not usable, a lost, unhealthy or drained GPU, a
 /// coordination file that cannot be used); notes (persistence mode off, records of dead owners)
 /// do not change the exit code.
-CLI::App* addCheckCommand(CLI::App& app, CheckOptions& options);
 int runCheck(const CheckOptions& options);
 
 /// `watch [--ignore-xids LIST | --critical-xids LIST]`: runs until SIGTERM or SIGINT (exit 0).
-CLI::App* addWatchCommand(CLI::App& app, WatchCommandOptions& options);
 int runWatch(const WatchCommandOptions& options);
 
 }  // namespace flink::cli

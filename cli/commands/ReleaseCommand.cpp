@@ -16,12 +16,11 @@
 
 #include "Console.h"
 #include "ExitCode.h"
-#include "commands/CoordinationFileOption.h"
-#include "coordination/Coordination.h"
-#include "device/DeviceIdentifiers.h"
-#include "discovery/GpuEnumerator.h"
-#include "discovery/NvidiaSmi.h"  // DiscoveryError
-#include "discovery/NvmlEnumerator.h"
+#include "host/coordination/Coordination.h"
+#include "host/enumeration/DeviceIdentifiers.h"
+#include "host/enumeration/GpuEnumerator.h"
+#include "host/enumeration/NvidiaSmi.h"  // DiscoveryError
+#include "host/enumeration/NvmlEnumerator.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -36,23 +35,6 @@ std::string recordedGpu(const coordination::Record& record) {
 }
 
 }  // namespace
-
-CLI::App* addReleaseCommand(CLI::App& app, ReleaseOptions& options) {
-  CLI::App* command = app.add_subcommand(
-      "release",
-      "Free GPUs by hand: remove the records of one owner process (--owner) or of "
-      "one GPU (--gpu) from the coordination file, or the lines that are not records (--junk).");
-  command->add_option("--owner", options.owner, "Release every GPU held by this process id");
-  command->add_option("--gpu", options.gpu, "Release this GPU (an index, or a GPU-/MIG- UUID)");
-  command->add_flag("--junk", options.junk,
-                    "Remove the lines that are not records (also from a file grown past its "
-                    "size limit)");
-  command->add_flag("--force", options.force,
-                    "Also remove records whose owner is running (it may still use the GPU; "
-                    "one whose lease is held stays held by the lease until what holds it ends)");
-  addCoordinationFileOption(*command, options.coordinationFile);
-  return command;
-}
 
 int runJunkRelease(const ReleaseOptions& options) {
   std::vector<coordination::JunkLine> removed;

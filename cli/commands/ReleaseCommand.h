@@ -7,8 +7,6 @@
 #include <optional>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 namespace flink::cli {
 
 struct ReleaseOptions {
@@ -19,9 +17,6 @@ struct ReleaseOptions {
   bool force = false;
   std::string coordinationFile;
 };
-
-/// Adds the `release` subcommand to `app`; its parsed values land in `options`.
-CLI::App* addReleaseCommand(CLI::App& app, ReleaseOptions& options);
 
 /// Removes the matching records; prints one line per record released, or that none matched.
 /// @returns an ExitCode: success whether or not anything matched; kDiscoveryFailed when a record

@@ -20,13 +20,12 @@
 
 #include "Console.h"
 #include "ExitCode.h"
-#include "commands/CoordinationFileOption.h"
-#include "commands/HostView.h"
-#include "coordination/Coordination.h"
-#include "discovery/GpuEnumerator.h"
-#include "discovery/NvmlEnumerator.h"
-#include "externalresource/gpu/GpuProperties.h"
 #include "flink/externalresource/gpu/GPUInfo.h"
+#include "flink/externalresource/gpu/GpuProperties.h"
+#include "host/coordination/Coordination.h"
+#include "host/enumeration/GpuEnumerator.h"
+#include "host/enumeration/NvmlEnumerator.h"
+#include "host/health/HostView.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -49,7 +48,7 @@ std::vector<discovery::GpuDevice> nvmlDevices() {
     }
     return std::move(found.devices);
   } catch (const discovery::DiscoveryError& e) {
-    if (std::string_view(e.what()).starts_with("no usable NVIDIA GPU")) {
+    if (e.kind() == discovery::DiscoveryError::Kind::kNoUsableGpu) {
       // Every GPU is lost or denied: the records are still shown, without devices.
       printWarning(e.what());
     } else if (verbosity() >= Verbosity::kVerbose) {
@@ -283,19 +282,6 @@ void printText(const std::string& file, const coordination::Status& status,
 }
 
 }  // namespace
-
-CLI::App* addStatusCommand(CLI::App& app, StatusOptions& options) {
-  CLI::App* command =
-      app.add_subcommand("status",
-                         "Show which GPUs the coordination file records, for which processes, and "
-                         "whether those are still running (with each GPU's name, PCI bus id and "
-                         "memory when NVML can tell).");
-  addCoordinationFileOption(*command, options.coordinationFile);
-  command->add_option("--format", options.format, "Output format")
-      ->check(CLI::IsMember({"text", "json", "prometheus"}))
-      ->capture_default_str();
-  return command;
-}
 
 int runStatus(const StatusOptions& options) {
   coordination::Status status;

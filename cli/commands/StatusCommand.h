@@ -5,17 +5,12 @@
 
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 namespace flink::cli {
 
 struct StatusOptions {
   std::string coordinationFile;
   std::string format = "text";
 };
-
-/// Adds the `status` subcommand to `app`; its parsed values land in `options`.
-CLI::App* addStatusCommand(CLI::App& app, StatusOptions& options);
 
 /// Prints the records on stdout (table or JSON), junk lines as warnings. Each record also gets the
 /// uuid, name, pci.bus_id and memory.total NVML knows of its GPU (text: a DEVICE column; JSON:

@@ -1,6 +1,6 @@
-// `flink-gpu topology`: one NVML session with the topology read (discovery/NvmlTopology.h), printed
-// as nvidia-smi's matrix or as JSON. NVML only: nvidia-smi's own matrix is not parsed (its format
-// changes between drivers), so a host without NVML gets an error naming why.
+// `flink-gpu topology`: one NVML session with the topology read (host/enumeration/NvmlTopology.h),
+// printed as nvidia-smi's matrix or as JSON. NVML only: nvidia-smi's own matrix is not parsed (its
+// format changes between drivers), so a host without NVML gets an error naming why.
 #include "commands/TopologyCommand.h"
 
 #include <algorithm>
@@ -12,11 +12,11 @@
 
 #include "Console.h"
 #include "ExitCode.h"
-#include "discovery/GpuEnumerator.h"
-#include "discovery/NvmlEnumerator.h"
-#include "externalresource/gpu/GpuProperties.h"
-#include "placement/Placement.h"
-#include "placement/Topology.h"
+#include "flink/externalresource/gpu/GpuProperties.h"
+#include "host/enumeration/GpuEnumerator.h"
+#include "host/enumeration/NvmlEnumerator.h"
+#include "host/placement/Placement.h"
+#include "host/placement/Topology.h"
 
 namespace flink::cli {
 namespace {
@@ -107,17 +107,6 @@ void printJson(const Topology& topology, const std::vector<discovery::GpuDevice>
 }
 
 }  // namespace
-
-CLI::App* addTopologyCommand(CLI::App& app, TopologyOptions& options) {
-  CLI::App* command = app.add_subcommand(
-      "topology",
-      "Show how this host's GPUs are connected (NVLink, PCIe, CPU and NUMA affinity), as NVML "
-      "tells it: the matrix of nvidia-smi topo -m, which the placement rule chooses from.");
-  command->add_option("--format", options.format, "Output format")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  return command;
-}
 
 int runTopology(const TopologyOptions& options) {
   discovery::Enumeration found;

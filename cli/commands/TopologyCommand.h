@@ -5,16 +5,11 @@
 
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 namespace flink::cli {
 
 struct TopologyOptions {
   std::string format = "text";
 };
-
-/// Adds the `topology` subcommand to `app`; its parsed values land in `options`.
-CLI::App* addTopologyCommand(CLI::App& app, TopologyOptions& options);
 
 /// Prints the topology on stdout. @returns kSuccess, or kDiscoveryFailed when NVML cannot be used
 /// or lists no GPU (the reason on stderr). A relation NVML does not tell is shown as unknown.

@@ -1,5 +1,6 @@
 #include "util/Strings.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace flink::strings {
@@ -153,6 +154,30 @@ std::string quoteForMessage(std::string_view text, std::size_t maxLength) {
     quoted += "... (" + std::to_string(text.size() - shown) + " more bytes)";
   }
   return quoted;
+}
+
+std::size_t editDistance(std::string_view a, std::string_view b, std::size_t limit) {
+  const std::size_t longer = std::max(a.size(), b.size());
+  const std::size_t shorter = std::min(a.size(), b.size());
+  if (longer - shorter > limit) return limit + 1;
+  // Three rows of the table: i - 2, i - 1 and i.
+  std::vector<std::size_t> before(b.size() + 1);
+  std::vector<std::size_t> previous(b.size() + 1);
+  std::vector<std::size_t> current(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) previous[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    current[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t substitution = a[i - 1] == b[j - 1] ? 0 : 1;
+      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, previous[j - 1] + substitution});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        current[j] = std::min(current[j], before[j - 2] + 1);
+      }
+    }
+    std::swap(before, previous);
+    std::swap(previous, current);
+  }
+  return std::min(previous[b.size()], limit + 1);
 }
 
 }  // namespace flink::strings

@@ -1,6 +1,7 @@
 // Small text helpers shared by the parsers of this library (not part of the public API).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,5 +44,11 @@ std::size_t utf8SequenceLength(std::string_view text, char32_t& codePoint) noexc
 /// that is not part of well-formed UTF-8 becomes \xNN, and anything past `maxLength` bytes is
 /// replaced by "... (N more bytes)". What it returns comes out unchanged from it again.
 std::string quoteForMessage(std::string_view text, std::size_t maxLength = 200);
+
+/// The optimal-string-alignment distance of `a` and `b` (Damerau–Levenshtein where no substring
+/// is edited twice, as spelling checkers count it): insertions, deletions, substitutions and swaps
+/// of two neighbours, one edit each. Only its value up to `limit` is computed: anything further is
+/// `limit + 1`. O(|a|·|b|) time, O(|b|) memory.
+std::size_t editDistance(std::string_view a, std::string_view b, std::size_t limit);
 
 }  // namespace flink::strings

@@ -22,13 +22,17 @@ std::ostream& operator<<(std::ostream& stream, const CliRun& run) {
                 << run.err;
 }
 
-CliRun runCli(const std::vector<std::string>& args, const std::vector<std::string>& environment) {
+namespace {
+
+CliRun runThroughEnv(std::vector<std::string> argv, const std::filesystem::path& program,
+                     const std::vector<std::string>& args,
+                     const std::vector<std::string>& environment) {
   // Always through env, without the Flink variables of the environment the tests run in:
   // `flink-gpu discover` without options reads the host's Flink configuration, and a test must
   // see only the one it sets up (env unsets first, then applies `environment`).
-  std::vector<std::string> argv{"/usr/bin/env", "-u", "FLINK_CONF_DIR", "-u", "FLINK_HOME"};
+  argv.insert(argv.end(), {"-u", "FLINK_CONF_DIR", "-u", "FLINK_HOME"});
   argv.insert(argv.end(), environment.begin(), environment.end());
-  argv.push_back(kCli);
+  argv.push_back(program.string());
   argv.insert(argv.end(), args.begin(), args.end());
 
   process::RunOptions options;
@@ -48,6 +52,18 @@ CliRun runCli(const std::vector<std::string>& args, const std::vector<std::strin
     ADD_FAILURE() << "flink-gpu " << result.outcome.toString() << run;
   }
   return run;
+}
+
+}  // namespace
+
+CliRun runCli(const std::vector<std::string>& args, const std::vector<std::string>& environment) {
+  return runThroughEnv({"/usr/bin/env"}, kCli, args, environment);
+}
+
+CliRun runCliAt(const std::filesystem::path& program, const std::filesystem::path& workingDirectory,
+                const std::vector<std::string>& args, const std::vector<std::string>& environment) {
+  return runThroughEnv({"/usr/bin/env", "-C", workingDirectory.string()}, program, args,
+                       environment);
 }
 
 std::vector<std::string> linesOf(std::string_view text) {

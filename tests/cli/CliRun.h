@@ -30,10 +30,17 @@ std::ostream& operator<<(std::ostream& stream, const CliRun& run);
 /// Runs `flink-gpu <args>` (the binary of this build) to completion, 30 s at most, through
 /// /usr/bin/env: without $FLINK_CONF_DIR and $FLINK_HOME (so that no test reads a Flink
 /// configuration of the host by accident), then with `environment` ("NAME=value" entries), since
-/// process::run hands the child this process's own environment. A run that does not exit
-/// normally is a test failure.
+/// process::run hands the child this process's own environment. Without FLINK_HOME, flink-gpu
+/// takes the build folder (above its bin/) as Flink's home, which holds no conf/. A run that does
+/// not exit normally is a test failure.
 CliRun runCli(const std::vector<std::string>& args,
               const std::vector<std::string>& environment = {});
+
+/// As runCli, but runs `program` (a copy of the binary elsewhere, e.g. in <prefix>/bin/) in the
+/// working directory `workingDirectory`.
+CliRun runCliAt(const std::filesystem::path& program, const std::filesystem::path& workingDirectory,
+                const std::vector<std::string>& args,
+                const std::vector<std::string>& environment = {});
 
 /// A program started with posix_spawn in a process group of its own, stdin on /dev/null and
 /// stdout/stderr into files (both into `log` with the one-file form). The destructor kills the

@@ -17,6 +17,7 @@ namespace fs = std::filesystem;
 using flink::testing::CliRun;
 using flink::testing::firstLine;
 using flink::testing::hasLineStartingWith;
+using flink::testing::kCli;
 using flink::testing::linesOf;
 using flink::testing::runCli;
 using flink::testing::TempDir;
@@ -338,9 +339,13 @@ TEST_F(ConfigCommandsTest, MissingConfigurationIsAConfigurationError) {
   EXPECT_EQ(run.exitCode, 2) << run;
   EXPECT_THAT(run.err, HasSubstr((dir_ / "nowhere").string()));
 
+  // Without either variable, Flink's home is the folder above flink-gpu's bin/ (the build
+  // folder here), as Flink's bin/config.sh takes it; with neither and no bin/ there, the error
+  // names both variables (CommandLineCliTest).
   run = runCli({"discover", "--config"}, {"FLINK_CONF_DIR=", "FLINK_HOME="});
   EXPECT_EQ(run.exitCode, 2) << run;
-  EXPECT_THAT(run.err, HasSubstr("FLINK_CONF_DIR"));
+  EXPECT_THAT(run.err, HasSubstr((fs::path(kCli).parent_path().parent_path() / "conf").string()))
+      << run;
 }
 
 TEST_F(ConfigCommandsTest, SingleDriverOptionsDoNotMixWithAConfiguration) {
@@ -348,7 +353,61 @@ TEST_F(ConfigCommandsTest, SingleDriverOptionsDoNotMixWithAConfiguration) {
       runCli({"discover", "--config", conf(), "--discovery-script", script("a.sh", "0")});
   EXPECT_EQ(run.exitCode, 2) << run;
   EXPECT_THAT(firstLine(run.err), HasSubstr("--discovery-script cannot be combined with --config"));
+  EXPECT_THAT(firstLine(run.err),
+              HasSubstr("set external-resource.<name>.param.discovery-script.path there"));
   EXPECT_FALSE(ran("a.sh"));
+
+  // Each names the key that says the same in a configuration.
+  for (const auto& [option, key] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--amount", "2"}, "set external-resource.<name>.amount there"},
+           {{"-n", "2"}, "set external-resource.<name>.amount there"},
+           {{"--timeout", "1 s"}, "set external-resource.<name>.param.discovery-script.timeout"},
+           {{"--mig"}, "add --mig to external-resource.<name>.param.discovery-script.args"}}) {
+    std::vector<std::string> args{"discover", "--config", conf()};
+    args.insert(args.end(), option.begin(), option.end());
+    const CliRun mixed = runCli(args);
+    EXPECT_EQ(mixed.exitCode, 2) << mixed;
+    EXPECT_THAT(firstLine(mixed.err), HasSubstr("cannot be combined with --config")) << mixed;
+    EXPECT_THAT(firstLine(mixed.err), HasSubstr(key)) << mixed;
+  }
+}
+
+TEST_F(ConfigCommandsTest, ABadValueOfADynamicPropertyIsNamedAsSuch) {
+  writeConfig("config.yaml", "external-resources: gpu\nexternal-resource:\n" +
+                                 gpuResource("gpu", 1, script("a.sh", "0")));
+  const std::string file = (confDir() / "config.yaml").string();
+  for (const std::string strict : {"", "--strict"}) {
+    std::vector<std::string> args{"discover", "--config", conf(), "-D",
+                                  "external-resource.gpu.amount=x"};
+    if (!strict.empty()) args.push_back(strict);
+    const CliRun run = runCli(args);
+    EXPECT_EQ(run.exitCode, 2) << run;
+    EXPECT_THAT(firstLine(run.err),
+                HasSubstr("configuration error in -D external-resource.gpu.amount=x: Invalid "
+                          "value 'x' for configuration key 'external-resource.gpu.amount'"))
+        << run;
+    EXPECT_THAT(run.err, Not(HasSubstr(file))) << run;
+    EXPECT_FALSE(ran("a.sh"));
+  }
+  // The file's own bad value still names the file; a -D that sets the key right wins over it.
+  writeConfig("config.yaml",
+              "external-resources: gpu\nexternal-resource.gpu.amount: x\n"
+              "external-resource.gpu.driver-factory.class: " +
+                  std::string(kGpuFactory) +
+                  "\nexternal-resource.gpu.param.discovery-script.path: " + script("a.sh", "0") +
+                  "\n");
+  CliRun run = runCli({"discover", "--config", conf(), "--strict"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(firstLine(run.err), HasSubstr("configuration error in " + file + ": ")) << run;
+  run = runCli({"discover", "--config", conf(), "-Dexternal-resource.gpu.amount=1"});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "gpu: GPU Device(0)\n") << run;
+  // An empty list from a -D is a -D's too.
+  run = runCli({"discover", "--config", conf(), "-Dexternal-resources=none"});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_THAT(run.err,
+              HasSubstr("no external resources are configured in -D external-resources=none"))
+      << run;
 }
 
 TEST_F(ConfigCommandsTest, LoadsAPluginFromThePluginsFolder) {

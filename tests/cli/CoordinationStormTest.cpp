@@ -22,7 +22,7 @@
 
 #include "CliRun.h"
 #include "TestSupport.h"
-#include "coordination/Coordination.h"
+#include "host/coordination/Coordination.h"
 
 namespace {
 

@@ -79,5 +79,22 @@ TEST(StringsTest, Utf8SequenceLength) {
   }
 }
 
+TEST(EditDistanceTest, CountsEachInsertionDeletionSubstitutionAndSwapOnce) {
+  EXPECT_EQ(editDistance("discover", "discover", 2), 0u);
+  EXPECT_EQ(editDistance("dicsover", "discover", 2), 1u);  // a swap of neighbours
+  EXPECT_EQ(editDistance("amout", "amount", 2), 1u);       // an insertion
+  EXPECT_EQ(editDistance("amounts", "amount", 2), 1u);     // a deletion
+  EXPECT_EQ(editDistance("gpux", "gpus", 2), 1u);          // a substitution
+  EXPECT_EQ(editDistance("", "mig", 5), 3u);
+  // Optimal string alignment: no substring is edited twice ("ca" → "abc" is 3, not 2).
+  EXPECT_EQ(editDistance("ca", "abc", 5), 3u);
+}
+
+TEST(EditDistanceTest, StopsCountingPastTheLimit) {
+  EXPECT_EQ(editDistance("status", "discover", 2), 3u);
+  EXPECT_EQ(editDistance("a", "abcdefgh", 1), 2u);
+  EXPECT_EQ(editDistance("topology", "topolgoy", 0), 1u);
+}
+
 }  // namespace
 }  // namespace flink::strings

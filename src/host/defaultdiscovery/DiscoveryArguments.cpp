@@ -69,33 +69,6 @@ std::size_t allowedEdits(std::string_view name) noexcept {
   return 2;
 }
 
-/// The optimal-string-alignment distance (Damerau–Levenshtein where no substring is edited
-/// twice): insertions, deletions, substitutions and swaps of two adjacent characters, each one
-/// edit. Only its value up to `limit` matters: anything further is `limit + 1`.
-std::size_t editDistance(std::string_view a, std::string_view b, std::size_t limit) {
-  const std::size_t longer = std::max(a.size(), b.size());
-  const std::size_t shorter = std::min(a.size(), b.size());
-  if (longer - shorter > limit) return limit + 1;
-  // Three rows of the table: i - 2, i - 1 and i.
-  std::vector<std::size_t> before(b.size() + 1);
-  std::vector<std::size_t> previous(b.size() + 1);
-  std::vector<std::size_t> current(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) previous[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    current[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t substitution = a[i - 1] == b[j - 1] ? 0 : 1;
-      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, previous[j - 1] + substitution});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        current[j] = std::min(current[j], before[j - 2] + 1);
-      }
-    }
-    std::swap(before, previous);
-    std::swap(previous, current);
-  }
-  return std::min(previous[b.size()], limit + 1);
-}
-
 /// When `arg` (an argument no option took) looks like a misspelt option of ours, the message
 /// saying so: it starts with "--", and its name (before any '=') is, ignoring case, within
 /// allowedEdits of a known option's, or is a flag's name given a value. nullopt for anything
@@ -111,7 +84,7 @@ std::optional<std::string> misspeltOption(std::string_view arg) {
   std::size_t nearestEdits = 0;
   for (const std::string_view& option : kKnownOptions) {
     const std::size_t allowed = allowedEdits(option);
-    const std::size_t edits = editDistance(name, option, allowed);
+    const std::size_t edits = strings::editDistance(name, option, allowed);
     if (edits <= allowed && (nearest == nullptr || edits < nearestEdits)) {
       nearest = &option;
       nearestEdits = edits;

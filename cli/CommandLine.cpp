@@ -1,0 +1,473 @@
+// flink-gpu's command line (see CommandLine.h): CLI11's set-up of the global options and of
+// every subcommand, and the usage errors, which name the known command or option nearest to an
+// unknown one. The only translation unit that includes CLI/CLI.hpp.
+#include "CommandLine.h"
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "ExitCode.h"
+#include "flink/configuration/GlobalConfiguration.h"
+#include "flink/externalresource/gpu/GPUDriverOptions.h"
+#include "host/coordination/Coordination.h"
+#include "util/Strings.h"
+
+namespace flink::cli {
+namespace {
+
+using externalresource::gpu::GPUDriverOptions;
+
+/// What is left to do once argv is parsed: copying into the option structs what only CLI11 knows
+/// (whether an option was given at all).
+using AfterParse = std::vector<std::function<void()>>;
+
+/// Adds `--coordination-file PATH` to `command`, defaulting `file` to Flink's
+/// /var/tmp/flink-gpu-coordination.
+void addCoordinationFileOption(CLI::App& command, std::string& file) {
+  file = coordination::kDefaultCoordinationFile;
+  command
+      .add_option("--coordination-file", file,
+                  "The coordination file shared by the workers of this host")
+      ->type_name("PATH")
+      ->capture_default_str();
+}
+
+/// `--format`, one of `formats`.
+void addFormatOption(CLI::App& command, std::string& format,
+                     std::vector<std::string> formats = {"text", "json"}) {
+  command.add_option("--format", format, "Output format")
+      ->check(CLI::IsMember(std::move(formats)))
+      ->capture_default_str();
+}
+
+/// Adds `--config [DIR]`, `--config-file NAME` and `-D key=value` to `command`.
+void addFlinkConfigurationOptions(CLI::App& command, FlinkConfigurationOptions& options,
+                                  AfterParse& after) {
+  const CLI::Option* config =
+      command
+          .add_option(
+              "--config", options.configDir,
+              "Read the Flink configuration folder DIR (config.yaml, else flink-conf.yaml); "
+              "without DIR: $FLINK_CONF_DIR, else $FLINK_HOME/conf")
+          ->expected(0, 1)
+          ->type_name("[DIR]");
+  after.push_back([config, &options] { options.configGiven = config->count() > 0; });
+  command
+      .add_option("--config-file", options.configFile,
+                  "When the folder holds both config.yaml and flink-conf.yaml, read this one "
+                  "(default: $FLINK_GPU_CONF_FILE, else what the folder's Flink version reads: "
+                  "1.19 and 1.20 flink-conf.yaml, 2.x config.yaml; else config.yaml)")
+      ->check(CLI::IsMember({std::string(GlobalConfiguration::FLINK_CONF_FILENAME),
+                             std::string(GlobalConfiguration::LEGACY_FLINK_CONF_FILENAME)}))
+      ->type_name("NAME");
+  command
+      .add_option("-D", options.dynamicProperties,
+                  "Set a configuration key, overriding the file (Flink's -D), e.g. "
+                  "-Dexternal-resource.gpu.amount=2; implies --config")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+}
+
+CLI::App* addDiscover(CLI::App& app, CommandLine& line, AfterParse& after) {
+  DiscoverOptions& options = line.discover;
+  CLI::App* command = app.add_subcommand(
+      "discover", "Find out which GPUs a worker on this host gets, as Flink's GPU driver does.");
+  // Each given one excludes --config and -D (runDiscover says so).
+  std::vector<std::pair<SingleDriverOption, const CLI::Option*>> singleDriver;
+  // Read as text, so that overflow and non-decimal forms get our own words
+  // (commands/AmountOption.h); its type is still a number.
+  singleDriver.emplace_back(
+      SingleDriverOption::kAmount,
+      command->add_option("-n,--amount", options.amount, "How many GPUs to ask for (must be > 0)")
+          ->type_name("UINT")
+          ->capture_default_str());
+  singleDriver.emplace_back(
+      SingleDriverOption::kDiscoveryScript,
+      command
+          ->add_option("--discovery-script", options.discoveryScript,
+                       "The discovery script (default: nvidia-gpu-discovery.sh installed beside "
+                       "flink-gpu, else Flink's default " +
+                           *GPUDriverOptions::DISCOVERY_SCRIPT_PATH.defaultValue() +
+                           " under $FLINK_HOME, else the working directory, else " +
+                           GPUDriverOptions::DOCKER_DEFAULT_DISCOVERY_SCRIPT + ")")
+          ->type_name("PATH"));
+  singleDriver.emplace_back(
+      SingleDriverOption::kDiscoveryArgs,
+      command->add_option("--discovery-args", options.discoveryArgs,
+                          "Arguments for the script, split on whitespace (default: the single "
+                          "argument 'null', as Flink passes it)"));
+  singleDriver.emplace_back(
+      SingleDriverOption::kTimeout,
+      command
+          ->add_option("--timeout", options.timeout,
+                       "How long the script may run, e.g. '10 s', '500 ms', '1 min' (default 10 s)")
+          ->type_name("DURATION"));
+  singleDriver.emplace_back(
+      SingleDriverOption::kMig,
+      command->add_flag(
+          "--mig", options.mig,
+          "Pass --mig to the script: the default discovery then hands out MIG instances (by "
+          "MIG-... UUID) instead of GPUs in MIG mode"));
+  after.push_back([singleDriver, &options] {
+    for (const auto& [option, cliOption] : singleDriver) {
+      if (cliOption->count() > 0) options.singleDriverOptionsGiven.push_back(option);
+    }
+  });
+  addFormatOption(*command, options.format);
+  command->add_flag("--strict", options.strict,
+                    "With --config: when any resource cannot be started (bad amount, factory not "
+                    "installed, driver cannot be made), run nothing; without it such a resource "
+                    "is skipped, as a TaskManager skips it");
+  addFlinkConfigurationOptions(*command, options.flinkConfig, after);
+  return command;
+}
+
+CLI::App* addStatus(CLI::App& app, CommandLine& line, AfterParse&) {
+  StatusOptions& options = line.status;
+  CLI::App* command =
+      app.add_subcommand("status",
+                         "Show which GPUs the coordination file records, for which processes, and "
+                         "whether those are still running (with each GPU's name, PCI bus id and "
+                         "memory when NVML can tell).");
+  addCoordinationFileOption(*command, options.coordinationFile);
+  addFormatOption(*command, options.format, {"text", "json", "prometheus"});
+  return command;
+}
+
+CLI::App* addRelease(CLI::App& app, CommandLine& line, AfterParse&) {
+  ReleaseOptions& options = line.release;
+  CLI::App* command = app.add_subcommand(
+      "release",
+      "Free GPUs by hand: remove the records of one owner process (--owner) or of "
+      "one GPU (--gpu) from the coordination file, or the lines that are not records (--junk).");
+  command->add_option("--owner", options.owner, "Release every GPU held by this process id")
+      ->type_name("PID");
+  command->add_option("--gpu", options.gpu, "Release this GPU (an index, or a GPU-/MIG- UUID)")
+      ->type_name("GPU");
+  command->add_flag("--junk", options.junk,
+                    "Remove the lines that are not records (also from a file grown past its "
+                    "size limit)");
+  command->add_flag("--force", options.force,
+                    "Also remove records whose owner is running (it may still use the GPU; "
+                    "one whose lease is held stays held by the lease until what holds it ends)");
+  addCoordinationFileOption(*command, options.coordinationFile);
+  return command;
+}
+
+CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse&) {
+  ExecOptions& options = line.exec;
+  CLI::App* command = app.add_subcommand(
+      "exec",
+      "Run a command with GPUs of its own: allocate them in the coordination file, set "
+      "CUDA_VISIBLE_DEVICES, and exec the command.");
+  // Read as text, as discover reads its own (commands/AmountOption.h).
+  command->add_option("-n,--amount", options.amount, "How many GPUs to allocate (must be > 0)")
+      ->type_name("UINT")
+      ->required();
+  addCoordinationFileOption(*command, options.coordinationFile);
+  command
+      ->add_option("--gpus", options.gpus,
+                   "The GPUs of this host, comma or space separated (default: ask NVML, else "
+                   "nvidia-smi)")
+      ->type_name("LIST");
+  command->add_flag("--mig", options.mig,
+                    "Allocate MIG instances, by their MIG-... UUIDs, instead of the GPUs in MIG "
+                    "mode they are carved from (GPUs not in MIG mode are still allocated "
+                    "whole); not with --gpus");
+  command
+      ->add_option("--visible-devices", options.visibleDevices,
+                   "What CUDA_VISIBLE_DEVICES gets when none is inherited: index (NVML's, "
+                   "which CUDA uses under CUDA_DEVICE_ORDER=PCI_BUS_ID, set unless already "
+                   "set) or uuid; an inherited CUDA_VISIBLE_DEVICES limits the GPUs and its "
+                   "own entries are passed on")
+      ->check(CLI::IsMember({"index", "uuid"}))
+      ->capture_default_str();
+  command
+      ->add_option("--placement", options.placement,
+                   "Which of the free GPUs to take: topology (the best-connected set, where "
+                   "NVML tells how they are connected) or index (the first free ones, as "
+                   "Flink does)")
+      ->check(CLI::IsMember({"topology", "index"}))
+      ->default_str("topology");
+  command->add_flag("--bind-cpus", options.bindCpus,
+                    "Run the command on the CPUs close to its GPUs (their NVML CPU affinity, "
+                    "within the CPUs flink-gpu may use)");
+  command
+      ->add_option("--health", options.health,
+                   "What to do with unhealthy or drained GPUs: skip them, warn and use them, "
+                   "or ignore health")
+      ->check(CLI::IsMember({"skip", "warn", "ignore"}))
+      ->capture_default_str();
+  command
+      ->add_option("command", options.command,
+                   "The command to run and its arguments; everything from the first of them "
+                   "on is the command's, options included (-- before it is optional)")
+      ->type_name("ARG");
+  // `flink-gpu exec -n 1 python -u train.py -v`: -u and -v are python's and train.py's.
+  command->positionals_at_end();
+  command->footer(
+      "The command replaces flink-gpu in the same process (same pid), so it inherits the GPUs:\n"
+      "they are recorded for that pid, stay taken while the command runs, and are free again\n"
+      "once it ends. If the command cannot be run, the GPUs are released and flink-gpu exits\n"
+      "with 127 (not found) or 126 (cannot be executed), as a shell does.\n");
+  return command;
+}
+
+CLI::App* addConfig(CLI::App& app, CommandLine& line, AfterParse& after) {
+  ConfigOptions& options = line.config;
+  CLI::App* command = app.add_subcommand(
+      "config",
+      "Show the external resources of a Flink configuration as a TaskManager reads them "
+      "(amounts, driver factories, parameters, Kubernetes/YARN keys); runs nothing.");
+  addFlinkConfigurationOptions(*command, options.flinkConfig, after);
+  addFormatOption(*command, options.format);
+  return command;
+}
+
+CLI::App* addTopology(CLI::App& app, CommandLine& line, AfterParse&) {
+  CLI::App* command = app.add_subcommand(
+      "topology",
+      "Show how this host's GPUs are connected (NVLink, PCIe, CPU and NUMA affinity), as NVML "
+      "tells it: the matrix of nvidia-smi topo -m, which the placement rule chooses from.");
+  addFormatOption(*command, line.topology.format);
+  return command;
+}
+
+/// `--gpu GPU` (required) and `--reason TEXT` of drain and undrain.
+void addDrainOptions(CLI::App& command, DrainOptions& options, const std::string& reason) {
+  command.add_option("--gpu", options.gpu, "The GPU: an index, or a GPU-/MIG- UUID")
+      ->type_name("GPU")
+      ->required();
+  command.add_option("--reason", options.reason, reason);
+  addCoordinationFileOption(command, options.coordinationFile);
+}
+
+CLI::App* addDrain(CLI::App& app, CommandLine& line, AfterParse&) {
+  CLI::App* command = app.add_subcommand(
+      "drain",
+      "Take a GPU out of new allocations (owners that hold it keep it), recording the time, the "
+      "reason and who.");
+  addDrainOptions(*command, line.drain, "Why, for status and check");
+  return command;
+}
+
+CLI::App* addUndrain(CLI::App& app, CommandLine& line, AfterParse&) {
+  CLI::App* command = app.add_subcommand(
+      "undrain",
+      "Put a GPU back into allocations: clears a drain and a verdict of `flink-gpu watch` alike, "
+      "recording the time, the reason and who.");
+  addDrainOptions(*command, line.undrain, "Why, for the record");
+  return command;
+}
+
+CLI::App* addCheck(CLI::App& app, CommandLine& line, AfterParse&) {
+  CheckOptions& options = line.check;
+  CLI::App* command = app.add_subcommand(
+      "check",
+      "A node health check (Slurm's HealthCheckProgram, NHC): exit 0 when all is well, else 1 "
+      "with one line per problem.");
+  command->add_option("--expect", options.expect, "The number of GPUs this host must have")
+      ->type_name("UINT");
+  addCoordinationFileOption(*command, options.coordinationFile);
+  addFormatOption(*command, options.format);
+  return command;
+}
+
+CLI::App* addWatch(CLI::App& app, CommandLine& line, AfterParse&) {
+  WatchCommandOptions& options = line.watch;
+  CLI::App* command = app.add_subcommand(
+      "watch",
+      "Watch NVML's critical Xid and double-bit ECC events on every GPU, for the host's whole "
+      "life, and record each unhealthy GPU so that no allocator hands it out. Ends cleanly on "
+      "SIGTERM or SIGINT.");
+  addCoordinationFileOption(*command, options.coordinationFile);
+  command
+      ->add_option("--ignore-xids", options.ignoreXids,
+                   "Xids that are not critical, replacing the default 13,31,43,45,68,109 "
+                   "(errors applications cause)")
+      ->type_name("LIST");
+  command
+      ->add_option("--critical-xids", options.criticalXids,
+                   "Only these Xids are critical (all others are ignored)")
+      ->type_name("LIST");
+  return command;
+}
+
+struct Subcommand {
+  std::string_view name;
+  Command command;
+  CLI::App* (*add)(CLI::App&, CommandLine&, AfterParse&);
+};
+
+/// In the order --help lists them.
+constexpr std::array kSubcommands{
+    Subcommand{"discover", Command::kDiscover, addDiscover},
+    Subcommand{"status", Command::kStatus, addStatus},
+    Subcommand{"release", Command::kRelease, addRelease},
+    Subcommand{"exec", Command::kExec, addExec},
+    Subcommand{"config", Command::kConfig, addConfig},
+    Subcommand{"topology", Command::kTopology, addTopology},
+    Subcommand{"drain", Command::kDrain, addDrain},
+    Subcommand{"undrain", Command::kUndrain, addUndrain},
+    Subcommand{"check", Command::kCheck, addCheck},
+    Subcommand{"watch", Command::kWatch, addWatch},
+};
+
+/// The subcommand argv names: its first argument that is not a flag (the global ones, -v and -q,
+/// take no value), before any `--`; nullopt when there is none.
+std::optional<std::string_view> commandWord(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.empty() || arg.front() == '-') continue;
+    return arg;
+  }
+  return std::nullopt;
+}
+
+const Subcommand* findSubcommand(std::string_view name) {
+  for (const Subcommand& subcommand : kSubcommands) {
+    if (subcommand.name == name) return &subcommand;
+  }
+  return nullptr;
+}
+
+/// "; did you mean 'X'?" for the candidate nearest to `typed`, when it is near enough to be what
+/// was meant: at most 2 edits, and at most a third of the typed length, leading dashes not
+/// counted (`-amount` means `--amount`; a word of one or two letters means nothing else). The
+/// first of equally near candidates wins. Empty when none is near enough.
+std::string didYouMean(std::string_view typed, const std::vector<std::string>& candidates) {
+  const auto bare = [](std::string_view name) {
+    name.remove_prefix(std::min(name.find_first_not_of('-'), name.size()));
+    return name;
+  };
+  const std::string_view word = bare(typed);
+  const std::size_t limit = std::min<std::size_t>(2, word.size() / 3);
+  const std::string* best = nullptr;
+  std::size_t bestDistance = limit + 1;
+  for (const std::string& candidate : candidates) {
+    const std::size_t distance = strings::editDistance(word, bare(candidate), limit);
+    if (distance < bestDistance) {
+      best = &candidate;
+      bestDistance = distance;
+    }
+  }
+  return best == nullptr ? "" : "; did you mean '" + *best + "'?";
+}
+
+/// Every name of every option of `command`: `-n`, `--amount`, ….
+void addOptionNames(const CLI::App& command, std::vector<std::string>& names) {
+  for (const CLI::Option* option : command.get_options()) {
+    for (const std::string& name : option->get_snames()) names.push_back("-" + name);
+    for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+  }
+}
+
+/// The first argument of argv, before any `--`, that looks like an option and that `app` or
+/// `command` did not take, as typed up to any '=': "--amout" of `--amout 2` or `--amout=2`,
+/// "-amount" of `-amount 2` (a long name after one dash), "-x" of `-x`.
+std::optional<std::string> firstUnknownOption(int argc, char** argv, const CLI::App& app,
+                                              const CLI::App* command) {
+  std::vector<std::string> left = app.remaining();
+  if (command != nullptr) {
+    const std::vector<std::string> own = command->remaining();
+    left.insert(left.end(), own.begin(), own.end());
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg.front() != '-') continue;
+    if (std::find(left.begin(), left.end(), arg) == left.end()) continue;
+    return std::string(arg.substr(0, arg.find('=')));
+  }
+  return std::nullopt;
+}
+
+/// The usage error of `error`, as two lines: what is wrong, standing alone (an unknown command
+/// or option named, with the nearest known one), then where the help for it is.
+void printUsageError(int argc, char** argv, const CLI::App& app,
+                     const std::optional<std::string_view>& word, const Subcommand* requested,
+                     const CLI::App* command, const CLI::ParseError& error) {
+  std::string what;
+  if (word && requested == nullptr) {
+    std::vector<std::string> names;
+    for (const Subcommand& subcommand : kSubcommands) names.emplace_back(subcommand.name);
+    what = "unknown command '" + strings::quoteForMessage(*word) + "'" + didYouMean(*word, names);
+  } else if (const std::optional<std::string> unknown =
+                 firstUnknownOption(argc, argv, app, command)) {
+    std::vector<std::string> names;
+    if (command != nullptr) addOptionNames(*command, names);
+    addOptionNames(app, names);
+    what =
+        "unknown option '" + strings::quoteForMessage(*unknown) + "'" + didYouMean(*unknown, names);
+  } else {
+    what = error.what();
+  }
+  const std::string help =
+      requested == nullptr
+          ? std::string(word ? "Run 'flink-gpu --help' for the commands."
+                             : "Run 'flink-gpu --help' for usage.")
+          : "Run 'flink-gpu " + std::string(requested->name) + " --help' for its options.";
+  std::cerr << "flink-gpu: error: " << what << '\n' << help << '\n';
+}
+
+}  // namespace
+
+std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
+  CLI::App app(
+      "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them; the "
+      "external resources of a Flink configuration (discover --config, config); and the host's "
+      "GPU coordination file (status, release, exec); how the GPUs are connected (topology); GPU "
+      "health for operators (drain, undrain, check, watch)",
+      "flink-gpu");
+  app.set_version_flag("--version", std::string("flink-gpu ") + FLINK_GPU_VERSION);
+  app.require_subcommand(1);
+  // Let -v/-q come after the subcommand too (`flink-gpu discover -q`).
+  app.fallthrough();
+  app.add_flag("-v,--verbose", line.verboseCount, "Show the library's log (info; twice for debug)");
+  app.add_flag("-q,--quiet", line.quiet, "Print only the result and one line per error");
+  app.footer(
+      "When FLINK_HOME is not set, flink-gpu sets it to the folder above its own bin/, as Flink's\n"
+      "bin/config.sh does: $FLINK_HOME/conf, $FLINK_HOME/plugins and the relative\n"
+      "discovery-script paths of a configuration are then found there.\n");
+
+  // Only the requested command is set up: building every command's options is start-up work
+  // (allocations, first touches of memory) that every run would pay. All are for --help, and
+  // when the word is no command of ours (the help, the error's suggestion).
+  const std::optional<std::string_view> word = commandWord(argc, argv);
+  const Subcommand* requested = word ? findSubcommand(*word) : nullptr;
+  AfterParse after;
+  const CLI::App* requestedApp = nullptr;
+  for (const Subcommand& subcommand : kSubcommands) {
+    if (requested != nullptr && requested != &subcommand) continue;
+    CLI::App* added = subcommand.add(app, line, after);
+    if (requested == &subcommand) requestedApp = added;
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    printUsageError(argc, argv, app, word, requested, requestedApp, e);
+    return kUsageError;
+  }
+  for (const std::function<void()>& step : after) step();
+  for (const CLI::App* parsed : app.get_subcommands()) {
+    if (const Subcommand* subcommand = findSubcommand(parsed->get_name())) {
+      line.command = subcommand->command;
+      return std::nullopt;
+    }
+  }
+  return kUsageError;  // not reached: a subcommand is required
+}
+
+}  // namespace flink::cli
