@@ -21,8 +21,8 @@
 // where NVML tells the topology, the first free ones otherwise or with --placement index.
 //
 // An inherited CUDA_VISIBLE_DEVICES (the worker's scheduler's) limits the units to those it names,
-// in its order, read as CUDA reads it (host/enumeration/VisibleDevices.h); the answer is then the mask's
-// own entries for the units chosen, while coordination records keep the host's numbering.
+// in its order, read as CUDA reads it (host/enumeration/VisibleDevices.h); the answer is then the
+// mask's own entries for the units chosen, while coordination records keep the host's numbering.
 // Unhealthy and drained GPUs are never handed out, in either mode (--health, see
 // host/health/HostHealth.h).
 //
@@ -53,8 +53,8 @@
 namespace {
 
 /// Tells the in-process driver that this file is the program its library was built with
-/// (host/defaultdiscovery/DefaultScript.h), without running it: a section of its own, which stripping
-/// keeps, holding the mark with its NUL.
+/// (host/defaultdiscovery/DefaultScript.h), without running it: a section of its own, which
+/// stripping keeps, holding the mark with its NUL.
 [[gnu::used, gnu::section(".flink_gpu_program")]] const char kProgramMark[] =
     FLINK_GPU_PROGRAM_MARK;
 

@@ -654,8 +654,8 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     }
     return free;
   };
-  // Grants `wanted` more of `free`: the placement rule's choice (host/placement/Placement.h) where it
-  // gives one that fits, else the first ones in order. A chooser's failure never fails the
+  // Grants `wanted` more of `free`: the placement rule's choice (host/placement/Placement.h) where
+  // it gives one that fits, else the first ones in order. A chooser's failure never fails the
   // allocation.
   const auto take = [&](const std::vector<std::string>& free, std::size_t wanted) {
     const std::size_t before = granted.size();

@@ -23,8 +23,8 @@
 // The journal is a file beside the coordination file (Siblings.h): used only when its type,
 // links, owner and mode pass the trust rules, and applied only when every write it holds lies
 // inside the file and every size is within the file's limit (SQLite checks its journal before it
-// rolls back, too). The same store keeps the health records (host/health/HealthRecords.h), a sibling
-// itself, judged against the coordination file.
+// rolls back, too). The same store keeps the health records (host/health/HealthRecords.h), a
+// sibling itself, judged against the coordination file.
 #pragma once
 
 #include <sys/stat.h>

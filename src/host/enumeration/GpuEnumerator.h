@@ -143,8 +143,8 @@ class StaticEnumerator : public GpuEnumerator {
 
 /// Splits a GPU list on commas and whitespace (newlines included, as a custom script may pass
 /// nvidia-smi's output as it is), dropping empty parts. Each part must be a device identifier
-/// (host/enumeration/DeviceIdentifiers.h); decimal indices lose their leading zeros, so "01" and "1" are one
-/// GPU in the coordination file.
+/// (host/enumeration/DeviceIdentifiers.h); decimal indices lose their leading zeros, so "01" and
+/// "1" are one GPU in the coordination file.
 /// @throws DiscoveryError naming the first part that is not a device identifier.
 std::vector<std::string> parseGpuList(std::string_view text);
 

@@ -6,8 +6,8 @@
 // deleted by a release. Beside it, the file is read and written only through
 // coordination::CoordinationFile, under the same discipline as the records: flock, journaled
 // page-contained writes that cannot tear, symlinks refused, a size limit; and, as a file beside
-// the coordination file, the trust rules of host/coordination/Siblings.h. Allocators read it without
-// waiting on its lock.
+// the coordination file, the trust rules of host/coordination/Siblings.h. Allocators read it
+// without waiting on its lock.
 //
 // One verdict per line, tab-separated, the kind first and then key=value fields:
 //
@@ -94,8 +94,8 @@ struct HealthFile {
 /// Reads the health file beside `coordinationFile` without waiting on its lock (a change cut
 /// short is rolled back in memory; see CoordinationFile::Access::kSnapshot); a missing file has
 /// no records. The file and its journal are judged against the coordination file
-/// (host/coordination/Siblings.h). @throws coordination::CoordinationError naming the health records
-/// (a symlink, not a regular file, a file that fails the trust rules, too big, unreadable).
+/// (host/coordination/Siblings.h). @throws coordination::CoordinationError naming the health
+/// records (a symlink, not a regular file, a file that fails the trust rules, too big, unreadable).
 HealthFile readHealth(const std::filesystem::path& coordinationFile);
 
 /// Changes the records of the health file beside `coordinationFile` (creating it) under the

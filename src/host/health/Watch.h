@@ -60,8 +60,8 @@ struct WatchOptions {
 bool isCriticalXid(std::uint64_t xid, const WatchOptions& options);
 
 /// The one watch of a host: an exclusive flock on `<coordination file>.watch`, a file beside the
-/// coordination file (host/coordination/Siblings.h) that is never written. Released when this object
-/// goes (or its process dies).
+/// coordination file (host/coordination/Siblings.h) that is never written. Released when this
+/// object goes (or its process dies).
 class WatchLock {
  public:
   /// The lock, or the pid of the watch that holds it, as the kernel tells it (/proc/locks; 0 when

@@ -1,7 +1,7 @@
 // What the placement rule knows about how a host's GPUs are connected: for each pair of whole
 // GPUs their NVLinks and their PCIe relation, for each GPU its NUMA node and CPU affinity. Pure
-// data, filled from NVML by host/enumeration/NvmlTopology.h and by hand in the tests; nothing here calls
-// NVML.
+// data, filled from NVML by host/enumeration/NvmlTopology.h and by hand in the tests; nothing here
+// calls NVML.
 //
 // Every field may be unknown: a query that failed or is not supported leaves its relation
 // unknown, never guessed, and the placement rule then scores it as no connection at all.

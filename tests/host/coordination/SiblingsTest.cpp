@@ -125,7 +125,8 @@ TEST_F(PlantedSiblingsTest, ACoordinationFileAnotherUserMadeIsNotWrittenByPrivil
     EXPECT_THAT(e.what(), HasSubstr("chmod g+rw"));
   }
   EXPECT_EQ(readFile(file()), "");
-  // Shared by its mode with a group of this user's, it is the set-up of docs/coordination-file.md: used.
+  // Shared by its mode with a group of this user's, it is the set-up of docs/coordination-file.md:
+  // used.
   ASSERT_EQ(::chown(file().c_str(), kNobody, ::getegid()), 0);
   fs::permissions(file(), fs::perms(0664));
   EXPECT_TRUE(allocate(file(), request(1)).satisfied);

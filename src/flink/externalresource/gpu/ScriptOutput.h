@@ -10,8 +10,8 @@
 //   mark and leading whitespace, starts with `{` (no line of the line form can: `{` is no
 //   device identifier).
 // Unlike Flink, which takes any text as an index, every identifier must be a device identifier
-// that CUDA_VISIBLE_DEVICES accepts (host/enumeration/DeviceIdentifiers.h), so that "No devices were found"
-// or a warning never turns into GPUs.
+// that CUDA_VISIBLE_DEVICES accepts (host/enumeration/DeviceIdentifiers.h), so that "No devices
+// were found" or a warning never turns into GPUs.
 #pragma once
 
 #include <cstddef>
