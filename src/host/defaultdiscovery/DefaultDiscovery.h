@@ -160,9 +160,10 @@ struct GrantRequest {
   /// Note each record of a gone owner taken back ("note: took back GPU …"); exec does so only
   /// when verbose.
   bool noteReclaimed = true;
-  /// Whole GPUs and MIG instances never together, for a single CUDA process (exec), which sees
-  /// only the instance when given both: where the units hold both, the MIG instances are tried
-  /// first, then the whole GPUs. A worker that hands each task one unit may mix them.
+  /// In coordination mode, whole GPUs and MIG instances never together, for a single CUDA process
+  /// (exec), which sees only the instance when given both: where the units hold both, the MIG
+  /// instances are tried first, then the whole GPUs. A worker that hands each task one unit may
+  /// mix them.
   bool oneKind = false;
 };
 
