@@ -183,6 +183,12 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
   // What blocks the units of every kind tried, for the shortfall's words.
   coordination::Allocation shortOf;
   const std::string file = request.coordinationFile.string();
+  // Once each: a second kind's allocation reads the same file, junk and notes again.
+  const auto note = [&report](std::string line) {
+    if (std::find(report.notes.begin(), report.notes.end(), line) == report.notes.end()) {
+      report.notes.push_back(std::move(line));
+    }
+  };
   for (const std::vector<std::string>& kind : kinds) {
     allocationRequest.gpus = kind;
     try {
@@ -191,16 +197,16 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
     } catch (const coordination::CoordinationError& e) {
       failWith(Stage::kCoordination, e.what(), report);
     }
-    for (const std::string& note : allocation.notes) {
-      report.notes.push_back("note: coordination file " + file + ": " + note);
+    for (const std::string& line : allocation.notes) {
+      note("note: coordination file " + file + ": " + line);
     }
     for (const std::string& line : coordination::describeJunk(allocation.junk, file)) {
-      report.notes.push_back("note: " + line);
+      note("note: " + line);
     }
     if (request.noteReclaimed) {
       for (const coordination::Record& record : allocation.reclaimed) {
-        report.notes.push_back("note: took back GPU " + record.gpu + " from process " +
-                               std::to_string(record.owner.pid) + ", which is no longer running");
+        note("note: took back GPU " + record.gpu + " from process " +
+             std::to_string(record.owner.pid) + ", which is no longer running");
       }
     }
     if (allocation.satisfied) break;
@@ -479,23 +485,15 @@ Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& rep
   if (request.coordination) return grantRecorded(host, units, request, report);
 
   Grant grant;
-  for (const std::vector<std::string>& kind : unitsByKind(units, request.oneKind)) {
-    if (kind.size() < request.amount) continue;
-    if (const auto choose = chooserFor(host, request.placement)) {
-      grant.granted = choose(kind, request.amount);
-    }
-    if (grant.granted.size() != request.amount) {
-      grant.granted.assign(kind.begin(),
-                           kind.begin() + static_cast<std::ptrdiff_t>(request.amount));
-    }
-    grant.answer = host.answerFor(grant.granted);
-    return grant;
+  if (const auto choose = chooserFor(host, request.placement)) {
+    grant.granted = choose(units, request.amount);
   }
-  failWith(Stage::kShortfall,
-           "not enough GPUs of one kind: " + request.amountText +
-               " requested, and with --mig whole GPUs and MIG instances are never mixed (found: " +
-               strings::join(units, ",") + ")",
-           report);
+  if (grant.granted.size() != request.amount) {
+    grant.granted.assign(units.begin(),
+                         units.begin() + static_cast<std::ptrdiff_t>(request.amount));
+  }
+  grant.answer = host.answerFor(grant.granted);
+  return grant;
 }
 
 void giveBack(const std::filesystem::path& coordinationFile, const coordination::Owner& owner,
