@@ -152,6 +152,15 @@ if [[ $(id -u) -ne 0 ]] || ! command -v setpriv > /dev/null; then
     skip "workers of two users" "needs root and setpriv"
 else
     as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+    # The other users run a copy of the install layout in $work: the build tree may lie in a folder
+    # they cannot search (a clone in a `mktemp -d` folder is 0700).
+    tree=$work/tree
+    mkdir -p "$tree/bin" "$tree/plugins/external-resource-gpu"
+    cp "$cli" "$tree/bin/"
+    cp "$build"/plugins/external-resource-gpu/{nvidia-gpu-discovery,nvidia-gpu-discovery.sh,gpu-discovery-common.sh} \
+        "$tree/plugins/external-resource-gpu/"
+    cli=$tree/bin/flink-gpu
+    program=$tree/plugins/external-resource-gpu/nvidia-gpu-discovery
     shared=$work/users
     mkdir -m 0755 "$shared"
     start_owner
