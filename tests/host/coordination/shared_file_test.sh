@@ -159,6 +159,9 @@ else
     cp "$cli" "$tree/bin/"
     cp "$build"/plugins/external-resource-gpu/{nvidia-gpu-discovery,nvidia-gpu-discovery.sh,gpu-discovery-common.sh} \
         "$tree/plugins/external-resource-gpu/"
+    # A sanitizer build's flink-gpu loads the shared library through $ORIGIN/../lib.
+    mkdir -p "$tree/lib"
+    cp -P "$build"/lib/libflink-external-resource-gpu.so* "$tree/lib/" 2> /dev/null || true
     cli=$tree/bin/flink-gpu
     program=$tree/plugins/external-resource-gpu/nvidia-gpu-discovery
     shared=$work/users
