@@ -311,7 +311,9 @@ std::string formatRecords(const std::vector<Record>& records) {
   text.reserve(records.size() * 48);
   for (const Record& record : records) {
     text += record.gpu;
-    text += ' ';
+    // An AMD or Intel record holds no space at all: Flink's script, which knows GPUs by index,
+    // neither reads it (`grep "^<gpu> "`) nor deletes it (`sed "/<gpu> /d"`).
+    text += device::isVendorUnitName(record.gpu) ? '\t' : ' ';
     text += std::to_string(record.owner.pid);
     if (record.owner.startTime) text += '\t' + std::to_string(*record.owner.startTime);
     if (record.uuid) text += "\tuuid=" + *record.uuid;
@@ -328,19 +330,31 @@ std::string formatRecords(const std::vector<Record>& records) {
   return text;
 }
 
-std::string describe(const BlockedUnit& blocked) {
+namespace {
+
+/// Why `unit` is busy while `related` is held: "its MIG instance MIG-… is held …".
+std::string whyBusy(const std::string& unit, const std::string& related,
+                    const std::string& holder) {
   const auto isMig = [](std::string_view gpu) { return gpu.starts_with("MIG-"); };
-  const std::string& other = blocked.heldBy.gpu;
-  const std::string holder = " is held by process " + std::to_string(blocked.heldBy.owner.pid);
-  std::string why;
-  if (!isMig(blocked.gpu) && isMig(other)) {
-    why = "its MIG instance " + other + holder;
-  } else if (isMig(blocked.gpu) && !isMig(other)) {
-    why = "GPU " + other + ", which it is carved from," + holder;
-  } else {
-    why = "GPU " + other + ", which shares its hardware," + holder;
-  }
-  return "GPU " + blocked.gpu + " is busy: " + why;
+  // An Intel tile's record name is its card's and "/<tile>".
+  const auto isTile = [](std::string_view gpu) {
+    return gpu.starts_with(device::kIntelRecordPrefix) && gpu.find('/') != std::string_view::npos;
+  };
+  if (!isMig(unit) && isMig(related)) return "its MIG instance " + related + holder;
+  if (isMig(unit) && !isMig(related))
+    return "GPU " + related + ", which it is carved from," + holder;
+  if (!isTile(unit) && isTile(related)) return "its tile " + related + holder;
+  if (isTile(unit) && !isTile(related))
+    return "card " + related + ", which it is part of," + holder;
+  return "GPU " + related + ", which shares its hardware," + holder;
+}
+
+}  // namespace
+
+std::string describe(const BlockedUnit& blocked) {
+  return "GPU " + blocked.gpu + " is busy: " +
+         whyBusy(blocked.gpu, blocked.heldBy.gpu,
+                 " is held by process " + std::to_string(blocked.heldBy.owner.pid));
 }
 
 bool holdsGpu(Liveness liveness) noexcept {
@@ -446,14 +460,8 @@ std::optional<std::string> unitNamedBy(const Record& record, const std::vector<s
 }
 
 std::string describeBlockedByLease(const std::string& unit, const std::string& related) {
-  const std::string holder = " is held by a lease of another process, without a record";
-  if (!unit.starts_with("MIG-") && related.starts_with("MIG-")) {
-    return "GPU " + unit + " is busy: its MIG instance " + related + holder;
-  }
-  if (unit.starts_with("MIG-") && !related.starts_with("MIG-")) {
-    return "GPU " + unit + " is busy: GPU " + related + ", which it is carved from," + holder;
-  }
-  return "GPU " + unit + " is busy: GPU " + related + ", which shares its hardware," + holder;
+  return "GPU " + unit + " is busy: " +
+         whyBusy(unit, related, " is held by a lease of another process, without a record");
 }
 
 Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,

@@ -507,6 +507,69 @@ TEST(CoordinationRelatedUnitsTest, RecordsMatchExactlyThroughRelationsToo) {
             (std::vector<BlockedUnit>{BlockedUnit{"11", Record{kMigA, Owner{10, {}}}}}));
 }
 
+// --- AMD and Intel units ----------------------------------------------------------------------
+
+constexpr const char* kIntelCard = "intel:00000000:5A:00.0";
+constexpr const char* kIntelTile0 = "intel:00000000:5A:00.0/0";
+constexpr const char* kIntelTile1 = "intel:00000000:5A:00.0/1";
+
+TEST(CoordinationVendorRecordsTest, AnAmdOrIntelLineHoldsNoSpaceSoFlinksScriptNeverTouchesIt) {
+  const Record amd{"amd:00000000:05:00.3", Owner{12, 345, 4026531836}};
+  const Record intel{kIntelTile1, Owner{13, 346}};
+  const std::string text = formatRecords({Record{"0", Owner{11, 344}}, amd, intel});
+  EXPECT_EQ(text,
+            "0 11\t344\n"
+            "amd:00000000:05:00.3\t12\t345\tpidns=4026531836\n"
+            "intel:00000000:5A:00.0/1\t13\t346\n");
+  // Flink's `grep "^<gpu> "` and `sed "/<gpu> /d"` need a space: only NVIDIA's line has one.
+  const std::string amdLine = formatRecords({amd});
+  EXPECT_EQ(amdLine.find(' '), std::string::npos);
+  const ParsedRecords parsed = parseRecords(text);
+  ASSERT_EQ(parsed.records.size(), 3u);
+  EXPECT_TRUE(parsed.junk.empty());
+  EXPECT_EQ(parsed.records[1], amd);
+  EXPECT_EQ(parsed.records[2], intel);
+}
+
+TEST(CoordinationVendorRecordsTest, EachVendorGetsItsOwnGpuZeroFromOneFile) {
+  // An NVIDIA worker holds GPU 0; the AMD worker's units are other hardware.
+  const std::string held = "0 10\t1\n";
+  const Allocation amd = planAllocation(
+      parseRecords(held),
+      request({"amd:00000000:63:00.0", "amd:00000000:43:00.0"}, 1, Owner{20, 7}, {}), kLive);
+  ASSERT_TRUE(amd.satisfied);
+  EXPECT_EQ(amd.granted, std::vector<std::string>{"amd:00000000:63:00.0"});
+  const Allocation nvidia = planAllocation(parseRecords(formatRecords(amd.records)),
+                                           request({"0", "1"}, 1, Owner{11, 7}, {}), kLive);
+  EXPECT_EQ(nvidia.granted, std::vector<std::string>{"1"});
+}
+
+TEST(CoordinationVendorRecordsTest, AnIntelCardHeldWholeBlocksItsTilesAndATileItsCard) {
+  const RelatedUnits related{{kIntelCard, {kIntelTile0, kIntelTile1}}};
+  // A COMPOSITE worker holds the card: a FLAT worker gets neither tile.
+  const std::string card = std::string(kIntelCard) + "\t10\n";
+  const Allocation flat = planAllocation(
+      parseRecords(card), request({kIntelTile0, kIntelTile1}, 1, Owner{20, 7}, related), kLive);
+  EXPECT_FALSE(flat.satisfied);
+  ASSERT_EQ(flat.blocked.size(), 2u);
+  EXPECT_EQ(describe(flat.blocked[0]), std::string("GPU ") + kIntelTile0 + " is busy: card " +
+                                           kIntelCard +
+                                           ", which it is part of, is held by process 10");
+  // A FLAT worker holds tile 1: the COMPOSITE worker does not get the card, and a second FLAT
+  // worker gets tile 0 (tiles are not related to each other).
+  const std::string tile = std::string(kIntelTile1) + "\t10\n";
+  const Allocation composite =
+      planAllocation(parseRecords(tile), request({kIntelCard}, 1, Owner{20, 7}, related), kLive);
+  EXPECT_FALSE(composite.satisfied);
+  ASSERT_EQ(composite.blocked.size(), 1u);
+  EXPECT_EQ(describe(composite.blocked[0]), std::string("GPU ") + kIntelCard +
+                                                " is busy: its tile " + kIntelTile1 +
+                                                " is held by process 10");
+  const Allocation otherTile = planAllocation(
+      parseRecords(tile), request({kIntelTile0, kIntelTile1}, 1, Owner{20, 7}, related), kLive);
+  EXPECT_EQ(otherTile.granted, std::vector<std::string>{kIntelTile0});
+}
+
 TEST(CoordinationRelatedUnitsTest, ManyGpusWithSevenInstancesEachStayLinear) {
   // 64 GPUs of 7 instances; every instance but GPU 63's is held: GPU 63 is the only one free.
   RelatedUnits related;

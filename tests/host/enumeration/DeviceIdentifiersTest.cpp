@@ -15,7 +15,42 @@ TEST(DeviceIdentifiersTest, IndicesOfAtMostNineDigits) {
   EXPECT_FALSE(isDeviceIdentifier(""));
   EXPECT_FALSE(isDeviceIdentifier(" 0"));
   EXPECT_FALSE(isDeviceIdentifier("-1"));
-  EXPECT_FALSE(isDeviceIdentifier("1.0"));
+  EXPECT_FALSE(isDeviceIdentifier("1.5e3"));
+}
+
+TEST(DeviceIdentifiersTest, LevelZeroCardDotTileIsAnIdentifier) {
+  // ZE_AFFINITY_MASK's `<card>.<tile>` under the COMPOSITE hierarchy, printed as spelled.
+  EXPECT_TRUE(isDeviceIdentifier("1.0"));
+  EXPECT_TRUE(isDeviceIdentifier("07.01"));
+  EXPECT_EQ(canonicalDeviceIdentifier("07.01"), "7.1");
+  EXPECT_FALSE(isCanonicalDeviceIdentifier("07.01"));
+  EXPECT_TRUE(isCanonicalDeviceIdentifier("7.1"));
+  for (const char* bad : {"1.", ".1", "1.2.3", "1.-1", "1.0x1", "1000000000.0"}) {
+    EXPECT_FALSE(isDeviceIdentifier(bad)) << bad;
+  }
+}
+
+TEST(DeviceIdentifiersTest, AmdAndIntelRecordNamesAreByVendorAndPciBusId) {
+  EXPECT_TRUE(isVendorUnitName("amd:00000000:05:00.3"));
+  EXPECT_TRUE(isVendorUnitName("amd:0000:e3:00.0"));
+  EXPECT_TRUE(isVendorUnitName("intel:00000000:5A:00.0"));
+  EXPECT_TRUE(isVendorUnitName("intel:00000000:5A:00.0/1"));
+  EXPECT_TRUE(isDeviceIdentifier("intel:00000000:5A:00.0/1"));
+  for (const char* bad :
+       {"amd:", "amd:05:00.0", "amd:00000000:05:00.8", "amd:00000000:5:00.0",
+        "amd:00000000:05:00.0/1", "intel:00000000:5A:00.0/", "intel:00000000:5A:00.0/x",
+        "nvidia:00000000:05:00.0", "amd:00000000:05:00.0 ", "AMD:00000000:05:00.0"}) {
+    EXPECT_FALSE(isVendorUnitName(bad)) << bad;
+    EXPECT_FALSE(isDeviceIdentifier(bad)) << bad;
+  }
+  // One unit, however its bus id's hex is spelled: NVML's upper case.
+  EXPECT_EQ(canonicalDeviceIdentifier("intel:00000000:5a:00.0/01"), "intel:00000000:5A:00.0/1");
+  EXPECT_TRUE(isCanonicalDeviceIdentifier("amd:00000000:E3:00.0"));
+  EXPECT_FALSE(isCanonicalDeviceIdentifier("amd:00000000:e3:00.0"));
+  EXPECT_EQ(vendorOfUnit("amd:00000000:E3:00.0"), "amd");
+  EXPECT_EQ(vendorOfUnit("intel:00000000:5A:00.0"), "intel");
+  EXPECT_EQ(vendorOfUnit("0"), "nvidia");
+  EXPECT_EQ(vendorOfUnit("GPU-8932f937"), "nvidia");
 }
 
 TEST(DeviceIdentifiersTest, GpuAndMigUuidsAndTheirPrefixes) {
