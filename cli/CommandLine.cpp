@@ -100,6 +100,15 @@ CLI::App* addDiscover(CLI::App& app, CommandLine& line, AfterParse& after) {
                            GPUDriverOptions::DOCKER_DEFAULT_DISCOVERY_SCRIPT + ")")
           ->type_name("PATH"));
   singleDriver.emplace_back(
+      SingleDriverOption::kVendor,
+      command
+          ->add_option("--vendor", options.vendor,
+                       "Whose GPUs: nvidia (the default), amd or intel; runs that vendor's "
+                       "default script, <vendor>-gpu-discovery.sh, from beside flink-gpu, and "
+                       "reads that vendor's GPU properties; not with --discovery-script")
+          ->check(CLI::IsMember({"nvidia", "amd", "intel"}))
+          ->type_name("VENDOR"));
+  singleDriver.emplace_back(
       SingleDriverOption::kDiscoveryArgs,
       command->add_option("--discovery-args", options.discoveryArgs,
                           "Arguments for the script, split on whitespace (default: the single "
@@ -182,6 +191,13 @@ CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse&) {
                     "Allocate MIG instances, by their MIG-... UUIDs, instead of the GPUs in MIG "
                     "mode they are carved from (GPUs not in MIG mode are still allocated "
                     "whole); not with --gpus");
+  command
+      ->add_option("--vendor", options.vendor,
+                   "Allocate AMD or Intel GPUs (from sysfs) and set ROCR_VISIBLE_DEVICES and "
+                   "HIP_VISIBLE_DEVICES, or ZE_AFFINITY_MASK, instead of CUDA_VISIBLE_DEVICES "
+                   "(default: nvidia, as without it); not with --gpus, --mig or --bind-cpus")
+      ->check(CLI::IsMember({"nvidia", "amd", "intel"}))
+      ->type_name("VENDOR");
   command
       ->add_option("--visible-devices", options.visibleDevices,
                    "What CUDA_VISIBLE_DEVICES gets when none is inherited: index (NVML's, "

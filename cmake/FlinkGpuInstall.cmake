@@ -41,7 +41,9 @@ if(FLINK_GPU_INSTALL_STRIP AND CMAKE_OBJCOPY)
   install(CODE "
     if(CMAKE_INSTALL_DO_STRIP)
       foreach(program \"${CMAKE_INSTALL_BINDIR}/flink-gpu\"
-                      \"${FLINK_GPU_PLUGIN_DIR}/nvidia-gpu-discovery\")
+                      \"${FLINK_GPU_PLUGIN_DIR}/nvidia-gpu-discovery\"
+                      \"${FLINK_GPU_PLUGIN_DIR}/amd-gpu-discovery\"
+                      \"${FLINK_GPU_PLUGIN_DIR}/intel-gpu-discovery\")
         execute_process(COMMAND \"${CMAKE_OBJCOPY}\" --remove-section=.comment
                                 \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/\${program}\"
                         RESULT_VARIABLE failed)

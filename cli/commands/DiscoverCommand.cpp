@@ -31,18 +31,18 @@ namespace fs = std::filesystem;
 using externalresource::gpu::GPUDriverFactory;
 using externalresource::gpu::GPUDriverOptions;
 
-/// The discovery script flink-gpu uses when none is given: the one installed beside it
+/// The discovery script flink-gpu uses when none is given: `vendor`'s installed beside it
 /// (<prefix>/bin/flink-gpu → <prefix>/plugins/external-resource-gpu/), which is also where the
-/// build tree keeps it; else Flink's default path.
-std::string defaultDiscoveryScript() {
+/// build tree keeps it; else the driver's default path for that vendor.
+std::string defaultDiscoveryScript(const std::string& vendor) {
+  const std::string relative = GPUDriverOptions::defaultDiscoveryScript(vendor);
   std::error_code error;
   const fs::path self = fs::read_symlink("/proc/self/exe", error);
   if (!error) {
-    const fs::path besideUs =
-        self.parent_path().parent_path() / "plugins/external-resource-gpu/nvidia-gpu-discovery.sh";
+    const fs::path besideUs = self.parent_path().parent_path() / relative;
     if (fs::exists(besideUs, error)) return besideUs.string();
   }
-  return *GPUDriverOptions::DISCOVERY_SCRIPT_PATH.defaultValue();
+  return relative;
 }
 
 /// [{"index": "0", "uuid": "GPU-…", …}, …]: every key getKeys() lists, in its order, values as
@@ -80,6 +80,8 @@ std::string_view optionName(SingleDriverOption option) {
       return "--amount";
     case SingleDriverOption::kDiscoveryScript:
       return "--discovery-script";
+    case SingleDriverOption::kVendor:
+      return "--vendor";
     case SingleDriverOption::kDiscoveryArgs:
       return "--discovery-args";
     case SingleDriverOption::kTimeout:
@@ -98,6 +100,8 @@ std::string whatTheConfigurationSets(SingleDriverOption option) {
       return "set " + ExternalResourceOptions::getAmountConfigOptionForResource("<name>").key();
     case SingleDriverOption::kDiscoveryScript:
       return "set " + param + GPUDriverOptions::DISCOVERY_SCRIPT_PATH.key();
+    case SingleDriverOption::kVendor:
+      return "set " + param + GPUDriverOptions::VENDOR.key();
     case SingleDriverOption::kDiscoveryArgs:
       return "set " + param + GPUDriverOptions::DISCOVERY_SCRIPT_ARG.key();
     case SingleDriverOption::kTimeout:
@@ -287,14 +291,22 @@ int runDiscover(const DiscoverOptions& options) {
     printError("--strict applies to --config only");
     return kUsageError;
   }
+  if (options.vendor && options.discoveryScript) {
+    printError(
+        "--vendor cannot be combined with --discovery-script: --vendor runs that vendor's "
+        "default script (give the script alone, or --vendor alone)");
+    return kUsageError;
+  }
   // Checked before the script is even looked at, as the driver does.
   const std::optional<std::int64_t> parsedAmount = parseAmountOption(options.amount);
   if (!parsedAmount) return kUsageError;
   const std::int64_t amount = *parsedAmount;
   Configuration config;
   const bool usingDefaultScript = !options.discoveryScript.has_value();
+  const std::string vendor = options.vendor.value_or("nvidia");
+  config.set(GPUDriverOptions::VENDOR, vendor);
   config.set(GPUDriverOptions::DISCOVERY_SCRIPT_PATH,
-             usingDefaultScript ? defaultDiscoveryScript() : *options.discoveryScript);
+             usingDefaultScript ? defaultDiscoveryScript(vendor) : *options.discoveryScript);
   if (options.discoveryArgs || options.mig) {
     std::string args = options.discoveryArgs.value_or("");
     if (options.mig) args += args.empty() ? "--mig" : " --mig";
@@ -326,7 +338,8 @@ int runDiscover(const DiscoverOptions& options) {
     printError(std::string("discovery failed: ") + e.what());
     using Kind = discovery::DiscoveryError::Kind;
     const std::optional<Kind> kind = defaultDiscoveryFailureKind(e);
-    if (usingDefaultScript && (kind == Kind::kNoDriver || kind == Kind::kNoGpu)) {
+    if (usingDefaultScript && vendor == "nvidia" &&
+        (kind == Kind::kNoDriver || kind == Kind::kNoGpu)) {
       printHint(
           "to try flink-gpu without NVIDIA GPUs, give it a discovery script of your own: "
           "flink-gpu discover --discovery-script ./my-gpus.sh --amount 2 (the script gets the "

@@ -15,12 +15,22 @@ namespace flink::cli {
 
 /// The options of the one-driver form, which --config and -D exclude: each says what a
 /// configuration sets with a key of the resource instead.
-enum class SingleDriverOption { kAmount, kDiscoveryScript, kDiscoveryArgs, kTimeout, kMig };
+enum class SingleDriverOption {
+  kAmount,
+  kDiscoveryScript,
+  kVendor,
+  kDiscoveryArgs,
+  kTimeout,
+  kMig
+};
 
 struct DiscoverOptions {
   /// As typed: read by runDiscover, so that overflow and non-decimal forms are errors.
   std::string amount = "1";
   std::optional<std::string> discoveryScript;
+  /// --vendor nvidia|amd|intel: that vendor's default script and GPU properties (the driver's
+  /// `vendor`). A usage error with --discovery-script.
+  std::optional<std::string> vendor;
   std::optional<std::string> discoveryArgs;
   /// --mig: pass --mig to the script (the default discovery then hands out MIG instances).
   bool mig = false;

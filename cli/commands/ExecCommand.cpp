@@ -33,6 +33,7 @@
 #include "host/coordination/Coordination.h"
 #include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/enumeration/GpuEnumerator.h"
+#include "host/enumeration/Vendor.h"
 #include "host/enumeration/VisibleDevices.h"
 #include "host/health/HostHealth.h"
 #include "host/placement/Placement.h"
@@ -58,11 +59,56 @@ void printDiscoveryNote(std::string_view line) {
 
 using defaultdiscovery::HostUnits;
 
+/// --vendor, nvidia when not given (parsed by CLI11 against the three names).
+discovery::Vendor vendorOf(const ExecOptions& options) {
+  return discovery::parseVendor(options.vendor.value_or("nvidia"))
+      .value_or(discovery::Vendor::kNvidia);
+}
+
+/// The variables an AMD or Intel command gets for `granted` (record names), from the vendor's
+/// rules (VendorHost::environmentFor). nullopt after printing the error: a unit without a UUID
+/// for --visible-devices uuid.
+std::optional<std::vector<std::pair<std::string, std::string>>> vendorEnvironment(
+    const ExecOptions& options, const HostUnits& host, const std::vector<std::string>& granted) {
+  const discovery::VendorHost& vendorHost = *host.vendorHost;
+  std::vector<const discovery::VendorUnit*> units;
+  for (const std::string& gpu : granted) {
+    const auto unit = std::find_if(
+        vendorHost.units.begin(), vendorHost.units.end(),
+        [&](const discovery::VendorUnit& candidate) { return candidate.recordName == gpu; });
+    if (unit != vendorHost.units.end()) units.push_back(&*unit);
+  }
+  try {
+    return vendorHost.environmentFor(units, options.visibleDevices == "uuid");
+  } catch (const std::invalid_argument& e) {
+    printError(std::string("--visible-devices uuid: ") + e.what());
+    return std::nullopt;
+  }
+}
+
 /// The host's units as the default discovery finds them (defaultdiscovery::findHostUnits):
 /// --gpus, else NVML, else nvidia-smi; less the unhealthy and drained ones; under an inherited
 /// CUDA_VISIBLE_DEVICES, those it allows. Returns nullopt after printing the error, with
 /// `exitCode` set.
 std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
+  if (const discovery::Vendor vendor = vendorOf(options); vendor != discovery::Vendor::kNvidia) {
+    defaultdiscovery::Report report;
+    try {
+      defaultdiscovery::DiscoveryArguments args;
+      args.health = "skip";
+      HostUnits host = defaultdiscovery::findVendorUnits(
+          vendor, defaultdiscovery::vendorOptionsFor(args, vendor, report), report);
+      for (const std::string& line : report.lines()) printDiscoveryNote(line);
+      return host;
+    } catch (const defaultdiscovery::DiscoveryFailure& e) {
+      printErrorWithDetails("cannot find the " + std::string(discovery::vendorName(vendor)) +
+                                " GPUs of this host: " + e.what(),
+                            e.report().details);
+      for (const std::string& note : e.report().notes) printDiscoveryNote(note);
+      exitCode = kDiscoveryFailed;
+      return std::nullopt;
+    }
+  }
   defaultdiscovery::HostUnitsOptions hostOptions;
   if (options.gpus) {
     try {
@@ -228,6 +274,11 @@ std::optional<std::vector<std::string>> heldByThisProcess(const ExecOptions& opt
   return held;
 }
 
+/// Becomes the command (execvp); returns only when that fails, after releasing what was
+/// recorded for `owner`. `visible`: the units, for the message.
+int execCommand(const ExecOptions& options, const coordination::Owner& owner,
+                const std::string& visible);
+
 }  // namespace
 
 int runExec(const ExecOptions& options) {
@@ -242,6 +293,20 @@ int runExec(const ExecOptions& options) {
         "--mig cannot be used with --gpus: the GPUs listed are handed out as they are; "
         "list MIG instances there by their MIG-... UUIDs instead");
     return kUsageError;
+  }
+
+  const discovery::Vendor vendor = vendorOf(options);
+  if (vendor != discovery::Vendor::kNvidia) {
+    const std::string name(discovery::vendorName(vendor));
+    for (const auto& [given, option] :
+         {std::pair{options.gpus.has_value(), "--gpus"}, std::pair{options.mig, "--mig"},
+          std::pair{options.bindCpus, "--bind-cpus"}}) {
+      if (given) {
+        printError(std::string(option) + " is for NVIDIA GPUs; it cannot be used with --vendor " +
+                   name);
+        return kUsageError;
+      }
+    }
   }
 
   int exitCode = kSuccess;
@@ -294,6 +359,28 @@ int runExec(const ExecOptions& options) {
     granted = grant.granted;
   }
 
+  if (host->vendorHost) {
+    const auto environment = vendorEnvironment(options, *host, granted);
+    if (!environment) {
+      releaseAfterFailedExec(options.coordinationFile, owner);
+      return kUsageError;
+    }
+    std::string said;
+    for (const auto& [name, value] : *environment) {
+      if (::setenv(name.c_str(), value.c_str(), 1) != 0) {
+        const int error = errno;
+        releaseAfterFailedExec(options.coordinationFile, owner);
+        printError("cannot set " + name + ": " + std::strerror(error));
+        return kDiscoveryFailed;
+      }
+      said += (said.empty() ? "" : " ") + name + '=' + value;
+    }
+    if (verbosity() >= Verbosity::kVerbose) {
+      std::cerr << "flink-gpu: " << said << " for process " << owner.pid << '\n';
+    }
+    return execCommand(options, owner, strings::join(host->answerFor(granted), ","));
+  }
+
   warnAboutSeveralMigInstances(granted);
   if (options.bindCpus) {
     try {
@@ -331,7 +418,13 @@ int runExec(const ExecOptions& options) {
     std::cerr << "flink-gpu: CUDA_VISIBLE_DEVICES=" << visible << " for process " << owner.pid
               << '\n';
   }
+  return execCommand(options, owner, visible);
+}
 
+namespace {
+
+int execCommand(const ExecOptions& options, const coordination::Owner& owner,
+                const std::string& visible) {
   std::vector<char*> argv;
   argv.reserve(options.command.size() + 1);
   for (const std::string& arg : options.command) argv.push_back(const_cast<char*>(arg.c_str()));
@@ -354,5 +447,7 @@ int runExec(const ExecOptions& options) {
              " released again");
   return notFound ? kCommandNotFound : kCommandNotExecutable;
 }
+
+}  // namespace
 
 }  // namespace flink::cli

@@ -15,6 +15,10 @@ struct ExecOptions {
   /// As typed: read by runExec as discover reads its own (commands/AmountOption.h).
   std::string amount;
   std::string coordinationFile;
+  /// --vendor nvidia|amd|intel: whose GPUs to allocate (nullopt: NVIDIA's, as always). AMD's
+  /// and Intel's come from sysfs; the command then gets their runtimes' variables
+  /// (ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES, ZE_AFFINITY_MASK) instead of CUDA's.
+  std::optional<std::string> vendor;
   /// --gpus: the host's GPUs, instead of asking NVML or nvidia-smi.
   std::optional<std::string> gpus;
   /// --mig: allocate MIG instances (their MIG-… UUIDs go into CUDA_VISIBLE_DEVICES) instead of

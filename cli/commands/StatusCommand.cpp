@@ -23,6 +23,7 @@
 #include "flink/externalresource/gpu/GPUInfo.h"
 #include "flink/externalresource/gpu/GpuProperties.h"
 #include "host/coordination/Coordination.h"
+#include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/NvmlEnumerator.h"
 #include "host/health/HostView.h"
@@ -169,6 +170,7 @@ void printJson(const std::string& file, const coordination::Status& status,
     const coordination::RecordStatus& entry = status.records[i];
     nlohmann::ordered_json record;
     record["gpu"] = entry.record.gpu;
+    record["vendor"] = std::string(device::vendorOfUnit(entry.record.gpu));
     record["owner_pid"] = entry.record.owner.pid;
     if (entry.record.owner.startTime) {
       record["owner_start_time"] = *entry.record.owner.startTime;

@@ -1,4 +1,7 @@
 // nvidia-gpu-discovery: the default discovery program of the GPU external-resource driver.
+// Built three times: as nvidia-gpu-discovery, and with FLINK_GPU_VENDOR "amd" or "intel" as
+// amd-gpu-discovery and intel-gpu-discovery, which take the same protocol and coordination file
+// but find their units in sysfs (host/amd/, host/intel/; see the end of this comment).
 //
 // Flink's driver (and ours) runs nvidia-gpu-discovery.sh, which execs this program with the same
 // arguments:
@@ -26,6 +29,12 @@
 // Unhealthy and drained GPUs are never handed out, in either mode (--health, see
 // host/health/HostHealth.h).
 //
+// AMD and Intel (amd-gpu-discovery.sh, intel-gpu-discovery.sh): the units are those the vendor's
+// runtime numbers in this process (ROCr's KFD order under ROCR_VISIBLE_DEVICES and the HIP
+// masks; Level Zero's order, hierarchy, ZE_AFFINITY_MASK and ONEAPI_DEVICE_SELECTOR), printed
+// as that runtime takes them, and recorded by vendor and PCI bus id. --gpus and --mig are
+// NVIDIA's and refused; --health is ignored with a note; the first free units are taken.
+//
 // The work itself is the library's (host/defaultdiscovery/DefaultDiscovery.h), which GPUDriver also
 // runs in-process; this program reads its arguments, prints, and gives back what it recorded
 // when its answer cannot be written.
@@ -49,6 +58,9 @@
 #ifndef FLINK_GPU_PROGRAM_MARK
 #error "FLINK_GPU_PROGRAM_MARK must be defined by the build"
 #endif
+#ifndef FLINK_GPU_VENDOR
+#define FLINK_GPU_VENDOR "nvidia"
+#endif
 
 namespace {
 
@@ -60,7 +72,11 @@ namespace {
 
 namespace coordination = flink::coordination;
 namespace defaultdiscovery = flink::defaultdiscovery;
+namespace discovery = flink::discovery;
 using defaultdiscovery::Report;
+
+constexpr const char* kProgramName = FLINK_GPU_VENDOR "-gpu-discovery";
+const discovery::Vendor kVendor = discovery::parseVendor(FLINK_GPU_VENDOR).value();
 
 /// What goes to stderr after the first line (or after the answer, on success): details about
 /// the cause first, then notes about the command line and the coordination file, so that the
@@ -98,7 +114,7 @@ int writeAnswer(const std::vector<std::string>& gpus) {
 int cannotWriteAnswer(int error, const Report& report) {
   // The driver would read no GPUs and take that for an answer.
   printReport(report);
-  std::fprintf(stderr, "nvidia-gpu-discovery: cannot write the answer: %s\n",
+  std::fprintf(stderr, "%s: cannot write the answer: %s\n", kProgramName,
                error == EBADF ? "standard output is closed" : std::strerror(error));
   return 1;
 }
@@ -112,7 +128,10 @@ int discover(const std::vector<std::string>& argv) {
   const coordination::Owner owner = coordination::Owner::of(args.ownerPid.value_or(::getppid()));
   try {
     const defaultdiscovery::HostUnits host =
-        defaultdiscovery::findHostUnits(defaultdiscovery::hostUnitsOptionsFor(args), report);
+        kVendor == discovery::Vendor::kNvidia
+            ? defaultdiscovery::findHostUnits(defaultdiscovery::hostUnitsOptionsFor(args), report)
+            : defaultdiscovery::findVendorUnits(
+                  kVendor, defaultdiscovery::vendorOptionsFor(args, kVendor, report), report);
     // Nothing would reach the worker: record nothing for it.
     if (args.coordination && !stdoutWasOpen && coordination::isRunning(owner)) {
       return cannotWriteAnswer(EBADF, report);
@@ -159,7 +178,7 @@ int main(int argc, char** argv) {
     std::fputs(text.c_str(), stderr);
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "nvidia-gpu-discovery: unexpected error: %s\n", e.what());
+    std::fprintf(stderr, "%s: unexpected error: %s\n", kProgramName, e.what());
     return 1;
   }
 }

@@ -191,7 +191,7 @@ TEST_F(CoordinationCommandsTest, StatusShowsTheGpusOfRunningCommands) {
   EXPECT_TRUE(parsed.at("junk").empty()) << json;
   // The keys in the documented order.
   EXPECT_TRUE(json.out.starts_with("{\"coordination_file\":")) << json;
-  EXPECT_TRUE(contains(json.out, "{\"gpu\":\"0\",\"owner_pid\":")) << json;
+  EXPECT_TRUE(contains(json.out, "{\"gpu\":\"0\",\"vendor\":\"nvidia\",\"owner_pid\":")) << json;
 }
 
 TEST_F(CoordinationCommandsTest, StatusShowsATwoFieldRecordWithoutStartTime) {

@@ -137,10 +137,10 @@ TEST_F(GpuPropertiesCliTest, DiscoverShowsWhatNvmlKnowsOfEachGpu) {
       run({"discover", "-n", "2", "--discovery-script", script, "--format", "json"});
   ASSERT_EQ(json.exitCode, 0) << json;
   EXPECT_EQ(withoutFileSize(json.out),
-            std::string(R"({"gpu":[)") + R"({"index":"0","uuid":")" + kGpu0 +
+            std::string(R"({"gpu":[)") + R"({"index":"0","vendor":"nvidia","uuid":")" + kGpu0 +
                 R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
                 R"("memory.total":"143771","minor_number":"0"},)"
-                R"({"index":"1","uuid":")" +
+                R"({"index":"1","vendor":"nvidia","uuid":")" +
                 kGpu1 +
                 R"(","name":"NVIDIA H200","pci.bus_id":"00000000:3B:00.0",)"
                 R"("memory.total":"143771","minor_number":"1"}]})"
@@ -181,11 +181,11 @@ TEST_F(GpuPropertiesCliTest, DefaultDiscoveryWithMigHandsOutInstancesNeverTheirG
   const CliRun json = run({"discover", "-n", "2", "--discovery-args", "--mig", "--format", "json"});
   ASSERT_EQ(json.exitCode, 0) << json;
   EXPECT_EQ(withoutFileSize(json.out),
-            std::string(R"({"gpu":[{"index":"0","uuid":")") + kGpu0 +
+            std::string(R"({"gpu":[{"index":"0","vendor":"nvidia","uuid":")") + kGpu0 +
                 R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
                 R"("memory.total":"143771","minor_number":"0"},)"
                 R"({"index":")" +
-                kMigA + R"(","uuid":")" + kMigA +
+                kMigA + R"(","vendor":"nvidia","uuid":")" + kMigA +
                 R"(","name":"NVIDIA H200 MIG 1g.18gb","pci.bus_id":"00000000:3B:00.0",)"
                 R"("memory.total":"16384","mig.parent_index":"1",)"
                 R"("mig.gpu_instance_id":"9","mig.compute_instance_id":"0"}]})"
@@ -339,12 +339,13 @@ TEST_F(GpuPropertiesCliTest, WhereOnlyNvidiaSmiAnswersItsPropertiesReachTheGpuIn
 
   const CliRun json = runCli({"discover", "-n", "2", "--format", "json"}, env);
   ASSERT_EQ(json.exitCode, 0) << json;
-  EXPECT_EQ(json.out, std::string("{\"gpu\":[{\"index\":\"0\",\"uuid\":\"") + kGpu0 +
-                          "\",\"name\":\"NVIDIA H200\",\"pci.bus_id\":\"00000000:19:00.0\","
-                          "\"memory.total\":\"143771\"},{\"index\":\"1\",\"uuid\":\"" +
-                          kGpu1 +
-                          "\",\"name\":\"NVIDIA H200\",\"pci.bus_id\":\"00000000:3B:00.0\","
-                          "\"memory.total\":\"143771\"}]}\n")
+  EXPECT_EQ(json.out,
+            std::string("{\"gpu\":[{\"index\":\"0\",\"vendor\":\"nvidia\",\"uuid\":\"") + kGpu0 +
+                "\",\"name\":\"NVIDIA H200\",\"pci.bus_id\":\"00000000:19:00.0\","
+                "\"memory.total\":\"143771\"},{\"index\":\"1\",\"vendor\":\"nvidia\",\"uuid\":\"" +
+                kGpu1 +
+                "\",\"name\":\"NVIDIA H200\",\"pci.bus_id\":\"00000000:3B:00.0\","
+                "\"memory.total\":\"143771\"}]}\n")
       << json;
   // nvidia-smi was run once, for the enumeration; nothing asked it again for the properties.
   EXPECT_EQ(readLines(runs).size(), 1u) << readFile(runs);
@@ -411,7 +412,7 @@ TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {
       run({"status", "--coordination-file", coordinationFile(), "--format", "json"});
   EXPECT_EQ(json.exitCode, 0) << json;
   const std::string gone =
-      R"(,"owner_pid":)" + pid +
+      R"(,"vendor":"nvidia","owner_pid":)" + pid +
       R"(,"owner_start_time":1,"running":false,"owner_state":"gone","other_pid_namespace":false)";
   EXPECT_EQ(recordsPart(json.out),
             R"({"coordination_file":")" + coordinationFile() + R"(","records":[)" +

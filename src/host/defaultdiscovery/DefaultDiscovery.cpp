@@ -173,8 +173,7 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
              report);
   }
   coordination::AllocationRequest allocationRequest{units, request.amount, request.owner,
-                                                    discovery::relatedUnits(host.devices),
-                                                    discovery::uuidsByIdentifier(host.devices)};
+                                                    host.related, host.uuids};
   allocationRequest.lease = request.lease;
   allocationRequest.choose = chooserFor(host, request.placement, /*readsTopology=*/false);
 
@@ -258,6 +257,19 @@ const std::optional<placement::Topology>& HostUnits::topology() const {
 }
 
 std::vector<std::string> HostUnits::answerFor(const std::vector<std::string>& granted) const {
+  if (vendorHost) {
+    std::unordered_map<std::string, const std::string*> identifierOf;
+    for (const discovery::VendorUnit& unit : vendorHost->units) {
+      identifierOf.emplace(unit.recordName, &unit.identifier);
+    }
+    std::vector<std::string> identifiers;
+    identifiers.reserve(granted.size());
+    for (const std::string& gpu : granted) {
+      const auto found = identifierOf.find(gpu);
+      identifiers.push_back(found == identifierOf.end() ? gpu : *found->second);
+    }
+    return identifiers;
+  }
   if (!masked && listedAs.empty()) return granted;
   std::vector<std::string> entries;
   entries.reserve(granted.size());
@@ -401,6 +413,8 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   }
   host.gpus = withoutDuplicates(discovery::identifiersOf(healthy.units), report);
   host.devices = std::move(found.found.devices);
+  host.related = discovery::relatedUnits(host.devices);
+  host.uuids = discovery::uuidsByIdentifier(host.devices);
   host.topologyWanted = options.topology && found.source == discovery::HostGpuSource::kNvml;
   host.nvmlSession = std::move(heldNvml);
 
@@ -470,6 +484,13 @@ Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& rep
   }
   const std::vector<std::string> units = unitsNotLost(host, report);
   if (units.size() < request.amount) {
+    if (host.vendorHost && host.vendorHost->mask) {
+      failWith(Stage::kShortfall,
+               "only " + std::to_string(units.size()) + " GPU(s) allowed by " +
+                   *host.vendorHost->mask + ", " + request.amountText +
+                   " requested (allowed: " + strings::join(host.answerFor(units), ",") + ")",
+               report);
+    }
     if (host.masked) {
       failWith(Stage::kShortfall,
                "only " + std::to_string(units.size()) + " GPU(s) allowed by " +
@@ -479,7 +500,8 @@ Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& rep
     }
     failWith(Stage::kShortfall,
              "only " + std::to_string(units.size()) + " GPU(s) found, " + request.amountText +
-                 " requested (found: " + strings::join(units, ",") + ")",
+                 " requested (found: " +
+                 strings::join(host.vendorHost ? host.answerFor(units) : units, ",") + ")",
              report);
   }
   if (request.coordination) return grantRecorded(host, units, request, report);

@@ -31,6 +31,7 @@
 #include "host/defaultdiscovery/DiscoveryArguments.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/HostGpus.h"
+#include "host/enumeration/Vendor.h"
 #include "host/enumeration/VisibleDevices.h"
 #include "host/health/HostHealth.h"
 #include "host/nvml/Nvml.h"
@@ -119,6 +120,13 @@ struct HostUnits {
   std::optional<discovery::MaskedUnits> masked;
   /// With --gpus where NVML answers: the entry as listed, by the host identifier it names.
   std::unordered_map<std::string, std::string> listedAs;
+  /// Units that share hardware (a GPU and its MIG instances, an Intel card and its tiles), and
+  /// the `GPU-…` UUID of each whole NVIDIA GPU that has one: what the allocation is given.
+  coordination::RelatedUnits related;
+  std::unordered_map<std::string, std::string> uuids;
+  /// For AMD and Intel (findVendorUnits): what their enumeration found. `gpus` then holds the
+  /// units' record names ("amd:00000000:05:00.3"), and the answer their identifiers.
+  std::optional<discovery::VendorHost> vendorHost;
   /// How the GPUs are connected, when NVML can tell: read on the first call only (its NVML
   /// queries grow with the square of the GPUs, and most discoveries have no choice to make), in
   /// the NVML session this HostUnits holds since the enumeration. nullopt without NVML, or when
@@ -135,6 +143,13 @@ struct HostUnits {
   bool topologyWanted = false;
   mutable std::optional<std::optional<placement::Topology>> topologyRead;
 };
+
+/// Step 1 for AMD or Intel GPUs (host/amd/, host/intel/): the units their enumeration allows
+/// this process, under the vendor's masks, recorded by record name. No health, MIG or topology
+/// applies to them. `vendor` is kAmd or kIntel.
+/// @throws DiscoveryFailure (kEnumeration) with the enumeration's cause and details.
+HostUnits findVendorUnits(discovery::Vendor vendor, const discovery::VendorOptions& options,
+                          Report& report);
 
 /// Step 1. Holds one NVML session across the enumeration and the health probe. Takes no lock
 /// that another process could hold for long: the health records are read without waiting.
@@ -205,6 +220,14 @@ void giveBack(const std::filesystem::path& coordinationFile, const coordination:
 
 /// The options of step 1 for the program's arguments.
 HostUnitsOptions hostUnitsOptionsFor(const DiscoveryArguments& args);
+
+/// The options of findVendorUnits for the program's arguments (amd-gpu-discovery,
+/// intel-gpu-discovery): the sysfs and /dev roots of the environment, and NVIDIA_SMI_TIMEOUT's
+/// limit for the vendor tools. --health, which AMD and Intel GPUs do not have yet, is noted as
+/// ignored in `report`.
+/// @throws discovery::DiscoveryError for --gpus and --mig, which are NVIDIA's.
+discovery::VendorOptions vendorOptionsFor(const DiscoveryArguments& args, discovery::Vendor vendor,
+                                          Report& report);
 
 /// The request of step 2 for the program's arguments, for `owner`.
 GrantRequest grantRequestFor(const DiscoveryArguments& args, const coordination::Owner& owner);

@@ -81,6 +81,8 @@ class GPUDriver final : public ExternalResourceDriver {
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }
   /// Whether GPUInfo properties are read through NVML (`nvml.enabled`).
   bool nvmlEnabled() const noexcept { return nvmlEnabled_; }
+  /// `vendor`: "nvidia", "amd" or "intel".
+  const std::string& vendor() const noexcept { return vendor_; }
   /// Whether discoveries run in-process: the script is the default discovery and
   /// `discovery-script.in-process` is true.
   bool runsInProcess() const noexcept { return inProcessDiscovery_ != nullptr; }
@@ -95,15 +97,24 @@ class GPUDriver final : public ExternalResourceDriver {
   /// FlinkException. A time-out that is not positive → IllegalConfigurationException.
   explicit GPUDriver(const Configuration& config);
 
+  using DescribedGpus =
+      std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>>;
+
   /// The GPUInfo of each (identifier, properties), in order (GPUInfo's constructor is the
   /// driver's).
-  static ExternalResourceInfoSet toInfoSet(
-      std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> gpus);
+  static ExternalResourceInfoSet toInfoSet(DescribedGpus gpus);
+
+  /// `gpus` with the `vendor` property first on each, where a default discovery answered.
+  DescribedGpus withVendor(DescribedGpus gpus) const;
 
   /// retrieveResourceInfo's in-process way (see the top of this file).
   ExternalResourceInfoSet retrieveInProcess(std::int64_t gpuAmount);
 
   std::filesystem::path script_;
+  /// `vendor`: "nvidia", "amd" or "intel".
+  std::string vendor_ = "nvidia";
+  /// The script is the vendor's default one: its file is named `<vendor>-gpu-discovery.sh`.
+  bool defaultScript_ = false;
   std::vector<std::string> arguments_;
   std::chrono::milliseconds timeout_;
   bool nvmlEnabled_ = true;

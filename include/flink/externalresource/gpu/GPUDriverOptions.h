@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 
 #include "flink/configuration/ConfigOption.h"
 #include "flink/configuration/ConfigOptions.h"
@@ -23,8 +24,26 @@ struct GPUDriverOptions {
   static constexpr const char* DOCKER_DEFAULT_DISCOVERY_SCRIPT =
       "/opt/flink/plugins/external-resource-gpu/nvidia-gpu-discovery.sh";
 
+  /// `vendor`: whose GPUs these are, `nvidia` (the default), `amd` or `intel` (not in Flink).
+  /// It picks the default script (`plugins/external-resource-gpu/<vendor>-gpu-discovery.sh`,
+  /// when `discovery-script.path` is not set) and where GPUInfo's properties come from: NVML for
+  /// NVIDIA, sysfs for AMD (the KFD topology) and Intel (DRM), read under the worker's own masks
+  /// as its runtime reads them. Another value is an IllegalConfigurationException when the driver
+  /// is made.
+  inline static const ConfigOption<std::string> VENDOR =
+      ConfigOptions::key("vendor").stringType().defaultValue("nvidia").withDescription(
+          "Whose GPUs these are: nvidia, amd or intel. Picks the default discovery script "
+          "and where the GPUs' properties are read from.");
+
+  /// The default script of `vendor` ("nvidia", "amd", "intel"), relative to $FLINK_HOME.
+  static std::string defaultDiscoveryScript(std::string_view vendor) {
+    return std::string(DEFAULT_FLINK_PLUGINS_DIR) + "/external-resource-gpu/" +
+           std::string(vendor) + "-gpu-discovery.sh";
+  }
+
   /// `discovery-script.path`: the discovery script, absolute or relative to $FLINK_HOME (else to
-  /// the working directory). Default, as in Flink: the relative
+  /// the working directory). Its default is the `vendor`'s script (defaultDiscoveryScript); for
+  /// NVIDIA, as in Flink: the relative
   /// `plugins/external-resource-gpu/nvidia-gpu-discovery.sh`, i.e. the script in the plugins
   /// folder of the Flink installation at $FLINK_HOME. When the default is used and not found
   /// there, the driver tries DOCKER_DEFAULT_DISCOVERY_SCRIPT before it gives up.

@@ -23,17 +23,26 @@ class GPUInfo final : public ExternalResourceInfo {
   /// The device identifier, always present: a decimal index such as "0" (NVML's and
   /// nvidia-smi's order, which is PCI order), or a "GPU-…"/"MIG-…" UUID, as the script printed it.
   static constexpr std::string_view PROPERTY_KEY_INDEX = "index";
+  /// Who made the GPU: "nvidia", "amd" or "intel". Set on every GPU a default discovery hands
+  /// out (the `vendor` parameter's script), and on every GPU NVML knows.
+  static constexpr std::string_view PROPERTY_KEY_VENDOR = "vendor";
   /// nvmlDeviceGetUUID: "GPU-8c3f…" for a whole GPU, "MIG-4f1e…" for a MIG instance. What
   /// CUDA_VISIBLE_DEVICES and container runtimes take, and stable when indices shift.
   static constexpr std::string_view PROPERTY_KEY_UUID = "uuid";
   /// nvmlDeviceGetName: "NVIDIA H200"; for a MIG instance "NVIDIA H200 MIG 1g.18gb".
   static constexpr std::string_view PROPERTY_KEY_NAME = "name";
-  /// nvmlDeviceGetPciInfo's busId, "00000000:19:00.0" (a MIG instance: its GPU's).
+  /// nvmlDeviceGetPciInfo's busId, "00000000:19:00.0" (a MIG instance: its GPU's). AMD and Intel
+  /// units in the same form, from sysfs; an AMD compute partition carries its partition number
+  /// as the function ("00000000:05:00.3"), as rocm-smi and amd-smi print it.
   static constexpr std::string_view PROPERTY_KEY_PCI_BUS_ID = "pci.bus_id";
+  /// AMD and Intel: the PCI device id, "0x740f" (sysfs `device`, KFD's `device_id`).
+  static constexpr std::string_view PROPERTY_KEY_PCI_DEVICE_ID = "pci.device_id";
   /// nvmlDeviceGetMemoryInfo's total, in MiB, as a decimal ("143771").
   static constexpr std::string_view PROPERTY_KEY_MEMORY_TOTAL = "memory.total";
   /// nvmlDeviceGetMinorNumber: the N of /dev/nvidiaN (whole GPUs).
   static constexpr std::string_view PROPERTY_KEY_MINOR_NUMBER = "minor_number";
+  /// AMD and Intel: the N of /dev/dri/renderD<N>, the node the runtime opens.
+  static constexpr std::string_view PROPERTY_KEY_RENDER_MINOR = "render_minor";
   /// For a MIG instance: the index of the GPU it is carved from.
   static constexpr std::string_view PROPERTY_KEY_MIG_PARENT_INDEX = "mig.parent_index";
   /// For a MIG instance: nvmlDeviceGetGpuInstanceId.
@@ -48,12 +57,20 @@ class GPUInfo final : public ExternalResourceInfo {
   /// nvmlDeviceGetCpuAffinityWithinScope, else nvmlDeviceGetCpuAffinity (a MIG instance: its
   /// GPU's). What `flink-gpu exec --bind-cpus` binds to.
   static constexpr std::string_view PROPERTY_KEY_CPU_AFFINITY = "cpu_affinity";
+  /// AMD compute partitions only: the partition's number on its GPU (0, 1, …), and the GPU's
+  /// compute partition mode in upper case ("CPX").
+  static constexpr std::string_view PROPERTY_KEY_PARTITION_ID = "partition.id";
+  static constexpr std::string_view PROPERTY_KEY_PARTITION_MODE = "partition.mode";
+  /// Intel: the tile's number on its card, on a tile of a multi-tile card handed out alone (the
+  /// FLAT hierarchy); on a whole multi-tile card, how many tiles it has.
+  static constexpr std::string_view PROPERTY_KEY_TILE = "tile";
+  static constexpr std::string_view PROPERTY_KEY_TILES = "tiles";
 
   /// The value of a known property (see getKeys), else std::nullopt.
   std::optional<std::string> getProperty(std::string_view key) const override;
 
   /// The keys of the known properties: "index" first, then those of the others that are known,
-  /// in the order they are declared above.
+  /// in the order the discovery gave them (for NVIDIA's: the order declared above).
   std::vector<std::string> getKeys() const override;
 
   /// "GPU Device(<index>)", as Flink prints it.

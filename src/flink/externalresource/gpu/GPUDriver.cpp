@@ -26,9 +26,12 @@
 #include "flink/externalresource/gpu/ScriptOutput.h"
 #include "flink/util/Exceptions.h"
 #include "flink/util/TimeUtils.h"
+#include "host/amd/AmdGpus.h"
 #include "host/defaultdiscovery/DefaultScript.h"
 #include "host/enumeration/NvmlEnumerator.h"
+#include "host/enumeration/Vendor.h"
 #include "host/enumeration/VisibleDevices.h"
+#include "host/intel/IntelGpus.h"
 #include "host/placement/Placement.h"
 #include "process/Subprocess.h"
 #include "util/Logging.h"
@@ -69,13 +72,14 @@ bool somethingAt(const fs::path& path) {
   return ::stat(path.c_str(), &status) == 0 || (errno != ENOENT && errno != ENOTDIR);
 }
 
-/// The script to use: the configured path resolved as Flink resolves it. For the default path
-/// only, when that finds nothing, Flink's Docker location too, so that a host with Flink in
-/// /opt/flink works without FLINK_HOME. Throws FileNotFoundException naming every place looked at.
-fs::path findScript(const std::string& configured) {
+/// The script to use: the configured path resolved as Flink resolves it. For a default path
+/// only (`isDefault`), when that finds nothing, Flink's Docker location too, so that a host with
+/// Flink in /opt/flink works without FLINK_HOME. Throws FileNotFoundException naming every place
+/// looked at.
+fs::path findScript(const std::string& configured, bool isDefault) {
   std::vector<fs::path> candidates{resolveScriptPath(configured)};
-  if (configured == *GPUDriverOptions::DISCOVERY_SCRIPT_PATH.defaultValue()) {
-    const fs::path docker(GPUDriverOptions::DOCKER_DEFAULT_DISCOVERY_SCRIPT);
+  if (isDefault) {
+    const fs::path docker = fs::path("/opt/flink") / configured;
     if (candidates.front() != docker) candidates.push_back(docker);
   }
   for (const fs::path& candidate : candidates) {
@@ -202,16 +206,63 @@ std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::strin
   return described;
 }
 
+/// Each identifier an AMD or Intel discovery printed, with what sysfs tells of the unit it names
+/// under this process's masks, as the script read them (the worker's environment is the
+/// script's): the index only where the enumeration fails or knows no such unit.
+std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>>
+describeVendorUnits(discovery::Vendor vendor, std::vector<std::string> identifiers) {
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> described;
+  std::optional<discovery::VendorHost> host;
+  try {
+    host = vendor == discovery::Vendor::kAmd ? amd::findAmdUnits(discovery::VendorOptions{})
+                                             : intel::findIntelUnits(discovery::VendorOptions{});
+  } catch (const discovery::DiscoveryError& e) {
+    log().warn(std::string("No GPU properties: ") + e.what());
+  }
+  for (std::string& identifier : identifiers) {
+    std::vector<std::pair<std::string, std::string>> properties;
+    if (host) {
+      const auto unit = std::find_if(host->units.begin(), host->units.end(),
+                                     [&](const discovery::VendorUnit& candidate) {
+                                       return candidate.identifier == identifier;
+                                     });
+      if (unit != host->units.end()) {
+        properties = unit->properties;
+      } else {
+        log().warn(std::string("The ") + std::string(discovery::vendorName(vendor)) +
+                   " discovery knows no GPU " + identifier +
+                   ", which the discovery script printed; its GPUInfo has the index only.");
+      }
+    }
+    described.emplace_back(std::move(identifier), std::move(properties));
+  }
+  return described;
+}
+
 }  // namespace
 
 GPUDriver::GPUDriver(const Configuration& config) {
-  const std::string configured = config.get(GPUDriverOptions::DISCOVERY_SCRIPT_PATH);
+  const std::string vendor(strings::trim(config.get(GPUDriverOptions::VENDOR)));
+  const std::optional<discovery::Vendor> parsedVendor = discovery::parseVendor(vendor);
+  if (!parsedVendor) {
+    throw IllegalConfigurationException(
+        "Invalid value '" + strings::quoteForMessage(config.get(GPUDriverOptions::VENDOR)) +
+        "' for configuration key '" + GPUDriverOptions::VENDOR.key() +
+        "': expected nvidia, amd or intel.");
+  }
+  vendor_ = vendor;
+  const std::optional<std::string> path =
+      config.getOptional(GPUDriverOptions::DISCOVERY_SCRIPT_PATH);
+  const std::string vendorDefault = GPUDriverOptions::defaultDiscoveryScript(vendor);
+  const std::string configured = path ? *path : vendorDefault;
   if (strings::isBlank(configured)) {
     throw IllegalConfigurationException(
         "GPU discovery script ('external-resource.<resource_name>.param." +
         GPUDriverOptions::DISCOVERY_SCRIPT_PATH.key() + "') is not configured.");
   }
-  script_ = findScript(configured);
+  script_ = findScript(configured, configured == vendorDefault);
+  // The vendor's own script, wherever installed (flink-gpu discover passes its absolute path).
+  defaultScript_ = script_.filename() == fs::path(vendorDefault).filename();
 
   struct stat status {};
   if (::stat(script_.c_str(), &status) != 0) {
@@ -252,6 +303,7 @@ GPUDriver::GPUDriver(const Configuration& config) {
   }
 
   const bool inProcess = config.get(GPUDriverOptions::DISCOVERY_SCRIPT_IN_PROCESS) &&
+                         *parsedVendor == discovery::Vendor::kNvidia &&
                          defaultdiscovery::isDefaultDiscoveryScript(script_);
   if (inProcess) {
     inProcessDiscovery_ = std::make_unique<InProcessDiscovery>(script_, arguments_, timeout_);
@@ -291,7 +343,7 @@ ExternalResourceInfoSet GPUDriver::retrieveInProcess(std::int64_t gpuAmount) {
     devices = answer.source != discovery::HostGpuSource::kListed ? std::move(answer.devices)
                                                                  : nvmlDevices();
   }
-  return toInfoSet(describe(std::move(answer.identifiers), devices));
+  return toInfoSet(withVendor(describe(std::move(answer.identifiers), devices)));
 }
 
 void GPUDriver::killRunningDiscoveries() noexcept { process::signalAllRunning(SIGKILL); }
@@ -389,8 +441,25 @@ ExternalResourceInfoSet GPUDriver::retrieveResourceInfo(std::int64_t gpuAmount) 
                "', not 'gpu'; its addresses are used as GPUs.");
   }
 
-  return toInfoSet(describe(std::move(output.identifiers),
-                            nvmlEnabled_ ? nvmlDevices() : std::vector<discovery::GpuDevice>{}));
+  if (const discovery::Vendor vendor = *discovery::parseVendor(vendor_);
+      vendor != discovery::Vendor::kNvidia) {
+    return toInfoSet(withVendor(describeVendorUnits(vendor, std::move(output.identifiers))));
+  }
+  return toInfoSet(
+      withVendor(describe(std::move(output.identifiers),
+                          nvmlEnabled_ ? nvmlDevices() : std::vector<discovery::GpuDevice>{})));
+}
+
+GPUDriver::DescribedGpus GPUDriver::withVendor(DescribedGpus gpus) const {
+  // A default discovery hands out this vendor's GPUs, known or not; another script's GPU is of
+  // the vendor only where a source knew the device.
+  if (!defaultScript_ && !runsInProcess()) return gpus;
+  for (auto& [identifier, properties] : gpus) {
+    if (!discovery::propertyOf(properties, GPUInfo::PROPERTY_KEY_VENDOR)) {
+      properties.insert(properties.begin(), {std::string(GPUInfo::PROPERTY_KEY_VENDOR), vendor_});
+    }
+  }
+  return gpus;
 }
 
 }  // namespace flink::externalresource::gpu

@@ -16,6 +16,7 @@ std::vector<std::pair<std::string, std::string>> propertiesOf(const discovery::G
       properties.emplace_back(key, std::to_string(*value));
     }
   };
+  properties.emplace_back(GPUInfo::PROPERTY_KEY_VENDOR, "nvidia");
   add(GPUInfo::PROPERTY_KEY_UUID, device.uuid);
   add(GPUInfo::PROPERTY_KEY_NAME, device.name);
   add(GPUInfo::PROPERTY_KEY_PCI_BUS_ID, device.pciBusId);

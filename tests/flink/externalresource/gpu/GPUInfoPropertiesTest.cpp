@@ -56,8 +56,9 @@ TEST_F(GPUInfoPropertiesTest, WholeGpusCarryEveryKnownProperty) {
   const ExternalResourceInfoSet infos = discover("1,0");
   ASSERT_EQ(infos.size(), 2u);
   const GPUInfo& first = gpu(infos, 1);
-  EXPECT_THAT(first.getKeys(),
-              ElementsAre("index", "uuid", "name", "pci.bus_id", "memory.total", "minor_number"));
+  EXPECT_THAT(first.getKeys(), ElementsAre("index", "vendor", "uuid", "name", "pci.bus_id",
+                                           "memory.total", "minor_number"));
+  EXPECT_EQ(first.getProperty("vendor"), "nvidia");
   EXPECT_EQ(first.getProperty("index"), "0");
   EXPECT_EQ(first.getProperty("uuid"), "GPU-11111111-2222-3333-4444-555555555555");
   EXPECT_EQ(first.getProperty("name"), "NVIDIA H200");
@@ -73,7 +74,8 @@ TEST_F(GPUInfoPropertiesTest, WholeGpusCarryEveryKnownProperty) {
 TEST_F(GPUInfoPropertiesTest, UnknownPropertiesAreLeftOutNotMadeUp) {
   const ExternalResourceInfoSet thirdInfos = discover("2");
   const GPUInfo& third = gpu(thirdInfos, 0);
-  EXPECT_THAT(third.getKeys(), ElementsAre("index", "uuid", "pci.bus_id", "minor_number"));
+  EXPECT_THAT(third.getKeys(),
+              ElementsAre("index", "vendor", "uuid", "pci.bus_id", "minor_number"));
   EXPECT_FALSE(third.getProperty("name"));
   EXPECT_FALSE(third.getProperty("memory.total"));
 }
