@@ -182,8 +182,8 @@ VendorHost assemble(std::vector<Candidate> usable, const VendorOptions& options,
                             "a GPU named already or several GPUs"});
     }
     if (reading.stop) {
-      warnings.push_back("warning: " + spelled + " stops at " + *reading.stop +
-                         ": ROCr ignores that entry and every entry after it");
+      warnings.push_back("warning: " + spelled + ": " + *reading.stop +
+                         ", so ROCr ignores that entry and every entry after it");
     }
     list = narrowed(list, reading, &Candidate::rocrEntry);
     innermost = Layer::kRocr;
@@ -201,8 +201,8 @@ VendorHost assemble(std::vector<Candidate> usable, const VendorOptions& options,
                             "UUID of what ROCr left, so it sees no GPU"});
     }
     if (reading.stop) {
-      warnings.push_back("warning: " + spelled + " stops at " + *reading.stop +
-                         ": HIP ignores that entry and every entry after it");
+      warnings.push_back("warning: " + spelled + ": " + *reading.stop +
+                         ", so HIP ignores that entry and every entry after it");
     }
     list = narrowed(list, reading, &Candidate::hipEntry);
     innermost = Layer::kHip;
@@ -225,6 +225,11 @@ VendorHost assemble(std::vector<Candidate> usable, const VendorOptions& options,
       case Layer::kHip:
         candidate.unit.identifier = candidate.hipEntry;
         break;
+    }
+    if (candidate.unit.description.empty()) {
+      candidate.unit.description =
+          "GPU " + candidate.unit.identifier + " (" +
+          discovery::propertyOf(candidate.unit.properties, "pci.bus_id").value_or("?") + ")";
     }
     host.units.push_back(candidate.unit);
     byRecord->emplace(candidate.unit.recordName, candidate);
@@ -286,7 +291,8 @@ VendorHost fromTopology(const std::vector<KfdNode>& nodes, const VendorOptions& 
   const std::vector<KfdUnit> units = kfdUnitsOf(nodes);
   if (units.empty()) {
     throw DiscoveryError("no AMD GPU on this host: the KFD topology at " +
-                             kfdNodesFolder(options.roots.sysfs).string() + " lists CPU nodes only",
+                             kfdNodesFolder(options.roots.sysfs).string() +
+                             (nodes.empty() ? " lists no node" : " lists CPU nodes only"),
                          {}, DiscoveryError::Kind::kNoGpu);
   }
   checkKfd(options);
@@ -326,9 +332,8 @@ VendorHost fromTopology(const std::vector<KfdNode>& nodes, const VendorOptions& 
     candidate.uuid = uuid;
     candidate.unit.recordName = "amd:" + nvmlBusId(unit.busId);
     candidate.unit.properties = propertiesOf(unit, options.roots.sysfs);
-    candidate.unit.description = unit.partition ? unitByBus(unit)
-                                                : "GPU " + std::to_string(usable.size()) + " (" +
-                                                      nvmlBusId(unit.busId) + ")";
+    // A whole GPU's description ("GPU <identifier> (<bus id>)") is made once its identifier is.
+    if (unit.partition) candidate.unit.description = unitByBus(unit);
     usable.push_back(std::move(candidate));
   }
   if (usable.empty()) {
@@ -403,7 +408,6 @@ VendorHost fromTools(const VendorOptions& options) {
     candidate.unit.properties.emplace_back("vendor", "amd");
     if (gpu.uuid) candidate.unit.properties.emplace_back("uuid", *gpu.uuid);
     candidate.unit.properties.emplace_back("pci.bus_id", busId);
-    candidate.unit.description = "GPU " + std::to_string(candidates.size()) + " (" + busId + ")";
     candidates.push_back(std::move(candidate));
   }
   markOwnUuids(candidates, allUuids);

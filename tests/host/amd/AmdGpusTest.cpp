@@ -329,8 +329,11 @@ TEST(AmdGpus, CpuOnlyTopologyHasNoAmdGpu) {
   fake.cpu(0);
   fake.cpu(1);
   const DiscoveryError e = failure(fake);
-  EXPECT_THAT(e.what(), HasSubstr("no AMD GPU on this host"));
+  EXPECT_THAT(e.what(), HasSubstr("no AMD GPU on this host: the KFD topology at " +
+                                  fake.nodes().string() + " lists CPU nodes only"));
   EXPECT_EQ(e.kind(), DiscoveryError::Kind::kNoGpu);
+  FakeAmdHost empty;
+  EXPECT_THAT(failure(empty).what(), HasSubstr("no AMD GPU on this host"));
 }
 
 TEST(AmdGpus, NothingUsableNamesEachUnitLeftOut) {
@@ -394,9 +397,10 @@ TEST(AmdGpus, RocrOctalEntryEndsTheListWhenPastTheUnits) {
   EXPECT_THAT(identifiers(host), ElementsAre("0x1"));
   EXPECT_EQ(host.mask, "ROCR_VISIBLE_DEVICES=0x1,010,2");
   ASSERT_EQ(host.warnings.size(), 1U);
-  EXPECT_THAT(host.warnings[0],
-              AllOf(HasSubstr("ROCR_VISIBLE_DEVICES='0x1,010,2' stops at '010' (entry 2)"),
-                    HasSubstr("ROCr ignores that entry and every entry after it")));
+  EXPECT_THAT(
+      host.warnings[0],
+      AllOf(HasSubstr("ROCR_VISIBLE_DEVICES='0x1,010,2': '010' (entry 2) names no usable GPU"),
+            HasSubstr("so ROCr ignores that entry and every entry after it")));
 }
 
 TEST(AmdGpus, RocrUuidsFullAndUniquePrefixKeepTheirCase) {
@@ -462,6 +466,8 @@ TEST(AmdGpus, HipIndexesWhatRocrLeft) {
   EXPECT_THAT(identifiers(host), ElementsAre("2", "0"));
   EXPECT_THAT(records(host), ElementsAre("amd:00000000:A3:00.0", "amd:00000000:26:00.0"));
   EXPECT_EQ(host.mask, "HIP_VISIBLE_DEVICES=2,0");
+  // Messages name a GPU by what is printed for it.
+  EXPECT_EQ(host.units[0].description, "GPU 2 (00000000:A3:00.0)");
 }
 
 TEST(AmdGpus, HipEmptyCountsAsUnsetAndCudaIsReadThen) {
@@ -510,8 +516,11 @@ TEST(AmdGpus, HipTakesDecimalsWithoutLeadingZerosAndUuids) {
   EXPECT_THAT(identifiers(host), ElementsAre("gpu-93bb3629c01aea1c", "1"));
   EXPECT_THAT(records(host), ElementsAre("amd:00000000:03:00.0", "amd:00000000:43:00.0"));
   ASSERT_EQ(host.warnings.size(), 1U);
-  EXPECT_THAT(host.warnings[0],
-              AllOf(HasSubstr("stops at '01' (entry 3)"), HasSubstr("HIP ignores that entry")));
+  EXPECT_THAT(
+      host.warnings[0],
+      AllOf(
+          HasSubstr("HIP_VISIBLE_DEVICES='gpu-93bb3629c01aea1c,1,01,2': '01' (entry 3) is neither"),
+          HasSubstr("HIP ignores that entry")));
 }
 
 // --- Section 6: what exec sets ---
