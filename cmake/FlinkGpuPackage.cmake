@@ -69,7 +69,8 @@ set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
 native program, laid over a Flink distribution in ${FLINK_GPU_PACKAGE_PREFIX}: the\n\
 discovery script at Flink's default discovery-script.path, a discovery\n\
 program that asks NVML (else nvidia-smi) and coordinates GPUs between the\n\
-workers of a host, and the flink-gpu command-line tool: discover, config,\n\
+workers of a host, AMD and Intel discoveries that read sysfs as ROCm and\n\
+Level Zero do, and the flink-gpu command-line tool: discover, config,\n\
 status, release, exec, topology, drain, undrain, check and watch.")
 set(CPACK_DEBIAN_PACKAGE_SECTION misc)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)

@@ -459,8 +459,8 @@ TEST_F(GpuPropertiesCliTest, StatusWithoutUsableNvmlShowsTheRecordsAloneAndRunsN
   EXPECT_EQ(json.exitCode, 0) << json;
   EXPECT_EQ(
       recordsPart(json.out),
-      R"({"coordination_file":")" + coordinationFile() + R"(","records":[{"gpu":"0","owner_pid":)" +
-          pid +
+      R"({"coordination_file":")" + coordinationFile() +
+          R"(","records":[{"gpu":"0","vendor":"nvidia","owner_pid":)" + pid +
           R"(,"owner_start_time":1,"running":false,"owner_state":"gone","other_pid_namespace":false}],"junk":[]})" +
           "\n")
       << json;

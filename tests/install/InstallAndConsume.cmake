@@ -107,7 +107,11 @@ run_checked("cmake --install --component plugin" 0 "" "${CMAKE_COMMAND}" --insta
 list_files("${flink_home}" flink_after)
 set(plugin_files
   "${BINDIR}/flink-gpu"
+  "${PLUGIN_DIR}/amd-gpu-discovery"
+  "${PLUGIN_DIR}/amd-gpu-discovery.sh"
   "${PLUGIN_DIR}/gpu-discovery-common.sh"
+  "${PLUGIN_DIR}/intel-gpu-discovery"
+  "${PLUGIN_DIR}/intel-gpu-discovery.sh"
   "${PLUGIN_DIR}/nvidia-gpu-discovery"
   "${PLUGIN_DIR}/nvidia-gpu-discovery.sh")
 set(expected_after ${flink_before} ${plugin_files})
@@ -133,7 +137,9 @@ endif()
 
 # CMake 3.25 has no if(IS_EXECUTABLE); test(1) asks the kernel's view (mode and mount).
 foreach(program "${BINDIR}/flink-gpu" "${PLUGIN_DIR}/nvidia-gpu-discovery.sh"
-                "${PLUGIN_DIR}/nvidia-gpu-discovery")
+                "${PLUGIN_DIR}/nvidia-gpu-discovery" "${PLUGIN_DIR}/amd-gpu-discovery.sh"
+                "${PLUGIN_DIR}/amd-gpu-discovery" "${PLUGIN_DIR}/intel-gpu-discovery.sh"
+                "${PLUGIN_DIR}/intel-gpu-discovery")
   execute_process(COMMAND test -x "${flink_home}/${program}" RESULT_VARIABLE not_executable)
   if(not_executable)
     message(FATAL_ERROR "the installed ${program} is not executable")
@@ -144,7 +150,8 @@ endforeach()
 # distribution needs no library of ours, nor a C++ runtime, beside them) and carry no RPATH.
 if(READELF)
   foreach(binary "${flink_home}/${BINDIR}/flink-gpu" "${flink_home}/${PLUGIN_DIR}/nvidia-gpu-discovery"
-                 ${versioned_libraries})
+                 "${flink_home}/${PLUGIN_DIR}/amd-gpu-discovery"
+                 "${flink_home}/${PLUGIN_DIR}/intel-gpu-discovery" ${versioned_libraries})
     run_checked("readelf -S" 0 sections "${READELF}" -S -W "${binary}")
     foreach(section .debug_info .symtab)
       string(FIND "${sections}" " ${section} " position)
@@ -153,7 +160,8 @@ if(READELF)
       endif()
     endforeach()
   endforeach()
-  foreach(program "${BINDIR}/flink-gpu" "${PLUGIN_DIR}/nvidia-gpu-discovery")
+  foreach(program "${BINDIR}/flink-gpu" "${PLUGIN_DIR}/nvidia-gpu-discovery"
+                  "${PLUGIN_DIR}/amd-gpu-discovery" "${PLUGIN_DIR}/intel-gpu-discovery")
     run_checked("readelf -d" 0 dynamic "${READELF}" -d -W "${flink_home}/${program}")
     string(REGEX MATCHALL "\\(NEEDED\\)[^[]*\\[[^]]*\\]" needed "${dynamic}")
     foreach(entry IN LISTS needed)

@@ -76,7 +76,11 @@ endforeach()
 list(SORT files)
 set(expected
   "${PREFIX}/${BINDIR}/flink-gpu"
+  "${PREFIX}/${PLUGIN_DIR}/amd-gpu-discovery"
+  "${PREFIX}/${PLUGIN_DIR}/amd-gpu-discovery.sh"
   "${PREFIX}/${PLUGIN_DIR}/gpu-discovery-common.sh"
+  "${PREFIX}/${PLUGIN_DIR}/intel-gpu-discovery"
+  "${PREFIX}/${PLUGIN_DIR}/intel-gpu-discovery.sh"
   "${PREFIX}/${PLUGIN_DIR}/nvidia-gpu-discovery"
   "${PREFIX}/${PLUGIN_DIR}/nvidia-gpu-discovery.sh"
   "/usr/lib/tmpfiles.d/${PACKAGE}.conf"

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "host/coordination/CoordinationFile.h"
+#include "host/enumeration/DeviceIdentifiers.h"
 
 namespace flink::coordination {
 namespace {
@@ -109,6 +110,14 @@ std::string leaseNameOf(const std::string& unit,
     return name;
   }
   if (unit.starts_with("GPU-") || unit.starts_with("MIG-")) return unit;
+  if (device::isVendorUnitName(unit)) {
+    // amd:00000000:05:00.3 → amd-00000000-05-00.3, intel:…:5A:00.0/1 → intel-…-5A-00.0_1: one
+    // path component, each unit its own, the bus id being the same in every container.
+    std::string name = unit;
+    std::replace(name.begin(), name.end(), ':', '-');
+    std::replace(name.begin(), name.end(), '/', '_');
+    return name;
+  }
   if (const auto it = uuids.find(unit); it != uuids.end()) return it->second;
   return "index-" + unit;
 }

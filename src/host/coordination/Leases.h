@@ -38,7 +38,8 @@ namespace flink::coordination {
 std::filesystem::path leaseFolderOf(const std::filesystem::path& file);
 
 /// The name of a unit's lease: its UUID (`GPU-…`, `MIG-…`) where known, so that every worker
-/// means the same GPU whatever its numbering; else `index-<identifier>`.
+/// means the same GPU whatever its numbering; an AMD or Intel unit's record name with `-` for
+/// `:` and `_` for `/` (`amd-00000000-05-00.3`); else `index-<identifier>`.
 std::string leaseNameOf(const std::string& unit,
                         const std::unordered_map<std::string, std::string>& uuids);
 

@@ -46,6 +46,10 @@ TEST_F(LeasesTest, ALeaseIsNamedByTheGpusUuidAndRecorded) {
   EXPECT_EQ(leaseNameOf("MIG-5c3e", {}), "MIG-5c3e");
   // The legacy form is one path component too.
   EXPECT_EQ(leaseNameOf("MIG-GPU-5c3e/1/0", {}), "MIG-GPU-5c3e.1.0");
+  // AMD and Intel units by bus id, as one file name each (':' and '/' are no file name's).
+  EXPECT_EQ(leaseNameOf("amd:00000000:05:00.3", {}), "amd-00000000-05-00.3");
+  EXPECT_EQ(leaseNameOf("intel:00000000:5A:00.0/1", {}), "intel-00000000-5A-00.0_1");
+  EXPECT_NE(leaseNameOf("intel:00000000:5A:00.0", {}), leaseNameOf("intel:00000000:5A:00.0/0", {}));
 
   const Allocation a = allocate(file(), leased(1, Owner::of(::getpid())));
   ASSERT_TRUE(a.satisfied);

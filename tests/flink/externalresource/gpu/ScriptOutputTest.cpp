@@ -61,8 +61,8 @@ TEST(ScriptOutputTest, UuidFormsThatCudaVisibleDevicesAccepts) {
 TEST(ScriptOutputTest, TextThatIsNotADeviceIsRejectedQuotingTheLine) {
   for (const char* bad :
        {"No devices were found", "[N/A]", "0,[N/A]",
-        "WARNING: infoROM is corrupted at gpu 0000:0B:00.0", "-1", "1.5.0", "1.", "0x1", "GPU-", "GPU-xyz",
-        "MIG-GPU-abc/1", "MIG-GPU-abc/x/0", "gpu0", "1234567890", "0 1", "null"}) {
+        "WARNING: infoROM is corrupted at gpu 0000:0B:00.0", "-1", "1.5.0", "1.", "0x1", "GPU-",
+        "GPU-xyz", "MIG-GPU-abc/1", "MIG-GPU-abc/x/0", "gpu0", "1234567890", "0 1", "null"}) {
     try {
       parseScriptOutput(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
