@@ -1,5 +1,5 @@
 # A thin driver for CMake. `make run` and `make test` are the two commands a fresh machine needs.
-#   make run     install what flink-gpu and the discovery program need, build those two, and do
+#   make run     install what flink-gpu and the discovery programs need, build those, and do
 #                what a worker does at start-up: flink-gpu discover
 #   make build   install every Debian package the project uses; build everything into build/
 #                (warnings are errors): the tests, examples and benchmarks too
@@ -39,7 +39,8 @@ build: deps
 # does not install; `make build` and `make test` switch them on, and they stay on.
 run: deps-run
 	@[ -f $(BUILD_DIR)/CMakeCache.txt ] || $(CONFIGURE) -DBUILD_TESTING=OFF -DFLINK_GPU_BENCH=OFF
-	cmake --build $(BUILD_DIR) -j $(JOBS) --target flink-gpu nvidia-gpu-discovery
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target flink-gpu nvidia-gpu-discovery \
+	  amd-gpu-discovery intel-gpu-discovery
 	@$(BUILD_DIR)/bin/flink-gpu discover; status=$$?; \
 	if [ $$status -ne 0 ]; then \
 	  echo; \

@@ -40,6 +40,7 @@ class VendorCliTest : public ::testing::Test {
           "cpu_cores_count 64\nsimd_count 0\nlocation_id 0\ndrm_render_minor 0\n");
     amdGpu(1, 0x63, 128, 0x1111222233334444);
     amdGpu(2, 0x43, 129, 0x5555666677778888);
+    amdGpu(3, 0x03, 131, 0);  // a board that reports no unique_id: no UUID
     write(dev() / "kfd", "");
     // Intel: one two-tile card under xe at 0000:5a:00.0, render node 130.
     const fs::path card = sysfs() / "devices/pci0000:00/0000:5a:00.0";
@@ -107,10 +108,10 @@ TEST_F(VendorCliTest, TheScriptsAnswerFlinksProtocolInTheRuntimesOrder) {
   EXPECT_THAT(firstLine(composite.err), HasSubstr("2 requested")) << composite;
 
   const CliRun tooMany =
-      script("amd", {"3", "--enable-coordination-mode", "--coordination-file", coordinationFile()});
+      script("amd", {"4", "--enable-coordination-mode", "--coordination-file", coordinationFile()});
   EXPECT_EQ(tooMany.exitCode, 1) << tooMany;
   EXPECT_EQ(tooMany.out, "") << tooMany;
-  EXPECT_THAT(firstLine(tooMany.err), HasSubstr("3 requested")) << tooMany;
+  EXPECT_THAT(firstLine(tooMany.err), HasSubstr("4 requested")) << tooMany;
 }
 
 TEST_F(VendorCliTest, NvidiaOptionsAreRefusedByTheOtherVendorsPrograms) {
@@ -179,6 +180,29 @@ TEST_F(VendorCliTest, ExecSetsTheVendorsVariablesAndNeverCudas) {
   EXPECT_THAT(linesOf(plain.out), ::testing::Contains("HIP_VISIBLE_DEVICES=0,1")) << plain;
   EXPECT_FALSE(hasLineStartingWith(plain.out, "CUDA_VISIBLE_DEVICES=")) << plain;
   EXPECT_FALSE(hasLineStartingWith(plain.out, "CUDA_DEVICE_ORDER=")) << plain;
+
+  // --visible-devices uuid: ROCr's GPU-… form; a unit without a UUID of its own is a usage error
+  // and nothing is left recorded.
+  const std::string fresh = (dir_.path() / "uuid-coordination").string();
+  const CliRun uuids = cli({"exec", "--vendor", "amd", "-n", "2", "--visible-devices", "uuid",
+                            "--coordination-file", fresh, "--", "env"});
+  ASSERT_EQ(uuids.exitCode, 0) << uuids;
+  EXPECT_THAT(linesOf(uuids.out),
+              ::testing::Contains("ROCR_VISIBLE_DEVICES=GPU-1111222233334444,GPU-5555666677778888"))
+      << uuids;
+  const CliRun noUuid = cli({"exec", "--vendor", "amd", "-n", "3", "--visible-devices", "uuid",
+                             "--coordination-file", fresh, "--", "env"});
+  EXPECT_EQ(noUuid.exitCode, 2) << noUuid;
+  EXPECT_EQ(noUuid.out, "") << noUuid;
+  EXPECT_EQ(firstLine(noUuid.err),
+            "flink-gpu: error: --visible-devices uuid: GPU 2 (00000000:03:00.0) has no UUID (its "
+            "KFD node has no unique_id)")
+      << noUuid;
+  // The two records of the first command are gone with it; the third command's were released.
+  const CliRun status = cli({"status", "--coordination-file", fresh, "--format", "json"});
+  for (const auto& record : nlohmann::json::parse(status.out).at("records")) {
+    EXPECT_EQ(record.at("running"), false) << status;
+  }
 
   const CliRun intel = cli({"exec", "--vendor", "intel", "-n", "1", "--coordination-file",
                             coordinationFile(), "--", "env"});
@@ -265,6 +289,32 @@ TEST_F(VendorCliTest, EveryVendorSharesOneFileBesideFlinksScriptAndEachGetsItsOw
   EXPECT_THAT(left, Not(HasSubstr("amd:"))) << left;
   EXPECT_THAT(left, Not(HasSubstr("intel:"))) << left;
   EXPECT_THAT(left, HasSubstr("0 " + std::to_string(::getpid()))) << left;
+}
+
+TEST_F(VendorCliTest, AFlinkConfigurationWithVendorAmdRunsItsDefaultScript) {
+  // No discovery-script.path: the driver takes plugins/external-resource-gpu/amd-gpu-discovery.sh
+  // under Flink's home (the build folder, above flink-gpu's bin/).
+  write(dir_.path() / "conf/config.yaml", "");
+  const std::string conf = "--config=" + (dir_.path() / "conf").string();
+  const CliRun run = cli({"discover", conf, "--format", "json", "-Dexternal-resources=gpu",
+                          "-Dexternal-resource.gpu.amount=1",
+                          "-Dexternal-resource.gpu.driver-factory.class="
+                          "org.apache.flink.externalresource.gpu.GPUDriverFactory",
+                          "-Dexternal-resource.gpu.param.vendor=amd"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  const nlohmann::json gpu = nlohmann::json::parse(run.out).at("gpu").at(0);
+  EXPECT_EQ(gpu.at("index"), "0");
+  EXPECT_EQ(gpu.at("vendor"), "amd");
+  EXPECT_EQ(gpu.at("pci.bus_id"), "00000000:63:00.0");
+  EXPECT_EQ(gpu.at("render_minor"), "128");
+
+  const CliRun bad =
+      cli({"discover", conf, "-Dexternal-resources=gpu", "-Dexternal-resource.gpu.amount=1",
+           "-Dexternal-resource.gpu.driver-factory.class="
+           "org.apache.flink.externalresource.gpu.GPUDriverFactory",
+           "-Dexternal-resource.gpu.param.vendor=AMD"});
+  EXPECT_EQ(bad.exitCode, 2) << bad;
+  EXPECT_THAT(bad.err, HasSubstr("expected nvidia, amd or intel")) << bad;
 }
 
 TEST_F(VendorCliTest, NvidiasDiscoveryIgnoresTheOtherVendorsTreesAndMasks) {
