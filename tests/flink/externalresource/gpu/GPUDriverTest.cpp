@@ -203,6 +203,48 @@ TEST_F(GPUDriverTest, MissingDefaultScriptNamesEveryPlaceLookedAt) {
   }
 }
 
+TEST_F(GPUDriverTest, TheVendorPicksItsDefaultScriptAndIsOneOfThree) {
+  ScopedEnv home("FLINK_HOME", dir_.path().string());
+  for (const char* vendor : {"amd", "intel"}) {
+    Configuration config;
+    config.set(GPUDriverOptions::VENDOR, vendor);
+    try {
+      GPUDriverFactory().createGPUDriver(config);
+      FAIL() << vendor;
+    } catch (const FileNotFoundException& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find((dir_ / "plugins/external-resource-gpu").string() + "/" + vendor +
+                             "-gpu-discovery.sh"),
+                std::string::npos)
+          << message;
+      EXPECT_NE(message.find(std::string("/opt/flink/plugins/external-resource-gpu/") + vendor +
+                             "-gpu-discovery.sh"),
+                std::string::npos)
+          << message;
+    }
+  }
+  const fs::path amd = writeScript(dir_ / "plugins/external-resource-gpu/amd-gpu-discovery.sh",
+                                   "#!/bin/sh\necho 0\n");
+  Configuration config;
+  config.set(GPUDriverOptions::VENDOR, "amd");
+  const auto driver = GPUDriverFactory().createGPUDriver(config);
+  EXPECT_EQ(driver->discoveryScript(), amd);
+  EXPECT_EQ(driver->vendor(), "amd");
+  EXPECT_FALSE(driver->runsInProcess());  // only NVIDIA's default discovery runs in-process
+
+  for (const char* bad : {"AMD", "matrox", ""}) {
+    Configuration wrong;
+    wrong.set(GPUDriverOptions::VENDOR, bad);
+    try {
+      GPUDriverFactory().createGPUDriver(wrong);
+      FAIL() << bad;
+    } catch (const IllegalConfigurationException& e) {
+      EXPECT_NE(std::string(e.what()).find("expected nvidia, amd or intel"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST_F(GPUDriverTest, AConfiguredRelativePathHasNoFallback) {
   // Only Flink's default gets the /opt/flink fallback: a path the user chose is used as given.
   ScopedEnv home("FLINK_HOME", dir_.path().string());
