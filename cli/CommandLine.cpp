@@ -76,6 +76,14 @@ void addFlinkConfigurationOptions(CLI::App& command, FlinkConfigurationOptions& 
       ->allow_extra_args(false);
 }
 
+/// --vendor nvidia|amd|intel (discover, exec): anything else is a usage error.
+CLI::Option* addVendorOption(CLI::App& command, std::optional<std::string>& vendor,
+                             const std::string& description) {
+  return command.add_option("--vendor", vendor, description)
+      ->check(CLI::IsMember({"nvidia", "amd", "intel"}))
+      ->type_name("VENDOR");
+}
+
 CLI::App* addDiscover(CLI::App& app, CommandLine& line, AfterParse& after) {
   DiscoverOptions& options = line.discover;
   CLI::App* command = app.add_subcommand(
@@ -101,13 +109,10 @@ CLI::App* addDiscover(CLI::App& app, CommandLine& line, AfterParse& after) {
           ->type_name("PATH"));
   singleDriver.emplace_back(
       SingleDriverOption::kVendor,
-      command
-          ->add_option("--vendor", options.vendor,
-                       "Whose GPUs: nvidia (the default), amd or intel; runs that vendor's "
-                       "default script, <vendor>-gpu-discovery.sh, from beside flink-gpu, and "
-                       "reads that vendor's GPU properties; not with --discovery-script")
-          ->check(CLI::IsMember({"nvidia", "amd", "intel"}))
-          ->type_name("VENDOR"));
+      addVendorOption(*command, options.vendor,
+                      "Whose GPUs: nvidia (the default), amd or intel; runs that vendor's "
+                      "default script, <vendor>-gpu-discovery.sh, from beside flink-gpu, and "
+                      "reads that vendor's GPU properties; not with --discovery-script"));
   singleDriver.emplace_back(
       SingleDriverOption::kDiscoveryArgs,
       command->add_option("--discovery-args", options.discoveryArgs,
@@ -191,13 +196,10 @@ CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse&) {
                     "Allocate MIG instances, by their MIG-... UUIDs, instead of the GPUs in MIG "
                     "mode they are carved from (GPUs not in MIG mode are still allocated "
                     "whole); not with --gpus");
-  command
-      ->add_option("--vendor", options.vendor,
-                   "Allocate AMD or Intel GPUs (from sysfs) and set ROCR_VISIBLE_DEVICES and "
-                   "HIP_VISIBLE_DEVICES, or ZE_AFFINITY_MASK, instead of CUDA_VISIBLE_DEVICES "
-                   "(default: nvidia, as without it); not with --gpus, --mig or --bind-cpus")
-      ->check(CLI::IsMember({"nvidia", "amd", "intel"}))
-      ->type_name("VENDOR");
+  addVendorOption(*command, options.vendor,
+                  "Allocate AMD or Intel GPUs (from sysfs) and set ROCR_VISIBLE_DEVICES and "
+                  "HIP_VISIBLE_DEVICES, or ZE_AFFINITY_MASK, instead of CUDA_VISIBLE_DEVICES "
+                  "(default: nvidia, as without it); not with --gpus, --mig or --bind-cpus");
   command
       ->add_option("--visible-devices", options.visibleDevices,
                    "What CUDA_VISIBLE_DEVICES gets when none is inherited: index (NVML's, "

@@ -1,6 +1,6 @@
 // AMD's units: the KFD topology's GPU nodes this process can open, in KFD node order (ROCr's
 // index), then the masks ROCr and HIP apply; amd-smi or rocm-smi only where sysfs has no KFD
-// topology. See issue 20, sections 2 to 4, 6, 8 and 9, and KfdTopology.h, RocmMasks.h.
+// topology. See docs/amd-and-intel.md, KfdTopology.h and RocmMasks.h.
 #include "host/amd/AmdGpus.h"
 
 #include <pwd.h>
@@ -171,42 +171,36 @@ VendorHost assemble(std::vector<Candidate> usable, const VendorOptions& options,
   enum class Layer { kNone, kRocr, kHip };
   Layer innermost = Layer::kNone;
   std::optional<std::string> mask;
-  const char* rocr = options.getenv(kRocrVisibleDevices);
-  if (rocr != nullptr) {
-    const MaskReading reading = readRocrVisibleDevices(rocr, uuidsOf(list));
+  // Each layer narrows what the one below left: ROCr's mask, then HIP's.
+  const auto apply = [&](const char* variable, const char* value, const MaskReading& reading,
+                         std::string Candidate::*entry, Layer layer, const char* reader,
+                         const char* rule) {
     const std::string spelled =
-        std::string(kRocrVisibleDevices) + "='" + strings::quoteForMessage(rocr) + "'";
+        std::string(variable) + "='" + strings::quoteForMessage(value) + "'";
     if (reading.chosen.empty()) {
-      throw DiscoveryError(spelled + " leaves no AMD GPU: " + reading.stop.value_or("?"),
-                           {"ROCr reads the list up to its first entry that names no usable GPU, "
-                            "a GPU named already or several GPUs"});
+      throw DiscoveryError(spelled + " leaves no AMD GPU: " + reading.stop.value_or("?"), {rule});
     }
     if (reading.stop) {
-      warnings.push_back("warning: " + spelled + ": " + *reading.stop +
-                         ", so ROCr ignores that entry and every entry after it");
+      warnings.push_back("warning: " + spelled + ": " + *reading.stop + ", so " + reader +
+                         " ignores that entry and every entry after it");
     }
-    list = narrowed(list, reading, &Candidate::rocrEntry);
-    innermost = Layer::kRocr;
-    mask = std::string(kRocrVisibleDevices) + "=" + rocr;
+    list = narrowed(list, reading, entry);
+    innermost = layer;
+    mask = std::string(variable) + "=" + value;
+  };
+  if (const char* rocr = options.getenv(kRocrVisibleDevices); rocr != nullptr) {
+    apply(kRocrVisibleDevices, rocr, readRocrVisibleDevices(rocr, uuidsOf(list)),
+          &Candidate::rocrEntry, Layer::kRocr, "ROCr",
+          "ROCr reads the list up to its first entry that names no usable GPU, a GPU named "
+          "already or several GPUs");
   }
   const char* hipVariable = hipMaskVariable(options.getenv);
   if (hipVariable != nullptr) {
     const char* value = options.getenv(hipVariable);
-    const MaskReading reading = readHipVisibleDevices(value, uuidsOf(list));
-    const std::string spelled =
-        std::string(hipVariable) + "='" + strings::quoteForMessage(value) + "'";
-    if (reading.chosen.empty()) {
-      throw DiscoveryError(spelled + " leaves no AMD GPU: " + reading.stop.value_or("?"),
-                           {"HIP reads the list up to its first entry that is not a GPU index or "
-                            "UUID of what ROCr left, so it sees no GPU"});
-    }
-    if (reading.stop) {
-      warnings.push_back("warning: " + spelled + ": " + *reading.stop +
-                         ", so HIP ignores that entry and every entry after it");
-    }
-    list = narrowed(list, reading, &Candidate::hipEntry);
-    innermost = Layer::kHip;
-    mask = std::string(hipVariable) + "=" + value;
+    apply(hipVariable, value, readHipVisibleDevices(value, uuidsOf(list)), &Candidate::hipEntry,
+          Layer::kHip, "HIP",
+          "HIP reads the list up to its first entry that is not a GPU index or UUID of what ROCr "
+          "left, so it sees no GPU");
   }
 
   VendorHost host;

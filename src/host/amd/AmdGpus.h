@@ -1,4 +1,7 @@
-// AMD GPUs, from the KFD topology in sysfs (written by the helper that owns host/amd/).
+// AMD GPUs as ROCm numbers them in this process: the KFD topology's GPU nodes (whole GPUs and
+// compute partitions) whose render node opens, in KFD node order, under ROCR_VISIBLE_DEVICES and
+// then HIP's mask (HIP_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES). amd-smi, else rocm-smi, only
+// where sysfs has no KFD topology. The rules: docs/amd-and-intel.md.
 #pragma once
 
 #include "host/enumeration/Vendor.h"

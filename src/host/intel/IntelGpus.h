@@ -1,4 +1,7 @@
-// Intel GPUs, from DRM in sysfs (written by the helper that owns host/intel/).
+// Intel GPUs as Level Zero numbers them in this process: the DRM cards of vendor 0x8086 whose
+// render node opens, in compute-runtime's order (ZE_ENABLE_PCI_ID_DEVICE_ORDER), as tiles or cards
+// (ZE_FLAT_DEVICE_HIERARCHY), under ZE_AFFINITY_MASK and then ONEAPI_DEVICE_SELECTOR. xpu-smi only
+// where sysfs has no DRM folder. The rules: docs/amd-and-intel.md.
 #pragma once
 
 #include "host/enumeration/Vendor.h"
