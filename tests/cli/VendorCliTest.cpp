@@ -200,7 +200,8 @@ TEST_F(VendorCliTest, ExecSetsTheVendorsVariablesAndNeverCudas) {
       << noUuid;
   // The two records of the first command are gone with it; the third command's were released.
   const CliRun status = cli({"status", "--coordination-file", fresh, "--format", "json"});
-  for (const auto& record : nlohmann::json::parse(status.out).at("records")) {
+  const nlohmann::json statusJson = nlohmann::json::parse(status.out);
+  for (const auto& record : statusJson.at("records")) {
     EXPECT_EQ(record.at("running"), false) << status;
   }
 
