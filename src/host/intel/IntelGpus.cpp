@@ -1,14 +1,17 @@
 // The Intel discovery: the cards DRM lists (DrmCards.h), those this process can open, in Level
 // Zero's order, under the hierarchy and masks in force (LevelZeroMasks.h); xpu-smi only where
-// sysfs has no DRM folder (XpuSmi.h).
+// sysfs has no DRM folder (XpuSmi.h), and then only under COMPOSITE, since xpu-smi does not say
+// how many tiles a card has.
 #include "host/intel/IntelGpus.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 #include <system_error>
 #include <unordered_map>
+#include <vector>
 
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/intel/DrmCards.h"
@@ -63,8 +66,7 @@ std::string describeErrno(int error) {
 }
 
 /// The cards xpu-smi lists, when sysfs has no DRM folder.
-std::vector<IntelCard> cardsFromXpuSmi(const fs::path& drm, const discovery::ToolOptions& tools,
-                                       std::vector<std::string>& warnings) {
+std::vector<IntelCard> cardsFromXpuSmi(const fs::path& drm, const discovery::ToolOptions& tools) {
   const discovery::ToolRun run = discovery::runTool("xpu-smi", {"discovery", "-j"}, tools);
   if (!run.path) {
     throw DiscoveryError(
@@ -90,12 +92,57 @@ std::vector<IntelCard> cardsFromXpuSmi(const fs::path& drm, const discovery::Too
     }
     throw DiscoveryError("xpu-smi discovery -j " + result.outcome.toString(), std::move(details));
   }
-  std::vector<IntelCard> cards = parseXpuSmiDiscovery(result.stdoutOutput.data);
-  warnings.push_back("warning: " + drm.string() +
-                     " does not exist, so the Intel GPUs are xpu-smi's: it counts cards, not "
-                     "tiles, so under Level Zero's FLAT hierarchy a multi-tile card's indices "
-                     "differ from these; it lists cards this process may not open, too");
-  return cards;
+  return parseXpuSmiDiscovery(result.stdoutOutput.data);
+}
+
+/// xpu-smi lists cards and does not say how many tiles each has, so its cards are Level Zero's
+/// devices only under COMPOSITE, and only for masks that name cards.
+/// @throws DiscoveryError under FLAT (or COMBINED), or for a ZE_AFFINITY_MASK entry <card>.<tile>.
+void refuseWhatXpuSmiCannotNumber(const fs::path& drm, std::size_t cardCount, Hierarchy hierarchy,
+                                  const char* hierarchyValue, const char* affinityMask) {
+  const std::string why = drm.string() +
+                          " does not exist, so the Intel GPUs would be xpu-smi's: "
+                          "it lists " +
+                          std::to_string(cardCount) + (cardCount == 1 ? " card" : " cards") +
+                          ", and its discovery -j does not say how many tiles each has";
+  const std::string remedy = std::string(
+      "give this process sysfs's class/drm (mount the host's /sys, or set "
+      "FLINK_GPU_SYSFS_ROOT to where it is mounted), where every card's tiles are "
+      "listed");
+  if (hierarchy == Hierarchy::kFlat) {
+    std::string value;
+    if (hierarchyValue == nullptr) {
+      value = std::string(kHierarchyVariable) + " is unset, and Level Zero's default is FLAT";
+    } else if (*hierarchyValue == '\0') {
+      value = std::string(kHierarchyVariable) + " is empty, which Level Zero reads as FLAT";
+    } else {
+      value = std::string(kHierarchyVariable) + "=" + hierarchyValue;
+    }
+    throw DiscoveryError(
+        "the Intel GPUs cannot be numbered from xpu-smi: xpu-smi counts cards, while Level Zero's "
+        "FLAT hierarchy counts tiles (a two-tile card is two devices)",
+        {why, value,
+         std::string("to make the discovery answer, set ") + kHierarchyVariable +
+             "=COMPOSITE (Level Zero then numbers cards, as xpu-smi lists them) for the "
+             "discovery and the worker alike, or " +
+             remedy});
+  }
+  if (affinityMask == nullptr || *affinityMask == '\0' ||
+      std::strcmp(affinityMask, "default") == 0) {
+    return;
+  }
+  std::vector<std::string> tileEntries;
+  for (std::string_view entry : strings::split(affinityMask, ',')) {
+    entry = strings::trim(entry);
+    if (entry.find('.') != std::string_view::npos) tileEntries.emplace_back(entry);
+  }
+  if (tileEntries.empty()) return;
+  throw DiscoveryError(
+      std::string(kAffinityMaskVariable) + "=" + strings::quoteForMessage(affinityMask) +
+          " names tiles (" + strings::join(tileEntries, ", ") +
+          "), which the discovery cannot place from xpu-smi's list",
+      {why,
+       std::string("to make the discovery answer, give the mask whole cards only, or ") + remedy});
 }
 
 /// What environmentFor needs of one unit.
@@ -116,13 +163,24 @@ discovery::VendorHost findIntelUnits(const discovery::VendorOptions& options) {
   const fs::path drm = options.roots.sysfs / "class" / "drm";
   std::error_code error;
   const bool haveDrm = fs::exists(drm, error);
-  std::vector<IntelCard> found = haveDrm ? readDrmCards(options.roots.sysfs)
-                                         : cardsFromXpuSmi(drm, options.tools, host.warnings);
+  std::vector<IntelCard> found =
+      haveDrm ? readDrmCards(options.roots.sysfs) : cardsFromXpuSmi(drm, options.tools);
   if (found.empty()) {
     throw DiscoveryError("no Intel GPU",
                          {haveDrm ? drm.string() + " lists no card of vendor 0x8086"
                                   : "xpu-smi discovery -j lists no device"},
                          DiscoveryError::Kind::kNoGpu);
+  }
+  const char* hierarchyValue = env(kHierarchyVariable);
+  const Hierarchy hierarchy = parseHierarchy(hierarchyValue);
+  if (!haveDrm) {
+    // An index printed is Level Zero's, or none is printed.
+    refuseWhatXpuSmiCannotNumber(drm, found.size(), hierarchy, hierarchyValue,
+                                 env(kAffinityMaskVariable));
+    host.warnings.push_back("warning: " + drm.string() +
+                            " does not exist, so the Intel GPUs are xpu-smi's, one device per card "
+                            "as Level Zero's COMPOSITE hierarchy numbers them; xpu-smi lists cards "
+                            "this process may not open, too");
   }
 
   // A card shares its hardware with its tiles, whoever holds which, whatever the hierarchy.
@@ -156,7 +214,8 @@ discovery::VendorHost findIntelUnits(const discovery::VendorOptions& options) {
     }
     usable.push_back(std::move(card));
   }
-  for (const std::string& line : leftOut) host.warnings.push_back("warning: " + line);
+  // Not a fault: Level Zero does not see such a card in this process either (issue 20, 5).
+  for (const std::string& line : leftOut) host.warnings.push_back("note: " + line);
   if (usable.empty()) {
     throw DiscoveryError("no usable Intel GPU: every card is left out", leftOut,
                          DiscoveryError::Kind::kNoUsableGpu);
@@ -169,24 +228,13 @@ discovery::VendorHost findIntelUnits(const discovery::VendorOptions& options) {
   bool integrated = false;
   bool discrete = false;
   for (const IntelCard& card : cards) (card.address.isIntegrated() ? integrated : discrete) = true;
-  if (integrated && discrete && pciOrderValue == nullptr) {
-    host.warnings.push_back(std::string("warning: this host has discrete and integrated Intel GPUs "
-                                        "and ") +
-                            kPciOrderVariable +
-                            " is not set: Level Zero numbers the discrete ones first, which the "
-                            "indices here follow; set " +
-                            kPciOrderVariable + "=1 for PCI order");
-  }
 
-  const Hierarchy hierarchy = parseHierarchy(env(kHierarchyVariable));
   std::vector<unsigned> tiles;
   for (const IntelCard& card : cards) tiles.push_back(card.tiles);
   std::vector<unsigned> pciTiles;
   for (const IntelCard& card : pciCards) pciTiles.push_back(card.tiles);
   LevelZeroDevices devices =
       levelZeroDevices(tiles, hierarchy, env(kAffinityMaskVariable), env(kDeviceSelectorVariable));
-  for (std::string& warning : devices.warnings) host.warnings.push_back(std::move(warning));
-  host.mask = devices.mask;
 
   // The command exec starts gets ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 where it is unset, unless an
   // inherited mask's entries would then name other devices than they name here.
@@ -196,6 +244,20 @@ discovery::VendorHost findIntelUnits(const discovery::VendorOptions& options) {
   }
   const bool setPciOrder = pciOrderValue == nullptr &&
                            (devices.maskVariable == MaskVariable::kNone || sameOrderEitherWay);
+
+  if (integrated && discrete && pciOrderValue == nullptr) {
+    host.warnings.push_back(
+        std::string("warning: this host has discrete and integrated Intel GPUs and ") +
+        kPciOrderVariable +
+        " is not set: the indices printed follow Level Zero's default order, discrete cards "
+        "first; " +
+        kPciOrderVariable + "=1 gives PCI order" +
+        (setPciOrder ? " (flink-gpu exec sets it for its command, with the indices to match)"
+                     : " (flink-gpu exec leaves it unset for its command, since " + *devices.mask +
+                           " names devices in the default order)"));
+  }
+  for (std::string& warning : devices.warnings) host.warnings.push_back(std::move(warning));
+  host.mask = devices.mask;
 
   std::unordered_map<std::string, UnitEnvironment> environments;
   for (const LevelZeroDevice& device : devices.devices) {

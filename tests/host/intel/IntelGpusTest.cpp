@@ -288,8 +288,9 @@ class MixedHostTest : public IntelGpusTest {
   }
   const std::string kWarning =
       "warning: this host has discrete and integrated Intel GPUs and "
-      "ZE_ENABLE_PCI_ID_DEVICE_ORDER is not set: Level Zero numbers the discrete ones first, "
-      "which the indices here follow; set ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 for PCI order";
+      "ZE_ENABLE_PCI_ID_DEVICE_ORDER is not set: the indices printed follow Level Zero's default "
+      "order, discrete cards first; ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 gives PCI order (flink-gpu "
+      "exec sets it for its command, with the indices to match)";
 };
 
 TEST_F(MixedHostTest, DiscreteCardsComeFirstAndAWarningNamesThePciOrderVariable) {
@@ -299,6 +300,43 @@ TEST_F(MixedHostTest, DiscreteCardsComeFirstAndAWarningNamesThePciOrderVariable)
                                       "intel:00000000:00:02.0"}));
   EXPECT_EQ(identifiers(host), (std::vector<std::string>{"0", "1", "2"}));
   EXPECT_THAT(host.warnings, ElementsAre(kWarning));
+}
+
+TEST_F(MixedHostTest, TheWarningSaysWhatExecSetsWithoutAMask) {
+  const VendorHost host = find();
+  ASSERT_THAT(host.warnings, ElementsAre(kWarning));
+  // As the warning says: exec sets the variable, and the indices in PCI order to match.
+  EXPECT_EQ(host.environmentFor(pick(host, {0}), false),
+            (Variables{{"ZE_AFFINITY_MASK", "1"}, {"ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"}}));
+}
+
+TEST_F(MixedHostTest, UnderAnInheritedMaskTheWarningSaysExecLeavesTheOrderVariableUnset) {
+  struct Case {
+    std::string variable, value;
+    std::vector<std::string> records;
+    std::string execValue;  // for the first unit
+  };
+  const std::vector<Case> cases = {
+      {"ZE_AFFINITY_MASK", "2,0", {"intel:00000000:03:00.0", "intel:00000000:00:02.0"}, "0"},
+      {"ONEAPI_DEVICE_SELECTOR", "level_zero:2", {"intel:00000000:00:02.0"}, "level_zero:2"}};
+  for (const Case& c : cases) {
+    environment_.erase("ZE_AFFINITY_MASK");
+    environment_.erase("ONEAPI_DEVICE_SELECTOR");
+    environment_[c.variable] = c.value;
+    const VendorHost host = find();
+    EXPECT_THAT(host.warnings,
+                ElementsAre("warning: this host has discrete and integrated Intel GPUs and "
+                            "ZE_ENABLE_PCI_ID_DEVICE_ORDER is not set: the indices printed "
+                            "follow Level Zero's default order, discrete cards first; "
+                            "ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 gives PCI order (flink-gpu exec "
+                            "leaves it unset for its command, since " +
+                            c.variable + "=" + c.value + " names devices in the default order)"))
+        << c.variable;
+    ASSERT_EQ(recordNames(host), c.records) << c.variable;
+    // As the warning says: no ZE_ENABLE_PCI_ID_DEVICE_ORDER for the command.
+    EXPECT_EQ(host.environmentFor(pick(host, {0}), false), (Variables{{c.variable, c.execValue}}))
+        << c.variable;
+  }
 }
 
 TEST_F(MixedHostTest, ThePciOrderVariableSetNonZeroGivesPciOrder) {
@@ -470,7 +508,7 @@ TEST_F(IntelGpusTest, ACardsMemoryIsTheSumOfItsTilesAndAbsentWhenOneIsUnknown) {
 
 // ---- render nodes ----
 
-TEST_F(TwoMaxCardsTest, ACardWhoseRenderNodeCannotBeOpenedIsLeftOutWithAWarning) {
+TEST_F(TwoMaxCardsTest, ACardWhoseRenderNodeCannotBeOpenedIsLeftOutWithANote) {
   addCard({2, "0000:6c:00.0", 0x8086, 0x0bd5, "xe", 2, {64 * kGiB, 64 * kGiB}, 130});
   const fs::path denied = options_.roots.dev / "dri" / "renderD128";
   options_.probe = [denied](const fs::path& node) {
@@ -482,15 +520,39 @@ TEST_F(TwoMaxCardsTest, ACardWhoseRenderNodeCannotBeOpenedIsLeftOutWithAWarning)
   EXPECT_EQ(recordNames(host),
             (std::vector<std::string>{"intel:00000000:42:00.0/0", "intel:00000000:42:00.0/1"}));
   EXPECT_THAT(host.warnings,
-              ElementsAre("warning: card 0 (00000000:18:00.0) is left out: " + denied.string() +
+              ElementsAre("note: card 0 (00000000:18:00.0) is left out: " + denied.string() +
                               " cannot be opened: Permission denied (EACCES); Level Zero does "
                               "not see it in this process",
-                          "warning: card 2 (00000000:6C:00.0) is left out: " +
+                          "note: card 2 (00000000:6C:00.0) is left out: " +
                               (options_.roots.dev / "dri" / "renderD130").string() +
                               " cannot be opened: No such file or directory (ENOENT); Level "
                               "Zero does not see it in this process"));
   // Its record still blocks its tiles for whoever can open it.
   EXPECT_EQ(host.related.count("intel:00000000:18:00.0"), 1u);
+}
+
+TEST_F(TwoMaxCardsTest, ACardWithoutARenderNodeIsLeftOutWithANote) {
+  addCard({2, "0000:6c:00.0", 0x8086, 0x0bd5, "xe", 2, {64 * kGiB, 64 * kGiB}, std::nullopt});
+  const VendorHost host = find();
+  EXPECT_EQ(identifiers(host), (std::vector<std::string>{"0", "1", "2", "3"}));
+  EXPECT_THAT(host.warnings,
+              ElementsAre("note: card 2 (00000000:6C:00.0) is left out: it has no render node "
+                          "(device/drm/renderD*)"));
+}
+
+TEST_F(MixedHostTest, ALeftOutCardIsANoteAndTheOrderLineStaysAWarning) {
+  options_.probe = [this](const fs::path& node) {
+    return node == options_.roots.dev / "dri" / "renderD130" ? ENXIO : discovery::probeOpen(node);
+  };
+  const VendorHost host = find();
+  EXPECT_EQ(recordNames(host),
+            (std::vector<std::string>{"intel:00000000:4D:00.0", "intel:00000000:00:02.0"}));
+  EXPECT_THAT(host.warnings,
+              ElementsAre("note: card 2 (00000000:03:00.0) is left out: " +
+                              (options_.roots.dev / "dri" / "renderD130").string() +
+                              " cannot be opened: No such device or address (ENXIO); Level Zero "
+                              "does not see it in this process",
+                          kWarning));
 }
 
 TEST_F(TwoMaxCardsTest, EveryCardLeftOutIsAnError) {
@@ -595,12 +657,17 @@ class XpuSmiFallbackTest : public IntelGpusTest {
   void standInPrints(const std::string& body) {
     testing::writeScript(dir_ / "bin" / "xpu-smi", "#!/bin/sh\n" + body);
   }
+  void standInPrintsTheFixture() {
+    standInPrints(
+        "[ \"$1 $2\" = \"discovery -j\" ] || exit 3\n"
+        "cat '" INTEL_FIXTURES "/xpu-smi-discovery.json'\n");
+  }
+  std::string drm() const { return (options_.roots.sysfs / "class/drm").string(); }
 };
 
-TEST_F(XpuSmiFallbackTest, XpuSmisCardsAreTakenInPciOrderWithTheirNames) {
-  standInPrints(
-      "[ \"$1 $2\" = \"discovery -j\" ] || exit 3\n"
-      "cat '" INTEL_FIXTURES "/xpu-smi-discovery.json'\n");
+TEST_F(XpuSmiFallbackTest, UnderCompositeXpuSmisCardsAreTakenInPciOrderWithTheirNames) {
+  standInPrintsTheFixture();
+  environment_["ZE_FLAT_DEVICE_HIERARCHY"] = "COMPOSITE";
   const VendorHost host = find();
   EXPECT_EQ(identifiers(host), (std::vector<std::string>{"0", "1"}));
   EXPECT_EQ(recordNames(host),
@@ -611,11 +678,90 @@ TEST_F(XpuSmiFallbackTest, XpuSmisCardsAreTakenInPciOrderWithTheirNames) {
                                                   {"pci.bus_id", "00000000:18:00.0"},
                                                   {"pci.device_id", "0x0bd5"}}));
   EXPECT_THAT(host.warnings,
-              ElementsAre("warning: " + (options_.roots.sysfs / "class/drm").string() +
-                          " does not exist, so the Intel GPUs are xpu-smi's: it counts cards, not "
-                          "tiles, so under Level Zero's FLAT hierarchy a multi-tile card's "
-                          "indices differ from these; it lists cards this process may not open, "
-                          "too"));
+              ElementsAre("warning: " + drm() +
+                          " does not exist, so the Intel GPUs are xpu-smi's, one device per card "
+                          "as Level Zero's COMPOSITE hierarchy numbers them; xpu-smi lists cards "
+                          "this process may not open, too"));
+  EXPECT_EQ(host.mask, std::nullopt);
+  EXPECT_THAT(host.related, IsEmpty());
+  EXPECT_EQ(host.environmentFor(pick(host, {1}), false),
+            (Variables{{"ZE_AFFINITY_MASK", "1"}, {"ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"}}));
+}
+
+TEST_F(XpuSmiFallbackTest, UnderFlatXpuSmisCardsAreNotNumbered) {
+  // Two Max 1550s: Level Zero's FLAT devices 0..3, xpu-smi's cards 0 and 1.
+  standInPrintsTheFixture();
+  const std::string hint =
+      "to make the discovery answer, set ZE_FLAT_DEVICE_HIERARCHY=COMPOSITE (Level Zero then "
+      "numbers cards, as xpu-smi lists them) for the discovery and the worker alike, or give "
+      "this process sysfs's class/drm (mount the host's /sys, or set FLINK_GPU_SYSFS_ROOT to "
+      "where it is mounted), where every card's tiles are listed";
+  const std::string listed = drm() +
+                             " does not exist, so the Intel GPUs would be xpu-smi's: it lists 2 "
+                             "cards, and its discovery -j does not say how many tiles each has";
+  const std::map<std::optional<std::string>, std::string> says = {
+      {std::nullopt, "ZE_FLAT_DEVICE_HIERARCHY is unset, and Level Zero's default is FLAT"},
+      {"", "ZE_FLAT_DEVICE_HIERARCHY is empty, which Level Zero reads as FLAT"},
+      {"FLAT", "ZE_FLAT_DEVICE_HIERARCHY=FLAT"},
+      {"COMBINED", "ZE_FLAT_DEVICE_HIERARCHY=COMBINED"}};
+  for (const auto& [value, line] : says) {
+    if (value) {
+      environment_["ZE_FLAT_DEVICE_HIERARCHY"] = *value;
+    } else {
+      environment_.erase("ZE_FLAT_DEVICE_HIERARCHY");
+    }
+    const DiscoveryError e = findFails();
+    EXPECT_STREQ(e.what(),
+                 "the Intel GPUs cannot be numbered from xpu-smi: xpu-smi counts cards, while "
+                 "Level Zero's FLAT hierarchy counts tiles (a two-tile card is two devices)")
+        << line;
+    EXPECT_EQ(e.kind(), DiscoveryError::Kind::kFailed) << line;
+    EXPECT_THAT(e.details(), ElementsAre(listed, line, hint));
+  }
+}
+
+TEST_F(XpuSmiFallbackTest, UnderFlatEvenOneCardIsNotNumbered) {
+  standInPrints(
+      "echo '{\"device_list\": [{\"device_id\": 0, \"pci_bdf_address\": \"0000:4d:00.0\"}]}'\n");
+  const DiscoveryError e = findFails();
+  ASSERT_EQ(e.details().size(), 3u);
+  EXPECT_EQ(e.details()[0], drm() +
+                                " does not exist, so the Intel GPUs would be xpu-smi's: it lists 1 "
+                                "card, and its discovery -j does not say how many tiles each has");
+}
+
+TEST_F(XpuSmiFallbackTest, UnderCompositeAMaskOfCardsIsRead) {
+  standInPrintsTheFixture();
+  environment_["ZE_FLAT_DEVICE_HIERARCHY"] = "COMPOSITE";
+  environment_["ZE_AFFINITY_MASK"] = "1";
+  VendorHost host = find();
+  EXPECT_EQ(identifiers(host), (std::vector<std::string>{"1"}));
+  EXPECT_EQ(recordNames(host), (std::vector<std::string>{"intel:00000000:9A:00.0"}));
+  EXPECT_EQ(host.mask, "ZE_AFFINITY_MASK=1");
+  EXPECT_EQ(host.environmentFor(pick(host, {0}), false),
+            (Variables{{"ZE_AFFINITY_MASK", "1"}, {"ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"}}));
+  environment_["ONEAPI_DEVICE_SELECTOR"] = "level_zero:0";
+  host = find();
+  EXPECT_EQ(identifiers(host), (std::vector<std::string>{"0"}));
+  EXPECT_EQ(recordNames(host), (std::vector<std::string>{"intel:00000000:9A:00.0"}));
+}
+
+TEST_F(XpuSmiFallbackTest, UnderCompositeAMaskNamingTilesIsAnError) {
+  standInPrintsTheFixture();
+  environment_["ZE_FLAT_DEVICE_HIERARCHY"] = "COMPOSITE";
+  environment_["ZE_AFFINITY_MASK"] = "0, 1.0,1.1";
+  const DiscoveryError e = findFails();
+  EXPECT_STREQ(e.what(),
+               "ZE_AFFINITY_MASK=0, 1.0,1.1 names tiles (1.0, 1.1), which the discovery cannot "
+               "place from xpu-smi's list");
+  EXPECT_THAT(
+      e.details(),
+      ElementsAre(drm() + " does not exist, so the Intel GPUs would be xpu-smi's: it lists 2 "
+                          "cards, and its discovery -j does not say how many tiles each has",
+                  "to make the discovery answer, give the mask whole cards only, or give "
+                  "this process sysfs's class/drm (mount the host's /sys, or set "
+                  "FLINK_GPU_SYSFS_ROOT to where it is mounted), where every card's "
+                  "tiles are listed"));
 }
 
 TEST_F(XpuSmiFallbackTest, AnAnswerThatIsNotItsJsonFailsQuotingIt) {
