@@ -1,6 +1,10 @@
 // AMD's units: the KFD topology's GPU nodes this process can open, in KFD node order (ROCr's
 // index), then the masks ROCr and HIP apply; amd-smi or rocm-smi only where sysfs has no KFD
-// topology. See docs/amd-and-intel.md, KfdTopology.h and RocmMasks.h.
+// topology. See docs/amd-and-intel.md, KfdTopology.h and RocmMasks.h. VendorHost::warnings gets
+// a "note: " line for each unit whose render node is absent (ENOENT) or denied by a device cgroup
+// (EPERM), the normal case of a container given some GPUs, and a "warning: " line for every other
+// unit left out (another errno, drm_render_minor 0), for a mask read with a surprise and for a
+// tool used as a fallback.
 #include "host/amd/AmdGpus.h"
 
 #include <pwd.h>
@@ -180,6 +184,9 @@ VendorHost assemble(std::vector<Candidate> usable, const VendorOptions& options,
     if (reading.chosen.empty()) {
       throw DiscoveryError(spelled + " leaves no AMD GPU: " + reading.stop.value_or("?"), {rule});
     }
+    for (const std::string& surprise : reading.surprises) {
+      warnings.push_back("warning: " + spelled + ": " + surprise);
+    }
     if (reading.stop) {
       warnings.push_back("warning: " + spelled + ": " + *reading.stop + ", so " + reader +
                          " ignores that entry and every entry after it");
@@ -291,7 +298,13 @@ VendorHost fromTopology(const std::vector<KfdNode>& nodes, const VendorOptions& 
   }
   checkKfd(options);
   std::vector<std::string> warnings;
-  std::vector<std::string> leftOut;
+  // What is left out and why; `normal` for a render node that is absent or denied by a device
+  // cgroup, which is how a container is given some GPUs: a "note: " line, not a "warning: " one.
+  struct LeftOut {
+    std::string line;
+    bool normal = false;
+  };
+  std::vector<LeftOut> leftOut;
   std::vector<Candidate> usable;
   std::vector<std::optional<std::string>> allUuids;
   for (const KfdUnit& unit : units) {
@@ -300,9 +313,9 @@ VendorHost fromTopology(const std::vector<KfdNode>& nodes, const VendorOptions& 
     allUuids.push_back(uuid);
     const std::string node = "KFD node " + std::to_string(unit.node.id);
     if (unit.node.renderMinor == 0) {
-      leftOut.push_back(node + " (" + unitByBus(unit) +
-                        ") has no render node (drm_render_minor 0): left out, and the other "
-                        "GPUs keep their numbering without it");
+      leftOut.push_back({node + " (" + unitByBus(unit) +
+                         ") has no render node (drm_render_minor 0): left out, and the "
+                         "other GPUs keep their numbering without it"});
       continue;
     }
     const fs::path render =
@@ -318,8 +331,9 @@ VendorHost fromTopology(const std::vector<KfdNode>& nodes, const VendorOptions& 
       } else {
         why = "cannot open " + render.string() + ": " + std::strerror(error);
       }
-      leftOut.push_back(unitByBus(unit) + " (" + node + ") is left out: " + why +
-                        "; ROCm does not count it");
+      leftOut.push_back(
+          {unitByBus(unit) + " (" + node + ") is left out: " + why + "; ROCm does not count it",
+           error == ENOENT || error == EPERM});
       continue;
     }
     Candidate candidate;
@@ -331,11 +345,15 @@ VendorHost fromTopology(const std::vector<KfdNode>& nodes, const VendorOptions& 
     usable.push_back(std::move(candidate));
   }
   if (usable.empty()) {
+    std::vector<std::string> details;
+    for (const LeftOut& out : leftOut) details.push_back(out.line);
     throw DiscoveryError("no AMD GPU that this process can use: each of the " +
                              std::to_string(units.size()) + " in the KFD topology is left out",
-                         leftOut, DiscoveryError::Kind::kNoUsableGpu);
+                         details, DiscoveryError::Kind::kNoUsableGpu);
   }
-  for (const std::string& line : leftOut) warnings.push_back("warning: " + line);
+  for (const LeftOut& out : leftOut) {
+    warnings.push_back((out.normal ? "note: " : "warning: ") + out.line);
+  }
   markOwnUuids(usable, allUuids);
   return assemble(std::move(usable), options, std::move(warnings));
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstring>
 #include <stdexcept>
 
 #include "FakeAmdHost.h"
@@ -132,11 +133,13 @@ TEST(AmdGpus, ContainerGivenSomeRenderNodesCountsOnlyThose) {
   EXPECT_THAT(identifiers(host), ElementsAre("0", "1"));
   EXPECT_THAT(records(host), ElementsAre("amd:00000000:03:00.0", "amd:00000000:C3:00.0"));
   EXPECT_EQ(host.units[1].description, "GPU 1 (00000000:C3:00.0)");
+  // The normal container case: a note, not a warning.
   ASSERT_EQ(host.warnings.size(), 6U);
-  EXPECT_THAT(host.warnings[0],
-              AllOf(HasSubstr("warning: GPU 00000000:63:00.0 (KFD node 2) is left out"),
-                    HasSubstr((fake.dev() / "dri/renderD128").string() + " does not exist"),
-                    HasSubstr("ROCm does not count it")));
+  EXPECT_EQ(host.warnings[0], "note: GPU 00000000:63:00.0 (KFD node 2) is left out: " +
+                                  (fake.dev() / "dri/renderD128").string() +
+                                  " does not exist in this process (a container given other "
+                                  "GPUs); ROCm does not count it");
+  for (const std::string& line : host.warnings) EXPECT_TRUE(line.starts_with("note: ")) << line;
 }
 
 TEST(AmdGpus, RenderNodeDeniedByDeviceCgroupIsNotCounted) {
@@ -147,8 +150,24 @@ TEST(AmdGpus, RenderNodeDeniedByDeviceCgroupIsNotCounted) {
   EXPECT_THAT(identifiers(host), ElementsAre("0", "1", "2", "3", "4", "5", "6"));
   EXPECT_EQ(host.units[0].recordName, "amd:00000000:43:00.0");
   ASSERT_EQ(host.warnings.size(), 1U);
-  EXPECT_THAT(host.warnings[0], AllOf(HasSubstr("GPU 00000000:63:00.0 (KFD node 2)"),
-                                      HasSubstr("renderD128 is not permitted (EPERM")));
+  EXPECT_EQ(host.warnings[0], "note: GPU 00000000:63:00.0 (KFD node 2) is left out: opening " +
+                                  fake.render(128).string() +
+                                  " is not permitted (EPERM: a device cgroup denies it); ROCm "
+                                  "does not count it");
+}
+
+TEST(AmdGpus, RenderNodeFailingWithAnotherErrnoIsAWarning) {
+  FakeAmdHost fake;
+  fake.mi210Host();
+  fake.denyWith(fake.render(129), EIO);
+  const VendorHost host = findAmdUnits(fake.options());
+  EXPECT_EQ(host.units.size(), 7U);
+  EXPECT_EQ(host.units[1].recordName, "amd:00000000:03:00.0");
+  ASSERT_EQ(host.warnings.size(), 1U);
+  EXPECT_EQ(host.warnings[0],
+            "warning: GPU 00000000:43:00.0 (KFD node 3) is left out: cannot "
+            "open " +
+                fake.render(129).string() + ": " + std::strerror(EIO) + "; ROCm does not count it");
 }
 
 // --- Section 3: partitions and the properties ---
@@ -418,7 +437,12 @@ TEST(AmdGpus, RocrTooShortOrAmbiguousPrefixEndsTheList) {
   FakeAmdHost fake;
   fake.mi210Host();
   fake.setenv("ROCR_VISIBLE_DEVICES", "1,GPU-a,2");  // GPU-a names GPU-aea8… and GPU-a378…
-  EXPECT_THAT(identifiers(findAmdUnits(fake.options())), ElementsAre("1"));
+  const VendorHost boards = findAmdUnits(fake.options());
+  EXPECT_THAT(identifiers(boards), ElementsAre("1"));
+  // Two boards, not the partitions of one GPU.
+  EXPECT_THAT(boards.warnings,
+              ElementsAre("warning: ROCR_VISIBLE_DEVICES='1,GPU-a,2': 'GPU-a' (entry 2) matches 2 "
+                          "GPUs, so ROCr ignores that entry and every entry after it"));
   fake.setenv("ROCR_VISIBLE_DEVICES", "1,GPU-,2");
   EXPECT_THAT(identifiers(findAmdUnits(fake.options())), ElementsAre("1"));
 }
@@ -431,7 +455,10 @@ TEST(AmdGpus, RocrUuidOfPartitionsNamesSeveralAndEndsTheList) {
   EXPECT_THAT(identifiers(host), ElementsAre("5"));
   EXPECT_THAT(records(host), ElementsAre("amd:00000000:05:00.5"));
   ASSERT_EQ(host.warnings.size(), 1U);
-  EXPECT_THAT(host.warnings[0], HasSubstr("'GPU-4b3c2d1e0f102030' (entry 2) names 8 units"));
+  EXPECT_EQ(host.warnings[0],
+            "warning: ROCR_VISIBLE_DEVICES='5,GPU-4b3c2d1e0f102030,1': 'GPU-4b3c2d1e0f102030' "
+            "(entry 2) names 8 units (the partitions of one GPU share its UUID), so ROCr ignores "
+            "that entry and every entry after it");
 }
 
 TEST(AmdGpus, RocrDuplicateAndUnknownEntriesEndTheList) {
@@ -508,19 +535,76 @@ TEST(AmdGpus, HipNoDevFilesHidesEveryGpu) {
   EXPECT_THAT(failure(cuda).what(), HasSubstr("CUDA_VISIBLE_DEVICES='NoDevFiles'"));
 }
 
-TEST(AmdGpus, HipTakesDecimalsWithoutLeadingZerosAndUuids) {
+TEST(AmdGpus, HipTakesDecimalsWithoutLeadingZerosAndUuidPrefixesAndSkipsRepeats) {
   FakeAmdHost fake;
   fake.mi210Host();
-  fake.setenv("HIP_VISIBLE_DEVICES", "gpu-93bb3629c01aea1c,1,01,2");
+  fake.setenv("HIP_VISIBLE_DEVICES", "GPU-93bb,1,1,GPU-51276ac12ce05db3,01,2");
   const VendorHost host = findAmdUnits(fake.options());
-  EXPECT_THAT(identifiers(host), ElementsAre("gpu-93bb3629c01aea1c", "1"));
+  EXPECT_THAT(identifiers(host), ElementsAre("GPU-93bb", "1"));
   EXPECT_THAT(records(host), ElementsAre("amd:00000000:03:00.0", "amd:00000000:43:00.0"));
-  ASSERT_EQ(host.warnings.size(), 1U);
+  const std::string variable =
+      "warning: HIP_VISIBLE_DEVICES='GPU-93bb,1,1,GPU-51276ac12ce05db3,01,2': ";
   EXPECT_THAT(
-      host.warnings[0],
-      AllOf(
-          HasSubstr("HIP_VISIBLE_DEVICES='gpu-93bb3629c01aea1c,1,01,2': '01' (entry 3) is neither"),
-          HasSubstr("HIP ignores that entry")));
+      host.warnings,
+      ElementsAre(
+          variable + "'1' (entry 3) names the GPU that entry 2 chose already ('1'), so HIP skips "
+                     "it and reads on",
+          variable + "'GPU-51276ac12ce05db3' (entry 4) names the GPU that entry 2 chose already "
+                     "('1'), so HIP skips it and reads on",
+          variable + "'01' (entry 5) is neither a GPU index nor a GPU-… UUID, so HIP ignores that "
+                     "entry and every entry after it"));
+  EXPECT_EQ(environmentOf(host, {1, 0}), (Environment{{"HIP_VISIBLE_DEVICES", "1,GPU-93bb"}}));
+}
+
+TEST(AmdGpus, HipUuidPrefixIndexesWhatRocrLeft) {
+  FakeAmdHost fake;
+  fake.mi210Host();
+  fake.setenv("ROCR_VISIBLE_DEVICES", "3,5,7");  // GPU-4344…, GPU-a378…, GPU-c34e…
+  fake.setenv("HIP_VISIBLE_DEVICES", "GPU-a3,GPU-4");
+  const VendorHost host = findAmdUnits(fake.options());
+  EXPECT_THAT(identifiers(host), ElementsAre("GPU-a3", "GPU-4"));
+  EXPECT_THAT(records(host), ElementsAre("amd:00000000:C3:00.0", "amd:00000000:26:00.0"));
+  EXPECT_THAT(host.warnings, IsEmpty());
+  EXPECT_EQ(environmentOf(host, {1}), (Environment{{"HIP_VISIBLE_DEVICES", "GPU-4"}}));
+}
+
+TEST(AmdGpus, HipUpperCaseHexOrLowerCasePrefixMatchesNothing) {
+  FakeAmdHost fake;
+  fake.mi210Host();
+  fake.setenv("HIP_VISIBLE_DEVICES", "0,GPU-93BB3629C01AEA1C,1");
+  const VendorHost host = findAmdUnits(fake.options());
+  EXPECT_THAT(identifiers(host), ElementsAre("0"));
+  EXPECT_THAT(host.warnings,
+              ElementsAre("warning: HIP_VISIBLE_DEVICES='0,GPU-93BB3629C01AEA1C,1': "
+                          "'GPU-93BB3629C01AEA1C' (entry 2) names no GPU that ROCr left (HIP "
+                          "compares UUIDs case-sensitively, and ROCr's are 'GPU-' and lower-case "
+                          "hex digits), so HIP ignores that entry and every entry after it"));
+  fake.setenv("HIP_VISIBLE_DEVICES", "gpu-93bb3629c01aea1c,1");
+  EXPECT_THAT(failure(fake).what(),
+              HasSubstr("HIP_VISIBLE_DEVICES='gpu-93bb3629c01aea1c,1' leaves no AMD GPU: "
+                        "'gpu-93bb3629c01aea1c' (entry 1) is neither a GPU index nor a GPU-… UUID "
+                        "(HIP looks for 'GPU-' in upper case)"));
+}
+
+TEST(AmdGpus, HipSharedUuidOfPartitionsTakesTheFirstPartition) {
+  FakeAmdHost fake;
+  fake.mi300xCpxHost(false);
+  fake.setenv("HIP_VISIBLE_DEVICES", "GPU-4b3c2d1e0f102030,GPU-4b3c2d1e0f102030,3");
+  const VendorHost host = findAmdUnits(fake.options());
+  EXPECT_THAT(identifiers(host), ElementsAre("GPU-4b3c2d1e0f102030", "3"));
+  EXPECT_THAT(records(host), ElementsAre("amd:00000000:05:00.0", "amd:00000000:05:00.3"));
+  const std::string variable =
+      "warning: HIP_VISIBLE_DEVICES='GPU-4b3c2d1e0f102030,GPU-4b3c2d1e0f102030,3': "
+      "'GPU-4b3c2d1e0f102030' ";
+  const std::string matches =
+      "matches 8 units (the partitions of one GPU share its UUID) that ROCr left, and HIP takes "
+      "the first, index 0";
+  EXPECT_THAT(host.warnings,
+              ElementsAre(variable + "(entry 1) " + matches, variable + "(entry 2) " + matches,
+                          variable + "(entry 2) names the GPU that entry 1 chose already "
+                                     "('GPU-4b3c2d1e0f102030'), so HIP skips it and reads on"));
+  EXPECT_EQ(environmentOf(host, {1, 0}),
+            (Environment{{"HIP_VISIBLE_DEVICES", "3,GPU-4b3c2d1e0f102030"}}));
 }
 
 // --- Section 6: what exec sets ---
