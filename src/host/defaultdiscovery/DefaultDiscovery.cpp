@@ -485,11 +485,13 @@ Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& rep
   const std::vector<std::string> units = unitsNotLost(host, report);
   if (units.size() < request.amount) {
     if (host.vendorHost && host.vendorHost->mask) {
-      failWith(Stage::kShortfall,
-               "only " + std::to_string(units.size()) + " GPU(s) allowed by " +
-                   *host.vendorHost->mask + ", " + request.amountText +
-                   " requested (allowed: " + strings::join(host.answerFor(units), ",") + ")",
-               report);
+      failWith(
+          Stage::kShortfall,
+          "only " + std::to_string(units.size()) + " GPU(s) allowed by " + *host.vendorHost->mask +
+              ", " + request.amountText + " requested" +
+              (units.empty() ? std::string()
+                             : " (allowed: " + strings::join(host.answerFor(units), ",") + ")"),
+          report);
     }
     if (host.masked) {
       failWith(Stage::kShortfall,

@@ -103,9 +103,11 @@ std::string canonicalDeviceIdentifier(std::string_view identifier) {
   }
   if (isVendorUnitName(identifier)) {
     // The bus id's hex digits in upper case, as NVML writes bus ids; the tile without zeros.
+    // The domain in NVML's 8 digits, whichever width lspci or the kernel (4) wrote it in.
     const std::size_t colon = identifier.find(':');
     std::string canonical(identifier.substr(0, colon + 1));
     std::string_view rest = identifier.substr(colon + 1);
+    if (rest.find(':') == 4) canonical += "0000";
     const std::size_t slash = rest.find('/');
     for (const char c : rest.substr(0, slash)) {
       canonical += (c >= 'a' && c <= 'f') ? static_cast<char>(c - 'a' + 'A') : c;

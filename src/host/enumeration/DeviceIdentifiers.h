@@ -57,7 +57,8 @@ constexpr bool isMigUuid(std::string_view identifier) noexcept {
 
 /// The canonical form of a device identifier: a decimal index without leading zeros ("007" →
 /// "7", "00" → "0"), each index of `<card>.<tile>` too; a UUID with its hex digits in lower case,
-/// as NVML writes them; a record name's bus id in upper case, as NVML writes bus ids. Two
+/// as NVML writes them; a record name's bus id in upper case with an 8-digit domain, as NVML
+/// writes bus ids (`amd:0000:e3:00.0` is `amd:00000000:E3:00.0`). Two
 /// spellings of one device must be one GPU everywhere: in a result, and in the coordination file.
 std::string canonicalDeviceIdentifier(std::string_view identifier);
 

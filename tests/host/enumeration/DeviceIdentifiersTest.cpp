@@ -45,6 +45,8 @@ TEST(DeviceIdentifiersTest, AmdAndIntelRecordNamesAreByVendorAndPciBusId) {
   }
   // One unit, however its bus id's hex is spelled: NVML's upper case.
   EXPECT_EQ(canonicalDeviceIdentifier("intel:00000000:5a:00.0/01"), "intel:00000000:5A:00.0/1");
+  EXPECT_EQ(canonicalDeviceIdentifier("amd:0000:e3:00.0"), "amd:00000000:E3:00.0");
+  EXPECT_FALSE(isCanonicalDeviceIdentifier("amd:0000:E3:00.0"));
   EXPECT_TRUE(isCanonicalDeviceIdentifier("amd:00000000:E3:00.0"));
   EXPECT_FALSE(isCanonicalDeviceIdentifier("amd:00000000:e3:00.0"));
   EXPECT_EQ(vendorOfUnit("amd:00000000:E3:00.0"), "amd");

@@ -155,7 +155,8 @@ std::vector<discovery::GpuDevice> nvmlDevices() {
 
 /// A script's stderr after a run that answered: at debug level, but a GPU the script left out
 /// (lost, denied by a cgroup) is a fault of the host that an operator must hear of, whatever the
-/// log level for the rest.
+/// log level for the rest, and any other "warning: " line (a mask read with a surprise, a GPU
+/// without a render node, a vendor tool used as a fallback) is logged as a warning.
 void logScriptStderr(std::string_view text) {
   if (text.empty()) return;
   log().debug(std::string("The GPU discovery script wrote to stderr: ") +
@@ -165,6 +166,9 @@ void logScriptStderr(std::string_view text) {
     if (discovery::isLeftOutWarning(line)) {
       log().error(std::string("The GPU discovery script left a GPU out: ") +
                   strings::quoteForMessage(line.substr(std::string_view("warning: ").size())));
+    } else if (line.starts_with("warning: ")) {
+      log().warn(std::string("The GPU discovery script warns: ") +
+                 strings::quoteForMessage(line.substr(std::string_view("warning: ").size())));
     }
   }
 }
