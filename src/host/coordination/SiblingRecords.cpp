@@ -1,0 +1,251 @@
+// The line format and the reading and writing of the records files beside the coordination file
+// (see SiblingRecords.h).
+#include "host/coordination/SiblingRecords.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "host/coordination/CoordinationError.h"
+#include "host/coordination/CoordinationFile.h"
+#include "host/coordination/Siblings.h"
+#include "process/FileDescriptor.h"
+#include "util/Strings.h"
+
+namespace flink::coordination {
+namespace {
+
+/// How many times a change is planned again when someone replaced the file while we had it.
+constexpr int kAttempts = 5;
+
+int hexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::string encodeFieldValue(std::string_view value) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(value.size());
+  for (const char c : value) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f || c == '%') {
+      out += '%';
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> decodeFieldValue(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    if (value[i] != '%') {
+      out += value[i];
+      continue;
+    }
+    if (i + 2 >= value.size()) return std::nullopt;
+    const int high = hexDigit(value[i + 1]);
+    const int low = hexDigit(value[i + 2]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return out;
+}
+
+std::vector<std::string_view> splitFields(std::string_view line) {
+  std::vector<std::string_view> fields;
+  std::size_t start = 0;
+  while (start <= line.size()) {
+    const std::size_t tab = line.find('\t', start);
+    const std::size_t end = tab == std::string_view::npos ? line.size() : tab;
+    fields.push_back(line.substr(start, end - start));
+    start = end + 1;
+  }
+  return fields;
+}
+
+std::optional<Field> parseField(std::string_view field) {
+  const std::size_t equals = field.find('=');
+  if (equals == std::string_view::npos || equals == 0) return std::nullopt;
+  std::optional<std::string> value = decodeFieldValue(field.substr(equals + 1));
+  if (!value) return std::nullopt;
+  return Field{field.substr(0, equals), std::move(*value)};
+}
+
+void appendField(std::string& line, std::string_view key, std::string_view value) {
+  line += '\t';
+  line += key;
+  line += '=';
+  line += encodeFieldValue(value);
+}
+
+void forEachRecordLine(std::string_view text,
+                       const std::function<bool(std::string_view line)>& line,
+                       std::vector<JunkLine>& junk) {
+  std::size_t lineNumber = 0;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t newline = text.find('\n', start);
+    const std::size_t end = newline == std::string_view::npos ? text.size() : newline;
+    const std::string_view current = text.substr(start, end - start);
+    start = end + 1;
+    ++lineNumber;
+    if (strings::trim(current).empty() || current.front() == '#') continue;
+    if (!line(current)) junk.push_back({lineNumber, std::string(current)});
+  }
+}
+
+namespace {
+
+/// How a person may write a unit in a record by hand, made one: an index without leading zeros
+/// ("01" is GPU 1), a UUID in lower case (NVML's; "GPU-8932F937…" is the same GPU).
+std::string canonicalUnit(std::string_view unit) {
+  if (!unit.empty() &&
+      std::all_of(unit.begin(), unit.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    const std::size_t first = unit.find_first_not_of('0');
+    return std::string(first == std::string_view::npos ? unit.substr(unit.size() - 1)
+                                                       : unit.substr(first));
+  }
+  return strings::toLower(unit);
+}
+
+}  // namespace
+
+bool recordNamesUnit(std::string_view recordedGpu, const std::optional<std::string>& recordedUuid,
+                     std::string_view gpu, const std::optional<std::string>& uuid) {
+  const std::string recorded = canonicalUnit(recordedGpu);
+  const std::string unit = canonicalUnit(gpu);
+  const std::optional<std::string> recordedWhole =
+      recordedUuid ? std::optional<std::string>(canonicalUnit(*recordedUuid)) : std::nullopt;
+  const std::optional<std::string> unitWhole =
+      uuid ? std::optional<std::string>(canonicalUnit(*uuid)) : std::nullopt;
+  const bool mig = recorded.starts_with("mig-");
+  if (recorded == unit) {
+    // The same index on another numbering is another GPU: the UUIDs decide where both say.
+    return !(recordedWhole && unitWhole && !unit.starts_with("mig-") &&
+             *recordedWhole != *unitWhole);
+  }
+  if (unitWhole && (recorded == *unitWhole || (recordedWhole && *recordedWhole == *unitWhole))) {
+    return !mig;
+  }
+  return false;
+}
+
+std::filesystem::path siblingRecordsPath(const std::filesystem::path& coordinationFile,
+                                         std::string_view suffix) {
+  std::filesystem::path path = coordinationFile;
+  path += std::string(suffix);
+  return path;
+}
+
+namespace {
+
+SiblingRecordsText textOf(const std::filesystem::path& path, const CoordinationFile& file) {
+  SiblingRecordsText read;
+  read.path = path;
+  read.exists = file.exists();
+  read.text = file.text();
+  read.notes = file.notes();
+  return read;
+}
+
+/// Takes the writers' lock of the records file `path`, `<path>.lock`: a file that only those who
+/// may write the records can open (and so lock), never written. Readers take no lock at all
+/// (readSiblingRecords), so a reader can stall neither the writers nor the allocators.
+/// @throws CoordinationError naming the lock and the cause.
+process::FileDescriptor lockWriters(const std::filesystem::path& path, const std::string& what,
+                                    const SiblingTrust& trust) {
+  std::filesystem::path lock = path;
+  lock += ".lock";
+  const std::string whose = what + " " + path.string() + ": their writers' lock";
+  OpenedSibling opened;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    opened = openSiblingAt(AT_FDCWD, lock, O_RDONLY);
+    if (opened.fd || opened.error != ENOENT) break;
+    process::FileDescriptor made =
+        createSiblingAt(AT_FDCWD, lock, O_RDONLY, trust, SiblingReaders::kWritersOnly);
+    if (!made && errno == EEXIST) continue;
+    if (!made) {
+      throw CoordinationError(whose + " " + lock.string() +
+                              ": cannot create it: " + std::strerror(errno));
+    }
+    opened.fd = std::move(made);
+    if (::fstat(opened.fd.get(), &opened.info) != 0) opened.error = errno;
+    break;
+  }
+  if (!opened.fd) {
+    throw CoordinationError(whose + " " + lock.string() + ": " +
+                            (opened.error == ELOOP
+                                 ? std::string("refusing to use it: it is a symbolic link")
+                                 : "cannot open it: " + std::string(std::strerror(opened.error))));
+  }
+  checkSibling(whose, lock, opened.info, trust, SiblingKind::kFile);
+  const auto deadline = std::chrono::steady_clock::now() + kDefaultLockTimeout;
+  while (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    if (error == EINTR) continue;
+    if (error != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) {
+      const std::optional<pid_t> holder = flockHolder(lock);
+      throw CoordinationError(whose + " " + lock.string() + ": " +
+                              (error == EWOULDBLOCK
+                                   ? "still held by " +
+                                         (holder ? "process " + std::to_string(*holder)
+                                                 : std::string("another process")) +
+                                         " after " + std::to_string(kDefaultLockTimeout.count()) +
+                                         " ms"
+                                   : "cannot lock it: " + std::string(std::strerror(error))));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return std::move(opened.fd);
+}
+
+}  // namespace
+
+SiblingRecordsText readSiblingRecords(const std::filesystem::path& coordinationFile,
+                                      std::string_view suffix, const std::string& what) {
+  const std::filesystem::path path = siblingRecordsPath(coordinationFile, suffix);
+  // Without waiting on its lock: anyone who may read the file may hold that lock.
+  const CoordinationFile file =
+      CoordinationFile::openSibling(path, what, SiblingTrust::ofPath(coordinationFile),
+                                    CoordinationFile::Access::kSnapshot, kDefaultLockTimeout);
+  return textOf(path, file);
+}
+
+SiblingRecordsText updateSiblingRecords(
+    const std::filesystem::path& coordinationFile, std::string_view suffix, const std::string& what,
+    const std::function<std::string(const std::string&)>& change) {
+  const std::filesystem::path path = siblingRecordsPath(coordinationFile, suffix);
+  const SiblingTrust trust = SiblingTrust::ofPath(coordinationFile);
+  const process::FileDescriptor writers = lockWriters(path, what, trust);
+  for (int attempt = 1;; ++attempt) {
+    CoordinationFile file = CoordinationFile::openSibling(
+        path, what, trust, CoordinationFile::Access::kWriteUnlocked, kDefaultLockTimeout);
+    SiblingRecordsText read = textOf(path, file);
+    read.text = change(file.text());
+    file.replace(read.text);
+    if (!file.interfered() || attempt == kAttempts) {
+      read.exists = true;
+      return read;
+    }
+  }
+}
+
+}  // namespace flink::coordination

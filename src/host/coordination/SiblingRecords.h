@@ -1,0 +1,99 @@
+// What the files of records beside the coordination file share (the health records,
+// `<coordination file>.health`, and the sharing declarations, `<coordination file>.sharing`): one
+// record per line, tab-separated, the kind first and then key=value fields with percent-encoded
+// values; '#' comments and blank lines; lines that are not records kept as junk. And how such a
+// file is read and changed through CoordinationFile: readers take no lock (CoordinationFile's
+// kSnapshot), writers take a lock of their own, `<file>.lock`, that only those who may write the
+// records can open, so that no reader can stall a writer or an allocator.
+#pragma once
+
+#include <charconv>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "host/coordination/Coordination.h"
+
+namespace flink::coordination {
+
+/// `value` with '%', tab, line breaks and the other control characters (and DEL) as %XX.
+std::string encodeFieldValue(std::string_view value);
+
+/// The inverse of encodeFieldValue; nullopt for a '%' not followed by two hex digits.
+std::optional<std::string> decodeFieldValue(std::string_view value);
+
+/// A whole decimal number of type T, nothing else around it (no sign for an unsigned T, no
+/// spaces, no '+'); nullopt otherwise, or when it does not fit.
+template <typename T>
+std::optional<T> parseFieldNumber(std::string_view text) {
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+/// The tab-separated fields of one line (without '\n'); at least one, maybe empty.
+std::vector<std::string_view> splitFields(std::string_view line);
+
+/// One `key=value` field, its value decoded.
+struct Field {
+  std::string_view key;
+  std::string value;
+};
+
+/// `key=value` with a key of at least one character and a value that decodes; nullopt otherwise.
+std::optional<Field> parseField(std::string_view field);
+
+/// Adds "\t<key>=<encoded value>" to `line`.
+void appendField(std::string& line, std::string_view key, std::string_view value);
+
+/// The lines of a records file's `text` that are neither blank nor comments, each with its
+/// 1-based number, handed to `line`; those for which it returns false are `junk`.
+void forEachRecordLine(std::string_view text,
+                       const std::function<bool(std::string_view line)>& line,
+                       std::vector<JunkLine>& junk);
+
+/// Whether a record of the unit `recordedGpu` (of the whole GPU `recordedUuid`, when known)
+/// names the unit `gpu` of the whole GPU `uuid`: by UUID where both say one, else by identifier.
+/// As a person may write them by hand: an index with leading zeros ("01"), a UUID in upper case.
+/// A MIG instance (MIG-…) is named only by its own UUID.
+bool recordNamesUnit(std::string_view recordedGpu, const std::optional<std::string>& recordedUuid,
+                     std::string_view gpu, const std::optional<std::string>& uuid);
+
+/// What a records file beside the coordination file holds, as read.
+struct SiblingRecordsText {
+  std::filesystem::path path;
+  bool exists = false;
+  std::string text;
+  /// What opening found and did (a change cut short, rolled back).
+  std::vector<std::string> notes;
+};
+
+/// `<coordinationFile><suffix>` (suffix ".health", ".sharing").
+std::filesystem::path siblingRecordsPath(const std::filesystem::path& coordinationFile,
+                                         std::string_view suffix);
+
+/// Reads `<coordinationFile><suffix>` without waiting on any lock (a change cut short is rolled
+/// back in memory; see CoordinationFile::Access::kSnapshot); a missing file reads as empty. The
+/// file and its journal are judged against the coordination file (host/coordination/Siblings.h),
+/// within CoordinationFile's 4 MiB limit.
+/// @throws CoordinationError naming `what` ("health records") and the cause.
+SiblingRecordsText readSiblingRecords(const std::filesystem::path& coordinationFile,
+                                      std::string_view suffix, const std::string& what);
+
+/// Changes `<coordinationFile><suffix>` (creating it) under its writers' lock
+/// `<coordinationFile><suffix>.lock`: `change` gets the text as read and returns the new text,
+/// which replaces it by a journaled write that cannot tear. When someone replaced the file while
+/// we had it (CoordinationFile::interfered), `change` is called again on a fresh read, a few times
+/// at most. Returns the text as last read and changed (exists true).
+/// @throws CoordinationError naming `what` and the cause (the lock still held after
+///         kDefaultLockTimeout names its holder); the file is then as it was.
+SiblingRecordsText updateSiblingRecords(
+    const std::filesystem::path& coordinationFile, std::string_view suffix, const std::string& what,
+    const std::function<std::string(const std::string&)>& change);
+
+}  // namespace flink::coordination

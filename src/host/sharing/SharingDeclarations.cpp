@@ -1,0 +1,194 @@
+// The declarations file's line format and its reading and writing (see SharingDeclarations.h).
+#include "host/sharing/SharingDeclarations.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "host/coordination/SiblingRecords.h"
+#include "host/enumeration/DeviceIdentifiers.h"
+
+namespace flink::sharing {
+namespace {
+
+constexpr const char* kHeader =
+    "# flink-gpu sharing declarations: GPUs shared among several workers (see flink-gpu's "
+    "docs/sharing.md)";
+
+/// What the file holds, in every message about it.
+constexpr const char* kWhat = "sharing declarations";
+
+/// `<coordination file>.sharing`.
+constexpr std::string_view kSuffix = ".sharing";
+
+constexpr std::string_view kKind = "shared";
+
+std::optional<Declaration> parseLine(std::string_view line) {
+  const std::vector<std::string_view> fields = coordination::splitFields(line);
+  if (fields.front() != kKind) return std::nullopt;
+  Declaration declaration;
+  bool haveReplicas = false;
+  bool haveSince = false;
+  for (std::size_t i = 1; i < fields.size(); ++i) {
+    const std::string_view field = fields[i];
+    const std::optional<coordination::Field> parsed = coordination::parseField(field);
+    if (!parsed) return std::nullopt;
+    const std::string_view key = parsed->key;
+    const std::string& value = parsed->value;
+    if (key == "gpu") {
+      declaration.gpu = value;
+    } else if (key == "uuid") {
+      declaration.uuid = value;
+    } else if (key == "replicas") {
+      const auto replicas = coordination::parseFieldNumber<unsigned>(value);
+      if (!replicas || *replicas < kMinReplicas || *replicas > kMaxReplicas) return std::nullopt;
+      declaration.replicas = *replicas;
+      haveReplicas = true;
+    } else if (key == "memory") {
+      const auto memory = coordination::parseFieldNumber<std::uint64_t>(value);
+      if (!memory || *memory == 0) return std::nullopt;
+      declaration.memoryPerShareMiB = *memory;
+    } else if (key == "mps") {
+      if (!value.starts_with('/')) return std::nullopt;
+      declaration.mpsPipeDirectory = value;
+    } else if (key == "since") {
+      const auto since = coordination::parseFieldNumber<std::int64_t>(value);
+      if (!since) return std::nullopt;
+      declaration.since = *since;
+      haveSince = true;
+    } else if (key == "uid") {
+      const auto uid = coordination::parseFieldNumber<uid_t>(value);
+      if (!uid) return std::nullopt;
+      declaration.uid = *uid;
+    } else {
+      declaration.extra.emplace_back(field);
+    }
+  }
+  // A whole GPU only: sharing MIG instances is not ours to do.
+  if (declaration.gpu.empty() || device::isMigUuid(declaration.gpu) || !haveReplicas ||
+      !haveSince) {
+    return std::nullopt;
+  }
+  return declaration;
+}
+
+DeclarationsFile fileOf(coordination::SiblingRecordsText read) {
+  DeclarationsFile file;
+  file.path = std::move(read.path);
+  file.exists = read.exists;
+  file.parsed = parseDeclarations(read.text);
+  file.notes = std::move(read.notes);
+  return file;
+}
+
+}  // namespace
+
+std::filesystem::path sharingPathOf(const std::filesystem::path& coordinationFile) {
+  return coordination::siblingRecordsPath(coordinationFile, kSuffix);
+}
+
+std::uint64_t memoryPerShare(std::uint64_t memoryTotalMiB, unsigned replicas) {
+  return replicas == 0 ? 0 : memoryTotalMiB / replicas;
+}
+
+std::uint64_t sharesOfMemory(std::uint64_t memoryTotalMiB, std::uint64_t shareMiB) {
+  return shareMiB == 0 ? 0 : memoryTotalMiB / shareMiB;
+}
+
+std::string formatDeclaration(const Declaration& declaration) {
+  std::string line(kKind);
+  coordination::appendField(line, "gpu", declaration.gpu);
+  if (declaration.uuid) coordination::appendField(line, "uuid", *declaration.uuid);
+  coordination::appendField(line, "replicas", std::to_string(declaration.replicas));
+  if (declaration.memoryPerShareMiB) {
+    coordination::appendField(line, "memory", std::to_string(*declaration.memoryPerShareMiB));
+  }
+  if (declaration.mpsPipeDirectory) {
+    coordination::appendField(line, "mps", *declaration.mpsPipeDirectory);
+  }
+  coordination::appendField(line, "since", std::to_string(declaration.since));
+  if (declaration.uid) coordination::appendField(line, "uid", std::to_string(*declaration.uid));
+  for (const std::string& extra : declaration.extra) line += '\t' + extra;
+  return line;
+}
+
+ParsedDeclarations parseDeclarations(std::string_view text) {
+  ParsedDeclarations parsed;
+  coordination::forEachRecordLine(
+      text,
+      [&parsed](std::string_view line) {
+        std::optional<Declaration> declaration = parseLine(line);
+        if (declaration) parsed.declarations.push_back(std::move(*declaration));
+        return declaration.has_value();
+      },
+      parsed.junk);
+  return parsed;
+}
+
+std::string formatDeclarations(const ParsedDeclarations& parsed) {
+  if (parsed.declarations.empty() && parsed.junk.empty()) return "";
+  std::string text = std::string(kHeader) + '\n';
+  for (const Declaration& declaration : parsed.declarations) {
+    text += formatDeclaration(declaration) + '\n';
+  }
+  for (const coordination::JunkLine& junk : parsed.junk) text += junk.text + '\n';
+  return text;
+}
+
+bool names(const Declaration& declaration, std::string_view gpu,
+           const std::optional<std::string>& uuid) {
+  return coordination::recordNamesUnit(declaration.gpu, declaration.uuid, gpu, uuid);
+}
+
+const Declaration* findDeclaration(const ParsedDeclarations& parsed, std::string_view gpu,
+                                   const std::optional<std::string>& uuid) {
+  const auto found =
+      std::find_if(parsed.declarations.rbegin(), parsed.declarations.rend(),
+                   [&](const Declaration& declaration) { return names(declaration, gpu, uuid); });
+  return found == parsed.declarations.rend() ? nullptr : &*found;
+}
+
+DeclarationsFile readDeclarations(const std::filesystem::path& coordinationFile) {
+  return fileOf(coordination::readSiblingRecords(coordinationFile, kSuffix, kWhat));
+}
+
+DeclarationsFile updateDeclarations(const std::filesystem::path& coordinationFile,
+                                    const std::function<void(std::vector<Declaration>&)>& change) {
+  return fileOf(coordination::updateSiblingRecords(
+      coordinationFile, kSuffix, kWhat, [&change](const std::string& text) {
+        ParsedDeclarations parsed = parseDeclarations(text);
+        change(parsed.declarations);
+        return formatDeclarations(parsed);
+      }));
+}
+
+std::vector<Declaration> declare(const std::filesystem::path& coordinationFile,
+                                 const Declaration& declaration) {
+  std::vector<Declaration> replaced;
+  updateDeclarations(coordinationFile, [&](std::vector<Declaration>& declarations) {
+    replaced.clear();
+    std::erase_if(declarations, [&](const Declaration& old) {
+      const bool same = names(old, declaration.gpu, declaration.uuid);
+      if (same) replaced.push_back(old);
+      return same;
+    });
+    declarations.push_back(declaration);
+  });
+  return replaced;
+}
+
+std::vector<Declaration> removeDeclarations(const std::filesystem::path& coordinationFile,
+                                            const std::optional<std::string>& gpu,
+                                            const std::optional<std::string>& uuid) {
+  std::vector<Declaration> removed;
+  updateDeclarations(coordinationFile, [&](std::vector<Declaration>& declarations) {
+    removed.clear();
+    std::erase_if(declarations, [&](const Declaration& old) {
+      const bool match = !gpu || names(old, *gpu, uuid);
+      if (match) removed.push_back(old);
+      return match;
+    });
+  });
+  return removed;
+}
+
+}  // namespace flink::sharing
