@@ -319,6 +319,47 @@ CLI::App* addWatch(CLI::App& app, CommandLine& line, AfterParse&) {
   return command;
 }
 
+/// `--gpu ID|all` (required) of share and unshare.
+void addShareGpuOption(CLI::App& command, std::string& gpu) {
+  command.add_option("--gpu", gpu, "The GPU: an index, a GPU- UUID, or all (every whole GPU)")
+      ->type_name("ID|all")
+      ->required();
+}
+
+CLI::App* addShare(CLI::App& app, CommandLine& line, AfterParse&) {
+  ShareOptions& options = line.share;
+  CLI::App* command = app.add_subcommand(
+      "share",
+      "Declare whole GPUs shared among several workers, time-sliced or behind an MPS control "
+      "daemon (written beside the coordination file; handing out shares is not built yet).");
+  addShareGpuOption(*command, options.gpu);
+  // Read as text, so that a bad value gets our own words.
+  command
+      ->add_option("--replicas", options.replicas,
+                   "How many workers share each GPU, 2 to 48; each share gets memory.total / K "
+                   "MiB")
+      ->type_name("K");
+  command
+      ->add_option("--share-memory", options.shareMemory,
+                   "The MiB of each share instead; K is memory.total / MIB")
+      ->type_name("MIB");
+  command
+      ->add_option("--mps", options.mps,
+                   "The CUDA_MPS_PIPE_DIRECTORY of the MPS control daemon the operator runs for "
+                   "these GPUs (an absolute path); without it the GPUs are time-sliced")
+      ->type_name("DIR");
+  addCoordinationFileOption(*command, options.coordinationFile);
+  return command;
+}
+
+CLI::App* addUnshare(CLI::App& app, CommandLine& line, AfterParse&) {
+  CLI::App* command = app.add_subcommand(
+      "unshare", "Take a GPU's sharing declaration out (shares already held are never revoked).");
+  addShareGpuOption(*command, line.unshare.gpu);
+  addCoordinationFileOption(*command, line.unshare.coordinationFile);
+  return command;
+}
+
 struct Subcommand {
   std::string_view name;
   Command command;
@@ -337,6 +378,8 @@ constexpr std::array kSubcommands{
     Subcommand{"undrain", Command::kUndrain, addUndrain},
     Subcommand{"check", Command::kCheck, addCheck},
     Subcommand{"watch", Command::kWatch, addWatch},
+    Subcommand{"share", Command::kShare, addShare},
+    Subcommand{"unshare", Command::kUnshare, addUnshare},
 };
 
 /// The subcommand argv names: its first argument that is not a flag (the global ones, -v and -q,
@@ -444,7 +487,7 @@ std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
       "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them; the "
       "external resources of a Flink configuration (discover --config, config); and the host's "
       "GPU coordination file (status, release, exec); how the GPUs are connected (topology); GPU "
-      "health for operators (drain, undrain, check, watch)",
+      "health for operators (drain, undrain, check, watch); GPU sharing (share, unshare)",
       "flink-gpu");
   app.set_version_flag("--version", std::string("flink-gpu ") + FLINK_GPU_VERSION);
   app.require_subcommand(1);

@@ -10,6 +10,7 @@
 #include "commands/ExecCommand.h"
 #include "commands/HealthCommands.h"
 #include "commands/ReleaseCommand.h"
+#include "commands/ShareCommands.h"
 #include "commands/StatusCommand.h"
 #include "commands/TopologyCommand.h"
 
@@ -26,6 +27,8 @@ enum class Command {
   kUndrain,
   kCheck,
   kWatch,
+  kShare,
+  kUnshare,
 };
 
 /// What argv asks for. Only the options of `command` are read from it; the others keep their
@@ -46,6 +49,8 @@ struct CommandLine {
   DrainOptions undrain;
   CheckOptions check;
   WatchCommandOptions watch;
+  ShareOptions share;
+  UnshareOptions unshare;
 };
 
 /// Parses argv into `line`. Only the subcommand asked for has its options set up (start-up work

@@ -108,6 +108,10 @@ int runCommand(const flink::cli::CommandLine& line) {
       return runCheck(line.check);
     case Command::kWatch:
       return runWatch(line.watch);
+    case Command::kShare:
+      return runShare(line.share);
+    case Command::kUnshare:
+      return runUnshare(line.unshare);
   }
   return kUsageError;
 }

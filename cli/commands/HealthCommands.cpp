@@ -22,14 +22,13 @@
 
 #include "Console.h"
 #include "ExitCode.h"
+#include "commands/HostGpuListing.h"
 #include "host/coordination/Coordination.h"
 #include "host/coordination/CoordinationError.h"
 #include "host/coordination/CoordinationFile.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/HostGpus.h"
-#include "host/enumeration/NvidiaSmi.h"
-#include "host/enumeration/NvmlEnumerator.h"
 #include "host/enumeration/VisibleDevices.h"
 #include "host/health/HealthRecords.h"
 #include "host/health/HostHealth.h"
@@ -42,15 +41,6 @@ namespace {
 
 /// For quoteForMessage: the whole text, however long (a reason is shown whole).
 constexpr std::size_t kWholeText = std::string::npos;
-
-/// The host's devices through NVML; none when it cannot be used.
-std::vector<discovery::GpuDevice> nvmlDevicesOrNone() {
-  try {
-    return discovery::NvmlEnumerator().enumerate().devices;
-  } catch (const std::exception&) {
-    return {};
-  }
-}
 
 /// The unit `--gpu` names, with the whole GPU's UUID where NVML tells: a GPU-… UUID becomes its
 /// index, so that the record reads as discovery hands the GPU out.
@@ -95,40 +85,6 @@ std::optional<Unit> unitOf(const std::string& text) {
 
 std::string nameOf(const Unit& unit) {
   return "GPU " + unit.gpu + (unit.uuid && *unit.uuid != unit.gpu ? " (" + *unit.uuid + ")" : "");
-}
-
-/// The host's GPUs, so that drain records none the host does not have: NVML, else nvidia-smi
-/// (with its MIG listing when `mig`). The GPUs an enumeration leaves out are named as warnings.
-/// @throws discovery::DiscoveryError when neither can list them.
-discovery::HostGpus hostGpusForDrain(bool mig) {
-  discovery::HostGpuOptions options;
-  options.mig = mig;
-  options.nvidiaSmi.timeout =
-      discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT")).timeout;
-  discovery::HostGpus host = discovery::enumerateHostGpus(options);
-  for (const std::string& warning : host.found.warnings) {
-    if (discovery::isLeftOutWarning(warning)) {
-      printWarning(std::string_view(warning).substr(std::string_view("warning: ").size()));
-    }
-  }
-  return host;
-}
-
-/// The lines after drain's error that say what the host has: its GPUs (or MIG instances) as the
-/// source lists them, and those it left out.
-std::vector<std::string> whatTheHostHas(const discovery::HostGpus& host, bool mig) {
-  std::vector<std::string> listed;
-  for (const discovery::GpuDevice& device : host.found.devices) {
-    if (device.isMigInstance() == mig) listed.push_back(discovery::describeDevice(device));
-  }
-  const std::string source(discovery::sourceName(host.source));
-  std::vector<std::string> lines{listed.empty()
-                                     ? source + " lists no " + (mig ? "MIG instance" : "GPU")
-                                     : source + " lists " + strings::join(listed, ", ")};
-  for (const discovery::LeftOutGpu& gpu : host.found.leftOut) {
-    lines.push_back("left out by " + source + ": " + gpu.describe());
-  }
-  return lines;
 }
 
 /// Whether `gpu` (a UUID, or MIG-GPU-<uuid>/<gi>/<ci>) names `device` whole, not by a prefix of
@@ -230,7 +186,7 @@ int runDrain(const DrainOptions& options) {
   if (!gpu) return kUsageError;
   discovery::HostGpus host;
   try {
-    host = hostGpusForDrain(device::isMigUuid(*gpu));
+    host = listHostGpus(device::isMigUuid(*gpu));
   } catch (const discovery::DiscoveryError& e) {
     // undrain needs no such look, and still works on this host.
     std::string message = "cannot drain GPU " + *gpu +

@@ -1,0 +1,53 @@
+// The host's GPUs for the operator's commands (see HostGpuListing.h).
+#include "commands/HostGpuListing.h"
+
+#include <cstdlib>
+#include <exception>
+#include <string_view>
+
+#include "Console.h"
+#include "host/enumeration/NvidiaSmi.h"
+#include "host/enumeration/NvmlEnumerator.h"
+#include "host/enumeration/VisibleDevices.h"
+#include "util/Strings.h"
+
+namespace flink::cli {
+
+std::vector<discovery::GpuDevice> nvmlDevicesOrNone() {
+  try {
+    return discovery::NvmlEnumerator().enumerate().devices;
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+discovery::HostGpus listHostGpus(bool mig) {
+  discovery::HostGpuOptions options;
+  options.mig = mig;
+  options.nvidiaSmi.timeout =
+      discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT")).timeout;
+  discovery::HostGpus host = discovery::enumerateHostGpus(options);
+  for (const std::string& warning : host.found.warnings) {
+    if (discovery::isLeftOutWarning(warning)) {
+      printWarning(std::string_view(warning).substr(std::string_view("warning: ").size()));
+    }
+  }
+  return host;
+}
+
+std::vector<std::string> whatTheHostHas(const discovery::HostGpus& host, bool mig) {
+  std::vector<std::string> listed;
+  for (const discovery::GpuDevice& device : host.found.devices) {
+    if (device.isMigInstance() == mig) listed.push_back(discovery::describeDevice(device));
+  }
+  const std::string source(discovery::sourceName(host.source));
+  std::vector<std::string> lines{listed.empty()
+                                     ? source + " lists no " + (mig ? "MIG instance" : "GPU")
+                                     : source + " lists " + strings::join(listed, ", ")};
+  for (const discovery::LeftOutGpu& gpu : host.found.leftOut) {
+    lines.push_back("left out by " + source + ": " + gpu.describe());
+  }
+  return lines;
+}
+
+}  // namespace flink::cli

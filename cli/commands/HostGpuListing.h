@@ -1,0 +1,25 @@
+// The host's GPUs as the operator's commands (drain, share) look them up, so as never to record
+// one the host does not have: NVML, else nvidia-smi, and the lines that say what the host has
+// when a GPU named is not among them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "host/enumeration/HostGpus.h"
+
+namespace flink::cli {
+
+/// The host's devices through NVML; none when it cannot be used.
+std::vector<discovery::GpuDevice> nvmlDevicesOrNone();
+
+/// The host's GPUs: NVML, else nvidia-smi (with its MIG listing when `mig`), nvidia-smi run under
+/// $NVIDIA_SMI_TIMEOUT. The GPUs an enumeration leaves out are printed as warnings.
+/// @throws discovery::DiscoveryError when neither can list them.
+discovery::HostGpus listHostGpus(bool mig);
+
+/// The lines after an error about a GPU named that say what the host has: its GPUs (or MIG
+/// instances, with `mig`) as the source lists them, and those it left out.
+std::vector<std::string> whatTheHostHas(const discovery::HostGpus& host, bool mig);
+
+}  // namespace flink::cli

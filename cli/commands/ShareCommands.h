@@ -1,0 +1,44 @@
+// The operator's sharing declarations: `share` (declare whole GPUs shared among several workers,
+// time-sliced or behind an MPS control daemon) and `unshare` (take a declaration out). They
+// write `<coordination file>.sharing` (src/host/sharing/), never the coordination file. Handing
+// out shares is not built yet: a declaration changes no allocation today.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace flink::cli {
+
+struct ShareOptions {
+  /// An index, a GPU-… UUID or "all".
+  std::string gpu;
+  /// As typed, so that a bad value is quoted in our words.
+  std::optional<std::string> replicas;
+  std::optional<std::string> shareMemory;
+  std::optional<std::string> mps;
+  std::string coordinationFile;
+};
+
+struct UnshareOptions {
+  std::string gpu;
+  std::string coordinationFile;
+};
+
+/// `share --gpu ID|all (--replicas K | --share-memory MIB) [--mps DIR]`: declares each GPU named
+/// shared among K workers (2 to 48), each share getting memory.total / K MiB (rounded down), or
+/// among memory.total / MIB workers of MIB each; `--mps DIR` (absolute) names the MPS control
+/// daemon's pipe directory. Replaces an earlier declaration of the same GPU. Prints one line per
+/// GPU declared. Usage errors (a bad value, neither or both of --replicas and --share-memory, a
+/// relative --mps, a --gpu that is no index, GPU- UUID or all): kUsageError. A GPU the host does
+/// not have, one in MIG mode, a --share-memory giving fewer than 2 or more than 48 shares or a GPU
+/// whose memory is unknown, a host whose GPUs cannot be listed, a declarations file that cannot
+/// be written: kDiscoveryFailed. On any error nothing is written. `all` is every whole GPU NVML
+/// (else nvidia-smi) lists, GPUs in MIG mode skipped with a note.
+int runShare(const ShareOptions& options);
+
+/// `unshare --gpu ID|all`: takes the GPU's declaration out (every declaration with `all`).
+/// Works for a GPU the host no longer has; NVML, where it answers, only turns a GPU-… UUID into
+/// its index. Shares already held are never revoked.
+int runUnshare(const UnshareOptions& options);
+
+}  // namespace flink::cli
