@@ -164,7 +164,10 @@ CLI::App* addRelease(CLI::App& app, CommandLine& line, AfterParse&) {
       "one GPU (--gpu) from the coordination file, or the lines that are not records (--junk).");
   command->add_option("--owner", options.owner, "Release every GPU held by this process id")
       ->type_name("PID");
-  command->add_option("--gpu", options.gpu, "Release this GPU (an index, or a GPU-/MIG- UUID)")
+  command
+      ->add_option("--gpu", options.gpu,
+                   "Release this GPU (an index, a GPU-/MIG- UUID, or an AMD or Intel unit as "
+                   "recorded, e.g. amd:00000000:05:00.3)")
       ->type_name("GPU");
   command->add_flag("--junk", options.junk,
                     "Remove the lines that are not records (also from a file grown past its "

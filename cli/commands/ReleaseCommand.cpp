@@ -88,7 +88,8 @@ int runRelease(const ReleaseOptions& options) {
     }
     if (gpus.size() != 1) {
       printError("invalid --gpu '" + strings::quoteForMessage(*options.gpu) +
-                 "': expected one GPU, an index (e.g. 0) or a GPU-/MIG- UUID");
+                 "': expected one GPU, an index (e.g. 0), a GPU-/MIG- UUID, or an AMD or Intel "
+                 "unit as recorded (amd:<bus id>, intel:<bus id>[/<tile>])");
       return kUsageError;
     }
     // The unit as the records may name it: by index or UUID, whichever NVML tells of it here
