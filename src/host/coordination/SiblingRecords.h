@@ -57,6 +57,40 @@ void forEachRecordLine(std::string_view text,
                        const std::function<bool(std::string_view line)>& line,
                        std::vector<JunkLine>& junk);
 
+/// A records file read: the records `parseLine` makes of its lines (nullopt: not a record, kept
+/// as junk), in file order.
+template <typename Record>
+struct ParsedSiblingRecords {
+  std::vector<Record> records;
+  std::vector<JunkLine> junk;
+};
+
+template <typename Record, typename ParseLine>
+ParsedSiblingRecords<Record> parseSiblingRecords(std::string_view text, ParseLine parseLine) {
+  ParsedSiblingRecords<Record> parsed;
+  forEachRecordLine(
+      text,
+      [&](std::string_view line) {
+        std::optional<Record> record = parseLine(line);
+        if (record) parsed.records.push_back(std::move(*record));
+        return record.has_value();
+      },
+      parsed.junk);
+  return parsed;
+}
+
+/// A records file's text: `header` (a `#` comment line), each record as `formatLine` writes
+/// it, then the junk lines as they were; "" when there is neither record nor junk.
+template <typename Record, typename FormatLine>
+std::string formatSiblingRecords(std::string_view header, const std::vector<Record>& records,
+                                 const std::vector<JunkLine>& junk, FormatLine formatLine) {
+  if (records.empty() && junk.empty()) return "";
+  std::string text = std::string(header) + '\n';
+  for (const Record& record : records) text += formatLine(record) + '\n';
+  for (const JunkLine& line : junk) text += line.text + '\n';
+  return text;
+}
+
 /// Whether a record of the unit `recordedGpu` (of the whole GPU `recordedUuid`, when known)
 /// names the unit `gpu` of the whole GPU `uuid`: by UUID where both say one, else by identifier.
 /// As a person may write them by hand: an index with leading zeros ("01"), a UUID in upper case.

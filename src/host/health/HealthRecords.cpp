@@ -115,24 +115,13 @@ std::string formatHealthRecord(const HealthRecord& record) {
 }
 
 ParsedHealth parseHealth(std::string_view text) {
-  ParsedHealth parsed;
-  coordination::forEachRecordLine(
-      text,
-      [&parsed](std::string_view line) {
-        std::optional<HealthRecord> record = parseLine(line);
-        if (record) parsed.records.push_back(std::move(*record));
-        return record.has_value();
-      },
-      parsed.junk);
-  return parsed;
+  auto parsed = coordination::parseSiblingRecords<HealthRecord>(text, parseLine);
+  return ParsedHealth{std::move(parsed.records), std::move(parsed.junk)};
 }
 
 std::string formatHealth(const ParsedHealth& health) {
-  if (health.records.empty() && health.junk.empty()) return "";
-  std::string text = std::string(kHeader) + '\n';
-  for (const HealthRecord& record : health.records) text += formatHealthRecord(record) + '\n';
-  for (const coordination::JunkLine& junk : health.junk) text += junk.text + '\n';
-  return text;
+  return coordination::formatSiblingRecords(kHeader, health.records, health.junk,
+                                            formatHealthRecord);
 }
 
 HealthFile readHealth(const std::filesystem::path& coordinationFile) {

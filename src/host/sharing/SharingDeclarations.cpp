@@ -112,26 +112,13 @@ std::string formatDeclaration(const Declaration& declaration) {
 }
 
 ParsedDeclarations parseDeclarations(std::string_view text) {
-  ParsedDeclarations parsed;
-  coordination::forEachRecordLine(
-      text,
-      [&parsed](std::string_view line) {
-        std::optional<Declaration> declaration = parseLine(line);
-        if (declaration) parsed.declarations.push_back(std::move(*declaration));
-        return declaration.has_value();
-      },
-      parsed.junk);
-  return parsed;
+  auto parsed = coordination::parseSiblingRecords<Declaration>(text, parseLine);
+  return ParsedDeclarations{std::move(parsed.records), std::move(parsed.junk)};
 }
 
 std::string formatDeclarations(const ParsedDeclarations& parsed) {
-  if (parsed.declarations.empty() && parsed.junk.empty()) return "";
-  std::string text = std::string(kHeader) + '\n';
-  for (const Declaration& declaration : parsed.declarations) {
-    text += formatDeclaration(declaration) + '\n';
-  }
-  for (const coordination::JunkLine& junk : parsed.junk) text += junk.text + '\n';
-  return text;
+  return coordination::formatSiblingRecords(kHeader, parsed.declarations, parsed.junk,
+                                            formatDeclaration);
 }
 
 bool names(const Declaration& declaration, std::string_view gpu,
