@@ -37,13 +37,6 @@ std::string describeDuration(std::chrono::milliseconds duration) {
   return std::to_string(duration.count()) + " ms";
 }
 
-/// What execvp would run: a regular file (after symlinks) we may execute.
-bool isExecutableFile(const fs::path& path) {
-  struct stat info {};
-  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
-         ::access(path.c_str(), X_OK) == 0;
-}
-
 /// How a run ended that was not a plain success: "exit code 6", "killed by signal 9 (SIGKILL)";
 /// empty for a time-out (whose messages say it their own way).
 std::string endingOf(const process::ProcessOutcome& outcome) {
@@ -310,33 +303,7 @@ TimeoutSetting parseNvidiaSmiTimeout(const char* value) {
 }
 
 NvidiaSmiLocation findNvidiaSmi(std::string_view searchPath, const std::vector<fs::path>& folders) {
-  std::vector<fs::path> candidates;
-  for (std::string_view entry : strings::split(searchPath, ':')) {
-    // An empty PATH entry means the working directory; process::run needs absolute paths.
-    std::error_code error;
-    fs::path folder = fs::absolute(entry.empty() ? fs::path(".") : fs::path(entry), error);
-    if (error) continue;
-    candidates.push_back(folder.lexically_normal());
-  }
-  for (const fs::path& folder : folders) candidates.push_back(folder.lexically_normal());
-
-  NvidiaSmiLocation location;
-  for (fs::path& folder : candidates) {
-    // "/usr/bin/" and "/usr/bin" are one folder; so are a PATH entry and a default folder.
-    std::string key = folder.string();
-    while (key.size() > 1 && key.back() == '/') key.pop_back();
-    folder = key;
-    if (std::find(location.searched.begin(), location.searched.end(), folder) !=
-        location.searched.end()) {
-      continue;
-    }
-    location.searched.push_back(folder);
-    if (isExecutableFile(folder / kNvidiaSmi)) {
-      location.path = folder / kNvidiaSmi;
-      return location;
-    }
-  }
-  return location;
+  return process::findProgram(kNvidiaSmi, searchPath, folders);
 }
 
 Enumeration interpretNvidiaSmiOutput(std::string_view output,

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "host/enumeration/GpuEnumerator.h"
+#include "process/ProgramSearch.h"
 #include "process/Subprocess.h"
 
 namespace flink::discovery {
@@ -50,14 +51,10 @@ struct TimeoutSetting {
 TimeoutSetting parseNvidiaSmiTimeout(const char* value);
 
 /// Where nvidia-smi is, and every folder looked in to find out (for the "not found" message).
-struct NvidiaSmiLocation {
-  std::optional<std::filesystem::path> path;  ///< absolute; nullopt when not found
-  std::vector<std::filesystem::path> searched;
-};
+using NvidiaSmiLocation = process::ProgramLocation;
 
-/// Looks for an executable regular file named nvidia-smi in each folder of `searchPath` (a PATH
-/// value; an empty entry is the working directory, as for execvp), then in `folders`; a folder is
-/// looked in once even when listed twice.
+/// process::findProgram for nvidia-smi: the folders of `searchPath` (a PATH value), then
+/// `folders`.
 NvidiaSmiLocation findNvidiaSmi(std::string_view searchPath,
                                 const std::vector<std::filesystem::path>& folders);
 

@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "process/FileDescriptor.h"
+#include "process/ProgramSearch.h"
 #include "util/Strings.h"
 
 namespace flink::discovery {
@@ -94,16 +95,6 @@ std::optional<std::string> describeOwnership(const fs::path& path) {
   return "owner " + owner + ", group " + groupOf(path).value_or("?") + ", mode " + mode;
 }
 
-namespace {
-
-bool isExecutableFile(const fs::path& path) {
-  struct stat status {};
-  return ::stat(path.c_str(), &status) == 0 && S_ISREG(status.st_mode) &&
-         ::access(path.c_str(), X_OK) == 0;
-}
-
-}  // namespace
-
 ToolRun runTool(const std::string& name, const std::vector<std::string>& args,
                 const ToolOptions& options) {
   std::string searchPath;
@@ -113,22 +104,14 @@ ToolRun runTool(const std::string& name, const std::vector<std::string>& args,
     searchPath = path;
   }
   ToolRun run;
-  for (std::string_view entry : strings::split(searchPath, ':')) {
-    std::error_code error;
-    const fs::path folder = fs::absolute(entry.empty() ? fs::path(".") : fs::path(entry), error);
-    if (error) continue;
-    if (isExecutableFile(folder / name)) {
-      run.path = (folder / name).lexically_normal();
-      break;
-    }
-  }
+  run.path = process::findProgram(name, searchPath).path;
   if (!run.path) return run;
   std::vector<std::string> argv{run.path->string()};
   argv.insert(argv.end(), args.begin(), args.end());
   process::RunOptions runOptions;
   runOptions.timeout = options.timeout;
-  // In our process group, as nvidia-smi: when the driver ends the discovery's group, the tool
-  // goes with it.
+  // In our process group, as nvidia-smi: when the driver ends the discovery's
+  // group, the tool goes with it.
   runOptions.newProcessGroup = false;
   try {
     run.result = process::run(argv, runOptions);
