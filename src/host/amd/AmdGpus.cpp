@@ -7,7 +7,7 @@
 // tool used as a fallback.
 #include "host/amd/AmdGpus.h"
 
-#include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +24,7 @@
 #include "host/amd/RocmMasks.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/placement/Topology.h"
+#include "util/FileOwnership.h"
 #include "util/Strings.h"
 
 namespace flink::amd {
@@ -49,14 +50,21 @@ struct Candidate {
   std::string hipEntry;
 };
 
+/// The group a user must join to open `path`, as usermod takes it: its name, else its number.
+std::string groupToJoin(const struct stat& info) {
+  return files::lookupGroupName(info.st_gid).value_or(std::to_string(info.st_gid));
+}
+
 std::string currentUser() {
-  if (const struct passwd* user = ::getpwuid(::geteuid())) return user->pw_name;
-  return std::to_string(::geteuid());
+  return files::lookupUserName(::geteuid()).value_or(std::to_string(::geteuid()));
 }
 
 [[noreturn]] void permissionDenied(const fs::path& path) {
-  const std::optional<std::string> ownership = discovery::describeOwnership(path);
-  const std::string group = discovery::groupOf(path).value_or("<group>");
+  struct stat info {};
+  const bool known = ::stat(path.c_str(), &info) == 0;
+  const std::optional<std::string> ownership =
+      known ? std::optional(files::describeOwnership(info)) : std::nullopt;
+  const std::string group = known ? groupToJoin(info) : "<group>";
   throw DiscoveryError("permission denied opening " + path.string() +
                            (ownership ? " (" + *ownership + ")" : "") +
                            ": ROCm cannot open it for this user either",

@@ -15,33 +15,17 @@
 #include <vector>
 
 #include "host/coordination/CoordinationError.h"
+#include "util/FileOwnership.h"
 #include "util/Strings.h"
 
 namespace flink::coordination {
 namespace {
 
 namespace fs = std::filesystem;
+using files::groupName;
+using files::modeText;
+using files::userName;
 using process::FileDescriptor;
-
-std::string userName(uid_t uid) {
-  struct passwd entry {};
-  struct passwd* found = nullptr;
-  char buffer[1024];
-  if (::getpwuid_r(uid, &entry, buffer, sizeof buffer, &found) == 0 && found != nullptr) {
-    return found->pw_name;
-  }
-  return "uid " + std::to_string(uid);
-}
-
-std::string groupName(gid_t gid) {
-  struct group entry {};
-  struct group* found = nullptr;
-  char buffer[4096];
-  if (::getgrgid_r(gid, &entry, buffer, sizeof buffer, &found) == 0 && found != nullptr) {
-    return found->gr_name;
-  }
-  return "gid " + std::to_string(gid);
-}
 
 /// Whether `user` is a member of `group` (its primary group or a supplementary one). Asked of
 /// the name service, so remembered per (user, group): a host has few users.
@@ -95,12 +79,6 @@ mode_t currentUmask() {
     mask = static_cast<mode_t>(mask * 8 + static_cast<mode_t>(c - '0'));
   }
   return mask & 0777;
-}
-
-std::string modeText(mode_t mode) {
-  char buffer[8];
-  std::snprintf(buffer, sizeof buffer, "%04o", static_cast<unsigned>(mode & 07777));
-  return buffer;
 }
 
 /// The mode a sibling of this kind gets: the coordination file's bits (a folder: searchable
@@ -197,10 +175,7 @@ std::optional<std::string> SiblingTrust::distrust(const struct stat& sibling,
   return std::nullopt;
 }
 
-std::string describeOwnership(const struct stat& info) {
-  return "owner " + userName(info.st_uid) + ", group " + groupName(info.st_gid) + ", mode " +
-         modeText(info.st_mode);
-}
+std::string describeOwnership(const struct stat& info) { return files::describeOwnership(info); }
 
 void refuseSibling(const std::string& what, const fs::path& path, const struct stat& info,
                    const std::string& why, SiblingKind kind) {

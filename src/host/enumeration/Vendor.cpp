@@ -1,8 +1,6 @@
 #include "host/enumeration/Vendor.h"
 
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,23 +76,6 @@ int probeOpen(const fs::path& path) noexcept {
   return 0;
 }
 
-std::optional<std::string> groupOf(const fs::path& path) {
-  struct stat status {};
-  if (::stat(path.c_str(), &status) != 0) return std::nullopt;
-  if (const struct group* group = ::getgrgid(status.st_gid)) return std::string(group->gr_name);
-  return std::to_string(status.st_gid);
-}
-
-std::optional<std::string> describeOwnership(const fs::path& path) {
-  struct stat status {};
-  if (::stat(path.c_str(), &status) != 0) return std::nullopt;
-  std::string owner = std::to_string(status.st_uid);
-  if (const struct passwd* user = ::getpwuid(status.st_uid)) owner = user->pw_name;
-  char mode[8];
-  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(status.st_mode & 07777));
-  return "owner " + owner + ", group " + groupOf(path).value_or("?") + ", mode " + mode;
-}
-
 ToolRun runTool(const std::string& name, const std::vector<std::string>& args,
                 const ToolOptions& options) {
   std::string searchPath;
@@ -110,8 +91,8 @@ ToolRun runTool(const std::string& name, const std::vector<std::string>& args,
   argv.insert(argv.end(), args.begin(), args.end());
   process::RunOptions runOptions;
   runOptions.timeout = options.timeout;
-  // In our process group, as nvidia-smi: when the driver ends the discovery's
-  // group, the tool goes with it.
+  // In our process group, as nvidia-smi: when the driver ends the discovery's group, the tool
+  // goes with it.
   runOptions.newProcessGroup = false;
   try {
     run.result = process::run(argv, runOptions);

@@ -54,13 +54,6 @@ std::optional<std::string> readSmallFile(const std::filesystem::path& path, int*
 /// EACCES the file's mode). A stat or access() would not see a cgroup's EPERM.
 int probeOpen(const std::filesystem::path& path) noexcept;
 
-/// "owner root, group render, mode 0660" of `path`, for the message of an EACCES; nullopt when
-/// it cannot be stat'ed.
-std::optional<std::string> describeOwnership(const std::filesystem::path& path);
-
-/// The group owning `path`, by name where the group database has one, else its number.
-std::optional<std::string> groupOf(const std::filesystem::path& path);
-
 /// A vendor tool (amd-smi, rocm-smi, xpu-smi), run as nvidia-smi is: found on PATH, never through
 /// a shell, under a time limit, in the caller's process group.
 struct ToolOptions {

@@ -1,0 +1,49 @@
+#include "util/FileOwnership.h"
+
+#include <grp.h>
+#include <pwd.h>
+
+#include <cstdio>
+
+namespace flink::files {
+
+std::optional<std::string> lookupUserName(uid_t uid) {
+  struct passwd entry {};
+  struct passwd* found = nullptr;
+  char buffer[1024];
+  if (::getpwuid_r(uid, &entry, buffer, sizeof buffer, &found) == 0 && found != nullptr) {
+    return std::string(found->pw_name);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> lookupGroupName(gid_t gid) {
+  struct group entry {};
+  struct group* found = nullptr;
+  char buffer[4096];
+  if (::getgrgid_r(gid, &entry, buffer, sizeof buffer, &found) == 0 && found != nullptr) {
+    return std::string(found->gr_name);
+  }
+  return std::nullopt;
+}
+
+std::string userName(uid_t uid) {
+  return lookupUserName(uid).value_or("uid " + std::to_string(uid));
+}
+
+std::string groupName(gid_t gid) {
+  return lookupGroupName(gid).value_or("gid " + std::to_string(gid));
+}
+
+std::string modeText(mode_t mode) {
+  char buffer[8];
+  std::snprintf(buffer, sizeof buffer, "%04o", static_cast<unsigned>(mode & 07777));
+  return buffer;
+}
+
+std::string describeOwnership(const struct stat& info) {
+  return "owner " + userName(info.st_uid) + ", group " + groupName(info.st_gid) + ", mode " +
+         modeText(info.st_mode);
+}
+
+}  // namespace flink::files
