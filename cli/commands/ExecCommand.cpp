@@ -97,10 +97,8 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
   if (const discovery::Vendor vendor = vendorOf(options); vendor != discovery::Vendor::kNvidia) {
     defaultdiscovery::Report report;
     try {
-      defaultdiscovery::DiscoveryArguments args;
-      args.health = "skip";
       HostUnits host = defaultdiscovery::findVendorUnits(
-          vendor, defaultdiscovery::vendorOptionsFor(args, vendor, report), report);
+          vendor, defaultdiscovery::vendorOptions(report), report);
       for (const std::string& line : report.lines()) printDiscoveryNote(line);
       return host;
     } catch (const defaultdiscovery::DiscoveryFailure& e) {

@@ -229,6 +229,12 @@ HostUnitsOptions hostUnitsOptionsFor(const DiscoveryArguments& args);
 discovery::VendorOptions vendorOptionsFor(const DiscoveryArguments& args, discovery::Vendor vendor,
                                           Report& report);
 
+/// The options of findVendorUnits for this process: the sysfs and /dev roots of the
+/// environment, and NVIDIA_SMI_TIMEOUT's limit for the vendor tools (a note in `report` when its
+/// value is ignored). What vendorOptionsFor gives once the arguments are checked; for callers
+/// without the program's arguments (`flink-gpu exec --vendor`).
+discovery::VendorOptions vendorOptions(Report& report);
+
 /// The request of step 2 for the program's arguments, for `owner`.
 GrantRequest grantRequestFor(const DiscoveryArguments& args, const coordination::Owner& owner);
 

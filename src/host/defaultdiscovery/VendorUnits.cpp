@@ -28,6 +28,10 @@ discovery::VendorOptions vendorOptionsFor(const DiscoveryArguments& args, discov
     report.notes.push_back("note: ignoring --health " + args.health + ": " + program +
                            " keeps no health records yet");
   }
+  return vendorOptions(report);
+}
+
+discovery::VendorOptions vendorOptions(Report& report) {
   discovery::VendorOptions options;
   const discovery::TimeoutSetting timeout =
       discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT"));
