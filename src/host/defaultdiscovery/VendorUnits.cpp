@@ -54,7 +54,7 @@ HostUnits findVendorUnits(discovery::Vendor vendor, const discovery::VendorOptio
   // What was left out, and why, is said at every verbosity, as for NVIDIA's lost GPUs.
   report.details.insert(report.details.end(), found.warnings.begin(), found.warnings.end());
   HostUnits host;
-  host.source = discovery::HostGpuSource::kListed;
+  host.source = discovery::HostGpuSource::kVendor;
   for (const discovery::VendorUnit& unit : found.units) host.gpus.push_back(unit.recordName);
   host.related = found.related;
   host.vendorHost = std::move(found);

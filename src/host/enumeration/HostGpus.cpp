@@ -12,6 +12,8 @@ std::string_view sourceName(HostGpuSource source) noexcept {
       return "NVML";
     case HostGpuSource::kNvidiaSmi:
       return "nvidia-smi";
+    case HostGpuSource::kVendor:
+      return "the AMD or Intel discovery";
   }
   return "?";
 }

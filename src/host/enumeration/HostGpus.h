@@ -35,9 +35,10 @@ enum class HostGpuSource {
   kListed,     ///< the list given (--gpus): identifiers only
   kNvml,       ///< NVML: every property, MIG instances, the topology
   kNvidiaSmi,  ///< nvidia-smi: uuid, name, pci.bus_id and memory.total, as it was asked
+  kVendor,     ///< AMD's or Intel's enumeration (sysfs, else their tools): HostUnits::vendorHost
 };
 
-/// "--gpus", "NVML" or "nvidia-smi", for messages.
+/// "--gpus", "NVML", "nvidia-smi" or "the AMD or Intel discovery", for messages.
 std::string_view sourceName(HostGpuSource source) noexcept;
 
 /// What enumerateHostGpus found, and from where.
