@@ -246,6 +246,8 @@ std::optional<Record> parseRecord(std::string_view line) {
     if (key == "uuid") {
       if (record.uuid || !device::isDeviceIdentifier(value)) return std::nullopt;
       record.uuid = std::string(value);
+    } else if (key == "share" && !record.share && parseShareSlot(value)) {
+      record.share = parseShareSlot(value);
     } else if (key == "lease") {
       if (record.lease) return std::nullopt;
       record.lease = std::string(value);
@@ -271,6 +273,19 @@ std::optional<Record> parseRecord(std::string_view line) {
 }
 
 }  // namespace
+
+std::optional<ShareSlot> parseShareSlot(std::string_view text) {
+  const std::size_t slash = text.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  const std::optional<unsigned> index = parseDecimal<unsigned>(text.substr(0, slash));
+  const std::optional<unsigned> count = parseDecimal<unsigned>(text.substr(slash + 1));
+  if (!index || !count || *count == 0 || *count > 4096 || *index >= *count) return std::nullopt;
+  return ShareSlot{*index, *count};
+}
+
+std::string formatShareSlot(const ShareSlot& slot) {
+  return std::to_string(slot.index) + '/' + std::to_string(slot.count);
+}
 
 std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const std::string& file,
                                       std::size_t shown) {
@@ -317,6 +332,7 @@ std::string formatRecords(const std::vector<Record>& records) {
     text += std::to_string(record.owner.pid);
     if (record.owner.startTime) text += '\t' + std::to_string(*record.owner.startTime);
     if (record.uuid) text += "\tuuid=" + *record.uuid;
+    if (record.share) text += "\tshare=" + formatShareSlot(*record.share);
     if (record.owner.pidNamespace) text += "\tpidns=" + std::to_string(*record.owner.pidNamespace);
     if (record.owner.bootId) text += "\tboot=" + *record.owner.bootId;
     if (record.lease) text += "\tlease=" + *record.lease;
@@ -745,7 +761,8 @@ namespace {
 std::string identityOf(const Record& record) {
   return record.gpu + ' ' + std::to_string(record.owner.pid) + ' ' +
          (record.owner.startTime ? std::to_string(*record.owner.startTime) : "-") + ' ' +
-         record.owner.bootId.value_or("-");
+         record.owner.bootId.value_or("-") + ' ' +
+         (record.share ? formatShareSlot(*record.share) : "whole");
 }
 
 /// Where new lines go: records are never moved by a change, and none crosses a page boundary,

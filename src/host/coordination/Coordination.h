@@ -101,6 +101,22 @@ bool isRunning(const Owner& owner);
 /// boot where both say.
 bool sameProcess(const Owner& a, const Owner& b);
 
+/// One share of a GPU the operator declared shared (host/sharing/SharingDeclarations.h): the
+/// record's `share=<index>/<count>` field. Shares of a GPU are numbered 0 … count−1; `count` is
+/// the declared number of shares (replicas) when the share was granted.
+struct ShareSlot {
+  unsigned index = 0;
+  unsigned count = 0;
+  friend bool operator==(const ShareSlot&, const ShareSlot&) = default;
+};
+
+/// The `share=` value "<index>/<count>" (both decimal, index < count, count at most 4096), or
+/// nullopt for anything else.
+std::optional<ShareSlot> parseShareSlot(std::string_view text);
+
+/// "1/4".
+std::string formatShareSlot(const ShareSlot& slot);
+
 struct Record;
 
 /// Whether `record` holds the unit `unit` (an index, a MIG UUID) whose whole GPU's or own UUID is
@@ -122,6 +138,10 @@ struct Record {
   Owner owner;
   /// The GPU's UUID (`GPU-…`) when `gpu` is an index: what the GPU is, whatever the numbering.
   std::optional<std::string> uuid = {};
+  /// A share of a GPU declared shared, for a share record; nullopt for a whole GPU's. A `share=`
+  /// field that does not parse is kept in `extra`, and the record then holds its GPU whole (fail
+  /// closed: an older or foreign writer's line never frees a GPU).
+  std::optional<ShareSlot> share = {};
   /// Fields of a newer writer (`key=value`), kept as they are.
   std::vector<std::string> extra = {};
   /// The lease that also holds the GPU (see Leases.h and the liveness rule above), and the file
@@ -162,8 +182,8 @@ std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const s
 /// Reads a coordination file's text. Blank lines are skipped silently.
 ParsedRecords parseRecords(std::string_view text);
 
-/// Writes records as lines `<gpu> <pid>[\t<start time>][\tuuid=…][\tpidns=…][\tboot=…]
-/// [\tlease=…\tleasefile=…]`: a space only after the GPU, as in Flink's lines (see above).
+/// Writes records as lines `<gpu> <pid>[\t<start time>][\tuuid=…][\tshare=<i>/<K>][\tpidns=…]
+/// [\tboot=…][\tlease=…\tleasefile=…]`: a space only after the GPU, as in Flink's lines (see above).
 std::string formatRecords(const std::vector<Record>& records);
 
 /// How long to wait for the lock before giving up with CoordinationError.
