@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 #include "host/coordination/CoordinationFile.h"
@@ -120,6 +121,26 @@ std::string leaseNameOf(const std::string& unit,
   }
   if (const auto it = uuids.find(unit); it != uuids.end()) return it->second;
   return "index-" + unit;
+}
+
+std::string shareLeaseNameOf(const std::string& unit,
+                             const std::unordered_map<std::string, std::string>& uuids,
+                             unsigned index) {
+  return leaseNameOf(unit, uuids) + ".share-" + std::to_string(index);
+}
+
+std::optional<ShareLeaseName> parseShareLeaseName(std::string_view name) {
+  constexpr std::string_view kMark = ".share-";
+  const std::size_t at = name.rfind(kMark);
+  if (at == std::string_view::npos || at == 0) return std::nullopt;
+  const std::string_view digits = name.substr(at + kMark.size());
+  unsigned index = 0;
+  if (digits.empty() || digits.size() > 4 || (digits.size() > 1 && digits.front() == '0')) {
+    return std::nullopt;
+  }
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return ShareLeaseName{std::string(name.substr(0, at)), index};
 }
 
 void Lease::keepAcrossExec() const {

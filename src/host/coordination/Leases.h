@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -42,6 +43,23 @@ std::filesystem::path leaseFolderOf(const std::filesystem::path& file);
 /// `:` and `_` for `/` (`amd-00000000-05-00.3`); else `index-<identifier>`.
 std::string leaseNameOf(const std::string& unit,
                         const std::unordered_map<std::string, std::string>& uuids);
+
+/// The lease of share `index` of the whole GPU `unit`: `<leaseNameOf(unit)>.share-<index>`
+/// (`GPU-….share-1`, `index-0.share-1`). A GPU's whole lease and each of its shares' are
+/// distinct files, so that a share holder never blocks another share, and a whole request sees
+/// every share's.
+std::string shareLeaseNameOf(const std::string& unit,
+                             const std::unordered_map<std::string, std::string>& uuids,
+                             unsigned index);
+
+/// A share lease's name taken apart: the whole GPU's lease name and the share's index.
+struct ShareLeaseName {
+  std::string gpuLease;
+  unsigned index = 0;
+};
+
+/// The parts of a share lease's name, or nullopt when `name` is not one.
+std::optional<ShareLeaseName> parseShareLeaseName(std::string_view name);
 
 /// Which file a lease was taken on (st_dev, st_ino): recorded beside its name, so that a lease
 /// file removed or replaced while its lease is held frees nothing.
