@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "host/coordination/CoordinationFile.h"
+#include "host/coordination/RecordEdits.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "process/FileDescriptor.h"
 #include "util/Strings.h"
@@ -781,11 +782,10 @@ void appendLine(std::string& text, std::string_view line) {
   text += line;
 }
 
-/// The file's new text from its old one: the lines in `blank` replaced by spaces in place, the
-/// new records appended. Trailing blank lines are cut off; when more than half of a file larger
-/// than a few pages is blank, it is compacted (its lines laid out anew, in order).
-std::string edit(std::string_view before, const std::vector<LineSpan>& blank,
-                 const std::vector<Record>& added) {
+}  // namespace
+
+std::string detail::editRecords(std::string_view before, const std::vector<LineSpan>& blank,
+                                const std::vector<Record>& added) {
   std::string text(before);
   for (const LineSpan& span : blank) text.replace(span.offset, span.length, span.length, ' ');
   if (!text.empty() && text.back() != '\n') text += '\n';
@@ -820,36 +820,13 @@ std::string edit(std::string_view before, const std::vector<LineSpan>& blank,
   return text;
 }
 
-/// One change of the file: open and lock it, let `change` compute the new text from the
-/// parsed records, write it. A Flink script can change the file without holding its lock: after
-/// its own `sed -i` it holds the lock of the file that it replaced. When that happened before we
-/// wrote (the file grew, or was replaced), or while we wrote (the path names a new file, and our
-/// write went to one nobody reads), `change` runs again on the file now there, with `again` set
-/// so that it can first undo what it finds of its own earlier attempt.
-template <typename Change>
-auto changeFile(const fs::path& file, std::chrono::milliseconds lockTimeout, std::uint64_t maxBytes,
-                Change&& change) {
-  for (int attempt = 0;; ++attempt) {
-    CoordinationFile opened =
-        CoordinationFile::open(file, CoordinationFile::Access::kWrite, lockTimeout, maxBytes);
-    auto result = change(opened, attempt > 0);
-    if (!opened.interfered()) return result;
-    if (attempt >= 8) {
-      throw CoordinationError("coordination file " + file.string() +
-                              ": it kept being changed by a program that does not hold its lock");
-    }
-  }
-}
-
-}  // namespace
-
 Allocation allocate(const fs::path& file, const AllocationRequest& request,
                     std::chrono::milliseconds lockTimeout) {
   // What an earlier attempt granted (see changeFile), and the leases taken for it: kept across
   // attempts, so that a lease this call holds is not asked for twice.
   std::unordered_set<std::string> grantedBefore;
   std::unordered_map<std::string, Lease> leases;
-  Allocation result = changeFile(
+  Allocation result = detail::changeFile(
       file, lockTimeout, kMaxCoordinationFileBytes, [&](CoordinationFile& opened, bool again) {
         ParsedRecords parsed = parseRecords(opened.text());
         std::vector<LineSpan> blank;
@@ -891,6 +868,27 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
           const std::string name = leaseNameOf(gpu, request.uuids);
           if (!leases.count(name) && leaseOf(name, std::nullopt) == LeaseState::kHeld) {
             passedOver.insert(gpu);
+          }
+        }
+        // A GPU a share lease of which is held is shared: no whole request takes it, record or
+        // not (Flink's `sed "/0 /d"`, taking back GPU 0, deletes GPU 10's share line too).
+        if (!folder.empty()) {
+          std::unordered_map<std::string, std::vector<std::string>> shareLeases;  // by GPU lease
+          for (const std::string& name : folder.names()) {
+            if (std::optional<ShareLeaseName> parts = parseShareLeaseName(name)) {
+              shareLeases[parts->gpuLease].push_back(name);
+            }
+          }
+          for (const std::string& gpu : request.gpus) {
+            if (shareLeases.empty()) break;
+            const auto it = shareLeases.find(leaseNameOf(gpu, request.uuids));
+            if (it == shareLeases.end() || passedOver.count(gpu)) continue;
+            for (const std::string& name : it->second) {
+              if (leaseOf(name, std::nullopt) == LeaseState::kHeld) {
+                passedOver.insert(gpu);
+                break;
+              }
+            }
           }
         }
         // The same for a unit whose related unit (a GPU's MIG instance, an instance's GPU) is
@@ -992,7 +990,7 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
           blank.push_back(parsed.recordSpans[i]);
         }
         grantedBefore.insert(allocation.granted.begin(), allocation.granted.end());
-        opened.replace(edit(opened.text(), blank, added));
+        opened.replace(detail::editRecords(opened.text(), blank, added));
         if (!opened.interfered()) {
           // Free lease files that no record names any more go now (we hold the file's lock): a
           // GPU given back by a driver or ended with exec leaves its file until then.
@@ -1078,63 +1076,64 @@ std::vector<Record> release(const fs::path& file,
                             std::chrono::milliseconds lockTimeout) {
   if (!fileExists(file)) return {};
   // A file grown past its limit by records alone is repaired by releasing some.
-  return changeFile(file, lockTimeout, kMaxRepairableFileBytes,
-                    [&](CoordinationFile& opened, bool) {
-                      const ParsedRecords parsed = parseRecords(opened.text());
-                      std::vector<LineSpan> blank;
-                      std::vector<Record> released;
-                      for (std::size_t i = 0; i < parsed.records.size(); ++i) {
-                        if (!predicate(parsed.records[i])) continue;
-                        released.push_back(parsed.records[i]);
-                        blank.push_back(parsed.recordSpans[i]);
-                      }
-                      if (!released.empty()) opened.replace(edit(opened.text(), blank, {}));
-                      return released;
-                    });
+  return detail::changeFile(file, lockTimeout, kMaxRepairableFileBytes,
+                            [&](CoordinationFile& opened, bool) {
+                              const ParsedRecords parsed = parseRecords(opened.text());
+                              std::vector<LineSpan> blank;
+                              std::vector<Record> released;
+                              for (std::size_t i = 0; i < parsed.records.size(); ++i) {
+                                if (!predicate(parsed.records[i])) continue;
+                                released.push_back(parsed.records[i]);
+                                blank.push_back(parsed.recordSpans[i]);
+                              }
+                              if (!released.empty())
+                                opened.replace(detail::editRecords(opened.text(), blank, {}));
+                              return released;
+                            });
 }
 
 Released releaseChecked(const fs::path& file, const std::function<bool(const Record&)>& predicate,
                         bool force, std::chrono::milliseconds lockTimeout) {
   if (!fileExists(file)) return {};
-  return changeFile(file, lockTimeout, kMaxRepairableFileBytes,
-                    [&](CoordinationFile& opened, bool) {
-                      const ParsedRecords parsed = parseRecords(opened.text());
-                      LeaseFolder folder = LeaseFolder::open(file, opened.trust());
-                      const LeaseProbe lease = [&folder](const std::string& name,
-                                                         const std::optional<LeaseFile>& taken) {
-                        return folder.state(name, taken);
-                      };
-                      Released result;
-                      std::vector<LineSpan> blank;
-                      for (std::size_t i = 0; i < parsed.records.size(); ++i) {
-                        const Record& record = parsed.records[i];
-                        if (!predicate(record)) continue;
-                        const Liveness liveness = judge(record, isRunning, lease);
-                        RecordStatus judged{record, holdsGpu(liveness),
-                                            inOtherPidNamespace(record.owner), liveness};
-                        (knownToRun(liveness) && !force ? result.refused : result.released)
-                            .push_back(std::move(judged));
-                        blank.push_back(parsed.recordSpans[i]);
-                      }
-                      if (!result.refused.empty()) {
-                        // All or nothing: the operator asked for these together.
-                        result.released.clear();
-                        return result;
-                      }
-                      if (!blank.empty()) opened.replace(edit(opened.text(), blank, {}));
-                      return result;
-                    });
+  return detail::changeFile(
+      file, lockTimeout, kMaxRepairableFileBytes, [&](CoordinationFile& opened, bool) {
+        const ParsedRecords parsed = parseRecords(opened.text());
+        LeaseFolder folder = LeaseFolder::open(file, opened.trust());
+        const LeaseProbe lease = [&folder](const std::string& name,
+                                           const std::optional<LeaseFile>& taken) {
+          return folder.state(name, taken);
+        };
+        Released result;
+        std::vector<LineSpan> blank;
+        for (std::size_t i = 0; i < parsed.records.size(); ++i) {
+          const Record& record = parsed.records[i];
+          if (!predicate(record)) continue;
+          const Liveness liveness = judge(record, isRunning, lease);
+          RecordStatus judged{record, holdsGpu(liveness), inOtherPidNamespace(record.owner),
+                              liveness};
+          (knownToRun(liveness) && !force ? result.refused : result.released)
+              .push_back(std::move(judged));
+          blank.push_back(parsed.recordSpans[i]);
+        }
+        if (!result.refused.empty()) {
+          // All or nothing: the operator asked for these together.
+          result.released.clear();
+          return result;
+        }
+        if (!blank.empty()) opened.replace(detail::editRecords(opened.text(), blank, {}));
+        return result;
+      });
 }
 
 std::vector<JunkLine> releaseJunk(const fs::path& file, std::chrono::milliseconds lockTimeout) {
   if (!fileExists(file)) return {};
-  return changeFile(file, lockTimeout, kMaxRepairableFileBytes,
-                    [&](CoordinationFile& opened, bool) {
-                      const ParsedRecords parsed = parseRecords(opened.text());
-                      if (!parsed.junk.empty())
-                        opened.replace(edit(opened.text(), parsed.junkSpans, {}));
-                      return parsed.junk;
-                    });
+  return detail::changeFile(
+      file, lockTimeout, kMaxRepairableFileBytes, [&](CoordinationFile& opened, bool) {
+        const ParsedRecords parsed = parseRecords(opened.text());
+        if (!parsed.junk.empty())
+          opened.replace(detail::editRecords(opened.text(), parsed.junkSpans, {}));
+        return parsed.junk;
+      });
 }
 
 }  // namespace flink::coordination

@@ -138,16 +138,16 @@ struct Record {
   Owner owner;
   /// The GPU's UUID (`GPU-…`) when `gpu` is an index: what the GPU is, whatever the numbering.
   std::optional<std::string> uuid = {};
-  /// A share of a GPU declared shared, for a share record; nullopt for a whole GPU's. A `share=`
-  /// field that does not parse is kept in `extra`, and the record then holds its GPU whole (fail
-  /// closed: an older or foreign writer's line never frees a GPU).
-  std::optional<ShareSlot> share = {};
   /// Fields of a newer writer (`key=value`), kept as they are.
   std::vector<std::string> extra = {};
   /// The lease that also holds the GPU (see Leases.h and the liveness rule above), and the file
   /// it was taken on (`leasefile=<st_dev>:<st_ino>`).
   std::optional<std::string> lease = {};
   std::optional<LeaseFile> leaseFile = {};
+  /// A share of a GPU declared shared, for a share record; nullopt for a whole GPU's. A `share=`
+  /// field that does not parse is kept in `extra`, and the record then holds its GPU whole (fail
+  /// closed: an older or foreign writer's line never frees a GPU).
+  std::optional<ShareSlot> share = {};
   friend bool operator==(const Record&, const Record&) = default;
 };
 
@@ -183,7 +183,8 @@ std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const s
 ParsedRecords parseRecords(std::string_view text);
 
 /// Writes records as lines `<gpu> <pid>[\t<start time>][\tuuid=…][\tshare=<i>/<K>][\tpidns=…]
-/// [\tboot=…][\tlease=…\tleasefile=…]`: a space only after the GPU, as in Flink's lines (see above).
+/// [\tboot=…][\tlease=…\tleasefile=…]`: a space only after the GPU, as in Flink's lines (see
+/// above).
 std::string formatRecords(const std::vector<Record>& records);
 
 /// How long to wait for the lock before giving up with CoordinationError.

@@ -1,0 +1,47 @@
+// How the allocators change the coordination file, for the files of host/coordination that
+// change it (Coordination.cpp, ShareAllocation.cpp); not for use outside host/coordination.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "host/coordination/Coordination.h"
+#include "host/coordination/CoordinationFile.h"
+
+namespace flink::coordination::detail {
+
+/// The file's new text from its old one: the lines in `blank` replaced by spaces in place, the
+/// new records appended, none crossing a page boundary (a blank line pads to the next page), so
+/// that records are never moved by a change and writing one is never cut in two (Journal.h).
+/// Trailing blank lines are cut off; when more than half of a file larger than a few pages is
+/// blank, it is compacted (its lines laid out anew, in order, two identical records once).
+std::string editRecords(std::string_view before, const std::vector<LineSpan>& blank,
+                        const std::vector<Record>& added);
+
+/// One change of the file: open and lock it, let `change` compute the new text from the parsed
+/// records, write it. A Flink script can change the file without holding its lock: after its own
+/// `sed -i` it holds the lock of the file that it replaced. When that happened before we wrote
+/// (the file grew, or was replaced), or while we wrote (the path names a new file, and our write
+/// went to one nobody reads), `change` runs again on the file now there, with `again` set so that
+/// it can first undo what it finds of its own earlier attempt.
+/// @throws CoordinationError from opening, or when the file kept being changed so 8 times.
+template <typename Change>
+auto changeFile(const std::filesystem::path& file, std::chrono::milliseconds lockTimeout,
+                std::uint64_t maxBytes, Change&& change) {
+  for (int attempt = 0;; ++attempt) {
+    CoordinationFile opened =
+        CoordinationFile::open(file, CoordinationFile::Access::kWrite, lockTimeout, maxBytes);
+    auto result = change(opened, attempt > 0);
+    if (!opened.interfered()) return result;
+    if (attempt >= 8) {
+      throw CoordinationError("coordination file " + file.string() +
+                              ": it kept being changed by a program that does not hold its lock");
+    }
+  }
+}
+
+}  // namespace flink::coordination::detail

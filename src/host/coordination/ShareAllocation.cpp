@@ -1,0 +1,443 @@
+// Handing out GPU shares. See ShareAllocation.h for the rules.
+#include "host/coordination/ShareAllocation.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "host/coordination/CoordinationFile.h"
+#include "host/coordination/RecordEdits.h"
+
+namespace flink::coordination {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// The highest share count a record may carry (parseShareSlot).
+constexpr std::size_t kMaxShareIndex = 4096;
+
+/// What the records and leases say of one GPU of the request.
+struct GpuState {
+  std::optional<Record> heldWholeBy;    ///< a running owner's whole record
+  bool wholeLeaseHeld = false;          ///< its whole lease is held (record or not)
+  std::optional<Record> relatedHeldBy;  ///< a running owner's record of a related unit
+  std::optional<Record> ownerHolds;     ///< the requester's own record of it
+  std::vector<unsigned> live;           ///< live share indices, ascending, each once
+  std::vector<std::size_t> gone;        ///< records of gone owners naming it
+};
+
+void addIndex(std::vector<unsigned>& indices, unsigned index) {
+  const auto at = std::lower_bound(indices.begin(), indices.end(), index);
+  if (at == indices.end() || *at != index) indices.insert(at, index);
+}
+
+/// The lowest share index below `count` that `live` does not use (live is ascending).
+std::optional<unsigned> lowestFree(const std::vector<unsigned>& live, unsigned count) {
+  unsigned candidate = 0;
+  for (const unsigned used : live) {
+    if (used > candidate) break;
+    if (used == candidate) ++candidate;
+  }
+  if (candidate < count) return candidate;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<SharePlacement> parseSharePlacement(std::string_view text) {
+  if (text == "pack") return SharePlacement::kPack;
+  if (text == "spread") return SharePlacement::kSpread;
+  return std::nullopt;
+}
+
+std::string_view sharePlacementName(SharePlacement placement) {
+  return placement == SharePlacement::kPack ? "pack" : "spread";
+}
+
+ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareRequest& request,
+                                    const LivenessProbe& isRunningProbe,
+                                    const LeaseProbe& leaseProbe,
+                                    const std::unordered_set<std::string>& leaseNames) {
+  ShareAllocation allocation;
+  allocation.junk = current.junk;
+
+  std::unordered_map<std::string, std::size_t> position;  // in the host's order
+  for (std::size_t i = 0; i < request.gpus.size(); ++i) position.emplace(request.gpus[i], i);
+  std::vector<GpuState> states(request.gpus.size());
+
+  // Each related unit (a GPU's MIG instance) with the GPUs of the request it belongs to.
+  std::unordered_map<std::string, std::vector<std::size_t>> relatedTo;
+  for (const auto& [unit, others] : request.related) {
+    for (const std::string& other : others) {
+      if (const auto it = position.find(unit); it != position.end()) {
+        relatedTo[other].push_back(it->second);
+      }
+      if (const auto it = position.find(other); it != position.end()) {
+        relatedTo[unit].push_back(it->second);
+      }
+    }
+  }
+  std::vector<std::string> relatedUnits;
+  relatedUnits.reserve(relatedTo.size());
+  for (const auto& [unit, gpus] : relatedTo) {
+    if (!position.count(unit)) relatedUnits.push_back(unit);
+  }
+  std::sort(relatedUnits.begin(), relatedUnits.end());
+
+  std::unordered_map<std::string, bool> running;
+  const auto ownerRunning = [&](const Owner& owner) {
+    const std::string key = std::to_string(owner.pid) + ' ' +
+                            (owner.startTime ? std::to_string(*owner.startTime) : "-") + ' ' +
+                            (owner.pidNamespace ? std::to_string(*owner.pidNamespace) : "-") + ' ' +
+                            owner.bootId.value_or("-");
+    auto [it, inserted] = running.try_emplace(key, false);
+    if (inserted) it->second = isRunningProbe(owner);
+    return it->second;
+  };
+  std::unordered_map<std::string, LeaseState> leases;
+  const auto leaseOf = [&](const std::string& name, const std::optional<LeaseFile>& file) {
+    if (!leaseProbe) return LeaseState::kMissing;
+    const std::string key =
+        file ? name + '@' + std::to_string(file->device) + ':' + std::to_string(file->inode) : name;
+    auto [it, inserted] = leases.try_emplace(key, LeaseState::kMissing);
+    if (inserted) it->second = leaseProbe(name, file);
+    return it->second;
+  };
+
+  std::vector<bool> dropped(current.records.size(), false);
+  for (std::size_t i = 0; i < current.records.size(); ++i) {
+    const Record& record = current.records[i];
+    // Every GPU of the request the record names (a UUID prefix may name several), and the
+    // related units.
+    std::vector<std::size_t> gpus;
+    std::vector<std::size_t> viaRelated;
+    for (std::size_t g = 0; g < request.gpus.size(); ++g) {
+      const auto uuid = request.uuids.find(request.gpus[g]);
+      if (recordNames(record, request.gpus[g],
+                      uuid == request.uuids.end() ? std::nullopt
+                                                  : std::optional<std::string>(uuid->second))) {
+        gpus.push_back(g);
+      }
+    }
+    for (const std::string& unit : relatedUnits) {
+      if (recordNames(record, unit, std::nullopt)) {
+        const std::vector<std::size_t>& of = relatedTo[unit];
+        viaRelated.insert(viaRelated.end(), of.begin(), of.end());
+      }
+    }
+    if (gpus.empty() && viaRelated.empty()) continue;
+    const bool own = sameProcess(record.owner, request.owner);
+    const Liveness liveness = own ? Liveness::kRunning : judge(record, ownerRunning, leaseOf);
+    if (holdsGpu(liveness)) {
+      for (const std::size_t g : gpus) {
+        GpuState& state = states[g];
+        if (own && !state.ownerHolds) state.ownerHolds = record;
+        if (record.share) {
+          addIndex(state.live, record.share->index);
+        } else if (!state.heldWholeBy) {
+          state.heldWholeBy = record;
+        }
+      }
+      for (const std::size_t g : viaRelated) {
+        if (!states[g].relatedHeldBy) states[g].relatedHeldBy = record;
+      }
+    } else if (liveness == Liveness::kEarlierBoot) {
+      dropped[i] = true;
+    } else {
+      for (const std::size_t g : gpus) states[g].gone.push_back(i);
+    }
+  }
+
+  // Leases: a held whole lease holds the GPU whole; a held share lease is a live share, record
+  // or not (Flink's `sed "/0 /d"` deletes GPU 10's line with GPU 0's; the lease stays).
+  std::unordered_map<std::string, std::vector<std::pair<std::string, unsigned>>> shareLeases;
+  for (const std::string& name : leaseNames) {
+    if (std::optional<ShareLeaseName> parts = parseShareLeaseName(name)) {
+      shareLeases[parts->gpuLease].emplace_back(name, parts->index);
+    }
+  }
+  for (std::size_t g = 0; g < request.gpus.size(); ++g) {
+    const std::string base = leaseNameOf(request.gpus[g], request.uuids);
+    if (leaseNames.count(base) && leaseOf(base, std::nullopt) == LeaseState::kHeld) {
+      states[g].wholeLeaseHeld = true;
+    }
+    if (const auto it = shareLeases.find(base); it != shareLeases.end()) {
+      for (const auto& [name, index] : it->second) {
+        if (leaseOf(name, std::nullopt) == LeaseState::kHeld) addIndex(states[g].live, index);
+      }
+    }
+  }
+  for (std::size_t g = 0; g < request.gpus.size(); ++g) {
+    if (!states[g].live.empty()) allocation.liveShares.emplace(request.gpus[g], states[g].live);
+  }
+
+  // The candidates, by group.
+  std::unordered_map<std::string, const ShareableGpu*> declared;
+  for (const ShareableGpu& gpu : request.shareable) declared[gpu.gpu] = &gpu;
+  struct Candidate {
+    std::size_t position;
+    unsigned slot;
+  };
+  std::map<std::string, std::vector<Candidate>> groups;  // by group, each in the host's order
+  std::vector<UnsharedGpu> unshared;
+  for (std::size_t g = 0; g < request.gpus.size(); ++g) {
+    const std::string& gpu = request.gpus[g];
+    const GpuState& state = states[g];
+    const auto found = declared.find(gpu);
+    UnsharedGpu why{gpu, UnsharedGpu::Reason::kNotDeclared};
+    if (found == declared.end()) {
+      why.reason = UnsharedGpu::Reason::kNotDeclared;
+    } else if (state.ownerHolds) {
+      why.reason = UnsharedGpu::Reason::kHeldByOwner;
+      why.heldBy = state.ownerHolds;
+    } else if (state.heldWholeBy || state.wholeLeaseHeld) {
+      why.reason = UnsharedGpu::Reason::kHeldWhole;
+      why.heldBy = state.heldWholeBy;
+    } else if (state.relatedHeldBy) {
+      why.reason = UnsharedGpu::Reason::kRelatedHeld;
+      why.heldBy = state.relatedHeldBy;
+    } else if (const std::optional<unsigned> slot = lowestFree(state.live, found->second->replicas);
+               slot && state.live.size() < found->second->replicas) {
+      groups[found->second->group].push_back(Candidate{g, *slot});
+      continue;
+    } else {
+      why.reason = UnsharedGpu::Reason::kNoFreeShare;
+    }
+    if (found != declared.end()) why.replicas = found->second->replicas;
+    why.liveShares = state.live.size();
+    unshared.push_back(std::move(why));
+  }
+
+  // Each group's ranking: the GPUs with live shares (most first for pack, fewest for spread;
+  // ties by the host's order) and the fresh ones.
+  const auto liveOf = [&](const Candidate& c) { return states[c.position].live.size(); };
+  struct Ranked {
+    std::string group;
+    std::vector<Candidate> shared = {};                      // ranked
+    std::vector<Candidate> fresh = {};                       // the host's order
+    std::tuple<int, std::ptrdiff_t, std::size_t> best = {};  // the group's best GPU, lowest first
+  };
+  std::vector<Ranked> ranked;
+  for (auto& [group, candidates] : groups) {
+    Ranked r{group};
+    for (const Candidate& c : candidates) (liveOf(c) > 0 ? r.shared : r.fresh).push_back(c);
+    const bool pack = request.placement == SharePlacement::kPack;
+    std::stable_sort(r.shared.begin(), r.shared.end(), [&](const Candidate& a, const Candidate& b) {
+      return pack ? liveOf(a) > liveOf(b) : liveOf(a) < liveOf(b);
+    });
+    const auto sharedKey = [&](int tier) {
+      const Candidate& c = r.shared.front();
+      const auto live = static_cast<std::ptrdiff_t>(liveOf(c));
+      return std::tuple<int, std::ptrdiff_t, std::size_t>{tier, pack ? -live : live, c.position};
+    };
+    const auto freshKey = [&](int tier) {
+      return std::tuple<int, std::ptrdiff_t, std::size_t>{tier, 0, r.fresh.front().position};
+    };
+    if (pack) {
+      r.best = r.shared.empty() ? freshKey(1) : sharedKey(0);
+    } else {
+      r.best = r.fresh.empty() ? sharedKey(1) : freshKey(0);
+    }
+    ranked.push_back(std::move(r));
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const Ranked& a, const Ranked& b) { return a.best < b.best; });
+
+  // Of the fresh GPUs, `wanted` picked by the placement rule.
+  const auto pickFresh = [&](const std::vector<Candidate>& fresh, std::size_t wanted) {
+    std::vector<Candidate> picked;
+    if (wanted == 0) return picked;
+    if (request.choose && wanted < fresh.size()) {
+      std::vector<std::string> names;
+      std::unordered_map<std::string, const Candidate*> byName;
+      for (const Candidate& c : fresh) {
+        names.push_back(request.gpus[c.position]);
+        byName.emplace(names.back(), &c);
+      }
+      std::vector<std::string> chosen;
+      try {
+        chosen = request.choose(names, wanted);
+      } catch (...) {
+        chosen.clear();
+      }
+      std::unordered_set<std::string> seen;
+      for (const std::string& name : chosen) {
+        const auto it = byName.find(name);
+        if (it == byName.end() || !seen.insert(name).second) break;
+        picked.push_back(*it->second);
+      }
+      if (picked.size() == wanted) return picked;
+      picked.clear();
+    }
+    picked.assign(fresh.begin(),
+                  fresh.begin() + static_cast<std::ptrdiff_t>(std::min(wanted, fresh.size())));
+    return picked;
+  };
+
+  std::vector<Candidate> chosen;
+  for (const Ranked& r : ranked) {
+    const std::size_t size = r.shared.size() + r.fresh.size();
+    allocation.freeGpus = std::max(allocation.freeGpus, size);
+    if (size < request.amount || !chosen.empty()) continue;
+    const std::size_t n = request.amount;
+    if (request.placement == SharePlacement::kPack) {
+      const std::size_t fromShared = std::min(n, r.shared.size());
+      chosen.assign(r.shared.begin(), r.shared.begin() + static_cast<std::ptrdiff_t>(fromShared));
+      const std::vector<Candidate> fresh = pickFresh(r.fresh, n - fromShared);
+      chosen.insert(chosen.end(), fresh.begin(), fresh.end());
+    } else {
+      chosen = pickFresh(r.fresh, std::min(n, r.fresh.size()));
+      const std::size_t fromShared = n - chosen.size();
+      chosen.insert(chosen.end(), r.shared.begin(),
+                    r.shared.begin() + static_cast<std::ptrdiff_t>(fromShared));
+    }
+  }
+  allocation.satisfied = request.amount > 0 && chosen.size() == request.amount;
+  if (!allocation.satisfied) {
+    chosen.clear();
+    for (const Ranked& r : ranked) {
+      for (const auto* list : {&r.shared, &r.fresh}) {
+        for (const Candidate& c : *list) {
+          UnsharedGpu why{request.gpus[c.position], UnsharedGpu::Reason::kFreeButShort};
+          why.liveShares = liveOf(c);
+          why.replicas = declared[why.gpu]->replicas;
+          unshared.push_back(std::move(why));
+        }
+      }
+    }
+    std::sort(unshared.begin(), unshared.end(), [&](const UnsharedGpu& a, const UnsharedGpu& b) {
+      return position[a.gpu] < position[b.gpu];
+    });
+    allocation.unshared = std::move(unshared);
+  }
+  std::sort(chosen.begin(), chosen.end(),
+            [](const Candidate& a, const Candidate& b) { return a.position < b.position; });
+  for (const Candidate& c : chosen) {
+    for (const std::size_t i : states[c.position].gone) dropped[i] = true;
+  }
+  allocation.records.reserve(current.records.size() + chosen.size());
+  for (std::size_t i = 0; i < current.records.size(); ++i) {
+    if (dropped[i]) {
+      allocation.reclaimed.push_back(current.records[i]);
+      allocation.reclaimedIndices.push_back(i);
+    } else {
+      allocation.records.push_back(current.records[i]);
+    }
+  }
+  for (const Candidate& c : chosen) {
+    const std::string& gpu = request.gpus[c.position];
+    const ShareSlot slot{c.slot, declared[gpu]->replicas};
+    Record record{gpu, request.owner};
+    if (const auto uuid = request.uuids.find(gpu);
+        uuid != request.uuids.end() && uuid->second != gpu) {
+      record.uuid = uuid->second;
+    }
+    record.share = slot;
+    allocation.granted.push_back(GrantedShare{gpu, slot});
+    allocation.records.push_back(std::move(record));
+  }
+  return allocation;
+}
+
+ShareAllocation allocateShares(const fs::path& file, const ShareRequest& request,
+                               std::chrono::milliseconds lockTimeout) {
+  // As allocate(): what an earlier attempt granted, and the leases taken, kept across attempts.
+  std::vector<GrantedShare> grantedBefore;
+  std::unordered_map<std::string, Lease> held;
+  ShareAllocation result = detail::changeFile(
+      file, lockTimeout, kMaxCoordinationFileBytes, [&](CoordinationFile& opened, bool again) {
+        ParsedRecords parsed = parseRecords(opened.text());
+        std::vector<LineSpan> blank;
+        if (again) {
+          ParsedRecords kept;
+          for (std::size_t i = 0; i < parsed.records.size(); ++i) {
+            const Record& record = parsed.records[i];
+            const bool ours =
+                record.owner == request.owner && record.share &&
+                std::find(grantedBefore.begin(), grantedBefore.end(),
+                          GrantedShare{record.gpu, *record.share}) != grantedBefore.end();
+            if (ours) {
+              blank.push_back(parsed.recordSpans[i]);
+            } else {
+              kept.records.push_back(record);
+              kept.recordSpans.push_back(parsed.recordSpans[i]);
+            }
+          }
+          kept.junk = std::move(parsed.junk);
+          kept.junkSpans = std::move(parsed.junkSpans);
+          parsed = std::move(kept);
+        }
+
+        LeaseFolder folder = LeaseFolder::open(file, opened.trust());
+        std::unordered_set<std::string> names = folder.names();
+        std::unordered_set<std::string> unobtainable;  // share leases another process took
+        const LeaseProbe leaseOf = [&](const std::string& name,
+                                       const std::optional<LeaseFile>& taken) {
+          if (held.count(name)) return LeaseState::kHeld;
+          if (unobtainable.count(name)) return LeaseState::kHeld;
+          return folder.state(name, taken);
+        };
+        std::vector<std::string> notes = opened.notes();
+
+        ShareAllocation allocation;
+        std::vector<Record> added;
+        for (std::size_t round = 0;; ++round) {
+          allocation = planShareAllocation(parsed, request, isRunning, leaseOf, names);
+          added.assign(
+              allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
+              allocation.records.end());
+          if (!request.lease || added.empty()) break;
+          bool replan = false;
+          for (Record& record : added) {
+            const std::string name =
+                shareLeaseNameOf(record.gpu, request.uuids, record.share->index);
+            record.lease = name;
+            if (const auto it = held.find(name); it != held.end()) {
+              record.leaseFile = it->second.file();
+              continue;
+            }
+            LeaseAttempt attempt = tryAcquireLease(file, name, opened.trust());
+            if (attempt.lease) {
+              record.leaseFile = attempt.lease->file();
+              held.emplace(name, std::move(*attempt.lease));
+              continue;
+            }
+            // Held by another process (its record gone), or not ours to take: that share is
+            // live, and the next round takes another.
+            unobtainable.insert(name);
+            names.insert(name);
+            if (attempt.failure == LeaseAttempt::Failure::kDenied) {
+              notes.push_back("share " + formatShareSlot(*record.share) + " of GPU " + record.gpu +
+                              " is passed over: its lease " +
+                              (leaseFolderOf(file) / name).string() +
+                              " cannot be taken: " + attempt.why);
+            }
+            replan = true;
+          }
+          // Each round finds at least one more share live: it ends.
+          if (!replan || round > request.gpus.size() * kMaxShareIndex) break;
+        }
+        if (request.lease) {
+          std::copy(added.begin(), added.end(),
+                    allocation.records.end() - static_cast<std::ptrdiff_t>(added.size()));
+        }
+        allocation.notes = std::move(notes);
+        for (const std::size_t i : allocation.reclaimedIndices) {
+          blank.push_back(parsed.recordSpans[i]);
+        }
+        grantedBefore.insert(grantedBefore.end(), allocation.granted.begin(),
+                             allocation.granted.end());
+        opened.replace(detail::editRecords(opened.text(), blank, added));
+        return allocation;
+      });
+  if (request.lease) {
+    for (const GrantedShare& share : result.granted) {
+      const auto it = held.find(shareLeaseNameOf(share.gpu, request.uuids, share.slot.index));
+      if (it != held.end()) result.leases.push_back(std::move(it->second));
+    }
+  }
+  return result;
+}
+
+}  // namespace flink::coordination
