@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <memory>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "host/enumeration/NvmlEnumerator.h"
 #include "host/enumeration/NvmlTopology.h"
 #include "host/nvml/Nvml.h"
+#include "host/sharing/SharingDeclarations.h"
 #include "process/FileDescriptor.h"
 #include "util/Strings.h"
 
@@ -228,6 +230,170 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
   Grant grant;
   grant.answer = host.answerFor(allocation.granted);
   grant.granted = std::move(allocation.granted);
+  grant.recorded = true;
+  grant.leases = std::move(allocation.leases);
+  return grant;
+}
+
+/// The words for why `gpu` gave no share, for a shortfall's details.
+std::string whyUnshared(const coordination::UnsharedGpu& gpu, bool severalGroups) {
+  using Reason = coordination::UnsharedGpu::Reason;
+  const std::string name = "GPU " + gpu.gpu;
+  const std::string holder = gpu.heldBy ? "process " + std::to_string(gpu.heldBy->owner.pid)
+                                        : "a lease of another process";
+  const std::string shares =
+      std::to_string(gpu.liveShares) + " of " + std::to_string(gpu.replicas) + " shares held";
+  switch (gpu.reason) {
+    case Reason::kNotDeclared:
+      return name + " is not declared shared";
+    case Reason::kHeldWhole:
+      return name + " is held whole by " + holder;
+    case Reason::kRelatedHeld:
+      return name + " is busy: " + gpu.heldBy->gpu + ", which shares its hardware, is held by " +
+             holder;
+    case Reason::kHeldByOwner:
+      return name + " is held by this owner already" +
+             std::string(gpu.heldBy && gpu.heldBy->share ? " (a share)" : " (whole)") +
+             ": a request never takes two shares of one GPU";
+    case Reason::kNoFreeShare:
+      return name + " has no free share: " + shares;
+    case Reason::kFreeButShort:
+      return name + " has a free share (" + shares + ")" +
+             (severalGroups ? ", but the GPUs of one request are all time-sliced or all behind "
+                              "one MPS pipe directory"
+                            : "");
+  }
+  return name;
+}
+
+Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
+                  const GrantRequest& request, Report& report) {
+  if (!request.coordination) {
+    failWith(Stage::kArguments,
+             "--share needs coordination mode (--enable-coordination-mode): a share exists only "
+             "as a record of the coordination file",
+             report);
+  }
+  if (host.vendorHost) {
+    failWith(Stage::kArguments, "--share is for NVIDIA GPUs only (flink-gpu share)", report);
+  }
+  sharing::DeclarationsFile declarations;
+  try {
+    declarations = sharing::readDeclarations(request.coordinationFile);
+  } catch (const coordination::CoordinationError& e) {
+    failWith(Stage::kCoordination,
+             std::string(e.what()) +
+                 "; no share is handed out while they "
+                 "cannot be read",
+             report);
+  }
+  for (const std::string& line : declarations.notes) {
+    report.notes.push_back("note: sharing declarations " + declarations.path.string() + ": " +
+                           line);
+  }
+  for (const coordination::JunkLine& junk : declarations.parsed.junk) {
+    report.notes.push_back("note: ignoring line " + std::to_string(junk.lineNumber) + " of " +
+                           declarations.path.string() + ", which is not a sharing declaration: '" +
+                           strings::quoteForMessage(junk.text) + "'");
+  }
+
+  // What is declared of the host's whole GPUs (every one, not only those allowed here).
+  std::unordered_map<std::string, const sharing::Declaration*> declarationOf;
+  std::unordered_map<std::string, const discovery::GpuDevice*> deviceOf;
+  bool anyDeclared = false;
+  for (const discovery::GpuDevice& device : host.devices) {
+    if (device.isMigInstance()) continue;
+    deviceOf.emplace(device.identifier, &device);
+    const sharing::Declaration* declaration =
+        sharing::findDeclaration(declarations.parsed, device.identifier, device.uuid);
+    if (declaration == nullptr) continue;
+    anyDeclared = true;
+    if (device.migEnabled) {
+      report.notes.push_back("note: GPU " + device.identifier +
+                             " is declared shared but is in MIG mode: it gives no share");
+      continue;
+    }
+    declarationOf.emplace(device.identifier, declaration);
+  }
+  if (!anyDeclared) {
+    failWith(Stage::kShortfall, "no GPU of this host is declared shared (flink-gpu share)", report);
+  }
+
+  coordination::ShareRequest shareRequest;
+  std::set<std::string> groups;
+  for (const std::string& unit : units) {
+    if (!deviceOf.count(unit)) continue;  // a MIG instance: never shared
+    shareRequest.gpus.push_back(unit);
+    const auto declared = declarationOf.find(unit);
+    if (declared == declarationOf.end()) continue;
+    const sharing::Declaration& declaration = *declared->second;
+    shareRequest.shareable.push_back(coordination::ShareableGpu{
+        unit, declaration.replicas, declaration.mpsPipeDirectory.value_or("")});
+    groups.insert(shareRequest.shareable.back().group);
+  }
+  shareRequest.amount = request.amount;
+  shareRequest.owner = request.owner;
+  shareRequest.related = host.related;
+  shareRequest.uuids = host.uuids;
+  shareRequest.lease = request.lease;
+  shareRequest.placement = request.sharePlacement;
+  shareRequest.choose = chooserFor(host, request.placement, /*readsTopology=*/false);
+
+  if (!coordination::isRunning(request.owner)) {
+    failWith(Stage::kOwner,
+             "the owner process " + std::to_string(request.owner.pid) +
+                 " is not running: shares recorded for it would not stay reserved",
+             report);
+  }
+  coordination::ShareAllocation allocation;
+  try {
+    allocation =
+        coordination::allocateShares(request.coordinationFile, shareRequest, request.lockTimeout);
+  } catch (const coordination::CoordinationError& e) {
+    failWith(Stage::kCoordination, e.what(), report);
+  }
+  const std::string file = request.coordinationFile.string();
+  for (const std::string& line : allocation.notes) {
+    report.notes.push_back("note: coordination file " + file + ": " + line);
+  }
+  for (const std::string& line : coordination::describeJunk(allocation.junk, file)) {
+    report.notes.push_back("note: " + line);
+  }
+  if (request.noteReclaimed) {
+    for (const coordination::Record& record : allocation.reclaimed) {
+      report.notes.push_back(
+          "note: took back " +
+          (record.share ? "share " + coordination::formatShareSlot(*record.share) + " of GPU "
+                        : std::string("GPU ")) +
+          record.gpu + " from process " + std::to_string(record.owner.pid) +
+          ", which is no longer running");
+    }
+  }
+  if (!allocation.satisfied) {
+    std::vector<std::string> details{"coordination file: " + file,
+                                     "sharing declarations: " + declarations.path.string()};
+    for (const coordination::UnsharedGpu& gpu : allocation.unshared) {
+      details.push_back(whyUnshared(gpu, groups.size() > 1));
+    }
+    report.details.insert(report.details.begin(), details.begin(), details.end());
+    failWith(Stage::kShortfall,
+             "not enough free GPU shares: " + request.amountText + " requested, " +
+                 std::to_string(allocation.freeGpus) + " free",
+             report);
+  }
+
+  Grant grant;
+  for (const coordination::GrantedShare& share : allocation.granted) {
+    grant.granted.push_back(share.gpu);
+    const sharing::Declaration& declaration = *declarationOf.at(share.gpu);
+    ShareGrant given{share.slot, declaration.memoryPerShareMiB, declaration.mpsPipeDirectory,
+                     std::nullopt};
+    if (const auto uuid = host.uuids.find(share.gpu); uuid != host.uuids.end()) {
+      given.uuid = uuid->second;
+    }
+    grant.shares.push_back(std::move(given));
+  }
+  grant.answer = host.answerFor(grant.granted);
   grant.recorded = true;
   grant.leases = std::move(allocation.leases);
   return grant;
@@ -483,6 +649,7 @@ Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& rep
     (void)host.topology();
   }
   const std::vector<std::string> units = unitsNotLost(host, report);
+  if (request.share) return grantShares(host, units, request, report);
   if (units.size() < request.amount) {
     if (host.vendorHost && host.vendorHost->mask) {
       failWith(
@@ -551,6 +718,8 @@ GrantRequest grantRequestFor(const DiscoveryArguments& args, const coordination:
   request.coordinationFile = args.coordinationFile;
   request.owner = owner;
   request.placement = args.placement;
+  request.share = args.share;
+  request.sharePlacement = args.sharePlacement;
   return request;
 }
 

@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "host/coordination/Coordination.h"
+#include "host/coordination/ShareAllocation.h"
 #include "host/defaultdiscovery/DiscoveryArguments.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/HostGpus.h"
@@ -180,6 +182,23 @@ struct GrantRequest {
   /// instances are tried first, then the whole GPUs. A worker that hands each task one unit may
   /// mix them.
   bool oneKind = false;
+  /// --share: one share on each of `amount` distinct GPUs the operator declared shared (the
+  /// declarations beside the coordination file, host/sharing/), instead of whole GPUs; needs
+  /// `coordination`. See host/coordination/ShareAllocation.h for which GPUs give shares.
+  bool share = false;
+  coordination::SharePlacement sharePlacement = coordination::SharePlacement::kPack;
+};
+
+/// A share granted (GrantRequest::share), as its declaration says.
+struct ShareGrant {
+  /// Its index and the declared number of shares (K) of its GPU.
+  coordination::ShareSlot slot;
+  /// The MiB of each share, where the declaration says (the GPU's memory.total / K).
+  std::optional<std::uint64_t> memoryMiB;
+  /// The MPS control daemon's CUDA_MPS_PIPE_DIRECTORY, for an MPS share; nullopt: time-sliced.
+  std::optional<std::string> mpsPipeDirectory;
+  /// The GPU's GPU-… UUID, where known (what CUDA_VISIBLE_DEVICES names under MPS).
+  std::optional<std::string> uuid;
 };
 
 struct Grant {
@@ -191,6 +210,8 @@ struct Grant {
   bool recorded = false;
   /// With GrantRequest::lease, the leases of `granted`: the units stay held while these live.
   std::vector<coordination::Lease> leases;
+  /// With GrantRequest::share, the share of each GPU of `granted`, in its order.
+  std::vector<ShareGrant> shares;
 };
 
 /// `host.gpus` less the units of GPUs that answered NVML_ERROR_GPU_IS_LOST to a topology query,
@@ -204,11 +225,15 @@ std::vector<std::string> unitsNotLost(const HostUnits& host, Report& report);
 /// there). A shortfall's cause counts the
 /// units free, held and busy (a related unit held): "not enough free GPUs: 2 requested, 1 free,
 /// 1 held".
+/// With GrantRequest::share, shares of declared GPUs instead (a shortfall: "not enough free GPU
+/// shares: 2 requested, 1 free", each GPU's reason among the details; no GPU of the host
+/// declared: "no GPU of this host is declared shared (flink-gpu share)").
 /// @throws DiscoveryFailure kShortfall when fewer than `amount` units are there, allowed or free
 ///         (the details name each holder); kOwner when coordination is asked for an owner that
 ///         is not running (its records would be taken back by the next allocation);
-///         kCoordination for a CoordinationError (its message is the cause). Nothing is recorded
-///         then.
+///         kCoordination for a CoordinationError (its message is the cause; with `share`, sharing
+///         declarations that cannot be read too); kArguments for `share` without coordination or
+///         on AMD or Intel GPUs. Nothing is recorded then.
 Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& report);
 
 /// Gives back what `grant` recorded for `owner` (nothing in plain mode): after the worker could

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "host/coordination/Coordination.h"
+#include "host/coordination/ShareAllocation.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/placement/Placement.h"
 #include "util/Strings.h"
@@ -55,6 +56,8 @@ constexpr std::string_view kKnownOptions[] = {
     "mig",
     "placement",
     "health",
+    "share",
+    "share-placement",
 };
 
 /// How far (in edits) an argument may be from a known option's name to be taken for a
@@ -104,7 +107,8 @@ std::optional<std::string> misspeltOption(std::string_view arg) {
 std::string knownOptionsLine() {
   return "the default discovery's options: --enable-coordination-mode (or "
          "--enable-coordination), --coordination-file PATH, --gpus LIST, --owner-pid PID, --mig, "
-         "--placement topology|index, --health skip|warn|ignore; an argument that looks like none "
+         "--placement topology|index, --health skip|warn|ignore, --share, --share-placement "
+         "pack|spread; an argument that looks like none "
          "of them is ignored with a note";
 }
 
@@ -139,6 +143,7 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
     return args[++i];
   };
 
+  bool sharePlacementGiven = false;
   for (; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--enable-coordination-mode" || arg == "--enable-coordination") {
@@ -178,6 +183,20 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
                              ": expected topology or index");
       }
       parsed.placement = *parsedPolicy;
+    } else if (arg == "--share") {
+      parsed.share = true;
+    } else if (arg == "--share-placement" || arg.starts_with("--share-placement=")) {
+      const std::optional<std::string> value =
+          arg == "--share-placement" ? nextValue()
+                                     : arg.substr(std::string_view("--share-placement=").size());
+      const std::optional<coordination::SharePlacement> placement =
+          value ? coordination::parseSharePlacement(*value) : std::nullopt;
+      if (!placement) {
+        throw DiscoveryError("invalid --share-placement " + inQuotes(value.value_or("")) +
+                             ": expected pack or spread");
+      }
+      parsed.sharePlacement = *placement;
+      sharePlacementGiven = true;
     } else if (arg == "--health" || arg.starts_with("--health=")) {
       const std::optional<std::string> mode =
           arg == "--health" ? nextValue() : arg.substr(std::string_view("--health=").size());
@@ -195,6 +214,17 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
     } else {
       parsed.notes.push_back("note: ignoring unknown argument " + inQuotes(arg));
     }
+  }
+  if (parsed.share && !parsed.coordination) {
+    throw DiscoveryError(
+        "--share needs coordination mode (--enable-coordination-mode): a share exists only as a "
+        "record of the coordination file");
+  }
+  if (parsed.share && parsed.mig) {
+    throw DiscoveryError("--share and --mig cannot be combined: MIG instances are not shared");
+  }
+  if (sharePlacementGiven && !parsed.share) {
+    parsed.notes.push_back("note: ignoring --share-placement, which applies only with --share");
   }
   return parsed;
 }

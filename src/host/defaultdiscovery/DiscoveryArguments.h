@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "host/coordination/ShareAllocation.h"
 #include "host/placement/Placement.h"
 
 namespace flink::defaultdiscovery {
@@ -43,6 +44,12 @@ struct DiscoveryArguments {
   placement::Policy placement = placement::Policy::kTopology;
   /// --health skip|warn|ignore: what to do with unhealthy GPUs (see host/health/HostHealth.h).
   std::string health = "skip";
+  /// --share: one share on each of `amount` distinct GPUs the operator declared shared
+  /// (host/coordination/ShareAllocation.h), instead of whole GPUs. Needs coordination mode; not
+  /// with --mig.
+  bool share = false;
+  /// --share-placement pack|spread: which GPUs' shares go first.
+  coordination::SharePlacement sharePlacement = coordination::SharePlacement::kPack;
   /// "note: ..." lines about arguments that were ignored.
   std::vector<std::string> notes;
 };
@@ -55,7 +62,8 @@ struct DiscoveryArguments {
 /// option's name: none for names of up to three letters (`mig`: one edit reaches `min`, `mix`),
 /// one for names of up to seven (`gpus`, `health`), two for longer ones. A flag given a value
 /// (`--mig=yes`) is one too. Any other unknown argument is a note.
-/// @throws DiscoveryError for a missing or invalid amount, for bad values of our options, and for
+/// @throws DiscoveryError for a missing or invalid amount, for bad values of our options, for
+///         --share without coordination mode or with --mig, and for
 ///         a misspelt option ("unknown option '--coordination-fle': did you mean
 ///         '--coordination-file'?", with the known options as a detail).
 DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args);

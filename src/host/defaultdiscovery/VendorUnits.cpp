@@ -24,6 +24,10 @@ discovery::VendorOptions vendorOptionsFor(const DiscoveryArguments& args, discov
         (vendor == discovery::Vendor::kAmd ? " and the compute partitions the GPUs are set to"
                                            : " or tiles, as ZE_FLAT_DEVICE_HIERARCHY says"));
   }
+  if (args.share) {
+    throw discovery::DiscoveryError("--share is not for " + program +
+                                    " yet: only NVIDIA GPUs are shared (flink-gpu share)");
+  }
   if (args.health != "skip") {
     report.notes.push_back("note: ignoring --health " + args.health + ": " + program +
                            " keeps no health records yet");
