@@ -24,6 +24,11 @@
 #   7. the topology: `flink-gpu topology` (from NVML) next to `nvidia-smi topo -m`, for a person
 #      to compare cell by cell, its JSON form, and what the placement rule hands out for 1, 2
 #      and half the GPUs against --placement index (nothing is held: plain mode)
+#   8. sharing under MPS, where nvidia-cuda-mps-control and a C compiler are there: GPU 0
+#      declared in 2 shares behind a control daemon of a fresh pipe directory, two
+#      `exec --share` clients holding memory at once (nvidia-smi's process list and the daemon's
+#      get_server_list shown beside `flink-gpu status`), then a client asking more than its share
+#      (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) must fail to allocate; skipped where MPS is not there
 #
 # Exit status: 0 when the build, every test and the comparison pass; 1 when a test failed, the
 # two sources disagree or a real-host check failed; 2 when the build or a source failed. Set NVML_CHECK_RUNS to change the
@@ -201,17 +206,105 @@ for amount in 1 2 $((gpu_count / 2)); do
     "index: $("$program_dir/nvidia-gpu-discovery" "$amount" --placement index 2>&1 | head -1)"
 done
 
+step "sharing under MPS"
+mps_status=0
+mps_dir=$(mktemp -d /tmp/flink-gpu-mps-check.XXXXXX)
+if ! command -v nvidia-cuda-mps-control >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1; then
+  echo "skipped: nvidia-cuda-mps-control or cc is not on PATH"
+  mps_status=skipped
+else
+  # A CUDA client of the driver API, without the CUDA toolkit: allocates MIB MiB on its one
+  # visible device, says so, holds it SECONDS, exits 0; exits 3 when the allocation fails.
+  cat >"$mps_dir/client.c" <<'CLIENT'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+typedef int (*init_t)(unsigned);
+typedef int (*device_get_t)(int*, int);
+typedef int (*ctx_create_t)(void**, unsigned, int);
+typedef int (*mem_alloc_t)(unsigned long long*, size_t);
+int main(int argc, char** argv) {
+  if (argc != 3) return 2;
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
+  if (!cuda) { fprintf(stderr, "client: %s\n", dlerror()); return 2; }
+  init_t init = (init_t)dlsym(cuda, "cuInit");
+  device_get_t device_get = (device_get_t)dlsym(cuda, "cuDeviceGet");
+  ctx_create_t ctx_create = (ctx_create_t)dlsym(cuda, "cuCtxCreate_v2");
+  mem_alloc_t mem_alloc = (mem_alloc_t)dlsym(cuda, "cuMemAlloc_v2");
+  int device = 0, rc;
+  void* context = NULL;
+  unsigned long long pointer = 0;
+  if ((rc = init(0)) || (rc = device_get(&device, 0)) || (rc = ctx_create(&context, 0, device))) {
+    fprintf(stderr, "client: CUDA set-up failed: %d\n", rc);
+    return 2;
+  }
+  rc = mem_alloc(&pointer, (size_t)atoll(argv[1]) << 20);
+  if (rc) { printf("client %d: allocating %s MiB failed: CUDA error %d\n", getpid(), argv[1], rc); return 3; }
+  printf("client %d: allocated %s MiB\n", getpid(), argv[1]);
+  fflush(stdout);
+  sleep((unsigned)atoi(argv[2]));
+  return 0;
+}
+CLIENT
+  if ! cc -O1 -o "$mps_dir/client" "$mps_dir/client.c" -ldl; then
+    echo "cannot build the CUDA client"; mps_status=1
+  else
+    cli=$build_dir/bin/flink-gpu
+    coord=$mps_dir/coordination
+    pipe=$mps_dir/pipe
+    mkdir -p "$pipe" "$mps_dir/log"
+    uuid0=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ')
+    "$cli" share --gpu 0 --replicas 2 --mps "$pipe" --coordination-file "$coord" || mps_status=1
+    share_mib=$(sed -n 's/.*\tmemory=\([0-9]*\).*/\1/p' "$coord.sharing" | head -1)
+    echo "each share: ${share_mib:-?} MiB"
+    CUDA_MPS_PIPE_DIRECTORY=$pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log CUDA_VISIBLE_DEVICES=$uuid0 \
+      nvidia-cuda-mps-control -d || mps_status=1
+    small=$(( ${share_mib:-2048} / 2 ))
+    for n in 1 2; do
+      timeout 60 "$cli" exec --share --coordination-file "$coord" -- \
+        "$mps_dir/client" "$small" 15 >"$mps_dir/client$n.out" 2>&1 &
+    done
+    for _ in $(seq 1 40); do
+      [[ $(cat "$mps_dir"/client?.out 2>/dev/null | grep -c allocated) -ge 2 ]] && break
+      sleep 0.5
+    done
+    cat "$mps_dir"/client?.out
+    [[ $(cat "$mps_dir"/client?.out | grep -c allocated) -eq 2 ]] ||
+      { echo "FAILED: two MPS clients did not both allocate"; mps_status=1; }
+    echo "-- nvidia-smi:"; nvidia-smi || true
+    echo "-- get_server_list:"; echo get_server_list | CUDA_MPS_PIPE_DIRECTORY=$pipe nvidia-cuda-mps-control || true
+    echo "-- flink-gpu status:"; "$cli" status --coordination-file "$coord" || true
+    third=$("$cli" exec --share --coordination-file "$coord" -- true 2>&1)
+    echo "a third exec --share while two hold: $third"
+    [[ $third == *"not enough free GPU shares"* ]] || { echo "FAILED: a third share was given"; mps_status=1; }
+    wait
+    over=$(( ${share_mib:-2048} + 1024 ))
+    over_out=$(timeout 60 "$cli" exec --share --coordination-file "$coord" -- "$mps_dir/client" "$over" 0 2>&1)
+    over_rc=$?
+    echo "a client asking $over MiB of a ${share_mib:-?} MiB share: exit $over_rc: $over_out"
+    [[ $over_rc -eq 3 ]] || { echo "FAILED: the allocation beyond the share did not fail"; mps_status=1; }
+    echo quit | CUDA_MPS_PIPE_DIRECTORY=$pipe nvidia-cuda-mps-control || true
+  fi
+fi
+rm -rf "$mps_dir"
+
 step "summary"
 echo "tests:      $([[ $tests_status -eq 0 ]] && echo passed || echo "FAILED ($tests_status)")"
 echo "comparison: $([[ $compare_status -eq 0 ]] && echo agree || echo "FAILED ($compare_status)")"
 echo "discovery:  $([[ $discovery_status -eq 0 ]] && echo ok || echo "FAILED ($discovery_status)")"
 echo "real host:  $([[ $real_status -eq 0 ]] && echo ok || echo FAILED)"
 echo "topology:   $([[ $topology_status -eq 0 ]] && echo ok || echo "FAILED ($topology_status)")"
+case $mps_status in
+  0) echo "MPS shares: ok" ;;
+  skipped) echo "MPS shares: skipped" ;;
+  *) echo "MPS shares: FAILED" ;;
+esac
 if [[ $compare_status -ge 2 ]]; then
   exit 2
 fi
 if [[ $tests_status -ne 0 || $compare_status -ne 0 || $discovery_status -ne 0 ||
-  $real_status -ne 0 || $topology_status -ne 0 ]]; then
+  $real_status -ne 0 || $topology_status -ne 0 || $mps_status == 1 ]]; then
   exit 1
 fi
 exit 0
