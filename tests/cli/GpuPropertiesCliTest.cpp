@@ -249,6 +249,50 @@ TEST_F(GpuPropertiesCliTest, CoordinationModeRecordsMigInstancesAndGivesOwnersDi
   EXPECT_EQ(records().size(), 3u);
 }
 
+// --- discover --config: a share's properties --------------------------------------------------
+
+TEST_F(GpuPropertiesCliTest, DiscoverConfigShowsTheShareATaskManagerGetsWithShareArgs) {
+  host("[" + gpuJson(kGpu0, "00000000:19:00.0", 0, false) + ", " +
+       gpuJson(kGpu1, "00000000:3B:00.0", 1, false) + "]");
+  const CliRun share = run({"share", "--coordination-file", coordinationFile(), "--gpu", "0",
+                            "--replicas", "2", "--mps", "/run/nvidia-mps"});
+  ASSERT_EQ(share.exitCode, 0) << share;
+  const fs::path conf = dir_ / "conf";
+  fs::create_directories(conf);
+  const std::string config =
+      "external-resources: gpu\n"
+      "external-resource.gpu.amount: 1\n"
+      "external-resource.gpu.driver-factory.class: "
+      "org.apache.flink.externalresource.gpu.GPUDriverFactory\n"
+      "external-resource.gpu.param.discovery-script.path: " +
+      std::string(DEFAULT_DISCOVERY_SCRIPT) +
+      "\n"
+      "external-resource.gpu.param.discovery-script.args: --enable-coordination-mode "
+      "--coordination-file " +
+      coordinationFile() + " --share\n";
+  writeScript(conf / "config.yaml", config, fs::perms::owner_read | fs::perms::owner_write);
+
+  const CliRun json = run({"discover", "--config", conf.string(), "--format", "json"});
+  ASSERT_EQ(json.exitCode, 0) << json;
+  // GPU 0's properties, then its share's: 143771 MiB in 2 shares, half the threads each.
+  EXPECT_EQ(json.out, std::string(R"({"gpu":[{"index":"0","vendor":"nvidia","uuid":")") + kGpu0 +
+                          R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
+                          R"("memory.total":"143771","minor_number":"0",)"
+                          R"("share.index":"0","share.count":"2","share.memory":"71885",)"
+                          R"("mps.pipe_directory":"/run/nvidia-mps",)"
+                          R"("mps.active_thread_percentage":"50"}]})"
+                          "\n")
+      << json;
+  EXPECT_EQ(json.err, "") << json;
+  // The driver held the share while it lived, and gave it back when flink-gpu ended.
+  EXPECT_EQ(records(), std::vector<std::string>{});
+
+  // Text stays Flink's.
+  const CliRun text = run({"discover", "--config", conf.string()});
+  EXPECT_EQ(text.exitCode, 0) << text;
+  EXPECT_EQ(text.out, "gpu: GPU Device(0)\n") << text;
+}
+
 // --- exec ----------------------------------------------------------------------------------
 
 TEST_F(GpuPropertiesCliTest, ExecWithMigSetsMigUuidsWithoutIndices) {

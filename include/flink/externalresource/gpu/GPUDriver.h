@@ -13,7 +13,10 @@
 // coordination mode is also leased (an flock the kernel drops when this process dies, see
 // host/coordination/Leases.h) until the driver is destroyed, which gives the GPUs back. A Flink
 // TaskManager keeps its drivers for its whole life, so its GPUs stay taken exactly as long as
-// with the script.
+// with the script. With `--share` among the arguments, each GPU handed out is a share of a GPU the
+// operator declared shared: recorded, leased and given back as a whole GPU is, and its GPUInfo
+// carries the share's properties (GPUInfo::PROPERTY_KEY_SHARE_INDEX and those after it), which a
+// script run as a process cannot tell.
 #pragma once
 
 #include <chrono>

@@ -65,6 +65,20 @@ class GPUInfo final : public ExternalResourceInfo {
   /// FLAT hierarchy); on a whole multi-tile card, how many tiles it has.
   static constexpr std::string_view PROPERTY_KEY_TILE = "tile";
   static constexpr std::string_view PROPERTY_KEY_TILES = "tiles";
+  /// A share of a GPU the operator declared shared (`--share`; `flink-gpu share`), after every
+  /// other key: the share's index on its GPU (0 to K-1) and the declared number of shares (K).
+  /// Whole GPUs have none of the share keys. Only where the default discovery ran in-process: a
+  /// script run as a process prints indices alone.
+  static constexpr std::string_view PROPERTY_KEY_SHARE_INDEX = "share.index";
+  static constexpr std::string_view PROPERTY_KEY_SHARE_COUNT = "share.count";
+  /// A share's memory in MiB, as declared (the GPU's memory.total / K, rounded down), where the
+  /// declaration knows the GPU's memory. Nothing enforces it without MPS.
+  static constexpr std::string_view PROPERTY_KEY_SHARE_MEMORY = "share.memory";
+  /// A share behind an MPS control daemon: its CUDA_MPS_PIPE_DIRECTORY, and the
+  /// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE a client of one share takes (100 / K, rounded down).
+  static constexpr std::string_view PROPERTY_KEY_MPS_PIPE_DIRECTORY = "mps.pipe_directory";
+  static constexpr std::string_view PROPERTY_KEY_MPS_ACTIVE_THREAD_PERCENTAGE =
+      "mps.active_thread_percentage";
 
   /// The value of a known property (see getKeys), else std::nullopt.
   std::optional<std::string> getProperty(std::string_view key) const override;

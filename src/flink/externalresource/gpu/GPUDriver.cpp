@@ -347,7 +347,15 @@ ExternalResourceInfoSet GPUDriver::retrieveInProcess(std::int64_t gpuAmount) {
     devices = answer.source != discovery::HostGpuSource::kListed ? std::move(answer.devices)
                                                                  : nvmlDevices();
   }
-  return toInfoSet(withVendor(describe(std::move(answer.identifiers), devices)));
+  DescribedGpus gpus = describe(std::move(answer.identifiers), devices);
+  // A share says what it is after what is known of its GPU, with NVML or without: the grant,
+  // not the device, knows it. The answer and its shares are in one order.
+  for (std::size_t i = 0; i < answer.shares.size() && i < gpus.size(); ++i) {
+    for (auto& property : propertiesOf(answer.shares[i])) {
+      gpus[i].second.push_back(std::move(property));
+    }
+  }
+  return toInfoSet(withVendor(std::move(gpus)));
 }
 
 void GPUDriver::killRunningDiscoveries() noexcept { process::signalAllRunning(SIGKILL); }

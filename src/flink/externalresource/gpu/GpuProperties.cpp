@@ -35,6 +35,24 @@ std::vector<std::pair<std::string, std::string>> propertiesOf(const discovery::G
   return properties;
 }
 
+std::vector<std::pair<std::string, std::string>> propertiesOf(
+    const defaultdiscovery::ShareGrant& share) {
+  std::vector<std::pair<std::string, std::string>> properties{
+      {std::string(GPUInfo::PROPERTY_KEY_SHARE_INDEX), std::to_string(share.slot.index)},
+      {std::string(GPUInfo::PROPERTY_KEY_SHARE_COUNT), std::to_string(share.slot.count)}};
+  if (share.memoryMiB) {
+    properties.emplace_back(GPUInfo::PROPERTY_KEY_SHARE_MEMORY, std::to_string(*share.memoryMiB));
+  }
+  if (share.mpsPipeDirectory) {
+    properties.emplace_back(GPUInfo::PROPERTY_KEY_MPS_PIPE_DIRECTORY, *share.mpsPipeDirectory);
+    // What one client of K may take of the GPU's threads; a declared K is 2 to 48, never 0.
+    const unsigned percentage = share.slot.count == 0 ? 100 : 100 / share.slot.count;
+    properties.emplace_back(GPUInfo::PROPERTY_KEY_MPS_ACTIVE_THREAD_PERCENTAGE,
+                            std::to_string(percentage));
+  }
+  return properties;
+}
+
 const discovery::GpuDevice* findDevice(const std::vector<discovery::GpuDevice>& devices,
                                        std::string_view identifier) {
   const bool isUuid = identifier.starts_with("GPU-") || identifier.starts_with("MIG-");

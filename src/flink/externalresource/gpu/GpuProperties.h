@@ -1,5 +1,5 @@
-// From what a GPU source knows of a device to GPUInfo's properties, and from a printed
-// identifier to the device it names.
+// From what a GPU source knows of a device, and what a share granted says of itself, to GPUInfo's
+// properties; and from a printed identifier to the device it names.
 #pragma once
 
 #include <string>
@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/enumeration/GpuEnumerator.h"
 
 namespace flink::externalresource::gpu {
@@ -14,6 +15,12 @@ namespace flink::externalresource::gpu {
 /// GPUInfo's properties of `device` besides the index, in GPUInfo::getKeys order; an unknown
 /// property is left out.
 std::vector<std::pair<std::string, std::string>> propertiesOf(const discovery::GpuDevice& device);
+
+/// GPUInfo's properties of the share `share`, in GPUInfo::getKeys order: share.index,
+/// share.count, share.memory where declared, and for an MPS share mps.pipe_directory and
+/// mps.active_thread_percentage (100 / K, rounded down). They follow a GPU's other properties.
+std::vector<std::pair<std::string, std::string>> propertiesOf(
+    const defaultdiscovery::ShareGrant& share);
 
 /// The device `identifier` names: for a decimal index, the whole GPU of that index; for a
 /// "GPU-…" or "MIG-…" UUID, the device with that UUID (case-insensitively, as CUDA compares

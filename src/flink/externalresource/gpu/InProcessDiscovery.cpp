@@ -56,6 +56,8 @@ struct RunAnswer {
   coordination::Owner owner;
   std::vector<std::string> granted;
   std::vector<coordination::Lease> leases;
+  /// With --share: the share of each GPU of `granted`.
+  std::vector<defaultdiscovery::ShareGrant> shares;
 };
 
 /// What is left until `deadline`, rounded up: a wait given it inside the run never ends before
@@ -99,6 +101,7 @@ RunAnswer discoverOnce(const defaultdiscovery::DiscoveryArguments& args, Clock::
   result.coordinationFile = args.coordinationFile;
   result.granted = std::move(grant.granted);
   result.leases = std::move(grant.leases);
+  result.shares = std::move(grant.shares);
   return result;
 }
 
@@ -292,7 +295,7 @@ InProcessDiscovery::Answer InProcessDiscovery::discover(std::int64_t amount) {
                                std::move(answer->leases)});
   }
   return {std::move(answer->answer), std::move(answer->devices), answer->source,
-          answer->report.lines()};
+          answer->report.lines(), std::move(answer->shares)};
 }
 
 }  // namespace flink::externalresource::gpu

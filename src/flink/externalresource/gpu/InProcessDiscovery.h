@@ -29,6 +29,9 @@ class InProcessDiscovery {
     discovery::HostGpuSource source = discovery::HostGpuSource::kListed;
     /// The lines the program would write to stderr: warnings, notes.
     std::vector<std::string> said;
+    /// With --share, the share of each GPU of `identifiers`, in its order (the program prints
+    /// nothing of them); empty for whole GPUs.
+    std::vector<defaultdiscovery::ShareGrant> shares;
   };
 
   /// `script`, for messages; `arguments`, the configured ones that follow the amount, are read
