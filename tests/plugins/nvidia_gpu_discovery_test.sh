@@ -475,6 +475,76 @@ run_script "/usr/bin:/bin" 3 --gpus 0,1 --enable-coordination-mode \
     --coordination-file "$coord/too-few" --owner-pid "$first"
 check "coordination: fewer GPUs than asked" 1 "" "" "only 2 GPU(s) found, 3 requested"
 
+# --- --share --------------------------------------------------------------------
+
+# check_first_line NAME EXPECTED_RC EXPECTED_FIRST_STDERR_LINE: nothing on stdout, and the first
+# stderr line exactly as given (the program's rule: the cause, without an "error:" prefix).
+check_first_line() {
+    local name=$1 want_rc=$2 want_first=$3
+    local first=${err%%$'\n'*}
+    if [[ $rc == "$want_rc" && -z $out && $first == "$want_first" ]]; then
+        pass "$name"
+    else
+        fail_case "$name" "exit code $rc, stdout $(printf '%q' "$out"), first stderr line $(printf '%q' "$first"), expected exit $want_rc and $(printf '%q' "$want_first")"
+    fi
+}
+
+make_smi '0\n1\n' 0
+run_script "$smi_dir:/usr/bin:/bin" 1 --share
+check_first_line "--share: without coordination mode" 1 \
+    "--share needs coordination mode (--enable-coordination-mode): a share exists only as a record of the coordination file"
+run_script "$smi_dir:/usr/bin:/bin" 1 --enable-coordination-mode --coordination-file \
+    "$coord/share-mig" --share --mig --owner-pid "$first"
+check_first_line "--share: with --mig" 1 \
+    "--share and --mig cannot be combined: MIG instances are not shared"
+run_script "$smi_dir:/usr/bin:/bin" 1 --enable-coordination-mode --coordination-file \
+    "$coord/share-placement" --share --share-placement tight --owner-pid "$first"
+check_first_line "--share-placement: not pack or spread" 1 \
+    "invalid --share-placement 'tight': expected pack or spread"
+if [[ ! -e $coord/share-mig && ! -e $coord/share-placement ]]; then
+    pass "--share: bad arguments write no coordination file"
+else
+    fail_case "--share: bad arguments write no coordination file" "$(ls "$coord")"
+fi
+
+shares=$coord/shares
+run_script "$smi_dir:/usr/bin:/bin" 1 --enable-coordination-mode --coordination-file "$shares" \
+    --share --owner-pid "$first"
+check_first_line "--share: no GPU declared shared" 1 \
+    "no GPU of this host is declared shared (flink-gpu share)"
+
+# GPU 0 declared shared two ways, as `flink-gpu share --gpu 0 --replicas 2` writes it beside the
+# coordination file (nvidia-smi's stand-in tells no UUID: by index).
+printf '# flink-gpu sharing declarations\nshared\tgpu=0\treplicas=2\tsince=%s\tuid=%s\n' \
+    "$(date +%s)" "$(id -u)" > "$shares.sharing"
+run_script "$smi_dir:/usr/bin:/bin" 1 --enable-coordination-mode --coordination-file "$shares" \
+    --share --owner-pid "$first"
+check "--share: a share of the declared GPU" 0 "0" ""
+share_line=$(head -n 1 "$shares" 2> /dev/null)
+spaces=${share_line//[^ ]/}
+if [[ $share_line == "0 $first"$'\t'* && $share_line == *$'\t'share=0/2* && ${#spaces} == 1 ]]; then
+    pass "--share: recorded in Flink's form with share=0/2"
+else
+    fail_case "--share: recorded in Flink's form with share=0/2" \
+        "the file holds $(printf '%q' "$(cat "$shares" 2> /dev/null)")"
+fi
+run_script "$smi_dir:/usr/bin:/bin" 1 --enable-coordination-mode --coordination-file "$shares" \
+    --share --share-placement spread --owner-pid "$second"
+check "--share --share-placement spread: the other share" 0 "0" ""
+if grep -q "^0 $second"$'\t'".*"$'\t'"share=1/2" "$shares"; then
+    pass "--share: the second owner holds share 1/2"
+else
+    fail_case "--share: the second owner holds share 1/2" \
+        "the file holds $(printf '%q' "$(cat "$shares")")"
+fi
+run_script "$smi_dir:/usr/bin:/bin" 1 --enable-coordination-mode --coordination-file "$shares" \
+    --share --owner-pid "$third"
+check_first_line "--share: every share held" 1 "not enough free GPU shares: 1 requested, 0 free"
+# Flink's script reads a share line as its GPU taken: a whole request gets GPU 1.
+run_script "$smi_dir:/usr/bin:/bin" 1 --enable-coordination-mode --coordination-file "$shares" \
+    --owner-pid "$third"
+check "--share: a whole request passes over the shared GPU" 0 "1" ""
+
 # --- --gpus ----------------------------------------------------------------------
 
 run_script "/usr/bin:/bin" 2 --gpus "3, 01 GPU-6f2a3c1e-0b1d-4c4b-9a59-2f0d84d3d8b1"
