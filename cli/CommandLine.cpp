@@ -179,7 +179,7 @@ CLI::App* addRelease(CLI::App& app, CommandLine& line, AfterParse&) {
   return command;
 }
 
-CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse&) {
+CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse& after) {
   ExecOptions& options = line.exec;
   CLI::App* command = app.add_subcommand(
       "exec",
@@ -203,14 +203,28 @@ CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse&) {
                   "Allocate AMD or Intel GPUs (from sysfs) and set ROCR_VISIBLE_DEVICES and "
                   "HIP_VISIBLE_DEVICES, or ZE_AFFINITY_MASK, instead of CUDA_VISIBLE_DEVICES "
                   "(default: nvidia, as without it); not with --gpus, --mig or --bind-cpus");
+  const CLI::Option* visibleDevices =
+      command
+          ->add_option("--visible-devices", options.visibleDevices,
+                       "What CUDA_VISIBLE_DEVICES gets when none is inherited: index (NVML's, "
+                       "which CUDA uses under CUDA_DEVICE_ORDER=PCI_BUS_ID, set unless already "
+                       "set) or uuid (what an MPS share gets when this option is not given); "
+                       "an inherited CUDA_VISIBLE_DEVICES limits the GPUs and its own entries "
+                       "are passed on")
+          ->check(CLI::IsMember({"index", "uuid"}))
+          ->capture_default_str();
+  after.push_back(
+      [visibleDevices, &options] { options.visibleDevicesGiven = visibleDevices->count() > 0; });
+  command->add_flag("--share", options.share,
+                    "Take one share on each of N distinct GPUs declared shared (flink-gpu share) "
+                    "instead of whole GPUs; sets FLINK_GPU_SHARE_MEMORY_MIB, and CUDA_MPS_* "
+                    "behind an MPS control daemon, which must be running; not with --mig");
+  // Read as text, so that a bad value gets our own words.
   command
-      ->add_option("--visible-devices", options.visibleDevices,
-                   "What CUDA_VISIBLE_DEVICES gets when none is inherited: index (NVML's, "
-                   "which CUDA uses under CUDA_DEVICE_ORDER=PCI_BUS_ID, set unless already "
-                   "set) or uuid; an inherited CUDA_VISIBLE_DEVICES limits the GPUs and its "
-                   "own entries are passed on")
-      ->check(CLI::IsMember({"index", "uuid"}))
-      ->capture_default_str();
+      ->add_option("--share-placement", options.sharePlacement,
+                   "With --share: pack (the GPUs already shared first, keeping whole GPUs free) "
+                   "or spread (unshared GPUs first) (default: pack)")
+      ->type_name("pack|spread");
   command
       ->add_option("--placement", options.placement,
                    "Which of the free GPUs to take: topology (the best-connected set, where "
@@ -334,7 +348,8 @@ CLI::App* addShare(CLI::App& app, CommandLine& line, AfterParse&) {
   CLI::App* command = app.add_subcommand(
       "share",
       "Declare whole GPUs shared among several workers, time-sliced or behind an MPS control "
-      "daemon (written beside the coordination file; handing out shares is not built yet).");
+      "daemon (written beside the coordination file; exec --share and the default discovery's "
+      "--share hand the shares out).");
   addShareGpuOption(*command, options.gpu);
   // Read as text, so that a bad value gets our own words.
   command

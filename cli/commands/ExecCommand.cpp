@@ -5,6 +5,9 @@
 // process it started holds their leases. An exec of the same process (`flink-gpu exec … --
 // flink-gpu exec …`) gets what the first one took: one allocation per process. No record
 // outlives a failed exec: they are released before flink-gpu exits with 127/126, as a shell would.
+// With --share the records and leases are shares' (host/coordination/ShareAllocation.h), and the
+// environment is ExecShare.h's; an MPS share is refused, and given back, when its control
+// daemon's socket is not there, since the command would otherwise use the GPU outside the daemon.
 #include "commands/ExecCommand.h"
 
 #include <sched.h>
@@ -29,6 +32,7 @@
 #include "Console.h"
 #include "ExitCode.h"
 #include "commands/AmountOption.h"
+#include "commands/ExecShare.h"
 #include "flink/externalresource/gpu/GpuProperties.h"
 #include "host/coordination/Coordination.h"
 #include "host/defaultdiscovery/DefaultDiscovery.h"
@@ -250,11 +254,18 @@ void releaseAfterFailedExec(const std::string& file, const coordination::Owner& 
   }
 }
 
-/// The units of `host` this process already holds (its records, by pid and start time): what an
-/// exec run by an exec of the same process inherits. nullopt after printing the error.
-std::optional<std::vector<std::string>> heldByThisProcess(const ExecOptions& options,
-                                                          const HostUnits& host,
-                                                          const coordination::Owner& owner) {
+/// What this process already holds of `host` (its records, by pid and start time): what an exec
+/// run by an exec of the same process inherits.
+struct HeldByThisProcess {
+  std::vector<std::string> gpus;
+  /// Those of `gpus` held as a share.
+  std::vector<std::string> shares;
+};
+
+/// nullopt after printing the error.
+std::optional<HeldByThisProcess> heldByThisProcess(const ExecOptions& options,
+                                                   const HostUnits& host,
+                                                   const coordination::Owner& owner) {
   coordination::Status status;
   try {
     status = coordination::readStatus(options.coordinationFile);
@@ -262,17 +273,79 @@ std::optional<std::vector<std::string>> heldByThisProcess(const ExecOptions& opt
     printError(e.what());
     return std::nullopt;
   }
-  std::vector<std::string> held;
+  HeldByThisProcess held;
   for (const std::string& gpu : host.gpus) {
     for (const coordination::RecordStatus& entry : status.records) {
       if (entry.record.gpu == gpu && coordination::sameProcess(entry.record.owner, owner) &&
           entry.record.owner.startTime) {
-        held.push_back(gpu);
+        held.gpus.push_back(gpu);
+        if (entry.record.share) held.shares.push_back(gpu);
         break;
       }
     }
   }
   return held;
+}
+
+/// Checks the options of --share and --share-placement; nullopt when they are right, else the
+/// usage error, printed. `placement` gets --share-placement's value.
+std::optional<int> checkShareOptions(const ExecOptions& options,
+                                     coordination::SharePlacement& placement) {
+  if (options.sharePlacement) {
+    const std::optional<coordination::SharePlacement> parsed =
+        coordination::parseSharePlacement(*options.sharePlacement);
+    if (!parsed) {
+      printError("invalid --share-placement '" + strings::quoteForMessage(*options.sharePlacement) +
+                 "': expected pack or spread");
+      return kUsageError;
+    }
+    if (!options.share) {
+      printError(
+          "--share-placement applies only with --share: it says which GPUs' shares go first");
+      return kUsageError;
+    }
+    placement = *parsed;
+  }
+  if (options.share && options.mig) {
+    printError("--share cannot be used with --mig: MIG instances are not shared");
+    return kUsageError;
+  }
+  return std::nullopt;
+}
+
+/// Sets and unsets what `changes` says. Returns the error for a person when a change fails.
+std::optional<std::string> applyEnvironment(const EnvironmentChanges& changes) {
+  for (const std::string& name : changes.unset) {
+    if (::unsetenv(name.c_str()) != 0) {
+      return "cannot unset " + name + ": " + std::strerror(errno);
+    }
+  }
+  for (const auto& [name, value] : changes.set) {
+    if (::setenv(name.c_str(), value.c_str(), 1) != 0) {
+      return "cannot set " + name + ": " + std::strerror(errno);
+    }
+  }
+  return std::nullopt;
+}
+
+/// What an exec --share's CUDA_VISIBLE_DEVICES lists for the GPUs `granted`: as for whole GPUs
+/// (visibleDevicesFor), but without --visible-devices an MPS share gets its GPU's UUID, since an
+/// MPS daemon started under a mask numbers the GPUs its own way, and a UUID names the same GPU
+/// either way. An inherited mask's own entries still win. nullopt after printing the error.
+std::optional<std::vector<std::string>> shareVisibleDevices(
+    const ExecOptions& options, const HostUnits& host, const std::vector<std::string>& granted,
+    const std::vector<defaultdiscovery::ShareGrant>& shares);
+
+/// Gives back what `grant` recorded for `owner` and drops its leases: the command will not run.
+void giveBackShares(const ExecOptions& options, const coordination::Owner& owner,
+                    defaultdiscovery::Grant& grant) {
+  try {
+    defaultdiscovery::giveBack(options.coordinationFile, owner, grant.granted);
+  } catch (const coordination::CoordinationError& e) {
+    printWarning(std::string("could not give back the GPU shares allocated for the command: ") +
+                 e.what());
+  }
+  grant.leases.clear();
 }
 
 /// Becomes the command (execvp); returns only when that fails, after releasing what was
@@ -295,13 +368,15 @@ int runExec(const ExecOptions& options) {
         "list MIG instances there by their MIG-... UUIDs instead");
     return kUsageError;
   }
+  coordination::SharePlacement sharePlacement = coordination::SharePlacement::kPack;
+  if (const std::optional<int> usage = checkShareOptions(options, sharePlacement)) return *usage;
 
   const discovery::Vendor vendor = vendorOf(options);
   if (vendor != discovery::Vendor::kNvidia) {
     const std::string name(discovery::vendorName(vendor));
     for (const auto& [given, option] :
          {std::pair{options.gpus.has_value(), "--gpus"}, std::pair{options.mig, "--mig"},
-          std::pair{options.bindCpus, "--bind-cpus"}}) {
+          std::pair{options.bindCpus, "--bind-cpus"}, std::pair{options.share, "--share"}}) {
       if (given) {
         printError(std::string(option) + " is for NVIDIA GPUs; it cannot be used with --vendor " +
                    name);
@@ -318,20 +393,37 @@ int runExec(const ExecOptions& options) {
   const coordination::Owner owner = coordination::Owner::of(::getpid());
   // `flink-gpu exec … -- flink-gpu exec …` runs in one process: the inner one gets what the
   // outer one took (their leases came with the process), one allocation per process.
-  std::optional<std::vector<std::string>> inherited = heldByThisProcess(options, *host, owner);
+  const std::optional<HeldByThisProcess> inherited = heldByThisProcess(options, *host, owner);
   if (!inherited) return kDiscoveryFailed;
   std::vector<std::string> granted;
   // Its leases live until the exec: the command inherits their descriptors.
   defaultdiscovery::Grant grant;
-  if (!inherited->empty()) {
-    if (inherited->size() < amount) {
-      printError("this process already holds GPU(s) " + strings::join(*inherited, ",") +
+  if (!inherited->shares.empty()) {
+    // The share's environment is the outer exec's, already in this one's: a second exec could
+    // only repeat or spoil it.
+    printError("this process already holds a share of GPU(s) " +
+               strings::join(inherited->shares, ",") +
+               " from the flink-gpu exec that started it, and gets nothing more: one allocation "
+               "per process; run the command without this flink-gpu exec (its environment "
+               "already names the share)");
+    return kDiscoveryFailed;
+  }
+  if (!inherited->gpus.empty()) {
+    if (options.share) {
+      printError("this process already holds GPU(s) " + strings::join(inherited->gpus, ",") +
+                 " whole from the flink-gpu exec that started it, and gets no share besides: "
+                 "one allocation per process");
+      return kDiscoveryFailed;
+    }
+    if (inherited->gpus.size() < amount) {
+      printError("this process already holds GPU(s) " + strings::join(inherited->gpus, ",") +
                  " from the flink-gpu exec that started it, and gets no more: one allocation "
                  "per process (" +
                  std::to_string(amount) + " requested)");
       return kDiscoveryFailed;
     }
-    granted.assign(inherited->begin(), inherited->begin() + static_cast<std::ptrdiff_t>(amount));
+    granted.assign(inherited->gpus.begin(),
+                   inherited->gpus.begin() + static_cast<std::ptrdiff_t>(amount));
   } else {
     // The default discovery's step, recorded for this process and leased: the command holds the
     // leases' descriptors, so the GPUs stay held while any process it started holds them, even
@@ -347,6 +439,8 @@ int runExec(const ExecOptions& options) {
         options.placement == "index" ? placement::Policy::kIndex : placement::Policy::kTopology;
     request.noteReclaimed = verbosity() >= Verbosity::kVerbose;
     request.oneKind = options.mig;
+    request.share = options.share;
+    request.sharePlacement = sharePlacement;
     defaultdiscovery::Report report;
     try {
       grant = defaultdiscovery::grantUnits(*host, request, report);
@@ -356,6 +450,14 @@ int runExec(const ExecOptions& options) {
       return kDiscoveryFailed;
     }
     for (const std::string& line : report.lines()) printDiscoveryNote(line);
+    if (const std::optional<std::string> directory = mpsPipeDirectoryOf(grant.shares)) {
+      if (const std::optional<std::string> missing = missingMpsDaemon(*directory)) {
+        giveBackShares(options, owner, grant);
+        printError(*missing + "\nthe share(s) of GPU(s) " + strings::join(grant.granted, ",") +
+                   " are given back; the command was not run");
+        return kDiscoveryFailed;
+      }
+    }
     for (const coordination::Lease& lease : grant.leases) lease.keepAcrossExec();
     granted = grant.granted;
   }
@@ -366,6 +468,8 @@ int runExec(const ExecOptions& options) {
       releaseAfterFailedExec(options.coordinationFile, owner);
       return kUsageError;
     }
+    // A whole unit's command holds no share, whatever the parent held.
+    ::unsetenv(kShareMemoryVariable);
     std::string said;
     for (const auto& [name, value] : *environment) {
       if (::setenv(name.c_str(), value.c_str(), 1) != 0) {
@@ -398,31 +502,70 @@ int runExec(const ExecOptions& options) {
       return kDiscoveryFailed;
     }
   }
+  const bool shared = !grant.shares.empty();
   const std::optional<std::vector<std::string>> entries =
-      visibleDevicesFor(options, *host, granted);
+      shared ? shareVisibleDevices(options, *host, granted, grant.shares)
+             : visibleDevicesFor(options, *host, granted);
   if (!entries) {
     releaseAfterFailedExec(options.coordinationFile, owner);
     return kUsageError;
   }
   const std::string visible = strings::join(*entries, ",");
+  EnvironmentChanges changes =
+      shared ? shareEnvironment(granted, grant.shares) : wholeGpuEnvironment();
+  changes.set.insert(changes.set.begin(), {discovery::kVisibleDevicesVariable, visible});
   // So that an index selects the GPU NVML and nvidia-smi call by it (CUDA's own default is
   // fastest first); a value already set is the user's choice, and stays.
-  const bool orderSet = std::getenv(discovery::kDeviceOrderVariable) != nullptr;
-  if (::setenv(discovery::kVisibleDevicesVariable, visible.c_str(), 1) != 0 ||
-      (!orderSet && ::setenv(discovery::kDeviceOrderVariable, "PCI_BUS_ID", 0) != 0)) {
-    const int error = errno;
+  if (std::getenv(discovery::kDeviceOrderVariable) == nullptr) {
+    changes.set.insert(changes.set.begin() + 1, {discovery::kDeviceOrderVariable, "PCI_BUS_ID"});
+  }
+  if (const std::optional<std::string> failed = applyEnvironment(changes)) {
     releaseAfterFailedExec(options.coordinationFile, owner);
-    printError(std::string("cannot set CUDA_VISIBLE_DEVICES: ") + std::strerror(error));
+    printError(*failed);
     return kDiscoveryFailed;
   }
+  for (const std::string& note : changes.notes) printNote(note);
   if (verbosity() >= Verbosity::kVerbose) {
-    std::cerr << "flink-gpu: CUDA_VISIBLE_DEVICES=" << visible << " for process " << owner.pid
-              << '\n';
+    if (shared) {
+      std::string said;
+      for (const auto& [name, value] : changes.set) {
+        if (name != discovery::kDeviceOrderVariable) said += ' ' + name + '=' + value;
+      }
+      std::vector<std::string> slots;
+      for (std::size_t i = 0; i < granted.size(); ++i) {
+        slots.push_back(coordination::formatShareSlot(grant.shares[i].slot) + " of GPU " +
+                        granted[i]);
+      }
+      std::cerr << "flink-gpu:" << said << " for process " << owner.pid << " (share "
+                << strings::join(slots, ", ") << ")\n";
+    } else {
+      std::cerr << "flink-gpu: CUDA_VISIBLE_DEVICES=" << visible << " for process " << owner.pid
+                << '\n';
+    }
   }
   return execCommand(options, owner, visible);
 }
 
 namespace {
+
+std::optional<std::vector<std::string>> shareVisibleDevices(
+    const ExecOptions& options, const HostUnits& host, const std::vector<std::string>& granted,
+    const std::vector<defaultdiscovery::ShareGrant>& shares) {
+  if (host.masked || options.visibleDevicesGiven || !mpsPipeDirectoryOf(shares)) {
+    return visibleDevicesFor(options, host, granted);
+  }
+  std::vector<std::string> entries = host.answerFor(granted);
+  for (std::size_t i = 0; i < entries.size() && i < shares.size(); ++i) {
+    if (shares[i].uuid) {
+      entries[i] = *shares[i].uuid;
+    } else {
+      printWarning("the UUID of GPU " + granted[i] +
+                   " is not known: CUDA_VISIBLE_DEVICES names it by index, which is another GPU "
+                   "to an MPS daemon started under a mask of its own");
+    }
+  }
+  return entries;
+}
 
 int execCommand(const ExecOptions& options, const coordination::Owner& owner,
                 const std::string& visible) {

@@ -3,6 +3,7 @@
 // command's pid is the owner of the records: the GPUs are held while it runs and free once it ends.
 // Under an inherited CUDA_VISIBLE_DEVICES only the GPUs it names are allocated, and the command
 // gets the mask's own entries for them; CUDA_DEVICE_ORDER=PCI_BUS_ID is set unless already set.
+// With --share it holds a share of each GPU instead, recorded and leased the same way.
 #pragma once
 
 #include <optional>
@@ -28,6 +29,17 @@ struct ExecOptions {
   /// (NVML's index, which is CUDA's under CUDA_DEVICE_ORDER=PCI_BUS_ID) or "uuid" (GPU-…).
   /// MIG instances are always given by MIG UUID; an inherited mask's own entries always win.
   std::string visibleDevices = "index";
+  /// Whether --visible-devices was given: without it an MPS share gets its GPU's UUID (a daemon
+  /// started under a mask numbers the GPUs its own way), anything else the index.
+  bool visibleDevicesGiven = false;
+  /// --share: one share on each of `amount` distinct GPUs the operator declared shared
+  /// (`flink-gpu share`) instead of whole GPUs; the command also gets the share's memory and,
+  /// behind an MPS control daemon, CUDA's MPS client variables (commands/ExecShare.h). A usage
+  /// error with --mig and with --vendor amd|intel.
+  bool share = false;
+  /// --share-placement pack|spread, as typed (runExec checks it): which GPUs' shares go first
+  /// (host/coordination/ShareAllocation.h). A usage error without --share.
+  std::optional<std::string> sharePlacement;
   /// --placement topology|index: which of the free GPUs to take (host/placement/Placement.h).
   std::string placement = "topology";
   /// --bind-cpus: run the command on the CPUs close to its GPUs (sched_setaffinity).

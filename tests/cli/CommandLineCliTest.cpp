@@ -150,6 +150,7 @@ TEST(CommandLineCliTest, HelpGivesEachOptionsType) {
       {"exec", "--coordination-file", "PATH=/var/tmp/flink-gpu-coordination"},
       {"exec", "--gpus", "LIST"},
       {"exec", "--visible-devices", "TEXT:{index,uuid}=index"},
+      {"exec", "--share-placement", "pack|spread"},
       {"exec", "--placement", "TEXT:{topology,index}=topology"},
       {"exec", "--health", "TEXT:{skip,warn,ignore}=skip"},
       {"exec", "command", "ARG"},

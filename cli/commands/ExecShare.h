@@ -1,0 +1,67 @@
+// What `flink-gpu exec --share` adds to a command's environment for the GPU shares it holds
+// (defaultdiscovery::ShareGrant), and the check that an MPS share's control daemon is there. The
+// rules are docs/command-line.md's (exec, "Shares"); CUDA_VISIBLE_DEVICES itself is chosen by
+// ExecCommand.cpp, which knows the host and the options.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "host/defaultdiscovery/DefaultDiscovery.h"
+
+namespace flink::cli {
+
+/// The MiB of each share, comma-separated in CUDA_VISIBLE_DEVICES order: what a framework reads
+/// to cap its memory pool (a time-sliced share has no other limit).
+inline constexpr const char* kShareMemoryVariable = "FLINK_GPU_SHARE_MEMORY_MIB";
+
+/// The variables of CUDA's MPS client that exec sets for an MPS share and takes out of every
+/// other NVIDIA command's environment, so that none joins a daemon it was not given.
+/// CUDA_MPS_LOG_DIRECTORY is the daemon's, and never touched.
+inline constexpr const char* kMpsPipeDirectoryVariable = "CUDA_MPS_PIPE_DIRECTORY";
+inline constexpr const char* kMpsThreadPercentageVariable = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
+inline constexpr const char* kMpsMemoryLimitVariable = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT";
+
+/// Changes to make to the environment.
+struct EnvironmentChanges {
+  /// NAME, value; in the order to set them (and to show them with --verbose).
+  std::vector<std::pair<std::string, std::string>> set;
+  std::vector<std::string> unset;
+  /// What a person should know (a variable left out, and why), one line each, without a prefix.
+  std::vector<std::string> notes;
+};
+
+/// For a whole-GPU command: none of the variables above, whatever the parent had.
+EnvironmentChanges wholeGpuEnvironment();
+
+/// For the shares `shares` of the GPUs `gpus` (parallel, in CUDA_VISIBLE_DEVICES order; the GPUs
+/// as the host names them, for the notes), all of one group (all time-sliced, or all behind one MPS
+/// pipe directory, as the allocator grants them):
+///  - FLINK_GPU_SHARE_MEMORY_MIB: each share's MiB ("35942,71885"); unset, with a note, when the
+///    memory of any share is unknown;
+///  - under MPS: CUDA_MPS_PIPE_DIRECTORY, the directory; CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, 100 / K
+///    rounded down, the smallest of the GPUs'; CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, "<ordinal>=<MiB>M"
+///    for each share whose memory is known, the ordinal being its place in CUDA_VISIBLE_DEVICES
+///    (unset when none is known);
+///  - time-sliced: the three CUDA_MPS_* variables unset.
+EnvironmentChanges shareEnvironment(const std::vector<std::string>& gpus,
+                                    const std::vector<defaultdiscovery::ShareGrant>& shares);
+
+/// The MPS pipe directory of `shares` (the first that has one), or nullopt when time-sliced.
+std::optional<std::string> mpsPipeDirectoryOf(
+    const std::vector<defaultdiscovery::ShareGrant>& shares);
+
+/// Whether the MPS control daemon of `directory` is there: `<directory>/control`, its socket (a
+/// FIFO is accepted too), is looked at with lstat and never opened. nullopt when it is; else the
+/// error for a person, one line naming the path and, where the socket is missing or something
+/// else lies there, how to start the daemon.
+std::optional<std::string> missingMpsDaemon(const std::string& directory);
+
+/// `text` as one shell word, for a command line a person may paste: as it is when it holds only
+/// characters no shell treats specially, else in single quotes.
+std::string shellWord(std::string_view text);
+
+}  // namespace flink::cli
