@@ -4,10 +4,15 @@
 #include <algorithm>
 #include <cctype>
 #include <exception>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "host/coordination/CoordinationError.h"
+#include "host/coordination/Leases.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -80,6 +85,23 @@ bool GpuView::drained() const {
   });
 }
 
+bool GpuView::heldWhole() const {
+  return heldByLease ||
+         std::any_of(holders.begin(), holders.end(), [](const coordination::RecordStatus& holder) {
+           return holder.running && !holder.record.share;
+         });
+}
+
+std::vector<unsigned> GpuView::liveShares() const {
+  std::vector<unsigned> live = shareLeases;
+  for (const coordination::RecordStatus& holder : holders) {
+    if (holder.running && holder.record.share) live.push_back(holder.record.share->index);
+  }
+  std::sort(live.begin(), live.end());
+  live.erase(std::unique(live.begin(), live.end()), live.end());
+  return live;
+}
+
 const health::HealthRecord* GpuView::lastXid() const {
   const health::HealthRecord* last = nullptr;
   for (const health::Problem& problem : problems) {
@@ -124,8 +146,12 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
       if (!listed) units.push_back(deviceNamed(record.gpu, record.uuid));
     }
   }
-  // Units held by a lease that no record names, which nothing else lists.
-  for (const std::string& name : status.leasesWithoutRecord) {
+  // Units held by a lease that no record names, which nothing else lists. A share lease holds
+  // a share of its whole GPU: that GPU is the unit.
+  for (const std::string& leaseName : status.leasesWithoutRecord) {
+    const std::optional<coordination::ShareLeaseName> share =
+        coordination::parseShareLeaseName(leaseName);
+    const std::string& name = share ? share->gpuLease : leaseName;
     const bool index = name.starts_with("index-");
     const std::string gpu = index ? name.substr(6) : name;
     const bool listed = std::any_of(units.begin(), units.end(), [&](const auto& device) {
@@ -173,32 +199,49 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
     }
   }
   for (GpuView& view : host.gpus) {
+    // A lease by the unit's UUID, by its index, or as the allocators name it (leaseNameOf: an
+    // AMD or Intel unit's form).
+    const std::unordered_map<std::string, std::string> uuids =
+        view.uuid ? std::unordered_map<std::string, std::string>{{view.gpu, *view.uuid}}
+                  : std::unordered_map<std::string, std::string>{};
+    const std::string allocatorsName = coordination::leaseNameOf(view.gpu, uuids);
+    const auto namesView = [&](const std::string& name) {
+      return name == view.gpu || (view.uuid && name == *view.uuid) || name == "index-" + view.gpu ||
+             name == allocatorsName;
+    };
     for (const std::string& name : status.leasesWithoutRecord) {
-      if (name == view.gpu || (view.uuid && name == *view.uuid) || name == "index-" + view.gpu) {
+      if (const std::optional<coordination::ShareLeaseName> share =
+              coordination::parseShareLeaseName(name)) {
+        // Shares are of whole GPUs only.
+        if (!view.isMigInstance && namesView(share->gpuLease)) {
+          view.shareLeases.push_back(share->index);
+        }
+      } else if (namesView(name)) {
         view.heldByLease = true;
       }
     }
+    std::sort(view.shareLeases.begin(), view.shareLeases.end());
+    view.shareLeases.erase(std::unique(view.shareLeases.begin(), view.shareLeases.end()),
+                           view.shareLeases.end());
   }
   for (GpuView& view : host.gpus) {
-    const bool held = view.heldByLease || std::any_of(view.holders.begin(), view.holders.end(),
-                                                      [](const coordination::RecordStatus& holder) {
-                                                        return holder.running;
-                                                      });
-    view.state = !view.healthy()  ? "unhealthy"
-                 : view.drained() ? "drained"
-                 : held           ? "held"
-                                  : "free";
+    view.state = !view.healthy()              ? "unhealthy"
+                 : view.drained()             ? "drained"
+                 : view.heldWhole()           ? "held"
+                 : !view.liveShares().empty() ? "shared"
+                                              : "free";
   }
   // Free, but its hardware is in use: a GPU one of whose MIG instances is held, an instance
-  // whose GPU is held whole. No allocator hands it out.
+  // whose GPU is held whole or shared. No allocator hands it out.
   for (GpuView& view : host.gpus) {
     if (view.state != "free") continue;
     for (const GpuView& other : host.gpus) {
-      if (other.state != "held") continue;
+      if (other.state != "held" && other.state != "shared") continue;
       if (!view.isMigInstance && other.isMigInstance && other.parent == view.gpu) {
         view.busyBecause.push_back("its MIG instance " + other.gpu + " is held");
       } else if (view.isMigInstance && !other.isMigInstance && view.parent == other.gpu) {
-        view.busyBecause.push_back("its GPU " + other.gpu + " is held whole");
+        view.busyBecause.push_back("its GPU " + other.gpu +
+                                   (other.state == "held" ? " is held whole" : " is shared"));
       }
     }
     if (!view.busyBecause.empty()) view.state = "busy";
@@ -210,11 +253,18 @@ std::string describeView(const GpuView& view) {
   std::vector<std::string> parts;
   for (const health::Problem& problem : view.problems) parts.push_back(problem.text);
   for (const coordination::RecordStatus& holder : view.holders) {
-    parts.push_back((holder.running ? "held by process " : "recorded for process ") +
+    const std::string share =
+        holder.record.share ? "share " + coordination::formatShareSlot(*holder.record.share) + " "
+                            : "";
+    parts.push_back(share + (holder.running ? "held by process " : "recorded for process ") +
                     std::to_string(holder.record.owner.pid) + " (" +
                     coordination::describeLiveness(holder) + ")");
   }
   if (view.heldByLease) parts.push_back("held by a lease of another process, without a record");
+  for (const unsigned index : view.shareLeases) {
+    parts.push_back("share " + std::to_string(index) +
+                    " held by a lease of another process, without a record");
+  }
   parts.insert(parts.end(), view.busyBecause.begin(), view.busyBecause.end());
   std::string text;
   for (const std::string& part : parts) text += (text.empty() ? "" : "; ") + part;
@@ -228,12 +278,13 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
     text += std::string("# TYPE ") + name + " gauge\n";
   };
   family("flink_gpu_held",
-         "Whether a record of the coordination file holds the GPU (1), by owner pid; 0 when free "
-         "(a record whose owner is gone holds nothing).");
+         "Whether a record of the coordination file holds the GPU whole (1), by owner pid; 0 when "
+         "free or only shared (a record whose owner is gone holds nothing; shares are "
+         "flink_gpu_shares_held).");
   for (const GpuView& gpu : view.gpus) {
     bool held = false;
     for (const coordination::RecordStatus& holder : gpu.holders) {
-      if (!holder.running) continue;
+      if (!holder.running || holder.record.share) continue;
       held = true;
       text += "flink_gpu_held" +
               labels(gpu, ",owner_pid=\"" + std::to_string(holder.record.owner.pid) + "\"") +
@@ -241,6 +292,23 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
     }
     // Held by a lease without a record: held, by an owner no record names.
     if (!held) text += "flink_gpu_held" + labels(gpu) + (gpu.heldByLease ? " 1\n" : " 0\n");
+  }
+  family("flink_gpu_shares",
+         "The number of shares the operator declared the GPU shared into (flink-gpu share): how "
+         "many workers may hold a share of it at once.");
+  for (const GpuView& gpu : view.gpus) {
+    if (gpu.declaredShares) {
+      text += "flink_gpu_shares" + labels(gpu) + ' ' + std::to_string(*gpu.declaredShares) + '\n';
+    }
+  }
+  family("flink_gpu_shares_held",
+         "Shares of the GPU held now: share records whose owner holds them, and share leases "
+         "held without a record.");
+  for (const GpuView& gpu : view.gpus) {
+    const std::size_t live = gpu.liveShares().size();
+    if (gpu.declaredShares || live > 0) {
+      text += "flink_gpu_shares_held" + labels(gpu) + ' ' + std::to_string(live) + '\n';
+    }
   }
   family("flink_gpu_healthy",
          "Whether the GPU is healthy (1): not lost, no pending or failed row remapping or page "

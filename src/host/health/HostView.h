@@ -20,14 +20,22 @@ namespace flink::cli {
 struct GpuView {
   std::string gpu;
   std::optional<std::string> uuid;
-  /// "free", "held", "busy", "unhealthy" (lost included) or "drained": the first that applies
-  /// of unhealthy, drained, held, busy (a unit that shares its hardware is held), free.
+  /// "free", "held", "shared", "busy", "unhealthy" (lost included) or "drained": the first that
+  /// applies of unhealthy, drained, held (whole), shared (live shares, none whole), busy (a unit
+  /// that shares its hardware is held or shared), free.
   std::string state = "free";
-  /// The records that hold it.
+  /// The records that hold it, whole or a share (Record::share).
   std::vector<coordination::RecordStatus> holders;
   /// Its lease is held while no record names it (an operator's `release --force`, Flink's `sed`
   /// taking its line with another): held all the same.
   bool heldByLease = false;
+  /// The indices of its share leases (`<its lease>.share-<index>`, Leases.h) held while no record
+  /// names them: live shares all the same. Ascending, each once.
+  std::vector<unsigned> shareLeases;
+  /// The number of shares (K) the operator declared it shared into, where the caller read the
+  /// sharing declarations (host/sharing, a layer above: viewHost leaves it unset) and it is
+  /// declared. The metrics' flink_gpu_shares.
+  std::optional<unsigned> declaredShares;
   std::vector<health::Problem> problems;
   /// nvmlDeviceGetPersistenceMode, where NVML tells (whole GPUs).
   std::optional<bool> persistenceMode;
@@ -40,6 +48,12 @@ struct GpuView {
 
   bool healthy() const;
   bool drained() const;
+  /// Whether it is held whole: by a running owner's record without a share, or by its lease
+  /// without a record.
+  bool heldWhole() const;
+  /// Its live shares, the share allocator's rule (ShareAllocation.h): the indices of the share
+  /// records that hold it (running holders) and of shareLeases; ascending, each once.
+  std::vector<unsigned> liveShares() const;
   /// The unhealthy record with the latest time that has an Xid.
   const health::HealthRecord* lastXid() const;
 };
@@ -58,11 +72,13 @@ struct HostView {
 HostView viewHost(const std::string& coordinationFile, const coordination::Status& status,
                   const std::vector<discovery::GpuDevice>& devices, bool askNvml);
 
-/// "Xid 79 (…) since 2026-…; held by process 12 (running)": the detail column of status.
+/// "Xid 79 (…) since 2026-…; held by process 12 (running)", "share 1/4 held by process 13
+/// (running)": the detail column of status, without what the sharing declarations say.
 std::string describeView(const GpuView& view);
 
 /// Prometheus' text exposition format (version 0.0.4) for node_exporter's textfile collector:
-/// flink_gpu_held, _healthy, _drained, _last_xid, _last_xid_timestamp_seconds,
+/// flink_gpu_held (whole GPUs only), _shares (GpuView::declaredShares), _shares_held (of each
+/// GPU declared or with live shares), _healthy, _drained, _last_xid, _last_xid_timestamp_seconds,
 /// flink_gpu_coordination_records, flink_gpu_coordination_dead_owner_records.
 std::string prometheusMetrics(const HostView& view, const coordination::Status& status);
 
