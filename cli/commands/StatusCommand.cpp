@@ -2,7 +2,9 @@
 // prints one row per record — GPU, owner pid, running or gone — as an aligned table or as JSON.
 // When NVML can be used, each record also shows what NVML knows of its device (uuid, name, PCI bus
 // id, memory). NVML only: status starts no process, so a hung nvidia-smi cannot hang it, and a host
-// without NVML gets the records alone, without a word.
+// without NVML gets the records alone, without a word. Shares (docs/sharing.md) show beside: each
+// record's share, each declared GPU's declaration and live shares, the state `shared`; a host
+// without sharing sees what it always saw.
 #include "commands/StatusCommand.h"
 
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/NvmlEnumerator.h"
 #include "host/health/HostView.h"
+#include "host/sharing/SharingDeclarations.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -114,6 +117,107 @@ std::string ownerState(const coordination::RecordStatus& entry) {
   return coordination::describeLiveness(entry);
 }
 
+/// The sharing declarations beside the coordination file, as status sees them: none when there
+/// are none, or when they cannot be read (`error`: status still shows everything else).
+struct Sharing {
+  std::optional<sharing::DeclarationsFile> file;
+  std::string error;
+  /// Parallel to HostView::gpus: the declaration of each whole GPU, where declared.
+  std::vector<std::optional<sharing::Declaration>> declarationOf;
+
+  bool anyDeclared() const { return file && !file->parsed.declarations.empty(); }
+};
+
+/// Reads the declarations and finds each GPU's (by UUID where both know one), filling
+/// GpuView::declaredShares for the metrics.
+Sharing readSharing(const std::string& coordinationFile, HostView& host) {
+  Sharing sharing;
+  try {
+    sharing.file = sharing::readDeclarations(coordinationFile);
+  } catch (const coordination::CoordinationError& e) {
+    sharing.error = e.what();
+  }
+  sharing.declarationOf.assign(host.gpus.size(), std::nullopt);
+  if (!sharing.anyDeclared()) return sharing;
+  for (std::size_t i = 0; i < host.gpus.size(); ++i) {
+    GpuView& view = host.gpus[i];
+    // Shares are of whole GPUs only.
+    if (view.isMigInstance) continue;
+    const sharing::Declaration* declaration =
+        sharing::findDeclaration(sharing.file->parsed, view.gpu, view.uuid);
+    if (declaration == nullptr) continue;
+    sharing.declarationOf[i] = *declaration;
+    view.declaredShares = declaration->replicas;
+  }
+  return sharing;
+}
+
+/// JSON's `share` of a record: {"index", "count"}, or null for a whole GPU's.
+nlohmann::ordered_json shareJson(const coordination::Record& record) {
+  if (!record.share) return nullptr;
+  return nlohmann::ordered_json{{"index", record.share->index}, {"count", record.share->count}};
+}
+
+/// JSON's `sharing` of a GPU: its declaration and live shares, or null when not declared.
+nlohmann::ordered_json sharingJson(const GpuView& view,
+                                   const std::optional<sharing::Declaration>& declaration) {
+  if (!declaration) return nullptr;
+  nlohmann::ordered_json json;
+  json["replicas"] = declaration->replicas;
+  json["memory_per_share"] = declaration->memoryPerShareMiB
+                                 ? nlohmann::ordered_json(*declaration->memoryPerShareMiB)
+                                 : nlohmann::ordered_json(nullptr);
+  json["mps_pipe_directory"] = declaration->mpsPipeDirectory
+                                   ? nlohmann::ordered_json(*declaration->mpsPipeDirectory)
+                                   : nlohmann::ordered_json(nullptr);
+  json["shares_held"] = view.liveShares().size();
+  return json;
+}
+
+/// "declared shared: up to 4 workers, 35942 MiB each, MPS /run/nvidia-mps".
+std::string describeDeclaration(const sharing::Declaration& declaration) {
+  std::string text = "declared shared: up to " + std::to_string(declaration.replicas) + " workers";
+  if (declaration.memoryPerShareMiB) {
+    text += ", " + std::to_string(*declaration.memoryPerShareMiB) + " MiB each";
+  }
+  if (declaration.mpsPipeDirectory) text += ", MPS " + *declaration.mpsPipeDirectory;
+  return text;
+}
+
+/// The host table's detail of a GPU: what sharing says of it, then describeView. A shared GPU
+/// begins "2 of 4 shares held" (K from its declaration, else from its share records, which were
+/// granted under it); a declared GPU says so, first when free.
+std::string describeGpu(const GpuView& view,
+                        const std::optional<sharing::Declaration>& declaration) {
+  std::vector<std::string> first;
+  std::vector<std::string> last;
+  if (view.state == "shared") {
+    std::optional<unsigned> count;
+    if (declaration) {
+      count = declaration->replicas;
+    } else {
+      for (const coordination::RecordStatus& holder : view.holders) {
+        if (holder.running && holder.record.share) {
+          count = std::max(count.value_or(0), holder.record.share->count);
+        }
+      }
+    }
+    const std::size_t live = view.liveShares().size();
+    first.push_back(std::to_string(live) +
+                    (count ? " of " + std::to_string(*count) : std::string()) +
+                    (live == 1 && !count ? " share held" : " shares held"));
+    // Its declaration was taken out while shares live: they keep it until they end.
+    if (!declaration) last.push_back("not declared shared: no new share is handed out");
+  } else if (declaration) {
+    (view.state == "free" || view.state == "busy" ? first : last)
+        .push_back(describeDeclaration(*declaration));
+  }
+  std::vector<std::string> parts = std::move(first);
+  if (std::string rest = describeView(view); !rest.empty()) parts.push_back(std::move(rest));
+  parts.insert(parts.end(), last.begin(), last.end());
+  return strings::join(parts, "; ");
+}
+
 /// JSON's `health` object of one GPU.
 nlohmann::ordered_json healthJson(const GpuView& view) {
   nlohmann::ordered_json health;
@@ -142,9 +246,10 @@ nlohmann::ordered_json healthJson(const GpuView& view) {
 }
 
 /// JSON's `gpus`: every GPU of the host.
-nlohmann::ordered_json hostJson(const HostView& host) {
+nlohmann::ordered_json hostJson(const HostView& host, const Sharing& sharing) {
   nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
-  for (const GpuView& view : host.gpus) {
+  for (std::size_t i = 0; i < host.gpus.size(); ++i) {
+    const GpuView& view = host.gpus[i];
     nlohmann::ordered_json gpu;
     gpu["gpu"] = view.gpu;
     if (view.uuid) gpu["uuid"] = *view.uuid;
@@ -153,10 +258,12 @@ nlohmann::ordered_json hostJson(const HostView& host) {
     for (const coordination::RecordStatus& holder : view.holders) {
       holders.push_back(nlohmann::ordered_json{{"owner_pid", holder.record.owner.pid},
                                                {"running", holder.running},
-                                               {"other_pid_namespace", holder.otherPidNamespace}});
+                                               {"other_pid_namespace", holder.otherPidNamespace},
+                                               {"share", shareJson(holder.record)}});
     }
     gpu["holders"] = std::move(holders);
     gpu["held_by_lease"] = view.heldByLease;
+    gpu["sharing"] = sharingJson(view, sharing.declarationOf[i]);
     gpu["health"] = healthJson(view);
     gpus.push_back(std::move(gpu));
   }
@@ -164,7 +271,8 @@ nlohmann::ordered_json hostJson(const HostView& host) {
 }
 
 void printJson(const std::string& file, const coordination::Status& status,
-               const std::vector<DeviceProperties>& properties, const HostView& host) {
+               const std::vector<DeviceProperties>& properties, const HostView& host,
+               const Sharing& sharing) {
   nlohmann::ordered_json records = nlohmann::ordered_json::array();
   for (std::size_t i = 0; i < status.records.size(); ++i) {
     const coordination::RecordStatus& entry = status.records[i];
@@ -182,6 +290,7 @@ void printJson(const std::string& file, const coordination::Status& status,
     if (entry.record.lease) record["lease"] = *entry.record.lease;
     record["other_pid_namespace"] = entry.otherPidNamespace;
     if (entry.record.uuid) record["record_uuid"] = *entry.record.uuid;
+    record["share"] = shareJson(entry.record);
     for (const auto& [key, value] : properties[i]) record[key] = value;
     records.push_back(std::move(record));
   }
@@ -196,11 +305,21 @@ void printJson(const std::string& file, const coordination::Status& status,
   document["size_bytes"] = status.sizeBytes;
   document["limit_bytes"] = status.limitBytes;
   document["notes"] = status.notes;
-  document["gpus"] = hostJson(host);
+  document["gpus"] = hostJson(host, sharing);
   // The GPUs' health above says nothing of drains and verdicts when this is set.
   document["health_records_error"] = host.healthError.empty()
                                          ? nlohmann::ordered_json(nullptr)
                                          : nlohmann::ordered_json(host.healthError);
+  nlohmann::ordered_json sharingJunk = nlohmann::ordered_json::array();
+  if (sharing.file) {
+    for (const coordination::JunkLine& line : sharing.file->parsed.junk) {
+      sharingJunk.push_back(nlohmann::ordered_json{{"line", line.lineNumber}, {"text", line.text}});
+    }
+  }
+  document["sharing_junk"] = std::move(sharingJunk);
+  // The GPUs' `sharing` above is null for every GPU when this is set, declared or not.
+  document["sharing_error"] = sharing.error.empty() ? nlohmann::ordered_json(nullptr)
+                                                    : nlohmann::ordered_json(sharing.error);
   // Replace rather than throw on bytes that are not UTF-8 (a junk line may hold anything), and
   // ASCII only: JSON escapes C0 controls but not DEL or C1 ones, which a terminal may read as an
   // escape sequence.
@@ -245,23 +364,35 @@ void warnAboutTheFile(const std::string& file, const coordination::Status& statu
   }
 }
 
-/// Every GPU of the host, when more is known of it than the records: NVML lists GPUs, or there
-/// are health records.
-void printHost(const HostView& host) {
+/// Every GPU of the host, when more is known of it than the records: NVML lists GPUs, there are
+/// health records or sharing declarations, or leases hold GPUs without a record.
+void printHost(const HostView& host, const Sharing& sharing) {
   const bool known = host.probe.usable || (host.health && !host.health->parsed.records.empty()) ||
-                     std::any_of(host.gpus.begin(), host.gpus.end(),
-                                 [](const GpuView& view) { return view.heldByLease; });
+                     sharing.anyDeclared() ||
+                     std::any_of(host.gpus.begin(), host.gpus.end(), [](const GpuView& view) {
+                       return view.heldByLease || !view.shareLeases.empty();
+                     });
   if (!known || host.gpus.empty()) return;
   std::cout << '\n';
   std::vector<std::vector<std::string>> rows{{"GPU", "STATE", "DETAIL"}};
-  for (const GpuView& view : host.gpus) rows.push_back({view.gpu, view.state, describeView(view)});
+  for (std::size_t i = 0; i < host.gpus.size(); ++i) {
+    const GpuView& view = host.gpus[i];
+    rows.push_back({view.gpu, view.state, describeGpu(view, sharing.declarationOf[i])});
+  }
   printTable(std::move(rows));
 }
 
 void printText(const std::string& file, const coordination::Status& status,
-               const std::vector<DeviceProperties>& properties) {
+               const std::vector<DeviceProperties>& properties, const Sharing& sharing) {
   for (const std::string& line : coordination::describeJunk(status.junk, file)) {
     printWarning(line);
+  }
+  if (sharing.file) {
+    for (const coordination::JunkLine& line : sharing.file->parsed.junk) {
+      printWarning("ignoring line " + std::to_string(line.lineNumber) + " of " +
+                   sharing.file->path.string() + ", which is not a sharing declaration: '" +
+                   strings::quoteForMessage(line.text) + "'");
+    }
   }
   if (status.records.empty()) {
     std::error_code error;
@@ -273,11 +404,24 @@ void printText(const std::string& file, const coordination::Status& status,
   // The DEVICE column only when NVML told something: without NVML the table is as it always was.
   const bool anyDevice = std::any_of(properties.begin(), properties.end(),
                                      [](const DeviceProperties& known) { return !known.empty(); });
-  std::vector<std::vector<std::string>> rows{{"GPU", "OWNER PID", "OWNER"}};
+  // The SHARE column only where the host shares GPUs: without sharing, the table is as it was.
+  const bool anyShare =
+      sharing.anyDeclared() ||
+      std::any_of(status.records.begin(), status.records.end(),
+                  [](const coordination::RecordStatus& entry) { return entry.record.share; });
+  std::vector<std::vector<std::string>> rows{{"GPU"}};
+  if (anyShare) rows.front().push_back("SHARE");
+  rows.front().insert(rows.front().end(), {"OWNER PID", "OWNER"});
   if (anyDevice) rows.front().push_back("DEVICE");
   for (std::size_t i = 0; i < status.records.size(); ++i) {
     const coordination::RecordStatus& entry = status.records[i];
-    rows.push_back({entry.record.gpu, std::to_string(entry.record.owner.pid), ownerState(entry)});
+    rows.push_back({entry.record.gpu});
+    if (anyShare) {
+      rows.back().push_back(entry.record.share ? coordination::formatShareSlot(*entry.record.share)
+                                               : "-");
+    }
+    rows.back().insert(rows.back().end(),
+                       {std::to_string(entry.record.owner.pid), ownerState(entry)});
     if (anyDevice) rows.back().push_back(describe(properties[i]));
   }
   printTable(std::move(rows));
@@ -296,7 +440,8 @@ int runStatus(const StatusOptions& options) {
   // Read after the file's lock is let go: NVML may take a moment, and allocations must not wait.
   const std::vector<discovery::GpuDevice> devices = nvmlDevices();
   const std::vector<DeviceProperties> properties = propertiesOfRecords(status, devices);
-  const HostView host = viewHost(options.coordinationFile, status, devices, true);
+  HostView host = viewHost(options.coordinationFile, status, devices, true);
+  const Sharing sharing = readSharing(options.coordinationFile, host);
   if (options.format == "prometheus") {
     // For node_exporter's textfile collector: nothing but the exposition format on stdout.
     std::cout << prometheusMetrics(host, status);
@@ -312,11 +457,15 @@ int runStatus(const StatusOptions& options) {
                    strings::quoteForMessage(line.text) + "'");
     }
   }
+  // Status works on without them, as on a host that shares nothing.
+  if (!sharing.error.empty()) {
+    printWarning("cannot read the sharing declarations: " + sharing.error);
+  }
   if (options.format == "json") {
-    printJson(options.coordinationFile, status, properties, host);
+    printJson(options.coordinationFile, status, properties, host, sharing);
   } else {
-    printText(options.coordinationFile, status, properties);
-    printHost(host);
+    printText(options.coordinationFile, status, properties, sharing);
+    printHost(host, sharing);
   }
   return kSuccess;
 }

@@ -140,7 +140,8 @@ TEST_F(CoordinationCommandsTest, StatusOfAMissingFileSaysNoGpuIsHeld) {
   EXPECT_EQ(json.exitCode, 0) << json;
   EXPECT_EQ(withoutFileSize(json.out),
             "{\"coordination_file\":\"" + coordinationFile() +
-                "\",\"records\":[],\"junk\":[],\"gpus\":[],\"health_records_error\":null}\n")
+                "\",\"records\":[],\"junk\":[],\"gpus\":[],\"health_records_error\":null,"
+                "\"sharing_junk\":[],\"sharing_error\":null}\n")
       << json;
 }
 

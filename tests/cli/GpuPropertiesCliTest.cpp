@@ -457,7 +457,8 @@ TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {
   EXPECT_EQ(json.exitCode, 0) << json;
   const std::string gone =
       R"(,"vendor":"nvidia","owner_pid":)" + pid +
-      R"(,"owner_start_time":1,"running":false,"owner_state":"gone","other_pid_namespace":false)";
+      R"(,"owner_start_time":1,"running":false,"owner_state":"gone","other_pid_namespace":false,)"
+      R"("share":null)";
   EXPECT_EQ(recordsPart(json.out),
             R"({"coordination_file":")" + coordinationFile() + R"(","records":[)" +
                 R"({"gpu":"0")" + gone + R"(,"uuid":")" + kGpu0 +
@@ -505,7 +506,8 @@ TEST_F(GpuPropertiesCliTest, StatusWithoutUsableNvmlShowsTheRecordsAloneAndRunsN
       recordsPart(json.out),
       R"({"coordination_file":")" + coordinationFile() +
           R"(","records":[{"gpu":"0","vendor":"nvidia","owner_pid":)" + pid +
-          R"(,"owner_start_time":1,"running":false,"owner_state":"gone","other_pid_namespace":false}],"junk":[]})" +
+          R"(,"owner_start_time":1,"running":false,"owner_state":"gone","other_pid_namespace":false,)"
+          R"("share":null}],"junk":[]})" +
           "\n")
       << json;
   // Without NVML the host's GPUs are those the records name.
