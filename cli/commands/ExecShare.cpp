@@ -79,7 +79,7 @@ EnvironmentChanges shareEnvironment(const std::vector<std::string>& gpus,
   std::vector<std::string> limits;
   for (std::size_t ordinal = 0; ordinal < shares.size(); ++ordinal) {
     const defaultdiscovery::ShareGrant& share = shares[ordinal];
-    percentage = std::min(percentage, 100 / std::max(share.slot.count, 1u));
+    percentage = std::min(percentage, share.activeThreadPercentage());
     if (share.memoryMiB) {
       limits.push_back(std::to_string(ordinal) + "=" + std::to_string(*share.memoryMiB) + "M");
     }

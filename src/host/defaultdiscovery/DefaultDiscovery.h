@@ -18,6 +18,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -199,6 +200,11 @@ struct ShareGrant {
   std::optional<std::string> mpsPipeDirectory;
   /// The GPU's GPU-… UUID, where known (what CUDA_VISIBLE_DEVICES names under MPS).
   std::optional<std::string> uuid;
+
+  /// The share of the GPU's threads an MPS client of it gets, in percent: 100 / K rounded down
+  /// (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; what `exec` sets and the driver's
+  /// mps.active_thread_percentage says).
+  unsigned activeThreadPercentage() const noexcept { return 100 / std::max(slot.count, 1u); }
 };
 
 struct Grant {

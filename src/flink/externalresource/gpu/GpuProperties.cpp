@@ -46,7 +46,7 @@ std::vector<std::pair<std::string, std::string>> propertiesOf(
   if (share.mpsPipeDirectory) {
     properties.emplace_back(GPUInfo::PROPERTY_KEY_MPS_PIPE_DIRECTORY, *share.mpsPipeDirectory);
     // What one client of K may take of the GPU's threads; a declared K is 2 to 48, never 0.
-    const unsigned percentage = share.slot.count == 0 ? 100 : 100 / share.slot.count;
+    const unsigned percentage = share.activeThreadPercentage();
     properties.emplace_back(GPUInfo::PROPERTY_KEY_MPS_ACTIVE_THREAD_PERCENTAGE,
                             std::to_string(percentage));
   }
