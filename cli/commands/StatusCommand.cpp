@@ -136,6 +136,7 @@ Sharing readSharing(const std::string& coordinationFile, HostView& host) {
     sharing.file = sharing::readDeclarations(coordinationFile);
   } catch (const coordination::CoordinationError& e) {
     sharing.error = e.what();
+    host.sharingError = sharing.error;
   }
   sharing.declarationOf.assign(host.gpus.size(), std::nullopt);
   if (!sharing.anyDeclared()) return sharing;

@@ -359,6 +359,8 @@ TEST_F(ShareStatusCliTest, AnUnreadableSharingFileIsAWarningAndStatusGoesOnWitho
   writeRecords(record(0, ::getpid()));
   const CliRun before = cli({"status"});
   ASSERT_EQ(before.exitCode, 0) << before;
+  EXPECT_TRUE(contains(cli({"status", "--format", "prometheus"}).out,
+                       "\nflink_gpu_sharing_declarations_readable 1\n"));
   // A symlink at the declarations' path: refused, as every sibling of the coordination file.
   std::ofstream(dir_ / "elsewhere") << "";
   fs::create_symlink(dir_ / "elsewhere", sharingFile());
@@ -382,6 +384,8 @@ TEST_F(ShareStatusCliTest, AnUnreadableSharingFileIsAWarningAndStatusGoesOnWitho
   const CliRun metrics = cli({"status", "--format", "prometheus"});
   EXPECT_EQ(metrics.exitCode, 0) << metrics;
   EXPECT_FALSE(contains(metrics.out, "\nflink_gpu_shares{")) << metrics.out;
+  EXPECT_TRUE(contains(metrics.out, "\nflink_gpu_sharing_declarations_readable 0\n"))
+      << metrics.out;
   EXPECT_TRUE(promtoolAccepts(metrics.out));
 }
 

@@ -344,6 +344,11 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
          "say nothing of drains and verdicts, and allocators hand out no GPU).");
   text += std::string("flink_gpu_health_records_readable ") +
           (view.healthError.empty() ? "1" : "0") + '\n';
+  family("flink_gpu_sharing_declarations_readable",
+         "Whether the sharing declarations could be read (0: flink_gpu_shares says nothing, and "
+         "allocators hand out no share).");
+  text += std::string("flink_gpu_sharing_declarations_readable ") +
+          (view.sharingError.empty() ? "1" : "0") + '\n';
   family("flink_gpu_coordination_records", "Records in the coordination file.");
   text += "flink_gpu_coordination_records " + std::to_string(status.records.size()) + '\n';
   family("flink_gpu_coordination_dead_owner_records",

@@ -65,6 +65,9 @@ struct HostView {
   /// The health file as read; nullopt with `healthError` when it cannot be.
   std::optional<health::HealthFile> health;
   std::string healthError;
+  /// Set by the caller when the sharing declarations cannot be read (GpuView::declaredShares then
+  /// says nothing): the metrics' flink_gpu_sharing_declarations_readable.
+  std::string sharingError;
 };
 
 /// Builds the view from the coordination file's `status`, NVML (when `askNvml`) and the health
