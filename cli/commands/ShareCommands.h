@@ -1,7 +1,8 @@
 // The operator's sharing declarations: `share` (declare whole GPUs shared among several workers,
 // time-sliced or behind an MPS control daemon) and `unshare` (take a declaration out). They
-// write `<coordination file>.sharing` (src/host/sharing/), never the coordination file. Handing
-// out shares is not built yet: a declaration changes no allocation today.
+// write `<coordination file>.sharing` (src/host/sharing/), never the coordination file. Shares
+// are handed out by `--share` of the default discovery and of `exec`
+// (host/coordination/ShareAllocation.h).
 #pragma once
 
 #include <optional>
