@@ -70,11 +70,14 @@ class ShareAllocationCliTest : public ::testing::Test {
   }
 
   /// nvidia-gpu-discovery <amount> --enable-coordination-mode --coordination-file F
-  /// --owner-pid <owner> <args...>, as Flink's driver runs it.
-  CliRun discover(const std::string& amount, pid_t owner, std::vector<std::string> args) const {
+  /// --owner-pid <owner> <args...>, as Flink's driver runs it, with `more` environment.
+  CliRun discover(const std::string& amount, pid_t owner, std::vector<std::string> args,
+                  const std::vector<std::string>& more = {}) const {
     args.insert(args.begin(), {amount, "--enable-coordination-mode", "--coordination-file", file(),
                                "--owner-pid", std::to_string(owner)});
-    return runCliAt(FLINK_GPU_DISCOVERY, dir_.path(), args, environment());
+    std::vector<std::string> env = environment();
+    env.insert(env.end(), more.begin(), more.end());
+    return runCliAt(FLINK_GPU_DISCOVERY, dir_.path(), args, env);
   }
 
   /// A running stand-in worker.
@@ -156,6 +159,41 @@ TEST_F(ShareAllocationCliTest, OnTheIslandHostAFreshShareGoesWhereItSpoilsNoWhol
   const CliRun spreadIndex = discover(
       "1", spread->pid(), {"--share", "--placement", "index", "--share-placement", "spread"});
   EXPECT_EQ(spreadIndex.out, "0\n") << spreadIndex;
+}
+
+TEST_F(ShareAllocationCliTest, AfterUnshareLiveSharesKeepTheGpuUntilTheyEnd) {
+  host(2);
+  ASSERT_EQ(cli({"share", "--gpu", "0", "--replicas", "4"}).exitCode, 0);
+  const auto holder = worker();
+  ASSERT_EQ(discover("1", holder->pid(), {"--share"}).out, "0\n");
+  ASSERT_EQ(cli({"unshare", "--gpu", "0"}).exitCode, 0);
+  // The share is never revoked: its record stays, no new share is handed out of GPU 0, and no
+  // whole request takes it while the share lives.
+  EXPECT_TRUE(contains(readFile(file()), "\tshare=0/4")) << readFile(file());
+  const auto other = worker();
+  const CliRun share = discover("1", other->pid(), {"--share"});
+  EXPECT_EQ(share.exitCode, 1) << share;
+  EXPECT_EQ(firstError(share), "no GPU of this host is declared shared (flink-gpu share)");
+  EXPECT_EQ(discover("2", other->pid(), {}).exitCode, 1);
+  EXPECT_EQ(discover("1", other->pid(), {}).out, "1\n");
+  // Once it ends, whole requests take GPU 0 as any free GPU.
+  holder->stop();
+  const auto last = worker();
+  EXPECT_EQ(discover("1", last->pid(), {}).out, "0\n");
+}
+
+TEST_F(ShareAllocationCliTest, AnInheritedMaskLimitsTheSharesAndKeepsItsOwnEntries) {
+  host(3);
+  ASSERT_EQ(cli({"share", "--gpu", "all", "--replicas", "2"}).exitCode, 0);
+  const auto owner = worker();
+  // Only GPU 2 is allowed, by its UUID: the share is of GPU 2, printed as the mask's entry.
+  const std::string uuid2 = "GPU-00000002-0000-4000-8000-000000000000";
+  const CliRun run = discover("1", owner->pid(), {"--share"}, {"CUDA_VISIBLE_DEVICES=" + uuid2});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, uuid2 + "\n") << run;
+  EXPECT_TRUE(readFile(file()).starts_with("2 " + owner->pidText() + "\t")) << readFile(file());
+  const CliRun two = discover("2", owner->pid(), {"--share"}, {"CUDA_VISIBLE_DEVICES=" + uuid2});
+  EXPECT_EQ(two.exitCode, 1) << two;
 }
 
 TEST_F(ShareAllocationCliTest, ADrainedGpuGivesNoNewShareAndItsHoldersKeepTheirs) {
