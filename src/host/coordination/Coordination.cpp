@@ -833,19 +833,12 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
         if (again) {
           // What the earlier attempt wrote may have been copied over (Flink's `sed -i` copies the
           // file): it is not ours to keep, since this attempt plans afresh.
-          ParsedRecords kept;
-          for (std::size_t i = 0; i < parsed.records.size(); ++i) {
-            const Record& record = parsed.records[i];
-            if (record.owner == request.owner && grantedBefore.count(record.gpu)) {
-              blank.push_back(parsed.recordSpans[i]);
-            } else {
-              kept.records.push_back(record);
-              kept.recordSpans.push_back(parsed.recordSpans[i]);
-            }
-          }
-          kept.junk = std::move(parsed.junk);
-          kept.junkSpans = std::move(parsed.junkSpans);
-          parsed = std::move(kept);
+          detail::dropEarlierAttempt(
+              parsed,
+              [&](const Record& record) {
+                return record.owner == request.owner && grantedBefore.count(record.gpu) > 0;
+              },
+              blank);
         }
 
         // Each lease's state, asked once: under the exclusive lock no allocator takes leases,

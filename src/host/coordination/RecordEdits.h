@@ -22,6 +22,25 @@ namespace flink::coordination::detail {
 std::string editRecords(std::string_view before, const std::vector<LineSpan>& blank,
                         const std::vector<Record>& added);
 
+/// For a change run again (changeFile's `again`): takes out of `parsed` the records that `ours`
+/// says an earlier attempt wrote (Flink's `sed -i` may have copied them over: they are not ours
+/// to keep, since the attempt plans afresh), and adds their lines to `blank`.
+template <typename Ours>
+void dropEarlierAttempt(ParsedRecords& parsed, Ours&& ours, std::vector<LineSpan>& blank) {
+  ParsedRecords kept;
+  for (std::size_t i = 0; i < parsed.records.size(); ++i) {
+    if (ours(parsed.records[i])) {
+      blank.push_back(parsed.recordSpans[i]);
+    } else {
+      kept.records.push_back(std::move(parsed.records[i]));
+      kept.recordSpans.push_back(parsed.recordSpans[i]);
+    }
+  }
+  kept.junk = std::move(parsed.junk);
+  kept.junkSpans = std::move(parsed.junkSpans);
+  parsed = std::move(kept);
+}
+
 /// One change of the file: open and lock it, let `change` compute the new text from the parsed
 /// records, write it. A Flink script can change the file without holding its lock: after its own
 /// `sed -i` it holds the lock of the file that it replaced. When that happened before we wrote

@@ -350,23 +350,14 @@ ShareAllocation allocateShares(const fs::path& file, const ShareRequest& request
         ParsedRecords parsed = parseRecords(opened.text());
         std::vector<LineSpan> blank;
         if (again) {
-          ParsedRecords kept;
-          for (std::size_t i = 0; i < parsed.records.size(); ++i) {
-            const Record& record = parsed.records[i];
-            const bool ours =
-                record.owner == request.owner && record.share &&
-                std::find(grantedBefore.begin(), grantedBefore.end(),
-                          GrantedShare{record.gpu, *record.share}) != grantedBefore.end();
-            if (ours) {
-              blank.push_back(parsed.recordSpans[i]);
-            } else {
-              kept.records.push_back(record);
-              kept.recordSpans.push_back(parsed.recordSpans[i]);
-            }
-          }
-          kept.junk = std::move(parsed.junk);
-          kept.junkSpans = std::move(parsed.junkSpans);
-          parsed = std::move(kept);
+          detail::dropEarlierAttempt(
+              parsed,
+              [&](const Record& record) {
+                return record.owner == request.owner && record.share &&
+                       std::find(grantedBefore.begin(), grantedBefore.end(),
+                                 GrantedShare{record.gpu, *record.share}) != grantedBefore.end();
+              },
+              blank);
         }
 
         LeaseFolder folder = LeaseFolder::open(file, opened.trust());
