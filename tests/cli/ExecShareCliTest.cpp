@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include "CliRun.h"
+#include "StandInHost.h"
 #include "TestSupport.h"
 
 namespace {
@@ -33,26 +34,18 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using flink::testing::Background;
 using flink::testing::CliRun;
+using flink::testing::firstLine;
 using flink::testing::kCli;
 using flink::testing::linesOf;
 using flink::testing::readFile;
 using flink::testing::runCli;
 using flink::testing::sleepPath;
+using flink::testing::standInUuid;
 using flink::testing::TempDir;
 using flink::testing::waitForLines;
 
 bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
-}
-
-std::string uuidOf(unsigned index) {
-  return "GPU-" + std::to_string(index) + "0000000-0000-4000-8000-00000000000" +
-         std::to_string(index);
-}
-
-std::string firstError(const CliRun& run) {
-  const std::vector<std::string> lines = linesOf(run.err);
-  return lines.empty() ? "" : lines.front();
 }
 
 /// The variables `env` printed, by name.
@@ -112,14 +105,10 @@ class ExecShareCliTest : public ::testing::Test {
  protected:
   /// A host of `count` H200s of 143771 MiB (of unknown memory with `knownMemory` false).
   void host(unsigned count, bool knownMemory = true) {
-    std::string devices;
-    for (unsigned i = 0; i < count; ++i) {
-      if (!devices.empty()) devices += ",\n";
-      devices += R"({"uuid": ")" + uuidOf(i) + R"(", "name": "NVIDIA H200", )" +
-                 (knownMemory ? R"("memory_total_mib": 143771, )" : "") +
-                 R"("mig_enabled": false})";
-    }
-    std::ofstream(hostFile(), std::ios::trunc) << R"({"devices": [)" << devices << "]}";
+    flink::testing::writeStandInHost(
+        hostFile(), count,
+        std::vector<std::string>(
+            count, knownMemory ? flink::testing::kH200Members : R"("mig_enabled": false)"));
   }
 
   fs::path hostFile() const { return dir_ / "host.json"; }
@@ -214,7 +203,7 @@ TEST_F(ExecShareCliTest, ATimeSlicedShareGetsItsIndexAndMemoryAndNoMpsVariable) 
 
   const CliRun uuid = exec({"--share", "-n", "1", "--visible-devices", "uuid"});
   ASSERT_EQ(uuid.exitCode, 0) << uuid;
-  EXPECT_EQ(valueOf(variablesOf(uuid.out), "CUDA_VISIBLE_DEVICES"), uuidOf(0)) << uuid;
+  EXPECT_EQ(valueOf(variablesOf(uuid.out), "CUDA_VISIBLE_DEVICES"), standInUuid(0)) << uuid;
   // A CUDA_DEVICE_ORDER already set is the user's.
   const CliRun fastest =
       exec({"--share", "-n", "1"}, {"/usr/bin/env"}, {"CUDA_DEVICE_ORDER=FASTEST_FIRST"});
@@ -230,7 +219,7 @@ TEST_F(ExecShareCliTest, AnMpsShareGetsTheUuidThePipeDirectoryAPercentageAndAPin
       exec({"--share", "-n", "1"}, {"/usr/bin/env"}, {"CUDA_MPS_LOG_DIRECTORY=/var/log/mps"});
   ASSERT_EQ(run.exitCode, 0) << run;
   const auto variables = variablesOf(run.out);
-  EXPECT_EQ(valueOf(variables, "CUDA_VISIBLE_DEVICES"), uuidOf(1)) << run;
+  EXPECT_EQ(valueOf(variables, "CUDA_VISIBLE_DEVICES"), standInUuid(1)) << run;
   EXPECT_EQ(valueOf(variables, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID") << run;
   EXPECT_EQ(valueOf(variables, "CUDA_MPS_PIPE_DIRECTORY"), mps.string()) << run;
   // 100 / 3, rounded down; 143771 MiB / 3 = 47923 MiB.
@@ -262,7 +251,8 @@ TEST_F(ExecShareCliTest, TwoGpusOfDifferentKGetTheSmallestPercentageAndAnEntryEa
   const CliRun run = exec({"--share", "-n", "2"});
   ASSERT_EQ(run.exitCode, 0) << run;
   const auto variables = variablesOf(run.out);
-  EXPECT_EQ(valueOf(variables, "CUDA_VISIBLE_DEVICES"), uuidOf(0) + "," + uuidOf(1)) << run;
+  EXPECT_EQ(valueOf(variables, "CUDA_VISIBLE_DEVICES"), standInUuid(0) + "," + standInUuid(1))
+      << run;
   EXPECT_EQ(valueOf(variables, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "33") << run;
   EXPECT_EQ(valueOf(variables, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=71885M,1=47923M") << run;
   EXPECT_EQ(valueOf(variables, "FLINK_GPU_SHARE_MEMORY_MIB"), "71885,47923") << run;
@@ -276,7 +266,8 @@ TEST_F(ExecShareCliTest, OneRequestStaysBehindOneMpsDaemonOrTimeSliced) {
   BoundSocket daemon(mps / "control");
   const CliRun mixed = exec({"--share", "-n", "2"}, touchMarker());
   EXPECT_EQ(mixed.exitCode, 1) << mixed;
-  EXPECT_EQ(firstError(mixed), "flink-gpu: error: not enough free GPU shares: 2 requested, 1 free")
+  EXPECT_EQ(firstLine(mixed.err),
+            "flink-gpu: error: not enough free GPU shares: 2 requested, 1 free")
       << mixed;
   EXPECT_FALSE(fs::exists(marker()));
   EXPECT_EQ(shareRecords(), std::vector<std::string>{}) << readFile(file());
@@ -284,7 +275,8 @@ TEST_F(ExecShareCliTest, OneRequestStaysBehindOneMpsDaemonOrTimeSliced) {
   share("1", 2, mps);
   const CliRun together = exec({"--share", "-n", "2"});
   ASSERT_EQ(together.exitCode, 0) << together;
-  EXPECT_EQ(valueOf(variablesOf(together.out), "CUDA_VISIBLE_DEVICES"), uuidOf(0) + "," + uuidOf(1))
+  EXPECT_EQ(valueOf(variablesOf(together.out), "CUDA_VISIBLE_DEVICES"),
+            standInUuid(0) + "," + standInUuid(1))
       << together;
   EXPECT_EQ(valueOf(variablesOf(together.out), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50")
       << together;
@@ -296,7 +288,7 @@ TEST_F(ExecShareCliTest, WithoutItsDaemonAnMpsShareIsGivenBackAndTheCommandNotRu
   share("0", 2, mps);
   const CliRun missing = exec({"--share", "-n", "1"}, touchMarker());
   EXPECT_EQ(missing.exitCode, 1) << missing;
-  EXPECT_EQ(firstError(missing),
+  EXPECT_EQ(firstLine(missing.err),
             "flink-gpu: error: no MPS control daemon runs for " + mps.string() + " (" +
                 (mps / "control").string() + " does not exist): start it with " +
                 "CUDA_MPS_PIPE_DIRECTORY=" + mps.string() + " nvidia-cuda-mps-control -d")
@@ -311,7 +303,7 @@ TEST_F(ExecShareCliTest, WithoutItsDaemonAnMpsShareIsGivenBackAndTheCommandNotRu
   std::ofstream(mps / "control").flush();
   const CliRun regular = exec({"--share", "-n", "1"}, touchMarker());
   EXPECT_EQ(regular.exitCode, 1) << regular;
-  EXPECT_TRUE(contains(firstError(regular),
+  EXPECT_TRUE(contains(firstLine(regular.err),
                        (mps / "control").string() + " is a regular file, not the daemon's socket"))
       << regular;
   EXPECT_FALSE(fs::exists(marker()));
@@ -350,7 +342,8 @@ TEST_F(ExecShareCliTest, KHoldersShareOneGpuAndAShareIsFreeOnceItsHolderEnds) {
   EXPECT_EQ(shareRecords().size(), 2u) << readFile(file());
   const CliRun third = exec({"--share", "-n", "1"}, touchMarker());
   EXPECT_EQ(third.exitCode, 1) << third;
-  EXPECT_EQ(firstError(third), "flink-gpu: error: not enough free GPU shares: 1 requested, 0 free")
+  EXPECT_EQ(firstLine(third.err),
+            "flink-gpu: error: not enough free GPU shares: 1 requested, 0 free")
       << third;
   EXPECT_TRUE(contains(third.err, "GPU 0 has no free share: 2 of 2 shares held")) << third;
   EXPECT_FALSE(fs::exists(marker()));
@@ -409,7 +402,7 @@ TEST_F(ExecShareCliTest, UsageErrorsExitTwoAndRunNothing) {
     args.insert(args.end(), options.begin(), options.end());
     const CliRun run = exec(args, touchMarker());
     EXPECT_EQ(run.exitCode, 2) << run;
-    EXPECT_EQ(firstError(run), error) << run;
+    EXPECT_EQ(firstLine(run.err), error) << run;
     EXPECT_FALSE(fs::exists(marker())) << run;
   }
   EXPECT_EQ(shareRecords(), std::vector<std::string>{});
@@ -419,7 +412,7 @@ TEST_F(ExecShareCliTest, NothingDeclaredExitsOneNamingTheShareCommand) {
   host(2);
   const CliRun run = exec({"--share", "-n", "1"}, touchMarker());
   EXPECT_EQ(run.exitCode, 1) << run;
-  EXPECT_EQ(firstError(run),
+  EXPECT_EQ(firstLine(run.err),
             "flink-gpu: error: no GPU of this host is declared shared (flink-gpu share)")
       << run;
   EXPECT_FALSE(fs::exists(marker()));
@@ -476,8 +469,8 @@ TEST_F(ExecShareCliTest, AnExecInsideAnExecShareGetsNothingMore) {
     const CliRun run = exec({"--share", "-n", "1"}, inner);
     EXPECT_EQ(run.exitCode, 1) << run;
     EXPECT_TRUE(
-        firstError(run).starts_with("flink-gpu: error: this process already holds a share of "
-                                    "GPU(s) 0 from the flink-gpu exec that started it"))
+        firstLine(run.err).starts_with("flink-gpu: error: this process already holds a share of "
+                                       "GPU(s) 0 from the flink-gpu exec that started it"))
         << run;
     EXPECT_FALSE(fs::exists(marker())) << run;
   }
@@ -486,7 +479,7 @@ TEST_F(ExecShareCliTest, AnExecInsideAnExecShareGetsNothingMore) {
       exec({"-n", "1", "--gpus", "1"}, {kCli, "exec", "--coordination-file", file(), "-n", "1",
                                         "--share", "--", "/usr/bin/touch", marker().string()});
   EXPECT_EQ(whole.exitCode, 1) << whole;
-  EXPECT_EQ(firstError(whole),
+  EXPECT_EQ(firstLine(whole.err),
             "flink-gpu: error: this process already holds GPU(s) 1 whole from the flink-gpu exec "
             "that started it, and gets no share besides: one allocation per process")
       << whole;

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "CliRun.h"
+#include "StandInHost.h"
 #include "TestSupport.h"
 #include "host/coordination/Coordination.h"
 #include "host/coordination/ShareAllocation.h"
@@ -25,36 +26,25 @@ namespace {
 namespace fs = std::filesystem;
 using flink::testing::Background;
 using flink::testing::CliRun;
+using flink::testing::firstLine;
 using flink::testing::linesOf;
 using flink::testing::readFile;
 using flink::testing::runCli;
 using flink::testing::runCliAt;
 using flink::testing::sleepPath;
+using flink::testing::standInUuid;
 using flink::testing::TempDir;
 
 bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
 }
 
-std::string firstError(const CliRun& run) {
-  const std::vector<std::string> lines = linesOf(run.err);
-  return lines.empty() ? "" : lines.front();
-}
-
 class ShareAllocationCliTest : public ::testing::Test {
  protected:
   /// A host of `count` H200s of 143771 MiB without topology.
   void host(unsigned count) {
-    std::string devices;
-    for (unsigned i = 0; i < count; ++i) {
-      if (!devices.empty()) devices += ",\n";
-      char uuid[64];
-      std::snprintf(uuid, sizeof uuid, "GPU-%08u-0000-4000-8000-000000000000", i);
-      devices += std::string(R"({"uuid": ")") + uuid +
-                 R"(", "name": "NVIDIA H200", "memory_total_mib": 143771, "mig_enabled": false})";
-    }
     hostFile_ = dir_ / "host.json";
-    std::ofstream(hostFile_, std::ios::trunc) << R"({"devices": [)" << devices << "]}";
+    flink::testing::writeStandInHost(hostFile_, count);
   }
 
   std::vector<std::string> environment() const {
@@ -118,7 +108,7 @@ TEST_F(ShareAllocationCliTest, TheProgramHandsOutSharesAndRecordsThemInFlinksFor
   const auto third = worker();
   const CliRun refused = discover("1", third->pid(), {"--share"});
   EXPECT_EQ(refused.exitCode, 1) << refused;
-  EXPECT_EQ(firstError(refused), "not enough free GPU shares: 1 requested, 0 free") << refused;
+  EXPECT_EQ(firstLine(refused.err), "not enough free GPU shares: 1 requested, 0 free") << refused;
   EXPECT_TRUE(contains(refused.err, "GPU 0 has no free share: 2 of 2 shares held")) << refused;
   EXPECT_TRUE(contains(refused.err, "GPU 1 is not declared shared")) << refused;
   // A whole request cannot have GPU 0 while shares of it live: GPU 1, then nothing.
@@ -138,7 +128,7 @@ TEST_F(ShareAllocationCliTest, NothingDeclaredNamesTheShareCommand) {
   const auto owner = worker();
   const CliRun run = discover("1", owner->pid(), {"--share"});
   EXPECT_EQ(run.exitCode, 1) << run;
-  EXPECT_EQ(firstError(run), "no GPU of this host is declared shared (flink-gpu share)") << run;
+  EXPECT_EQ(firstLine(run.err), "no GPU of this host is declared shared (flink-gpu share)") << run;
   EXPECT_FALSE(fs::exists(file()) && !readFile(file()).empty());
 }
 
@@ -173,7 +163,7 @@ TEST_F(ShareAllocationCliTest, AfterUnshareLiveSharesKeepTheGpuUntilTheyEnd) {
   const auto other = worker();
   const CliRun share = discover("1", other->pid(), {"--share"});
   EXPECT_EQ(share.exitCode, 1) << share;
-  EXPECT_EQ(firstError(share), "no GPU of this host is declared shared (flink-gpu share)");
+  EXPECT_EQ(firstLine(share.err), "no GPU of this host is declared shared (flink-gpu share)");
   EXPECT_EQ(discover("2", other->pid(), {}).exitCode, 1);
   EXPECT_EQ(discover("1", other->pid(), {}).out, "1\n");
   // Once it ends, whole requests take GPU 0 as any free GPU.
@@ -187,7 +177,7 @@ TEST_F(ShareAllocationCliTest, AnInheritedMaskLimitsTheSharesAndKeepsItsOwnEntri
   ASSERT_EQ(cli({"share", "--gpu", "all", "--replicas", "2"}).exitCode, 0);
   const auto owner = worker();
   // Only GPU 2 is allowed, by its UUID: the share is of GPU 2, printed as the mask's entry.
-  const std::string uuid2 = "GPU-00000002-0000-4000-8000-000000000000";
+  const std::string uuid2 = standInUuid(2);
   const CliRun run = discover("1", owner->pid(), {"--share"}, {"CUDA_VISIBLE_DEVICES=" + uuid2});
   EXPECT_EQ(run.exitCode, 0) << run;
   EXPECT_EQ(run.out, uuid2 + "\n") << run;
@@ -248,7 +238,7 @@ TEST_F(ShareAllocationCliTest, AShareLeaseOutlivesFlinksSedOfAnotherGpusLine) {
   request.shareable = {{"10", 2, ""}};
   request.amount = 1;
   request.owner = flink::coordination::Owner::of(::getpid());
-  request.uuids = {{"10", "GPU-00000010-0000-4000-8000-000000000000"}};
+  request.uuids = {{"10", standInUuid(10)}};
   request.lease = true;
   std::ofstream(file(), std::ios::trunc) << "0 " << flink::testing::deadPid() << '\n';
   const flink::coordination::ShareAllocation held =

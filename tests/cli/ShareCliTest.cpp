@@ -12,30 +12,22 @@
 #include <gtest/gtest.h>
 
 #include "CliRun.h"
+#include "StandInHost.h"
 #include "TestSupport.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using flink::testing::CliRun;
+using flink::testing::firstLine;
 using flink::testing::linesOf;
 using flink::testing::readFile;
 using flink::testing::runCli;
+using flink::testing::standInUuid;
 using flink::testing::TempDir;
 
 bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
-}
-
-std::string uuidOf(unsigned index) {
-  return "GPU-" + std::to_string(index) + "0000000-0000-4000-8000-00000000000" +
-         std::to_string(index);
-}
-
-/// The first line of what `run` printed on stderr.
-std::string firstError(const CliRun& run) {
-  const std::vector<std::string> lines = linesOf(run.err);
-  return lines.empty() ? "" : lines.front();
 }
 
 class ShareCliTest : public ::testing::Test {
@@ -43,16 +35,8 @@ class ShareCliTest : public ::testing::Test {
   /// A host of `count` H200s of 143771 MiB; `gpuExtra[i]` replaces GPU i's members after its
   /// UUID when not empty.
   void host(unsigned count, const std::vector<std::string>& gpuExtra = {}) {
-    std::string devices;
-    for (unsigned i = 0; i < count; ++i) {
-      if (!devices.empty()) devices += ",\n";
-      const std::string members = i < gpuExtra.size() && !gpuExtra[i].empty()
-                                      ? gpuExtra[i]
-                                      : R"("memory_total_mib": 143771, "mig_enabled": false)";
-      devices += R"({"uuid": ")" + uuidOf(i) + R"(", "name": "NVIDIA H200", )" + members + "}";
-    }
     hostFile_ = dir_ / "host.json";
-    std::ofstream(hostFile_, std::ios::trunc) << R"({"devices": [)" << devices << "]}";
+    flink::testing::writeStandInHost(hostFile_, count, gpuExtra);
   }
 
   std::string coordinationFile() const { return (dir_ / "coordination").string(); }
@@ -91,12 +75,13 @@ TEST_F(ShareCliTest, ReplicasSplitTheMemoryRoundedDown) {
   host(2);
   const CliRun share = cli({"share", "--gpu", "0", "--replicas", "4"});
   EXPECT_EQ(share.exitCode, 0) << share;
-  EXPECT_EQ(share.out, "shared GPU 0 (" + uuidOf(0) + "): 4 shares of 35942 MiB, time-sliced\n")
+  EXPECT_EQ(share.out,
+            "shared GPU 0 (" + standInUuid(0) + "): 4 shares of 35942 MiB, time-sliced\n")
       << share;
   const std::string text = readFile(sharingFile());
   EXPECT_TRUE(text.starts_with("# ")) << text;
   ASSERT_EQ(declarations().size(), 1u) << text;
-  EXPECT_TRUE(declarations()[0].starts_with("shared\tgpu=0\tuuid=" + uuidOf(0) +
+  EXPECT_TRUE(declarations()[0].starts_with("shared\tgpu=0\tuuid=" + standInUuid(0) +
                                             "\treplicas=4\tmemory=35942\tsince="))
       << text;
   EXPECT_TRUE(declarations()[0].ends_with("\tuid=" + std::to_string(::getuid()))) << text;
@@ -107,13 +92,14 @@ TEST_F(ShareCliTest, ReplicasSplitTheMemoryRoundedDown) {
 
 TEST_F(ShareCliTest, ShareMemoryGivesKRoundedDownAndAUuidNamesTheGpu) {
   host(2);
-  const CliRun share = cli({"share", "--gpu", uuidOf(1), "--share-memory", "40960"});
+  const CliRun share = cli({"share", "--gpu", standInUuid(1), "--share-memory", "40960"});
   EXPECT_EQ(share.exitCode, 0) << share;
-  EXPECT_EQ(share.out, "shared GPU 1 (" + uuidOf(1) + "): 3 shares of 40960 MiB, time-sliced\n")
+  EXPECT_EQ(share.out,
+            "shared GPU 1 (" + standInUuid(1) + "): 3 shares of 40960 MiB, time-sliced\n")
       << share;
   ASSERT_EQ(declarations().size(), 1u);
-  EXPECT_TRUE(
-      contains(declarations()[0], "\tgpu=1\tuuid=" + uuidOf(1) + "\treplicas=3\tmemory=40960\t"))
+  EXPECT_TRUE(contains(declarations()[0],
+                       "\tgpu=1\tuuid=" + standInUuid(1) + "\treplicas=3\tmemory=40960\t"))
       << declarations()[0];
 }
 
@@ -128,12 +114,13 @@ TEST_F(ShareCliTest, AllSkipsAGpuInMigModeWithANoteAndMpsNamesItsDirectory) {
   host(3, {"", R"("memory_total_mib": 143771, "mig_enabled": true, "mig": [])"});
   const CliRun share = cli({"share", "--gpu", "all", "--replicas", "3", "--mps", "/run/mps 1"});
   EXPECT_EQ(share.exitCode, 0) << share;
-  EXPECT_EQ(share.out, "shared GPU 0 (" + uuidOf(0) +
+  EXPECT_EQ(share.out, "shared GPU 0 (" + standInUuid(0) +
                            "): 3 shares of 47923 MiB, MPS /run/mps 1\n"
                            "shared GPU 2 (" +
-                           uuidOf(2) + "): 3 shares of 47923 MiB, MPS /run/mps 1\n")
+                           standInUuid(2) + "): 3 shares of 47923 MiB, MPS /run/mps 1\n")
       << share;
-  EXPECT_TRUE(contains(share.err, "note: GPU 1 (" + uuidOf(1) + ") is in MIG mode: not shared"))
+  EXPECT_TRUE(
+      contains(share.err, "note: GPU 1 (" + standInUuid(1) + ") is in MIG mode: not shared"))
       << share;
   ASSERT_EQ(declarations().size(), 2u);
   for (const std::string& line : declarations()) {
@@ -169,7 +156,7 @@ TEST_F(ShareCliTest, BadValuesAreUsageErrorsThatQuoteThemAndWriteNothing) {
     argv.insert(argv.end(), args.begin(), args.end());
     const CliRun share = cli(argv);
     EXPECT_EQ(share.exitCode, 2) << share;
-    EXPECT_TRUE(firstError(share).starts_with("flink-gpu: error: " + error)) << share;
+    EXPECT_TRUE(firstLine(share.err).starts_with("flink-gpu: error: " + error)) << share;
     EXPECT_EQ(share.out, "") << share;
     EXPECT_TRUE(written().empty()) << share;
   }
@@ -184,35 +171,37 @@ TEST_F(ShareCliTest, WhatTheHostCannotGiveExitsOneNamingTheCauseAndWritesNothing
            R"("mig_enabled": false)"});
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--gpu", "7", "--replicas", "2"}, "cannot share GPU 7: this host has no GPU 7"},
-      {{"--gpu", uuidOf(7), "--replicas", "2"},
-       "cannot share " + uuidOf(7) + ": no GPU of this host has this UUID"},
+      {{"--gpu", standInUuid(7), "--replicas", "2"},
+       "cannot share " + standInUuid(7) + ": no GPU of this host has this UUID"},
       {{"--gpu", "1", "--replicas", "2"},
-       "cannot share GPU 1 (" + uuidOf(1) + "): it is in MIG mode"},
+       "cannot share GPU 1 (" + standInUuid(1) + "): it is in MIG mode"},
       {{"--gpu", "0", "--share-memory", "100000"},
-       "cannot share GPU 0 (" + uuidOf(0) +
+       "cannot share GPU 0 (" + standInUuid(0) +
            ") in shares of 100000 MiB: its 143771 MiB give 1 share, and a GPU is shared among 2 "
            "to 48 workers"},
       {{"--gpu", "0", "--share-memory", "2048"},
-       "cannot share GPU 0 (" + uuidOf(0) +
+       "cannot share GPU 0 (" + standInUuid(0) +
            ") in shares of 2048 MiB: its 143771 MiB give 70 "
            "shares"},
       {{"--gpu", "2", "--share-memory", "1024"},
-       "cannot share GPU 2 (" + uuidOf(2) + ") in shares of 1024 MiB: its memory is not known"},
+       "cannot share GPU 2 (" + standInUuid(2) +
+           ") in shares of 1024 MiB: its memory is not known"},
       // One GPU that cannot be shared fails all: nothing is written for the others either.
-      {{"--gpu", "all", "--share-memory", "1024"}, "cannot share GPU 0 (" + uuidOf(0) + ")"},
+      {{"--gpu", "all", "--share-memory", "1024"}, "cannot share GPU 0 (" + standInUuid(0) + ")"},
   };
   for (const auto& [args, error] : cases) {
     std::vector<std::string> argv{"share"};
     argv.insert(argv.end(), args.begin(), args.end());
     const CliRun share = cli(argv);
     EXPECT_EQ(share.exitCode, 1) << share;
-    EXPECT_TRUE(firstError(share).starts_with("flink-gpu: error: " + error)) << share;
+    EXPECT_TRUE(firstLine(share.err).starts_with("flink-gpu: error: " + error)) << share;
     EXPECT_EQ(share.out, "") << share;
     EXPECT_TRUE(written().empty()) << share;
   }
   // The error says what the host has.
-  EXPECT_TRUE(contains(cli({"share", "--gpu", "7", "--replicas", "2"}).err,
-                       "NVML lists GPU 0 (" + uuidOf(0) + "), GPU 1 (" + uuidOf(1) + "), GPU 2"));
+  EXPECT_TRUE(
+      contains(cli({"share", "--gpu", "7", "--replicas", "2"}).err,
+               "NVML lists GPU 0 (" + standInUuid(0) + "), GPU 1 (" + standInUuid(1) + "), GPU 2"));
   // Where the memory is unknown, replicas still declare the GPU, without a memory.
   const CliRun unknown = cli({"share", "--gpu", "2", "--replicas", "2"});
   EXPECT_EQ(unknown.exitCode, 0) << unknown;
@@ -233,19 +222,19 @@ TEST_F(ShareCliTest, DeclaringAgainReplacesAndUnshareTakesOut) {
   ASSERT_EQ(cli({"share", "--gpu", "all", "--replicas", "2"}).exitCode, 0);
   const CliRun again = cli({"share", "--gpu", "1", "--replicas", "8", "--mps", "/run/mps-1"});
   EXPECT_EQ(again.exitCode, 0) << again;
-  EXPECT_EQ(again.out, "shared GPU 1 (" + uuidOf(1) +
+  EXPECT_EQ(again.out, "shared GPU 1 (" + standInUuid(1) +
                            "): 8 shares of 17971 MiB, MPS /run/mps-1 (was 2 shares of 71885 MiB, "
                            "time-sliced)\n")
       << again;
   ASSERT_EQ(declarations().size(), 2u);
   EXPECT_TRUE(contains(declarations()[0], "gpu=0\t")) << declarations()[0];
-  EXPECT_TRUE(contains(declarations()[1], "gpu=1\tuuid=" + uuidOf(1) + "\treplicas=8\t"))
+  EXPECT_TRUE(contains(declarations()[1], "gpu=1\tuuid=" + standInUuid(1) + "\treplicas=8\t"))
       << declarations()[1];
 
-  const CliRun unshare = cli({"unshare", "--gpu", uuidOf(1)});
+  const CliRun unshare = cli({"unshare", "--gpu", standInUuid(1)});
   EXPECT_EQ(unshare.exitCode, 0) << unshare;
-  EXPECT_EQ(unshare.out,
-            "unshared GPU 1 (" + uuidOf(1) + "), which was 8 shares of 17971 MiB, MPS /run/mps-1\n")
+  EXPECT_EQ(unshare.out, "unshared GPU 1 (" + standInUuid(1) +
+                             "), which was 8 shares of 17971 MiB, MPS /run/mps-1\n")
       << unshare;
   ASSERT_EQ(declarations().size(), 1u);
   EXPECT_EQ(cli({"unshare", "--gpu", "1"}).out, "GPU 1 was not declared shared\n");
@@ -257,11 +246,11 @@ TEST_F(ShareCliTest, DeclaringAgainReplacesAndUnshareTakesOut) {
 
 TEST_F(ShareCliTest, UnshareWorksForAGpuTheHostNoLongerHas) {
   host(1);
-  std::ofstream(sharingFile()) << "# by hand\nshared\tgpu=5\tuuid=" << uuidOf(5)
+  std::ofstream(sharingFile()) << "# by hand\nshared\tgpu=5\tuuid=" << standInUuid(5)
                                << "\treplicas=4\tsince=5\n";
   const CliRun unshare = cli({"unshare", "--gpu", "5"});
   EXPECT_EQ(unshare.exitCode, 0) << unshare;
-  EXPECT_TRUE(contains(unshare.out, "unshared GPU 5 (" + uuidOf(5) + ")")) << unshare;
+  EXPECT_TRUE(contains(unshare.out, "unshared GPU 5 (" + standInUuid(5) + ")")) << unshare;
   EXPECT_TRUE(declarations().empty());
 }
 
@@ -298,8 +287,8 @@ TEST_F(ShareCliTest, ASymlinkedSharingFileIsRefusedAndLeftAlone) {
         std::vector<std::string>{"unshare", "--gpu", "0"}}) {
     const CliRun run = cli(args);
     EXPECT_EQ(run.exitCode, 1) << run;
-    EXPECT_TRUE(contains(firstError(run), "sharing declarations")) << run;
-    EXPECT_TRUE(contains(firstError(run), "symbolic link")) << run;
+    EXPECT_TRUE(contains(firstLine(run.err), "sharing declarations")) << run;
+    EXPECT_TRUE(contains(firstLine(run.err), "symbolic link")) << run;
   }
   EXPECT_EQ(readFile(target), "precious\n");
 }

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "CliRun.h"
+#include "StandInHost.h"
 #include "TestSupport.h"
 #include "host/coordination/Coordination.h"
 #include "host/coordination/Leases.h"
@@ -32,17 +33,13 @@ using flink::testing::CliRun;
 using flink::testing::linesOf;
 using flink::testing::runCli;
 using flink::testing::sleepPath;
+using flink::testing::standInUuid;
 using flink::testing::TempDir;
 using flink::testing::writeScript;
 using nlohmann::json;
 
 bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
-}
-
-std::string uuidOf(unsigned index) {
-  return "GPU-" + std::to_string(index) + "0000000-0000-4000-8000-00000000000" +
-         std::to_string(index);
 }
 
 /// The lines of an aligned table: columns two spaces apart, each as wide as its widest cell, no
@@ -68,14 +65,8 @@ class ShareStatusCliTest : public ::testing::Test {
  protected:
   /// A host of `count` H200s of 143771 MiB.
   void host(unsigned count) {
-    std::string devices;
-    for (unsigned i = 0; i < count; ++i) {
-      if (!devices.empty()) devices += ",\n";
-      devices += R"({"uuid": ")" + uuidOf(i) +
-                 R"(", "name": "NVIDIA H200", "memory_total_mib": 143771, "mig_enabled": false})";
-    }
     hostFile_ = dir_ / "host.json";
-    std::ofstream(hostFile_, std::ios::trunc) << R"({"devices": [)" << devices << "]}";
+    flink::testing::writeStandInHost(hostFile_, count);
   }
 
   std::string coordinationFile() const { return (dir_ / "coordination").string(); }
@@ -108,7 +99,7 @@ class ShareStatusCliTest : public ::testing::Test {
     const flink::coordination::Owner owner = flink::coordination::Owner::of(pid);
     EXPECT_TRUE(owner.startTime.has_value()) << pid;
     std::string line = std::to_string(gpu) + ' ' + std::to_string(pid) + '\t' +
-                       std::to_string(owner.startTime.value_or(1)) + "\tuuid=" + uuidOf(gpu);
+                       std::to_string(owner.startTime.value_or(1)) + "\tuuid=" + standInUuid(gpu);
     if (!slot.empty()) line += "\tshare=" + slot;
     if (owner.pidNamespace) line += "\tpidns=" + std::to_string(*owner.pidNamespace);
     return line + '\n';
@@ -117,7 +108,7 @@ class ShareStatusCliTest : public ::testing::Test {
   /// A share record of a process that is gone.
   static std::string goneRecord(unsigned gpu, const std::string& slot) {
     return std::to_string(gpu) + ' ' + std::to_string(flink::testing::deadPid()) +
-           "\t1\tuuid=" + uuidOf(gpu) + "\tshare=" + slot + '\n';
+           "\t1\tuuid=" + standInUuid(gpu) + "\tshare=" + slot + '\n';
   }
 
   void writeRecords(const std::string& text) const {
@@ -130,7 +121,7 @@ class ShareStatusCliTest : public ::testing::Test {
     const std::string unit = std::to_string(gpu);
     leases_.push_back(flink::coordination::acquireLease(
         coordinationFile(),
-        flink::coordination::shareLeaseNameOf(unit, {{unit, uuidOf(gpu)}}, index)));
+        flink::coordination::shareLeaseNameOf(unit, {{unit, standInUuid(gpu)}}, index)));
   }
 
   /// The GPU `gpu` of status's JSON `gpus`.
@@ -409,7 +400,7 @@ TEST_F(ShareStatusCliTest, MetricsGiveSharesAndSharesHeldAndHeldCountsOnlyWholeG
   EXPECT_EQ(metrics.exitCode, 0) << metrics;
   const std::string& out = metrics.out;
   const auto labels = [](unsigned gpu) {
-    return "{gpu=\"" + std::to_string(gpu) + "\",uuid=\"" + uuidOf(gpu) + "\"}";
+    return "{gpu=\"" + std::to_string(gpu) + "\",uuid=\"" + standInUuid(gpu) + "\"}";
   };
   for (const char* name : {"flink_gpu_shares", "flink_gpu_shares_held"}) {
     EXPECT_TRUE(contains(out, std::string("# HELP ") + name + " ")) << out;
@@ -427,8 +418,8 @@ TEST_F(ShareStatusCliTest, MetricsGiveSharesAndSharesHeldAndHeldCountsOnlyWholeG
   EXPECT_TRUE(contains(out, "\nflink_gpu_held" + labels(0) + " 0\n")) << out;
   EXPECT_FALSE(contains(out, "owner_pid=\"" + std::to_string(first) + "\"")) << out;
   EXPECT_TRUE(contains(out, "\nflink_gpu_held" + labels(3) + " 0\n")) << out;
-  EXPECT_TRUE(contains(out, "\nflink_gpu_held{gpu=\"2\",uuid=\"" + uuidOf(2) + "\",owner_pid=\"" +
-                                std::to_string(whole) + "\"} 1\n"))
+  EXPECT_TRUE(contains(out, "\nflink_gpu_held{gpu=\"2\",uuid=\"" + standInUuid(2) +
+                                "\",owner_pid=\"" + std::to_string(whole) + "\"} 1\n"))
       << out;
   EXPECT_TRUE(contains(out,
                        "# HELP flink_gpu_held Whether a record of the coordination file "
