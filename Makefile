@@ -9,6 +9,10 @@
 #   make package build, then the Debian package of the plugin component (build/*.deb), installing
 #                under PACKAGE_PREFIX (default /opt/flink)
 #   make bench   build, run the benchmarks and print the figures of docs/benchmarks.md
+#   make gpu-check-bundle
+#                what `make run` builds, and tools/, staged stripped into
+#                $(BUILD_DIR)/gpu-check-bundle/ with scripts/gpu-machine-check.sh: a folder to
+#                copy to a GPU host and run there without a build (docs/gpu-host-check.md)
 #   make format  clang-format every C++ file
 
 BUILD_DIR ?= build
@@ -21,7 +25,7 @@ CONFIGURE = cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLINK
   -DFLINK_GPU_PACKAGE_PREFIX=$(PACKAGE_PREFIX)
 
 .PHONY: all deps deps-run build run check test test-tsan test-sanitize package bench \
-  format clean
+  gpu-check-bundle format clean
 
 all: build
 
@@ -77,6 +81,12 @@ package: build
 
 bench: build
 	bash bench/run-benchmarks.sh $(BUILD_DIR)
+
+# The main build's programs, not a build of their own: configured as `make run` configures a
+# fresh folder, and the bundle target fails when the folder is over its size limit.
+gpu-check-bundle: deps-run
+	@[ -f $(BUILD_DIR)/CMakeCache.txt ] || $(CONFIGURE) -DBUILD_TESTING=OFF -DFLINK_GPU_BENCH=OFF
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target gpu-check-bundle
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp')
