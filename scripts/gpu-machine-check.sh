@@ -1,310 +1,1079 @@
-#!/usr/bin/env bash
-# For a host with NVIDIA GPUs and a driver: builds the project, runs every test, then checks that
-# the two sources of the default discovery agree on the real hardware, and how long each takes.
+#!/bin/sh
+# For a host with NVIDIA GPUs and a driver: checks what only a real host can answer (NVML against
+# nvidia-smi, the discovery as Flink runs it, other users, MIG, masks, the topology, health,
+# watch, MPS) and writes a report to judge it by afterwards, without the machine
+# (docs/gpu-host-check.md).
 #
-#   scripts/gpu-machine-check.sh [BUILD_DIR]      (default: build-gpu-check)
+#   gpu-machine-check.sh --bundle DIR [--report FILE] [STAND-INS]
+#       The programs of a bundle (`make gpu-check-bundle`, build/gpu-check-bundle/), no build:
+#       for a host that has glibc, libnvidia-ml.so.1, nvidia-smi, a POSIX shell and coreutils,
+#       and nothing else (no compiler, CMake, Python or package archive).
+#   gpu-machine-check.sh [--report FILE] [STAND-INS] [BUILD_DIR]
+#       Full: configures and builds BUILD_DIR (default build-gpu-check; the Debian packages of
+#       scripts/install-deps.sh must be there already), runs every test, then the same checks
+#       with the build's programs.
 #
-# Steps, each under a "== " heading:
-#   1. the host: nvidia-smi's summary, the driver version, the libnvidia-ml the loader finds
-#   2. configure and build (Release with debug info, warnings as errors, no benchmarks); the
-#      Debian packages must be there already (scripts/install-deps.sh installs them), since a GPU
-#      host often has no network
-#   3. ctest, every test (a failure is reported and the script goes on to step 4)
-#   4. tools/nvml-vs-nvidia-smi: NvmlEnumerator against NvidiaSmiEnumerator — GPU count,
-#      indices, UUIDs, PCI bus ids, MIG UUIDs — and the median time of NVML enumeration against
-#      one nvidia-smi run, with their ratio
-#   5. the discovery program as Flink runs it (nvidia-gpu-discovery.sh 1), and which shared
-#      libraries the program needs (glibc only: libstdc++ and libgcc are linked in)
-#   6. what only a real host can answer: every GPU as root and as `nobody` (NVML gives some
-#      answers to privileged callers only; no GPU may be left out, no warning printed), a
-#      MIG-enabled GPU if there is one (as nobody: its instances listed, the parent's memory
-#      unknown without a warning), and an inherited CUDA_VISIBLE_DEVICES (the mask's own
-#      entries printed, its UUID prefix resolved, NoDevFiles refused, exec passing it on with
-#      CUDA_DEVICE_ORDER=PCI_BUS_ID)
-#   7. the topology: `flink-gpu topology` (from NVML) next to `nvidia-smi topo -m`, for a person
-#      to compare cell by cell, its JSON form, and what the placement rule hands out for 1, 2
-#      and half the GPUs against --placement index (nothing is held: plain mode)
-#   8. sharing under MPS, where nvidia-cuda-mps-control and a C compiler are there: GPU 0
-#      declared in 2 shares behind a control daemon of a fresh pipe directory, two
-#      `exec --share` clients holding memory at once (nvidia-smi's process list and the daemon's
-#      get_server_list shown beside `flink-gpu status`), then a client asking more than its share
-#      (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) must fail to allocate; skipped where MPS is not there
+# STAND-INS, for testing this script on a machine without GPUs (tests/tools/); each is copied
+# into the run's own folder, readable by `nobody`:
+#   --stand-in-nvml LIB    a libnvidia-ml.so.1 to load instead of the system's
+#                          (FLINK_GPU_NVML_LIBRARY)
+#   --stand-in-host JSON   the host the stand-in NVML of tests/fixtures/nvml plays
+#                          (FAKE_NVML_DEVICES)
+#   --stand-in-smi DIR     a folder put first on PATH: its nvidia-smi (and anything else) stands
+#                          in for the system's
+# Without them the checks see the real library and the real nvidia-smi only: the variables that
+# could point elsewhere, and an inherited CUDA_VISIBLE_DEVICES, are unset.
 #
-# Exit status: 0 when the build, every test and the comparison pass; 1 when a test failed, the
-# two sources disagree or a real-host check failed; 2 when the build or a source failed. Set NVML_CHECK_RUNS to change the
-# number of timed runs (default 10).
-set -uo pipefail
+# The checks, each with its verdict (pass, fail, timeout or skipped):
+#   build, tests      (full mode) configure and build; ctest, every test
+#   host              uname, nvidia-smi's summary, its GPU list and -L, the libnvidia-ml the
+#                     loader lists
+#   links             the programs need glibc alone (ldd, or readelf -d)
+#   compare           tools/nvml-vs-nvidia-smi: count, indices, UUIDs, PCI bus ids, MIG UUIDs,
+#                     median times and their ratio
+#   discovery         nvidia-gpu-discovery.sh 1, as Flink runs it
+#   coordination      the same in coordination mode, two owners: two distinct GPUs, the file
+#   all-gpus          every GPU at once, as this user: none left out, no warning
+#   nobody            the same as `nobody` (root only: setpriv or runuser)
+#   mig               every MIG unit, as this user and as nobody (skipped without MIG)
+#   mask              an inherited CUDA_VISIBLE_DEVICES: its entries, a UUID prefix, NoDevFiles,
+#                     exec passing it on with CUDA_DEVICE_ORDER=PCI_BUS_ID
+#   topology          flink-gpu topology next to nvidia-smi topo -m, its JSON, what placement
+#                     hands out against --placement index
+#   check, status     flink-gpu check --expect N and flink-gpu status (text, JSON, Prometheus)
+#   watch             flink-gpu watch for GPU_CHECK_WATCH_SECONDS, then SIGTERM: exit 0
+#   mps               two exec --share clients under an MPS control daemon, a third refused, one
+#                     asking beyond its share failing (skipped without nvidia-cuda-mps-control)
+#
+# Every command runs under coreutils' timeout, stdin from /dev/null, within what is left of its
+# check's limit (GPU_CHECK_STEP_TIMEOUT, default 60 s) and of the run's (GPU_CHECK_TOTAL_TIMEOUT,
+# default 290 s, counted after the build and the tests): a check that fails or times out is
+# reported and the next one runs. The report (FILE, default gpu-check-report.txt, and its JSON
+# twin FILE.json) holds every command, its exit status, its output (the first 150 and the last
+# 50 lines when there are more than 200, at most 64 KiB), its time, and each check's verdict.
+# Other settings: GPU_CHECK_WATCH_SECONDS (default 5), NVML_CHECK_RUNS (timed runs, default 10),
+# GPU_CHECK_BUILD_TIMEOUT (full mode, each of build and tests, default 3600 s).
+#
+# Exit status: 0 when every check passed or was skipped, 1 when one failed or timed out, 2 when
+# the command line is wrong or the run could not start (no bundle, no timeout, no report).
+#
+# POSIX sh and these tools only (tests/tools/ runs it with nothing else on PATH): awk, cat,
+# chmod, cp, date, dirname, env, grep, head and tail (with -c), id, ls, mkdir, mktemp, mv, rm,
+# sed, sleep, timeout (coreutils, with -k), tr, uname, wc; ldd or readelf, setpriv or runuser,
+# ldconfig, where there; cmake, ctest and nproc in full mode.
 
-repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build_dir=${1:-$repo_root/build-gpu-check}
-runs=${NVML_CHECK_RUNS:-10}
-jobs=$(nproc 2>/dev/null || echo 2)
+set -u
 
-step() { printf '\n== %s\n' "$*"; }
+program_name=gpu-machine-check
+usage() {
+  cat >&2 <<'USAGE'
+usage: gpu-machine-check.sh --bundle DIR [--report FILE] [STAND-INS]
+       gpu-machine-check.sh [--report FILE] [STAND-INS] [BUILD_DIR]
+STAND-INS: --stand-in-nvml LIB  --stand-in-host JSON  --stand-in-smi DIR
+(see the head of this script, or docs/gpu-host-check.md)
+USAGE
+  exit 2
+}
 die() {
-  echo "gpu-machine-check: $*" >&2
+  echo "$program_name: $*" >&2
   exit 2
 }
 
-# The checks are about the real library and the real nvidia-smi: nothing may point elsewhere.
+# --- the command line ---------------------------------------------------------------------------
+
+mode=full
+bundle=
+build_dir=
+report=
+stand_in_nvml=
+stand_in_host=
+stand_in_smi=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bundle | --report | --stand-in-nvml | --stand-in-host | --stand-in-smi)
+      [ $# -ge 2 ] && [ -n "$2" ] || usage
+      case $1 in
+        --bundle) mode=bundle bundle=$2 ;;
+        --report) report=$2 ;;
+        --stand-in-nvml) stand_in_nvml=$2 ;;
+        --stand-in-host) stand_in_host=$2 ;;
+        --stand-in-smi) stand_in_smi=$2 ;;
+      esac
+      shift 2
+      ;;
+    -h | --help)
+      sed -n '2,/^$/ s/^# \{0,1\}//p' "$0"
+      exit 0
+      ;;
+    -*) usage ;;
+    *)
+      [ -z "$build_dir" ] || usage
+      build_dir=$1
+      shift
+      ;;
+  esac
+done
+[ "$mode" = full ] || [ -z "$build_dir" ] || usage
+
+absolute() {
+  case $1 in
+    /*) printf '%s\n' "$1" ;;
+    *) printf '%s/%s\n' "$(pwd)" "$1" ;;
+  esac
+}
+
+# A whole number of seconds from the environment ($1: its name, $2: the default).
+seconds_setting() {
+  seconds_value=
+  eval "seconds_value=\${$1:-$2}"
+  case $seconds_value in
+    '' | *[!0-9]* | 0*) die "$1 must be a whole number, 1 or more, not '$seconds_value'" ;;
+  esac
+  printf '%s\n' "$seconds_value"
+}
+step_timeout=$(seconds_setting GPU_CHECK_STEP_TIMEOUT 60) || exit 2
+total_timeout=$(seconds_setting GPU_CHECK_TOTAL_TIMEOUT 290) || exit 2
+watch_seconds=$(seconds_setting GPU_CHECK_WATCH_SECONDS 5) || exit 2
+build_timeout=$(seconds_setting GPU_CHECK_BUILD_TIMEOUT 3600) || exit 2
+runs=$(seconds_setting NVML_CHECK_RUNS 10) || exit 2
+kill_grace=3
+
+repo_root=$(cd "$(dirname "$0")/.." && pwd)
+if [ "$mode" = bundle ]; then
+  [ -d "$bundle" ] || die "no bundle at $bundle (make gpu-check-bundle makes one)"
+  bundle=$(cd "$bundle" && pwd)
+  flink_gpu=$bundle/bin/flink-gpu
+  plugin=$bundle/plugins/external-resource-gpu
+  tool=$bundle/tools/nvml-vs-nvidia-smi
+  client=$bundle/tools/cuda-mps-client
+  for needed in "$flink_gpu" "$plugin/nvidia-gpu-discovery" "$plugin/nvidia-gpu-discovery.sh" \
+    "$tool" "$client"; do
+    [ -x "$needed" ] || die "$bundle is not a whole bundle: $needed is missing or not executable"
+  done
+  [ -f "$plugin/gpu-discovery-common.sh" ] || die "$bundle lacks $plugin/gpu-discovery-common.sh"
+else
+  build_dir=$(absolute "${build_dir:-$repo_root/build-gpu-check}")
+  flink_gpu=$build_dir/bin/flink-gpu
+  plugin=$build_dir/plugins/external-resource-gpu
+  tool=$build_dir/bin/nvml-vs-nvidia-smi
+  client=$build_dir/bin/cuda-mps-client
+fi
+report=$(absolute "${report:-gpu-check-report.txt}")
+json_report=$report.json
+for stand_in in "$stand_in_nvml" "$stand_in_host"; do
+  [ -z "$stand_in" ] || [ -f "$stand_in" ] || die "no such file: $stand_in"
+done
+[ -z "$stand_in_smi" ] || [ -d "$stand_in_smi" ] || die "no such folder: $stand_in_smi"
+
+timeout -k 1 5 sleep 0 2>/dev/null ||
+  die "coreutils' timeout (with -k) is needed to bound every step; it is not on PATH ($PATH)"
+: >"$report" 2>/dev/null || die "cannot write the report $report"
+: >"$json_report" 2>/dev/null || die "cannot write the report $json_report"
+
+# The checks are about the real library and the real nvidia-smi: nothing may point elsewhere,
+# unless a stand-in was asked for. Nor may a mask of the shell that runs this limit what the
+# checks see (mask sets its own).
 unset FLINK_GPU_NVML_LIBRARY FAKE_NVML_DEVICES FAKE_NVML_CALL_LOG NVIDIA_SMI_TIMEOUT
-# Nor may a mask of the shell that runs this limit what the checks see (step 6 sets its own).
-unset CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER
+unset CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 
-step "host"
-uname -a
-if command -v nvidia-smi >/dev/null 2>&1; then
-  nvidia-smi || echo "(nvidia-smi exited with $?)"
-  nvidia-smi --query-gpu=index,uuid,name,pci.bus_id,driver_version,mig.mode.current \
-    --format=csv || true
-  nvidia-smi -L || true
-else
-  echo "nvidia-smi is not on PATH ($PATH); the discovery also looks in its usual folders"
-fi
-ldconfig -p 2>/dev/null | grep -F 'libnvidia-ml.so' || echo "ldconfig lists no libnvidia-ml.so"
-
-step "build ($build_dir)"
-generator=()
-command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-if [[ -f $build_dir/CMakeCache.txt ]]; then
-  generator=()  # keep the generator the folder was made with
-fi
-cmake -S "$repo_root" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DFLINK_GPU_WERROR=ON -DFLINK_GPU_BENCH=OFF || die "cmake failed to configure"
-cmake --build "$build_dir" -j "$jobs" || die "the build failed"
-
-step "tests (ctest)"
-tests_status=0
-ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" || tests_status=$?
-[[ $tests_status -eq 0 ]] || echo "gpu-machine-check: some tests failed (ctest exited with $tests_status)"
-
-step "NVML vs nvidia-smi"
-checker=$build_dir/bin/nvml-vs-nvidia-smi
-[[ -x $checker ]] || die "$checker was not built"
-compare_status=0
-"$checker" --runs "$runs" || compare_status=$?
-case $compare_status in
-  0) ;;
-  1) echo "gpu-machine-check: NVML and nvidia-smi disagree (see above)" ;;
-  *) echo "gpu-machine-check: the comparison could not be made (exit $compare_status)" ;;
-esac
-
-step "the discovery program"
-program_dir=$build_dir/plugins/external-resource-gpu
-if command -v ldd >/dev/null 2>&1; then
-  ldd "$program_dir/nvidia-gpu-discovery" || true
-fi
-discovery_status=0
-"$program_dir/nvidia-gpu-discovery.sh" 1 || discovery_status=$?
-echo "(nvidia-gpu-discovery.sh 1 exited with $discovery_status)"
-
-step "real host: users, MIG, an inherited CUDA_VISIBLE_DEVICES"
-real_status=0
-real_fail() {
-  echo "gpu-machine-check: FAILED: $*"
-  real_status=1
+# The run's folder: readable by everyone, since the checks as nobody run the copies there.
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-machine-check.XXXXXX") || die "mktemp failed"
+chmod 755 "$work"
+owners=
+mps_pipe=
+cleanup() {
+  for owner_pid in $owners; do
+    kill "$owner_pid" 2>/dev/null
+  done
+  if [ -n "$mps_pipe" ]; then
+    echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps_pipe timeout 10 nvidia-cuda-mps-control \
+      >/dev/null 2>&1
+  fi
+  rm -rf "$work"
 }
-flink_gpu=$build_dir/bin/flink-gpu
-gpu_count=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | grep -c '^[0-9]')
-mig_gpus=$(nvidia-smi --query-gpu=index,mig.mode.current --format=csv,noheader 2>/dev/null |
-  grep -ci 'enabled')
-echo "GPUs: $gpu_count, in MIG mode: $mig_gpus"
-# The program links only glibc: a copy in a folder anyone can read runs as nobody too (the build
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+if [ -n "$stand_in_nvml" ]; then
+  mkdir -p "$work/stand-in/nvml"
+  cp "$stand_in_nvml" "$work/stand-in/nvml/libnvidia-ml.so.1" || die "cannot copy $stand_in_nvml"
+  FLINK_GPU_NVML_LIBRARY=$work/stand-in/nvml/libnvidia-ml.so.1
+  export FLINK_GPU_NVML_LIBRARY
+fi
+if [ -n "$stand_in_host" ]; then
+  mkdir -p "$work/stand-in"
+  cp "$stand_in_host" "$work/stand-in/host.json" || die "cannot copy $stand_in_host"
+  FAKE_NVML_DEVICES=$work/stand-in/host.json
+  export FAKE_NVML_DEVICES
+fi
+if [ -n "$stand_in_smi" ]; then
+  mkdir -p "$work/stand-in/smi"
+  cp -R "$stand_in_smi/." "$work/stand-in/smi/" || die "cannot copy $stand_in_smi"
+  PATH=$work/stand-in/smi:$PATH
+  export PATH
+fi
+[ ! -d "$work/stand-in" ] || chmod -R a+rX "$work/stand-in"
+
+# --- time ---------------------------------------------------------------------------------------
+
+now_s() { date +%s; }
+now_ms() {
+  now_value=$(date +%s%N 2>/dev/null)
+  case $now_value in
+    '' | *[!0-9]*) echo $(($(date +%s) * 1000)) ;;
+    *) echo $((now_value / 1000000)) ;;
+  esac
+}
+# Milliseconds as seconds with three decimals.
+seconds_of() { printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); }
+run_started_ms=$(now_ms)
+started_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# The run's limit starts after the build and the tests (full mode): until then, none.
+total_deadline=$(($(now_s) + 864000))
+
+# --- the report ---------------------------------------------------------------------------------
+
+max_lines=200
+max_bytes=65536
+
+# JSON string literals: ", \ and control characters escaped, valid UTF-8 kept, any other byte
+# U+FFFD, so that the file is valid JSON whatever a command printed. Each input line ends in \n.
+json_awk='
+function utf8_length(s, i, n,    b, second, k, j, c) {
+  b = ord[substr(s, i, 1)]
+  if (b >= 194 && b <= 223) k = 2
+  else if (b >= 224 && b <= 239) k = 3
+  else if (b >= 240 && b <= 244) k = 4
+  else return 0
+  if (i + k - 1 > n) return 0
+  second = ord[substr(s, i + 1, 1)]
+  if ((b == 224 && second < 160) || (b == 237 && second > 159) ||
+      (b == 240 && second < 144) || (b == 244 && second > 143)) return 0
+  for (j = 1; j < k; j++) {
+    c = ord[substr(s, i + j, 1)]
+    if (c < 128 || c > 191) return 0
+  }
+  return k
+}
+BEGIN {
+  for (i = 1; i < 256; i++) ord[sprintf("%c", i)] = i
+  printf "\""
+}
+{
+  line = $0
+  if (line !~ /[^ -~]/ && index(line, "\\") == 0 && index(line, "\"") == 0) {
+    printf "%s\\n", line
+    next
+  }
+  n = length(line)
+  for (i = 1; i <= n; i++) {
+    c = substr(line, i, 1)
+    b = ord[c]
+    if (c == "\\") printf "\\\\"
+    else if (c == "\"") printf "\\\""
+    else if (b == 9) printf "\\t"
+    else if (b == 13) printf "\\r"
+    else if (b < 32 || b == 127) printf "\\u%04x", b
+    else if (b < 128) printf "%s", c
+    else {
+      k = utf8_length(line, i, n)
+      if (k == 0) printf "\\ufffd"
+      else { printf "%s", substr(line, i, k); i += k - 1 }
+    }
+  }
+  printf "\\n"
+}
+END { printf "\"" }'
+json_file() { tr -d '\000' <"$1" | LC_ALL=C awk "$json_awk"; }
+# A string as a JSON literal: without the \n json_file gives every line.
+json_string() {
+  printf '%s' "$1" | tr -d '\000' | LC_ALL=C awk "$json_awk" | sed '$ s/\\n"$/"/'
+}
+# Text for the text report: control characters but tab made '?', so that none reaches a terminal.
+printable() { tr '\000-\010\013-\037\177' '[?*]' <"$1"; }
+
+# bound FILE: cuts FILE to the first 150 and the last 50 lines (48 and 16 KiB at most) when it
+# has more than 200 lines or 64 KiB; sets bound_lines, bound_bytes (the whole's) and bound_cut.
+bound() {
+  bound_lines=$(wc -l <"$1" | tr -d ' ')
+  bound_bytes=$(wc -c <"$1" | tr -d ' ')
+  bound_cut=false
+  if [ "$bound_lines" -gt $max_lines ] || [ "$bound_bytes" -gt $max_bytes ]; then
+    bound_cut=true
+    {
+      head -n 150 "$1" | head -c 49152
+      printf '\n[... cut by %s: %s lines, %s bytes in all; the first 150 and the last 50 lines are kept ...]\n' \
+        "$program_name" "$bound_lines" "$bound_bytes"
+      tail -n 50 "$1" | tail -c 16384
+    } >"$1.cut"
+    mv "$1.cut" "$1"
+  fi
+}
+
+# The command as a shell would take it back: words quoted only where they need it.
+quote_words() {
+  quoted=
+  for word in "$@"; do
+    case $word in
+      '') word="''" ;;
+      *[!A-Za-z0-9_./=:,+@%-]*) word="'$(printf '%s' "$word" | sed "s/'/'\\\\''/g")'" ;;
+    esac
+    quoted="$quoted${quoted:+ }$word"
+  done
+  printf '%s\n' "$quoted"
+}
+
+text() { printf '%s\n' "$*" >>"$report"; }
+
+checks_total=0
+count_pass=0
+count_fail=0
+count_timeout=0
+count_skipped=0
+: >"$work/checks.json"
+: >"$work/summary.txt"
+command_number=0
+
+# begin_check ID TITLE [LIMIT]: the checks' state, their limit (LIMIT s, default the step's,
+# never past the run's), their heading.
+begin_check() {
+  check_id=$1
+  check_title=$2
+  check_limit=${3:-$step_timeout}
+  check_verdict=pass
+  check_reason=
+  check_started_ms=$(now_ms)
+  check_deadline=$(($(now_s) + check_limit))
+  [ "$check_deadline" -le "$total_deadline" ] || check_deadline=$total_deadline
+  : >"$work/check.commands"
+  : >"$work/check.notes"
+  : >"$work/check.failures"
+  text ""
+  text "== $check_id: $check_title"
+  printf '== %s: %s\n' "$check_id" "$check_title"
+}
+
+# Appends "$2" (a JSON value) to the list in file $1, with a comma where needed.
+json_append() {
+  if [ -s "$1" ]; then printf ',\n%s' "$2" >>"$1"; else printf '%s' "$2" >>"$1"; fi
+}
+
+note() {
+  text "  note: $*"
+  json_append "$work/check.notes" "$(json_string "$*")"
+}
+
+fail_check() {
+  text "  FAILED: $*"
+  printf '   FAILED: %s\n' "$*"
+  json_append "$work/check.failures" "$(json_string "$*")"
+  if [ "$check_verdict" = pass ] || [ "$check_verdict" = skipped ]; then
+    check_verdict=fail
+    check_reason=$*
+  fi
+}
+
+timeout_check() {
+  text "  TIMED OUT: $*"
+  printf '   TIMED OUT: %s\n' "$*"
+  json_append "$work/check.failures" "$(json_string "$*")"
+  if [ "$check_verdict" != timeout ]; then
+    check_verdict=timeout
+    check_reason=$*
+  fi
+}
+
+skip_check() {
+  text "  skipped: $*"
+  if [ "$check_verdict" = pass ]; then
+    check_verdict=skipped
+    check_reason=$*
+  fi
+}
+
+# Seconds left to the current check (at most the run's).
+time_left() { echo $((check_deadline - $(now_s))); }
+
+# record JUDGED RC ELAPSED_MS TIMED_OUT OUT ERR COMMAND...: one command in both reports.
+record() {
+  record_judged=$1 record_rc=$2 record_ms=$3 record_timed_out=$4 record_out=$5 record_err=$6
+  shift 6
+  record_text=$(quote_words "$@")
+  text "\$ $record_text"
+  if [ "$record_timed_out" = true ]; then
+    text "  timed out after $(seconds_of "$record_ms") s (exit $record_rc)"
+  else
+    text "  exit $record_rc in $(seconds_of "$record_ms") s"
+  fi
+  bound "$record_out"
+  out_lines=$bound_lines out_bytes=$bound_bytes out_cut=$bound_cut
+  bound "$record_err"
+  err_lines=$bound_lines err_bytes=$bound_bytes err_cut=$bound_cut
+  printable "$record_out" | awk '{ print "  | " $0 }' >>"$report"
+  printable "$record_err" | awk '{ print "  ! " $0 }' >>"$report"
+  json_append "$work/check.commands" "$(printf '{"command": %s, "judged": "%s", "exit": %d, "timed_out": %s, "duration_ms": %d, "stdout": %s, "stdout_lines": %d, "stdout_bytes": %d, "stdout_cut": %s, "stderr": %s, "stderr_lines": %d, "stderr_bytes": %d, "stderr_cut": %s}' \
+    "$(json_string "$record_text")" "$record_judged" "$record_rc" "$record_timed_out" \
+    "$record_ms" "$(json_file "$record_out")" "$out_lines" "$out_bytes" "$out_cut" \
+    "$(json_file "$record_err")" "$err_lines" "$err_bytes" "$err_cut")"
+}
+
+# The command under way, in the background so that a signal's trap need not wait for it (wait
+# returns at once when a trapped signal comes).
+running_pid=
+
+# run_cmd [--any-exit | --shown] [--runs-for SECONDS] [--] COMMAND [ARG...]
+# Runs one command of the current check under timeout, within what is left of the check's limit,
+# stdin from /dev/null, and records it. By default an exit status other than 0 fails the check;
+# --any-exit leaves the judging to the caller, --shown is for information only. --runs-for: the
+# command runs until it is sent SIGTERM after SECONDS, and its own exit status is kept (watch).
+# A time-out makes the check time out. Sets rc, out and err (the files of stdout and stderr, cut
+# as the report shows them) and elapsed_ms.
+run_cmd() {
+  judged=exit-status
+  runs_for=
+  while :; do
+    case ${1-} in
+      --any-exit)
+        judged=by-the-check
+        shift
+        ;;
+      --shown)
+        judged=shown
+        shift
+        ;;
+      --runs-for)
+        runs_for=$2
+        shift 2
+        ;;
+      --)
+        shift
+        break
+        ;;
+      *) break ;;
+    esac
+  done
+  command_number=$((command_number + 1))
+  out=$work/command$command_number.out
+  err=$work/command$command_number.err
+  : >"$out"
+  : >"$err"
+  left=$(time_left)
+  if [ "$left" -le 0 ]; then
+    rc=124
+    elapsed_ms=0
+    timeout_check "not run, no time left: $(quote_words "$@")"
+    return
+  fi
+  timed_out=false
+  started_ms=$(now_ms)
+  if [ -n "$runs_for" ]; then
+    [ "$runs_for" -lt "$left" ] || runs_for=$left
+    timeout -s TERM -k "$kill_grace" --preserve-status "$runs_for" "$@" </dev/null >"$out" \
+      2>"$err" &
+    running_pid=$!
+    wait "$running_pid"
+    rc=$?
+    # Killed after SIGTERM was not enough.
+    [ "$rc" -ne 137 ] || timed_out=true
+  else
+    timeout -k "$kill_grace" "$left" "$@" </dev/null >"$out" 2>"$err" &
+    running_pid=$!
+    wait "$running_pid"
+    rc=$?
+  fi
+  running_pid=
+  elapsed_ms=$(($(now_ms) - started_ms))
+  if [ -z "$runs_for" ] && { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } &&
+    [ "$elapsed_ms" -ge $((left * 1000 - 1000)) ]; then
+    timed_out=true
+  fi
+  record "$judged" "$rc" "$elapsed_ms" "$timed_out" "$out" "$err" "$@"
+  if [ "$timed_out" = true ]; then
+    timeout_check "$(quote_words "$@") did not end within $left s"
+  elif [ "$judged" = exit-status ] && [ "$rc" -ne 0 ]; then
+    # What it said first, stderr before stdout.
+    said=$(cat "$err" "$out" | grep -v '^[[:space:]]*$' | head -n 1)
+    fail_check "exit $rc: $(quote_words "$@")${said:+: $said}"
+  fi
+}
+
+end_check() {
+  check_ms=$(($(now_ms) - check_started_ms))
+  checks_total=$((checks_total + 1))
+  case $check_verdict in
+    pass) count_pass=$((count_pass + 1)) ;;
+    fail) count_fail=$((count_fail + 1)) ;;
+    timeout) count_timeout=$((count_timeout + 1)) ;;
+    skipped) count_skipped=$((count_skipped + 1)) ;;
+  esac
+  text "-> $check_verdict${check_reason:+: $check_reason} ($(seconds_of "$check_ms") s)"
+  printf '   %s%s (%s s)\n' "$check_verdict" "${check_reason:+: $check_reason}" \
+    "$(seconds_of "$check_ms")"
+  printf '%-8s %-13s %s\n' "$check_verdict" "$check_id" "${check_reason:-$check_title}" \
+    >>"$work/summary.txt"
+  json_append "$work/checks.json" "$(printf '{"id": %s, "title": %s, "verdict": "%s", "reason": %s, "limit_s": %d, "duration_ms": %d, "failures": [%s], "notes": [%s], "commands": [\n%s]}' \
+    "$(json_string "$check_id")" "$(json_string "$check_title")" "$check_verdict" \
+    "$(json_string "$check_reason")" "$check_limit" "$check_ms" \
+    "$(cat "$work/check.failures")" "$(cat "$work/check.notes")" \
+    "$(cat "$work/check.commands")")"
+}
+
+# run_check ID TITLE FUNCTION [LIMIT]: one check; none runs past the run's limit, and none but
+# build and tests without the programs.
+run_check() {
+  begin_check "$1" "$2" "${4:-}"
+  if [ "$(now_s)" -ge "$total_deadline" ]; then
+    timeout_check "not run: the run's limit of $total_timeout s was reached"
+  elif [ -n "${no_programs:-}" ]; then
+    skip_check "$no_programs"
+  else
+    "$3"
+  fi
+  end_check
+}
+
+# --- what the checks share ----------------------------------------------------------------------
+
+# nvidia-smi as the discovery finds it: on PATH, then in the folders drivers install it into.
+smi=$(command -v nvidia-smi 2>/dev/null) || smi=
+case $smi in /*) ;; *) smi= ;; esac
+if [ -z "$smi" ]; then
+  for folder in /usr/bin /usr/local/bin /usr/local/nvidia/bin /usr/lib/wsl/lib /opt/nvidia/bin; do
+    if [ -x "$folder/nvidia-smi" ]; then
+      smi=$folder/nvidia-smi
+      break
+    fi
+  done
+fi
+smi_missing="nvidia-smi was not found, on PATH nor in the driver's folders"
+
+# What nvidia-smi tells of the host (the host check): unknown until then.
+gpu_count=
+mig_gpus=0
+uuid0=
+: >"$work/smi-list.txt"
+tab=$(printf '\t')
+
+# The discovery's files, copied into the run's folder for nobody to run (the bundle or the build
 # folder may be under a home that nobody cannot enter).
-shared=$(mktemp -d) && chmod 755 "$shared"
-cp "$program_dir/nvidia-gpu-discovery" "$program_dir/nvidia-gpu-discovery.sh" "$shared/"
-chmod 755 "$shared"/*
-as_nobody=()
-if [[ $(id -u) -eq 0 ]]; then
+shared=$work/plugin
+as_nobody=
+if [ "$(id -u)" -eq 0 ]; then
   if command -v setpriv >/dev/null 2>&1; then
-    as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
-    getent group nogroup >/dev/null || as_nobody=(setpriv --reuid=nobody --regid=nobody --clear-groups --)
+    as_nobody=setpriv
+    nobody_group=nogroup
+    grep -q '^nogroup:' /etc/group 2>/dev/null || nobody_group=nobody
   elif command -v runuser >/dev/null 2>&1; then
-    as_nobody=(runuser -u nobody --)
+    as_nobody=runuser
   fi
 fi
-# One discovery of every GPU (or MIG unit, with --mig): its answer, its stderr, its exit code.
-discover_all() {
-  local who=$1
+run_as_nobody() {
+  run_as_judged=$1
   shift
-  local out err rc
-  err=$(mktemp)
-  out=$("$@" 2>"$err")
-  rc=$?
-  echo "[$who] $* -> exit $rc: $out"
-  sed "s/^/[$who] stderr: /" "$err"
-  if [[ $rc -ne 0 ]]; then
-    real_fail "$who: the discovery failed"
-  elif grep -q 'left out' "$err"; then
-    real_fail "$who: a GPU was left out (lost, or denied to this user)"
-  elif grep -qi 'warning' "$err"; then
-    real_fail "$who: the discovery warned (a MIG GPU's memory for non-root must be quietly unknown)"
+  if [ "$as_nobody" = setpriv ]; then
+    run_cmd "$run_as_judged" setpriv --reuid=nobody --regid="$nobody_group" --clear-groups -- "$@"
+  else
+    run_cmd "$run_as_judged" runuser -u nobody -- "$@"
   fi
-  rm -f "$err"
 }
-if [[ $gpu_count -gt 0 ]]; then
-  discover_all "$(id -un)" "$shared/nvidia-gpu-discovery.sh" "$gpu_count"
-  if [[ ${#as_nobody[@]} -gt 0 ]]; then
-    discover_all nobody "${as_nobody[@]}" "$shared/nvidia-gpu-discovery.sh" "$gpu_count"
-  else
-    echo "(not root, or neither setpriv nor runuser: the check as nobody is skipped)"
-  fi
-  if [[ $mig_gpus -gt 0 ]]; then
-    instances=$(nvidia-smi -L | grep -c 'MIG ')
-    # Every unit: each MIG instance, and each GPU not in MIG mode.
-    units=$((instances + gpu_count - mig_gpus))
-    echo "MIG instances listed by nvidia-smi -L: $instances; units with --mig: $units"
-    discover_all "$(id -un) --mig" "$shared/nvidia-gpu-discovery.sh" "$units" --mig
-    [[ ${#as_nobody[@]} -gt 0 ]] &&
-      discover_all "nobody --mig" "${as_nobody[@]}" "$shared/nvidia-gpu-discovery.sh" "$units" --mig
-    "$flink_gpu" discover --mig -n 1 --format json || real_fail "flink-gpu discover --mig failed"
-  else
-    echo "(no GPU in MIG mode: the MIG checks are skipped)"
-  fi
 
+# The files the checks that need them share: the coordination file of the coordination, check,
+# status and watch checks; that of exec (mask).
+coordination=$work/coordination
+
+# Two owners that outlive the discoveries that record them (the coordination check).
+start_owner() {
+  sleep 600 >/dev/null 2>&1 &
+  owner_pid=$!
+  owners="$owners $owner_pid"
+}
+
+# --- the checks ---------------------------------------------------------------------------------
+
+check_build() {
+  if [ -f "$build_dir/CMakeCache.txt" ] || ! command -v ninja >/dev/null 2>&1; then
+    # Keep the generator the folder was made with.
+    run_cmd cmake -S "$repo_root" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DFLINK_GPU_WERROR=ON -DFLINK_GPU_BENCH=OFF
+  else
+    run_cmd cmake -S "$repo_root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DFLINK_GPU_WERROR=ON -DFLINK_GPU_BENCH=OFF
+  fi
+  [ "$rc" -eq 0 ] || return
+  run_cmd cmake --build "$build_dir" -j "$(nproc 2>/dev/null || echo 2)"
+}
+
+check_tests() {
+  run_cmd --any-exit ctest --test-dir "$build_dir" --output-on-failure \
+    -j "$(nproc 2>/dev/null || echo 2)"
+  [ "$rc" -eq 0 ] || [ "$timed_out" = true ] || fail_check "some tests failed (ctest exited with $rc)"
+}
+
+check_host() {
+  run_cmd --shown uname -a
+  run_cmd --shown id
+  [ "$mode" != bundle ] || run_cmd --shown cat "$bundle/MANIFEST"
+  [ -z "$stand_in_nvml$stand_in_host$stand_in_smi" ] ||
+    note "STAND-INS, not a real host: NVML ${stand_in_nvml:-none}, host ${stand_in_host:-(none)}, nvidia-smi from ${stand_in_smi:-(the system)}"
+  note "libnvidia-ml.so.1: ${FLINK_GPU_NVML_LIBRARY:-as the loader finds it}"
+  ldconfig=$(command -v ldconfig 2>/dev/null) || ldconfig=
+  for candidate in /sbin/ldconfig /usr/sbin/ldconfig; do
+    [ -n "$ldconfig" ] || [ ! -x "$candidate" ] || ldconfig=$candidate
+  done
+  if [ -n "$ldconfig" ]; then
+    run_cmd --shown sh -c '"$1" -p | grep -F libnvidia-ml.so' sh "$ldconfig"
+  fi
+  if [ -z "$smi" ]; then
+    fail_check "$smi_missing"
+    note "PATH=$PATH; and /usr/bin, /usr/local/bin, /usr/local/nvidia/bin, /usr/lib/wsl/lib, /opt/nvidia/bin"
+    return
+  fi
+  note "nvidia-smi: $smi"
+  run_cmd "$smi"
+  run_cmd "$smi" --query-gpu=index,uuid,name,pci.bus_id,driver_version,mig.mode.current \
+    --format=csv
+  if [ "$rc" -eq 0 ]; then
+    gpu_count=$(awk -F', *' '$1 ~ /^[0-9]+$/ { n++ } END { print n + 0 }' "$out")
+    mig_gpus=$(awk -F', *' '$1 ~ /^[0-9]+$/ && $6 ~ /^Enabled/ { n++ } END { print n + 0 }' "$out")
+    uuid0=$(awk -F', *' '$1 == "0" { print $2 }' "$out" | tr -d ' \r')
+    note "GPUs: $gpu_count, in MIG mode: $mig_gpus, GPU 0: ${uuid0:-?}"
+    [ "$gpu_count" -gt 0 ] || fail_check "nvidia-smi lists no GPU"
+  fi
+  run_cmd "$smi" -L
+  cp "$out" "$work/smi-list.txt"
+}
+
+# The libraries a program needs, by ldd (or readelf -d): glibc's alone.
+check_links() {
+  if command -v ldd >/dev/null 2>&1; then
+    links_tool=ldd
+  elif command -v readelf >/dev/null 2>&1; then
+    links_tool=readelf
+  else
+    skip_check "neither ldd nor readelf is on PATH"
+    return
+  fi
+  for linked in "$flink_gpu" "$plugin/nvidia-gpu-discovery" "$tool" "$client"; do
+    if [ "$links_tool" = ldd ]; then
+      run_cmd ldd "$linked"
+      libraries=$(awk '{ print $1 }' "$out")
+    else
+      run_cmd readelf -d "$linked"
+      libraries=$(sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' "$out")
+    fi
+    if grep -q 'not found' "$out" "$err"; then
+      fail_check "${linked##*/}: $(grep -h 'not found' "$out" "$err" | head -3 | tr '\n' ' ')"
+    fi
+    for library in $libraries; do
+      case ${library##*/} in
+        linux-vdso.so.* | linux-gate.so.* | libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | ld-linux*.so.*) ;;
+        *) fail_check "${linked##*/} needs $library, which is not glibc's" ;;
+      esac
+    done
+  done
+}
+
+check_compare() {
+  if [ -n "$smi" ]; then
+    run_cmd --any-exit "$tool" --runs "$runs" --nvidia-smi "$smi"
+  else
+    run_cmd --any-exit "$tool" --runs "$runs"
+  fi
+  timing=$(grep '^timing' "$out")
+  [ -z "$timing" ] || note "$timing"
+  case $rc in
+    0) ;;
+    1) fail_check "NVML and nvidia-smi disagree: $(sed -n '/^DISAGREE:/,$ s/^  //p' "$out" | head -n 5 | sed 's/$/;/' | tr '\n' ' ' | sed 's/; $//')" ;;
+    *) [ "$timed_out" = true ] ||
+      fail_check "the comparison could not be made (exit $rc): $(head -n 1 "$err")" ;;
+  esac
+}
+
+# The first line of stdout must be one device identifier, and the only line.
+one_identifier() {
+  first=$(head -n 1 "$out")
+  case $first in
+    '' | *[!0-9A-Za-z-]*) fail_check "$1 printed '$first', not one GPU identifier" ;;
+    *) [ "$(wc -l <"$out" | tr -d ' ')" -eq 1 ] || fail_check "$1 printed more than one line" ;;
+  esac
+}
+
+check_discovery() {
+  run_cmd "$plugin/nvidia-gpu-discovery.sh" 1
+  [ "$rc" -ne 0 ] || one_identifier "nvidia-gpu-discovery.sh 1"
+}
+
+check_coordination() {
+  start_owner
+  first_owner=$owner_pid
+  start_owner
+  second_owner=$owner_pid
+  run_cmd "$plugin/nvidia-gpu-discovery.sh" 1 --enable-coordination-mode \
+    --coordination-file "$coordination" --owner-pid "$first_owner"
+  [ "$rc" -ne 0 ] || one_identifier "the first owner's discovery"
+  first_gpu=$(head -n 1 "$out")
+  if [ "${gpu_count:-2}" -ge 2 ]; then
+    run_cmd "$plugin/nvidia-gpu-discovery.sh" 1 --enable-coordination-mode \
+      --coordination-file "$coordination" --owner-pid "$second_owner"
+    [ "$rc" -ne 0 ] || one_identifier "the second owner's discovery"
+    second_gpu=$(head -n 1 "$out")
+    [ "$rc" -ne 0 ] || [ "$first_gpu" != "$second_gpu" ] ||
+      fail_check "both owners were given GPU $first_gpu"
+  else
+    run_cmd --any-exit "$plugin/nvidia-gpu-discovery.sh" 1 --enable-coordination-mode \
+      --coordination-file "$coordination" --owner-pid "$second_owner"
+    [ "$rc" -eq 1 ] || fail_check "a second owner of the one GPU got exit $rc, not 1"
+  fi
+  run_cmd --shown cat "$coordination"
+}
+
+copy_plugin() {
+  [ ! -d "$shared" ] || return 0
+  mkdir -p "$shared" &&
+    cp "$plugin/nvidia-gpu-discovery" "$plugin/nvidia-gpu-discovery.sh" \
+      "$plugin/gpu-discovery-common.sh" "$shared/" &&
+    chmod 755 "$shared" "$shared/nvidia-gpu-discovery" "$shared/nvidia-gpu-discovery.sh"
+}
+
+# discover_all WHO UNITS [ARGS...]: one discovery of every unit, judged: exit 0, UNITS lines,
+# nothing left out, no warning (a MIG GPU's memory for non-root must be quietly unknown).
+discover_all() {
+  discover_who=$1 discover_units=$2
+  shift 2
+  if [ "$discover_who" = nobody ]; then
+    run_as_nobody --any-exit "$shared/nvidia-gpu-discovery.sh" "$discover_units" "$@"
+  else
+    run_cmd --any-exit "$shared/nvidia-gpu-discovery.sh" "$discover_units" "$@"
+  fi
+  [ "$timed_out" = false ] || return
+  # Flink's protocol: the identifiers on one line, comma-separated.
+  printed=$(tr ',' '\n' <"$out" | grep -c .)
+  if [ "$rc" -ne 0 ]; then
+    fail_check "$discover_who: the discovery of $discover_units failed (exit $rc): $(head -n 1 "$err")"
+  elif [ "$printed" -ne "$discover_units" ]; then
+    fail_check "$discover_who: $printed units printed, $discover_units asked"
+  elif grep -q 'left out' "$err"; then
+    fail_check "$discover_who: a GPU was left out (lost, or denied to this user)"
+  elif grep -qi 'warning' "$err"; then
+    fail_check "$discover_who: the discovery warned: $(grep -i warning "$err" | head -n 1)"
+  fi
+}
+
+need_count() {
+  if [ -z "$smi" ]; then
+    skip_check "$smi_missing: no GPU count to check against"
+    return 1
+  elif [ "${gpu_count:-0}" -eq 0 ]; then
+    skip_check "nvidia-smi listed no GPU"
+    return 1
+  fi
+  copy_plugin || {
+    fail_check "cannot copy the discovery into $shared"
+    return 1
+  }
+}
+
+check_all_gpus() {
+  need_count || return
+  discover_all "$(id -un)" "$gpu_count"
+}
+
+check_nobody() {
+  need_count || return
+  if [ -z "$as_nobody" ]; then
+    skip_check "not root, or neither setpriv nor runuser: cannot run as nobody"
+    return
+  fi
+  discover_all nobody "$gpu_count"
+}
+
+check_mig() {
+  need_count || return
+  if [ "$mig_gpus" -eq 0 ]; then
+    skip_check "no GPU in MIG mode"
+    return
+  fi
+  instances=$(grep -c 'MIG ' "$work/smi-list.txt")
+  # Every unit: each MIG instance, and each GPU not in MIG mode.
+  units=$((instances + gpu_count - mig_gpus))
+  note "MIG instances listed by nvidia-smi -L: $instances; units with --mig: $units"
+  discover_all "$(id -un) --mig" "$units" --mig
+  [ -z "$as_nobody" ] || discover_all nobody "$units" --mig
+  run_cmd "$flink_gpu" discover --mig -n 1 --format json
+}
+
+check_mask() {
+  need_count || return
+  if [ -z "$uuid0" ]; then
+    fail_check "nvidia-smi gave no UUID for GPU 0"
+    return
+  fi
   # The scheduler's mask: the last GPU by index, GPU 0 by a UUID prefix.
-  uuid0=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ')
-  prefix0=${uuid0:0:12}
+  prefix0=$(printf '%.12s' "$uuid0")
   last=$((gpu_count - 1))
-  if [[ $gpu_count -ge 2 ]]; then mask="$last,$prefix0"; want="$last,$prefix0"; n=2; else
-    mask="$prefix0"; want="$prefix0"; n=1; fi
-  got=$(CUDA_VISIBLE_DEVICES=$mask "$shared/nvidia-gpu-discovery.sh" "$n")
-  echo "CUDA_VISIBLE_DEVICES=$mask: the discovery printed '$got'"
-  [[ $got == "$want" ]] || real_fail "under CUDA_VISIBLE_DEVICES=$mask expected '$want', got '$got'"
-  json=$(CUDA_VISIBLE_DEVICES=$mask "$flink_gpu" discover -n "$n" --format json)
-  echo "$json"
-  [[ $json == *"\"uuid\":\"$uuid0\""* ]] || real_fail "the JSON does not name $uuid0 for $prefix0"
-  if CUDA_VISIBLE_DEVICES=NoDevFiles "$shared/nvidia-gpu-discovery.sh" 1 2>"$shared/err"; then
-    real_fail "CUDA_VISIBLE_DEVICES=NoDevFiles was not refused"
+  if [ "$gpu_count" -ge 2 ]; then
+    mask=$last,$prefix0
+    amount=2
   else
-    grep -q 'CUDA_VISIBLE_DEVICES=NoDevFiles' "$shared/err" ||
-      real_fail "the refusal does not name CUDA_VISIBLE_DEVICES: $(cat "$shared/err")"
+    mask=$prefix0
+    amount=1
   fi
-  visible=$(CUDA_VISIBLE_DEVICES=$mask "$flink_gpu" exec -n "$n" \
-    --coordination-file "$shared/coordination" -- sh -c 'echo "$CUDA_VISIBLE_DEVICES $CUDA_DEVICE_ORDER"')
-  echo "exec under CUDA_VISIBLE_DEVICES=$mask: $visible"
-  [[ $visible == "$want PCI_BUS_ID" ]] || real_fail "exec gave '$visible', expected '$want PCI_BUS_ID'"
-fi
-rm -rf "$shared"
+  run_cmd env CUDA_VISIBLE_DEVICES="$mask" "$shared/nvidia-gpu-discovery.sh" "$amount"
+  got=$(tr '\n' ',' <"$out" | sed 's/,$//')
+  [ "$rc" -ne 0 ] || [ "$got" = "$mask" ] ||
+    fail_check "under CUDA_VISIBLE_DEVICES=$mask the discovery printed '$got', not '$mask'"
+  run_cmd env CUDA_VISIBLE_DEVICES="$mask" "$flink_gpu" discover -n "$amount" --format json
+  [ "$rc" -ne 0 ] || grep -q "\"uuid\": *\"$uuid0\"" "$out" ||
+    fail_check "the JSON does not name $uuid0 for $prefix0"
+  run_cmd --any-exit env CUDA_VISIBLE_DEVICES=NoDevFiles "$shared/nvidia-gpu-discovery.sh" 1
+  if [ "$rc" -eq 0 ]; then
+    fail_check "CUDA_VISIBLE_DEVICES=NoDevFiles was not refused"
+  elif [ "$timed_out" = false ] && ! grep -q 'CUDA_VISIBLE_DEVICES=NoDevFiles' "$err"; then
+    fail_check "the refusal does not name CUDA_VISIBLE_DEVICES=NoDevFiles"
+  fi
+  # shellcheck disable=SC2016 # for the child to expand
+  run_cmd env CUDA_VISIBLE_DEVICES="$mask" "$flink_gpu" exec -n "$amount" \
+    --coordination-file "$work/exec-coordination" -- \
+    sh -c 'echo "$CUDA_VISIBLE_DEVICES $CUDA_DEVICE_ORDER"'
+  visible=$(cat "$out")
+  [ "$rc" -ne 0 ] || [ "$visible" = "$mask PCI_BUS_ID" ] ||
+    fail_check "exec gave '$visible', not '$mask PCI_BUS_ID'"
+}
 
-step "topology: flink-gpu topology (NVML) next to nvidia-smi topo -m"
-topology_status=0
-"$build_dir/bin/flink-gpu" topology || topology_status=$?
-echo "(flink-gpu topology exited with $topology_status)"
-echo "-- nvidia-smi topo -m:"
-if command -v nvidia-smi >/dev/null 2>&1; then
-  nvidia-smi topo -m || echo "(nvidia-smi topo -m exited with $?)"
-else
-  echo "(nvidia-smi is not on PATH)"
-fi
-echo "-- flink-gpu topology --format json:"
-"$build_dir/bin/flink-gpu" topology --format json || true
-gpu_count=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
-for amount in 1 2 $((gpu_count / 2)); do
-  [[ $amount -ge 1 && $amount -le $gpu_count ]] || continue
-  echo "-- $amount GPU(s): topology: $("$program_dir/nvidia-gpu-discovery" "$amount" 2>&1 | head -1)" \
-    "index: $("$program_dir/nvidia-gpu-discovery" "$amount" --placement index 2>&1 | head -1)"
+check_topology() {
+  run_cmd "$flink_gpu" topology
+  if [ -n "$smi" ]; then
+    run_cmd "$smi" topo -m
+  else
+    fail_check "$smi_missing: no nvidia-smi topo -m to compare with"
+  fi
+  run_cmd "$flink_gpu" topology --format json
+  # What placement hands out (nothing is held: plain mode), against Flink's first-free rule.
+  amounts=1
+  [ "${gpu_count:-0}" -lt 2 ] || amounts="$amounts 2"
+  [ $((${gpu_count:-0} / 2)) -le 2 ] || amounts="$amounts $((gpu_count / 2))"
+  for amount in $amounts; do
+    run_cmd --shown "$plugin/nvidia-gpu-discovery" "$amount"
+    run_cmd --shown "$plugin/nvidia-gpu-discovery" "$amount" --placement index
+  done
+}
+
+check_health() {
+  if [ -n "$gpu_count" ] && [ "$gpu_count" -gt 0 ]; then
+    run_cmd "$flink_gpu" check --expect "$gpu_count" --coordination-file "$coordination"
+    run_cmd "$flink_gpu" check --expect "$gpu_count" --coordination-file "$coordination" \
+      --format json
+  else
+    note "no GPU count from nvidia-smi: check runs without --expect"
+    run_cmd "$flink_gpu" check --coordination-file "$coordination"
+    run_cmd "$flink_gpu" check --coordination-file "$coordination" --format json
+  fi
+}
+
+check_status() {
+  run_cmd "$flink_gpu" status --coordination-file "$coordination"
+  run_cmd "$flink_gpu" status --coordination-file "$coordination" --format json
+  run_cmd "$flink_gpu" status --coordination-file "$coordination" --format prometheus
+}
+
+check_watch() {
+  run_cmd --any-exit --runs-for "$watch_seconds" "$flink_gpu" watch \
+    --coordination-file "$coordination"
+  if [ "$timed_out" = true ]; then
+    return
+  elif [ "$elapsed_ms" -lt $((watch_seconds * 1000 - 500)) ]; then
+    fail_check "watch ended by itself after $(seconds_of "$elapsed_ms") s (exit $rc), before SIGTERM"
+  elif [ "$rc" -ne 0 ]; then
+    fail_check "watch exited with $rc on SIGTERM, not 0"
+  fi
+  # shellcheck disable=SC2016 # for the child to expand
+  run_cmd --shown sh -c 'ls -l -- "$1"*' sh "$coordination"
+}
+
+check_mps() {
+  if ! command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+    skip_check "nvidia-cuda-mps-control is not on PATH"
+    return
+  fi
+  need_count || return
+  if [ -z "$uuid0" ]; then
+    fail_check "nvidia-smi gave no UUID for GPU 0"
+    return
+  fi
+  mps_dir=$work/mps
+  mps_coordination=$mps_dir/coordination
+  pipe=$mps_dir/pipe
+  mkdir -p "$pipe" "$mps_dir/log"
+  run_cmd "$flink_gpu" share --gpu 0 --replicas 2 --mps "$pipe" \
+    --coordination-file "$mps_coordination"
+  [ "$rc" -eq 0 ] || return
+  share_mib=$(sed -n "s/.*${tab}memory=\\([0-9]*\\).*/\\1/p" "$mps_coordination.sharing" | head -n 1)
+  note "each share: ${share_mib:-?} MiB"
+  run_cmd env CUDA_MPS_PIPE_DIRECTORY="$pipe" CUDA_MPS_LOG_DIRECTORY="$mps_dir/log" \
+    CUDA_VISIBLE_DEVICES="$uuid0" nvidia-cuda-mps-control -d
+  [ "$rc" -eq 0 ] || return
+  mps_pipe=$pipe
+  small=$((${share_mib:-2048} / 2))
+  # Long enough to outlast the wait for both allocations and the looks beside them.
+  hold=15
+  left=$(time_left)
+  # Two clients at once, in the background; recorded when they have ended.
+  clients=
+  for n in 1 2; do
+    (
+      client_started=$(now_ms)
+      timeout -k "$kill_grace" "$left" "$flink_gpu" exec --share \
+        --coordination-file "$mps_coordination" -- "$client" "$small" "$hold" \
+        </dev/null >"$mps_dir/client$n.out" 2>"$mps_dir/client$n.err"
+      echo "$? $(($(now_ms) - client_started))" >"$mps_dir/client$n.status"
+    ) &
+    clients="$clients $!"
+  done
+  tries=0
+  while [ $tries -lt 30 ]; do
+    [ "$(cat "$mps_dir/client1.out" "$mps_dir/client2.out" 2>/dev/null | grep -c allocated)" -lt 2 ] ||
+      break
+    tries=$((tries + 1))
+    sleep 1
+  done
+  run_cmd --shown "$smi"
+  # shellcheck disable=SC2016 # for the child to expand
+  run_cmd --shown env CUDA_MPS_PIPE_DIRECTORY="$pipe" \
+    sh -c 'echo get_server_list | nvidia-cuda-mps-control'
+  run_cmd --shown "$flink_gpu" status --coordination-file "$mps_coordination"
+  run_cmd --any-exit "$flink_gpu" exec --share --coordination-file "$mps_coordination" -- true
+  grep -q 'not enough free GPU shares' "$err" ||
+    fail_check "a third exec --share was not refused while two clients held both shares"
+  # shellcheck disable=SC2086 # pids
+  wait $clients
+  for n in 1 2; do
+    read -r client_rc client_ms <"$mps_dir/client$n.status" || client_rc=255 client_ms=0
+    client_timed_out=false
+    [ "$client_rc" -ne 124 ] && [ "$client_rc" -ne 137 ] || client_timed_out=true
+    record by-the-check "$client_rc" "$client_ms" "$client_timed_out" "$mps_dir/client$n.out" \
+      "$mps_dir/client$n.err" "$flink_gpu" exec --share --coordination-file "$mps_coordination" \
+      -- "$client" "$small" "$hold"
+  done
+  [ "$(cat "$mps_dir/client1.out" "$mps_dir/client2.out" | grep -c allocated)" -eq 2 ] ||
+    fail_check "two MPS clients did not both allocate ${small} MiB"
+  over=$((${share_mib:-2048} + 1024))
+  run_cmd --any-exit "$flink_gpu" exec --share --coordination-file "$mps_coordination" -- \
+    "$client" "$over" 0
+  [ "$timed_out" = true ] || [ "$rc" -eq 3 ] ||
+    fail_check "a client asking $over MiB of a ${share_mib:-?} MiB share got exit $rc, not 3 (an allocation that fails)"
+  # shellcheck disable=SC2016 # for the child to expand
+  run_cmd --shown env CUDA_MPS_PIPE_DIRECTORY="$pipe" sh -c 'echo quit | nvidia-cuda-mps-control'
+  mps_pipe=
+}
+
+# The summary and the JSON twin: at the end, or when a signal ends the run early (then the check
+# under way is left out, and the run does not pass).
+finish_report() {
+  [ -z "${report_finished:-}" ] || return 0
+  report_finished=1
+  finished_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  run_ms=$(($(now_ms) - run_started_ms))
+  ok=true
+  [ $((count_fail + count_timeout)) -eq 0 ] && [ -z "$interrupted" ] || ok=false
+  if [ "$ok" = true ]; then result=PASSED; else result=FAILED; fi
+  [ -z "$interrupted" ] || result="INTERRUPTED by $interrupted, during $check_id"
+  result_line="result: $result: $count_pass passed, $count_fail failed, $count_timeout timed out, $count_skipped skipped, in $(seconds_of "$run_ms") s"
+  {
+    echo ""
+    echo "== summary"
+    cat "$work/summary.txt"
+    echo "$result_line"
+    echo "finished: $finished_utc"
+  } >>"$report"
+  echo "$result_line"
+
+  if [ "$mode" = bundle ]; then
+    manifest=$(json_file "$bundle/MANIFEST" 2>/dev/null) || manifest=null
+    where="\"bundle\": $(json_string "$bundle"), \"build_dir\": null, \"manifest\": $manifest"
+  else
+    where="\"bundle\": null, \"build_dir\": $(json_string "$build_dir"), \"manifest\": null"
+  fi
+  if [ -n "$stand_in_nvml$stand_in_host$stand_in_smi" ]; then
+    stand_ins="{\"nvml\": $(json_string "$stand_in_nvml"), \"host\": $(json_string "$stand_in_host"), \"nvidia_smi\": $(json_string "$stand_in_smi")}"
+  else
+    stand_ins=null
+  fi
+  {
+    printf '{"report": "flink-gpu gpu-machine-check", "format": 1, "mode": "%s", %s,\n' "$mode" "$where"
+    printf ' "started": "%s", "finished": "%s", "duration_ms": %d,\n' "$started_utc" "$finished_utc" "$run_ms"
+    printf ' "host": %s, "user": %s, "stand_ins": %s,\n' "$(json_string "$(uname -a)")" \
+      "$(json_string "$(id)")" "$stand_ins"
+    printf ' "limits": {"check_s": %d, "total_s": %d, "watch_s": %d, "nvml_runs": %d},\n' \
+      "$step_timeout" "$total_timeout" "$watch_seconds" "$runs"
+    printf ' "checks": [\n'
+    cat "$work/checks.json"
+    printf '],\n "summary": {"pass": %d, "fail": %d, "timeout": %d, "skipped": %d},\n' \
+      "$count_pass" "$count_fail" "$count_timeout" "$count_skipped"
+    if [ -n "$interrupted" ]; then
+      printf ' "interrupted": "%s", "ok": %s}\n' "$interrupted" "$ok"
+    else
+      printf ' "interrupted": null, "ok": %s}\n' "$ok"
+    fi
+  } >"$json_report"
+}
+
+# --- the run ------------------------------------------------------------------------------------
+
+{
+  echo "flink-gpu GPU host check ($program_name), format 1"
+  echo "started:  $started_utc"
+  if [ "$mode" = bundle ]; then
+    echo "mode:     bundle $bundle"
+  else
+    echo "mode:     full, build folder $build_dir"
+  fi
+  echo "host:     $(uname -a)"
+  echo "user:     $(id)"
+  if [ -n "$stand_in_nvml$stand_in_host$stand_in_smi" ]; then
+    echo "STAND-INS (not a real host): nvml=${stand_in_nvml:-none} host=${stand_in_host:-none} nvidia-smi=${stand_in_smi:-none}"
+  fi
+  echo "limits:   ${step_timeout} s a check, ${total_timeout} s in all; watch ${watch_seconds} s; ${runs} timed runs"
+  echo "reading:  each command is '\$ command', its exit status and time, stdout as '  | ', stderr"
+  echo "          as '  ! '; each check ends in '-> verdict'; the JSON twin is $json_report"
+} >"$report"
+printf '%s: report in %s (and .json)\n' "$program_name" "$report"
+
+# The command under way gets the signal, which timeout passes on to its process group.
+stop_running() {
+  [ -z "$running_pid" ] || kill -TERM "$running_pid" 2>/dev/null
+  [ -z "${clients:-}" ] || for client_pid in $clients; do kill -TERM "$client_pid" 2>/dev/null; done
+}
+
+# A signal ends the run with what it has: the report of the checks done (once the command under
+# way has ended: timeout bounds it).
+interrupted=
+check_id=start
+for signal in INT TERM HUP; do
+  # shellcheck disable=SC2064 # the signal's name now
+  trap "interrupted=SIG$signal; stop_running; finish_report; exit 1" "$signal"
 done
 
-step "sharing under MPS"
-mps_status=0
-mps_dir=$(mktemp -d /tmp/flink-gpu-mps-check.XXXXXX)
-if ! command -v nvidia-cuda-mps-control >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1; then
-  echo "skipped: nvidia-cuda-mps-control or cc is not on PATH"
-  mps_status=skipped
-else
-  # A CUDA client of the driver API, without the CUDA toolkit: allocates MIB MiB on its one
-  # visible device, says so, holds it SECONDS, exits 0; exits 3 when the allocation fails.
-  cat >"$mps_dir/client.c" <<'CLIENT'
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
-typedef int (*init_t)(unsigned);
-typedef int (*device_get_t)(int*, int);
-typedef int (*ctx_create_t)(void**, unsigned, int);
-typedef int (*mem_alloc_t)(unsigned long long*, size_t);
-int main(int argc, char** argv) {
-  if (argc != 3) return 2;
-  void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
-  if (!cuda) { fprintf(stderr, "client: %s\n", dlerror()); return 2; }
-  init_t init = (init_t)dlsym(cuda, "cuInit");
-  device_get_t device_get = (device_get_t)dlsym(cuda, "cuDeviceGet");
-  ctx_create_t ctx_create = (ctx_create_t)dlsym(cuda, "cuCtxCreate_v2");
-  mem_alloc_t mem_alloc = (mem_alloc_t)dlsym(cuda, "cuMemAlloc_v2");
-  int device = 0, rc;
-  void* context = NULL;
-  unsigned long long pointer = 0;
-  if ((rc = init(0)) || (rc = device_get(&device, 0)) || (rc = ctx_create(&context, 0, device))) {
-    fprintf(stderr, "client: CUDA set-up failed: %d\n", rc);
-    return 2;
-  }
-  rc = mem_alloc(&pointer, (size_t)atoll(argv[1]) << 20);
-  if (rc) { printf("client %d: allocating %s MiB failed: CUDA error %d\n", getpid(), argv[1], rc); return 3; }
-  printf("client %d: allocated %s MiB\n", getpid(), argv[1]);
-  fflush(stdout);
-  sleep((unsigned)atoi(argv[2]));
-  return 0;
-}
-CLIENT
-  if ! cc -O1 -o "$mps_dir/client" "$mps_dir/client.c" -ldl; then
-    echo "cannot build the CUDA client"; mps_status=1
-  else
-    cli=$build_dir/bin/flink-gpu
-    coord=$mps_dir/coordination
-    pipe=$mps_dir/pipe
-    mkdir -p "$pipe" "$mps_dir/log"
-    uuid0=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ')
-    "$cli" share --gpu 0 --replicas 2 --mps "$pipe" --coordination-file "$coord" || mps_status=1
-    share_mib=$(sed -n 's/.*\tmemory=\([0-9]*\).*/\1/p' "$coord.sharing" | head -1)
-    echo "each share: ${share_mib:-?} MiB"
-    CUDA_MPS_PIPE_DIRECTORY=$pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log CUDA_VISIBLE_DEVICES=$uuid0 \
-      nvidia-cuda-mps-control -d || mps_status=1
-    small=$(( ${share_mib:-2048} / 2 ))
-    for n in 1 2; do
-      timeout 60 "$cli" exec --share --coordination-file "$coord" -- \
-        "$mps_dir/client" "$small" 15 >"$mps_dir/client$n.out" 2>&1 &
-    done
-    for _ in $(seq 1 40); do
-      [[ $(cat "$mps_dir"/client?.out 2>/dev/null | grep -c allocated) -ge 2 ]] && break
-      sleep 0.5
-    done
-    cat "$mps_dir"/client?.out
-    [[ $(cat "$mps_dir"/client?.out | grep -c allocated) -eq 2 ]] ||
-      { echo "FAILED: two MPS clients did not both allocate"; mps_status=1; }
-    echo "-- nvidia-smi:"; nvidia-smi || true
-    echo "-- get_server_list:"; echo get_server_list | CUDA_MPS_PIPE_DIRECTORY=$pipe nvidia-cuda-mps-control || true
-    echo "-- flink-gpu status:"; "$cli" status --coordination-file "$coord" || true
-    third=$("$cli" exec --share --coordination-file "$coord" -- true 2>&1)
-    echo "a third exec --share while two hold: $third"
-    [[ $third == *"not enough free GPU shares"* ]] || { echo "FAILED: a third share was given"; mps_status=1; }
-    wait
-    over=$(( ${share_mib:-2048} + 1024 ))
-    over_out=$(timeout 60 "$cli" exec --share --coordination-file "$coord" -- "$mps_dir/client" "$over" 0 2>&1)
-    over_rc=$?
-    echo "a client asking $over MiB of a ${share_mib:-?} MiB share: exit $over_rc: $over_out"
-    [[ $over_rc -eq 3 ]] || { echo "FAILED: the allocation beyond the share did not fail"; mps_status=1; }
-    echo quit | CUDA_MPS_PIPE_DIRECTORY=$pipe nvidia-cuda-mps-control || true
-  fi
+no_programs=
+if [ "$mode" = full ]; then
+  run_check build "configure and build $build_dir" check_build "$build_timeout"
+  [ "$check_verdict" = pass ] || no_programs="the build failed"
+  run_check tests "ctest, every test" check_tests "$build_timeout"
 fi
-rm -rf "$mps_dir"
+total_deadline=$(($(now_s) + total_timeout))
+run_check host "the host: nvidia-smi, the driver, libnvidia-ml" check_host
+run_check links "the programs need glibc alone" check_links
+run_check compare "NVML against nvidia-smi (tools/nvml-vs-nvidia-smi)" check_compare
+run_check discovery "the discovery as Flink runs it: nvidia-gpu-discovery.sh 1" check_discovery
+run_check coordination "coordination mode: two owners, two GPUs" check_coordination
+run_check all-gpus "every GPU as $(id -un): none left out, no warning" check_all_gpus
+run_check nobody "every GPU as nobody" check_nobody
+run_check mig "MIG instances as units (--mig)" check_mig
+run_check mask "an inherited CUDA_VISIBLE_DEVICES" check_mask
+run_check topology "flink-gpu topology next to nvidia-smi topo -m; placement" check_topology
+run_check check "flink-gpu check, the node health check" check_health
+run_check status "flink-gpu status" check_status
+run_check watch "flink-gpu watch for $watch_seconds s, then SIGTERM" check_watch
+run_check mps "sharing under MPS: two exec --share clients" check_mps
 
-step "summary"
-echo "tests:      $([[ $tests_status -eq 0 ]] && echo passed || echo "FAILED ($tests_status)")"
-echo "comparison: $([[ $compare_status -eq 0 ]] && echo agree || echo "FAILED ($compare_status)")"
-echo "discovery:  $([[ $discovery_status -eq 0 ]] && echo ok || echo "FAILED ($discovery_status)")"
-echo "real host:  $([[ $real_status -eq 0 ]] && echo ok || echo FAILED)"
-echo "topology:   $([[ $topology_status -eq 0 ]] && echo ok || echo "FAILED ($topology_status)")"
-case $mps_status in
-  0) echo "MPS shares: ok" ;;
-  skipped) echo "MPS shares: skipped" ;;
-  *) echo "MPS shares: FAILED" ;;
-esac
-if [[ $compare_status -ge 2 ]]; then
-  exit 2
-fi
-if [[ $tests_status -ne 0 || $compare_status -ne 0 || $discovery_status -ne 0 ||
-  $real_status -ne 0 || $topology_status -ne 0 || $mps_status == 1 ]]; then
-  exit 1
-fi
-exit 0
+finish_report
+[ "$ok" = true ]
