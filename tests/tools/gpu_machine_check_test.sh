@@ -1,0 +1,472 @@
+#!/usr/bin/env bash
+# The GPU host check bundle (make gpu-check-bundle) as a GPU host would run it, on a machine
+# without GPUs: the bundle copied to a clean folder, run from there by its own
+# gpu-machine-check.sh --bundle, with an environment of PATH alone, and PATH reduced to a folder
+# of the basic tools (no compiler, CMake, Python). The stand-ins: the stand-in libnvidia-ml.so.1
+# of tests/fixtures/nvml playing a host of tests/fixtures/nvml/hosts/, and
+# tests/fixtures/gpu-check/nvidia-smi answering for the same GPUs.
+#
+#   gpu_machine_check_test.sh CASE BUNDLE FAKE_NVML HOSTS_DIR REPORT_READER SMI_STAND_IN
+#   gpu_machine_check_test.sh size_limit DIR -- STAGING_COMMAND...
+#
+# Cases (each asserts the exact verdict of every check, in the JSON report and in the text
+# report's summary, and that the run ended within its limits):
+#   stand_in_host       islands-8: every check passes (MIG and MPS skipped); the programs need
+#                       glibc alone (readelf -d, ldd); every command is in both reports; odd bytes
+#                       in nvidia-smi's output are valid JSON and reach no terminal; usage errors
+#   mig_host            2 GPUs, one in MIG mode with two instances: the mig check runs and passes
+#   disagreeing_smi     nvidia-smi names another UUID and bus id: compare fails, naming both
+#   missing_nvidia_smi  no nvidia-smi anywhere: host, compare and topology fail, the checks that
+#                       need its count are skipped, the others pass (77, skipped, where a real
+#                       nvidia-smi is installed)
+#   broken_nvml         a libnvidia-ml.so.1 that cannot be loaded: compare, topology, check and
+#                       watch fail, the discovery falls back on nvidia-smi and passes
+#   hanging_step        nvidia-smi topo -m hangs: topology times out after its step's limit
+#                       (GPU_CHECK_STEP_TIMEOUT=4), every other check runs and passes
+#   run_limit           nvidia-smi -L hangs past the run's limit (GPU_CHECK_TOTAL_TIMEOUT=4):
+#                       host times out, every later check is reported not run (timeout)
+#   full_mode           without --bundle, cmake and ctest standing in: a failing ctest fails
+#                       tests and every check still runs; a failing build skips every other check
+#   size_limit          the staging command with a limit of 1 MiB fails, naming the limit, and
+#                       leaves no bundle
+set -uo pipefail
+
+case_name=${1:?usage: gpu_machine_check_test.sh CASE ...}
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+finish() {
+  if [[ $failures -ne 0 ]]; then
+    # What the report says of each failure, for the reader of ctest's output.
+    if [[ -f ${work:-}/report.txt ]]; then
+      echo "--- from the report:" >&2
+      grep -B 12 '^  \(FAILED\|TIMED OUT\): ' "$work/report.txt" | cut -c 1-400 >&2
+    fi
+    echo "$case_name: $failures check(s) failed" >&2
+    exit 1
+  fi
+  echo "$case_name: all checks passed"
+  exit 0
+}
+
+if [[ $case_name == size_limit ]]; then
+  dir=$2
+  [[ $3 == -- ]] || { echo "usage: size_limit DIR -- COMMAND..." >&2; exit 2; }
+  shift 3
+  output=$("$@" 2>&1)
+  status=$?
+  [[ $status -ne 0 ]] || fail "staging with a limit of 1 MiB succeeded"
+  [[ $output == *"over the limit of 1 MiB"* ]] || fail "the failure does not name the limit: $output"
+  [[ ! -e $dir && ! -e $dir.staging ]] || fail "a bundle was left at $dir"
+  finish
+fi
+
+bundle=$2 fake_nvml=$3 hosts=$4 reader=$5 smi_stand_in=$6
+[[ -x $bundle/gpu-machine-check.sh ]] || { echo "no bundle at $bundle" >&2; exit 2; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+# Open to nobody, whose check runs the tools of PATH, which are here.
+chmod 755 "$work"
+
+# The clean folder: the bundle alone.
+cp -R "$bundle" "$work/bundle"
+
+# The basic tools, and nothing else, on PATH.
+mkdir "$work/tools"
+for name in sh awk sed grep cat head tail tr wc date mktemp rm mkdir mv cp chmod ls dirname \
+  timeout sleep uname id env ldd setpriv runuser; do
+  found=$(command -v "$name") && ln -s "$found" "$work/tools/$name"
+done
+
+# A stand-in nvidia-smi for a host JSON of the fixtures (one device a line), in folder $2.
+make_smi() {
+  local host=$1 dir=$2
+  mkdir -p "$dir"
+  cp "$smi_stand_in" "$dir/nvidia-smi"
+  sed -n 's/.*"uuid": "\([^"]*\)", "name": "\([^"]*\)", "pci_bus_id": "\([^"]*\)", "memory_total_mib": \([0-9]*\), "minor_number": [0-9]*, "mig_enabled": \(true\|false\).*/\1,\2,\3,\4,\5/p' \
+    "$host" | awk -F, '{ printf "%d,%s,%s,%s,%s,550.54.15,%s\n", NR - 1, $1, $2, $3, $4,
+                          ($5 == "true" ? "Enabled" : "Disabled") }' >"$dir/gpus.csv"
+  [[ -s $dir/gpus.csv ]] || { echo "no GPU read from $host" >&2; exit 2; }
+}
+
+# run_check [VAR=value...] -- [script args...]: the bundle's script, as a GPU host runs it, with
+# an environment of PATH, HOME and the given variables; sets status, elapsed_s.
+run_check() {
+  local env_vars=()
+  while [[ $1 != -- ]]; do
+    env_vars+=("$1")
+    shift
+  done
+  shift
+  local start=$SECONDS
+  (cd "$work" && env -i PATH="$work/tools" HOME="$work" GPU_CHECK_WATCH_SECONDS=2 \
+    NVML_CHECK_RUNS=3 "${env_vars[@]}" "$work/bundle/gpu-machine-check.sh" \
+    --bundle "$work/bundle" --report "$work/report.txt" "$@" >"$work/stdout" 2>"$work/stderr")
+  status=$?
+  elapsed_s=$((SECONDS - start))
+}
+
+with_stand_ins() {
+  echo --stand-in-nvml "$fake_nvml" --stand-in-host "$1" --stand-in-smi "$2"
+}
+
+# The verdicts, exactly: "<verdict> <id>" a line, in order, in the JSON and in the text summary.
+expect_verdicts() {
+  local expected=$1 json text
+  if ! json=$("$reader" "$work/report.txt.json" verdicts); then
+    fail "the JSON report is not valid: $json"
+    return
+  fi
+  [[ $json == "$expected" ]] || fail "verdicts (JSON):"$'\n'"$json"$'\n'"expected:"$'\n'"$expected"
+  text=$(sed -n '/^== summary$/,/^result: /p' "$work/report.txt" | sed '1d;$d' | awk '{ print $1, $2 }')
+  [[ $text == "$expected" ]] || fail "verdicts (text):"$'\n'"$text"$'\n'"expected:"$'\n'"$expected"
+}
+
+expect_status() {
+  [[ $status -eq $1 ]] || fail "exit $status, expected $1; stderr: $(cat "$work/stderr")"
+}
+
+expect_within() {
+  [[ $elapsed_s -le $1 ]] || fail "the run took $elapsed_s s, more than $1 s"
+}
+
+# The reason of a check in the JSON report holds $2.
+expect_reason() {
+  local reason
+  reason=$("$reader" "$work/report.txt.json" check "$1" reason)
+  [[ $reason == *"$2"* ]] || fail "$1's reason '$reason' lacks '$2'"
+}
+
+# nobody's check runs where the test runs as root with setpriv or runuser.
+nobody=skipped
+if [[ $(id -u) -eq 0 && ( -e $work/tools/setpriv || -e $work/tools/runuser ) ]]; then
+  nobody=pass
+fi
+
+case $case_name in
+  stand_in_host)
+    make_smi "$hosts/islands-8.json" "$work/smi"
+    # A driver's odd bytes: quotes, a backslash, a tab, escapes, a control character, a NUL,
+    # bytes that are not UTF-8 beside some that are.
+    printf 'quote " backslash \\ tab\tend\n\033[1mbold\033[0m \001\nbad: \377 ok: \302\260C overlong: \300\257 cut: \342\202\nnul:\000:end\n' \
+      >"$work/smi/banner.txt"
+    # shellcheck disable=SC2046
+    run_check -- $(with_stand_ins "$hosts/islands-8.json" "$work/smi")
+    expect_status 0
+    expect_within 60
+    expect_verdicts "pass host
+pass links
+pass compare
+pass discovery
+pass coordination
+pass all-gpus
+$nobody nobody
+skipped mig
+pass mask
+pass topology
+pass check
+pass status
+pass watch
+skipped mps"
+    # Every command in the JSON is in the text report, as run.
+    "$reader" "$work/report.txt.json" commands >"$work/commands"
+    [[ $(wc -l <"$work/commands") -ge 30 ]] || fail "only $(wc -l <"$work/commands") commands reported"
+    while IFS= read -r line; do
+      grep -qxF -- "$line" "$work/report.txt" || fail "the text report lacks: $line"
+    done <"$work/commands"
+    # The odd bytes: decoded from the JSON as they were, but NUL dropped and what is not UTF-8
+    # made U+FFFD; in the text report no control character but tab and newline.
+    "$reader" "$work/report.txt.json" field host /nvidia-smi stdout | head -n 4 >"$work/decoded"
+    printf 'quote " backslash \\ tab\tend\n\033[1mbold\033[0m \001\nbad: \357\277\275 ok: \302\260C overlong: \357\277\275\357\277\275 cut: \357\277\275\357\277\275\nnul::end\n' \
+      >"$work/expected"
+    cmp -s "$work/decoded" "$work/expected" ||
+      fail "nvidia-smi's odd bytes decode as $(od -c "$work/decoded" | head -n 8)"
+    if LC_ALL=C grep -q '[[:cntrl:]]' <(tr -d '\t' <"$work/report.txt"); then
+      fail "the text report holds control characters"
+    fi
+    [[ $("$reader" "$work/report.txt.json" top ok) == true ]] || fail "ok is not true"
+    [[ $("$reader" "$work/report.txt.json" top mode) == bundle ]] || fail "mode is not bundle"
+    grep -q '^version: ' <("$reader" "$work/report.txt.json" top manifest) ||
+      fail "the JSON report lacks the bundle's MANIFEST"
+    # The bundle's programs need glibc alone.
+    for program in bin/flink-gpu plugins/external-resource-gpu/nvidia-gpu-discovery \
+      tools/nvml-vs-nvidia-smi tools/cuda-mps-client; do
+      needed=$(readelf -d "$work/bundle/$program" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+      [[ -n $needed ]] || fail "$program: readelf -d lists nothing"
+      for library in $needed; do
+        case $library in
+          libc.so.6 | libm.so.6 | libdl.so.2 | libpthread.so.0 | ld-linux*.so.*) ;;
+          *) fail "$program needs $library (readelf -d)" ;;
+        esac
+      done
+      while read -r library _; do
+        case ${library##*/} in
+          linux-vdso.so.1 | libc.so.6 | libm.so.6 | libdl.so.2 | libpthread.so.0 | ld-linux*.so.*) ;;
+          *) fail "$program needs $library (ldd)" ;;
+        esac
+      done < <(ldd "$work/bundle/$program")
+      readelf -S "$work/bundle/$program" | grep -q '\.debug_\|\.symtab' &&
+        fail "$program is not stripped"
+    done
+    size=$(du -sb "$work/bundle" | cut -f1)
+    [[ $size -le $((64 * 1048576)) ]] || fail "the bundle is $size bytes, over 64 MiB"
+    # The MPS client without CUDA, and its usage.
+    "$work/bundle/tools/cuda-mps-client" x 2>"$work/client.err"
+    [[ $? -eq 2 ]] && grep -q '^usage: cuda-mps-client MIB SECONDS' "$work/client.err" ||
+      fail "cuda-mps-client x: $(cat "$work/client.err")"
+    if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
+      "$work/bundle/tools/cuda-mps-client" 1 0 2>"$work/client.err"
+      [[ $? -eq 2 ]] && grep -q 'libcuda.so.1' "$work/client.err" ||
+        fail "cuda-mps-client without libcuda.so.1: $(cat "$work/client.err")"
+    fi
+    # Usage errors: exit 2 and nothing run.
+    run_check -- --bundle
+    expect_status 2
+    run_check -- --stand-in-smi "$work/no-such-folder"
+    expect_status 2
+    (cd "$work" && env -i PATH="$work/tools" "$work/bundle/gpu-machine-check.sh" \
+      --bundle "$work/no-such-bundle" >/dev/null 2>"$work/stderr")
+    [[ $? -eq 2 ]] && grep -q 'no bundle at' "$work/stderr" ||
+      fail "a missing bundle: $(cat "$work/stderr")"
+    ;;
+
+  mig_host)
+    cat >"$work/mig-host.json" <<'EOF'
+{"comment": "2 GPUs, GPU 0 in MIG mode with two instances",
+ "devices": [
+  {"uuid": "GPU-aaaaaaaa-0000-4000-8000-000000000000", "name": "NVIDIA H200", "pci_bus_id": "00000000:19:00.0", "memory_total_mib": 143771, "minor_number": 0, "mig_enabled": true,
+   "mig": [{"uuid": "MIG-11111111-0000-4000-8000-000000000000", "name": "NVIDIA H200 MIG 1g.18gb", "memory_total_mib": 16384, "gpu_instance_id": 9, "compute_instance_id": 0},
+           {"uuid": "MIG-22222222-0000-4000-8000-000000000000", "name": "NVIDIA H200 MIG 1g.18gb", "memory_total_mib": 16384, "gpu_instance_id": 10, "compute_instance_id": 0}]},
+  {"uuid": "GPU-bbbbbbbb-0000-4000-8000-000000000000", "name": "NVIDIA H200", "pci_bus_id": "00000000:3B:00.0", "memory_total_mib": 143771, "minor_number": 1, "mig_enabled": false}]}
+EOF
+    make_smi "$work/mig-host.json" "$work/smi"
+    printf '0|  MIG 1g.18gb     Device  0: (UUID: MIG-11111111-0000-4000-8000-000000000000)\n0|  MIG 1g.18gb     Device  1: (UUID: MIG-22222222-0000-4000-8000-000000000000)\n' \
+      >"$work/smi/mig.txt"
+    # shellcheck disable=SC2046
+    run_check -- $(with_stand_ins "$work/mig-host.json" "$work/smi")
+    expect_status 0
+    expect_within 60
+    expect_verdicts "pass host
+pass links
+pass compare
+pass discovery
+pass coordination
+pass all-gpus
+$nobody nobody
+pass mig
+pass mask
+pass topology
+pass check
+pass status
+pass watch
+skipped mps"
+    "$reader" "$work/report.txt.json" field mig 0 stdout >"$work/units"
+    [[ $(cat "$work/units") == "MIG-11111111-0000-4000-8000-000000000000,MIG-22222222-0000-4000-8000-000000000000,1" ]] ||
+      fail "the MIG units: $(cat "$work/units")"
+    ;;
+
+  disagreeing_smi)
+    # nvidia-smi tells another UUID for GPU 1 and another bus id for GPU 3 than NVML does.
+    make_smi "$hosts/islands-8.json" "$work/smi"
+    sed -i 's/GPU-a0000001-1111/GPU-c0000001-1111/; s/00000000:5D:00.0/00000000:5E:00.0/' \
+      "$work/smi/gpus.csv"
+    # shellcheck disable=SC2046
+    run_check -- $(with_stand_ins "$hosts/islands-8.json" "$work/smi")
+    expect_status 1
+    expect_within 60
+    expect_verdicts "pass host
+pass links
+fail compare
+pass discovery
+pass coordination
+pass all-gpus
+$nobody nobody
+skipped mig
+pass mask
+pass topology
+pass check
+pass status
+pass watch
+skipped mps"
+    expect_reason compare "NVML and nvidia-smi disagree: GPU 1 UUID: NVML GPU-a0000001-1111-4222-8333-444400000001, nvidia-smi GPU-c0000001-1111-4222-8333-444400000001; GPU 3 PCI bus id: NVML 00000000:5D:00.0, nvidia-smi 00000000:5E:00.0"
+    ;;
+
+  missing_nvidia_smi)
+    for folder in /usr/bin /usr/local/bin /usr/local/nvidia/bin /usr/lib/wsl/lib /opt/nvidia/bin; do
+      if [[ -x $folder/nvidia-smi ]]; then
+        echo "skipped: this host has $folder/nvidia-smi, where the check looks after PATH"
+        exit 77
+      fi
+    done
+    run_check -- --stand-in-nvml "$fake_nvml" --stand-in-host "$hosts/islands-8.json"
+    expect_status 1
+    expect_within 60
+    expect_verdicts "fail host
+pass links
+fail compare
+pass discovery
+pass coordination
+skipped all-gpus
+skipped nobody
+skipped mig
+skipped mask
+fail topology
+pass check
+pass status
+pass watch
+skipped mps"
+    expect_reason host "nvidia-smi was not found"
+    expect_reason compare "nvidia-smi was not found"
+    expect_reason all-gpus "no GPU count to check against"
+    ;;
+
+  broken_nvml)
+    make_smi "$hosts/islands-8.json" "$work/smi"
+    printf 'not an ELF file\n' >"$work/libnvidia-ml.so.1"
+    run_check -- --stand-in-nvml "$work/libnvidia-ml.so.1" --stand-in-smi "$work/smi"
+    expect_status 1
+    expect_within 60
+    expect_verdicts "pass host
+pass links
+fail compare
+pass discovery
+pass coordination
+pass all-gpus
+$nobody nobody
+skipped mig
+pass mask
+fail topology
+fail check
+pass status
+fail watch
+skipped mps"
+    expect_reason compare "cannot be loaded"
+    expect_reason watch "before SIGTERM"
+    ;;
+
+  hanging_step)
+    make_smi "$hosts/islands-8.json" "$work/smi"
+    # shellcheck disable=SC2046
+    run_check GPU_CHECK_STEP_TIMEOUT=4 STAND_IN_SMI_HANG=topo -- \
+      $(with_stand_ins "$hosts/islands-8.json" "$work/smi")
+    expect_status 1
+    expect_within 60
+    expect_verdicts "pass host
+pass links
+pass compare
+pass discovery
+pass coordination
+pass all-gpus
+$nobody nobody
+skipped mig
+pass mask
+timeout topology
+pass check
+pass status
+pass watch
+skipped mps"
+    expect_reason topology "nvidia-smi topo -m did not end within"
+    [[ $("$reader" "$work/report.txt.json" field topology " topo -m" timed_out) == true ]] ||
+      fail "topo -m is not marked timed out"
+    took=$("$reader" "$work/report.txt.json" field topology " topo -m" duration_ms)
+    [[ $took -ge 2000 && $took -le 12000 ]] || fail "topo -m was stopped after $took ms"
+    ;;
+
+  run_limit)
+    make_smi "$hosts/islands-8.json" "$work/smi"
+    # shellcheck disable=SC2046
+    run_check GPU_CHECK_STEP_TIMEOUT=60 GPU_CHECK_TOTAL_TIMEOUT=4 STAND_IN_SMI_HANG=-L -- \
+      $(with_stand_ins "$hosts/islands-8.json" "$work/smi")
+    expect_status 1
+    expect_within 20
+    expect_verdicts "timeout host
+timeout links
+timeout compare
+timeout discovery
+timeout coordination
+timeout all-gpus
+timeout nobody
+timeout mig
+timeout mask
+timeout topology
+timeout check
+timeout status
+timeout watch
+timeout mps"
+    expect_reason host "nvidia-smi -L did not end within"
+    expect_reason links "not run: the run's limit of 4 s was reached"
+    ;;
+
+  full_mode)
+    # The full mode's flow, with stand-ins for cmake and ctest (a real build is the main build's
+    # business) and a build folder laid out as a build tree, of the bundle's programs.
+    make_smi "$hosts/islands-8.json" "$work/smi"
+    mkdir -p "$work/build/bin" "$work/build/plugins" "$work/stubs"
+    cp "$work/bundle/bin/flink-gpu" "$work/bundle/tools/"* "$work/build/bin/"
+    cp -R "$work/bundle/plugins/external-resource-gpu" "$work/build/plugins/"
+    printf '#!/bin/sh\necho "stand-in $0 $*"\nexit "${STUB_EXIT:-0}"\n' >"$work/stubs/cmake"
+    printf '#!/bin/sh\necho "stand-in $0 $*"\nexit "${STUB_CTEST_EXIT:-0}"\n' >"$work/stubs/ctest"
+    chmod +x "$work/stubs/cmake" "$work/stubs/ctest"
+    ln -s "$work/stubs/cmake" "$work/stubs/ctest" "$work/tools/"
+    run_full() {
+      local start=$SECONDS
+      (cd "$work" && env -i PATH="$work/tools" HOME="$work" GPU_CHECK_WATCH_SECONDS=2 \
+        NVML_CHECK_RUNS=3 "$@" "$work/bundle/gpu-machine-check.sh" --report "$work/report.txt" \
+        --stand-in-nvml "$fake_nvml" --stand-in-host "$hosts/islands-8.json" \
+        --stand-in-smi "$work/smi" "$work/build" >"$work/stdout" 2>"$work/stderr")
+      status=$?
+      elapsed_s=$((SECONDS - start))
+    }
+    # Some tests fail: reported, and every check runs.
+    run_full STUB_CTEST_EXIT=8
+    expect_status 1
+    expect_within 60
+    expect_verdicts "pass build
+fail tests
+pass host
+pass links
+pass compare
+pass discovery
+pass coordination
+pass all-gpus
+$nobody nobody
+skipped mig
+pass mask
+pass topology
+pass check
+pass status
+pass watch
+skipped mps"
+    expect_reason tests "some tests failed (ctest exited with 8)"
+    grep -qF "\$ cmake --build $work/build -j " "$work/report.txt" || fail "the build's command is not in the report"
+    [[ $("$reader" "$work/report.txt.json" top mode) == full ]] || fail "mode is not full"
+    # The build fails: nothing else can run.
+    run_full STUB_EXIT=1
+    expect_status 1
+    expect_verdicts "fail build
+skipped tests
+skipped host
+skipped links
+skipped compare
+skipped discovery
+skipped coordination
+skipped all-gpus
+skipped nobody
+skipped mig
+skipped mask
+skipped topology
+skipped check
+skipped status
+skipped watch
+skipped mps"
+    expect_reason mask "the build failed"
+    ;;
+
+  *)
+    echo "unknown case $case_name" >&2
+    exit 2
+    ;;
+esac
+finish
