@@ -41,6 +41,7 @@
 #include "host/enumeration/VisibleDevices.h"
 #include "host/health/HostHealth.h"
 #include "host/placement/Placement.h"
+#include "host/sharing/MpsDaemon.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -441,6 +442,7 @@ int runExec(const ExecOptions& options) {
     request.oneKind = options.mig;
     request.share = options.share;
     request.sharePlacement = sharePlacement;
+    request.warnWithoutMpsDaemon = false;  // exec refuses to run the command then, below
     defaultdiscovery::Report report;
     try {
       grant = defaultdiscovery::grantUnits(*host, request, report);
@@ -451,7 +453,7 @@ int runExec(const ExecOptions& options) {
     }
     for (const std::string& line : report.lines()) printDiscoveryNote(line);
     if (const std::optional<std::string> directory = mpsPipeDirectoryOf(grant.shares)) {
-      if (const std::optional<std::string> missing = missingMpsDaemon(*directory)) {
+      if (const std::optional<std::string> missing = sharing::missingMpsDaemon(*directory)) {
         giveBackShares(options, owner, grant);
         printError(*missing + "\nthe share(s) of GPU(s) " + strings::join(grant.granted, ",") +
                    " are given back; the command was not run");

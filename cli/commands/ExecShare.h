@@ -1,7 +1,7 @@
 // What `flink-gpu exec --share` adds to a command's environment for the GPU shares it holds
-// (defaultdiscovery::ShareGrant), and the check that an MPS share's control daemon is there. The
-// rules are docs/command-line.md's (exec, "Shares"); CUDA_VISIBLE_DEVICES itself is chosen by
-// ExecCommand.cpp, which knows the host and the options.
+// (defaultdiscovery::ShareGrant). The rules are docs/command-line.md's (exec, "Shares");
+// CUDA_VISIBLE_DEVICES itself is chosen by ExecCommand.cpp, which knows the host and the options,
+// and the daemon check is host/sharing/MpsDaemon.h's.
 #pragma once
 
 #include <optional>
@@ -53,15 +53,5 @@ EnvironmentChanges shareEnvironment(const std::vector<std::string>& gpus,
 /// The MPS pipe directory of `shares` (the first that has one), or nullopt when time-sliced.
 std::optional<std::string> mpsPipeDirectoryOf(
     const std::vector<defaultdiscovery::ShareGrant>& shares);
-
-/// Whether the MPS control daemon of `directory` is there: `<directory>/control`, its socket (a
-/// FIFO is accepted too), is looked at with lstat and never opened. nullopt when it is; else the
-/// error for a person, one line naming the path and, where the socket is missing or something
-/// else lies there, how to start the daemon.
-std::optional<std::string> missingMpsDaemon(const std::string& directory);
-
-/// `text` as one shell word, for a command line a person may paste: as it is when it holds only
-/// characters no shell treats specially, else in single quotes.
-std::string shellWord(std::string_view text);
 
 }  // namespace flink::cli

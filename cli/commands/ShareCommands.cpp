@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <string_view>
@@ -19,6 +20,7 @@
 #include "host/enumeration/HostGpus.h"
 #include "host/enumeration/VisibleDevices.h"
 #include "host/health/HealthRecords.h"
+#include "host/sharing/MpsDaemon.h"
 #include "host/sharing/SharingDeclarations.h"
 #include "util/Strings.h"
 
@@ -114,8 +116,15 @@ std::optional<sharing::Declaration> declarationFor(const discovery::GpuDevice& d
   if (replicas) {
     declaration.replicas = static_cast<unsigned>(*replicas);
     if (device.memoryTotalMiB) {
-      declaration.memoryPerShareMiB =
+      const std::uint64_t each =
           sharing::memoryPerShare(*device.memoryTotalMiB, declaration.replicas);
+      if (each > 0) {
+        declaration.memoryPerShareMiB = each;
+      } else {
+        // NVML's answer is no memory to split: the shares get no budget, as where it is unknown.
+        printNote(name + " reports " + std::to_string(*device.memoryTotalMiB) +
+                  " MiB of memory, less than a MiB a share: its shares have no memory budget");
+      }
     }
   } else {
     const std::string what =
@@ -144,7 +153,9 @@ std::optional<sharing::Declaration> declarationFor(const discovery::GpuDevice& d
 
 }  // namespace
 
-int runShare(const ShareOptions& options) {
+int runShare(const ShareOptions& given) {
+  ShareOptions spelled = given;  // --mps in its normal form, once checked
+  const ShareOptions& options = spelled;
   const std::optional<GpuChoice> choice = gpuChoiceOf(options.gpu);
   if (!choice) return kUsageError;
   if (options.replicas.has_value() == options.shareMemory.has_value()) {
@@ -184,6 +195,17 @@ int runShare(const ShareOptions& options) {
                  "': the MPS control daemon's pipe directory (CUDA_MPS_PIPE_DIRECTORY) must be " +
                  (control ? "one line without control characters" : "an absolute path"));
       return kUsageError;
+    }
+    // One directory, one spelling: `/run/mps/` and `/run/mps` are one daemon, and so one group
+    // of GPUs a request may take together.
+    std::string normal = std::filesystem::path(*options.mps).lexically_normal().string();
+    while (normal.size() > 1 && normal.ends_with('/')) normal.pop_back();
+    spelled.mps = normal;
+    if (normal == sharing::kDefaultMpsPipeDirectory) {
+      printWarning(normal +
+                   " is CUDA's own pipe directory: a daemon there serves every CUDA process "
+                   "of the host that sets no CUDA_MPS_PIPE_DIRECTORY, whole-GPU and time-sliced "
+                   "ones too; give these GPUs' daemon a directory of its own");
     }
   }
 

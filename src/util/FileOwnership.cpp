@@ -46,4 +46,15 @@ std::string describeOwnership(const struct stat& info) {
          modeText(info.st_mode);
 }
 
+std::string kindOf(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "a file of another kind";
+}
+
 }  // namespace flink::files

@@ -1,4 +1,5 @@
-// Who owns a file, in words for a message: "owner alice, group render, mode 0660".
+// Who owns a file and what it is, in words for a message: "owner alice, group render, mode
+// 0660", "a directory".
 #pragma once
 
 #include <sys/stat.h>
@@ -23,5 +24,9 @@ std::string modeText(mode_t mode);
 
 /// "owner alice, group flink, mode 0644".
 std::string describeOwnership(const struct stat& info);
+
+/// What st_mode says a file is: "a regular file", "a directory", "a symbolic link", "a socket",
+/// "a FIFO", "a character device", "a block device", else "a file of another kind".
+std::string kindOf(mode_t mode);
 
 }  // namespace flink::files

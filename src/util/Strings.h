@@ -51,4 +51,8 @@ std::string quoteForMessage(std::string_view text, std::size_t maxLength = 200);
 /// `limit + 1`. O(|a|·|b|) time, O(|b|) memory.
 std::size_t editDistance(std::string_view a, std::string_view b, std::size_t limit);
 
+/// `text` as one shell word, for a command line a person may paste: as it is when it holds only
+/// characters no shell treats specially, else in single quotes.
+std::string shellWord(std::string_view text);
+
 }  // namespace flink::strings

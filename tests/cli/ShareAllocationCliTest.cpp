@@ -3,10 +3,13 @@
 // does to the same file (tests/fixtures/flink-script): the island host's placement of a fresh
 // share, a drained GPU giving no new share, Flink's script reading share lines as taken, and a
 // share's lease outliving Flink's unanchored `sed`.
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -121,6 +124,48 @@ TEST_F(ShareAllocationCliTest, TheProgramHandsOutSharesAndRecordsThemInFlinksFor
   const CliRun whole = discover("1", fourth->pid(), {});
   EXPECT_EQ(whole.out, "0\n") << whole;
   EXPECT_FALSE(contains(readFile(file()), "share=")) << readFile(file());
+}
+
+TEST_F(ShareAllocationCliTest, AnMpsShareWithoutItsDaemonIsGivenWithAWarning) {
+  host(1);
+  const fs::path pipe = dir_ / "mps";
+  fs::create_directory(pipe);
+  ASSERT_EQ(cli({"share", "--gpu", "0", "--replicas", "2", "--mps", pipe.string()}).exitCode, 0);
+  const auto owner = worker();
+  const CliRun run = discover("1", owner->pid(), {"--share"});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "0\n");
+  EXPECT_TRUE(contains(run.err, "warning: no MPS control daemon runs for " + pipe.string() + " (" +
+                                    (pipe / "control").string() + " does not exist)"))
+      << run;
+  EXPECT_TRUE(contains(run.err, "a CUDA process given this share runs without MPS")) << run;
+  // With the daemon's socket there, no warning.
+  const int socket = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(socket, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string control = (pipe / "control").string();
+  ASSERT_LT(control.size(), sizeof address.sun_path);
+  std::memcpy(address.sun_path, control.c_str(), control.size() + 1);
+  ASSERT_EQ(::bind(socket, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  const auto other = worker();
+  const CliRun quiet = discover("1", other->pid(), {"--share"});
+  ::close(socket);
+  EXPECT_EQ(quiet.out, "0\n") << quiet;
+  EXPECT_FALSE(contains(quiet.err, "warning")) << quiet;
+}
+
+TEST_F(ShareAllocationCliTest, AWholeRequestShortOfASharedGpuSaysItIsShared) {
+  host(1);
+  ASSERT_EQ(cli({"share", "--gpu", "0", "--replicas", "2"}).exitCode, 0);
+  const auto holder = worker();
+  ASSERT_EQ(discover("1", holder->pid(), {"--share"}).out, "0\n");
+  const auto other = worker();
+  const CliRun whole = discover("1", other->pid(), {});
+  EXPECT_EQ(whole.exitCode, 1) << whole;
+  EXPECT_TRUE(
+      contains(whole.err, "GPU 0 is shared: share 0/2 is held by process " + holder->pidText()))
+      << whole;
 }
 
 TEST_F(ShareAllocationCliTest, NothingDeclaredNamesTheShareCommand) {

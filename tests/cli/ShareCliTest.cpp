@@ -129,6 +129,25 @@ TEST_F(ShareCliTest, AllSkipsAGpuInMigModeWithANoteAndMpsNamesItsDirectory) {
   }
 }
 
+TEST_F(ShareCliTest, TooLittleMemoryToSplitGivesSharesWithoutABudgetAndMpsIsSpelledOnce) {
+  host(2, {R"("memory_total_mib": 3, "mig_enabled": false)"});
+  const CliRun share = cli({"share", "--gpu", "0", "--replicas", "4", "--mps", "/run//mps/./a/"});
+  EXPECT_EQ(share.exitCode, 0) << share;
+  EXPECT_EQ(share.out, "shared GPU 0 (" + standInUuid(0) + "): 4 shares (memory unknown), MPS /run/mps/a\n")
+      << share;
+  EXPECT_TRUE(contains(share.err, "reports 3 MiB of memory, less than a MiB a share")) << share;
+  ASSERT_EQ(declarations().size(), 1u);
+  EXPECT_FALSE(contains(declarations()[0], "memory=")) << declarations()[0];
+  EXPECT_TRUE(contains(declarations()[0], "\tmps=/run/mps/a\t")) << declarations()[0];
+  // CUDA's own pipe directory is taken, with a warning: its daemon serves every CUDA process.
+  const CliRun defaultDirectory =
+      cli({"share", "--gpu", "1", "--replicas", "2", "--mps", "/tmp/nvidia-mps"});
+  EXPECT_EQ(defaultDirectory.exitCode, 0) << defaultDirectory;
+  EXPECT_TRUE(
+      contains(defaultDirectory.err, "warning: /tmp/nvidia-mps is CUDA's own pipe directory"))
+      << defaultDirectory;
+}
+
 TEST_F(ShareCliTest, BadValuesAreUsageErrorsThatQuoteThemAndWriteNothing) {
   host(2);
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {

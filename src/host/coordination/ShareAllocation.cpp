@@ -24,7 +24,14 @@ struct GpuState {
   std::optional<Record> relatedHeldBy;  ///< a running owner's record of a related unit
   std::optional<Record> ownerHolds;     ///< the requester's own record of it
   std::vector<unsigned> live;           ///< live share indices, ascending, each once
-  std::vector<std::size_t> gone;        ///< records of gone owners naming it
+  /// Live shares beyond `live`: two running owners whose records claim one index (a hand edit)
+  /// are two shares, whatever the index says.
+  std::size_t claimedTwice = 0;
+  std::vector<std::string> owners;  ///< "<index> <owner>" of each live share record, once
+  std::vector<std::size_t> gone;    ///< records of gone owners naming it
+
+  /// How many shares are live: each index once, and each further owner claiming one again.
+  std::size_t liveCount() const noexcept { return live.size() + claimedTwice; }
 };
 
 void addIndex(std::vector<unsigned>& indices, unsigned index) {
@@ -134,7 +141,17 @@ ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareReq
         GpuState& state = states[g];
         if (own && !state.ownerHolds) state.ownerHolds = record;
         if (record.share) {
-          addIndex(state.live, record.share->index);
+          // The same owner's record written twice is one share; another owner's is another.
+          const std::string claim = std::to_string(record.share->index) + ' ' +
+                                    std::to_string(record.owner.pid) + ' ' +
+                                    std::to_string(record.owner.startTime.value_or(0));
+          if (std::find(state.owners.begin(), state.owners.end(), claim) == state.owners.end()) {
+            const bool indexLive =
+                std::binary_search(state.live.begin(), state.live.end(), record.share->index);
+            state.owners.push_back(claim);
+            if (indexLive) ++state.claimedTwice;
+            addIndex(state.live, record.share->index);
+          }
         } else if (!state.heldWholeBy) {
           state.heldWholeBy = record;
         }
@@ -198,20 +215,20 @@ ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareReq
       why.reason = UnsharedGpu::Reason::kRelatedHeld;
       why.heldBy = state.relatedHeldBy;
     } else if (const std::optional<unsigned> slot = lowestFree(state.live, found->second->replicas);
-               slot && state.live.size() < found->second->replicas) {
+               slot && state.liveCount() < found->second->replicas) {
       groups[found->second->group].push_back(Candidate{g, *slot});
       continue;
     } else {
       why.reason = UnsharedGpu::Reason::kNoFreeShare;
     }
     if (found != declared.end()) why.replicas = found->second->replicas;
-    why.liveShares = state.live.size();
+    why.liveShares = state.liveCount();
     unshared.push_back(std::move(why));
   }
 
   // Each group's ranking: the GPUs with live shares (most first for pack, fewest for spread;
   // ties by the host's order) and the fresh ones.
-  const auto liveOf = [&](const Candidate& c) { return states[c.position].live.size(); };
+  const auto liveOf = [&](const Candidate& c) { return states[c.position].liveCount(); };
   struct Ranked {
     std::string group;
     std::vector<Candidate> shared = {};                      // ranked

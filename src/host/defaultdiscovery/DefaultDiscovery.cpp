@@ -19,6 +19,7 @@
 #include "host/enumeration/NvmlEnumerator.h"
 #include "host/enumeration/NvmlTopology.h"
 #include "host/nvml/Nvml.h"
+#include "host/sharing/MpsDaemon.h"
 #include "host/sharing/SharingDeclarations.h"
 #include "process/FileDescriptor.h"
 #include "util/Strings.h"
@@ -120,7 +121,10 @@ std::size_t unitsNoRecordNames(const HostUnits& host, const std::vector<std::str
       const bool failClosed = std::find(allocation.failClosed.begin(), allocation.failClosed.end(),
                                         record) != allocation.failClosed.end();
       held.push_back(
-          "GPU " + *unit + " is held by process " + std::to_string(record.owner.pid) +
+          "GPU " + *unit + " is " +
+          (record.share ? "shared: share " + coordination::formatShareSlot(*record.share) + " is "
+                        : std::string()) +
+          "held by process " + std::to_string(record.owner.pid) +
           (records == &allocation.heldByRequester ? " (this owner, from an earlier request)"
            : failClosed ? " (its pid cannot be judged from here and its lease file is missing: "
                           "`flink-gpu release --gpu " +
@@ -206,8 +210,11 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
     }
     if (request.noteReclaimed) {
       for (const coordination::Record& record : allocation.reclaimed) {
-        note("note: took back GPU " + record.gpu + " from process " +
-             std::to_string(record.owner.pid) + ", which is no longer running");
+        note("note: took back " +
+             (record.share ? "share " + coordination::formatShareSlot(*record.share) + " of GPU "
+                           : std::string("GPU ")) +
+             record.gpu + " from process " + std::to_string(record.owner.pid) +
+             ", which is no longer running");
       }
     }
     if (allocation.satisfied) break;
@@ -236,9 +243,13 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
 }
 
 /// The words for why `gpu` gave no share, for a shortfall's details.
-std::string whyUnshared(const coordination::UnsharedGpu& gpu, bool severalGroups) {
+std::string whyUnshared(const coordination::UnsharedGpu& gpu, bool severalGroups,
+                        const std::unordered_set<std::string>& inMigMode) {
   using Reason = coordination::UnsharedGpu::Reason;
   const std::string name = "GPU " + gpu.gpu;
+  if (gpu.reason == Reason::kNotDeclared && inMigMode.count(gpu.gpu)) {
+    return name + " is declared shared but is in MIG mode: it gives no share";
+  }
   const std::string holder = gpu.heldBy ? "process " + std::to_string(gpu.heldBy->owner.pid)
                                         : "a lease of another process";
   const std::string shares =
@@ -300,6 +311,7 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
   // What is declared of the host's whole GPUs (every one, not only those allowed here).
   std::unordered_map<std::string, const sharing::Declaration*> declarationOf;
   std::unordered_map<std::string, const discovery::GpuDevice*> deviceOf;
+  std::unordered_set<std::string> inMigMode;
   bool anyDeclared = false;
   for (const discovery::GpuDevice& device : host.devices) {
     if (device.isMigInstance()) continue;
@@ -309,8 +321,7 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
     if (declaration == nullptr) continue;
     anyDeclared = true;
     if (device.migEnabled) {
-      report.notes.push_back("note: GPU " + device.identifier +
-                             " is declared shared but is in MIG mode: it gives no share");
+      inMigMode.insert(device.identifier);
       continue;
     }
     declarationOf.emplace(device.identifier, declaration);
@@ -373,7 +384,7 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
     std::vector<std::string> details{"coordination file: " + file,
                                      "sharing declarations: " + declarations.path.string()};
     for (const coordination::UnsharedGpu& gpu : allocation.unshared) {
-      details.push_back(whyUnshared(gpu, groups.size() > 1));
+      details.push_back(whyUnshared(gpu, groups.size() > 1, inMigMode));
     }
     report.details.insert(report.details.begin(), details.begin(), details.end());
     failWith(Stage::kShortfall,
@@ -383,9 +394,21 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
   }
 
   Grant grant;
+  std::set<std::string> warnedDirectories;
   for (const coordination::GrantedShare& share : allocation.granted) {
     grant.granted.push_back(share.gpu);
     const sharing::Declaration& declaration = *declarationOf.at(share.gpu);
+    // A client that cannot reach its daemon runs without MPS, so without the share's limits;
+    // exec refuses to run then, a worker told only indices cannot be stopped, so it is told.
+    if (request.warnWithoutMpsDaemon && declaration.mpsPipeDirectory &&
+        warnedDirectories.insert(*declaration.mpsPipeDirectory).second) {
+      if (const std::optional<std::string> missing =
+              sharing::missingMpsDaemon(*declaration.mpsPipeDirectory)) {
+        report.notes.push_back("warning: " + *missing +
+                               "; until it runs, a CUDA process given this share runs without "
+                               "MPS, so without its limits");
+      }
+    }
     ShareGrant given{share.slot, declaration.memoryPerShareMiB, declaration.mpsPipeDirectory,
                      std::nullopt};
     if (const auto uuid = host.uuids.find(share.gpu); uuid != host.uuids.end()) {

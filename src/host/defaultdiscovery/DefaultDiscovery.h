@@ -188,6 +188,9 @@ struct GrantRequest {
   /// `coordination`. See host/coordination/ShareAllocation.h for which GPUs give shares.
   bool share = false;
   coordination::SharePlacement sharePlacement = coordination::SharePlacement::kPack;
+  /// With `share`: warn (a "warning:" line of the report) when an MPS share's control daemon is
+  /// not there (host/sharing/MpsDaemon.h). A caller that refuses to go on then says so itself.
+  bool warnWithoutMpsDaemon = true;
 };
 
 /// A share granted (GrantRequest::share), as its declaration says.

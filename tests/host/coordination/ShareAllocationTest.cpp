@@ -158,6 +158,20 @@ TEST(SharePlanTest, LiveSharesCountAgainstANewKEvenWhenGrantedUnderAnOlderOne) {
   EXPECT_EQ(a.granted, (std::vector<GrantedShare>{{"0", {0, 2}}}));
 }
 
+TEST(SharePlanTest, TwoRunningOwnersClaimingOneIndexAreTwoShares) {
+  // A hand edit gave two running owners share 1 of a GPU of K=2: both GPU's shares are live.
+  const auto live = [](const Owner& o) { return o.pid >= 100; };
+  const ParsedRecords claimed = parseRecords("0 100\t1\tshare=1/2\n0 101\t1\tshare=1/2\n");
+  const ShareAllocation none = planShareAllocation(claimed, sharesOf(1, {2}, 1, 300), live, {});
+  EXPECT_FALSE(none.satisfied);
+  ASSERT_EQ(none.unshared.size(), 1u);
+  EXPECT_EQ(none.unshared[0].liveShares, 2u);
+  // One owner's line written twice is one share: share 0 is free.
+  const ParsedRecords twice = parseRecords("0 100\t1\tshare=1/2\n0 100\t1\tshare=1/2\n");
+  EXPECT_EQ(planShareAllocation(twice, sharesOf(1, {2}, 1, 300), live, {}).granted,
+            (std::vector<GrantedShare>{{"0", {0, 2}}}));
+}
+
 TEST(SharePlanTest, PackFillsSharedGpusFirstAndSpreadTakesFreshOnesFirst) {
   // GPUs 0-3 declared in 4; GPU 2 has two live shares, GPU 1 one.
   const ParsedRecords current =
