@@ -133,7 +133,8 @@ TEST_F(ShareCliTest, TooLittleMemoryToSplitGivesSharesWithoutABudgetAndMpsIsSpel
   host(2, {R"("memory_total_mib": 3, "mig_enabled": false)"});
   const CliRun share = cli({"share", "--gpu", "0", "--replicas", "4", "--mps", "/run//mps/./a/"});
   EXPECT_EQ(share.exitCode, 0) << share;
-  EXPECT_EQ(share.out, "shared GPU 0 (" + standInUuid(0) + "): 4 shares (memory unknown), MPS /run/mps/a\n")
+  EXPECT_EQ(share.out,
+            "shared GPU 0 (" + standInUuid(0) + "): 4 shares (memory unknown), MPS /run/mps/a\n")
       << share;
   EXPECT_TRUE(contains(share.err, "reports 3 MiB of memory, less than a MiB a share")) << share;
   ASSERT_EQ(declarations().size(), 1u);
