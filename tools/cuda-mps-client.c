@@ -6,12 +6,14 @@
  *
  * Creates a context on device 0 of those it can see (under MPS: the one the control daemon
  * serves, within CUDA_MPS_PINNED_DEVICE_MEM_LIMIT), allocates MIB MiB, prints
- * "client <pid>: allocated <MIB> MiB", holds the memory SECONDS seconds and exits 0.
+ * "client <pid>: allocated <MIB> MiB", holds the memory SECONDS seconds, or until SIGTERM (the
+ * check ends its clients so once it has looked at them), and exits 0.
  *
  * Exit status: 0 allocated and held; 3 the allocation failed (the line says
  * "allocating <MIB> MiB failed: CUDA error <code>"), which is what a client asking more than its
  * share must get; 2 anything else: usage, no libcuda.so.1, a missing function, CUDA's set-up. */
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,13 @@ typedef int (*init_t)(unsigned);
 typedef int (*device_get_t)(int*, int);
 typedef int (*ctx_create_t)(void**, unsigned, int);
 typedef int (*mem_alloc_t)(unsigned long long*, size_t);
+
+/* SIGTERM ends the hold early: it interrupts sleep(), or, come before it, skips it. */
+static volatile sig_atomic_t terminated = 0;
+static void on_term(int signal_number) {
+  (void)signal_number;
+  terminated = 1;
+}
 
 /* A non-negative decimal number of at most 9 digits, or -1. */
 static long parse_count(const char* text) {
@@ -65,6 +74,13 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: cuda-mps-client MIB SECONDS\n");
     return 2;
   }
+  {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = on_term;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, NULL);
+  }
   cuda = dlopen("libcuda.so.1", RTLD_NOW);
   if (cuda == NULL) {
     fprintf(stderr, "cuda-mps-client: %s\n", dlerror());
@@ -88,6 +104,8 @@ int main(int argc, char** argv) {
   }
   printf("client %ld: allocated %ld MiB\n", (long)getpid(), mib);
   fflush(stdout);
-  sleep((unsigned)seconds);
+  if (seconds > 0 && (terminated || sleep((unsigned)seconds) != 0)) {
+    printf("client %ld: released on SIGTERM\n", (long)getpid());
+  }
   return 0;
 }

@@ -6,7 +6,9 @@
 //
 // 1. NvmlEnumerator (libnvidia-ml.so.1, or $FLINK_GPU_NVML_LIBRARY) lists GPUs and MIG instances.
 // 2. NvidiaSmiEnumerator (nvidia-smi found as the discovery finds it, or --nvidia-smi), with MIG:
-//    `nvidia-smi --query-gpu=index,uuid,name,pci.bus_id,memory.total ...` and `nvidia-smi -L`.
+//    `nvidia-smi --query-gpu=index,uuid,name,pci.bus_id,memory.total ...` and `nvidia-smi -L`,
+//    each run stopped (SIGKILL) after NVIDIA_SMI_TIMEOUT seconds (default 8), as the discovery
+//    stops it, so that a hung nvidia-smi never outlives this program.
 // 3. They must agree on: the number of GPUs, their indices, each GPU's UUID, each GPU's PCI bus
 //    id (case-insensitively: both print NVML's "00000000:19:00.0"), and the set of MIG UUIDs.
 //    Names and memory sizes that differ are shown as notes, not counted as disagreement.
@@ -216,6 +218,10 @@ int check(const Options& options) {
     if (!location.path) throw std::runtime_error("nvidia-smi was not found");
     smiOptions.executable = *location.path;
   }
+  const flink::discovery::TimeoutSetting limit =
+      flink::discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT"));
+  if (limit.note) print(*limit.note);
+  smiOptions.timeout = limit.timeout;
   smiOptions.mig = true;
   const Enumeration smi = flink::discovery::NvidiaSmiEnumerator(smiOptions).enumerate();
   show("nvidia-smi (" + smiOptions.executable->string() + ")", smi);
