@@ -17,7 +17,49 @@
 #   cmake -DBUNDLE_DIR=… -DMAX_MIB=64 -DFLINK_GPU=… -DDISCOVERY=… -DNVML_VS_NVIDIA_SMI=…
 #         -DCUDA_MPS_CLIENT=… -DPLUGIN_SOURCE_DIR=… -DCHECK_SCRIPT=… -DSTRIP=… [-DOBJCOPY=…]
 #         [-DREADELF=…] -DVERSION=… [-DSOURCE_DIR=…] -P StageGpuCheckBundle.cmake
+#   cmake -DBUNDLE_DIR=… -DSOURCE_DIR=… -DCOMMIT_ONLY=ON -P StageGpuCheckBundle.cmake
+#         only the MANIFEST's commit line, made current (the target runs it every time, since a
+#         commit that changes none of the bundle's files does not stage it again)
 cmake_minimum_required(VERSION 3.25)
+
+# The commit of SOURCE_DIR: `git rev-parse HEAD`, with -dirty when tracked files have changes;
+# "unknown" without git or a checkout.
+function(source_commit result)
+  set(commit "unknown")
+  if(SOURCE_DIR)
+    find_program(GIT git)
+    if(GIT)
+      execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" rev-parse HEAD
+                      OUTPUT_VARIABLE head OUTPUT_STRIP_TRAILING_WHITESPACE
+                      RESULT_VARIABLE failed ERROR_QUIET)
+      if(NOT failed AND NOT head STREQUAL "")
+        set(commit "${head}")
+        execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" status --porcelain
+                                --untracked-files=no
+                        OUTPUT_VARIABLE changes RESULT_VARIABLE failed ERROR_QUIET)
+        if(NOT failed AND NOT changes STREQUAL "")
+          string(APPEND commit "-dirty")
+        endif()
+      endif()
+    endif()
+  endif()
+  set(${result} "${commit}" PARENT_SCOPE)
+endfunction()
+
+if(COMMIT_ONLY)
+  set(manifest "${BUNDLE_DIR}/MANIFEST")
+  if(NOT EXISTS "${manifest}")
+    message(FATAL_ERROR "no ${manifest} to bring up to date")
+  endif()
+  source_commit(commit)
+  file(READ "${manifest}" text)
+  string(REGEX REPLACE "\ncommit: [^\n]*\n" "\ncommit: ${commit}\n" updated "${text}")
+  # Written only when it changed: MANIFEST is what tells make whether the bundle is up to date.
+  if(NOT updated STREQUAL text)
+    file(WRITE "${manifest}" "${updated}")
+  endif()
+  return()
+endif()
 
 foreach(required BUNDLE_DIR MAX_MIB FLINK_GPU DISCOVERY NVML_VS_NVIDIA_SMI CUDA_MPS_CLIENT
                  PLUGIN_SOURCE_DIR CHECK_SCRIPT VERSION)
@@ -112,18 +154,7 @@ if(total GREATER limit)
                       "MiB (${limit} bytes); no bundle was made. Its files:\n${listing}")
 endif()
 
-set(commit "unknown")
-if(SOURCE_DIR)
-  find_program(GIT git)
-  if(GIT)
-    execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" describe --always --dirty --abbrev=12
-                    OUTPUT_VARIABLE described OUTPUT_STRIP_TRAILING_WHITESPACE
-                    RESULT_VARIABLE failed ERROR_QUIET)
-    if(NOT failed AND NOT described STREQUAL "")
-      set(commit "${described}")
-    endif()
-  endif()
-endif()
+source_commit(commit)
 string(TIMESTAMP built "%Y-%m-%dT%H:%M:%SZ" UTC)
 cmake_host_system_information(RESULT host QUERY HOSTNAME OS_NAME OS_PLATFORM)
 list(GET host 0 host_name)
