@@ -32,9 +32,11 @@
 #   compare           tools/nvml-vs-nvidia-smi: count, indices, UUIDs, PCI bus ids, MIG UUIDs,
 #                     median times and their ratio
 #   discovery         nvidia-gpu-discovery.sh 1, as Flink runs it
-#   coordination      the same in coordination mode, two owners: two distinct GPUs, the file
+#   coordination      the same in coordination mode, two owners: two distinct GPUs (one where the
+#                     discovery finds one GPU), the file
 #   all-gpus          every GPU at once, as this user: none left out, no warning
-#   nobody            the same as `nobody` (root only: setpriv or runuser)
+#   nobody            the same as `nobody` (root only: setpriv or runuser; skipped, saying why,
+#                     when the switch fails or the run is nobody's already)
 #   mig               every MIG unit, as this user and as nobody (skipped without MIG)
 #   mask              an inherited CUDA_VISIBLE_DEVICES: its entries, a UUID prefix, NoDevFiles,
 #                     exec passing it on with CUDA_DEVICE_ORDER=PCI_BUS_ID
@@ -42,17 +44,21 @@
 #                     hands out against --placement index
 #   check, status     flink-gpu check --expect N and flink-gpu status (text, JSON, Prometheus)
 #   watch             flink-gpu watch for GPU_CHECK_WATCH_SECONDS, then SIGTERM: exit 0
-#   mps               two exec --share clients under an MPS control daemon, a third refused, one
-#                     asking beyond its share failing (skipped without nvidia-cuda-mps-control)
+#   mps               two exec -n 1 --share clients under an MPS control daemon, a third refused,
+#                     one asking beyond its share failing (skipped without nvidia-cuda-mps-control)
 #
 # Every command runs under coreutils' timeout, stdin from /dev/null, within what is left of its
 # check's limit (GPU_CHECK_STEP_TIMEOUT, default 60 s) and of the run's (GPU_CHECK_TOTAL_TIMEOUT,
-# default 290 s, counted after the build and the tests): a check that fails or times out is
-# reported and the next one runs. The report (FILE, default gpu-check-report.txt, and its JSON
-# twin FILE.json) holds every command, its exit status, its output (the first 150 and the last
-# 50 lines when there are more than 200, at most 64 KiB), its time, and each check's verdict.
-# Other settings: GPU_CHECK_WATCH_SECONDS (default 5), NVML_CHECK_RUNS (timed runs, default 10),
-# GPU_CHECK_BUILD_TIMEOUT (full mode, each of build and tests, default 3600 s).
+# default 290 s, counted after the build and the tests), with NVIDIA_SMI_TIMEOUT half of that
+# (our programs stop a hung nvidia-smi themselves): a check that fails or times out is reported
+# and the next one runs. Every discovery, exec, share, status, check and watch uses a
+# coordination file of the run's own folder, never the host's. A closed stdout does not end the
+# run. The report (FILE, default gpu-check-report.txt, and its JSON twin FILE.json) holds every
+# command, its exit status, its output (the first 150 and the last 50 lines when there are more
+# than 200, at most 64 KiB), its time, and each check's verdict. Other settings:
+# GPU_CHECK_WATCH_SECONDS (default 5, at most a check's limit less 1), NVML_CHECK_RUNS (timed
+# runs, default 10, at most 1000), GPU_CHECK_BUILD_TIMEOUT (full mode, each of build and tests,
+# default 3600 s); each a whole number from 1 to 999999.
 #
 # Exit status: 0 when every check passed or was skipped, 1 when one failed or timed out, 2 when
 # the command line is wrong or the run could not start (no bundle, no timeout, no report).
@@ -122,12 +128,15 @@ absolute() {
   esac
 }
 
-# A whole number of seconds from the environment ($1: its name, $2: the default).
+# A whole number from the environment ($1: its name, $2: the default): 1 to 999999, six digits
+# at most, so that no shell's arithmetic overflows on it.
 seconds_setting() {
   seconds_value=
   eval "seconds_value=\${$1:-$2}"
   case $seconds_value in
-    '' | *[!0-9]* | 0*) die "$1 must be a whole number, 1 or more, not '$seconds_value'" ;;
+    '' | *[!0-9]* | 0* | ???????*)
+      die "$1 must be a whole number from 1 to 999999, not '$seconds_value'"
+      ;;
   esac
   printf '%s\n' "$seconds_value"
 }
@@ -136,6 +145,11 @@ total_timeout=$(seconds_setting GPU_CHECK_TOTAL_TIMEOUT 290) || exit 2
 watch_seconds=$(seconds_setting GPU_CHECK_WATCH_SECONDS 5) || exit 2
 build_timeout=$(seconds_setting GPU_CHECK_BUILD_TIMEOUT 3600) || exit 2
 runs=$(seconds_setting NVML_CHECK_RUNS 10) || exit 2
+[ "$runs" -le 1000 ] || die "NVML_CHECK_RUNS must be a whole number from 1 to 1000, not '$runs'"
+# watch must be stopped by its SIGTERM within its check's limit: at most the limit less 1 s.
+watch_asked=$watch_seconds
+[ "$watch_seconds" -lt "$step_timeout" ] || watch_seconds=$((step_timeout - 1))
+[ "$watch_seconds" -ge 1 ] || watch_seconds=1
 kill_grace=3
 
 repo_root=$(cd "$(dirname "$0")/.." && pwd)
@@ -167,18 +181,41 @@ done
 
 timeout -k 1 5 sleep 0 2>/dev/null ||
   die "coreutils' timeout (with -k) is needed to bound every step; it is not on PATH ($PATH)"
-: >"$report" 2>/dev/null || die "cannot write the report $report"
-: >"$json_report" 2>/dev/null || die "cannot write the report $json_report"
 
 # The checks are about the real library and the real nvidia-smi: nothing may point elsewhere,
 # unless a stand-in was asked for. Nor may a mask of the shell that runs this limit what the
-# checks see (mask sets its own).
+# checks see (mask sets its own). NVIDIA_SMI_TIMEOUT is set for each command (run_cmd).
 unset FLINK_GPU_NVML_LIBRARY FAKE_NVML_DEVICES FAKE_NVML_CALL_LOG NVIDIA_SMI_TIMEOUT
 unset CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 
-# The run's folder: readable by everyone, since the checks as nobody run the copies there.
-work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-machine-check.XXXXXX") || die "mktemp failed"
-chmod 755 "$work"
+# Whether other users (nobody) can enter folder $1: it and every folder above it are open to
+# others (the x bit of others, or t), links followed.
+open_to_others() {
+  open_dir=$1
+  while :; do
+    case $(ls -ldL -- "$open_dir" 2>/dev/null) in
+      d????????[xt]*) ;;
+      *) return 1 ;;
+    esac
+    [ "$open_dir" != / ] || return 0
+    open_dir=$(dirname -- "$open_dir")
+  done
+}
+
+# The run's folder: one that everyone can enter, since the checks as nobody run the copies
+# there, and whose path is one word, since it goes into --discovery-args. Under TMPDIR when
+# TMPDIR is so, else under /tmp (a private TMPDIR, 0700, is common for root).
+tmp_base=${TMPDIR:-/tmp}
+tmp_note=
+case $tmp_base in
+  /*[!A-Za-z0-9_./+-]*) tmp_note="TMPDIR=$tmp_base holds a character other than A-Z a-z 0-9 _ . / + -" ;;
+  /*) open_to_others "$tmp_base" ||
+    tmp_note="TMPDIR=$tmp_base is not a folder that other users (nobody) can enter" ;;
+  *) tmp_note="TMPDIR=$tmp_base is not an absolute path" ;;
+esac
+[ -z "$tmp_note" ] || tmp_base=/tmp
+work=$(mktemp -d "$tmp_base/gpu-machine-check.XXXXXX" 2>/dev/null) ||
+  die "cannot make the run's folder in $tmp_base (mktemp -d failed)"
 owners=
 mps_pipe=
 cleanup() {
@@ -186,13 +223,20 @@ cleanup() {
     kill "$owner_pid" 2>/dev/null
   done
   if [ -n "$mps_pipe" ]; then
-    echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps_pipe timeout 10 nvidia-cuda-mps-control \
+    echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps_pipe timeout -k 1 2 nvidia-cuda-mps-control \
       >/dev/null 2>&1
   fi
   rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
+# A closed stdout or stderr (ssh dropped, `| head`): the run goes on and writes its report,
+# without the progress lines. Not ignored, which every command run would inherit: a trap's
+# action is reset to the default in them.
+trap 'exec >/dev/null' PIPE
+chmod 755 "$work"
+work_closed=
+open_to_others "$work" || work_closed="the run's folder $work cannot be entered by other users"
 
 if [ -n "$stand_in_nvml" ]; then
   mkdir -p "$work/stand-in/nvml"
@@ -213,6 +257,11 @@ if [ -n "$stand_in_smi" ]; then
   export PATH
 fi
 [ ! -d "$work/stand-in" ] || chmod -R a+rX "$work/stand-in"
+
+# The report, once the run can start.
+# true, not the special builtin ':', whose failed redirection would end the shell unannounced.
+true 2>/dev/null >"$report" || die "cannot write the report $report"
+true 2>/dev/null >"$json_report" || die "cannot write the report $json_report"
 
 # --- time ---------------------------------------------------------------------------------------
 
@@ -324,6 +373,8 @@ quote_words() {
 }
 
 text() { printf '%s\n' "$*" >>"$report"; }
+# A progress line on stdout, which may be closed (the PIPE trap).
+say() { printf '%s\n' "$*" 2>/dev/null; }
 
 checks_total=0
 count_pass=0
@@ -350,7 +401,7 @@ begin_check() {
   : >"$work/check.failures"
   text ""
   text "== $check_id: $check_title"
-  printf '== %s: %s\n' "$check_id" "$check_title"
+  say "== $check_id: $check_title"
 }
 
 # Appends "$2" (a JSON value) to the list in file $1, with a comma where needed.
@@ -365,7 +416,7 @@ note() {
 
 fail_check() {
   text "  FAILED: $*"
-  printf '   FAILED: %s\n' "$*"
+  say "   FAILED: $*"
   json_append "$work/check.failures" "$(json_string "$*")"
   if [ "$check_verdict" = pass ] || [ "$check_verdict" = skipped ]; then
     check_verdict=fail
@@ -375,7 +426,7 @@ fail_check() {
 
 timeout_check() {
   text "  TIMED OUT: $*"
-  printf '   TIMED OUT: %s\n' "$*"
+  say "   TIMED OUT: $*"
   json_append "$work/check.failures" "$(json_string "$*")"
   if [ "$check_verdict" != timeout ]; then
     check_verdict=timeout
@@ -421,6 +472,23 @@ record() {
 # returns at once when a trapped signal comes).
 running_pid=
 
+# NVIDIA_SMI_TIMEOUT for a command that may run $1 s: half of it, at least 1 s, so that our
+# programs stop a hung nvidia-smi themselves (SIGKILL 0.2 s after their limit) before timeout
+# stops them; nvidia-smi may run in a process group of its own, which timeout does not reach.
+smi_limit_for() {
+  NVIDIA_SMI_TIMEOUT=$(($1 / 2))
+  [ "$NVIDIA_SMI_TIMEOUT" -ge 1 ] || NVIDIA_SMI_TIMEOUT=1
+  export NVIDIA_SMI_TIMEOUT
+}
+
+# After a command that timeout stopped (or watch's SIGTERM): SIGKILL to what is left of the
+# process group timeout made ($1, timeout's pid), such as a child that ignored SIGTERM while the
+# command itself ended on it, which timeout then leaves running. The group's number stays its
+# own while anything is in it; when nothing is, the kill finds nothing.
+end_group() {
+  kill -s KILL -- "-$1" 2>/dev/null
+}
+
 # run_cmd [--any-exit | --shown] [--runs-for SECONDS] [--] COMMAND [ARG...]
 # Runs one command of the current check under timeout, within what is left of the check's limit,
 # stdin from /dev/null, and records it. By default an exit status other than 0 fails the check;
@@ -458,13 +526,17 @@ run_cmd() {
   : >"$out"
   : >"$err"
   left=$(time_left)
+  ran=false
   if [ "$left" -le 0 ]; then
     rc=124
     elapsed_ms=0
+    timed_out=true
     timeout_check "not run, no time left: $(quote_words "$@")"
     return
   fi
   timed_out=false
+  ran=true
+  smi_limit_for "$left"
   started_ms=$(now_ms)
   if [ -n "$runs_for" ]; then
     [ "$runs_for" -lt "$left" ] || runs_for=$left
@@ -475,11 +547,13 @@ run_cmd() {
     rc=$?
     # Killed after SIGTERM was not enough.
     [ "$rc" -ne 137 ] || timed_out=true
+    end_group "$running_pid"
   else
     timeout -k "$kill_grace" "$left" "$@" </dev/null >"$out" 2>"$err" &
     running_pid=$!
     wait "$running_pid"
     rc=$?
+    [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || end_group "$running_pid"
   fi
   running_pid=
   elapsed_ms=$(($(now_ms) - started_ms))
@@ -507,8 +581,7 @@ end_check() {
     skipped) count_skipped=$((count_skipped + 1)) ;;
   esac
   text "-> $check_verdict${check_reason:+: $check_reason} ($(seconds_of "$check_ms") s)"
-  printf '   %s%s (%s s)\n' "$check_verdict" "${check_reason:+: $check_reason}" \
-    "$(seconds_of "$check_ms")"
+  say "   $check_verdict${check_reason:+: $check_reason} ($(seconds_of "$check_ms") s)"
   printf '%-8s %-13s %s\n' "$check_verdict" "$check_id" "${check_reason:-$check_title}" \
     >>"$work/summary.txt"
   json_append "$work/checks.json" "$(printf '{"id": %s, "title": %s, "verdict": "%s", "reason": %s, "limit_s": %d, "duration_ms": %d, "failures": [%s], "notes": [%s], "commands": [\n%s]}' \
@@ -549,6 +622,7 @@ smi_missing="nvidia-smi was not found, on PATH nor in the driver's folders"
 
 # What nvidia-smi tells of the host (the host check): unknown until then.
 gpu_count=
+smi_list_state="the host check did not run nvidia-smi's GPU list"
 mig_gpus=0
 uuid0=
 : >"$work/smi-list.txt"
@@ -557,16 +631,26 @@ tab=$(printf '\t')
 # The discovery's files, copied into the run's folder for nobody to run (the bundle or the build
 # folder may be under a home that nobody cannot enter).
 shared=$work/plugin
+# How to run as nobody (setpriv or runuser), or why the checks as nobody are skipped; the
+# nobody check also tries the switch first (a container may forbid it).
 as_nobody=
-if [ "$(id -u)" -eq 0 ]; then
-  if command -v setpriv >/dev/null 2>&1; then
-    as_nobody=setpriv
-    nobody_group=nogroup
-    grep -q '^nogroup:' /etc/group 2>/dev/null || nobody_group=nobody
-  elif command -v runuser >/dev/null 2>&1; then
-    as_nobody=runuser
-  fi
+nobody_skip=
+if [ "$(id -un 2>/dev/null)" = nobody ]; then
+  nobody_skip="this run is nobody's already (all-gpus ran as nobody)"
+elif [ "$(id -u)" -ne 0 ]; then
+  nobody_skip="not root: cannot run as nobody (setpriv and runuser need root)"
+elif ! id -u nobody >/dev/null 2>&1; then
+  nobody_skip="this host has no user nobody"
+elif command -v setpriv >/dev/null 2>&1; then
+  as_nobody=setpriv
+  nobody_group=nogroup
+  grep -q '^nogroup:' /etc/group 2>/dev/null || nobody_group=nobody
+elif command -v runuser >/dev/null 2>&1; then
+  as_nobody=runuser
+else
+  nobody_skip="neither setpriv nor runuser is on PATH: cannot run as nobody"
 fi
+[ -z "$as_nobody" ] || [ -z "$work_closed" ] || nobody_skip=$work_closed
 run_as_nobody() {
   run_as_judged=$1
   shift
@@ -578,8 +662,12 @@ run_as_nobody() {
 }
 
 # The files the checks that need them share: the coordination file of the coordination, check,
-# status and watch checks; that of exec (mask).
+# status and watch checks; that of exec (mask). Every discovery, exec, share, status, check and
+# watch names one of the run's folder, so that nothing of the host's (the records, drains and
+# sharing declarations of /var/tmp/flink-gpu-coordination) changes a verdict, and nothing is
+# written outside the run's folder. The plain-mode discoveries get one that nothing writes.
 coordination=$work/coordination
+plain=$work/plain-coordination
 
 # Two owners that outlive the discoveries that record them (the coordination check).
 start_owner() {
@@ -610,6 +698,7 @@ check_tests() {
 }
 
 check_host() {
+  note "the run's folder: $work${tmp_note:+ (not under TMPDIR: $tmp_note)}"
   run_cmd --shown uname -a
   run_cmd --shown id
   [ "$mode" != bundle ] || run_cmd --shown cat "$bundle/MANIFEST"
@@ -632,7 +721,14 @@ check_host() {
   run_cmd "$smi"
   run_cmd "$smi" --query-gpu=index,uuid,name,pci.bus_id,driver_version,mig.mode.current \
     --format=csv
-  if [ "$rc" -eq 0 ]; then
+  if [ "$ran" = false ]; then
+    smi_list_state="nvidia-smi's GPU list was not run: the host check's time was up"
+  elif [ "$timed_out" = true ]; then
+    smi_list_state="nvidia-smi's GPU list did not end within $left s"
+  elif [ "$rc" -ne 0 ]; then
+    smi_list_state="nvidia-smi's GPU list failed (exit $rc)"
+  else
+    smi_list_state="nvidia-smi listed no GPU"
     gpu_count=$(awk -F', *' '$1 ~ /^[0-9]+$/ { n++ } END { print n + 0 }' "$out")
     mig_gpus=$(awk -F', *' '$1 ~ /^[0-9]+$/ && $6 ~ /^Enabled/ { n++ } END { print n + 0 }' "$out")
     uuid0=$(awk -F', *' '$1 == "0" { print $2 }' "$out" | tr -d ' \r')
@@ -699,11 +795,24 @@ one_identifier() {
 }
 
 check_discovery() {
-  run_cmd "$plugin/nvidia-gpu-discovery.sh" 1
+  run_cmd "$plugin/nvidia-gpu-discovery.sh" 1 --coordination-file "$plain"
   [ "$rc" -ne 0 ] || one_identifier "nvidia-gpu-discovery.sh 1"
 }
 
 check_coordination() {
+  # How many GPUs the discovery itself finds (NVML's, or nvidia-smi's when NVML cannot answer):
+  # asked for more than any host has, it names them all. A second owner is refused on a host of
+  # one; without the list, two are assumed.
+  run_cmd --any-exit "$plugin/nvidia-gpu-discovery.sh" 100000 --coordination-file "$plain"
+  found=$(sed -n 's/.* GPU(s) found, 100000 requested (found: \([^)]*\)).*/\1/p' "$err" "$out" |
+    head -n 1)
+  if [ -n "$found" ]; then
+    discovery_count=$(printf '%s\n' "$found" | tr ',' '\n' | grep -c .)
+    note "the discovery finds $discovery_count GPU(s): $found"
+  else
+    discovery_count=2
+    note "the discovery did not list its GPUs (exit $rc): two owners, two GPUs expected"
+  fi
   start_owner
   first_owner=$owner_pid
   start_owner
@@ -712,7 +821,7 @@ check_coordination() {
     --coordination-file "$coordination" --owner-pid "$first_owner"
   [ "$rc" -ne 0 ] || one_identifier "the first owner's discovery"
   first_gpu=$(head -n 1 "$out")
-  if [ "${gpu_count:-2}" -ge 2 ]; then
+  if [ "$discovery_count" -ge 2 ]; then
     run_cmd "$plugin/nvidia-gpu-discovery.sh" 1 --enable-coordination-mode \
       --coordination-file "$coordination" --owner-pid "$second_owner"
     [ "$rc" -ne 0 ] || one_identifier "the second owner's discovery"
@@ -735,15 +844,20 @@ copy_plugin() {
     chmod 755 "$shared" "$shared/nvidia-gpu-discovery" "$shared/nvidia-gpu-discovery.sh"
 }
 
-# discover_all WHO UNITS [ARGS...]: one discovery of every unit, judged: exit 0, UNITS lines,
-# nothing left out, no warning (a MIG GPU's memory for non-root must be quietly unknown).
+# discover_all [--as-nobody] WHO UNITS [ARGS...]: one discovery of every unit (as nobody, by
+# setpriv or runuser, with --as-nobody), judged: exit 0, UNITS lines, nothing left out, no
+# warning (a MIG GPU's memory for non-root must be quietly unknown).
 discover_all() {
+  discover_switch=false
+  [ "$1" != --as-nobody ] || { discover_switch=true && shift; }
   discover_who=$1 discover_units=$2
   shift 2
-  if [ "$discover_who" = nobody ]; then
-    run_as_nobody --any-exit "$shared/nvidia-gpu-discovery.sh" "$discover_units" "$@"
+  if [ "$discover_switch" = true ]; then
+    run_as_nobody --any-exit "$shared/nvidia-gpu-discovery.sh" "$discover_units" "$@" \
+      --coordination-file "$plain"
   else
-    run_cmd --any-exit "$shared/nvidia-gpu-discovery.sh" "$discover_units" "$@"
+    run_cmd --any-exit "$shared/nvidia-gpu-discovery.sh" "$discover_units" "$@" \
+      --coordination-file "$plain"
   fi
   [ "$timed_out" = false ] || return
   # Flink's protocol: the identifiers on one line, comma-separated.
@@ -764,7 +878,7 @@ need_count() {
     skip_check "$smi_missing: no GPU count to check against"
     return 1
   elif [ "${gpu_count:-0}" -eq 0 ]; then
-    skip_check "nvidia-smi listed no GPU"
+    skip_check "$smi_list_state: no GPU count to check against"
     return 1
   fi
   copy_plugin || {
@@ -780,11 +894,19 @@ check_all_gpus() {
 
 check_nobody() {
   need_count || return
-  if [ -z "$as_nobody" ]; then
-    skip_check "not root, or neither setpriv nor runuser: cannot run as nobody"
+  if [ -n "$nobody_skip" ]; then
+    skip_check "$nobody_skip"
     return
   fi
-  discover_all nobody "$gpu_count"
+  # Whether this host lets root become nobody at all (a container may not).
+  run_as_nobody --any-exit id -un
+  [ "$timed_out" = false ] || return
+  if [ "$rc" -ne 0 ] || [ "$(cat "$out")" != nobody ]; then
+    nobody_skip="$as_nobody cannot switch to nobody here (exit $rc: $(cat "$err" "$out" | head -n 1))"
+    skip_check "$nobody_skip"
+    return
+  fi
+  discover_all --as-nobody nobody "$gpu_count"
 }
 
 check_mig() {
@@ -798,8 +920,12 @@ check_mig() {
   units=$((instances + gpu_count - mig_gpus))
   note "MIG instances listed by nvidia-smi -L: $instances; units with --mig: $units"
   discover_all "$(id -un) --mig" "$units" --mig
-  [ -z "$as_nobody" ] || discover_all nobody "$units" --mig
-  run_cmd "$flink_gpu" discover --mig -n 1 --format json
+  if [ -z "$nobody_skip" ]; then
+    discover_all --as-nobody nobody "$units" --mig
+  else
+    note "not as nobody: $nobody_skip"
+  fi
+  run_cmd "$flink_gpu" discover --mig -n 1 --format json --discovery-args "--coordination-file=$plain"
 }
 
 check_mask() {
@@ -818,14 +944,17 @@ check_mask() {
     mask=$prefix0
     amount=1
   fi
-  run_cmd env CUDA_VISIBLE_DEVICES="$mask" "$shared/nvidia-gpu-discovery.sh" "$amount"
+  run_cmd env CUDA_VISIBLE_DEVICES="$mask" "$shared/nvidia-gpu-discovery.sh" "$amount" \
+    --coordination-file "$plain"
   got=$(tr '\n' ',' <"$out" | sed 's/,$//')
   [ "$rc" -ne 0 ] || [ "$got" = "$mask" ] ||
     fail_check "under CUDA_VISIBLE_DEVICES=$mask the discovery printed '$got', not '$mask'"
-  run_cmd env CUDA_VISIBLE_DEVICES="$mask" "$flink_gpu" discover -n "$amount" --format json
+  run_cmd env CUDA_VISIBLE_DEVICES="$mask" "$flink_gpu" discover -n "$amount" --format json \
+    --discovery-args "--coordination-file=$plain"
   [ "$rc" -ne 0 ] || grep -q "\"uuid\": *\"$uuid0\"" "$out" ||
     fail_check "the JSON does not name $uuid0 for $prefix0"
-  run_cmd --any-exit env CUDA_VISIBLE_DEVICES=NoDevFiles "$shared/nvidia-gpu-discovery.sh" 1
+  run_cmd --any-exit env CUDA_VISIBLE_DEVICES=NoDevFiles "$shared/nvidia-gpu-discovery.sh" 1 \
+    --coordination-file "$plain"
   if [ "$rc" -eq 0 ]; then
     fail_check "CUDA_VISIBLE_DEVICES=NoDevFiles was not refused"
   elif [ "$timed_out" = false ] && ! grep -q 'CUDA_VISIBLE_DEVICES=NoDevFiles' "$err"; then
@@ -853,8 +982,9 @@ check_topology() {
   [ "${gpu_count:-0}" -lt 2 ] || amounts="$amounts 2"
   [ $((${gpu_count:-0} / 2)) -le 2 ] || amounts="$amounts $((gpu_count / 2))"
   for amount in $amounts; do
-    run_cmd --shown "$plugin/nvidia-gpu-discovery" "$amount"
-    run_cmd --shown "$plugin/nvidia-gpu-discovery" "$amount" --placement index
+    run_cmd --shown "$plugin/nvidia-gpu-discovery" "$amount" --coordination-file "$plain"
+    run_cmd --shown "$plugin/nvidia-gpu-discovery" "$amount" --placement index \
+      --coordination-file "$plain"
   done
 }
 
@@ -877,11 +1007,14 @@ check_status() {
 }
 
 check_watch() {
+  [ "$watch_asked" -eq "$watch_seconds" ] ||
+    note "GPU_CHECK_WATCH_SECONDS=$watch_asked is not below the check's limit of $step_timeout s: watch runs $watch_seconds s"
   run_cmd --any-exit --runs-for "$watch_seconds" "$flink_gpu" watch \
     --coordination-file "$coordination"
+  # runs_for: what run_cmd gave it, at most what was left of the check.
   if [ "$timed_out" = true ]; then
     return
-  elif [ "$elapsed_ms" -lt $((watch_seconds * 1000 - 500)) ]; then
+  elif [ "$elapsed_ms" -lt $((runs_for * 1000 - 500)) ]; then
     fail_check "watch ended by itself after $(seconds_of "$elapsed_ms") s (exit $rc), before SIGTERM"
   elif [ "$rc" -ne 0 ]; then
     fail_check "watch exited with $rc on SIGTERM, not 0"
@@ -914,56 +1047,82 @@ check_mps() {
   [ "$rc" -eq 0 ] || return
   mps_pipe=$pipe
   small=$((${share_mib:-2048} / 2))
-  # Long enough to outlast the wait for both allocations and the looks beside them.
-  hold=15
-  left=$(time_left)
-  # Two clients at once, in the background; recorded when they have ended.
+  # Two clients at once, in the background, each under timeout (its pid in client<n>.pid, for
+  # stop_running and the end), recorded when they have ended. They hold their memory until
+  # they are sent SIGTERM, once the looks beside them are done, or until their time is up.
+  client_left=$(time_left)
+  hold=$((client_left - 1))
+  [ "$hold" -ge 1 ] || hold=1
+  smi_limit_for "$client_left"
   clients=
   for n in 1 2; do
     (
       client_started=$(now_ms)
-      timeout -k "$kill_grace" "$left" "$flink_gpu" exec --share \
+      timeout -k "$kill_grace" "$client_left" "$flink_gpu" exec -n 1 --share \
         --coordination-file "$mps_coordination" -- "$client" "$small" "$hold" \
-        </dev/null >"$mps_dir/client$n.out" 2>"$mps_dir/client$n.err"
+        </dev/null >"$mps_dir/client$n.out" 2>"$mps_dir/client$n.err" &
+      echo "$!" >"$mps_dir/client$n.pid"
+      wait "$!"
       echo "$? $(($(now_ms) - client_started))" >"$mps_dir/client$n.status"
     ) &
     clients="$clients $!"
   done
-  tries=0
-  while [ $tries -lt 30 ]; do
-    [ "$(cat "$mps_dir/client1.out" "$mps_dir/client2.out" 2>/dev/null | grep -c allocated)" -lt 2 ] ||
+  # Until both hold their memory, one has ended, 30 s have gone, or only the 5 s the looks and
+  # the last client need are left of the check.
+  both_held=false
+  waited=0
+  while [ "$waited" -lt 30 ] && [ "$(time_left)" -gt 5 ]; do
+    if [ "$(cat "$mps_dir/client1.out" "$mps_dir/client2.out" 2>/dev/null | grep -c allocated)" -ge 2 ]; then
+      both_held=true
       break
-    tries=$((tries + 1))
+    fi
+    [ ! -f "$mps_dir/client1.status" ] && [ ! -f "$mps_dir/client2.status" ] || break
     sleep 1
+    waited=$((waited + 1))
   done
   run_cmd --shown "$smi"
   # shellcheck disable=SC2016 # for the child to expand
   run_cmd --shown env CUDA_MPS_PIPE_DIRECTORY="$pipe" \
     sh -c 'echo get_server_list | nvidia-cuda-mps-control'
   run_cmd --shown "$flink_gpu" status --coordination-file "$mps_coordination"
-  run_cmd --any-exit "$flink_gpu" exec --share --coordination-file "$mps_coordination" -- true
-  grep -q 'not enough free GPU shares' "$err" ||
-    fail_check "a third exec --share was not refused while two clients held both shares"
-  # shellcheck disable=SC2086 # pids
-  wait $clients
+  run_cmd --any-exit "$flink_gpu" exec -n 1 --share --coordination-file "$mps_coordination" -- true
+  [ "$timed_out" = true ] || grep -q 'not enough free GPU shares' "$err" ||
+    fail_check "a third exec -n 1 --share was not refused while two clients held both shares"
+  end_clients
   for n in 1 2; do
     read -r client_rc client_ms <"$mps_dir/client$n.status" || client_rc=255 client_ms=0
     client_timed_out=false
     [ "$client_rc" -ne 124 ] && [ "$client_rc" -ne 137 ] || client_timed_out=true
     record by-the-check "$client_rc" "$client_ms" "$client_timed_out" "$mps_dir/client$n.out" \
-      "$mps_dir/client$n.err" "$flink_gpu" exec --share --coordination-file "$mps_coordination" \
-      -- "$client" "$small" "$hold"
+      "$mps_dir/client$n.err" "$flink_gpu" exec -n 1 --share \
+      --coordination-file "$mps_coordination" -- "$client" "$small" "$hold"
+    if [ "$client_timed_out" = true ]; then
+      timeout_check "MPS client $n did not end within $client_left s"
+    elif [ "$client_rc" -ne 0 ]; then
+      fail_check "MPS client $n exited with $client_rc: $(cat "$mps_dir/client$n.err" "$mps_dir/client$n.out" | head -n 1)"
+    fi
   done
-  [ "$(cat "$mps_dir/client1.out" "$mps_dir/client2.out" | grep -c allocated)" -eq 2 ] ||
-    fail_check "two MPS clients did not both allocate ${small} MiB"
+  [ "$both_held" = true ] ||
+    fail_check "two MPS clients did not both hold ${small} MiB at once"
   over=$((${share_mib:-2048} + 1024))
-  run_cmd --any-exit "$flink_gpu" exec --share --coordination-file "$mps_coordination" -- \
+  run_cmd --any-exit "$flink_gpu" exec -n 1 --share --coordination-file "$mps_coordination" -- \
     "$client" "$over" 0
   [ "$timed_out" = true ] || [ "$rc" -eq 3 ] ||
     fail_check "a client asking $over MiB of a ${share_mib:-?} MiB share got exit $rc, not 3 (an allocation that fails)"
   # shellcheck disable=SC2016 # for the child to expand
   run_cmd --shown env CUDA_MPS_PIPE_DIRECTORY="$pipe" sh -c 'echo quit | nvidia-cuda-mps-control'
   mps_pipe=
+}
+
+# The MPS clients' timeouts get SIGTERM, which they pass on to the clients; then their
+# subshells are waited for (the timeouts bound them).
+end_clients() {
+  [ -n "${clients:-}" ] || return 0
+  # shellcheck disable=SC2046 # pids
+  kill -TERM $(cat "$work"/mps/client*.pid 2>/dev/null) 2>/dev/null
+  # shellcheck disable=SC2086 # pids
+  wait $clients
+  clients=
 }
 
 # The summary and the JSON twin: at the end, or when a signal ends the run early (then the check
@@ -985,7 +1144,7 @@ finish_report() {
     echo "$result_line"
     echo "finished: $finished_utc"
   } >>"$report"
-  echo "$result_line"
+  say "$result_line"
 
   if [ "$mode" = bundle ]; then
     manifest=$(json_file "$bundle/MANIFEST" 2>/dev/null) || manifest=null
@@ -1036,12 +1195,12 @@ finish_report() {
   echo "reading:  each command is '\$ command', its exit status and time, stdout as '  | ', stderr"
   echo "          as '  ! '; each check ends in '-> verdict'; the JSON twin is $json_report"
 } >"$report"
-printf '%s: report in %s (and .json)\n' "$program_name" "$report"
+say "$program_name: report in $report (and .json)"
 
 # The command under way gets the signal, which timeout passes on to its process group.
 stop_running() {
   [ -z "$running_pid" ] || kill -TERM "$running_pid" 2>/dev/null
-  [ -z "${clients:-}" ] || for client_pid in $clients; do kill -TERM "$client_pid" 2>/dev/null; done
+  end_clients
 }
 
 # A signal ends the run with what it has: the report of the checks done (once the command under
