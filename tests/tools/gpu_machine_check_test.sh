@@ -6,14 +6,17 @@
 # of tests/fixtures/nvml playing a host of tests/fixtures/nvml/hosts/, and
 # tests/fixtures/gpu-check/nvidia-smi answering for the same GPUs.
 #
-#   gpu_machine_check_test.sh CASE BUNDLE FAKE_NVML HOSTS_DIR REPORT_READER SMI_STAND_IN
+#   gpu_machine_check_test.sh CASE BUNDLE FAKE_NVML HOSTS_DIR REPORT_READER SMI_STAND_IN FAKE_CUDA
 #   gpu_machine_check_test.sh size_limit DIR -- STAGING_COMMAND...
 #
 # Cases (each asserts the exact verdict of every check, in the JSON report and in the text
-# report's summary, and that the run ended within its limits):
+# report's summary, that the run ended within its limits, and that it left nothing behind: its
+# folder, a process started from it, an owner of the coordination check):
 #   stand_in_host       islands-8: every check passes (MIG and MPS skipped); the programs need
 #                       glibc alone (readelf -d, ldd); every command is in both reports; odd bytes
-#                       in nvidia-smi's output are valid JSON and reach no terminal; usage errors
+#                       in nvidia-smi's output are valid JSON and reach no terminal; usage errors;
+#                       every discovery, exec, share, status, check and watch names a coordination
+#                       file in the run's folder; the MANIFEST names the source's commit
 #   mig_host            2 GPUs, one in MIG mode with two instances: the mig check runs and passes
 #   disagreeing_smi     nvidia-smi names another UUID and bus id: compare fails, naming both
 #   missing_nvidia_smi  no nvidia-smi anywhere: host, compare and topology fail, the checks that
@@ -22,11 +25,31 @@
 #   broken_nvml         a libnvidia-ml.so.1 that cannot be loaded: compare, topology, check and
 #                       watch fail, the discovery falls back on nvidia-smi and passes
 #   hanging_step        nvidia-smi topo -m hangs: topology times out after its step's limit
-#                       (GPU_CHECK_STEP_TIMEOUT=4), every other check runs and passes
+#                       (GPU_CHECK_STEP_TIMEOUT=4), every other check runs and passes; watch,
+#                       asked for 30 s, runs 3 s
 #   run_limit           nvidia-smi -L hangs past the run's limit (GPU_CHECK_TOTAL_TIMEOUT=4):
 #                       host times out, every later check is reported not run (timeout)
 #   full_mode           without --bundle, cmake and ctest standing in: a failing ctest fails
 #                       tests and every check still runs; a failing build skips every other check
+#   mps_host            the stand-in nvidia-cuda-mps-control (tests/fixtures/gpu-check/mps/) on
+#                       PATH and the stand-in libcuda.so.1 (FAKE_CUDA) on LD_LIBRARY_PATH: the mps
+#                       check's whole body runs and passes (two clients allocate, a third
+#                       exec -n 1 --share is refused, the client beyond its share exits 3)
+#   closed_stdout       stdout into head -1, then stdout and stderr into a pipe nobody reads (ssh
+#                       dropped): the run completes, with its report, and cleans up; the stand-in
+#                       nvidia-smi used as the docs give it (its folder, no gpus.csv)
+#   hung_smi_ignoring_term
+#                       an nvidia-smi that ignores SIGTERM and never ends: no process of it is left
+#                       after the run (our programs stop it after NVIDIA_SMI_TIMEOUT)
+#   as_nobody           root only (77 otherwise): the whole run as nobody skips the nobody check,
+#                       saying why; as root with a private TMPDIR (0700) the run's folder goes
+#                       under /tmp and the nobody check passes
+#   host_state          root with mount namespaces only (77 otherwise): a drain, a sharing
+#                       declaration and a record in /var/tmp/flink-gpu-coordination (a tmpfs of
+#                       the test's own mount namespace) change no verdict, and the run writes
+#                       nothing there
+#   failed_start        a setting too large for the shell, a report that cannot be written: exit 2,
+#                       no report file and no run's folder left
 #   size_limit          the staging command with a limit of 1 MiB fails, naming the limit, and
 #                       leaves no bundle
 set -uo pipefail
@@ -38,6 +61,7 @@ fail() {
   failures=$((failures + 1))
 }
 finish() {
+  [[ -z ${work:-} ]] || expect_no_leftovers
   if [[ $failures -ne 0 ]]; then
     # What the report says of each failure, for the reader of ctest's output.
     if [[ -f ${work:-}/report.txt ]]; then
@@ -63,12 +87,31 @@ if [[ $case_name == size_limit ]]; then
   finish
 fi
 
-bundle=$2 fake_nvml=$3 hosts=$4 reader=$5 smi_stand_in=$6
+bundle=$2 fake_nvml=$3 hosts=$4 reader=$5 smi_stand_in=$6 fake_cuda=${7:-}
 [[ -x $bundle/gpu-machine-check.sh ]] || { echo "no bundle at $bundle" >&2; exit 2; }
+
+# host_state: the case again, in a mount namespace of its own where /var/tmp is a tmpfs.
+if [[ $case_name == host_state ]]; then
+  if [[ $(id -u) -ne 0 ]] || ! unshare --mount --propagation private true 2>/dev/null; then
+    echo "skipped: needs root and mount namespaces (unshare --mount)"
+    exit 77
+  fi
+  exec unshare --mount --propagation private -- bash "$0" host_state_inside "${@:2}"
+fi
+if [[ $case_name == host_state_inside ]]; then
+  mount -t tmpfs flink-gpu-test-var-tmp /var/tmp || exit 2
+fi
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-test.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# Processes a failed case left (found by expect_no_leftovers) are ended by their ids.
+leftover_pids=()
+# KEEP=1 keeps the case's folder, to look at its reports.
+trap 'kill -KILL "${leftover_pids[@]}" 2>/dev/null; [[ -n ${KEEP:-} ]] || rm -rf "$work"' EXIT
 # Open to nobody, whose check runs the tools of PATH, which are here.
 chmod 755 "$work"
+# TMPDIR of the runs: their folders go here, for expect_no_leftovers (open to nobody, and
+# writable by nobody for as_nobody).
+mkdir -m 1777 "$work/tmp"
 
 # The clean folder: the bundle alone.
 cp -R "$bundle" "$work/bundle"
@@ -101,11 +144,45 @@ run_check() {
   done
   shift
   local start=$SECONDS
-  (cd "$work" && env -i PATH="$work/tools" HOME="$work" GPU_CHECK_WATCH_SECONDS=2 \
-    NVML_CHECK_RUNS=3 "${env_vars[@]}" "$work/bundle/gpu-machine-check.sh" \
+  (cd "$work" && env -i PATH="$work/tools" HOME="$work" TMPDIR="$work/tmp" \
+    GPU_CHECK_WATCH_SECONDS=2 NVML_CHECK_RUNS=3 "${env_vars[@]}" "$work/bundle/gpu-machine-check.sh" \
     --bundle "$work/bundle" --report "$work/report.txt" "$@" >"$work/stdout" 2>"$work/stderr")
   status=$?
   elapsed_s=$((SECONDS - start))
+}
+
+# Nothing of the last run is left, within 5 s (what was sent SIGTERM may take a moment): no
+# folder in $work/tmp, no process whose command line names $work/tmp/ (the stand-ins' copies
+# run from the run's folder), no owner of the coordination check (the --owner-pid of the text
+# report) still a sleep. Processes found are ended at exit.
+expect_no_leftovers() {
+  local tries=0 folders processes owners pid
+  while :; do
+    folders=$(ls -A "$work/tmp")
+    processes=$(pgrep -f "$work/tmp/" 2>/dev/null)
+    owners=
+    for pid in $(grep -o -- '--owner-pid [0-9]*' "$work/report.txt" 2>/dev/null | cut -d' ' -f2); do
+      # A zombie (state Z, not yet reaped by an init that does not reap) is gone.
+      if [[ -r /proc/$pid/cmdline && $(tr '\0' ' ' </proc/$pid/cmdline) == sleep* ]] &&
+        ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null; then
+        owners="$owners $pid"
+      fi
+    done
+    [[ -n $folders$processes$owners ]] || return 0
+    ((tries++ < 50)) || break
+    sleep 0.1
+  done
+  [[ -z $folders ]] || fail "the run left its folder: $folders"
+  [[ -z $processes ]] || fail "the run left processes: $(ps -o pid=,args= -p "$(echo $processes | tr ' ' ,)")"
+  [[ -z $owners ]] || fail "the run left owners:$owners"
+  # shellcheck disable=SC2206 # pids
+  leftover_pids+=($processes $owners)
+}
+
+# The run's folder, as the host check's note names it.
+run_folder() {
+  "$reader" "$work/report.txt.json" check host notes | grep -o "the run's folder: [^ \"]*" |
+    head -n 1 | cut -d' ' -f4
 }
 
 with_stand_ins() {
@@ -188,6 +265,25 @@ skipped mps"
     fi
     [[ $("$reader" "$work/report.txt.json" top ok) == true ]] || fail "ok is not true"
     [[ $("$reader" "$work/report.txt.json" top mode) == bundle ]] || fail "mode is not bundle"
+    # Every command that reads or writes coordination state names a file of the run's folder,
+    # so that nothing of the host's changes a verdict or is changed.
+    run=$(run_folder)
+    [[ $run == "$work/tmp/gpu-machine-check."* ]] || fail "the run's folder is '$run'"
+    coordinated=0
+    while IFS= read -r line; do
+      [[ $line =~ nvidia-gpu-discovery(\.sh)?\ [0-9] || $line =~ flink-gpu\ (discover|exec|status|check|watch|share|drain|release) ]] ||
+        continue
+      coordinated=$((coordinated + 1))
+      [[ $line == *"--coordination-file $run/"* || $line == *"--coordination-file=$run/"* ]] ||
+        fail "not on a coordination file of the run's folder: $line"
+    done <"$work/commands"
+    [[ $coordinated -ge 20 ]] || fail "only $coordinated commands of the discovery and flink-gpu"
+    # The MANIFEST names the commit of the source the bundle was made from.
+    source_dir=$(cd "$(dirname "$0")/../.." && pwd)
+    if head=$(git -C "$source_dir" rev-parse HEAD 2>/dev/null); then
+      grep -q "^commit: $head\(-dirty\)\?\$" "$work/bundle/MANIFEST" ||
+        fail "the MANIFEST does not name commit $head: $(grep '^commit:' "$work/bundle/MANIFEST")"
+    fi
     grep -q '^version: ' <("$reader" "$work/report.txt.json" top manifest) ||
       fail "the JSON report lacks the bundle's MANIFEST"
     # The bundle's programs need glibc alone.
@@ -349,7 +445,7 @@ skipped mps"
   hanging_step)
     make_smi "$hosts/islands-8.json" "$work/smi"
     # shellcheck disable=SC2046
-    run_check GPU_CHECK_STEP_TIMEOUT=4 STAND_IN_SMI_HANG=topo -- \
+    run_check GPU_CHECK_STEP_TIMEOUT=4 STAND_IN_SMI_HANG=topo GPU_CHECK_WATCH_SECONDS=30 -- \
       $(with_stand_ins "$hosts/islands-8.json" "$work/smi")
     expect_status 1
     expect_within 60
@@ -372,6 +468,10 @@ skipped mps"
       fail "topo -m is not marked timed out"
     took=$("$reader" "$work/report.txt.json" field topology " topo -m" duration_ms)
     [[ $took -ge 2000 && $took -le 12000 ]] || fail "topo -m was stopped after $took ms"
+    grep -qF 'GPU_CHECK_WATCH_SECONDS=30 is not below the check'"'"'s limit of 4 s: watch runs 3 s' \
+      <("$reader" "$work/report.txt.json" check watch notes) || fail "watch was not cut to 3 s"
+    took=$("$reader" "$work/report.txt.json" field watch 0 duration_ms)
+    [[ $took -ge 2500 && $took -le 6000 ]] || fail "watch ran $took ms, not 3 s"
     ;;
 
   run_limit)
@@ -462,6 +562,269 @@ skipped status
 skipped watch
 skipped mps"
     expect_reason mask "the build failed"
+    ;;
+
+  mps_host)
+    make_smi "$hosts/islands-8.json" "$work/smi"
+    cp "$(dirname "$smi_stand_in")/mps/nvidia-cuda-mps-control" "$work/smi/"
+    # The stand-in daemon's FIFO (not a tool the check needs).
+    ln -s "$(command -v mkfifo)" "$work/tools/mkfifo"
+    [[ -f $fake_cuda ]] || { echo "no stand-in libcuda.so.1: '$fake_cuda'" >&2; exit 2; }
+    # shellcheck disable=SC2046
+    run_check FAKE_MPS_LOG="$work/mps.log" LD_LIBRARY_PATH="$(dirname "$fake_cuda")" -- \
+      $(with_stand_ins "$hosts/islands-8.json" "$work/smi")
+    expect_status 0
+    expect_within 60
+    expect_verdicts "pass host
+pass links
+pass compare
+pass discovery
+pass coordination
+pass all-gpus
+$nobody nobody
+skipped mig
+pass mask
+pass topology
+pass check
+pass status
+pass watch
+pass mps"
+    # The daemon: started, asked for its servers, told to quit; by the check itself.
+    [[ $(cat "$work/mps.log") == $'-d\nget_server_list\nquit' ]] ||
+      fail "the daemon was asked: $(tr '\n' ' ' <"$work/mps.log")"
+    # The commands, in order: share, -d, nvidia-smi, get_server_list, status, the third exec,
+    # the two clients, the one beyond its share, quit. Each share is 143771 / 2 = 71885 MiB.
+    field() { "$reader" "$work/report.txt.json" field mps "$@"; }
+    [[ $(field 5 command) == *" exec -n 1 --share "*" -- true" && $(field 5 exit) == 1 ]] ||
+      fail "the third exec: $(field 5 command): exit $(field 5 exit)"
+    grep -q 'not enough free GPU shares: 1 requested, 0 free' <(field 5 stderr) ||
+      fail "the third exec was not refused for want of shares: $(field 5 stderr)"
+    held='^client [0-9]+: allocated 35942 MiB'$'\n''client [0-9]+: released on SIGTERM$'
+    for n in 6 7; do
+      [[ $(field $n command) == *" exec -n 1 --share "*"/tools/cuda-mps-client 35942 "* &&
+        $(field $n exit) == 0 ]] || fail "client $n: $(field $n command): exit $(field $n exit)"
+      [[ $(field $n stdout) =~ $held ]] ||
+        fail "client $n printed: $(field $n stdout)"
+    done
+    [[ $(field 8 command) == *" exec -n 1 --share "*"/tools/cuda-mps-client 72909 0" &&
+      $(field 8 exit) == 3 ]] || fail "beyond the share: $(field 8 command): exit $(field 8 exit)"
+    grep -q 'allocating 72909 MiB failed: CUDA error 2' <(field 8 stdout) ||
+      fail "beyond the share: $(field 8 stdout)"
+    # Both clients held their share at once, and ended on the check's SIGTERM, not their time.
+    [[ $("$reader" "$work/report.txt.json" check mps duration_ms) -le 20000 ]] ||
+      fail "the mps check took $("$reader" "$work/report.txt.json" check mps duration_ms) ms"
+    ;;
+
+  closed_stdout)
+    # The docs' way: the stand-in's own folder, which has no gpus.csv (the host JSON is read).
+    smi_folder=$(dirname "$smi_stand_in")
+    [[ ! -e $smi_folder/gpus.csv ]] || { echo "$smi_folder/gpus.csv should not exist" >&2; exit 2; }
+    expected="pass host
+pass links
+pass compare
+pass discovery
+pass coordination
+pass all-gpus
+$nobody nobody
+skipped mig
+pass mask
+pass topology
+pass check
+pass status
+pass watch
+skipped mps"
+    start=$SECONDS
+    # shellcheck disable=SC2046
+    (cd "$work" && env -i PATH="$work/tools" HOME="$work" TMPDIR="$work/tmp" \
+      GPU_CHECK_WATCH_SECONDS=2 NVML_CHECK_RUNS=3 "$work/bundle/gpu-machine-check.sh" \
+      --bundle "$work/bundle" --report "$work/report.txt" \
+      $(with_stand_ins "$hosts/islands-8.json" "$smi_folder") 2>"$work/stderr" |
+      head -n 1 >"$work/stdout"
+      exit "${PIPESTATUS[0]}")
+    status=$?
+    elapsed_s=$((SECONDS - start))
+    expect_status 0
+    expect_within 60
+    expect_verdicts "$expected"
+    [[ $(cat "$work/stdout") == "gpu-machine-check: report in $work/report.txt (and .json)" ]] ||
+      fail "the first line: $(cat "$work/stdout")"
+    grep -q '^result: PASSED: ' "$work/report.txt" || fail "the text report has no result"
+    expect_no_leftovers
+    # stdout and stderr both into a pipe that nobody reads any more, from the first write on.
+    rm -f "$work/report.txt" "$work/report.txt.json"
+    mkfifo "$work/dropped"
+    exec 5<>"$work/dropped"  # a reader, so that opening the writer does not block
+    exec 6>"$work/dropped"
+    exec 5<&-  # no reader left: every write to 6 fails (EPIPE, SIGPIPE)
+    start=$SECONDS
+    # shellcheck disable=SC2046
+    (cd "$work" && env -i PATH="$work/tools" HOME="$work" TMPDIR="$work/tmp" \
+      GPU_CHECK_WATCH_SECONDS=2 NVML_CHECK_RUNS=3 "$work/bundle/gpu-machine-check.sh" \
+      --bundle "$work/bundle" --report "$work/report.txt" \
+      $(with_stand_ins "$hosts/islands-8.json" "$smi_folder") >&6 2>&6)
+    status=$?
+    elapsed_s=$((SECONDS - start))
+    exec 6>&-
+    expect_status 0
+    expect_within 60
+    expect_verdicts "$expected"
+    grep -q '^result: PASSED: ' "$work/report.txt" || fail "the text report has no result"
+    ;;
+
+  hung_smi_ignoring_term)
+    mkdir "$work/smi"
+    printf '#!/bin/sh\ntrap "" TERM\nwhile :; do sleep 1; done\n' >"$work/smi/nvidia-smi"
+    chmod +x "$work/smi/nvidia-smi"
+    # shellcheck disable=SC2046
+    run_check GPU_CHECK_STEP_TIMEOUT=4 -- $(with_stand_ins "$hosts/islands-8.json" "$work/smi")
+    expect_status 1
+    expect_within 60
+    expect_verdicts "timeout host
+pass links
+fail compare
+pass discovery
+pass coordination
+skipped all-gpus
+skipped nobody
+skipped mig
+skipped mask
+timeout topology
+pass check
+pass status
+pass watch
+skipped mps"
+    expect_reason host "nvidia-smi did not end within"
+    # The comparison's nvidia-smi was stopped by the tool itself, at NVIDIA_SMI_TIMEOUT (half
+    # of the 4 s, or of 3 s when a second began before the command), not by timeout.
+    expect_reason compare "the comparison could not be made (exit 2)"
+    took=$("$reader" "$work/report.txt.json" field compare 0 duration_ms)
+    [[ $took -ge 900 && $took -le 3900 ]] || fail "the comparison ended after $took ms"
+    expect_reason all-gpus "nvidia-smi's GPU list was not run: the host check's time was up: no GPU count to check against"
+    expect_no_leftovers
+    ;;
+
+  as_nobody)
+    if [[ $(id -u) -ne 0 || ! -e $work/tools/setpriv ]]; then
+      echo "skipped: needs root and setpriv"
+      exit 77
+    fi
+    make_smi "$hosts/islands-8.json" "$work/smi"
+    # The whole run as nobody, in a folder of nobody's: the nobody check is skipped, saying so.
+    mkdir -m 777 "$work/nobody"
+    start=$SECONDS
+    # shellcheck disable=SC2046
+    (cd "$work/nobody" && setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups -- \
+      env -i PATH="$work/tools" HOME="$work/nobody" TMPDIR="$work/tmp" GPU_CHECK_WATCH_SECONDS=2 \
+      NVML_CHECK_RUNS=3 "$work/bundle/gpu-machine-check.sh" --bundle "$work/bundle" \
+      --report "$work/nobody/report.txt" $(with_stand_ins "$hosts/islands-8.json" "$work/smi") \
+      >"$work/stdout" 2>"$work/stderr")
+    status=$?
+    elapsed_s=$((SECONDS - start))
+    cp "$work/nobody/report.txt" "$work/nobody/report.txt.json" "$work/"
+    expect_status 0
+    expect_within 60
+    expect_verdicts "pass host
+pass links
+pass compare
+pass discovery
+pass coordination
+pass all-gpus
+skipped nobody
+skipped mig
+pass mask
+pass topology
+pass check
+pass status
+pass watch
+skipped mps"
+    expect_reason nobody "this run is nobody's already (all-gpus ran as nobody)"
+    [[ $("$reader" "$work/report.txt.json" check all-gpus title) == "every GPU as nobody: none left out, no warning" ]] ||
+      fail "all-gpus did not run as nobody: $("$reader" "$work/report.txt.json" check all-gpus title)"
+    expect_no_leftovers
+    # As root with a TMPDIR only root may enter: the run's folder goes under /tmp, and nobody
+    # can run the copies there.
+    mkdir -m 700 "$work/private"
+    # shellcheck disable=SC2046
+    run_check TMPDIR="$work/private" -- $(with_stand_ins "$hosts/islands-8.json" "$work/smi")
+    expect_status 0
+    expect_verdicts "pass host
+pass links
+pass compare
+pass discovery
+pass coordination
+pass all-gpus
+pass nobody
+skipped mig
+pass mask
+pass topology
+pass check
+pass status
+pass watch
+skipped mps"
+    run=$(run_folder)
+    [[ $run == /tmp/gpu-machine-check.* ]] || fail "the run's folder was $run, not under /tmp"
+    [[ ! -e $run ]] || fail "the run left $run"
+    grep -qF "(not under TMPDIR: TMPDIR=$work/private is not a folder that other users (nobody) can enter)" \
+      <("$reader" "$work/report.txt.json" check host notes) || fail "no note of the private TMPDIR"
+    [[ -z $(ls -A "$work/private") ]] || fail "the run wrote into the private TMPDIR"
+    ;;
+
+  host_state_inside)
+    # In the test's own mount namespace, /var/tmp a tmpfs: the host's coordination file with a
+    # drained GPU 0, GPU 1 declared shared and held (whole: a declaration does not keep
+    # coordination mode from it) by a running owner.
+    make_smi "$hosts/islands-8.json" "$work/smi"
+    state=/var/tmp/flink-gpu-coordination
+    export FLINK_GPU_NVML_LIBRARY=$fake_nvml FAKE_NVML_DEVICES=$hosts/islands-8.json
+    "$work/bundle/bin/flink-gpu" drain --gpu 0 --reason "the host's own drain" >/dev/null &&
+      "$work/bundle/bin/flink-gpu" share --gpu 1 --replicas 2 >/dev/null || fail "cannot seed $state"
+    sleep 600 &
+    owner=$!
+    leftover_pids+=("$owner")
+    [[ $("$work/bundle/plugins/external-resource-gpu/nvidia-gpu-discovery.sh" 1 \
+      --enable-coordination-mode --owner-pid "$owner" 2>/dev/null) == 1 ]] || fail "the record of GPU 1 was not made"
+    unset FLINK_GPU_NVML_LIBRARY FAKE_NVML_DEVICES
+    before=$(cd /var/tmp && find . -printf '%p %s %T@\n' | sort && cat flink-gpu-coordination*)
+    # shellcheck disable=SC2046
+    run_check -- $(with_stand_ins "$hosts/islands-8.json" "$work/smi")
+    expect_status 0
+    expect_within 60
+    expect_verdicts "pass host
+pass links
+pass compare
+pass discovery
+pass coordination
+pass all-gpus
+$nobody nobody
+skipped mig
+pass mask
+pass topology
+pass check
+pass status
+pass watch
+skipped mps"
+    after=$(cd /var/tmp && find . -printf '%p %s %T@\n' | sort && cat flink-gpu-coordination*)
+    [[ $after == "$before" ]] || fail "the run changed /var/tmp:"$'\n'"$before"$'\n'"---"$'\n'"$after"
+    [[ $("$reader" "$work/report.txt.json" field all-gpus 0 stdout) == 0,1,2,3,4,5,6,7 ]] ||
+      fail "all-gpus: $("$reader" "$work/report.txt.json" field all-gpus 0 stdout)"
+    kill "$owner"
+    ;;
+
+  failed_start)
+    # A number that dash cannot hold: refused before anything is written.
+    run_check GPU_CHECK_STEP_TIMEOUT=99999999999999999999 --
+    expect_status 2
+    grep -q 'GPU_CHECK_STEP_TIMEOUT must be a whole number from 1 to 999999' "$work/stderr" ||
+      fail "the refusal: $(cat "$work/stderr")"
+    [[ ! -e $work/report.txt && ! -e $work/report.txt.json ]] || fail "a report was written"
+    run_check NVML_CHECK_RUNS=1001 --
+    expect_status 2
+    [[ ! -e $work/report.txt && ! -e $work/report.txt.json ]] || fail "a report was written"
+    # A report that cannot be written: no run's folder left.
+    (cd "$work" && env -i PATH="$work/tools" TMPDIR="$work/tmp" "$work/bundle/gpu-machine-check.sh" \
+      --bundle "$work/bundle" --report "$work/no-such-folder/report.txt" >/dev/null 2>"$work/stderr")
+    [[ $? -eq 2 ]] && grep -q 'cannot write the report' "$work/stderr" ||
+      fail "an unwritable report: $(cat "$work/stderr")"
     ;;
 
   *)
