@@ -116,6 +116,15 @@ mkdir -m 1777 "$work/tmp"
 # The clean folder: the bundle alone.
 cp -R "$bundle" "$work/bundle"
 
+# The stand-ins the runs load, copied beside it: the source and build folders may be in a folder
+# that nobody cannot enter (a clone under a 0700 mktemp folder), and as_nobody runs as nobody.
+mkdir "$work/stand-in"
+cp "$fake_nvml" "$work/stand-in/libnvidia-ml.so.1"
+cp -R "$hosts" "$work/stand-in/hosts"
+cp -R "$(dirname "$smi_stand_in")" "$work/stand-in/gpu-check"
+fake_nvml=$work/stand-in/libnvidia-ml.so.1 hosts=$work/stand-in/hosts
+smi_stand_in=$work/stand-in/gpu-check/$(basename "$smi_stand_in")
+
 # The basic tools, and nothing else, on PATH.
 mkdir "$work/tools"
 for name in sh awk sed grep cat head tail tr wc date mktemp rm mkdir mv cp chmod ls dirname \
