@@ -944,22 +944,14 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
           bool replan = false;
           for (Record& record : added) {
             const std::string name = leaseNameOf(record.gpu, request.uuids);
-            record.lease = name;
-            if (const auto held = leases.find(name); held != leases.end()) {
-              record.leaseFile = held->second.file();
-              continue;
-            }
-            LeaseAttempt attempt = tryAcquireLease(file, name, opened.trust());
-            if (attempt.lease) {
-              record.leaseFile = attempt.lease->file();
-              leases.emplace(name, std::move(*attempt.lease));
-              continue;
-            }
+            const std::optional<LeaseAttempt> failed =
+                detail::leaseRecord(record, name, file, opened.trust(), leases);
+            if (!failed) continue;
             passedOver.insert(record.gpu);
-            if (attempt.failure == LeaseAttempt::Failure::kDenied) {
+            if (failed->failure == LeaseAttempt::Failure::kDenied) {
               notes.push_back("GPU " + record.gpu + " is passed over: its lease " +
                               (leaseFolderOf(file) / name).string() +
-                              " cannot be taken: " + attempt.why);
+                              " cannot be taken: " + failed->why);
             }
             replan = true;
           }

@@ -400,26 +400,18 @@ ShareAllocation allocateShares(const fs::path& file, const ShareRequest& request
           for (Record& record : added) {
             const std::string name =
                 shareLeaseNameOf(record.gpu, request.uuids, record.share->index);
-            record.lease = name;
-            if (const auto it = held.find(name); it != held.end()) {
-              record.leaseFile = it->second.file();
-              continue;
-            }
-            LeaseAttempt attempt = tryAcquireLease(file, name, opened.trust());
-            if (attempt.lease) {
-              record.leaseFile = attempt.lease->file();
-              held.emplace(name, std::move(*attempt.lease));
-              continue;
-            }
+            const std::optional<LeaseAttempt> failed =
+                detail::leaseRecord(record, name, file, opened.trust(), held);
+            if (!failed) continue;
             // Held by another process (its record gone), or not ours to take: that share is
             // live, and the next round takes another.
             unobtainable.insert(name);
             names.insert(name);
-            if (attempt.failure == LeaseAttempt::Failure::kDenied) {
+            if (failed->failure == LeaseAttempt::Failure::kDenied) {
               notes.push_back("share " + formatShareSlot(*record.share) + " of GPU " + record.gpu +
                               " is passed over: its lease " +
                               (leaseFolderOf(file) / name).string() +
-                              " cannot be taken: " + attempt.why);
+                              " cannot be taken: " + failed->why);
             }
             replan = true;
           }
