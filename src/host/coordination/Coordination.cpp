@@ -280,7 +280,8 @@ std::optional<ShareSlot> parseShareSlot(std::string_view text) {
   if (slash == std::string_view::npos) return std::nullopt;
   const std::optional<unsigned> index = parseDecimal<unsigned>(text.substr(0, slash));
   const std::optional<unsigned> count = parseDecimal<unsigned>(text.substr(slash + 1));
-  if (!index || !count || *count == 0 || *count > 4096 || *index >= *count) return std::nullopt;
+  if (!index || !count || *count == 0 || *count > kMaxShareCount || *index >= *count)
+    return std::nullopt;
   return ShareSlot{*index, *count};
 }
 

@@ -110,8 +110,12 @@ struct ShareSlot {
   friend bool operator==(const ShareSlot&, const ShareSlot&) = default;
 };
 
-/// The `share=` value "<index>/<count>" (both decimal, index < count, count at most 4096), or
-/// nullopt for anything else.
+/// The most shares a record may say its GPU has: far above any K a declaration allows
+/// (host/sharing's kMaxReplicas), so that a record of a newer writer's larger K still parses.
+inline constexpr unsigned kMaxShareCount = 4096;
+
+/// The `share=` value "<index>/<count>" (both decimal, index < count, count at most
+/// kMaxShareCount), or nullopt for anything else.
 std::optional<ShareSlot> parseShareSlot(std::string_view text);
 
 /// "1/4".

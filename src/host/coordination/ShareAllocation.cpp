@@ -14,9 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// The highest share count a record may carry (parseShareSlot).
-constexpr std::size_t kMaxShareIndex = 4096;
-
 /// What the records and leases say of one GPU of the request.
 struct GpuState {
   std::optional<Record> heldWholeBy;    ///< a running owner's whole record
@@ -416,7 +413,7 @@ ShareAllocation allocateShares(const fs::path& file, const ShareRequest& request
             replan = true;
           }
           // Each round finds at least one more share live: it ends.
-          if (!replan || round > request.gpus.size() * kMaxShareIndex) break;
+          if (!replan || round > request.gpus.size() * kMaxShareCount) break;
         }
         if (request.lease) {
           std::copy(added.begin(), added.end(),
