@@ -84,4 +84,8 @@ std::string firstLine(std::string_view text);
 
 bool hasLineStartingWith(std::string_view text, std::string_view prefix);
 
+/// The lines of an aligned table, as flink-gpu prints its tables: columns two spaces apart, each
+/// as wide as its widest cell, no trailing blanks.
+std::string table(const std::vector<std::vector<std::string>>& rows);
+
 }  // namespace flink::testing

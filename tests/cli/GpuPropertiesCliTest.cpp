@@ -51,6 +51,7 @@ using flink::testing::hasLineStartingWith;
 using flink::testing::readFile;
 using flink::testing::readLines;
 using flink::testing::runCli;
+using flink::testing::table;
 using flink::testing::TempDir;
 using flink::testing::writeScript;
 
@@ -407,25 +408,6 @@ TEST_F(GpuPropertiesCliTest, WhereOnlyNvidiaSmiAnswersItsPropertiesReachTheGpuIn
 }
 
 // --- status --------------------------------------------------------------------------------
-
-/// The lines of an aligned table: columns two spaces apart, each as wide as its widest cell, no
-/// trailing blanks.
-std::string table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> widths(rows.front().size());
-  for (const auto& row : rows) {
-    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  std::string text;
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line.append(widths[i] - row[i].size() + 2, ' ');
-    }
-    text += line.substr(0, line.find_last_not_of(' ') + 1) + '\n';
-  }
-  return text;
-}
 
 TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {
   // Records of this test's pid with a start time it never had: "gone". GPU 7 is not on the host.

@@ -34,31 +34,13 @@ using flink::testing::linesOf;
 using flink::testing::runCli;
 using flink::testing::sleepPath;
 using flink::testing::standInUuid;
+using flink::testing::table;
 using flink::testing::TempDir;
 using flink::testing::writeScript;
 using nlohmann::json;
 
 bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
-}
-
-/// The lines of an aligned table: columns two spaces apart, each as wide as its widest cell, no
-/// trailing blanks.
-std::string table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> widths(rows.front().size());
-  for (const auto& row : rows) {
-    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  std::string text;
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line.append(widths[i] - row[i].size() + 2, ' ');
-    }
-    text += line.substr(0, line.find_last_not_of(' ') + 1) + '\n';
-  }
-  return text;
 }
 
 class ShareStatusCliTest : public ::testing::Test {
