@@ -37,112 +37,12 @@ std::optional<Int> parseDecimal(std::string_view text) {
   return value;
 }
 
-/// What discovery reads of /proc/<pid>/stat: the state (field 3) and the start time (field 22).
-struct ProcStat {
-  /// No field at all after the command name.
-  bool empty = true;
-  /// State Z, X or x: dead, not yet reaped.
-  bool dead = false;
-  /// Whether the line has a field 22; `startTime` is it, parsed (nullopt when not a number).
-  bool hasStartTime = false;
-  std::optional<std::uint64_t> startTime;
-};
-
-/// This process's time namespace's boot-time offset (/proc/self/timens_offsets, Linux 5.6), in
-/// clock ticks (field 22 of /proc/<pid>/stat counts them); 0 where there is none.
-std::int64_t boottimeOffsetTicks() {
-  static const std::int64_t offset = []() -> std::int64_t {
-    FileDescriptor fd(::open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC));
-    if (!fd) return 0;
-    char buffer[256];
-    const ssize_t size = ::read(fd.get(), buffer, sizeof buffer);
-    if (size <= 0) return 0;
-    // "monotonic <seconds> <nanoseconds>\nboottime <seconds> <nanoseconds>\n"
-    const std::string_view text(buffer, static_cast<std::size_t>(size));
-    const std::size_t at = text.find("boottime");
-    if (at == std::string_view::npos) return 0;
-    std::string_view rest = text.substr(at + 8);
-    std::int64_t seconds = 0;
-    std::int64_t nanoseconds = 0;
-    const std::string_view secondsText = strings::nextToken(rest);
-    const std::string_view nanosecondsText = strings::nextToken(rest);
-    if (std::from_chars(secondsText.data(), secondsText.data() + secondsText.size(), seconds).ec !=
-            std::errc() ||
-        std::from_chars(nanosecondsText.data(), nanosecondsText.data() + nanosecondsText.size(),
-                        nanoseconds)
-                .ec != std::errc()) {
-      return 0;
-    }
-    const long ticks = ::sysconf(_SC_CLK_TCK);
-    const std::int64_t perSecond = ticks > 0 ? ticks : 100;
-    return seconds * perSecond + nanoseconds * perSecond / 1000000000;
-  }();
-  return offset;
-}
-
-/// /proc/<pid>/stat read, or nullopt when it cannot be. The fields after the command name, which
-/// is in parentheses and may itself hold spaces and parentheses, are split in place. Read with
-/// plain open/read: this runs in every discovery, and iostreams' set-up costs more than the read.
-std::optional<ProcStat> readProcStat(pid_t pid) {
-  char path[32];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  FileDescriptor fd(::open(path, O_RDONLY | O_CLOEXEC));
-  if (!fd) return std::nullopt;
-  // The line is well under 1 KiB: a 64-byte command name at most, and some fifty numbers.
-  char buffer[2048];
-  ssize_t size;
-  do {
-    size = ::read(fd.get(), buffer, sizeof buffer);
-  } while (size < 0 && errno == EINTR);
-  if (size <= 0) return std::nullopt;
-  const std::string_view text(buffer, static_cast<std::size_t>(size));
-  const std::size_t close = text.rfind(')');
-  if (close == std::string_view::npos) return std::nullopt;
-  std::string_view rest = text.substr(close + 1);
-  ProcStat stat;
-  const std::string_view state = strings::nextToken(rest);
-  if (state.empty()) return stat;
-  stat.empty = false;
-  stat.dead = state == "Z" || state == "X" || state == "x";
-  // Field 22 (starttime) is the 20th after the command name.
-  std::string_view field = state;
-  for (int skipped = 0; skipped < 19 && !field.empty(); ++skipped) field = strings::nextToken(rest);
-  if (!field.empty()) {
-    stat.hasStartTime = true;
-    stat.startTime = parseDecimal<std::uint64_t>(field);
-    // The kernel adds the reader's time namespace's boot-time offset: taken away, every reader
-    // of the host (a container in a time namespace of its own too) sees one start time.
-    if (stat.startTime) {
-      stat.startTime = static_cast<std::uint64_t>(static_cast<std::int64_t>(*stat.startTime) -
-                                                  boottimeOffsetTicks());
-    }
-  }
-  return stat;
-}
-
 /// A boot id as the kernel writes it (a UUID): hex digits and dashes, at most 64 characters.
 bool isBootId(std::string_view text) {
   if (text.empty() || text.size() > 64) return false;
   return std::all_of(text.begin(), text.end(), [](char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == '-';
   });
-}
-
-/// Whether the process `pid` has a thread besides its leader (/proc/<pid>/status "Threads:").
-bool hasOtherThreads(pid_t pid) {
-  char path[40];
-  std::snprintf(path, sizeof path, "/proc/%d/status", static_cast<int>(pid));
-  FileDescriptor fd(::open(path, O_RDONLY | O_CLOEXEC));
-  if (!fd) return false;
-  char buffer[4096];
-  const ssize_t size = ::read(fd.get(), buffer, sizeof buffer);
-  if (size <= 0) return false;
-  const std::string_view text(buffer, static_cast<std::size_t>(size));
-  const std::size_t at = text.find("\nThreads:");
-  if (at == std::string_view::npos) return false;
-  std::string_view rest = text.substr(at + 9);
-  const std::optional<unsigned> threads = parseDecimal<unsigned>(strings::nextToken(rest));
-  return threads && *threads > 1;
 }
 
 struct OwnerHash {
@@ -153,70 +53,6 @@ struct OwnerHash {
 };
 
 }  // namespace
-
-std::optional<std::uint64_t> currentPidNamespace() {
-  static const std::optional<std::uint64_t> inode = []() -> std::optional<std::uint64_t> {
-    struct stat info {};
-    if (::stat("/proc/self/ns/pid", &info) != 0) return std::nullopt;
-    return static_cast<std::uint64_t>(info.st_ino);
-  }();
-  return inode;
-}
-
-std::optional<std::string> currentBootId() {
-  static const std::optional<std::string> id = []() -> std::optional<std::string> {
-    FileDescriptor fd(::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC));
-    if (!fd) return std::nullopt;
-    char buffer[128];
-    const ssize_t size = ::read(fd.get(), buffer, sizeof buffer);
-    if (size <= 0) return std::nullopt;
-    const std::string_view text = strings::trim(std::string_view(buffer, size));
-    if (!isBootId(text)) return std::nullopt;
-    return std::string(text);
-  }();
-  return id;
-}
-
-bool ofEarlierBoot(const Owner& owner) {
-  if (!owner.bootId) return false;
-  const std::optional<std::string> now = currentBootId();
-  return now && *now != *owner.bootId;
-}
-
-Owner Owner::of(pid_t pid) {
-  Owner owner{pid, std::nullopt, currentPidNamespace(), currentBootId()};
-  if (const std::optional<ProcStat> stat = readProcStat(pid)) owner.startTime = stat->startTime;
-  return owner;
-}
-
-bool inOtherPidNamespace(const Owner& owner) {
-  if (!owner.pidNamespace) return false;
-  const std::optional<std::uint64_t> ours = currentPidNamespace();
-  return ours && *ours != *owner.pidNamespace;
-}
-
-bool sameProcess(const Owner& a, const Owner& b) {
-  if (a.pid != b.pid) return false;
-  if (a.startTime && b.startTime && *a.startTime != *b.startTime) return false;
-  if (a.bootId && b.bootId && *a.bootId != *b.bootId) return false;
-  return !(a.pidNamespace && b.pidNamespace && *a.pidNamespace != *b.pidNamespace);
-}
-
-bool isRunning(const Owner& owner) {
-  if (owner.pid <= 0 || ofEarlierBoot(owner)) return false;
-  if (inOtherPidNamespace(owner)) return true;  // cannot be judged from here
-  if (const std::optional<ProcStat> stat = readProcStat(owner.pid)) {
-    if (owner.startTime && stat->hasStartTime && stat->startTime != owner.startTime) return false;
-    if (stat->empty) return false;
-    // A leader that called pthread_exit shows as a zombie while its other threads run on.
-    if (stat->dead) return hasOtherThreads(owner.pid);
-    return true;
-  }
-  // No /proc entry of it: gone — or hidden from this user (/proc mounted hidepid=2 or
-  // invisible, systemd's ProtectProc=): the kernel itself tells, and a process it knows of but
-  // does not let us see counts as running (fail closed), whatever its start time.
-  return ::kill(owner.pid, 0) == 0 || errno == EPERM;
-}
 
 namespace {
 
@@ -375,66 +211,58 @@ std::string describe(const BlockedUnit& blocked) {
                  " is held by process " + std::to_string(blocked.heldBy.owner.pid));
 }
 
-bool holdsGpu(Liveness liveness) noexcept {
-  return liveness != Liveness::kGone && liveness != Liveness::kEarlierBoot;
+Liveness judge(const Record& record, const LivenessProbe& isRunningProbe, const LeaseProbe& lease,
+               const liveness::Reader& reader) {
+  return liveness::judge(
+      liveness::Holder{record.owner, record.lease.has_value()}, reader, isRunningProbe,
+      [&] { return lease ? lease(*record.lease, record.leaseFile) : LeaseState::kMissing; });
 }
 
-bool knownToRun(Liveness liveness) noexcept {
-  return liveness == Liveness::kRunning || liveness == Liveness::kLeaseHeld;
+namespace {
+
+/// Why the pid of `owner` says nothing here: "another pid namespace", "this process has no /proc
+/// of its own pid namespace", …
+std::string whyPidSaysNothing(const Owner& owner, const liveness::Reader& reader) {
+  switch (liveness::namespaceOf(owner, reader)) {
+    case liveness::Namespace::kOther:
+      return "another pid namespace";
+    case liveness::Namespace::kUnknown:
+      if (!reader.ownProc) {
+        return "this process has no /proc of its own pid namespace, so no pid can be judged here";
+      }
+      return "its writer could not tell its own pid namespace (it had no /proc)";
+    case liveness::Namespace::kSame:
+      break;
+  }
+  return !owner.startTime ? "no start time recorded" : "its owner is gone";
 }
 
-Liveness judge(const Record& record, const LivenessProbe& isRunningProbe, const LeaseProbe& lease) {
-  const Owner& owner = record.owner;
-  if (ofEarlierBoot(owner)) return Liveness::kEarlierBoot;
-  const bool otherNamespace = inOtherPidNamespace(owner);
-  const auto leaseState = [&] {
-    return record.lease && lease ? lease(*record.lease, record.leaseFile) : LeaseState::kMissing;
-  };
-  if (!otherNamespace && owner.startTime) {
-    // The pid and start time say it: the lease can only add to that. Its owner gone, a lease
-    // whose file someone removed may still be held by a process it started: fail closed.
-    if (isRunningProbe(owner)) return Liveness::kRunning;
-    if (!record.lease) return Liveness::kGone;
-    switch (leaseState()) {
-      case LeaseState::kHeld:
-        return Liveness::kLeaseHeld;
-      case LeaseState::kMissing:
-        return Liveness::kLeaseMissing;
-      case LeaseState::kFree:
-        return Liveness::kGone;
-    }
-  }
-  if (record.lease) {
-    switch (leaseState()) {
-      case LeaseState::kHeld:
-        return Liveness::kLeaseHeld;
-      case LeaseState::kFree:
-        return Liveness::kGone;
-      case LeaseState::kMissing:
-        return Liveness::kLeaseMissing;
-    }
-  }
-  if (otherNamespace) return Liveness::kUnjudgeable;
-  // Of this namespace without a start time (Flink's records): its pid alone.
-  return isRunningProbe(owner) ? Liveness::kRunning : Liveness::kGone;
-}
+}  // namespace
 
 std::string describeLiveness(const RecordStatus& status) {
+  const liveness::Reader& reader = liveness::HostFacts::system().reader();
+  const Owner& owner = status.record.owner;
+  const bool foreign = liveness::namespaceOf(owner, reader) != liveness::Namespace::kSame;
   switch (status.liveness) {
     case Liveness::kRunning:
       return "running";
     case Liveness::kLeaseHeld:
-      return status.otherPidNamespace ? "other pid namespace, lease held"
-                                      : "lease held by another process";
+      return !foreign                   ? "lease held by another process"
+             : status.otherPidNamespace ? "other pid namespace, lease held"
+                                        : "lease held (" + whyPidSaysNothing(owner, reader) + ")";
     case Liveness::kUnjudgeable:
-      return "other pid namespace";
+      return status.otherPidNamespace
+                 ? "other pid namespace"
+                 : "held: it cannot be judged from here (" + whyPidSaysNothing(owner, reader) +
+                       ", and it has no lease); `flink-gpu release` frees it";
     case Liveness::kLeaseMissing:
       return "held: its lease file is missing, and its pid cannot show that nothing it started "
              "still holds the lease (" +
-             std::string(status.otherPidNamespace         ? "another pid namespace"
-                         : !status.record.owner.startTime ? "no start time recorded"
-                                                          : "its owner is gone") +
-             "); `flink-gpu release` frees it";
+             whyPidSaysNothing(owner, reader) + "); `flink-gpu release` frees it";
+    case Liveness::kLeaseUnopenable:
+      return "held: its lease file cannot be opened by this user, and its pid cannot show it gone "
+             "(" +
+             whyPidSaysNothing(owner, reader) + ")";
     case Liveness::kGone:
       return "gone";
     case Liveness::kEarlierBoot:
@@ -860,7 +688,7 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
         std::unordered_set<std::string> passedOver;
         for (const std::string& gpu : request.gpus) {
           const std::string name = leaseNameOf(gpu, request.uuids);
-          if (!leases.count(name) && leaseOf(name, std::nullopt) == LeaseState::kHeld) {
+          if (!leases.count(name) && leaseBlocks(leaseOf(name, std::nullopt))) {
             passedOver.insert(gpu);
           }
         }
@@ -878,7 +706,7 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
             const auto it = shareLeases.find(leaseNameOf(gpu, request.uuids));
             if (it == shareLeases.end() || passedOver.count(gpu)) continue;
             for (const std::string& name : it->second) {
-              if (leaseOf(name, std::nullopt) == LeaseState::kHeld) {
+              if (leaseBlocks(leaseOf(name, std::nullopt))) {
                 passedOver.insert(gpu);
                 break;
               }
@@ -905,7 +733,7 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
             for (const std::string& other : it->second) {
               const std::string name = leaseNameOf(other, request.uuids);
               if (recorded.count(other) || leases.count(name)) continue;
-              if (leaseOf(name, std::nullopt) == LeaseState::kHeld) {
+              if (leaseBlocks(leaseOf(name, std::nullopt))) {
                 passedOver.insert(gpu);
                 blockedByLease.emplace_back(gpu, other);
                 break;
@@ -1040,7 +868,7 @@ Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
     if (entry.record.lease) named.insert(*entry.record.lease);
   }
   for (const std::string& name : leaseFolder.names()) {
-    if (!named.count(name) && leaseFolder.state(name) == LeaseState::kHeld) {
+    if (!named.count(name) && leaseBlocks(leaseFolder.state(name))) {
       status.leasesWithoutRecord.push_back(name);
     }
   }

@@ -11,18 +11,9 @@
 // our lines hold a space only where Flink's own do. Flink's two-field lines and our older
 // space-separated three-field lines are read too.
 //
-// Liveness: whether a record still holds its GPU (Liveness, judge).
-//   - A record of an earlier boot (its boot id is not this boot's) is gone, whatever its pid and
-//     start time: services started at boot in the same order get the same pids and start times.
-//   - A record of this pid namespace with a start time is held while its owner runs (that pid,
-//     not a zombie, with that start time), and also while its lease is held: a lease only adds
-//     liveness (a command that closed its descriptors still runs; a child it left holds on). Its
-//     owner gone, a lease file someone removed or replaced fails closed: a child may hold it.
-//   - What the pid cannot judge (another pid namespace, or no start time) the lease decides:
-//     held while it is held, gone once it is free, and held when its lease file is missing (fail
-//     closed: someone removed it) until `release`, a worker of its namespace, or a reboot.
-//   - Without a lease, a record of another pid namespace cannot be judged and stays held; one
-//     without a start time (Flink's) is held while its pid runs.
+// Liveness: whether a record still holds its GPU is the one rule of host/liveness/Liveness.h, a
+// table of the facts a record and the reader's host give (boot, pid namespace, start time, pid,
+// lease); judge() applies it to a record.
 //
 // Order of choice (Flink's): an allocation takes GPUs that no record names first, and takes back
 // a gone owner's GPU only when those are not enough; a gone owner's record stays until its GPU is
@@ -56,50 +47,27 @@
 #include "host/coordination/CoordinationError.h"
 #include "host/coordination/Leases.h"
 #include "host/coordination/Siblings.h"
+#include "host/liveness/HostFacts.h"
+#include "host/liveness/Liveness.h"
 
 namespace flink::coordination {
 
 /// Flink's default coordination file.
 inline constexpr const char* kDefaultCoordinationFile = "/var/tmp/flink-gpu-coordination";
 
-/// A process that holds GPUs: its pid and, when known, its start time in clock ticks since boot
-/// and the pid namespace its pid is valid in.
-struct Owner {
-  pid_t pid = 0;
-  std::optional<std::uint64_t> startTime = {};
-  /// The inode of the pid namespace (`/proc/self/ns/pid`) of the process that recorded the pid.
-  std::optional<std::uint64_t> pidNamespace = {};
-  /// The boot the pid and start time belong to: /proc/sys/kernel/random/boot_id when recorded.
-  std::optional<std::string> bootId = {};
-
-  /// The process `pid` as this process sees it, with its start time read from /proc (nullopt if
-  /// it cannot be read), this process's pid namespace and this boot's id.
-  static Owner of(pid_t pid);
-  friend bool operator==(const Owner&, const Owner&) = default;
-};
-
-/// The inode of this process's pid namespace, or nullopt where /proc/self/ns/pid is missing.
-std::optional<std::uint64_t> currentPidNamespace();
-
-/// This boot's id (/proc/sys/kernel/random/boot_id, the same in every container of the host), or
-/// nullopt where it cannot be read.
-std::optional<std::string> currentBootId();
-
-/// Whether `owner` was recorded in an earlier boot: both boot ids are known and differ.
-bool ofEarlierBoot(const Owner& owner);
-
-/// Whether `owner`'s pid belongs to a pid namespace other than ours (another container): such an
-/// owner cannot be judged from here.
-bool inOtherPidNamespace(const Owner& owner);
-
-/// Whether `owner` is running: not of an earlier boot, and its pid names a live process (not a
-/// zombie) whose start time, when the record has one, is the recorded one. An owner in another
-/// pid namespace counts as running: its pid means nothing here.
-bool isRunning(const Owner& owner);
-
-/// Whether `a` and `b` are one process: the same pid, and the same start time, pid namespace and
-/// boot where both say.
-bool sameProcess(const Owner& a, const Owner& b);
+// The liveness rule and the owner a record names (host/liveness/), as the coordination layer's
+// own names.
+using liveness::cannotJudge;
+using liveness::currentBootId;
+using liveness::currentPidNamespace;
+using liveness::holdsGpu;
+using liveness::inOtherPidNamespace;
+using liveness::isRunning;
+using liveness::knownToRun;
+using liveness::Liveness;
+using liveness::ofEarlierBoot;
+using liveness::Owner;
+using liveness::sameProcess;
 
 /// One share of a GPU the operator declared shared (host/sharing/SharingDeclarations.h): the
 /// record's `share=<index>/<count>` field. Shares of a GPU are numbered 0 … count−1; `count` is
@@ -201,27 +169,11 @@ using LivenessProbe = std::function<bool(const Owner&)>;
 using LeaseProbe =
     std::function<LeaseState(const std::string& name, const std::optional<LeaseFile>& file)>;
 
-/// Why a record holds its GPU, or does not: the liveness rule above.
-enum class Liveness {
-  kRunning,       ///< its owner, of this pid namespace, runs (by pid, and start time if recorded)
-  kLeaseHeld,     ///< its lease is held, whatever its pid says
-  kUnjudgeable,   ///< of another pid namespace, without a lease: cannot be judged, so held
-  kLeaseMissing,  ///< its lease file is missing, and its pid cannot judge it or is gone: held
-                  ///< (fail closed: what the owner started may hold the lease)
-  kGone,          ///< its owner is not running (by pid and start time, or its lease is free)
-  kEarlierBoot,   ///< recorded in an earlier boot: gone, whatever its pid
-};
-
-/// Whether a record of this liveness holds its GPU.
-bool holdsGpu(Liveness liveness) noexcept;
-
-/// Whether the owner is known to run (kRunning, kLeaseHeld): what `release` refuses without
-/// --force.
-bool knownToRun(Liveness liveness) noexcept;
-
-/// The rule above for one record, asking `isRunning` of its owner (at most once) and `lease` of
-/// its lease where the rule needs them.
-Liveness judge(const Record& record, const LivenessProbe& isRunning, const LeaseProbe& lease);
+/// The liveness rule (host/liveness/Liveness.h) for one record, as `reader` sees it, asking
+/// `isRunning` of its owner (at most once, and only of a record of the reader's own pid namespace)
+/// and `lease` of its lease where the rule needs them.
+Liveness judge(const Record& record, const LivenessProbe& isRunning, const LeaseProbe& lease,
+               const liveness::Reader& reader = liveness::HostFacts::system().reader());
 
 /// Units that share hardware, by identifier: a whole GPU's index and the `MIG-…` UUIDs of the
 /// instances carved from it (see discovery::relatedUnits). A relation counts both ways when it is

@@ -64,14 +64,6 @@ std::string ownership(const fs::path& path) {
 
 bool isAccessError(int error) { return error == EACCES || error == EPERM || error == EROFS; }
 
-std::string lockId(std::uint64_t device, std::uint64_t inode) {
-  // /proc/locks' form: major:minor:inode, the numbers of the device in hex.
-  char id[64];
-  std::snprintf(id, sizeof id, "%02x:%02x:%llu", ::major(static_cast<dev_t>(device)),
-                ::minor(static_cast<dev_t>(device)), static_cast<unsigned long long>(inode));
-  return id;
-}
-
 /// The pid that holds a flock on (device, inode), from /proc/locks, if one does.
 std::optional<pid_t> lockHolder(std::uint64_t device, std::uint64_t inode) {
   const std::optional<FlockTable> table = FlockTable::read();
@@ -201,48 +193,6 @@ std::optional<pid_t> flockHolder(const fs::path& file) {
   struct stat info {};
   if (::lstat(file.c_str(), &info) != 0) return std::nullopt;
   return lockHolder(info.st_dev, info.st_ino);
-}
-
-std::optional<FlockTable> FlockTable::read() {
-  FileDescriptor fd(::open("/proc/locks", O_RDONLY | O_CLOEXEC));
-  if (!fd) return std::nullopt;
-  // Whole: a holder must not hide behind other users' locks. Bounded all the same.
-  std::string text;
-  char buffer[65536];
-  ssize_t n;
-  while ((n = ::read(fd.get(), buffer, sizeof buffer)) > 0) {
-    text.append(buffer, static_cast<std::size_t>(n));
-    if (text.size() > (std::size_t{64} << 20)) return std::nullopt;
-  }
-  if (n < 0) return std::nullopt;
-  FlockTable table;
-  for (std::string_view line : strings::split(text, '\n')) {
-    // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a blocked waiter's line starts
-    // "1: -> FLOCK ...": skipped, it holds nothing.
-    std::string_view rest = line;
-    strings::nextToken(rest);  // "1:"
-    if (strings::nextToken(rest) != "FLOCK") continue;
-    strings::nextToken(rest);  // ADVISORY
-    strings::nextToken(rest);  // WRITE / READ
-    const std::string_view pidText = strings::nextToken(rest);
-    const std::string_view id = strings::nextToken(rest);
-    pid_t pid = 0;
-    const auto [end, error] = std::from_chars(pidText.data(), pidText.data() + pidText.size(), pid);
-    // A holder that this pid namespace cannot see shows as -1 or 0: held all the same.
-    if (error != std::errc() || end != pidText.data() + pidText.size() || pid < 0) pid = 0;
-    table.holders_.emplace(std::string(id), pid);
-  }
-  return table;
-}
-
-bool FlockTable::held(std::uint64_t device, std::uint64_t inode) const {
-  return holders_.count(lockId(device, inode)) > 0;
-}
-
-std::optional<pid_t> FlockTable::holder(std::uint64_t device, std::uint64_t inode) const {
-  const auto it = holders_.find(lockId(device, inode));
-  if (it == holders_.end() || it->second <= 0) return std::nullopt;
-  return it->second;
 }
 
 void CoordinationFile::fail(const std::string& what, int error) const {

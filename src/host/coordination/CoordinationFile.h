@@ -40,6 +40,7 @@
 
 #include "host/coordination/CoordinationError.h"
 #include "host/coordination/Siblings.h"
+#include "host/liveness/HostFacts.h"
 #include "process/FileDescriptor.h"
 
 namespace flink::coordination {
@@ -66,22 +67,8 @@ std::filesystem::path journalPathOf(const std::filesystem::path& file);
 /// when none does, or it cannot be told. The kernel's word, never the file's contents.
 std::optional<pid_t> flockHolder(const std::filesystem::path& file);
 
-/// The flocks held on the host as /proc/locks lists them, read once. Only a lock found is an
-/// answer: /proc/locks leaves out locks whose taker this pid namespace cannot see (outside the
-/// initial one, a lock whose taker has exited, though a child holds it), and on btrfs it names a
-/// subvolume's files by another device than stat does.
-class FlockTable {
- public:
-  /// nullopt where /proc/locks cannot be read (or is absurdly large).
-  static std::optional<FlockTable> read();
-  /// Whether a flock on the file of this device and inode (st_dev, st_ino) is listed.
-  bool held(std::uint64_t device, std::uint64_t inode) const;
-  /// Its holder's pid, where this pid namespace sees it.
-  std::optional<pid_t> holder(std::uint64_t device, std::uint64_t inode) const;
-
- private:
-  std::unordered_map<std::string, pid_t> holders_;  // "maj:min:inode" (hex device) → pid or 0
-};
+/// The flocks held on the host (host/liveness/HostFacts.h).
+using liveness::FlockTable;
 
 class CoordinationFile {
  public:

@@ -237,7 +237,7 @@ LeaseFolder LeaseFolder::open(const fs::path& file, const SiblingTrust& trust) {
 }
 
 LeaseState LeaseFolder::state(const std::string& name, const std::optional<LeaseFile>& file) {
-  if (!isSafeName(name)) return LeaseState::kHeld;  // not a lease of ours: cannot be shown free
+  if (!isSafeName(name)) return LeaseState::kUnopenable;  // no lease of ours: cannot be shown free
   // The file the lease was taken on no longer has the name: whoever holds it still holds it.
   const auto unnamed = [&] {
     if (!file) return LeaseState::kMissing;
@@ -252,7 +252,7 @@ LeaseState LeaseFolder::state(const std::string& name, const std::optional<Lease
     // This user may not open it: it cannot be shown free.
     if (isDenied(opened.error)) {
       denied_.insert(name);
-      return LeaseState::kHeld;
+      return LeaseState::kUnopenable;
     }
     fail(path_ / name, "cannot open it", opened.error);
   }

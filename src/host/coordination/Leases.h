@@ -31,6 +31,7 @@
 #include "host/coordination/CoordinationError.h"
 #include "host/coordination/CoordinationFile.h"
 #include "host/coordination/Siblings.h"
+#include "host/liveness/Liveness.h"
 #include "process/FileDescriptor.h"
 
 namespace flink::coordination {
@@ -69,12 +70,13 @@ struct LeaseFile {
   friend bool operator==(const LeaseFile&, const LeaseFile&) = default;
 };
 
-/// What a lease file says of its lease.
-enum class LeaseState {
-  kHeld,     ///< some process holds it (or it cannot be opened: it cannot be shown free)
-  kFree,     ///< its file is there and nobody holds it
-  kMissing,  ///< there is no lease file of that name
-};
+/// What a lease file says of its lease (host/liveness/Liveness.h).
+using liveness::LeaseState;
+
+/// Whether a lease of this state keeps its GPU from others: held, or not to be shown free.
+constexpr bool leaseBlocks(LeaseState state) noexcept {
+  return state == LeaseState::kHeld || state == LeaseState::kUnopenable;
+}
 
 /// A lease held by this process. Move-only; the lease ends when the object is destroyed (its
 /// descriptor closed) or the process dies.
@@ -136,12 +138,13 @@ class LeaseFolder {
   /// The names of the lease files listed.
   const std::unordered_set<std::string>& names() const noexcept { return names_; }
   /// The state of the lease `name`, taken on `file` where the record says. A name that is not a
-  /// plain file name is held (it is no lease of ours and cannot be shown free). When the file at
-  /// the name is not `file` (removed, replaced), it is held where /proc/locks lists a lock on
-  /// `file` (FlockTable), else missing: never free, since /proc/locks may leave its holder out.
+  /// plain file name, or a file this user may not open, is kUnopenable (it cannot be shown free).
+  /// When the file at the name is not `file` (removed, replaced), it is held where /proc/locks
+  /// lists a lock on `file` (FlockTable), else missing: never free, since /proc/locks may leave its
+  /// holder out.
   /// @throws CoordinationError for a lease file that fails the trust rules.
   LeaseState state(const std::string& name, const std::optional<LeaseFile>& file = std::nullopt);
-  /// Whether state(name) found a lease file this user may not open (and so called it held).
+  /// Whether state(name) found a lease file this user may not open (kUnopenable).
   bool denied(const std::string& name) const { return denied_.count(name) > 0; }
   /// Removes the lease file `name` if nobody holds it (taking it for the moment of the removal).
   /// Call it only under the coordination file's exclusive lock, for a lease no record names.

@@ -173,12 +173,12 @@ ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareReq
   }
   for (std::size_t g = 0; g < request.gpus.size(); ++g) {
     const std::string base = leaseNameOf(request.gpus[g], request.uuids);
-    if (leaseNames.count(base) && leaseOf(base, std::nullopt) == LeaseState::kHeld) {
+    if (leaseNames.count(base) && leaseBlocks(leaseOf(base, std::nullopt))) {
       states[g].wholeLeaseHeld = true;
     }
     if (const auto it = shareLeases.find(base); it != shareLeases.end()) {
       for (const auto& [name, index] : it->second) {
-        if (leaseOf(name, std::nullopt) == LeaseState::kHeld) addIndex(states[g].live, index);
+        if (leaseBlocks(leaseOf(name, std::nullopt))) addIndex(states[g].live, index);
       }
     }
   }

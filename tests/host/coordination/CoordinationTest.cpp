@@ -95,7 +95,10 @@ TEST(CoordinationRecordsTest, OwnerOfReadsTheStartTimeAndIsRunningChecksIt) {
   EXPECT_TRUE(isRunning(self));
   EXPECT_TRUE(isRunning(Owner{::getpid(), std::nullopt}));
   // The same pid with another start time is another process: the record's owner is gone.
-  EXPECT_FALSE(isRunning(Owner{::getpid(), *self.startTime + 1}));
+  // A start time two ticks or more away is another process's (one tick is a time namespace's
+  // rounding: liveness::sameStartTime).
+  EXPECT_TRUE(isRunning(Owner{::getpid(), *self.startTime + 1}));
+  EXPECT_FALSE(isRunning(Owner{::getpid(), *self.startTime + 2}));
   EXPECT_FALSE(isRunning(Owner{deadPid(), std::nullopt}));
   EXPECT_FALSE(isRunning(Owner{0, std::nullopt}));
 }
@@ -630,7 +633,8 @@ TEST_F(CoordinationFileTest, ARecordWithAReusedPidIsTakenBack) {
   const Owner self = Owner::of(::getpid());
   // This process's pid, but a start time of another process: the pid was reused.
   testing::writeScript(
-      file(), "0 " + std::to_string(::getpid()) + " " + std::to_string(*self.startTime - 1) + "\n",
+      file(),
+      "0 " + std::to_string(::getpid()) + " " + std::to_string(*self.startTime + 100) + "\n",
       fs::perms::owner_read | fs::perms::owner_write);
   LiveProcess other;
   const Allocation a = allocate(file(), {gpuRange(1), 1, Owner::of(other.pid())});
