@@ -36,8 +36,9 @@ struct Held {
 
 Held heldOf(const std::vector<Record>& records, const std::string& gpu) {
   Held held;
+  const flink::discovery::UnitIndex index = flink::discovery::UnitIndex::ofIdentifiers({gpu}, {});
   for (const Record& record : records) {
-    if (!recordNames(record, gpu, std::nullopt)) continue;
+    if (unitsNamedBy(record, index).empty()) continue;
     const LeaseProbe noLease = [](const std::string&, const std::optional<LeaseFile>&) {
       return LeaseState::kMissing;
     };

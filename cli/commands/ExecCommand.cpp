@@ -26,6 +26,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -274,16 +275,23 @@ std::optional<HeldByThisProcess> heldByThisProcess(const ExecOptions& options,
     printError(e.what());
     return std::nullopt;
   }
+  // The units this process's records name, by the host index's rule.
+  std::unordered_set<std::string> own;
+  std::unordered_set<std::string> ownShares;
+  for (const coordination::RecordStatus& entry : status.records) {
+    if (!coordination::sameProcess(entry.record.owner, owner) || !entry.record.owner.startTime) {
+      continue;
+    }
+    for (std::string& unit : coordination::unitsNamedBy(entry.record, *host.index)) {
+      if (entry.record.share) ownShares.insert(unit);
+      own.insert(std::move(unit));
+    }
+  }
   HeldByThisProcess held;
   for (const std::string& gpu : host.gpus) {
-    for (const coordination::RecordStatus& entry : status.records) {
-      if (entry.record.gpu == gpu && coordination::sameProcess(entry.record.owner, owner) &&
-          entry.record.owner.startTime) {
-        held.gpus.push_back(gpu);
-        if (entry.record.share) held.shares.push_back(gpu);
-        break;
-      }
-    }
+    if (!own.count(gpu)) continue;
+    held.gpus.push_back(gpu);
+    if (ownShares.count(gpu)) held.shares.push_back(gpu);
   }
   return held;
 }
@@ -338,10 +346,9 @@ std::optional<std::vector<std::string>> shareVisibleDevices(
     const std::vector<defaultdiscovery::ShareGrant>& shares);
 
 /// Gives back what `grant` recorded for `owner` and drops its leases: the command will not run.
-void giveBackShares(const ExecOptions& options, const coordination::Owner& owner,
-                    defaultdiscovery::Grant& grant) {
+void giveBackShares(const ExecOptions& options, defaultdiscovery::Grant& grant) {
   try {
-    defaultdiscovery::giveBack(options.coordinationFile, owner, grant.granted);
+    defaultdiscovery::giveBack(options.coordinationFile, grant.records);
   } catch (const coordination::CoordinationError& e) {
     printWarning(std::string("could not give back the GPU shares allocated for the command: ") +
                  e.what());
@@ -454,7 +461,7 @@ int runExec(const ExecOptions& options) {
     for (const std::string& line : report.lines()) printDiscoveryNote(line);
     if (const std::optional<std::string> directory = mpsPipeDirectoryOf(grant.shares)) {
       if (const std::optional<std::string> missing = sharing::missingMpsDaemon(*directory)) {
-        giveBackShares(options, owner, grant);
+        giveBackShares(options, grant);
         printError(*missing + "\nthe share(s) of GPU(s) " + strings::join(grant.granted, ",") +
                    " are given back; the command was not run");
         return kDiscoveryFailed;

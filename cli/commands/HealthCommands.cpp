@@ -29,6 +29,7 @@
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/HostGpus.h"
+#include "host/enumeration/UnitIndex.h"
 #include "host/enumeration/VisibleDevices.h"
 #include "host/health/HealthRecords.h"
 #include "host/health/HostHealth.h"
@@ -67,95 +68,75 @@ std::optional<std::string> gpuOption(const std::string& text) {
 }
 
 /// The unit for undrain, which must work for a GPU the host no longer has (an operator cleans up
-/// after a GPU was removed): NVML, where it answers, only turns a GPU-… UUID into its index.
+/// after a GPU was removed): NVML, where it answers, only turns a spelling into its unit (through
+/// the host's index: a UUID into its index).
 std::optional<Unit> unitOf(const std::string& text) {
   const std::optional<std::string> gpu = gpuOption(text);
   if (!gpu) return std::nullopt;
-  Unit unit{*gpu, std::nullopt};
-  if (device::isMigUuid(unit.gpu)) return unit;
-  for (const discovery::GpuDevice& device : nvmlDevicesOrNone()) {
-    if (device.isMigInstance()) continue;
-    if (device.identifier == unit.gpu || (device.uuid && *device.uuid == unit.gpu)) {
-      return Unit{device.identifier, device.uuid};
-    }
+  if (device::isMigUuid(*gpu)) return Unit{*gpu, std::nullopt};
+  const std::vector<discovery::GpuDevice> devices = nvmlDevicesOrNone();
+  const discovery::UnitIndex index = discovery::UnitIndex::of(devices);
+  const discovery::EntryNaming named = index.entry(*gpu);
+  if (named.unit && !index[*named.unit].isMigInstance()) {
+    return Unit{index[*named.unit].id, index[*named.unit].uuid};
   }
-  if (device::isUuid(unit.gpu)) unit.uuid = unit.gpu;
-  return unit;
+  return Unit{*gpu, device::isUuid(*gpu) ? std::optional<std::string>(*gpu) : std::nullopt};
 }
 
 std::string nameOf(const Unit& unit) {
   return "GPU " + unit.gpu + (unit.uuid && *unit.uuid != unit.gpu ? " (" + *unit.uuid + ")" : "");
 }
 
-/// Whether `gpu` (a UUID, or MIG-GPU-<uuid>/<gi>/<ci>) names `device` whole, not by a prefix of
-/// its UUID as CUDA_VISIBLE_DEVICES may.
-bool namesWhole(const std::string& gpu, const discovery::GpuDevice& device,
-                const std::vector<discovery::GpuDevice>& devices) {
-  const std::string wanted = strings::toLower(gpu);
-  if (device.uuid && strings::toLower(*device.uuid) == wanted) return true;
-  if (!device.mig || !wanted.starts_with("mig-gpu-")) return false;
-  // The older MIG form: its GPU part must be the whole UUID of the instance's GPU.
-  const std::string parentUuid = wanted.substr(4, wanted.find('/') - 4);
-  for (const discovery::GpuDevice& parent : devices) {
-    if (!parent.isMigInstance() && parent.identifier == std::to_string(device.mig->parentIndex)) {
-      return parent.uuid && strings::toLower(*parent.uuid) == parentUuid;
-    }
-  }
-  return false;
+/// "GPU 0 (GPU-…)", "MIG instance MIG-… of GPU 2": a unit of `index` for messages.
+std::string describeUnit(const discovery::UnitIndex& index, discovery::UnitRef ref) {
+  const discovery::Unit& unit = index[ref];
+  if (unit.parent) return "MIG instance " + unit.id + " of GPU " + index[*unit.parent].id;
+  return "GPU " + unit.id + (unit.uuid ? " (" + *unit.uuid + ")" : "");
 }
 
-/// A GPU that NVML counts but left out of the enumeration (lost, or denied by a cgroup), by index
-/// or UUID: still one of this host's, and draining it keeps it out once it answers again.
-std::optional<Unit> countedByNvml(const std::string& gpu) {
-  const health::NvmlProbe probe = health::probeNvml();
-  if (!probe.usable) return std::nullopt;
-  for (const health::GpuProbe& counted : probe.gpus) {
-    if (std::to_string(counted.index) == gpu || (counted.uuid && *counted.uuid == gpu)) {
-      return Unit{std::to_string(counted.index), counted.uuid};
-    }
-  }
-  return std::nullopt;
-}
-
-/// The unit of this host that `gpu` names for drain: a whole GPU by index or whole UUID, or a MIG
-/// instance the host has by its UUID. nullopt after printing why it names none.
+/// The unit of this host that `gpu` names for drain, through the host's index: a whole GPU by
+/// index, whole UUID or PCI bus id, or a MIG instance the host has by its UUID; a GPU that NVML
+/// counts but left out of the enumeration (lost, or denied by a cgroup) too, since draining it
+/// keeps it out once it answers again. A drain is written whole: a UUID prefix is refused.
+/// nullopt after printing why it names none.
 std::optional<Unit> hostUnitOf(const std::string& gpu, const discovery::HostGpus& host) {
-  const std::vector<discovery::GpuDevice>& devices = host.found.devices;
   const bool mig = device::isMigUuid(gpu);
-  const bool nvml = host.source == discovery::HostGpuSource::kNvml;
+  discovery::UnitIndex index = discovery::UnitIndex::of(host.found.devices);
+  discovery::EntryNaming named = index.entry(gpu);
+  if (!named.unit && named.ambiguous.empty() && !mig &&
+      host.source == discovery::HostGpuSource::kNvml) {
+    const health::NvmlProbe probe = health::probeNvml();
+    if (probe.usable) {
+      for (const health::GpuProbe& counted : probe.gpus) {
+        if (!index.find(std::to_string(counted.index))) {
+          index.add({std::to_string(counted.index), counted.uuid});
+        }
+      }
+      named = index.entry(gpu);
+    }
+  }
   std::string cause;
-  if (!device::isUuid(gpu)) {
-    for (const discovery::GpuDevice& device : devices) {
-      if (!device.isMigInstance() && device.identifier == gpu) {
-        return Unit{device.identifier, device.uuid};
-      }
+  const std::string canonical = device::canonicalDeviceIdentifier(gpu);
+  if (named.unit) {
+    const discovery::Unit& unit = index[*named.unit];
+    const bool prefix =
+        device::isUuid(canonical) && !canonical.starts_with("MIG-GPU-") && unit.uuid != canonical;
+    if (!prefix) return Unit{unit.id, unit.isMigInstance() ? std::nullopt : unit.uuid};
+    cause = "cannot drain " + gpu + ": it is only the start of the UUID of " +
+            describeUnit(index, *named.unit) + ": give the whole UUID" +
+            (mig ? "" : " or the index");
+  } else if (!named.ambiguous.empty()) {
+    std::string candidates;
+    for (const discovery::UnitRef ref : named.ambiguous) {
+      candidates += (candidates.empty() ? "" : " or ") + describeUnit(index, ref);
     }
-    if (nvml) {
-      if (std::optional<Unit> counted = countedByNvml(gpu)) return counted;
-    }
-    cause = "cannot drain GPU " + gpu + ": this host has no GPU " + gpu;
+    cause = "cannot drain " + gpu + ", which is ambiguous: it could mean " + candidates +
+            ": give a whole UUID" + (mig ? "" : " or an index");
+  } else if (device::isUuid(canonical)) {
+    cause = "cannot drain " + gpu + ": no " + (mig ? "MIG instance" : "GPU") +
+            " of this host has this UUID";
   } else {
-    const discovery::EntryMatch match = discovery::matchVisibleDeviceEntry(gpu, devices);
-    if (match.device != nullptr && namesWhole(gpu, *match.device, devices)) {
-      const discovery::GpuDevice& device = *match.device;
-      return device.isMigInstance() ? Unit{device.identifier, std::nullopt}
-                                    : Unit{device.identifier, device.uuid};
-    }
-    if (!match.ambiguous.empty()) {
-      cause = "cannot drain " + gpu + ", which is " +
-              discovery::describeAmbiguity(match.ambiguous) + ": give a whole UUID" +
-              (mig ? "" : " or an index");
-    } else if (match.device != nullptr) {
-      cause = "cannot drain " + gpu + ": it is only the start of the UUID of " +
-              discovery::describeDevice(*match.device) + ": give the whole UUID" +
-              (mig ? "" : " or the index");
-    } else {
-      if (nvml && !mig) {
-        if (std::optional<Unit> counted = countedByNvml(gpu)) return counted;
-      }
-      cause = "cannot drain " + gpu + ": no " + (mig ? "MIG instance" : "GPU") +
-              " of this host has this UUID";
-    }
+    cause = "cannot drain GPU " + gpu + ": this host has no GPU " + gpu;
   }
   std::string message = cause;
   for (const std::string& line : whatTheHostHas(host, mig)) message += '\n' + line;

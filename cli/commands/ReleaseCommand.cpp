@@ -6,10 +6,12 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <exception>
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/NvidiaSmi.h"  // DiscoveryError
 #include "host/enumeration/NvmlEnumerator.h"
+#include "host/enumeration/UnitIndex.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -80,36 +83,61 @@ int runRelease(const ReleaseOptions& options) {
     matches = [pid](const coordination::Record& record) { return record.owner.pid == pid; };
     what = "no GPU is held by process " + std::to_string(pid);
   } else {
+    // The unit, through the host's index (NVML's devices where it answers: a container records
+    // the host's GPU 2 as its GPU 0, with its UUID), and the records that name it by its rule.
+    const std::optional<std::string> busId = discovery::canonicalPciBusId(*options.gpu);
     std::vector<std::string> gpus;
-    try {
-      gpus = discovery::parseGpuList(*options.gpu);
-    } catch (const discovery::DiscoveryError&) {
-      gpus.clear();  // reported below, with this option's name
+    if (!busId) {
+      try {
+        gpus = discovery::parseGpuList(*options.gpu);
+      } catch (const discovery::DiscoveryError&) {
+        gpus.clear();  // reported below, with this option's name
+      }
     }
-    if (gpus.size() != 1) {
+    if (!busId && gpus.size() != 1) {
       printError("invalid --gpu '" + strings::quoteForMessage(*options.gpu) +
-                 "': expected one GPU, an index (e.g. 0), a GPU-/MIG- UUID, or an AMD or Intel "
-                 "unit as recorded (amd:<bus id>, intel:<bus id>[/<tile>])");
+                 "': expected one GPU, an index (e.g. 0), a GPU-/MIG- UUID, a PCI bus id, or an "
+                 "AMD or Intel unit as recorded (amd:<bus id>, intel:<bus id>[/<tile>])");
       return kUsageError;
     }
-    // The unit as the records may name it: by index or UUID, whichever NVML tells of it here
-    // (a container records the host's GPU 2 as its GPU 0, with its UUID).
-    std::string gpu = gpus.front();
-    std::optional<std::string> uuid;
-    if (device::isUuid(gpu)) uuid = gpu;
+    std::vector<discovery::GpuDevice> devices;
     try {
-      for (const discovery::GpuDevice& device : discovery::NvmlEnumerator().enumerate().devices) {
-        if (device.identifier == gpu || (device.uuid && uuid && *device.uuid == *uuid)) {
-          gpu = device.identifier;
-          uuid = device.uuid;
-          break;
-        }
-      }
+      devices = discovery::NvmlEnumerator().enumerate().devices;
     } catch (const std::exception&) {
-      // No NVML: the records are matched as given.
+      // No NVML: the records are matched against the GPU as given.
     }
-    matches = [gpu, uuid](const coordination::Record& record) {
-      return coordination::recordNames(record, gpu, uuid);
+    auto index = std::make_shared<discovery::UnitIndex>(discovery::UnitIndex::of(devices));
+    const std::string given = busId ? *busId : gpus.front();
+    const discovery::EntryNaming named = index->entry(given);
+    if (!named.ambiguous.empty()) {
+      std::string candidates;
+      for (const discovery::UnitRef ref : named.ambiguous) {
+        candidates += (candidates.empty() ? "" : ", ") + (*index)[ref].id;
+      }
+      printError("invalid --gpu '" + strings::quoteForMessage(*options.gpu) +
+                 "': it begins the UUID of several GPUs (" + candidates + "); give a whole UUID");
+      return kUsageError;
+    }
+    if (!named.unit && busId) {
+      printError("no GPU of this host has the PCI bus id " + *busId +
+                 (devices.empty() ? " (NVML does not answer here; give an index or a UUID)" : ""));
+      return kDiscoveryFailed;
+    }
+    discovery::UnitRef unit = 0;
+    if (named.unit) {
+      unit = *named.unit;
+    } else {
+      // Not one of NVML's GPUs (or no NVML): the records are matched against it as given.
+      discovery::Unit asGiven;
+      asGiven.id = given;
+      asGiven.vendorUnit = device::isVendorUnitName(given);
+      if (device::isUuid(given) && !given.starts_with("MIG-GPU-")) asGiven.uuid = given;
+      unit = index->add(std::move(asGiven));
+    }
+    const std::string gpu = (*index)[unit].id;
+    matches = [index, unit](const coordination::Record& record) {
+      const std::vector<discovery::UnitRef> refs = index->namedByRecord(record.gpu, record.uuid);
+      return std::find(refs.begin(), refs.end(), unit) != refs.end();
     };
     what = "GPU " + gpu + " is not held";
   }

@@ -28,6 +28,7 @@
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/NvmlEnumerator.h"
+#include "host/enumeration/UnitIndex.h"
 #include "host/health/HostView.h"
 #include "host/sharing/SharingDeclarations.h"
 #include "util/Strings.h"
@@ -76,13 +77,15 @@ std::vector<DeviceProperties> propertiesOfRecords(
     const coordination::Status& status, const std::vector<discovery::GpuDevice>& devices) {
   std::vector<DeviceProperties> properties(status.records.size());
   if (status.records.empty() || devices.empty()) return properties;
+  // The device each record names, by the allocators' rule (a container's record names the GPU
+  // by its own index, with its UUID); a UnitRef of this index is the device's position.
+  const discovery::UnitIndex index = discovery::UnitIndex::of(devices);
   for (std::size_t i = 0; i < status.records.size(); ++i) {
-    // By the record's UUID where it has one: a container's record names the GPU by its own index.
     const coordination::Record& record = status.records[i].record;
-    const discovery::GpuDevice* device =
-        externalresource::gpu::findDevice(devices, record.uuid ? *record.uuid : record.gpu);
-    if (device == nullptr) continue;
-    for (auto& [key, value] : externalresource::gpu::propertiesOf(*device)) {
+    const std::vector<discovery::UnitRef> named = index.namedByRecord(record.gpu, record.uuid);
+    if (named.size() != 1) continue;  // none, or a prefix of several GPUs' UUIDs
+    const discovery::GpuDevice& device = devices[named.front()];
+    for (auto& [key, value] : externalresource::gpu::propertiesOf(device)) {
       if (key == GPUInfo::PROPERTY_KEY_UUID || key == GPUInfo::PROPERTY_KEY_NAME ||
           key == GPUInfo::PROPERTY_KEY_PCI_BUS_ID || key == GPUInfo::PROPERTY_KEY_MEMORY_TOTAL) {
         properties[i].emplace_back(std::move(key), std::move(value));
@@ -140,12 +143,13 @@ Sharing readSharing(const std::string& coordinationFile, HostView& host) {
   }
   sharing.declarationOf.assign(host.gpus.size(), std::nullopt);
   if (!sharing.anyDeclared()) return sharing;
+  // Each declaration read once, by the view's index.
+  const std::vector<const sharing::Declaration*> declared =
+      sharing::declarationsOf(sharing.file->parsed, *host.index);
   for (std::size_t i = 0; i < host.gpus.size(); ++i) {
     GpuView& view = host.gpus[i];
-    // Shares are of whole GPUs only.
     if (view.isMigInstance) continue;
-    const sharing::Declaration* declaration =
-        sharing::findDeclaration(sharing.file->parsed, view.gpu, view.uuid);
+    const sharing::Declaration* declaration = declared[host.refs[i]];
     if (declaration == nullptr) continue;
     sharing.declarationOf[i] = *declaration;
     view.declaredShares = declaration->replicas;

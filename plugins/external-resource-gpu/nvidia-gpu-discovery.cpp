@@ -142,7 +142,7 @@ int discover(const std::vector<std::string>& argv) {
       // The worker never learns which GPUs it got: give them back, or they stay held for its
       // whole life.
       try {
-        if (grant.recorded) defaultdiscovery::giveBack(args.coordinationFile, owner, grant.granted);
+        if (grant.recorded) defaultdiscovery::giveBack(args.coordinationFile, grant.records);
       } catch (const coordination::CoordinationError& e) {
         report.notes.push_back(std::string("could not give the GPUs back: ") + e.what());
       }

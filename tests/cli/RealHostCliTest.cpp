@@ -3,10 +3,12 @@
 // nvidia-smi that reports a GPU it cannot open. The real flink-gpu and nvidia-gpu-discovery run on
 // the stand-in libnvidia-ml.so.1 (tests/fixtures/nvml) or, with NVML absent, a stand-in
 // nvidia-smi script.
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -455,3 +457,36 @@ TEST_F(RealHostCliTest, AMigGpuWithoutPrivilegesHasNoMemoryAndNoWarning) {
 }
 
 }  // namespace
+
+// D4 of the break-it round: a lease keeps its GPU from every worker, however the worker names
+// the GPU. After `release --force` removed the record of a GPU whose lease is held, a worker that
+// knows the GPU only by its index (no NVML, --gpus) does not get what one with NVML leased, and
+// one with NVML does not get what an index-only worker leased.
+TEST_F(RealHostCliTest, AHeldLeaseKeepsItsGpuFromAWorkerThatNamesItAnotherWay) {
+  const std::vector<std::string> noNvml{"FLINK_GPU_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1"};
+  for (const bool holderHasNvml : {true, false}) {
+    SCOPED_TRACE(holderHasNvml ? "held with NVML" : "held by index alone");
+    fs::remove_all(dir_ / "coordination.leases");
+    fs::remove(file());
+    std::vector<std::string> command{"/usr/bin/env"};
+    for (const std::string& variable :
+         environment(holderHasNvml ? std::vector<std::string>{} : noNvml)) {
+      command.push_back(variable);
+    }
+    command.insert(command.end(), {flink::testing::kCli, "exec", "--coordination-file", file(),
+                                   "-n", "1", "--gpus", "0", "--", sleepPath(), "60"});
+    Background holder(command, dir_ / "holder.log");
+    for (int i = 0; i < 500 && records().empty(); ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_EQ(records().size(), 1u) << flink::testing::readFile(dir_ / "holder.log");
+    const CliRun release =
+        runCli({"release", "--coordination-file", file(), "--gpu", "0", "--force"},
+               environment(holderHasNvml ? std::vector<std::string>{} : noNvml));
+    ASSERT_EQ(release.exitCode, 0) << release;
+    ASSERT_TRUE(records().empty());
+    // The worker that names it the other way.
+    const CliRun other =
+        holderHasNvml ? exec({"-n", "1", "--gpus", "0"}, noNvml) : exec({"-n", "3"}, {});
+    EXPECT_EQ(other.exitCode, 1) << other;
+    EXPECT_THAT(other.err, HasSubstr("GPU 0 is held by a lease of another process")) << other;
+  }
+}

@@ -100,10 +100,9 @@ class ShareStatusCliTest : public ::testing::Test {
   /// Holds share `index` of GPU `gpu` with its lease, in this process, with no record naming
   /// it: what Flink's unanchored `sed` leaves of a leased share.
   void holdShareLease(unsigned gpu, unsigned index) {
-    const std::string unit = std::to_string(gpu);
+    // Under the GPU's UUID, as every version names it (LeaseNames).
     leases_.push_back(flink::coordination::acquireLease(
-        coordinationFile(),
-        flink::coordination::shareLeaseNameOf(unit, {{unit, standInUuid(gpu)}}, index)));
+        coordinationFile(), standInUuid(gpu) + ".share-" + std::to_string(index)));
   }
 
   /// The GPU `gpu` of status's JSON `gpus`.

@@ -19,6 +19,7 @@
 #include "host/coordination/CoordinationFile.h"
 #include "host/coordination/RecordEdits.h"
 #include "host/enumeration/DeviceIdentifiers.h"
+#include "host/enumeration/UnitIndex.h"
 #include "process/FileDescriptor.h"
 #include "util/Strings.h"
 
@@ -271,38 +272,23 @@ std::string describeLiveness(const RecordStatus& status) {
   return "gone";
 }
 
-bool recordNames(const Record& record, const std::string& unit,
-                 const std::optional<std::string>& uuid) {
-  const auto same = [](const std::string& a, const std::string& b) {
-    if (a == b) return true;
-    const std::string first = device::canonicalDeviceIdentifier(a);
-    const std::string second = device::canonicalDeviceIdentifier(b);
-    if (first == second) return true;
-    // A UUID written as a prefix (CUDA_VISIBLE_DEVICES's form, by a worker without NVML to
-    // complete it) names every GPU whose UUID begins so: it holds each of them.
-    return device::isUuid(first) && device::isUuid(second) &&
-           (first.starts_with(second) || second.starts_with(first));
-  };
-  if (uuid && record.uuid) return same(*record.uuid, *uuid);
-  // A unit known only by its UUID (--gpus where NVML does not answer): a record by index
-  // that says its UUID names it by that.
-  if (record.uuid && device::isUuid(unit)) return same(*record.uuid, unit);
-  if (device::isUuid(record.gpu))
-    return same(record.gpu, unit) || (uuid && same(record.gpu, *uuid));
-  return same(record.gpu, unit);
+namespace {
+
+template <typename Request>
+std::shared_ptr<const discovery::UnitIndex> indexOf(const Request& request) {
+  if (request.index) return request.index;
+  return std::make_shared<const discovery::UnitIndex>(
+      discovery::UnitIndex::ofIdentifiers(request.gpus, request.uuids, request.related));
 }
 
-std::optional<std::string> unitNamedBy(const Record& record, const std::vector<std::string>& units,
-                                       const std::unordered_map<std::string, std::string>& uuids) {
-  for (const std::string& unit : units) {
-    const auto uuid = uuids.find(unit);
-    if (recordNames(
-            record, unit,
-            uuid == uuids.end() ? std::nullopt : std::optional<std::string>(uuid->second))) {
-      return unit;
-    }
+}  // namespace
+
+std::vector<std::string> unitsNamedBy(const Record& record, const discovery::UnitIndex& index) {
+  std::vector<std::string> units;
+  for (const discovery::UnitRef ref : index.namedByRecord(record.gpu, record.uuid)) {
+    units.push_back(index[ref].id);
   }
-  return std::nullopt;
+  return units;
 }
 
 std::string describeBlockedByLease(const std::string& unit, const std::string& related) {
@@ -310,8 +296,13 @@ std::string describeBlockedByLease(const std::string& unit, const std::string& r
          whyBusy(unit, related, " is held by a lease of another process, without a record");
 }
 
-Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
-                          const LivenessProbe& isRunningProbe, const LeaseProbe& leaseProbe) {
+namespace {
+
+/// The rule over `request.gpus`, those passed over for their leases taken out already: which
+/// units are free by the records, and which of them to grant.
+Allocation planUnits(const ParsedRecords& current, const AllocationRequest& request,
+                     const discovery::UnitIndex& index, const liveness::Reader& reader,
+                     const LivenessProbe& isRunningProbe, LeaseSpace& space) {
   Allocation allocation;
   allocation.junk = current.junk;
 
@@ -321,80 +312,12 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     if (inserted) it->second = isRunningProbe(owner);
     return it->second;
   };
-  std::unordered_map<std::string, LeaseState> leases;  // by name and file
   const LeaseProbe leaseOf = [&](const std::string& name, const std::optional<LeaseFile>& file) {
-    if (!leaseProbe) return LeaseState::kMissing;
-    const std::string key =
-        file ? name + '@' + std::to_string(file->device) + ':' + std::to_string(file->inode) : name;
-    auto [it, inserted] = leases.try_emplace(key, LeaseState::kMissing);
-    if (inserted) it->second = leaseProbe(name, file);
-    return it->second;
+    return space.state(name, file);
   };
 
-  // Which unit of this request a record holds: by UUID where the record has one and this host
-  // knows it (another container may number the same GPU differently), else by identifier. A
-  // record with a UUID that this host does not know, for an index whose GPU here has another
-  // UUID, is of a GPU this worker cannot see.
-  // The UUID may stand in the record's GPU field itself (a worker handed out GPUs by UUID), and
-  // a unit of this request may be a UUID itself (a --gpus list of UUIDs): both name that GPU.
-  // Identifiers are compared in their canonical form (device::canonicalDeviceIdentifier: "01" is
-  // GPU 1, a UUID's hex digits in lower case). Keyed by views of the request's strings: no UUID
-  // is copied unless a record spells one otherwise.
-  std::unordered_map<std::string_view, const std::string*> unitOfUuid;
-  unitOfUuid.reserve(request.uuids.size());
-  for (const auto& [unit, uuid] : request.uuids) unitOfUuid.emplace(uuid, &unit);
-  for (const std::string& unit : request.gpus) {
-    if (device::isUuid(unit)) unitOfUuid.emplace(unit, &unit);
-  }
-  const auto canonical = [](const std::string& identifier) {
-    return device::isCanonicalDeviceIdentifier(identifier)
-               ? identifier
-               : device::canonicalDeviceIdentifier(identifier);
-  };
-  const auto byUuid = [&](const std::string& uuid) -> const std::string* {
-    const auto find = [&](std::string_view key) -> const std::string* {
-      const auto it = unitOfUuid.find(key);
-      return it == unitOfUuid.end() ? nullptr : it->second;
-    };
-    if (device::isCanonicalDeviceIdentifier(uuid)) return find(uuid);
-    const std::string spelled = device::canonicalDeviceIdentifier(uuid);
-    return find(spelled);
-  };
-  // A UUID written as a prefix (by a worker without NVML to complete it, as CUDA_VISIBLE_DEVICES
-  // allows), in a record or as a unit of this request, names every GPU whose UUID begins so
-  // (recordNames' rule). Looked for only when no UUID is the same, and only where a prefix is
-  // in play: a plain request costs nothing more.
-  constexpr std::size_t kWholeUuid = 40;  // "GPU-" or "MIG-" and 36 characters
-  const bool prefixUnits = std::any_of(unitOfUuid.begin(), unitOfUuid.end(), [](const auto& entry) {
-    return entry.first.size() < kWholeUuid;
-  });
-  const auto byPrefix = [&](const std::string& uuid, std::vector<std::string>& units) {
-    if (!prefixUnits && uuid.size() >= kWholeUuid) return;
-    const std::string spelledUuid = canonical(uuid);
-    for (const auto& [spelled, unit] : unitOfUuid) {
-      if ((spelled.starts_with(spelledUuid) ||
-           std::string_view(spelledUuid).starts_with(spelled)) &&
-          std::find(units.begin(), units.end(), *unit) == units.end()) {
-        units.push_back(*unit);
-      }
-    }
-    std::sort(units.begin(), units.end());  // the same order whatever the hash table's
-  };
-  const auto unitsOf = [&](const Record& record) -> std::vector<std::string> {
-    for (const std::optional<std::string>& uuid :
-         {record.uuid,
-          device::isUuid(record.gpu) ? std::optional<std::string>(record.gpu) : std::nullopt}) {
-      if (!uuid) continue;
-      if (const std::string* unit = byUuid(*uuid)) return {*unit};
-      std::vector<std::string> units;
-      byPrefix(*uuid, units);
-      if (!units.empty()) return units;
-    }
-    std::string gpu = canonical(record.gpu);
-    // This index's GPU here has another UUID: the record is of a GPU this worker cannot see.
-    if (record.uuid && request.uuids.count(gpu)) return {};
-    return {std::move(gpu)};
-  };
+  // Which units a record holds: the one rule of the host's index (host/enumeration/UnitIndex.h).
+  const auto unitsOf = [&](const Record& record) { return unitsNamedBy(record, index); };
 
   // Units held (the requester's own included: each request takes new GPUs, as in Flink's
   // script); records of gone owners by unit, taken back only when their unit is needed; records
@@ -408,7 +331,8 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     const Record& record = current.records[i];
     // A two-field record (Flink's script) with the requester's pid is the requester's too.
     const bool own = sameProcess(record.owner, request.owner);
-    const Liveness liveness = own ? Liveness::kRunning : judge(record, ownerRunning, leaseOf);
+    const Liveness liveness =
+        own ? Liveness::kRunning : judge(record, ownerRunning, leaseOf, reader);
     const std::vector<std::string> units = unitsOf(record);
     if (holdsGpu(liveness)) {
       for (const std::string& unit : units) {
@@ -585,6 +509,169 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
   return allocation;
 }
 
+/// What the lease files say of the units of an index, whatever the records say: the units held
+/// by a lease of another process (whole, or a share of them), and those whose lease file this user
+/// may not open.
+struct HeldLeases {
+  std::unordered_set<std::string> whole;
+  std::unordered_set<std::string> shared;
+  /// Unit → the lease file that cannot be opened.
+  std::unordered_map<std::string, std::string> unopenable;
+};
+
+HeldLeases heldLeases(const discovery::UnitIndex& index, const liveness::Reader& reader,
+                      LeaseSpace& space) {
+  HeldLeases held;
+  for (const std::string& name : space.names()) {
+    if (space.holds(name)) continue;  // this allocation's own, from an earlier attempt
+    const std::optional<ShareLeaseName> share = parseShareLeaseName(name);
+    const std::vector<discovery::UnitRef> units =
+        unitsOfLeaseName(index, share ? std::string_view(share->gpuLease) : name, reader);
+    if (units.empty()) continue;
+    const LeaseState state = space.state(name, std::nullopt);
+    if (!leaseBlocks(state)) continue;
+    for (const discovery::UnitRef ref : units) {
+      (share ? held.shared : held.whole).insert(index[ref].id);
+      if (state == LeaseState::kUnopenable) held.unopenable.emplace(index[ref].id, name);
+    }
+  }
+  return held;
+}
+
+/// Takes every name of `names` through `space`; the file of the primary one, or the failed take.
+LeaseTake takeAll(LeaseSpace& space, const LeaseNames& names, std::vector<std::string>& taken) {
+  LeaseTake primary;
+  for (const std::string& name : names.all()) {
+    LeaseTake take = space.take(name);
+    if (!take.file) return take;
+    taken.push_back(name);
+    if (name == names.primary) primary = std::move(take);
+  }
+  return primary;
+}
+
+const liveness::Reader& readerOf(const std::optional<liveness::Reader>& reader) {
+  return reader ? *reader : liveness::HostFacts::system().reader();
+}
+
+}  // namespace
+
+Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
+                          const LivenessProbe& isRunningProbe, LeaseSpace& space) {
+  const std::shared_ptr<const discovery::UnitIndex> index = indexOf(request);
+  const liveness::Reader& reader = readerOf(request.reader);
+
+  const HeldLeases held = heldLeases(*index, reader, space);
+  // A unit whose lease another process holds is held, record or not: an operator's `release`, or
+  // Flink's `sed "/1 /d"` deleting GPU 11's line, can leave a lease without its record. A GPU a
+  // share lease of which is held is shared: no whole request takes it.
+  std::unordered_set<std::string> passedOver;
+  for (const std::string& gpu : request.gpus) {
+    if (held.whole.count(gpu) || held.shared.count(gpu)) passedOver.insert(gpu);
+  }
+  // The same for a unit whose related unit (a GPU's MIG instance, an instance's GPU) is held by a
+  // lease that no record names: they share hardware.
+  std::vector<std::pair<std::string, std::string>> blockedByLease;
+  if (!request.related.empty() && !held.whole.empty()) {
+    std::unordered_set<std::string> recorded;
+    for (const Record& record : current.records) {
+      for (std::string& unit : unitsNamedBy(record, *index)) recorded.insert(std::move(unit));
+    }
+    std::unordered_map<std::string, std::vector<std::string>> neighbours;
+    for (const auto& [unit, relatedUnits] : request.related) {
+      for (const std::string& other : relatedUnits) {
+        if (other == unit) continue;
+        neighbours[unit].push_back(other);
+        neighbours[other].push_back(unit);
+      }
+    }
+    for (const std::string& gpu : request.gpus) {
+      const auto it = neighbours.find(gpu);
+      if (it == neighbours.end() || passedOver.count(gpu)) continue;
+      for (const std::string& other : it->second) {
+        if (recorded.count(other) || !held.whole.count(other)) continue;
+        passedOver.insert(gpu);
+        blockedByLease.emplace_back(gpu, other);
+        break;
+      }
+    }
+  }
+  std::vector<std::string> notes;
+  for (const std::string& gpu : request.gpus) {
+    const auto unopenable = held.unopenable.find(gpu);
+    if (passedOver.count(gpu) && unopenable != held.unopenable.end()) {
+      notes.push_back("GPU " + gpu + " is passed over: its lease " + unopenable->second +
+                      " cannot be opened by this user, so it cannot be shown free");
+    }
+  }
+
+  Allocation allocation;
+  // Planned again each time a lease of what was granted cannot be had: at most once a unit.
+  for (std::size_t round = 0;; ++round) {
+    AllocationRequest plan = request;
+    if (!passedOver.empty()) {
+      plan.gpus.clear();
+      for (const std::string& gpu : request.gpus) {
+        if (!passedOver.count(gpu)) plan.gpus.push_back(gpu);
+      }
+    }
+    allocation = planUnits(current, plan, *index, reader, isRunningProbe, space);
+    if (!request.lease || allocation.granted.empty()) break;
+    // Before the file says so: a lease that cannot be had leaves that unit to others.
+    bool replan = false;
+    std::vector<std::string> taken;
+    const auto added =
+        allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size());
+    for (auto record = added; record != allocation.records.end(); ++record) {
+      const std::optional<discovery::UnitRef> ref = index->find(record->gpu);
+      if (!ref) continue;  // every unit granted is one of the index's
+      const LeaseNames names = leaseNamesOf(*index, *ref, reader);
+      const LeaseTake take = takeAll(space, names, taken);
+      if (take.file) {
+        record->lease = names.primary;
+        record->leaseFile = take.file;
+        continue;
+      }
+      passedOver.insert(record->gpu);
+      if (take.failure == LeaseAttempt::Failure::kDenied) {
+        notes.push_back("GPU " + record->gpu + " is passed over: one of its leases (" +
+                        strings::join(names.all(), ", ") + ") cannot be taken: " + take.why);
+      }
+      replan = true;
+    }
+    if (!replan) {
+      allocation.leasesTaken = std::move(taken);
+      break;
+    }
+    if (round > request.gpus.size()) {
+      // Never reached: each round passes one more unit over. Grant nothing rather than a unit
+      // without its lease.
+      plan.gpus.clear();
+      allocation = planUnits(current, plan, *index, reader, isRunningProbe, space);
+      break;
+    }
+  }
+  // Only those no record names: a held record's unit is reported with its record.
+  std::unordered_set<std::string> recorded;
+  for (const Record& record : allocation.records) {
+    for (std::string& unit : unitsNamedBy(record, *index)) recorded.insert(std::move(unit));
+  }
+  for (const std::string& gpu : request.gpus) {
+    if ((held.whole.count(gpu) || held.shared.count(gpu)) && !recorded.count(gpu)) {
+      allocation.heldByLeaseOnly.push_back(gpu);
+    }
+  }
+  allocation.blockedByLeaseOnly = std::move(blockedByLease);
+  allocation.notes = std::move(notes);
+  return allocation;
+}
+
+Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
+                          const LivenessProbe& isRunning, const LeaseProbe& lease) {
+  ProbeLeaseSpace space(lease);
+  return planAllocation(current, request, isRunning, space);
+}
+
 namespace {
 
 /// What makes two records one: the GPU, the owner's pid, start time and boot.
@@ -651,9 +738,9 @@ std::string detail::editRecords(std::string_view before, const std::vector<LineS
 
 Allocation allocate(const fs::path& file, const AllocationRequest& request,
                     std::chrono::milliseconds lockTimeout) {
-  // What an earlier attempt granted (see changeFile), and the leases taken for it: kept across
+  // What an earlier attempt wrote (see changeFile), and the leases taken for it: kept across
   // attempts, so that a lease this call holds is not asked for twice.
-  std::unordered_set<std::string> grantedBefore;
+  std::vector<Record> writtenBefore;
   std::unordered_map<std::string, Lease> leases;
   Allocation result = detail::changeFile(
       file, lockTimeout, kMaxCoordinationFileBytes, [&](CoordinationFile& opened, bool again) {
@@ -665,166 +752,38 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
           detail::dropEarlierAttempt(
               parsed,
               [&](const Record& record) {
-                return record.owner == request.owner && grantedBefore.count(record.gpu) > 0;
+                return std::find(writtenBefore.begin(), writtenBefore.end(), record) !=
+                       writtenBefore.end();
               },
               blank);
         }
-
-        // Each lease's state, asked once: under the exclusive lock no allocator takes leases,
-        // so only a holder's death can change one meanwhile (which frees, never takes).
-        LeaseFolder folder = LeaseFolder::open(file, opened.trust());
-        std::unordered_map<std::string, LeaseState> states;  // of the files the names have
-        const auto leaseOf = [&](const std::string& name, const std::optional<LeaseFile>& taken) {
-          if (leases.count(name)) return LeaseState::kHeld;
-          if (taken) return folder.state(name, taken);
-          auto [it, inserted] = states.try_emplace(name, LeaseState::kMissing);
-          if (inserted) it->second = folder.state(name);
-          return it->second;
-        };
-
-        // A GPU whose lease another process holds is held, record or not: an operator's
-        // `release`, or Flink's `sed "/1 /d"` deleting GPU 11's line, can leave a lease without
-        // its record. A GPU whose lease this user may not take is passed over.
-        std::unordered_set<std::string> passedOver;
-        for (const std::string& gpu : request.gpus) {
-          const std::string name = leaseNameOf(gpu, request.uuids);
-          if (!leases.count(name) && leaseBlocks(leaseOf(name, std::nullopt))) {
-            passedOver.insert(gpu);
-          }
-        }
-        // A GPU a share lease of which is held is shared: no whole request takes it, record or
-        // not (Flink's `sed "/0 /d"`, taking back GPU 0, deletes GPU 10's share line too).
-        if (!folder.empty()) {
-          std::unordered_map<std::string, std::vector<std::string>> shareLeases;  // by GPU lease
-          for (const std::string& name : folder.names()) {
-            if (std::optional<ShareLeaseName> parts = parseShareLeaseName(name)) {
-              shareLeases[parts->gpuLease].push_back(name);
-            }
-          }
-          for (const std::string& gpu : request.gpus) {
-            if (shareLeases.empty()) break;
-            const auto it = shareLeases.find(leaseNameOf(gpu, request.uuids));
-            if (it == shareLeases.end() || passedOver.count(gpu)) continue;
-            for (const std::string& name : it->second) {
-              if (leaseBlocks(leaseOf(name, std::nullopt))) {
-                passedOver.insert(gpu);
-                break;
-              }
-            }
-          }
-        }
-        // The same for a unit whose related unit (a GPU's MIG instance, an instance's GPU) is
-        // held by a lease that no record names: they share hardware.
-        std::vector<std::pair<std::string, std::string>> blockedByLease;
-        if (!request.related.empty() && !folder.empty()) {
-          std::unordered_map<std::string, std::vector<std::string>> neighbours;
-          for (const auto& [unit, relatedUnits] : request.related) {
-            for (const std::string& other : relatedUnits) {
-              if (other == unit) continue;
-              neighbours[unit].push_back(other);
-              neighbours[other].push_back(unit);
-            }
-          }
-          std::unordered_set<std::string> recorded;
-          for (const Record& record : parsed.records) recorded.insert(record.gpu);
-          for (const std::string& gpu : request.gpus) {
-            const auto it = neighbours.find(gpu);
-            if (it == neighbours.end() || passedOver.count(gpu)) continue;
-            for (const std::string& other : it->second) {
-              const std::string name = leaseNameOf(other, request.uuids);
-              if (recorded.count(other) || leases.count(name)) continue;
-              if (leaseBlocks(leaseOf(name, std::nullopt))) {
-                passedOver.insert(gpu);
-                blockedByLease.emplace_back(gpu, other);
-                break;
-              }
-            }
-          }
-        }
-        std::unordered_set<std::string> leaseHeldGpus = passedOver;
-        for (const auto& [gpu, other] : blockedByLease) leaseHeldGpus.erase(gpu);
+        FolderLeaseSpace space(file, opened.trust(), leases);
+        Allocation allocation = planAllocation(parsed, request, isRunning, space);
         std::vector<std::string> notes = opened.notes();
-        for (const std::string& gpu : request.gpus) {
-          const std::string name = leaseNameOf(gpu, request.uuids);
-          if (passedOver.count(gpu) && folder.denied(name)) {
-            notes.push_back("GPU " + gpu + " is passed over: its lease " +
-                            (leaseFolderOf(file) / name).string() +
-                            " cannot be opened by this user, so it cannot be shown free");
-          }
-        }
-
-        Allocation allocation;
-        std::vector<Record> added;
-        // Planned again each time a lease of what was granted cannot be had: at most once a GPU.
-        for (std::size_t round = 0;; ++round) {
-          AllocationRequest plan = request;
-          if (!passedOver.empty()) {
-            plan.gpus.clear();
-            for (const std::string& gpu : request.gpus) {
-              if (!passedOver.count(gpu)) plan.gpus.push_back(gpu);
-            }
-          }
-          allocation = planAllocation(parsed, plan, isRunning, leaseOf);
-          added.assign(
-              allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
-              allocation.records.end());
-          if (!request.lease || added.empty()) break;
-          // Before the file says so: a lease that cannot be had leaves that GPU to others.
-          bool replan = false;
-          for (Record& record : added) {
-            const std::string name = leaseNameOf(record.gpu, request.uuids);
-            const std::optional<LeaseAttempt> failed =
-                detail::leaseRecord(record, name, file, opened.trust(), leases);
-            if (!failed) continue;
-            passedOver.insert(record.gpu);
-            if (failed->failure == LeaseAttempt::Failure::kDenied) {
-              notes.push_back("GPU " + record.gpu + " is passed over: its lease " +
-                              (leaseFolderOf(file) / name).string() +
-                              " cannot be taken: " + failed->why);
-            }
-            replan = true;
-          }
-          if (!replan || round > request.gpus.size()) break;
-        }
-        if (request.lease) {
-          std::copy(added.begin(), added.end(),
-                    allocation.records.end() - static_cast<std::ptrdiff_t>(added.size()));
-        }
-        // Only those no record names: a held record's GPU is reported with its record.
-        for (const std::string& gpu : request.gpus) {
-          if (!passedOver.count(gpu)) continue;
-          const bool recorded =
-              std::any_of(allocation.records.begin(), allocation.records.end(),
-                          [&](const Record& record) { return record.gpu == gpu; });
-          if (!recorded && leaseHeldGpus.count(gpu)) allocation.heldByLeaseOnly.push_back(gpu);
-        }
-        allocation.blockedByLeaseOnly = std::move(blockedByLease);
+        notes.insert(notes.end(), allocation.notes.begin(), allocation.notes.end());
         allocation.notes = std::move(notes);
+        const std::vector<Record> added(
+            allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
+            allocation.records.end());
         for (const std::size_t i : allocation.reclaimedIndices) {
           blank.push_back(parsed.recordSpans[i]);
         }
-        grantedBefore.insert(allocation.granted.begin(), allocation.granted.end());
+        writtenBefore.insert(writtenBefore.end(), added.begin(), added.end());
         opened.replace(detail::editRecords(opened.text(), blank, added));
         if (!opened.interfered()) {
-          // Free lease files that no record names any more go now (we hold the file's lock): a
-          // GPU given back by a driver or ended with exec leaves its file until then.
-          std::unordered_set<std::string> named;
+          // Free lease files that no record names any more go now (we hold the file's lock).
+          std::unordered_set<std::string> named(allocation.leasesTaken.begin(),
+                                                allocation.leasesTaken.end());
           for (const Record& record : allocation.records) {
             if (record.lease) named.insert(*record.lease);
           }
-          for (const auto& [name, state] : states) {
-            if (state == LeaseState::kFree && !named.count(name) && !leases.count(name)) {
-              folder.removeIfFree(name);
-            }
-          }
+          space.removeFreeExcept(named);
         }
         return allocation;
       });
-  if (request.lease) {
-    for (const std::string& gpu : result.granted) {
-      const auto it = leases.find(leaseNameOf(gpu, request.uuids));
-      if (it != leases.end()) result.leases.push_back(std::move(it->second));
-    }
+  for (const std::string& name : result.leasesTaken) {
+    const auto it = leases.find(name);
+    if (it != leases.end()) result.leases.push_back(std::move(it->second));
   }
   return result;
 }

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -47,6 +48,7 @@
 #include "host/coordination/CoordinationError.h"
 #include "host/coordination/Leases.h"
 #include "host/coordination/Siblings.h"
+#include "host/enumeration/UnitIndex.h"
 #include "host/liveness/HostFacts.h"
 #include "host/liveness/Liveness.h"
 
@@ -91,18 +93,9 @@ std::string formatShareSlot(const ShareSlot& slot);
 
 struct Record;
 
-/// Whether `record` holds the unit `unit` (an index, a MIG UUID) whose whole GPU's or own UUID is
-/// `uuid` (when known): by UUID where both say one (a container numbers GPUs from 0), else by
-/// identifier, in canonical form; a UUID prefix (`GPU-8932`) names every GPU whose UUID begins
-/// so. The rule of the allocators, for status, release and the rest.
-bool recordNames(const Record& record, const std::string& unit,
-                 const std::optional<std::string>& uuid);
-
-/// The unit among `units` that `record` names (recordNames, each unit with its whole GPU's UUID
-/// from `uuids`, by identifier): what a report of who holds what names, so that a container's
-/// record by its own index shows as the GPU its UUID is. nullopt when it names none of them.
-std::optional<std::string> unitNamedBy(const Record& record, const std::vector<std::string>& units,
-                                       const std::unordered_map<std::string, std::string>& uuids);
+/// The ids of the units of `index` that `record` names: the index's record reading
+/// (UnitIndex::namedByRecord), the one rule of which GPU a record holds.
+std::vector<std::string> unitsNamedBy(const Record& record, const discovery::UnitIndex& index);
 
 /// One line of the coordination file.
 struct Record {
@@ -192,8 +185,14 @@ struct AllocationRequest {
   /// the GPU of that UUID, whatever its index says (another container numbers GPUs from 0); new
   /// records carry it.
   std::unordered_map<std::string, std::string> uuids = {};
+  /// The host's units and every spelling of them (host/enumeration/UnitIndex.h): how a record is
+  /// read. Unset: an index of `gpus`, `uuids` and `related` alone.
+  std::shared_ptr<const discovery::UnitIndex> index = {};
   /// Hold each GPU granted with a lease too (Leases.h): the in-process driver and exec do.
   bool lease = false;
+  /// Who judges the records and names the leases: this process (HostFacts::system) when unset;
+  /// the simulated host gives each simulated process its own.
+  std::optional<liveness::Reader> reader = {};
   /// Optional: which of the free units to grant (the placement rule, host/placement/Placement.h).
   /// Called with the units that could be granted, in `gpus` order (those held, blocked or
   /// related to one already granted removed), and how many are still needed; it returns that
@@ -244,9 +243,11 @@ struct Allocation {
   std::vector<Record> records;
   /// What opening the file found and did (a change cut short, rolled back), one line each.
   std::vector<std::string> notes;
-  /// With AllocationRequest::lease, the leases of `granted`, in its order: the GPUs stay held
-  /// while these live.
+  /// With AllocationRequest::lease, the leases of `granted` (each unit's names, LeaseNames), in
+  /// its order: the GPUs stay held while these live.
   std::vector<Lease> leases;
+  /// The names of those leases, as the plan took them through its LeaseSpace.
+  std::vector<std::string> leasesTaken;
   /// Units of `gpus` that no record names but whose lease another process holds (a record an
   /// operator released, or that Flink's `sed` took with another GPU's line): not free.
   std::vector<std::string> heldByLeaseOnly;
@@ -255,16 +256,31 @@ struct Allocation {
   std::vector<std::pair<std::string, std::string>> blockedByLeaseOnly;
 };
 
-/// The allocation rule, without any I/O. As in Flink's script, each request takes GPUs the owner
-/// does not hold yet: a second request of one owner (two GPU resources of one TaskManager,
-/// several TaskManagers of one JVM) gets other GPUs. A GPU is not free while a record holds it or
-/// a unit related to it (`related`, judged by the liveness rule), nor when a unit related to it is
-/// already granted in this plan. Of the free units, those that no record names (neither theirs
-/// nor a related unit's) go first, chosen among by `choose`; units of gone owners only when those
-/// are not enough, and then their records are taken back. If fewer than `amount` are free nothing
-/// is granted and only records of an earlier boot are dropped. Linear in the number of records,
-/// GPUs and relations; `isRunning` is asked once per distinct owner, `lease` once per lease. An
-/// unset `lease` probe finds every lease file missing.
+/// The allocation rule, its lease policy included, with every fact it reads given: the records,
+/// `isRunning` (asked once per distinct owner, only of a record of the reader's pid namespace) and
+/// `leases` (each lease's state asked once; leases taken through it).
+///   - As in Flink's script, each request takes GPUs the owner does not hold yet: a second request
+///     of one owner (two GPU resources of one TaskManager, several TaskManagers of one JVM) gets
+///     other GPUs.
+///   - A unit is not free while a record holds it or a unit related to it (`related`, judged by
+///     the liveness rule), nor while a lease file that names it (unitsOfLeaseName: under any name,
+///     record or not) or a unit related to it is held by another process, nor when a unit related
+///     to it is already granted in this plan. A lease file this user may not open passes its
+///     unit over, with a note.
+///   - Of the free units, those that no record names (neither theirs nor a related unit's) go
+///     first, chosen among by `choose`; units of gone owners only when those are not enough, and
+///     then their records are taken back.
+///   - With `lease`, each unit granted is leased under each of its names (LeaseNames) before the
+///     file says so; a unit one of whose leases cannot be had is passed over and the plan made
+///     again (at most once a unit).
+///   - If fewer than `amount` are free nothing is granted and only records of an earlier boot are
+///     dropped.
+/// Linear in the number of records, lease files, GPUs and relations.
+Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
+                          const LivenessProbe& isRunning, LeaseSpace& leases);
+
+/// planAllocation with lease states from `lease` alone (ProbeLeaseSpace): no lease file is
+/// listed, none taken. An unset `lease` probe finds every lease file missing.
 Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
                           const LivenessProbe& isRunning, const LeaseProbe& lease = {});
 

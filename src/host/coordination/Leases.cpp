@@ -14,6 +14,7 @@
 
 #include "host/coordination/CoordinationFile.h"
 #include "host/enumeration/DeviceIdentifiers.h"
+#include "host/enumeration/UnitIndex.h"
 
 namespace flink::coordination {
 namespace {
@@ -102,31 +103,131 @@ fs::path leaseFolderOf(const fs::path& file) {
   return folder;
 }
 
-std::string leaseNameOf(const std::string& unit,
-                        const std::unordered_map<std::string, std::string>& uuids) {
-  if (unit.starts_with("MIG-") && unit.find('/') != std::string::npos) {
-    // The legacy MIG-GPU-<uuid>/<gi>/<ci> form: one path component, '.' for '/'.
-    std::string name = unit;
-    std::replace(name.begin(), name.end(), '/', '.');
-    return name;
-  }
-  if (unit.starts_with("GPU-") || unit.starts_with("MIG-")) return unit;
-  if (device::isVendorUnitName(unit)) {
-    // amd:00000000:05:00.3 → amd-00000000-05-00.3, intel:…:5A:00.0/1 → intel-…-5A-00.0_1: one
-    // path component, each unit its own, the bus id being the same in every container.
-    std::string name = unit;
-    std::replace(name.begin(), name.end(), ':', '-');
-    std::replace(name.begin(), name.end(), '/', '_');
-    return name;
-  }
-  if (const auto it = uuids.find(unit); it != uuids.end()) return it->second;
-  return "index-" + unit;
+namespace {
+
+/// `amd:00000000:05:00.3` → `amd-00000000-05-00.3`, `MIG-GPU-<uuid>/1/0` → `MIG-GPU-<uuid>.1.0`:
+/// one path component.
+std::string asFileName(std::string name, char colon, char slash) {
+  std::replace(name.begin(), name.end(), ':', colon);
+  std::replace(name.begin(), name.end(), '/', slash);
+  return name;
 }
 
-std::string shareLeaseNameOf(const std::string& unit,
-                             const std::unordered_map<std::string, std::string>& uuids,
-                             unsigned index) {
-  return leaseNameOf(unit, uuids) + ".share-" + std::to_string(index);
+constexpr std::string_view kBusPrefix = "pci-";
+constexpr std::string_view kIndexPrefix = "index-";
+constexpr std::string_view kMountMark = ".mnt-";
+
+bool isIndex(std::string_view id) {
+  return !id.empty() &&
+         std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+std::vector<std::string> LeaseNames::all() const {
+  std::vector<std::string> names{primary};
+  names.insert(names.end(), aliases.begin(), aliases.end());
+  return names;
+}
+
+LeaseNames leaseNamesOf(const discovery::UnitIndex& index, discovery::UnitRef ref,
+                        const liveness::Reader& reader) {
+  const discovery::Unit& unit = index[ref];
+  LeaseNames names;
+  if (unit.vendorUnit) {
+    names.primary = asFileName(unit.id, '-', '_');
+    return names;
+  }
+  if (unit.isMigInstance() || device::isMigUuid(unit.id)) {
+    names.primary = asFileName(unit.id, ':', '.');
+    // The older MIG form too, where the instance's place is known: an older allocator may name
+    // it so.
+    const std::optional<std::string> gpu = unit.parent ? index[*unit.parent].uuid : std::nullopt;
+    if (!unit.id.starts_with("MIG-GPU-") && gpu && unit.gpuInstanceId && unit.computeInstanceId) {
+      names.aliases.push_back("MIG-" + *gpu + "." + std::to_string(*unit.gpuInstanceId) + "." +
+                              std::to_string(*unit.computeInstanceId));
+    }
+    return names;
+  }
+  if (unit.pciBusId) {
+    names.primary = std::string(kBusPrefix) + asFileName(*unit.pciBusId, '-', '_');
+    if (unit.uuid) names.aliases.push_back(*unit.uuid);
+  } else if (unit.uuid) {
+    names.primary = *unit.uuid;
+  } else {
+    names.primary = std::string(kIndexPrefix) + unit.id;
+  }
+  if (isIndex(unit.id) && reader.mountNamespace) {
+    names.aliases.push_back(std::string(kIndexPrefix) + unit.id + std::string(kMountMark) +
+                            std::to_string(*reader.mountNamespace));
+  }
+  return names;
+}
+
+LeaseNames shareLeaseNamesOf(const LeaseNames& gpu, unsigned share) {
+  const std::string suffix = ".share-" + std::to_string(share);
+  LeaseNames names{gpu.primary + suffix, {}};
+  for (const std::string& alias : gpu.aliases) names.aliases.push_back(alias + suffix);
+  return names;
+}
+
+std::vector<discovery::UnitRef> unitsOfLeaseName(const discovery::UnitIndex& index,
+                                                 std::string_view name,
+                                                 const liveness::Reader& reader) {
+  const auto one = [](std::optional<discovery::UnitRef> ref) {
+    return ref ? std::vector<discovery::UnitRef>{*ref} : std::vector<discovery::UnitRef>{};
+  };
+  const auto nvidia = [&](std::optional<discovery::UnitRef> ref) {
+    return ref && !index[*ref].vendorUnit ? ref : std::nullopt;
+  };
+  if (name.starts_with(kBusPrefix)) {
+    // pci-00000000-3B-00.0
+    std::string bus(name.substr(kBusPrefix.size()));
+    const std::size_t first = bus.find('-');
+    const std::size_t second = first == std::string::npos ? first : bus.find('-', first + 1);
+    if (second == std::string::npos) return {};
+    bus[first] = ':';
+    bus[second] = ':';
+    return one(nvidia(index.byPciBusId(bus)));
+  }
+  if (name.starts_with(kIndexPrefix)) {
+    std::string_view rest = name.substr(kIndexPrefix.size());
+    const std::size_t mark = rest.find(kMountMark);
+    if (mark != std::string_view::npos) {
+      // Another mount namespace numbers the GPUs its own way: its index names nothing here.
+      const std::string_view mount = rest.substr(mark + kMountMark.size());
+      if (!reader.mountNamespace || mount != std::to_string(*reader.mountNamespace)) return {};
+      rest = rest.substr(0, mark);
+    }
+    if (!isIndex(rest)) return {};
+    return one(nvidia(index.find(rest)));
+  }
+  if (name.starts_with("amd-") || name.starts_with("intel-")) {
+    // amd-00000000-05-00.3 → amd:00000000:05:00.3; intel-…-5A-00.0_1 → intel:…:5A:00.0/1
+    std::string record(name);
+    std::size_t at = 0;
+    for (int colons = 0; colons < 3; ++colons) {
+      const std::size_t dash = record.find('-', at);
+      if (dash == std::string::npos) return {};
+      record[dash] = ':';
+      at = dash + 1;
+    }
+    std::replace(record.begin(), record.end(), '_', '/');
+    return one(index.find(record));
+  }
+  if (name.starts_with("MIG-GPU-")) {
+    // MIG-GPU-<uuid>.<gi>.<ci>
+    std::string record(name);
+    const std::size_t last = record.rfind('.');
+    if (last == std::string::npos || last == 0) return {};
+    const std::size_t before = record.rfind('.', last - 1);
+    if (before == std::string::npos) return {};
+    record[last] = '/';
+    record[before] = '/';
+    return index.namedByRecord(record);
+  }
+  if (device::isUuid(name)) return index.namedByRecord(name);
+  return {};
 }
 
 std::optional<ShareLeaseName> parseShareLeaseName(std::string_view name) {
@@ -280,6 +381,53 @@ void LeaseFolder::removeIfFree(const std::string& name) {
 
 LeaseState leaseState(const fs::path& file, const std::string& name) {
   return LeaseFolder::open(file, SiblingTrust::ofPath(file)).state(name);
+}
+
+}  // namespace flink::coordination
+
+namespace flink::coordination {
+
+FolderLeaseSpace::FolderLeaseSpace(const fs::path& file, const SiblingTrust& trust,
+                                   std::unordered_map<std::string, Lease>& held)
+    : file_(file), trust_(trust), folder_(LeaseFolder::open(file, trust)), held_(held) {}
+
+std::vector<std::string> FolderLeaseSpace::names() {
+  std::vector<std::string> names(folder_.names().begin(), folder_.names().end());
+  for (const auto& [name, lease] : held_) {
+    if (!folder_.names().count(name)) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());  // the same order whatever the hash table's
+  return names;
+}
+
+LeaseState FolderLeaseSpace::state(const std::string& name, const std::optional<LeaseFile>& file) {
+  if (const auto it = held_.find(name); it != held_.end()) {
+    if (!file || *file == it->second.file()) return LeaseState::kHeld;
+    return folder_.state(name, file);
+  }
+  if (file) return folder_.state(name, file);
+  // Under the exclusive lock no allocator takes leases, so only a holder's death can change one
+  // meanwhile (which frees, never takes): asked once.
+  auto [it, inserted] = states_.try_emplace(name, LeaseState::kMissing);
+  if (inserted) it->second = folder_.state(name);
+  return it->second;
+}
+
+LeaseTake FolderLeaseSpace::take(const std::string& name) {
+  if (const auto it = held_.find(name); it != held_.end()) return {it->second.file(), {}, {}};
+  LeaseAttempt attempt = tryAcquireLease(file_, name, trust_);
+  if (!attempt.lease) return {std::nullopt, attempt.failure, attempt.why};
+  const LeaseFile taken = attempt.lease->file();
+  held_.emplace(name, std::move(*attempt.lease));
+  return {taken, {}, {}};
+}
+
+void FolderLeaseSpace::removeFreeExcept(const std::unordered_set<std::string>& named) {
+  for (const auto& [name, state] : states_) {
+    if (state == LeaseState::kFree && !named.count(name) && !held_.count(name)) {
+      folder_.removeIfFree(name);
+    }
+  }
 }
 
 }  // namespace flink::coordination

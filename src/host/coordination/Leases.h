@@ -22,15 +22,18 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "host/coordination/CoordinationError.h"
 #include "host/coordination/CoordinationFile.h"
 #include "host/coordination/Siblings.h"
+#include "host/enumeration/UnitIndex.h"
 #include "host/liveness/Liveness.h"
 #include "process/FileDescriptor.h"
 
@@ -39,19 +42,45 @@ namespace flink::coordination {
 /// `<file>.leases`, the folder of a coordination file's leases.
 std::filesystem::path leaseFolderOf(const std::filesystem::path& file);
 
-/// The name of a unit's lease: its UUID (`GPU-…`, `MIG-…`) where known, so that every worker
-/// means the same GPU whatever its numbering; an AMD or Intel unit's record name with `-` for
-/// `:` and `_` for `/` (`amd-00000000-05-00.3`); else `index-<identifier>`.
-std::string leaseNameOf(const std::string& unit,
-                        const std::unordered_map<std::string, std::string>& uuids);
+/// The names of a unit's lease files. Every allocator of the host must see a unit held, whatever
+/// it knows of it: NVML's answer, nvidia-smi's, or only the index a --gpus list gives. So a lease
+/// is named by what every allocator can compute, and taken under each name its taker knows:
+///   - the primary name, recorded in `lease=`: a whole NVIDIA GPU's PCI bus id where known
+///     (`pci-00000000-3B-00.0`: NVML, nvidia-smi and sysfs all know it, and it is the same in
+///     every container); else its UUID (`GPU-…`); else `index-<n>`. A MIG instance's UUID
+///     (`MIG-…`; the older `MIG-GPU-<uuid>/<gi>/<ci>` with `.` for `/`). An AMD or Intel unit's
+///     record name with `-` for `:` and `_` for `/` (`amd-00000000-05-00.3`).
+///   - aliases, taken too: a GPU's UUID, the name of every version before the bus id, so that an
+///     older allocator sees it held; and for a unit of an index, `index-<n>.mnt-<mount namespace>`,
+///     the index in this mount namespace's numbering (which decides what /dev holds and so how
+///     NVML numbers the GPUs), which an allocator of the same numbering that knows nothing but
+///     the index sees (D4 of docs/coordination-file.md).
+/// An allocator checks every lease file there is, whatever its name (unitsOfLeaseName).
+struct LeaseNames {
+  std::string primary;
+  std::vector<std::string> aliases;
 
-/// The lease of share `index` of the whole GPU `unit`: `<leaseNameOf(unit)>.share-<index>`
-/// (`GPU-….share-1`, `index-0.share-1`). A GPU's whole lease and each of its shares' are
-/// distinct files, so that a share holder never blocks another share, and a whole request sees
-/// every share's.
-std::string shareLeaseNameOf(const std::string& unit,
-                             const std::unordered_map<std::string, std::string>& uuids,
-                             unsigned index);
+  /// primary, then the aliases.
+  std::vector<std::string> all() const;
+};
+
+/// The names of unit `unit` of `index`'s lease, as `reader` names them (its mount namespace).
+LeaseNames leaseNamesOf(const discovery::UnitIndex& index, discovery::UnitRef unit,
+                        const liveness::Reader& reader);
+
+/// The names of share `share` of a GPU whose lease is `gpu`: each with `.share-<share>`
+/// (`pci-….share-1`). A GPU's whole lease and each of its shares' are distinct files, so that a
+/// share holder never blocks another share, and a whole request sees every share's.
+LeaseNames shareLeaseNamesOf(const LeaseNames& gpu, unsigned share);
+
+/// The units of `index` that the lease file `name` holds (a share lease's: its GPU's), by the
+/// index's record reading for every form above and the older ones: `GPU-…` and `MIG-…` (a prefix
+/// names every GPU whose UUID begins so), `index-<n>` (as a record by index names it: in any
+/// numbering), `index-<n>.mnt-<m>` (only where `reader`'s mount namespace is m), `pci-…`, the
+/// AMD and Intel forms. Empty for a name of no unit of the index.
+std::vector<discovery::UnitRef> unitsOfLeaseName(const discovery::UnitIndex& index,
+                                                 std::string_view name,
+                                                 const liveness::Reader& reader);
 
 /// A share lease's name taken apart: the whole GPU's lease name and the share's index.
 struct ShareLeaseName {
@@ -159,6 +188,79 @@ class LeaseFolder {
   std::unordered_set<std::string> denied_;
   /// /proc/locks, read at the first lease whose file has lost its name (nullopt inside: unread).
   std::optional<std::optional<FlockTable>> flocks_;
+};
+
+/// What taking a lease for an allocation gave.
+struct LeaseTake {
+  /// The file it is held on, when it was had.
+  std::optional<LeaseFile> file;
+  LeaseAttempt::Failure failure = LeaseAttempt::Failure::kNone;
+  /// Why, for a person, when it failed.
+  std::string why;
+};
+
+/// What the allocation rule asks of the leases of one coordination file, under its exclusive
+/// lock: the seam between the rule (Coordination.h's planAllocation, ShareAllocation.h) and the
+/// lease folder, so that the rule's tests and the simulated host reach every lease decision.
+class LeaseSpace {
+ public:
+  virtual ~LeaseSpace() = default;
+  /// The names of the lease files there are, and of those this allocation took.
+  virtual std::vector<std::string> names() = 0;
+  /// The state of lease `name`, taken on `file` where a record says; a lease this allocation took
+  /// is held.
+  virtual LeaseState state(const std::string& name, const std::optional<LeaseFile>& file) = 0;
+  /// Takes lease `name` for this allocation; one taken already is taken again (its file).
+  virtual LeaseTake take(const std::string& name) = 0;
+  /// Whether this allocation took lease `name` (in this attempt or an earlier one).
+  virtual bool holds(const std::string& name) const = 0;
+};
+
+/// The lease folder of coordination file `file` as a LeaseSpace: states read once each, leases
+/// taken with tryAcquireLease into `held` (kept by the caller across the attempts of one
+/// allocation, and moved out for what it grants).
+class FolderLeaseSpace final : public LeaseSpace {
+ public:
+  /// @throws CoordinationError as LeaseFolder::open.
+  FolderLeaseSpace(const std::filesystem::path& file, const SiblingTrust& trust,
+                   std::unordered_map<std::string, Lease>& held);
+  std::vector<std::string> names() override;
+  LeaseState state(const std::string& name, const std::optional<LeaseFile>& file) override;
+  LeaseTake take(const std::string& name) override;
+  bool holds(const std::string& name) const override { return held_.count(name) > 0; }
+  /// Removes the free lease files that no name of `named` is and this allocation does not hold
+  /// (a GPU given back by a driver or ended by exec leaves its file until then). Call it after a
+  /// change was written, under the coordination file's exclusive lock.
+  void removeFreeExcept(const std::unordered_set<std::string>& named);
+
+ private:
+  std::filesystem::path file_;
+  SiblingTrust trust_;
+  LeaseFolder folder_;
+  std::unordered_map<std::string, Lease>& held_;
+  std::unordered_map<std::string, LeaseState> states_;  // names asked without a file
+};
+
+/// A LeaseSpace that only answers states, from `probe` (tests; a read-only look), of the lease
+/// files `names`; none can be taken.
+class ProbeLeaseSpace final : public LeaseSpace {
+ public:
+  explicit ProbeLeaseSpace(
+      std::function<LeaseState(const std::string&, const std::optional<LeaseFile>&)> probe,
+      std::vector<std::string> names = {})
+      : probe_(std::move(probe)), names_(std::move(names)) {}
+  std::vector<std::string> names() override { return names_; }
+  LeaseState state(const std::string& name, const std::optional<LeaseFile>& file) override {
+    return probe_ ? probe_(name, file) : LeaseState::kMissing;
+  }
+  LeaseTake take(const std::string&) override {
+    return {std::nullopt, LeaseAttempt::Failure::kDenied, "no lease can be taken here"};
+  }
+  bool holds(const std::string&) const override { return false; }
+
+ private:
+  std::function<LeaseState(const std::string&, const std::optional<LeaseFile>&)> probe_;
+  std::vector<std::string> names_;
 };
 
 /// The state of the lease `name` of coordination file `file`, judged against it.

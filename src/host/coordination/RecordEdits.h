@@ -44,28 +44,6 @@ void dropEarlierAttempt(ParsedRecords& parsed, Ours&& ours, std::vector<LineSpan
   parsed = std::move(kept);
 }
 
-/// Leases a record an allocation is about to write: its lease `name`, reused from `held` where
-/// this call holds it already, else taken (under the file's exclusive lock, judged by `trust`) and
-/// kept in `held`; `record` then says `lease=` and `leasefile=`. Returns the failed attempt when
-/// the lease cannot be had (another process holds it, or this user may not open it): that unit is
-/// not to be granted, and the caller plans again without it.
-/// @throws CoordinationError as tryAcquireLease does.
-inline std::optional<LeaseAttempt> leaseRecord(Record& record, const std::string& name,
-                                               const std::filesystem::path& file,
-                                               const SiblingTrust& trust,
-                                               std::unordered_map<std::string, Lease>& held) {
-  record.lease = name;
-  if (const auto it = held.find(name); it != held.end()) {
-    record.leaseFile = it->second.file();
-    return std::nullopt;
-  }
-  LeaseAttempt attempt = tryAcquireLease(file, name, trust);
-  if (!attempt.lease) return attempt;
-  record.leaseFile = attempt.lease->file();
-  held.emplace(name, std::move(*attempt.lease));
-  return std::nullopt;
-}
-
 /// One change of the file: open and lock it, let `change` compute the new text from the parsed
 /// records, write it. A Flink script can change the file without holding its lock: after its own
 /// `sed -i` it holds the lock of the file that it replaced. When that happened before we wrote

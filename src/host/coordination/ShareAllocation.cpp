@@ -8,6 +8,7 @@
 
 #include "host/coordination/CoordinationFile.h"
 #include "host/coordination/RecordEdits.h"
+#include "util/Strings.h"
 
 namespace flink::coordination {
 namespace {
@@ -59,10 +60,14 @@ std::string_view sharePlacementName(SharePlacement placement) {
   return placement == SharePlacement::kPack ? "pack" : "spread";
 }
 
-ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareRequest& request,
-                                    const LivenessProbe& isRunningProbe,
-                                    const LeaseProbe& leaseProbe,
-                                    const std::unordered_set<std::string>& leaseNames) {
+namespace {
+
+/// The rule over the records and lease files, the leases this allocation could not take counted
+/// live (`unobtainable`: (GPU, share index)).
+ShareAllocation planShares(const ParsedRecords& current, const ShareRequest& request,
+                           const discovery::UnitIndex& index, const liveness::Reader& reader,
+                           const LivenessProbe& isRunningProbe, LeaseSpace& space,
+                           const std::vector<std::pair<std::string, unsigned>>& unobtainable) {
   ShareAllocation allocation;
   allocation.junk = current.junk;
 
@@ -82,12 +87,6 @@ ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareReq
       }
     }
   }
-  std::vector<std::string> relatedUnits;
-  relatedUnits.reserve(relatedTo.size());
-  for (const auto& [unit, gpus] : relatedTo) {
-    if (!position.count(unit)) relatedUnits.push_back(unit);
-  }
-  std::sort(relatedUnits.begin(), relatedUnits.end());
 
   std::unordered_map<std::string, bool> running;
   const auto ownerRunning = [&](const Owner& owner) {
@@ -99,40 +98,28 @@ ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareReq
     if (inserted) it->second = isRunningProbe(owner);
     return it->second;
   };
-  std::unordered_map<std::string, LeaseState> leases;
-  const auto leaseOf = [&](const std::string& name, const std::optional<LeaseFile>& file) {
-    if (!leaseProbe) return LeaseState::kMissing;
-    const std::string key =
-        file ? name + '@' + std::to_string(file->device) + ':' + std::to_string(file->inode) : name;
-    auto [it, inserted] = leases.try_emplace(key, LeaseState::kMissing);
-    if (inserted) it->second = leaseProbe(name, file);
-    return it->second;
+  const LeaseProbe leaseOf = [&](const std::string& name, const std::optional<LeaseFile>& file) {
+    return space.state(name, file);
   };
 
   std::vector<bool> dropped(current.records.size(), false);
   for (std::size_t i = 0; i < current.records.size(); ++i) {
     const Record& record = current.records[i];
     // Every GPU of the request the record names (a UUID prefix may name several), and the
-    // related units.
+    // related units: the host index's rule.
     std::vector<std::size_t> gpus;
     std::vector<std::size_t> viaRelated;
-    for (std::size_t g = 0; g < request.gpus.size(); ++g) {
-      const auto uuid = request.uuids.find(request.gpus[g]);
-      if (recordNames(record, request.gpus[g],
-                      uuid == request.uuids.end() ? std::nullopt
-                                                  : std::optional<std::string>(uuid->second))) {
-        gpus.push_back(g);
-      }
-    }
-    for (const std::string& unit : relatedUnits) {
-      if (recordNames(record, unit, std::nullopt)) {
-        const std::vector<std::size_t>& of = relatedTo[unit];
-        viaRelated.insert(viaRelated.end(), of.begin(), of.end());
+    for (const std::string& unit : unitsNamedBy(record, index)) {
+      if (const auto at = position.find(unit); at != position.end()) gpus.push_back(at->second);
+      if (const auto related = relatedTo.find(unit);
+          related != relatedTo.end() && !position.count(unit)) {
+        viaRelated.insert(viaRelated.end(), related->second.begin(), related->second.end());
       }
     }
     if (gpus.empty() && viaRelated.empty()) continue;
     const bool own = sameProcess(record.owner, request.owner);
-    const Liveness liveness = own ? Liveness::kRunning : judge(record, ownerRunning, leaseOf);
+    const Liveness liveness =
+        own ? Liveness::kRunning : judge(record, ownerRunning, leaseOf, reader);
     if (holdsGpu(liveness)) {
       for (const std::size_t g : gpus) {
         GpuState& state = states[g];
@@ -164,23 +151,31 @@ ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareReq
   }
 
   // Leases: a held whole lease holds the GPU whole; a held share lease is a live share, record
-  // or not (Flink's `sed "/0 /d"` deletes GPU 10's line with GPU 0's; the lease stays).
-  std::unordered_map<std::string, std::vector<std::pair<std::string, unsigned>>> shareLeases;
-  for (const std::string& name : leaseNames) {
-    if (std::optional<ShareLeaseName> parts = parseShareLeaseName(name)) {
-      shareLeases[parts->gpuLease].emplace_back(name, parts->index);
-    }
-  }
-  for (std::size_t g = 0; g < request.gpus.size(); ++g) {
-    const std::string base = leaseNameOf(request.gpus[g], request.uuids);
-    if (leaseNames.count(base) && leaseBlocks(leaseOf(base, std::nullopt))) {
-      states[g].wholeLeaseHeld = true;
-    }
-    if (const auto it = shareLeases.find(base); it != shareLeases.end()) {
-      for (const auto& [name, index] : it->second) {
-        if (leaseBlocks(leaseOf(name, std::nullopt))) addIndex(states[g].live, index);
+  // or not (Flink's `sed "/0 /d"` deletes GPU 10's line with GPU 0's; the lease stays). Lease
+  // files of any name are read by the index (unitsOfLeaseName).
+  for (const std::string& name : space.names()) {
+    if (space.holds(name)) continue;  // this allocation's own, from an earlier attempt
+    const std::optional<ShareLeaseName> share = parseShareLeaseName(name);
+    const std::vector<discovery::UnitRef> units =
+        unitsOfLeaseName(index, share ? std::string_view(share->gpuLease) : name, reader);
+    std::vector<std::size_t> named;
+    for (const discovery::UnitRef ref : units) {
+      if (const auto at = position.find(index[ref].id); at != position.end()) {
+        named.push_back(at->second);
       }
     }
+    if (named.empty() || !leaseBlocks(leaseOf(name, std::nullopt))) continue;
+    for (const std::size_t g : named) {
+      if (share) {
+        addIndex(states[g].live, share->index);
+      } else {
+        states[g].wholeLeaseHeld = true;
+      }
+    }
+  }
+  for (const auto& [gpu, share] : unobtainable) {
+    if (const auto at = position.find(gpu); at != position.end())
+      addIndex(states[at->second].live, share);
   }
   for (std::size_t g = 0; g < request.gpus.size(); ++g) {
     if (!states[g].live.empty()) allocation.liveShares.emplace(request.gpus[g], states[g].live);
@@ -354,10 +349,88 @@ ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareReq
   return allocation;
 }
 
+const liveness::Reader& readerOf(const std::optional<liveness::Reader>& reader) {
+  return reader ? *reader : liveness::HostFacts::system().reader();
+}
+
+}  // namespace
+
+ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareRequest& request,
+                                    const LivenessProbe& isRunningProbe, LeaseSpace& space) {
+  const std::shared_ptr<const discovery::UnitIndex> index =
+      request.index
+          ? request.index
+          : std::make_shared<const discovery::UnitIndex>(
+                discovery::UnitIndex::ofIdentifiers(request.gpus, request.uuids, request.related));
+  const liveness::Reader& reader = readerOf(request.reader);
+  std::vector<std::pair<std::string, unsigned>> unobtainable;
+  std::vector<std::string> notes;
+  ShareAllocation allocation;
+  for (std::size_t round = 0;; ++round) {
+    allocation = planShares(current, request, *index, reader, isRunningProbe, space, unobtainable);
+    if (!request.lease || allocation.granted.empty()) break;
+    bool replan = false;
+    std::vector<std::string> taken;
+    const auto added =
+        allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size());
+    for (auto record = added; record != allocation.records.end(); ++record) {
+      const std::optional<discovery::UnitRef> ref = index->find(record->gpu);
+      if (!ref) continue;  // every GPU granted is one of the index's
+      const LeaseNames names =
+          shareLeaseNamesOf(leaseNamesOf(*index, *ref, reader), record->share->index);
+      std::optional<LeaseFile> primary;
+      std::optional<LeaseTake> failed;
+      for (const std::string& name : names.all()) {
+        LeaseTake take = space.take(name);
+        if (!take.file) {
+          failed = std::move(take);
+          break;
+        }
+        taken.push_back(name);
+        if (name == names.primary) primary = take.file;
+      }
+      if (!failed) {
+        record->lease = names.primary;
+        record->leaseFile = primary;
+        continue;
+      }
+      // Held by another process (its record gone), or not ours to take: that share is live, and
+      // the next round takes another.
+      unobtainable.emplace_back(record->gpu, record->share->index);
+      if (failed->failure == LeaseAttempt::Failure::kDenied) {
+        notes.push_back("share " + formatShareSlot(*record->share) + " of GPU " + record->gpu +
+                        " is passed over: one of its leases (" + strings::join(names.all(), ", ") +
+                        ") cannot be taken: " + failed->why);
+      }
+      replan = true;
+    }
+    if (!replan) {
+      allocation.leasesTaken = std::move(taken);
+      break;
+    }
+    // Each round finds at least one more share live: it ends. Never past the bound: nothing then.
+    if (round > request.gpus.size() * kMaxShareCount) {
+      ShareRequest none = request;
+      none.gpus.clear();
+      allocation = planShares(current, none, *index, reader, isRunningProbe, space, unobtainable);
+      break;
+    }
+  }
+  allocation.notes = std::move(notes);
+  return allocation;
+}
+
+ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareRequest& request,
+                                    const LivenessProbe& isRunning, const LeaseProbe& lease,
+                                    const std::unordered_set<std::string>& leaseNames) {
+  ProbeLeaseSpace space(lease, std::vector<std::string>(leaseNames.begin(), leaseNames.end()));
+  return planShareAllocation(current, request, isRunning, space);
+}
+
 ShareAllocation allocateShares(const fs::path& file, const ShareRequest& request,
                                std::chrono::milliseconds lockTimeout) {
   // As allocate(): what an earlier attempt granted, and the leases taken, kept across attempts.
-  std::vector<GrantedShare> grantedBefore;
+  std::vector<Record> writtenBefore;
   std::unordered_map<std::string, Lease> held;
   ShareAllocation result = detail::changeFile(
       file, lockTimeout, kMaxCoordinationFileBytes, [&](CoordinationFile& opened, bool again) {
@@ -367,72 +440,30 @@ ShareAllocation allocateShares(const fs::path& file, const ShareRequest& request
           detail::dropEarlierAttempt(
               parsed,
               [&](const Record& record) {
-                return record.owner == request.owner && record.share &&
-                       std::find(grantedBefore.begin(), grantedBefore.end(),
-                                 GrantedShare{record.gpu, *record.share}) != grantedBefore.end();
+                return std::find(writtenBefore.begin(), writtenBefore.end(), record) !=
+                       writtenBefore.end();
               },
               blank);
         }
 
-        LeaseFolder folder = LeaseFolder::open(file, opened.trust());
-        std::unordered_set<std::string> names = folder.names();
-        std::unordered_set<std::string> unobtainable;  // share leases another process took
-        const LeaseProbe leaseOf = [&](const std::string& name,
-                                       const std::optional<LeaseFile>& taken) {
-          if (held.count(name)) return LeaseState::kHeld;
-          if (unobtainable.count(name)) return LeaseState::kHeld;
-          return folder.state(name, taken);
-        };
+        FolderLeaseSpace space(file, opened.trust(), held);
+        ShareAllocation allocation = planShareAllocation(parsed, request, isRunning, space);
         std::vector<std::string> notes = opened.notes();
-
-        ShareAllocation allocation;
-        std::vector<Record> added;
-        for (std::size_t round = 0;; ++round) {
-          allocation = planShareAllocation(parsed, request, isRunning, leaseOf, names);
-          added.assign(
-              allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
-              allocation.records.end());
-          if (!request.lease || added.empty()) break;
-          bool replan = false;
-          for (Record& record : added) {
-            const std::string name =
-                shareLeaseNameOf(record.gpu, request.uuids, record.share->index);
-            const std::optional<LeaseAttempt> failed =
-                detail::leaseRecord(record, name, file, opened.trust(), held);
-            if (!failed) continue;
-            // Held by another process (its record gone), or not ours to take: that share is
-            // live, and the next round takes another.
-            unobtainable.insert(name);
-            names.insert(name);
-            if (failed->failure == LeaseAttempt::Failure::kDenied) {
-              notes.push_back("share " + formatShareSlot(*record.share) + " of GPU " + record.gpu +
-                              " is passed over: its lease " +
-                              (leaseFolderOf(file) / name).string() +
-                              " cannot be taken: " + failed->why);
-            }
-            replan = true;
-          }
-          // Each round finds at least one more share live: it ends.
-          if (!replan || round > request.gpus.size() * kMaxShareCount) break;
-        }
-        if (request.lease) {
-          std::copy(added.begin(), added.end(),
-                    allocation.records.end() - static_cast<std::ptrdiff_t>(added.size()));
-        }
+        notes.insert(notes.end(), allocation.notes.begin(), allocation.notes.end());
+        const std::vector<Record> added(
+            allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
+            allocation.records.end());
         allocation.notes = std::move(notes);
         for (const std::size_t i : allocation.reclaimedIndices) {
           blank.push_back(parsed.recordSpans[i]);
         }
-        grantedBefore.insert(grantedBefore.end(), allocation.granted.begin(),
-                             allocation.granted.end());
+        writtenBefore.insert(writtenBefore.end(), added.begin(), added.end());
         opened.replace(detail::editRecords(opened.text(), blank, added));
         return allocation;
       });
-  if (request.lease) {
-    for (const GrantedShare& share : result.granted) {
-      const auto it = held.find(shareLeaseNameOf(share.gpu, request.uuids, share.slot.index));
-      if (it != held.end()) result.leases.push_back(std::move(it->second));
-    }
+  for (const std::string& name : result.leasesTaken) {
+    const auto it = held.find(name);
+    if (it != held.end()) result.leases.push_back(std::move(it->second));
   }
   return result;
 }

@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -77,10 +78,14 @@ struct ShareRequest {
   /// As AllocationRequest::related: a GPU is not shared while a related unit (its MIG
   /// instance) is held.
   RelatedUnits related = {};
+  /// As AllocationRequest::index.
+  std::shared_ptr<const discovery::UnitIndex> index = {};
   /// As AllocationRequest::uuids; new records carry the UUID, leases are named by it.
   std::unordered_map<std::string, std::string> uuids = {};
   /// Hold each share with a lease too (exec and the in-process driver).
   bool lease = false;
+  /// As AllocationRequest::reader.
+  std::optional<liveness::Reader> reader = {};
   SharePlacement placement = SharePlacement::kPack;
   /// As AllocationRequest::choose, asked to pick among fresh GPUs only: (the fresh GPUs of one
   /// group in `gpus` order, how many) → that many of them. Unset or a wrong answer: the first.
@@ -130,11 +135,20 @@ struct ShareAllocation {
   std::vector<std::string> notes;
   /// With ShareRequest::lease, the leases of `granted`, in its order.
   std::vector<Lease> leases;
+  /// The names of those leases, as the plan took them through its LeaseSpace.
+  std::vector<std::string> leasesTaken;
 };
 
-/// The rule above, without any I/O. `leaseNames`: the lease files there are (LeaseFolder::names),
-/// of which `lease` is asked about those of the request's GPUs. `isRunning` is asked once per
-/// distinct owner, `lease` once per lease.
+/// The rule above, its lease policy included, with every fact it reads given: `isRunning` is asked
+/// once per distinct owner, each lease's state once; lease files of any name are read by the host's
+/// index (unitsOfLeaseName); with `lease`, each share granted is leased under each of its GPU's
+/// names with `.share-<index>`, and a share whose lease cannot be had is passed over (that share
+/// counted live) and the plan made again.
+ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareRequest& request,
+                                    const LivenessProbe& isRunning, LeaseSpace& leases);
+
+/// planShareAllocation with lease states from `lease` and the lease files `leaseNames`
+/// (ProbeLeaseSpace): none can be taken.
 ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareRequest& request,
                                     const LivenessProbe& isRunning, const LeaseProbe& lease,
                                     const std::unordered_set<std::string>& leaseNames = {});

@@ -112,42 +112,6 @@ void forEachRecordLine(std::string_view text,
   }
 }
 
-namespace {
-
-/// How a person may write a unit in a record by hand, made one: an index without leading zeros
-/// ("01" is GPU 1), a UUID in lower case (NVML's; "GPU-8932F937…" is the same GPU).
-std::string canonicalUnit(std::string_view unit) {
-  if (!unit.empty() &&
-      std::all_of(unit.begin(), unit.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    const std::size_t first = unit.find_first_not_of('0');
-    return std::string(first == std::string_view::npos ? unit.substr(unit.size() - 1)
-                                                       : unit.substr(first));
-  }
-  return strings::toLower(unit);
-}
-
-}  // namespace
-
-bool recordNamesUnit(std::string_view recordedGpu, const std::optional<std::string>& recordedUuid,
-                     std::string_view gpu, const std::optional<std::string>& uuid) {
-  const std::string recorded = canonicalUnit(recordedGpu);
-  const std::string unit = canonicalUnit(gpu);
-  const std::optional<std::string> recordedWhole =
-      recordedUuid ? std::optional<std::string>(canonicalUnit(*recordedUuid)) : std::nullopt;
-  const std::optional<std::string> unitWhole =
-      uuid ? std::optional<std::string>(canonicalUnit(*uuid)) : std::nullopt;
-  const bool mig = recorded.starts_with("mig-");
-  if (recorded == unit) {
-    // The same index on another numbering is another GPU: the UUIDs decide where both say.
-    return !(recordedWhole && unitWhole && !unit.starts_with("mig-") &&
-             *recordedWhole != *unitWhole);
-  }
-  if (unitWhole && (recorded == *unitWhole || (recordedWhole && *recordedWhole == *unitWhole))) {
-    return !mig;
-  }
-  return false;
-}
-
 std::filesystem::path siblingRecordsPath(const std::filesystem::path& coordinationFile,
                                          std::string_view suffix) {
   std::filesystem::path path = coordinationFile;

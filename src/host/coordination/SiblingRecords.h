@@ -91,13 +91,6 @@ std::string formatSiblingRecords(std::string_view header, const std::vector<Reco
   return text;
 }
 
-/// Whether a record of the unit `recordedGpu` (of the whole GPU `recordedUuid`, when known)
-/// names the unit `gpu` of the whole GPU `uuid`: by UUID where both say one, else by identifier.
-/// As a person may write them by hand: an index with leading zeros ("01"), a UUID in upper case.
-/// A MIG instance (MIG-…) is named only by its own UUID.
-bool recordNamesUnit(std::string_view recordedGpu, const std::optional<std::string>& recordedUuid,
-                     std::string_view gpu, const std::optional<std::string>& uuid);
-
 /// What a records file beside the coordination file holds, as read.
 struct SiblingRecordsText {
   std::filesystem::path path;

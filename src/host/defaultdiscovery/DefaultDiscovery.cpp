@@ -84,38 +84,34 @@ std::size_t unitsNoRecordNames(const HostUnits& host, const std::vector<std::str
   }
   std::unordered_set<std::string> named;
   for (const coordination::Record& record : coordination::parseRecords(text).records) {
-    named.insert(device::canonicalDeviceIdentifier(record.gpu));
-    if (record.uuid) named.insert(device::canonicalDeviceIdentifier(*record.uuid));
-  }
-  std::unordered_map<std::string, std::string> uuidOf;
-  for (const discovery::GpuDevice& device : host.devices) {
-    if (device.uuid) uuidOf.emplace(device.identifier, *device.uuid);
+    for (std::string& unit : coordination::unitsNamedBy(record, *host.index)) {
+      named.insert(std::move(unit));
+    }
   }
   std::size_t unnamed = 0;
-  for (const std::string& unit : units) {
-    const auto uuid = uuidOf.find(unit);
-    const bool recorded =
-        named.count(unit) ||
-        (uuid != uuidOf.end() && named.count(device::canonicalDeviceIdentifier(uuid->second)));
-    if (!recorded) ++unnamed;
-  }
+  for (const std::string& unit : units) unnamed += named.count(unit) ? 0 : 1;
   return unnamed;
 }
 
 /// Why a coordinated request fell short: the cause, counting the units free, held and busy
 /// (a related unit held), with each holder among the details.
 [[noreturn]] void failShort(const std::vector<std::string>& units,
-                            const std::unordered_map<std::string, std::string>& uuids,
-                            const GrantRequest& request, const coordination::Allocation& allocation,
-                            Report& report) {
+                            const discovery::UnitIndex& index, const GrantRequest& request,
+                            const coordination::Allocation& allocation, Report& report) {
   const std::unordered_set<std::string> hostGpus(units.begin(), units.end());
   std::unordered_set<std::string> heldGpus;
   std::unordered_set<std::string> busyGpus;
   std::vector<std::string> held{"coordination file: " + request.coordinationFile.string()};
   for (const auto* records : {&allocation.heldByRequester, &allocation.heldByOthers}) {
     for (const coordination::Record& record : *records) {
-      // The unit the record names, by UUID where both say one (a container's own index).
-      const std::optional<std::string> unit = coordination::unitNamedBy(record, units, uuids);
+      // The unit the record names, by the index's rule (a container's own index by UUID).
+      std::optional<std::string> unit;
+      for (const std::string& named : coordination::unitsNamedBy(record, index)) {
+        if (hostGpus.count(named)) {
+          unit = named;
+          break;
+        }
+      }
       if (!unit) continue;
       heldGpus.insert(*unit);
       const bool failClosed = std::find(allocation.failClosed.begin(), allocation.failClosed.end(),
@@ -180,6 +176,7 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
   }
   coordination::AllocationRequest allocationRequest{units, request.amount, request.owner,
                                                     host.related, host.uuids};
+  allocationRequest.index = host.index;
   allocationRequest.lease = request.lease;
   allocationRequest.choose = chooserFor(host, request.placement, /*readsTopology=*/false);
 
@@ -231,11 +228,14 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
     append(shortOf.blockedByLeaseOnly, allocation.blockedByLeaseOnly);
   }
   if (!allocation.satisfied) {
-    failShort(units, allocationRequest.uuids, request, shortOf, report);
+    failShort(units, *host.index, request, shortOf, report);
   }
 
   Grant grant;
   grant.answer = host.answerFor(allocation.granted);
+  grant.records.assign(
+      allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
+      allocation.records.end());
   grant.granted = std::move(allocation.granted);
   grant.recorded = true;
   grant.leases = std::move(allocation.leases);
@@ -313,11 +313,13 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
   std::unordered_map<std::string, const discovery::GpuDevice*> deviceOf;
   std::unordered_set<std::string> inMigMode;
   bool anyDeclared = false;
+  const std::vector<const sharing::Declaration*> declarationOfUnit =
+      sharing::declarationsOf(declarations.parsed, *host.index);
   for (const discovery::GpuDevice& device : host.devices) {
     if (device.isMigInstance()) continue;
     deviceOf.emplace(device.identifier, &device);
-    const sharing::Declaration* declaration =
-        sharing::findDeclaration(declarations.parsed, device.identifier, device.uuid);
+    const std::optional<discovery::UnitRef> ref = host.index->find(device.identifier);
+    const sharing::Declaration* declaration = ref ? declarationOfUnit[*ref] : nullptr;
     if (declaration == nullptr) continue;
     anyDeclared = true;
     if (device.migEnabled) {
@@ -346,6 +348,7 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
   shareRequest.owner = request.owner;
   shareRequest.related = host.related;
   shareRequest.uuids = host.uuids;
+  shareRequest.index = host.index;
   shareRequest.lease = request.lease;
   shareRequest.placement = request.sharePlacement;
   shareRequest.choose = chooserFor(host, request.placement, /*readsTopology=*/false);
@@ -419,6 +422,9 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
   grant.answer = host.answerFor(grant.granted);
   grant.recorded = true;
   grant.leases = std::move(allocation.leases);
+  grant.records.assign(
+      allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
+      allocation.records.end());
   return grant;
 }
 
@@ -604,6 +610,7 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   host.devices = std::move(found.found.devices);
   host.related = discovery::relatedUnits(host.devices);
   host.uuids = discovery::uuidsByIdentifier(host.devices);
+  host.index = std::make_shared<const discovery::UnitIndex>(discovery::UnitIndex::of(host.devices));
   host.topologyWanted = options.topology && found.source == discovery::HostGpuSource::kNvml;
   host.nvmlSession = std::move(heldNvml);
 
@@ -710,14 +717,14 @@ Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& rep
   return grant;
 }
 
-void giveBack(const std::filesystem::path& coordinationFile, const coordination::Owner& owner,
-              const std::vector<std::string>& granted, std::chrono::milliseconds lockTimeout) {
-  if (granted.empty()) return;
-  const std::unordered_set<std::string> units(granted.begin(), granted.end());
+void giveBack(const std::filesystem::path& coordinationFile,
+              const std::vector<coordination::Record>& records,
+              std::chrono::milliseconds lockTimeout) {
+  if (records.empty()) return;
   coordination::release(
       coordinationFile,
       [&](const coordination::Record& record) {
-        return record.owner == owner && units.count(record.gpu) > 0;
+        return std::find(records.begin(), records.end(), record) != records.end();
       },
       lockTimeout);
 }

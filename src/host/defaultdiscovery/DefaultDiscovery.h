@@ -34,6 +34,7 @@
 #include "host/defaultdiscovery/DiscoveryArguments.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/HostGpus.h"
+#include "host/enumeration/UnitIndex.h"
 #include "host/enumeration/Vendor.h"
 #include "host/enumeration/VisibleDevices.h"
 #include "host/health/HostHealth.h"
@@ -127,6 +128,10 @@ struct HostUnits {
   /// the `GPU-…` UUID of each whole NVIDIA GPU that has one: what the allocation is given.
   coordination::RelatedUnits related;
   std::unordered_map<std::string, std::string> uuids;
+  /// Every device as a unit, with every spelling of it (host/enumeration/UnitIndex.h): how the
+  /// coordination file's records, its leases, the health records and the sharing declarations are
+  /// read.
+  std::shared_ptr<const discovery::UnitIndex> index;
   /// For AMD and Intel (findVendorUnits): what their enumeration found. `gpus` then holds the
   /// units' record names ("amd:00000000:05:00.3"), and the answer their identifiers.
   std::optional<discovery::VendorHost> vendorHost;
@@ -221,6 +226,8 @@ struct Grant {
   std::vector<coordination::Lease> leases;
   /// With GrantRequest::share, the share of each GPU of `granted`, in its order.
   std::vector<ShareGrant> shares;
+  /// The records written for `granted`, as written: what giveBack removes.
+  std::vector<coordination::Record> records;
 };
 
 /// `host.gpus` less the units of GPUs that answered NVML_ERROR_GPU_IS_LOST to a topology query,
@@ -245,11 +252,12 @@ std::vector<std::string> unitsNotLost(const HostUnits& host, Report& report);
 ///         on AMD or Intel GPUs. Nothing is recorded then.
 Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& report);
 
-/// Gives back what `grant` recorded for `owner` (nothing in plain mode): after the worker could
-/// not be told, or when an in-process driver goes. Its leases are left to the caller.
+/// Gives back what a grant recorded (Grant::records, nothing in plain mode): after the worker
+/// could not be told, or when an in-process driver goes. Only those lines, exactly as written, are
+/// removed. Its leases are left to the caller.
 /// @throws coordination::CoordinationError
-void giveBack(const std::filesystem::path& coordinationFile, const coordination::Owner& owner,
-              const std::vector<std::string>& granted,
+void giveBack(const std::filesystem::path& coordinationFile,
+              const std::vector<coordination::Record>& records,
               std::chrono::milliseconds lockTimeout = coordination::kDefaultLockTimeout);
 
 /// The options of step 1 for the program's arguments.

@@ -61,6 +61,7 @@ HostUnits findVendorUnits(discovery::Vendor vendor, const discovery::VendorOptio
   host.source = discovery::HostGpuSource::kVendor;
   for (const discovery::VendorUnit& unit : found.units) host.gpus.push_back(unit.recordName);
   host.related = found.related;
+  host.index = std::make_shared<const discovery::UnitIndex>(discovery::UnitIndex::of(found));
   host.vendorHost = std::move(found);
   return host;
 }

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "host/coordination/SiblingRecords.h"
+#include "host/enumeration/UnitIndex.h"
 
 namespace flink::health {
 namespace {
@@ -140,7 +141,7 @@ HealthFile updateHealth(const std::filesystem::path& coordinationFile,
 
 bool names(const HealthRecord& record, std::string_view gpu,
            const std::optional<std::string>& uuid) {
-  return coordination::recordNamesUnit(record.gpu, record.uuid, gpu, uuid);
+  return discovery::namesUnit(record.gpu, record.uuid, gpu, uuid);
 }
 
 std::int64_t nowSeconds() {

@@ -14,6 +14,7 @@
 
 #include "host/coordination/CoordinationError.h"
 #include "host/enumeration/DeviceIdentifiers.h"
+#include "host/enumeration/UnitIndex.h"
 #include "host/nvml/Nvml.h"
 #include "util/Strings.h"
 
@@ -107,16 +108,10 @@ const GpuProbe* probeOf(const NvmlProbe* probe, const std::string& index) {
   return nullptr;
 }
 
-/// Records (drained, unhealthy) that name the unit.
-void addRecordProblems(const std::vector<HealthRecord>& records, const std::string& gpu,
-                       const std::optional<std::string>& uuid, const std::string& prefix,
-                       std::vector<Problem>& problems) {
-  for (const HealthRecord& record : records) {
-    if (record.kind == RecordKind::kReadmitted || !names(record, gpu, uuid)) continue;
-    problems.push_back(
-        {record.kind == RecordKind::kDrained ? Problem::Kind::kDrained : Problem::Kind::kUnhealthy,
-         prefix + describeRecord(record), record});
-  }
+/// The problem a record (drained, unhealthy) gives the unit it names.
+Problem problemOf(const HealthRecord& record, const std::string& prefix) {
+  return {record.kind == RecordKind::kDrained ? Problem::Kind::kDrained : Problem::Kind::kUnhealthy,
+          prefix + describeRecord(record), record};
 }
 
 }  // namespace
@@ -216,43 +211,67 @@ std::vector<Problem> problemsOf(const GpuProbe& probe) {
   return problems;
 }
 
-std::vector<std::vector<Problem>> assess(const std::vector<discovery::GpuDevice>& units,
-                                         const std::vector<discovery::GpuDevice>& devices,
+std::vector<std::vector<Problem>> assess(const discovery::UnitIndex& index,
+                                         const std::vector<discovery::UnitRef>& units,
                                          const NvmlProbe* probe,
                                          const std::vector<HealthRecord>& records) {
+  // Each record read once, by the index's rule: linear in the records, whatever their number.
+  std::vector<std::vector<const HealthRecord*>> named(index.size());
+  for (const HealthRecord& record : records) {
+    if (record.kind == RecordKind::kReadmitted) continue;
+    for (const discovery::UnitRef ref : index.namedByRecord(record.gpu, record.uuid)) {
+      named[ref].push_back(&record);
+    }
+  }
+  std::vector<std::vector<discovery::UnitRef>> instances(index.size());
+  for (discovery::UnitRef ref = 0; ref < index.size(); ++ref) {
+    if (index[ref].parent) instances[*index[ref].parent].push_back(ref);
+  }
+  const auto addRecords = [&](discovery::UnitRef ref, const std::string& prefix,
+                              std::vector<Problem>& problems) {
+    for (const HealthRecord* record : named[ref]) problems.push_back(problemOf(*record, prefix));
+  };
+
   std::vector<std::vector<Problem>> verdicts(units.size());
   for (std::size_t i = 0; i < units.size(); ++i) {
-    const discovery::GpuDevice& unit = units[i];
+    const discovery::UnitRef ref = units[i];
+    const discovery::Unit& unit = index[ref];
     std::vector<Problem>& problems = verdicts[i];
-    if (unit.isMigInstance()) {
-      const std::string parent = std::to_string(unit.mig->parentIndex);
-      std::optional<std::string> parentUuid;
-      for (const discovery::GpuDevice& device : devices) {
-        if (!device.isMigInstance() && device.identifier == parent) parentUuid = device.uuid;
-      }
+    if (unit.parent) {
+      const std::string& parent = index[*unit.parent].id;
       if (const GpuProbe* gpu = probeOf(probe, parent)) {
         for (Problem& problem : problemsOf(*gpu)) {
           problem.text = "its GPU " + parent + ": " + problem.text;
           problems.push_back(std::move(problem));
         }
       }
-      addRecordProblems(records, parent, parentUuid, "its GPU " + parent + ": ", problems);
-      addRecordProblems(records, unit.identifier, unit.uuid, "", problems);
+      addRecords(*unit.parent, "its GPU " + parent + ": ", problems);
+      addRecords(ref, "", problems);
       continue;
     }
-    if (const GpuProbe* gpu = probeOf(probe, unit.identifier)) {
+    if (const GpuProbe* gpu = probeOf(probe, unit.id)) {
       for (Problem& problem : problemsOf(*gpu)) problems.push_back(std::move(problem));
     }
-    addRecordProblems(records, unit.identifier, unit.uuid, "", problems);
-    for (const discovery::GpuDevice& device : devices) {
-      if (!device.isMigInstance() || std::to_string(device.mig->parentIndex) != unit.identifier) {
-        continue;
-      }
-      addRecordProblems(records, device.identifier, device.uuid,
-                        "its MIG instance " + device.identifier + ": ", problems);
+    addRecords(ref, "", problems);
+    for (const discovery::UnitRef instance : instances[ref]) {
+      addRecords(instance, "its MIG instance " + index[instance].id + ": ", problems);
     }
   }
   return verdicts;
+}
+
+std::vector<std::vector<Problem>> assess(const std::vector<discovery::GpuDevice>& units,
+                                         const std::vector<discovery::GpuDevice>& devices,
+                                         const NvmlProbe* probe,
+                                         const std::vector<HealthRecord>& records) {
+  discovery::UnitIndex index = discovery::UnitIndex::of(devices);
+  std::vector<discovery::UnitRef> refs;
+  refs.reserve(units.size());
+  for (const discovery::GpuDevice& unit : units) {
+    const std::optional<discovery::UnitRef> known = index.find(unit.identifier);
+    refs.push_back(known ? *known : index.add(discovery::Unit{unit.identifier, unit.uuid}));
+  }
+  return assess(index, refs, probe, records);
 }
 
 FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "host/enumeration/GpuEnumerator.h"
+#include "host/enumeration/UnitIndex.h"
 #include "host/health/HealthRecords.h"
 #include "host/nvml/NvmlHealth.h"
 
@@ -93,6 +94,13 @@ std::vector<Problem> problemsOf(const GpuProbe& probe);
 /// its instances.
 std::vector<std::vector<Problem>> assess(const std::vector<discovery::GpuDevice>& units,
                                          const std::vector<discovery::GpuDevice>& devices,
+                                         const NvmlProbe* probe,
+                                         const std::vector<HealthRecord>& records);
+
+/// The problems of each unit of `units` (in order), from `probe` and `records`, which are read by
+/// `index`'s record reading (a MIG instance has its GPU's problems, a GPU its instances' records).
+std::vector<std::vector<Problem>> assess(const discovery::UnitIndex& index,
+                                         const std::vector<discovery::UnitRef>& units,
                                          const NvmlProbe* probe,
                                          const std::vector<HealthRecord>& records);
 

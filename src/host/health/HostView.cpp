@@ -13,6 +13,8 @@
 
 #include "host/coordination/CoordinationError.h"
 #include "host/coordination/Leases.h"
+#include "host/enumeration/DeviceIdentifiers.h"
+#include "host/enumeration/UnitIndex.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -25,13 +27,36 @@ discovery::GpuDevice deviceNamed(const std::string& gpu, const std::optional<std
   return device;
 }
 
-/// The view of the unit a record holds, by the allocators' rule (coordination::recordNames).
-GpuView* find(std::vector<GpuView>& views, const coordination::Record& record) {
-  for (GpuView& view : views) {
-    if (coordination::recordNames(record, view.gpu, view.uuid)) return &view;
+/// The units of the view: an index of every unit, and for each the device it shows as (what NVML
+/// lists; a GPU known only from a record, a health record or a lease shows as it is named there).
+struct ViewUnits {
+  discovery::UnitIndex index;
+  std::vector<discovery::GpuDevice> shown;  // by UnitRef
+
+  explicit ViewUnits(const std::vector<discovery::GpuDevice>& devices)
+      : index(discovery::UnitIndex::of(devices)), shown(devices) {}
+
+  /// A unit this host does not list, as a record names it: one unit per GPU such records name
+  /// (by its UUID where they say one, else by their identifier).
+  discovery::UnitRef addNamed(const std::string& gpu, const std::optional<std::string>& uuid) {
+    discovery::Unit unit;
+    unit.id = uuid ? *uuid : gpu;
+    unit.uuid = uuid                                                  ? uuid
+                : device::isUuid(gpu) && !gpu.starts_with("MIG-GPU-") ? std::optional(gpu)
+                                                                      : std::nullopt;
+    const discovery::UnitRef ref = index.add(std::move(unit));
+    if (ref == shown.size()) shown.push_back(deviceNamed(gpu, uuid));
+    return ref;
   }
-  return nullptr;
-}
+
+  /// The units a record names, adding the GPU it names where this host does not list it.
+  std::vector<discovery::UnitRef> ofRecord(const std::string& gpu,
+                                           const std::optional<std::string>& uuid) {
+    std::vector<discovery::UnitRef> refs = index.namedByRecord(gpu, uuid);
+    if (refs.empty()) refs.push_back(addNamed(gpu, uuid));
+    return refs;
+  }
+};
 
 /// A label value as Prometheus' text format takes it: UTF-8, with backslash, double quote and
 /// line feed escaped (\\, \", \n). The format has no other escape, so what would still reach a
@@ -122,104 +147,109 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
   }
 
   // The units: every device NVML lists, the GPUs it could not give a handle for (lost), then
-  // what only the records name.
-  std::vector<discovery::GpuDevice> units = devices;
+  // what only the records, health records and leases name, each read once by the index's rule:
+  // linear in the records.
+  ViewUnits units(devices);
   for (const health::GpuProbe& gpu : host.probe.gpus) {
     const std::string index = std::to_string(gpu.index);
-    const bool listed = std::any_of(units.begin(), units.end(), [&](const auto& device) {
-      return !device.isMigInstance() && device.identifier == index;
-    });
-    if (!listed) units.push_back(deviceNamed(index, gpu.uuid));
+    const bool listed = units.index.find(index) || (gpu.uuid && units.index.byUuid(*gpu.uuid));
+    if (!listed) units.addNamed(index, gpu.uuid);
   }
+  std::vector<std::vector<discovery::UnitRef>> recordUnits;
+  recordUnits.reserve(status.records.size());
   for (const coordination::RecordStatus& entry : status.records) {
-    const bool listed = std::any_of(units.begin(), units.end(), [&](const auto& device) {
-      return coordination::recordNames(entry.record, device.identifier, device.uuid);
-    });
-    if (!listed) units.push_back(deviceNamed(entry.record.gpu, entry.record.uuid));
+    recordUnits.push_back(units.ofRecord(entry.record.gpu, entry.record.uuid));
   }
   if (host.health) {
     for (const health::HealthRecord& record : host.health->parsed.records) {
-      if (record.kind == health::RecordKind::kReadmitted) continue;
-      const bool listed = std::any_of(units.begin(), units.end(), [&](const auto& device) {
-        return health::names(record, device.identifier, device.uuid);
-      });
-      if (!listed) units.push_back(deviceNamed(record.gpu, record.uuid));
+      if (record.kind != health::RecordKind::kReadmitted) units.ofRecord(record.gpu, record.uuid);
     }
   }
-  // Units held by a lease that no record names, which nothing else lists. A share lease holds
-  // a share of its whole GPU: that GPU is the unit.
+  // Units held by a lease that no record names, which nothing else lists. A share lease holds a
+  // share of its whole GPU: that GPU is the unit.
+  const liveness::Reader& reader = liveness::HostFacts::system().reader();
+  std::vector<std::pair<std::vector<discovery::UnitRef>, std::optional<unsigned>>> leaseUnits;
   for (const std::string& leaseName : status.leasesWithoutRecord) {
     const std::optional<coordination::ShareLeaseName> share =
         coordination::parseShareLeaseName(leaseName);
     const std::string& name = share ? share->gpuLease : leaseName;
-    const bool index = name.starts_with("index-");
-    const std::string gpu = index ? name.substr(6) : name;
-    const bool listed = std::any_of(units.begin(), units.end(), [&](const auto& device) {
-      return device.identifier == gpu || (device.uuid && *device.uuid == name);
-    });
-    if (!listed) {
-      units.push_back(deviceNamed(gpu, index ? std::nullopt : std::optional<std::string>(name)));
+    std::vector<discovery::UnitRef> refs =
+        coordination::unitsOfLeaseName(units.index, name, reader);
+    if (refs.empty()) {
+      // Another mount namespace's index names no GPU here: it is an alias of a lease that a
+      // name every reader knows holds too.
+      if (name.find(".mnt-") != std::string::npos) continue;
+      const bool index = name.starts_with("index-");
+      refs.push_back(index ? units.addNamed(name.substr(6), std::nullopt)
+                           : units.addNamed(name, device::isUuid(name)
+                                                      ? std::optional<std::string>(name)
+                                                      : std::nullopt));
     }
+    leaseUnits.emplace_back(std::move(refs),
+                            share ? std::optional<unsigned>(share->index) : std::nullopt);
   }
-  std::sort(units.begin() + static_cast<std::ptrdiff_t>(devices.size()), units.end(),
-            [](const discovery::GpuDevice& a, const discovery::GpuDevice& b) {
-              // Indices in numeric order before UUIDs.
-              const bool aIndex = !a.identifier.empty() &&
-                                  std::isdigit(static_cast<unsigned char>(a.identifier[0]));
-              const bool bIndex = !b.identifier.empty() &&
-                                  std::isdigit(static_cast<unsigned char>(b.identifier[0]));
+
+  // Devices first, in NVML's order; the units only records name after them, indices in numeric
+  // order before UUIDs.
+  std::vector<discovery::UnitRef> order(units.shown.size());
+  for (discovery::UnitRef ref = 0; ref < order.size(); ++ref) order[ref] = ref;
+  std::sort(order.begin() + static_cast<std::ptrdiff_t>(devices.size()), order.end(),
+            [&](discovery::UnitRef first, discovery::UnitRef second) {
+              const std::string& a = units.shown[first].identifier;
+              const std::string& b = units.shown[second].identifier;
+              const bool aIndex = !a.empty() && std::isdigit(static_cast<unsigned char>(a[0]));
+              const bool bIndex = !b.empty() && std::isdigit(static_cast<unsigned char>(b[0]));
               if (aIndex != bIndex) return aIndex;
-              if (aIndex && a.identifier.size() != b.identifier.size()) {
-                return a.identifier.size() < b.identifier.size();
-              }
-              return a.identifier < b.identifier;
+              if (aIndex && a.size() != b.size()) return a.size() < b.size();
+              return a < b;
             });
+  std::vector<std::size_t> viewOf(units.shown.size());
+  for (std::size_t i = 0; i < order.size(); ++i) viewOf[order[i]] = i;
 
   const std::vector<health::HealthRecord> noRecords;
   const std::vector<std::vector<health::Problem>> verdicts =
-      health::assess(units, units, host.probe.usable ? &host.probe : nullptr,
+      health::assess(units.index, order, host.probe.usable ? &host.probe : nullptr,
                      host.health ? host.health->parsed.records : noRecords);
-  for (std::size_t i = 0; i < units.size(); ++i) {
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const discovery::GpuDevice& unit = units.shown[order[i]];
     GpuView view;
-    view.gpu = units[i].identifier;
-    view.uuid = units[i].uuid;
-    view.isMigInstance = units[i].isMigInstance();
-    if (units[i].mig) view.parent = std::to_string(units[i].mig->parentIndex);
+    view.gpu = unit.identifier;
+    view.uuid = unit.uuid;
+    view.isMigInstance = unit.isMigInstance();
+    if (unit.mig) view.parent = std::to_string(unit.mig->parentIndex);
     view.problems = verdicts[i];
-    for (const health::GpuProbe& gpu : host.probe.gpus) {
-      if (!view.isMigInstance && std::to_string(gpu.index) == view.gpu) {
-        view.persistenceMode = gpu.persistenceMode;
+    if (!view.isMigInstance) {
+      for (const health::GpuProbe& gpu : host.probe.gpus) {
+        if (std::to_string(gpu.index) == view.gpu) view.persistenceMode = gpu.persistenceMode;
       }
     }
     host.gpus.push_back(std::move(view));
   }
-  for (const coordination::RecordStatus& entry : status.records) {
-    if (GpuView* view = find(host.gpus, entry.record)) {
-      view->holders.push_back(entry);
+  for (std::size_t i = 0; i < status.records.size(); ++i) {
+    for (const discovery::UnitRef ref : recordUnits[i]) {
+      host.gpus[viewOf[ref]].holders.push_back(status.records[i]);
+    }
+  }
+  // A lease held without a record holds its unit unless a running record of it says so already
+  // (a worker's lease is held under each of its names, LeaseNames, and a record names one).
+  for (const auto& [refs, share] : leaseUnits) {
+    for (const discovery::UnitRef ref : refs) {
+      GpuView& view = host.gpus[viewOf[ref]];
+      const bool recorded = std::any_of(
+          view.holders.begin(), view.holders.end(), [&](const coordination::RecordStatus& holder) {
+            return holder.running &&
+                   (share ? holder.record.share && holder.record.share->index == *share
+                          : !holder.record.share);
+          });
+      if (recorded) continue;
+      if (!share) {
+        view.heldByLease = true;
+      } else if (!view.isMigInstance) {  // shares are of whole GPUs only
+        view.shareLeases.push_back(*share);
+      }
     }
   }
   for (GpuView& view : host.gpus) {
-    // A lease by the unit's UUID, by its index, or as the allocators name it (leaseNameOf: an
-    // AMD or Intel unit's form).
-    const std::unordered_map<std::string, std::string> uuids =
-        view.uuid ? std::unordered_map<std::string, std::string>{{view.gpu, *view.uuid}}
-                  : std::unordered_map<std::string, std::string>{};
-    const std::string allocatorsName = coordination::leaseNameOf(view.gpu, uuids);
-    const auto namesView = [&](const std::string& name) {
-      return name == view.gpu || (view.uuid && name == *view.uuid) || name == "index-" + view.gpu ||
-             name == allocatorsName;
-    };
-    for (const std::string& name : status.leasesWithoutRecord) {
-      if (const std::optional<coordination::ShareLeaseName> share =
-              coordination::parseShareLeaseName(name)) {
-        // Shares are of whole GPUs only.
-        if (!view.isMigInstance && namesView(share->gpuLease)) {
-          view.shareLeases.push_back(share->index);
-        }
-      } else if (namesView(name)) {
-        view.heldByLease = true;
-      }
-    }
     std::sort(view.shareLeases.begin(), view.shareLeases.end());
     view.shareLeases.erase(std::unique(view.shareLeases.begin(), view.shareLeases.end()),
                            view.shareLeases.end());
@@ -246,6 +276,8 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
     }
     if (!view.busyBecause.empty()) view.state = "busy";
   }
+  host.refs = std::move(order);
+  host.index = std::make_shared<const discovery::UnitIndex>(std::move(units.index));
   return host;
 }
 

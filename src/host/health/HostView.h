@@ -4,12 +4,14 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "host/coordination/Coordination.h"
 #include "host/enumeration/GpuEnumerator.h"
+#include "host/enumeration/UnitIndex.h"
 #include "host/health/HealthRecords.h"
 #include "host/health/HostHealth.h"
 
@@ -60,6 +62,10 @@ struct GpuView {
 
 struct HostView {
   std::vector<GpuView> gpus;
+  /// Every unit of the view, with every spelling of it (host/enumeration/UnitIndex.h), and each
+  /// view's unit in it (parallel to `gpus`): how what else names a GPU is read.
+  std::shared_ptr<const discovery::UnitIndex> index;
+  std::vector<discovery::UnitRef> refs;
   /// NVML's own look (count, lost GPUs); `usable` false when it cannot be used.
   health::NvmlProbe probe;
   /// The health file as read; nullopt with `healthError` when it cannot be.

@@ -20,6 +20,7 @@
 #include "host/coordination/CoordinationError.h"
 #include "host/coordination/CoordinationFile.h"
 #include "host/coordination/Siblings.h"
+#include "host/enumeration/UnitIndex.h"
 #include "host/health/HealthRecords.h"
 #include "host/nvml/Nvml.h"
 #include "host/nvml/NvmlHealth.h"
@@ -286,8 +287,8 @@ class Watcher {
         for (HealthRecord& verdict : pending_) {
           bool updated = false;
           for (HealthRecord& record : records) {
-            if (record.kind == RecordKind::kUnhealthy && record.gpu == verdict.gpu &&
-                record.uuid == verdict.uuid) {
+            if (record.kind == RecordKind::kUnhealthy &&
+                discovery::namesUnit(record.gpu, record.uuid, verdict.gpu, verdict.uuid)) {
               record = verdict;  // the latest Xid and its time
               updated = true;
             }

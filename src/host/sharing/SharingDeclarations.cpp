@@ -6,6 +6,7 @@
 
 #include "host/coordination/SiblingRecords.h"
 #include "host/enumeration/DeviceIdentifiers.h"
+#include "host/enumeration/UnitIndex.h"
 
 namespace flink::sharing {
 namespace {
@@ -123,15 +124,19 @@ std::string formatDeclarations(const ParsedDeclarations& parsed) {
 
 bool names(const Declaration& declaration, std::string_view gpu,
            const std::optional<std::string>& uuid) {
-  return coordination::recordNamesUnit(declaration.gpu, declaration.uuid, gpu, uuid);
+  return discovery::namesUnit(declaration.gpu, declaration.uuid, gpu, uuid);
 }
 
-const Declaration* findDeclaration(const ParsedDeclarations& parsed, std::string_view gpu,
-                                   const std::optional<std::string>& uuid) {
-  const auto found =
-      std::find_if(parsed.declarations.rbegin(), parsed.declarations.rend(),
-                   [&](const Declaration& declaration) { return names(declaration, gpu, uuid); });
-  return found == parsed.declarations.rend() ? nullptr : &*found;
+std::vector<const Declaration*> declarationsOf(const ParsedDeclarations& parsed,
+                                               const discovery::UnitIndex& index) {
+  std::vector<const Declaration*> of(index.size(), nullptr);
+  // In the file's order: the last line that names a GPU applies.
+  for (const Declaration& declaration : parsed.declarations) {
+    for (const discovery::UnitRef ref : index.namedByRecord(declaration.gpu, declaration.uuid)) {
+      if (!index[ref].isMigInstance()) of[ref] = &declaration;
+    }
+  }
+  return of;
 }
 
 DeclarationsFile readDeclarations(const std::filesystem::path& coordinationFile) {

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "host/coordination/Coordination.h"
+#include "host/enumeration/UnitIndex.h"
 
 namespace flink::sharing {
 
@@ -102,10 +103,11 @@ std::string formatDeclarations(const ParsedDeclarations& parsed);
 bool names(const Declaration& declaration, std::string_view gpu,
            const std::optional<std::string>& uuid);
 
-/// The declaration that applies to the GPU `gpu` of UUID `uuid`, or nullptr: the last line that
-/// names it (writers keep one per GPU; a hand-edited file may hold more).
-const Declaration* findDeclaration(const ParsedDeclarations& parsed, std::string_view gpu,
-                                   const std::optional<std::string>& uuid);
+/// The declaration that applies to each unit of `index` (by UnitRef; nullptr for none, and for a
+/// MIG instance, which is never shared): the last line that names it, by the index's record
+/// reading. Linear in the declarations.
+std::vector<const Declaration*> declarationsOf(const ParsedDeclarations& parsed,
+                                               const discovery::UnitIndex& index);
 
 /// What a declarations file holds, as read.
 struct DeclarationsFile {

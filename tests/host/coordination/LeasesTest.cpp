@@ -41,19 +41,54 @@ class LeasesTest : public ::testing::Test {
 };
 
 TEST_F(LeasesTest, ALeaseIsNamedByTheGpusUuidAndRecorded) {
-  EXPECT_EQ(leaseNameOf("0", {{"0", kUuid0}}), kUuid0);
-  EXPECT_EQ(leaseNameOf("3", {}), "index-3");
-  EXPECT_EQ(leaseNameOf("MIG-5c3e", {}), "MIG-5c3e");
+  liveness::Reader reader;
+  reader.mountNamespace = 4026531841;
+  discovery::UnitIndex index;
+  const auto whole = index.add({"0", kUuid0, "0000:3b:00.0"});
+  const auto byUuid = index.add({"1", kUuid1});
+  const auto byIndex = index.add({"3"});
+  const auto mig = index.add({"MIG-5c3e", std::string("MIG-5c3e"), {}, whole, 1u, 0u});
+  const auto oldMig = index.add({"MIG-GPU-5c3e/1/0"});
+  discovery::Unit amd{"amd:00000000:05:00.3"};
+  amd.vendorUnit = true;
+  discovery::Unit tile{"intel:00000000:5A:00.0/1"};
+  tile.vendorUnit = true;
+  discovery::Unit card{"intel:00000000:5A:00.0"};
+  card.vendorUnit = true;
+  const auto amdUnit = index.add(amd);
+  const auto tileUnit = index.add(tile);
+  const auto cardUnit = index.add(card);
+  const auto names = [&](discovery::UnitRef ref) { return leaseNamesOf(index, ref, reader).all(); };
+  // By the PCI bus id every allocator knows, and under the UUID older versions take and the index
+  // in this mount namespace's numbering.
+  EXPECT_EQ(names(whole),
+            (std::vector<std::string>{"pci-00000000-3B-00.0", kUuid0, "index-0.mnt-4026531841"}));
+  EXPECT_EQ(names(byUuid), (std::vector<std::string>{kUuid1, "index-1.mnt-4026531841"}));
+  EXPECT_EQ(names(byIndex), (std::vector<std::string>{"index-3", "index-3.mnt-4026531841"}));
+  EXPECT_EQ(names(mig),
+            (std::vector<std::string>{"MIG-5c3e", std::string("MIG-") + kUuid0 + ".1.0"}));
   // The legacy form is one path component too.
-  EXPECT_EQ(leaseNameOf("MIG-GPU-5c3e/1/0", {}), "MIG-GPU-5c3e.1.0");
+  EXPECT_EQ(names(oldMig), (std::vector<std::string>{"MIG-GPU-5c3e.1.0"}));
   // AMD and Intel units by bus id, as one file name each (':' and '/' are no file name's).
-  EXPECT_EQ(leaseNameOf("amd:00000000:05:00.3", {}), "amd-00000000-05-00.3");
-  EXPECT_EQ(leaseNameOf("intel:00000000:5A:00.0/1", {}), "intel-00000000-5A-00.0_1");
-  EXPECT_NE(leaseNameOf("intel:00000000:5A:00.0", {}), leaseNameOf("intel:00000000:5A:00.0/0", {}));
+  EXPECT_EQ(names(amdUnit), (std::vector<std::string>{"amd-00000000-05-00.3"}));
+  EXPECT_EQ(names(tileUnit), (std::vector<std::string>{"intel-00000000-5A-00.0_1"}));
+  EXPECT_EQ(names(cardUnit), (std::vector<std::string>{"intel-00000000-5A-00.0"}));
+  // Every name reads back as its unit; another mount namespace's index names none here.
+  for (const auto ref : {whole, byUuid, byIndex, mig, oldMig, amdUnit, tileUnit, cardUnit}) {
+    for (const std::string& name : names(ref)) {
+      EXPECT_EQ(unitsOfLeaseName(index, name, reader), (std::vector<discovery::UnitRef>{ref}))
+          << name;
+    }
+  }
+  EXPECT_TRUE(unitsOfLeaseName(index, "index-0.mnt-1", reader).empty());
+  EXPECT_EQ(unitsOfLeaseName(index, "index-0", reader), (std::vector<discovery::UnitRef>{whole}));
+  EXPECT_EQ(unitsOfLeaseName(index, std::string(kUuid0).substr(0, 12), reader),
+            (std::vector<discovery::UnitRef>{whole}));
 
   const Allocation a = allocate(file(), leased(1, Owner::of(::getpid())));
   ASSERT_TRUE(a.satisfied);
-  ASSERT_EQ(a.leases.size(), 1u);
+  // Under its UUID and the index of this mount namespace's numbering (no bus id is known here).
+  ASSERT_EQ(a.leases.size(), 2u);
   EXPECT_EQ(a.leases[0].name(), kUuid0);
   EXPECT_TRUE(fs::is_regular_file(leaseFolderOf(file()) / kUuid0));
   const ParsedRecords records = parseRecords(readFile(file()));

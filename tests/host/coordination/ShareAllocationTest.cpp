@@ -90,8 +90,9 @@ TEST(ShareRecordTest, AShareFieldThatDoesNotParseHoldsTheGpuWhole) {
 }
 
 TEST(ShareRecordTest, ShareLeasesAreNamedAfterTheGpusLease) {
-  EXPECT_EQ(shareLeaseNameOf("0", {{"0", kUuid0}}, 3), std::string(kUuid0) + ".share-3");
-  EXPECT_EQ(shareLeaseNameOf("10", {}, 0), "index-10.share-0");
+  const LeaseNames names = shareLeaseNamesOf(LeaseNames{kUuid0, {"index-0.mnt-9"}}, 3);
+  EXPECT_EQ(names.primary, std::string(kUuid0) + ".share-3");
+  EXPECT_EQ(names.aliases, (std::vector<std::string>{"index-0.mnt-9.share-3"}));
   const auto parts = parseShareLeaseName("index-10.share-12");
   ASSERT_TRUE(parts);
   EXPECT_EQ(parts->gpuLease, "index-10");
@@ -334,7 +335,8 @@ TEST_F(ShareFileTest, AShareIsRecordedAndLeasedAndItsLeaseEndsWithItsHolder) {
   ShareAllocation a = allocateShares(file(), leased(1));
   ASSERT_TRUE(a.satisfied);
   EXPECT_EQ(a.granted, (std::vector<GrantedShare>{{"0", {0, 2}}}));
-  ASSERT_EQ(a.leases.size(), 1u);
+  // Under the GPU's UUID and its index in this mount namespace's numbering, each with the share.
+  ASSERT_EQ(a.leases.size(), 2u);
   EXPECT_EQ(a.leases[0].name(), std::string(kUuid0) + ".share-0");
   const std::string text = readFile(file());
   EXPECT_NE(text.find(std::string("\tuuid=") + kUuid0 + "\tshare=0/2\t"), std::string::npos)

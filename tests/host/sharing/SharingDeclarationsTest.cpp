@@ -24,8 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 using flink::coordination::CoordinationError;
 using flink::sharing::Declaration;
+using flink::sharing::declarationsOf;
 using flink::sharing::declare;
-using flink::sharing::findDeclaration;
 using flink::sharing::formatDeclaration;
 using flink::sharing::formatDeclarations;
 using flink::sharing::memoryPerShare;
@@ -112,7 +112,8 @@ TEST(SharingDeclarationsTest, LinesThatAreNotDeclarationsAreKeptAndNeverApplied)
   ASSERT_EQ(parsed.junk.size(), 12u);
   EXPECT_EQ(parsed.junk[0].lineNumber, 3u);
   EXPECT_EQ(parsed.junk[0].text, "exclusive\tgpu=1\treplicas=4\tsince=5");
-  EXPECT_EQ(findDeclaration(parsed, "2", std::nullopt), nullptr);
+  EXPECT_EQ(declarationsOf(parsed, flink::discovery::UnitIndex::ofIdentifiers({"0", "2"}, {}))[1],
+            nullptr);
   const std::string written = formatDeclarations(parsed);
   for (const auto& junk : parsed.junk) {
     EXPECT_NE(written.find(junk.text + "\n"), std::string::npos) << written;
@@ -137,7 +138,8 @@ TEST(SharingDeclarationsTest, TheUuidDecidesOverTheIndex) {
 TEST(SharingDeclarationsTest, TheLastLineForAGpuApplies) {
   const auto parsed =
       parseDeclarations("shared\tgpu=0\treplicas=4\tsince=5\nshared\tgpu=0\treplicas=8\tsince=6\n");
-  const Declaration* found = findDeclaration(parsed, "0", std::nullopt);
+  const Declaration* found =
+      declarationsOf(parsed, flink::discovery::UnitIndex::ofIdentifiers({"0"}, {}))[0];
   ASSERT_NE(found, nullptr);
   EXPECT_EQ(found->replicas, 8u);
 }
@@ -181,7 +183,9 @@ TEST_F(SharingFileTest, DeclaringReplacesAndRemovingTakesOut) {
   const auto file = readDeclarations(coordination());
   EXPECT_TRUE(file.exists);
   ASSERT_EQ(file.parsed.declarations.size(), 2u);
-  EXPECT_EQ(*findDeclaration(file.parsed, "1", std::string(kUuid1)), second);
+  EXPECT_EQ(*declarationsOf(file.parsed, flink::discovery::UnitIndex::ofIdentifiers(
+                                             {"1"}, {{"1", std::string(kUuid1)}}))[0],
+            second);
   EXPECT_TRUE(readFile(sharing()).starts_with("# ")) << readFile(sharing());
   // Nothing is written into the coordination file.
   EXPECT_FALSE(fs::exists(coordination()));

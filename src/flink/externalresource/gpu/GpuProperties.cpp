@@ -1,6 +1,7 @@
 #include "flink/externalresource/gpu/GpuProperties.h"
 
 #include "flink/externalresource/gpu/GPUInfo.h"
+#include "host/enumeration/UnitIndex.h"
 #include "host/placement/Topology.h"
 #include "util/Strings.h"
 
@@ -55,16 +56,11 @@ std::vector<std::pair<std::string, std::string>> propertiesOf(
 
 const discovery::GpuDevice* findDevice(const std::vector<discovery::GpuDevice>& devices,
                                        std::string_view identifier) {
-  const bool isUuid = identifier.starts_with("GPU-") || identifier.starts_with("MIG-");
-  const std::string wanted = strings::toLower(identifier);
-  for (const discovery::GpuDevice& device : devices) {
-    if (isUuid) {
-      if (device.uuid && strings::toLower(*device.uuid) == wanted) return &device;
-    } else if (!device.isMigInstance() && device.identifier == identifier) {
-      return &device;
-    }
-  }
-  return nullptr;
+  // The one rule of which unit a spelling names (host/enumeration/UnitIndex.h): a UnitRef of an
+  // index of devices is the device's position.
+  const discovery::UnitIndex index = discovery::UnitIndex::of(devices);
+  const discovery::EntryNaming named = index.entry(identifier);
+  return named.unit ? &devices[*named.unit] : nullptr;
 }
 
 }  // namespace flink::externalresource::gpu

@@ -55,6 +55,8 @@ struct RunAnswer {
   fs::path coordinationFile;
   coordination::Owner owner;
   std::vector<std::string> granted;
+  /// The records written for `granted`: what is given back.
+  std::vector<coordination::Record> records;
   std::vector<coordination::Lease> leases;
   /// With --share: the share of each GPU of `granted`.
   std::vector<defaultdiscovery::ShareGrant> shares;
@@ -100,16 +102,17 @@ RunAnswer discoverOnce(const defaultdiscovery::DiscoveryArguments& args, Clock::
   result.recorded = grant.recorded;
   result.coordinationFile = args.coordinationFile;
   result.granted = std::move(grant.granted);
+  result.records = std::move(grant.records);
   result.leases = std::move(grant.leases);
   result.shares = std::move(grant.shares);
   return result;
 }
 
 /// Gives back what a run recorded; logs instead of throwing.
-void giveBackQuietly(const fs::path& file, const coordination::Owner& owner,
+void giveBackQuietly(const fs::path& file, const std::vector<coordination::Record>& records,
                      const std::vector<std::string>& granted) noexcept {
   try {
-    defaultdiscovery::giveBack(file, owner, granted);
+    defaultdiscovery::giveBack(file, records);
   } catch (const std::exception& e) {
     log().warn("Could not give back GPU(s) " + strings::join(granted, ",") +
                " in the coordination file " + file.string() + ": " + e.what());
@@ -160,6 +163,7 @@ struct InProcessDiscovery::Holdings {
     fs::path coordinationFile;
     coordination::Owner owner;
     std::vector<std::string> granted;
+    std::vector<coordination::Record> records;
     std::vector<coordination::Lease> leases;
   };
   std::mutex mutex;
@@ -193,7 +197,7 @@ InProcessDiscovery::~InProcessDiscovery() {
     run->ended.wait_until(ending, patience, [&] { return run->over; });
   }
   for (const Holdings::Held& held : holdings_->held) {
-    giveBackQuietly(held.coordinationFile, held.owner, held.granted);
+    giveBackQuietly(held.coordinationFile, held.records, held.granted);
   }
   // The leases go with holdings_, after the records: no allocator sees a record whose lease was
   // dropped while it is still being removed.
@@ -221,7 +225,7 @@ InProcessDiscovery::Answer InProcessDiscovery::discover(std::int64_t amount) {
       if (run->abandoned) {
         // The caller has thrown TimeoutException: nobody will use these GPUs.
         if (answer && answer->recorded) {
-          giveBackQuietly(answer->coordinationFile, answer->owner, answer->granted);
+          giveBackQuietly(answer->coordinationFile, answer->records, answer->granted);
         }
         answer.reset();  // its leases go now
         const std::lock_guard<std::mutex> over(run->ending->mutex);
@@ -292,7 +296,7 @@ InProcessDiscovery::Answer InProcessDiscovery::discover(std::int64_t amount) {
   if (answer->recorded && answer->ownRecords) {
     const std::lock_guard<std::mutex> held(holdings_->mutex);
     holdings_->held.push_back({std::move(answer->coordinationFile), answer->owner, answer->granted,
-                               std::move(answer->leases)});
+                               std::move(answer->records), std::move(answer->leases)});
   }
   return {std::move(answer->answer), std::move(answer->devices), answer->source,
           answer->report.lines(), std::move(answer->shares)};

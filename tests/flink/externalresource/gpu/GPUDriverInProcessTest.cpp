@@ -388,8 +388,12 @@ TEST_F(GPUDriverInProcessTest, ItsGpusAreLeasedUntilTheDriverGoes) {
     for (const coordination::Record& record : parsed.records) {
       EXPECT_EQ(record.owner.pid, ::getpid());
       ASSERT_TRUE(record.lease) << record.gpu;
-      EXPECT_EQ(*record.lease, record.uuid.value_or("?"));
+      ASSERT_TRUE(record.uuid) << record.gpu;
+      // Named by the GPU's PCI bus id, and held under its UUID too, as older versions name it.
+      EXPECT_TRUE(record.lease->starts_with("pci-00000000-")) << *record.lease;
       EXPECT_EQ(coordination::leaseState(coordinationFile(), *record.lease),
+                coordination::LeaseState::kHeld);
+      EXPECT_EQ(coordination::leaseState(coordinationFile(), *record.uuid),
                 coordination::LeaseState::kHeld);
     }
     // Another driver of this process (a second GPU resource) gets the other two.
@@ -407,7 +411,11 @@ TEST_F(GPUDriverInProcessTest, ItsGpusAreLeasedUntilTheDriverGoes) {
   for (const auto& entry : fs::directory_iterator(coordinationFile().string() + ".leases")) {
     left.push_back(entry.path().filename().string());
   }
-  EXPECT_EQ(left, std::vector<std::string>{"GPU-00000000-1111-2222-3333-444444444444"});
+  std::sort(left.begin(), left.end());
+  const std::string mount =
+      std::to_string(liveness::HostFacts::system().reader().mountNamespace.value_or(0));
+  EXPECT_EQ(left, (std::vector<std::string>{"GPU-00000000-1111-2222-3333-444444444444",
+                                            "index-0.mnt-" + mount, "pci-00000000-19-00.0"}));
 }
 
 TEST_F(GPUDriverInProcessTest, AKilledWorkersGpusAreTakenBackAtOnce) {

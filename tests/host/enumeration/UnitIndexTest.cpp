@@ -1,0 +1,149 @@
+// The one index of a host's units: every spelling of a GPU names the one unit it is, in a record's
+// reading (fail closed) and in an entry's (exactly one, or refused).
+#include "host/enumeration/UnitIndex.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "host/enumeration/Vendor.h"
+
+namespace flink::discovery {
+namespace {
+
+constexpr const char* kUuid0 = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6";
+constexpr const char* kUuid1 = "GPU-8932f937-aaaa-4106-c12f-20bd9faed9f6";  // shares a prefix
+constexpr const char* kMigA = "MIG-1c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e";
+constexpr const char* kMigB = "MIG-2c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e";
+
+GpuDevice gpu(const std::string& index, const char* uuid, const char* bus) {
+  GpuDevice device;
+  device.identifier = index;
+  device.uuid = uuid;
+  device.pciBusId = bus;
+  return device;
+}
+
+GpuDevice instance(const char* uuid, unsigned parent, unsigned gi, unsigned ci) {
+  GpuDevice device;
+  device.identifier = uuid;
+  device.uuid = uuid;
+  device.mig = MigPlacement{parent, gi, ci};
+  return device;
+}
+
+/// GPU 0 whole, GPU 1 in MIG mode with two instances.
+UnitIndex host() {
+  GpuDevice migGpu = gpu("1", kUuid1, "00000000:3B:00.0");
+  migGpu.migEnabled = true;
+  return UnitIndex::of({gpu("0", kUuid0, "00000000:19:00.0"), migGpu, instance(kMigA, 1, 1, 0),
+                        instance(kMigB, 1, 2, 0)});
+}
+
+using Refs = std::vector<UnitRef>;
+
+TEST(UnitIndexTest, EveryDeviceIsAUnitWithItsGpu) {
+  const UnitIndex index = host();
+  ASSERT_EQ(index.size(), 4u);
+  EXPECT_EQ(index[0].id, "0");
+  EXPECT_EQ(index[0].pciBusId, "00000000:19:00.0");
+  EXPECT_EQ(index[2].id, kMigA);
+  EXPECT_EQ(index[2].parent, 1u);
+  EXPECT_EQ(index.gpuUuidOf(2), kUuid1);
+  EXPECT_EQ(index.gpuUuidOf(0), kUuid0);
+}
+
+TEST(UnitIndexTest, ARecordNamesTheUnitOfItsUuidWhateverItsIndex) {
+  const UnitIndex index = host();
+  // Flink's records: by index, in any spelling of it.
+  EXPECT_EQ(index.namedByRecord("0"), (Refs{0}));
+  EXPECT_EQ(index.namedByRecord("00"), (Refs{0}));
+  // A container numbers GPUs from 0: its record of GPU 0 with GPU 1's UUID is GPU 1 here.
+  EXPECT_EQ(index.namedByRecord("0", std::string(kUuid1)), (Refs{1}));
+  // A UUID in upper case, in the gpu field or beside an index.
+  std::string upper = kUuid0;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  EXPECT_EQ(index.namedByRecord(upper), (Refs{0}));
+  EXPECT_EQ(index.namedByRecord("7", upper), (Refs{0}));
+  // A prefix that a worker without NVML recorded holds every GPU whose UUID begins so.
+  EXPECT_EQ(index.namedByRecord("GPU-8932f937"), (Refs{0, 1}));
+  EXPECT_EQ(index.namedByRecord("GPU-8932f937-d7"), (Refs{0}));
+  // A UUID this host does not have, under an index whose GPU here has another: another GPU.
+  EXPECT_TRUE(index.namedByRecord("0", std::string("GPU-ffffffff")).empty());
+  EXPECT_TRUE(index.namedByRecord("GPU-ffffffff-0000").empty());
+  EXPECT_TRUE(index.namedByRecord("9").empty());
+  // A MIG instance's record names the instance alone, whatever GPU UUID is written beside it.
+  EXPECT_EQ(index.namedByRecord(kMigA, std::string(kUuid1)), (Refs{2}));
+  // The older MIG form names the instance of that GPU with those ids.
+  EXPECT_EQ(index.namedByRecord(std::string("MIG-") + kUuid1 + "/2/0"), (Refs{3}));
+  EXPECT_EQ(index.namedByRecord("MIG-GPU-8932f937-aaaa/1/0"), (Refs{2}));
+}
+
+TEST(UnitIndexTest, AnIndexWithoutAKnownUuidIsNamedByIndex) {
+  // A host whose GPUs' UUIDs are not known (a --gpus list without NVML): the index decides.
+  const UnitIndex index = UnitIndex::ofIdentifiers({"0", "1"}, {});
+  EXPECT_EQ(index.namedByRecord("1", std::string(kUuid0)), (Refs{1}));
+  // A unit listed by a UUID prefix is what a record of that GPU names.
+  const UnitIndex listed = UnitIndex::ofIdentifiers({"GPU-8932f937"}, {});
+  EXPECT_EQ(listed.namedByRecord("0", std::string(kUuid0)), (Refs{0}));
+  EXPECT_EQ(listed.namedByRecord(kUuid1), (Refs{0}));
+  EXPECT_TRUE(listed.namedByRecord("GPU-3a41").empty());
+}
+
+TEST(UnitIndexTest, AnEntryNamesExactlyOneUnitOrIsRefused) {
+  const UnitIndex index = host();
+  EXPECT_EQ(index.entry("01").unit, 1u);
+  EXPECT_EQ(index.entry(kUuid0).unit, 0u);
+  EXPECT_EQ(index.entry("GPU-8932f937-d7").unit, 0u);
+  // A prefix of both GPUs' UUIDs is ambiguous, and says which.
+  const EntryNaming both = index.entry("GPU-8932f937");
+  EXPECT_FALSE(both.unit);
+  EXPECT_EQ(both.ambiguous, (Refs{0, 1}));
+  EXPECT_EQ(index.entry("MIG-1c7d").unit, 2u);
+  EXPECT_EQ(index.entry(std::string("MIG-") + kUuid1 + "/1/0").unit, 2u);
+  // A PCI bus id in the kernel's width and case names the whole GPU, never its instances.
+  EXPECT_EQ(index.entry("0000:3b:00.0").unit, 1u);
+  EXPECT_EQ(index.entry("00000000:19:00.0").unit, 0u);
+  EXPECT_FALSE(index.entry("0000:5d:00.0").unit);
+  EXPECT_FALSE(index.entry("7").unit);
+  EXPECT_FALSE(index.entry("GPU-ffff").unit);
+}
+
+TEST(UnitIndexTest, VendorUnitsAreNamedByRecordNameAndTheirRuntimesIdentifier) {
+  VendorHost vendor;
+  vendor.vendor = Vendor::kIntel;
+  vendor.units.push_back({"1.0", "intel:00000000:5A:00.0/0", {{"vendor", "intel"}}, "tile 0"});
+  vendor.units.push_back({"0",
+                          "amd:00000000:63:00.0",
+                          {{"vendor", "amd"}, {"uuid", "GPU-51276ac1b2c3d4e5"}},
+                          "GPU 0"});
+  vendor.related = {{"intel:00000000:5A:00.0", {"intel:00000000:5A:00.0/0"}}};
+  const UnitIndex index = UnitIndex::of(vendor);
+  // The card that shares the tile's hardware is a unit too, though not one to hand out here.
+  ASSERT_TRUE(index.find("intel:00000000:5A:00.0"));
+  EXPECT_EQ(index.namedByRecord("intel:0000:5a:00.0/0"), (Refs{0}));
+  EXPECT_EQ(index.entry("1.0").unit, 0u);
+  EXPECT_EQ(index.entry("GPU-51276AC1").unit, 1u);
+  // An NVIDIA record by index or UUID never names an AMD or Intel unit.
+  EXPECT_TRUE(index.namedByRecord("0").empty());
+  EXPECT_TRUE(index.namedByRecord("GPU-51276ac1").empty());
+}
+
+TEST(UnitIndexTest, OneUnitIsNamedByTheSameRule) {
+  EXPECT_TRUE(namesUnit("01", std::nullopt, "1", std::nullopt));
+  EXPECT_FALSE(namesUnit("1", std::string(kUuid1), "1", std::string(kUuid0)));
+  EXPECT_TRUE(namesUnit("0", std::string(kUuid0), "3", std::string(kUuid0)));
+  EXPECT_FALSE(namesUnit(kMigA, std::string(kUuid1), "1", std::string(kUuid1)));
+}
+
+TEST(UnitIndexTest, PciBusIdsAreReadInEitherWidthAndCase) {
+  EXPECT_EQ(canonicalPciBusId("0000:3b:00.0"), "00000000:3B:00.0");
+  EXPECT_EQ(canonicalPciBusId("00000000:3B:00.7"), "00000000:3B:00.7");
+  EXPECT_FALSE(canonicalPciBusId("0000:3b:00.8"));
+  EXPECT_FALSE(canonicalPciBusId("3b:00.0"));
+  EXPECT_FALSE(canonicalPciBusId("GPU-3b"));
+}
+
+}  // namespace
+}  // namespace flink::discovery
