@@ -10,11 +10,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <optional>
 #include <thread>
+#include <unordered_set>
 
 #include "host/coordination/Journal.h"
 #include "util/Strings.h"
@@ -229,6 +231,7 @@ CoordinationFile CoordinationFile::openWith(CoordinationFile result,
   const int lockType = write ? LOCK_EX : LOCK_SH;
   const auto deadline = std::chrono::steady_clock::now() + lockTimeout;
   result.maxBytes_ = maxBytes;
+  int replacements = 0;
   while (true) {
     FileDescriptor fd(result.sibling_ ? openSiblingNoFollow(file, write ? O_RDWR : O_RDONLY, write,
                                                             result.trust_, result.readers_)
@@ -281,6 +284,14 @@ CoordinationFile CoordinationFile::openWith(CoordinationFile result,
     struct stat current {};
     if (::lstat(file.c_str(), &current) == 0 && current.st_dev == opened.st_dev &&
         current.st_ino == opened.st_ino) {
+      // A file replaced since our writers last saw it (Flink's `sed -i`) may still be written by
+      // the script that replaced it, which holds the lock of the file it replaced, not this one's:
+      // wait for it, then look again (see waitForReplacedCopies).
+      if (write && !result.sibling_ &&
+          !waitForReplacedCopies(file, opened, deadline, lockTimeout, result)) {
+        if (++replacements > 64) result.fail("it kept being replaced while waiting for its lock");
+        continue;  // fd closes, and with it our lock of the replaced file
+      }
       // The size must be read under the lock: the previous holder may have just grown it.
       struct stat locked {};
       if (::fstat(fd.get(), &locked) != 0) result.fail("cannot stat it", errno);
@@ -304,11 +315,154 @@ CoordinationFile CoordinationFile::openWith(CoordinationFile result,
       result.recover(result.readJournal());
       return result;
     }
-    result.replaced_.push_back(std::move(fd));
-    if (std::chrono::steady_clock::now() >= deadline || result.replaced_.size() > 64) {
+    // The lock of the replaced file is let go (fd closes): a Flink script that waited on it then
+    // holds it and may write to the file now there, which waitForReplacedCopies waits for. Kept,
+    // it would make another allocator of ours wait on this one while this one waits on it.
+    if (std::chrono::steady_clock::now() >= deadline || ++replacements > 64) {
       result.fail("it kept being replaced while waiting for its lock");
     }
   }
+}
+
+namespace {
+
+/// A file by its device and inode.
+struct FileId {
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  friend bool operator==(const FileId&, const FileId&) = default;
+};
+
+/// `<file>.inode` holds one line of this size, written whole by one pwrite within a page.
+constexpr std::size_t kInodeLineSize = 64;
+
+/// What `<file>.inode` says, where it passes the trust rules: one that anyone else planted is
+/// never waited on.
+std::optional<FileId> rememberedInode(const fs::path& file, const SiblingTrust& trust) {
+  const OpenedSibling opened = openSiblingAt(AT_FDCWD, inodeMemoryPathOf(file), O_RDONLY);
+  if (!opened.fd || trust.distrust(opened.info, SiblingKind::kFile)) return std::nullopt;
+  char line[kInodeLineSize + 1] = {};
+  const ssize_t size = ::pread(opened.fd.get(), line, kInodeLineSize, 0);
+  if (size <= 0) return std::nullopt;
+  unsigned long long device = 0;
+  unsigned long long inode = 0;
+  if (std::sscanf(line, "device=%llu inode=%llu", &device, &inode) != 2) return std::nullopt;
+  return FileId{device, inode};
+}
+
+/// Writes `id` to `<file>.inode`; a file this user may not write, or that fails the trust rules,
+/// is left as it is: the memory only narrows what waitForReplacedCopies looks at.
+void rememberInode(const fs::path& file, const SiblingTrust& trust, const FileId& id) {
+  const fs::path path = inodeMemoryPathOf(file);
+  OpenedSibling opened = openSiblingAt(AT_FDCWD, path, O_RDWR);
+  FileDescriptor fd;
+  if (opened.fd) {
+    if (!trust.distrust(opened.info, SiblingKind::kFile)) fd = std::move(opened.fd);
+  } else if (opened.error == ENOENT) {
+    fd = createSiblingAt(AT_FDCWD, path, O_RDWR, trust);
+  }
+  if (!fd) return;
+  std::string line = "device=" + std::to_string(id.device) + " inode=" + std::to_string(id.inode);
+  line.resize(kInodeLineSize - 1, ' ');
+  line += '\n';
+  (void)!::pwrite(fd.get(), line.data(), line.size(), 0);
+}
+
+/// Whether the process `pid` has a descriptor of `path` that was unlinked (its link reads
+/// "<path> (deleted)"); false where this user may not look (another user's process).
+bool holdsDeletedCopy(pid_t pid, const std::string& deleted) {
+  const std::string folder = "/proc/" + std::to_string(pid) + "/fd";
+  std::error_code error;
+  fs::directory_iterator entries(folder, error);
+  std::size_t looked = 0;
+  for (; !error && entries != fs::directory_iterator() && looked < 65536;
+       entries.increment(error), ++looked) {
+    char target[PATH_MAX];
+    const ssize_t size = ::readlink(entries->path().c_str(), target, sizeof target);
+    if (size > 0 && std::string_view(target, static_cast<std::size_t>(size)) == deleted) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+fs::path inodeMemoryPathOf(const fs::path& file) {
+  fs::path path = file;
+  path += ".inode";
+  return path;
+}
+
+std::optional<pid_t> CoordinationFile::replacedCopyInUse(std::unordered_set<pid_t>& without) {
+  const std::optional<FlockTable> table = FlockTable::read();
+  if (!table) return std::nullopt;  // no /proc/locks: nothing to tell
+  std::error_code error;
+  const std::string deleted = fs::absolute(path_, error).lexically_normal().string() + " (deleted)";
+  for (const FlockTable::Lock& lock : table->onDevice(device_)) {
+    if (lock.inode == inode_ || lock.holder == ::getpid()) continue;
+    if (std::find(replacedCopies_.begin(), replacedCopies_.end(), lock.inode) !=
+        replacedCopies_.end()) {
+      return lock.holder;
+    }
+    if (lock.holder <= 0 || without.count(lock.holder)) continue;
+    if (holdsDeletedCopy(lock.holder, deleted)) {
+      replacedCopies_.push_back(lock.inode);
+      return lock.holder;
+    }
+    // A process's descriptors of a replaced copy are all open already: none can open one now.
+    without.insert(lock.holder);
+  }
+  return std::nullopt;
+}
+
+bool CoordinationFile::waitWhileReplacedCopiesInUse(std::chrono::steady_clock::time_point deadline,
+                                                    std::chrono::milliseconds lockTimeout) {
+  std::unordered_set<pid_t> without;
+  bool waited = false;
+  while (const std::optional<pid_t> pid = replacedCopyInUse(without)) {
+    waited = true;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      fail("it was replaced (Flink's `sed -i`?) by a program that does not hold its lock: " +
+           describeHolder(*pid > 0 ? pid : std::nullopt) +
+           " still holds (or waits for) the lock of the file it replaced, and may write to this "
+           "one, after " +
+           std::to_string(lockTimeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  // Its writes are done; it may have replaced the file again meanwhile.
+  return !waited || stillAtPath();
+}
+
+bool CoordinationFile::waitForReplacedCopies(const fs::path& file, const struct stat& locked,
+                                             std::chrono::steady_clock::time_point deadline,
+                                             std::chrono::milliseconds lockTimeout,
+                                             CoordinationFile& result) {
+  result.device_ = static_cast<std::uint64_t>(locked.st_dev);
+  result.inode_ = static_cast<std::uint64_t>(locked.st_ino);
+  result.replacedCopies_.clear();
+  const FileId current{result.device_, result.inode_};
+  const SiblingTrust trust = SiblingTrust::of(locked);
+  const std::optional<FileId> remembered = rememberedInode(file, trust);
+  // Not replaced since our writers last saw it: nobody holds a copy it replaced, since each of
+  // them waited for those before it wrote (what is left is in docs/coordination-file.md).
+  if (remembered == current) return true;
+  result.watchReplaced_ = true;
+  if (remembered && remembered->device == current.device) {
+    result.replacedCopies_.push_back(remembered->inode);
+  }
+  if (!result.waitWhileReplacedCopiesInUse(deadline, lockTimeout)) return false;
+  rememberInode(file, trust, current);
+  return true;
+}
+
+bool CoordinationFile::settled(std::chrono::milliseconds lockTimeout) {
+  if (!watchReplaced_) return true;
+  // A Flink script that took the lock of a replaced copy while we changed this one (it was
+  // blocked, or about to lock, when we looked) may have read the file before our change and
+  // renamed its copy over it after: look again, and plan again where the file is another now.
+  return waitWhileReplacedCopiesInUse(std::chrono::steady_clock::now() + lockTimeout, lockTimeout);
 }
 
 void CoordinationFile::readWithoutLock(const struct stat& opened) {

@@ -36,6 +36,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "host/coordination/CoordinationError.h"
@@ -59,6 +60,12 @@ inline constexpr std::uint64_t kMaxRepairableFileBytes = 256 << 20;
 /// `check` to tell beforehand.
 std::optional<std::string> refusalOf(const std::filesystem::path& file, const struct stat& opened,
                                      bool write);
+
+/// `<file>.inode`: the coordination file's device and inode as our writers last saw it under its
+/// lock. A coordination file found under another inode was replaced since by a program that does
+/// not know our lock discipline (Flink's `sed -i` renames a new file over it), whose script may
+/// still hold the lock of the file it replaced and write to the new one: a writer waits for it.
+std::filesystem::path inodeMemoryPathOf(const std::filesystem::path& file);
 
 /// The journal's path for a coordination file: `<file>.journal`, beside it.
 std::filesystem::path journalPathOf(const std::filesystem::path& file);
@@ -140,6 +147,13 @@ class CoordinationFile {
   /// no longer names this file: what was planned must be planned again on a fresh open.
   bool interfered() const { return interfered_ || !stillAtPath(); }
 
+  /// After a change, for a file that was found replaced since our writers last saw it (Flink's
+  /// `sed -i`): waits (at most `lockTimeout`) while a process still holds or waits for the lock
+  /// of a copy it replaced, then whether the path still names this file. False: a Flink script
+  /// may have renamed a copy read before the change over it, so the change must be planned again.
+  /// @throws CoordinationError past the time-out, naming the holder.
+  bool settled(std::chrono::milliseconds lockTimeout);
+
  private:
   CoordinationFile(std::filesystem::path path, Access access, std::string what, SiblingTrust trust,
                    bool sibling)
@@ -150,6 +164,22 @@ class CoordinationFile {
         sibling_(sibling) {}
   static CoordinationFile openWith(CoordinationFile result, std::chrono::milliseconds lockTimeout,
                                    std::uint64_t maxBytes);
+  /// For a writer that holds the lock of the coordination file at `file` (`locked`): when the file
+  /// was replaced since our writers last saw it (inodeMemoryPathOf), waits (until `deadline`)
+  /// while another process holds or waits for a flock on a copy it replaced: the one remembered,
+  /// or any that a holder's descriptor shows as `<file> (deleted)`. Then remembers this file.
+  /// False when the path names another file after the wait (start again).
+  /// @throws CoordinationError past the deadline, naming the holder.
+  static bool waitForReplacedCopies(const std::filesystem::path& file, const struct stat& locked,
+                                    std::chrono::steady_clock::time_point deadline,
+                                    std::chrono::milliseconds lockTimeout,
+                                    CoordinationFile& result);
+  /// The holder (0: unseen) of a lock held or waited for on a copy this file replaced, if any;
+  /// `without`: holders seen to hold no copy.
+  std::optional<pid_t> replacedCopyInUse(std::unordered_set<pid_t>& without);
+  /// Waits until no replaced copy is in use; whether the path still names this file.
+  bool waitWhileReplacedCopiesInUse(std::chrono::steady_clock::time_point deadline,
+                                    std::chrono::milliseconds lockTimeout);
   /// The journal's bytes and, for a writer, its descriptor; nullopt bytes when there is none.
   struct JournalRead {
     process::FileDescriptor fd;
@@ -176,9 +206,10 @@ class CoordinationFile {
   bool sibling_ = false;
   SiblingReaders readers_ = SiblingReaders::kAsTheFile;
   process::FileDescriptor fd_;
-  /// Locks of files that were replaced while we waited for them, held to the end so that a
-  /// Flink script still waiting on such a file does not run beside us.
-  std::vector<process::FileDescriptor> replaced_;
+  /// The file was found replaced since our writers last saw it: the inodes of the copies it
+  /// replaced that are known (waitForReplacedCopies), looked at again once it is changed.
+  bool watchReplaced_ = false;
+  std::vector<std::uint64_t> replacedCopies_;
   std::uint64_t device_ = 0;
   std::uint64_t inode_ = 0;
   mode_t mode_ = 0;

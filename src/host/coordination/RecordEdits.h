@@ -58,7 +58,7 @@ auto changeFile(const std::filesystem::path& file, std::chrono::milliseconds loc
     CoordinationFile opened =
         CoordinationFile::open(file, CoordinationFile::Access::kWrite, lockTimeout, maxBytes);
     auto result = change(opened, attempt > 0);
-    if (!opened.interfered()) return result;
+    if (!opened.interfered() && opened.settled(lockTimeout)) return result;
     if (attempt >= 8) {
       throw CoordinationError("coordination file " + file.string() +
                               ": it kept being changed by a program that does not hold its lock");

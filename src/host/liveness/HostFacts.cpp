@@ -225,10 +225,13 @@ FlockTable FlockTable::parse(std::string_view text) {
   FlockTable table;
   for (std::string_view line : strings::split(text, '\n')) {
     // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a blocked waiter's line starts
-    // "1: -> FLOCK ...": skipped, it holds nothing.
+    // "1: -> FLOCK ...": it holds nothing, but will hold it next.
     std::string_view rest = line;
     strings::nextToken(rest);  // "1:"
-    if (strings::nextToken(rest) != "FLOCK") continue;
+    std::string_view kind = strings::nextToken(rest);
+    const bool waiting = kind == "->";
+    if (waiting) kind = strings::nextToken(rest);
+    if (kind != "FLOCK") continue;
     strings::nextToken(rest);  // ADVISORY
     strings::nextToken(rest);  // WRITE / READ
     const std::string_view pidText = strings::nextToken(rest);
@@ -237,7 +240,11 @@ FlockTable FlockTable::parse(std::string_view text) {
     const auto [end, error] = std::from_chars(pidText.data(), pidText.data() + pidText.size(), pid);
     // A holder that this pid namespace cannot see shows as -1 or 0: held all the same.
     if (error != std::errc() || end != pidText.data() + pidText.size() || pid < 0) pid = 0;
-    table.holders_.emplace(std::string(id), pid);
+    if (waiting) {
+      table.waiters_.emplace_back(std::string(id), pid);
+    } else {
+      table.holders_.emplace(std::string(id), pid);
+    }
   }
   return table;
 }
@@ -248,6 +255,23 @@ void FlockTable::add(std::uint64_t device, std::uint64_t inode, pid_t holder) {
 
 bool FlockTable::held(std::uint64_t device, std::uint64_t inode) const {
   return holders_.count(lockId(device, inode)) > 0;
+}
+
+std::vector<FlockTable::Lock> FlockTable::onDevice(std::uint64_t device) const {
+  // "maj:min:" of lockId, then the inode in decimal.
+  std::string prefix = lockId(device, 0);
+  prefix.resize(prefix.size() - 1);
+  std::vector<Lock> locks;
+  const auto add = [&](const std::string& id, pid_t pid, bool waiting) {
+    if (!id.starts_with(prefix)) return;
+    const std::string_view inode = std::string_view(id).substr(prefix.size());
+    if (const std::optional<std::uint64_t> value = parseDecimal<std::uint64_t>(inode)) {
+      locks.push_back({*value, pid, waiting});
+    }
+  };
+  for (const auto& [id, pid] : holders_) add(id, pid, false);
+  for (const auto& [id, pid] : waiters_) add(id, pid, true);
+  return locks;
 }
 
 std::optional<pid_t> FlockTable::holder(std::uint64_t device, std::uint64_t inode) const {

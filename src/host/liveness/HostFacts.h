@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace flink::liveness {
 
@@ -34,8 +35,17 @@ class FlockTable {
   /// Its holder's pid, where this pid namespace sees it.
   std::optional<pid_t> holder(std::uint64_t device, std::uint64_t inode) const;
 
+  struct Lock {
+    std::uint64_t inode = 0;
+    pid_t holder = 0;      ///< 0: a holder (or waiter) this pid namespace cannot see
+    bool waiting = false;  ///< a process blocked in flock() for it, which will hold it next
+  };
+  /// Every flock listed on files of `device` (st_dev), held or waited for.
+  std::vector<Lock> onDevice(std::uint64_t device) const;
+
  private:
-  std::unordered_map<std::string, pid_t> holders_;  // "maj:min:inode" (hex device) → pid or 0
+  std::unordered_map<std::string, pid_t> holders_;      // "maj:min:inode" (hex device) → pid or 0
+  std::vector<std::pair<std::string, pid_t>> waiters_;  // the same, of blocked flock() calls
 };
 
 /// What this process knows of itself, for judging the records of others.

@@ -160,6 +160,8 @@ struct Run {
 /// What the runs recorded and leased: given back with the object.
 struct InProcessDiscovery::Holdings {
   struct Held {
+    /// The process that allocated them: only it gives them back (see ~InProcessDiscovery).
+    pid_t allocatedBy = 0;
     fs::path coordinationFile;
     coordination::Owner owner;
     std::vector<std::string> granted;
@@ -174,7 +176,10 @@ struct InProcessDiscovery::Holdings {
 
 InProcessDiscovery::InProcessDiscovery(fs::path script, const std::vector<std::string>& arguments,
                                        std::chrono::milliseconds timeout)
-    : script_(std::move(script)), timeout_(timeout), holdings_(std::make_unique<Holdings>()) {
+    : script_(std::move(script)),
+      timeout_(timeout),
+      createdBy_(::getpid()),
+      holdings_(std::make_unique<Holdings>()) {
   // The amount is the call's: any valid one stands in for it here.
   std::vector<std::string> argv{"1"};
   argv.insert(argv.end(), arguments.begin(), arguments.end());
@@ -188,6 +193,27 @@ InProcessDiscovery::InProcessDiscovery(fs::path script, const std::vector<std::s
 }
 
 InProcessDiscovery::~InProcessDiscovery() {
+  if (::getpid() != createdBy_) {
+    // A copy in a child of fork(): what it holds is its parent's, which still runs on these GPUs.
+    // It gives nothing back, rewrites nothing, and closes no lease (closing the child's copy of a
+    // descriptor would not unlock it, but the parent's records would be gone). Another thread of
+    // the parent may have held the mutex at the fork, never to unlock it here: the child takes it
+    // only if it is free, to give back what it allocated itself, and otherwise leaves everything.
+    std::unique_lock<std::mutex> lock(holdings_->mutex, std::try_to_lock);
+    if (lock.owns_lock()) {
+      for (Holdings::Held& held : holdings_->held) {
+        if (held.allocatedBy == ::getpid()) {
+          giveBackQuietly(held.coordinationFile, held.records, held.granted);
+          held.leases.clear();
+        }
+      }
+      lock.unlock();
+    }
+    // The parent's leases stay open in the child until it exits or execs (they are close-on-exec):
+    // closing them here would release nothing of the parent's, so they are left, as the mutex is.
+    (void)holdings_.release();  // NOLINT: deliberately left to the child's end
+    return;
+  }
   const std::lock_guard<std::mutex> lock(holdings_->mutex);
   // A run given up on gives back what it recorded when it ends: give it a moment to, so that a
   // worker shutting down leaves nothing behind. One stuck in NVML is left to the process's end.
@@ -295,8 +321,9 @@ InProcessDiscovery::Answer InProcessDiscovery::discover(std::int64_t amount) {
 
   if (answer->recorded && answer->ownRecords) {
     const std::lock_guard<std::mutex> held(holdings_->mutex);
-    holdings_->held.push_back({std::move(answer->coordinationFile), answer->owner, answer->granted,
-                               std::move(answer->records), std::move(answer->leases)});
+    holdings_->held.push_back({::getpid(), std::move(answer->coordinationFile), answer->owner,
+                               answer->granted, std::move(answer->records),
+                               std::move(answer->leases)});
   }
   return {std::move(answer->answer), std::move(answer->devices), answer->source,
           answer->report.lines(), std::move(answer->shares)};

@@ -4,6 +4,8 @@
 // in coordination mode leased for the life of this object.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -40,6 +42,9 @@ class InProcessDiscovery {
                      std::chrono::milliseconds timeout);
   /// Gives back what the runs recorded for this process (records removed, leases dropped);
   /// waits up to a second for runs given up on, which give back what they record themselves.
+  /// Fork-safe: a copy destroyed in a child of fork() gives back only what the child itself
+  /// allocated (and that only when no thread of the parent held the object's lock at the fork),
+  /// never its parent's records or leases.
   ~InProcessDiscovery();
   InProcessDiscovery(const InProcessDiscovery&) = delete;
   InProcessDiscovery& operator=(const InProcessDiscovery&) = delete;
@@ -57,6 +62,8 @@ class InProcessDiscovery {
 
   std::filesystem::path script_;
   std::chrono::milliseconds timeout_;
+  /// The process that made this object: another one is a child of fork().
+  pid_t createdBy_;
   /// The arguments as read once (their amount is replaced on each call), or why they cannot be.
   std::optional<defaultdiscovery::DiscoveryArguments> arguments_;
   std::optional<defaultdiscovery::DiscoveryFailure> argumentsFailure_;

@@ -418,6 +418,42 @@ TEST_F(GPUDriverInProcessTest, ItsGpusAreLeasedUntilTheDriverGoes) {
                                             "index-0.mnt-" + mount, "pci-00000000-19-00.0"}));
 }
 
+// D6 of the break-it round: a worker that forks (a Python worker, a sidecar started the classic
+// way) must not lose its GPUs to its child. The child's copy of the driver, destroyed in the
+// child, gives back nothing of the parent's: its records stay, its leases stay held, and Flink's
+// script (which reads only the records) still finds the GPU taken. What the child allocates
+// itself it gives back.
+TEST_F(GPUDriverInProcessTest, AChildOfForkNeverGivesBackItsParentsGpus) {
+  const std::string args =
+      "--enable-coordination-mode --coordination-file " + coordinationFile().string();
+  std::unique_ptr<GPUDriver> gpuDriver = driver(true, args);
+  ASSERT_EQ(gpuDriver->retrieveResourceInfo(1).size(), 1u);
+  const std::vector<std::string> before = testing::readLines(coordinationFile());
+  ASSERT_EQ(before.size(), 1u);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The child allocates one GPU of its own, then its copy of the driver goes.
+    const bool own = gpuDriver->retrieveResourceInfo(1).size() == 1;
+    gpuDriver.reset();
+    ::_exit(own ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The parent's record is there as it was, its lease held; the child's own is given back.
+  EXPECT_EQ(testing::readLines(coordinationFile()), before);
+  const coordination::ParsedRecords parsed =
+      coordination::parseRecords(testing::readFile(coordinationFile()));
+  ASSERT_EQ(parsed.records.size(), 1u);
+  EXPECT_EQ(parsed.records[0].owner.pid, ::getpid());
+  EXPECT_EQ(coordination::leaseState(coordinationFile(), *parsed.records[0].lease),
+            coordination::LeaseState::kHeld);
+  gpuDriver.reset();
+  EXPECT_TRUE(records().empty());
+}
+
 TEST_F(GPUDriverInProcessTest, AKilledWorkersGpusAreTakenBackAtOnce) {
   const std::string args =
       "--enable-coordination-mode --coordination-file " + coordinationFile().string();
