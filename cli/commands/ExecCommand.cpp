@@ -251,7 +251,7 @@ void releaseAfterFailedExec(const std::string& file, const coordination::Owner& 
   try {
     coordination::release(
         file, [&owner](const coordination::Record& record) { return record.owner == owner; });
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     printWarning(std::string("could not release the GPUs allocated for the command: ") + e.what());
   }
 }
@@ -271,7 +271,7 @@ std::optional<HeldByThisProcess> heldByThisProcess(const ExecOptions& options,
   coordination::Status status;
   try {
     status = coordination::readStatus(options.coordinationFile);
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     printError(e.what());
     return std::nullopt;
   }
@@ -349,7 +349,7 @@ std::optional<std::vector<std::string>> shareVisibleDevices(
 void giveBackShares(const ExecOptions& options, defaultdiscovery::Grant& grant) {
   try {
     defaultdiscovery::giveBack(options.coordinationFile, grant.records);
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     printWarning(std::string("could not give back the GPU shares allocated for the command: ") +
                  e.what());
   }

@@ -24,8 +24,6 @@
 #include "ExitCode.h"
 #include "commands/HostGpuListing.h"
 #include "host/coordination/Coordination.h"
-#include "host/coordination/CoordinationError.h"
-#include "host/coordination/CoordinationFile.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/HostGpus.h"
@@ -35,6 +33,8 @@
 #include "host/health/HostHealth.h"
 #include "host/health/HostView.h"
 #include "host/health/Watch.h"
+#include "host/store/LockedFile.h"
+#include "host/store/StoreError.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -207,7 +207,7 @@ int runDrain(const DrainOptions& options) {
       drain.since = previous ? previous->since : health::nowSeconds();
       records.push_back(drain);
     });
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }
@@ -250,7 +250,7 @@ int runUndrain(const DrainOptions& options) {
       readmitted.reason = options.reason;
       records.push_back(readmitted);
     });
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }
@@ -306,7 +306,7 @@ void checkCoordinationFile(const std::string& file, std::vector<Finding>& proble
     return;
   }
   // What every allocation would refuse (as root: another user's file in a sticky folder).
-  if (const std::optional<std::string> refusal = coordination::refusalOf(file, info, true)) {
+  if (const std::optional<std::string> refusal = store::refusalOf(file, info, true)) {
     problems.push_back(
         {"coordination", std::nullopt, "coordination file " + file + ": " + *refusal});
     return;
@@ -333,10 +333,10 @@ int runCheck(const CheckOptions& options) {
   checkCoordinationFile(options.coordinationFile, problems);
   try {
     status = coordination::readStatus(options.coordinationFile);
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     problems.push_back({"coordination", std::nullopt, e.what()});
   }
-  for (const coordination::JunkLine& junk : status.junk) {
+  for (const store::JunkLine& junk : status.junk) {
     problems.push_back({"coordination", std::nullopt,
                         "line " + std::to_string(junk.lineNumber) + " of coordination file " +
                             options.coordinationFile + " is not a record: '" +
@@ -365,7 +365,7 @@ int runCheck(const CheckOptions& options) {
     problems.push_back(
         {"health_records", std::nullopt, "cannot read the health records: " + host.healthError});
   } else if (host.health) {
-    for (const coordination::JunkLine& junk : host.health->parsed.junk) {
+    for (const store::JunkLine& junk : host.health->parsed.junk) {
       problems.push_back({"health_records", std::nullopt,
                           "line " + std::to_string(junk.lineNumber) + " of " +
                               host.health->path.string() + " is not a health record: '" +

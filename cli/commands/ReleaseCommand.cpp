@@ -40,10 +40,10 @@ std::string recordedGpu(const coordination::Record& record) {
 }  // namespace
 
 int runJunkRelease(const ReleaseOptions& options) {
-  std::vector<coordination::JunkLine> removed;
+  std::vector<store::JunkLine> removed;
   try {
     removed = coordination::releaseJunk(options.coordinationFile);
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }
@@ -145,7 +145,7 @@ int runRelease(const ReleaseOptions& options) {
   coordination::Released result;
   try {
     result = coordination::releaseChecked(options.coordinationFile, matches, options.force);
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }

@@ -14,7 +14,6 @@
 #include "Console.h"
 #include "ExitCode.h"
 #include "commands/HostGpuListing.h"
-#include "host/coordination/CoordinationError.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/HostGpus.h"
@@ -22,6 +21,7 @@
 #include "host/health/HealthRecords.h"
 #include "host/sharing/MpsDaemon.h"
 #include "host/sharing/SharingDeclarations.h"
+#include "host/store/StoreError.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -274,7 +274,7 @@ int runShare(const ShareOptions& given) {
                                     recorded.push_back(declaration);
                                   }
                                 });
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }
@@ -308,7 +308,7 @@ int runUnshare(const UnshareOptions& options) {
   std::vector<sharing::Declaration> removed;
   try {
     removed = sharing::removeDeclarations(options.coordinationFile, gpu, uuid);
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }

@@ -137,7 +137,7 @@ Sharing readSharing(const std::string& coordinationFile, HostView& host) {
   Sharing sharing;
   try {
     sharing.file = sharing::readDeclarations(coordinationFile);
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     sharing.error = e.what();
     host.sharingError = sharing.error;
   }
@@ -300,7 +300,7 @@ void printJson(const std::string& file, const coordination::Status& status,
     records.push_back(std::move(record));
   }
   nlohmann::ordered_json junk = nlohmann::ordered_json::array();
-  for (const coordination::JunkLine& line : status.junk) {
+  for (const store::JunkLine& line : status.junk) {
     junk.push_back(nlohmann::ordered_json{{"line", line.lineNumber}, {"text", line.text}});
   }
   nlohmann::ordered_json document;
@@ -317,7 +317,7 @@ void printJson(const std::string& file, const coordination::Status& status,
                                          : nlohmann::ordered_json(host.healthError);
   nlohmann::ordered_json sharingJunk = nlohmann::ordered_json::array();
   if (sharing.file) {
-    for (const coordination::JunkLine& line : sharing.file->parsed.junk) {
+    for (const store::JunkLine& line : sharing.file->parsed.junk) {
       sharingJunk.push_back(nlohmann::ordered_json{{"line", line.lineNumber}, {"text", line.text}});
     }
   }
@@ -393,7 +393,7 @@ void printText(const std::string& file, const coordination::Status& status,
     printWarning(line);
   }
   if (sharing.file) {
-    for (const coordination::JunkLine& line : sharing.file->parsed.junk) {
+    for (const store::JunkLine& line : sharing.file->parsed.junk) {
       printWarning("ignoring line " + std::to_string(line.lineNumber) + " of " +
                    sharing.file->path.string() + ", which is not a sharing declaration: '" +
                    strings::quoteForMessage(line.text) + "'");
@@ -438,7 +438,7 @@ int runStatus(const StatusOptions& options) {
   coordination::Status status;
   try {
     status = coordination::readStatus(options.coordinationFile);
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }
@@ -456,7 +456,7 @@ int runStatus(const StatusOptions& options) {
   if (!host.healthError.empty())
     printWarning("cannot read the health records: " + host.healthError);
   if (host.health) {
-    for (const coordination::JunkLine& line : host.health->parsed.junk) {
+    for (const store::JunkLine& line : host.health->parsed.junk) {
       printWarning("ignoring line " + std::to_string(line.lineNumber) + " of " +
                    host.health->path.string() + ", which is not a health record: '" +
                    strings::quoteForMessage(line.text) + "'");

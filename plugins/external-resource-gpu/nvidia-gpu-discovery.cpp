@@ -71,6 +71,7 @@ namespace {
     FLINK_GPU_PROGRAM_MARK;
 
 namespace coordination = flink::coordination;
+namespace store = flink::store;
 namespace defaultdiscovery = flink::defaultdiscovery;
 namespace discovery = flink::discovery;
 using defaultdiscovery::Report;
@@ -143,7 +144,7 @@ int discover(const std::vector<std::string>& argv) {
       // whole life.
       try {
         if (grant.recorded) defaultdiscovery::giveBack(args.coordinationFile, grant.records);
-      } catch (const coordination::CoordinationError& e) {
+      } catch (const store::StoreError& e) {
         report.notes.push_back(std::string("could not give the GPUs back: ") + e.what());
       }
       return cannotWriteAnswer(error, report);

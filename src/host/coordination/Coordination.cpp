@@ -16,10 +16,10 @@
 #include <unordered_set>
 #include <utility>
 
-#include "host/coordination/CoordinationFile.h"
 #include "host/coordination/RecordEdits.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/UnitIndex.h"
+#include "host/store/LockedFile.h"
 #include "process/FileDescriptor.h"
 #include "util/Strings.h"
 
@@ -126,18 +126,8 @@ std::string formatShareSlot(const ShareSlot& slot) {
   return std::to_string(slot.index) + '/' + std::to_string(slot.count);
 }
 
-std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const std::string& file,
-                                      std::size_t shown) {
-  std::vector<std::string> lines;
-  for (std::size_t i = 0; i < junk.size() && i < shown; ++i) {
-    lines.push_back("ignoring line " + std::to_string(junk[i].lineNumber) + " of " + file +
-                    ", which is not a record: '" + strings::quoteForMessage(junk[i].text) + "'");
-  }
-  if (junk.size() > shown) {
-    lines.push_back("... and " + std::to_string(junk.size() - shown) + " more lines of " + file +
-                    " that are not records (`flink-gpu release --junk` removes them)");
-  }
-  return lines;
+std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const std::string& file) {
+  return store::describeJunk(junk, file, "record", "`flink-gpu release --junk` removes them");
 }
 
 ParsedRecords parseRecords(std::string_view text) {
@@ -743,7 +733,7 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
   std::vector<Record> writtenBefore;
   std::unordered_map<std::string, Lease> leases;
   Allocation result = detail::changeFile(
-      file, lockTimeout, kMaxCoordinationFileBytes, [&](CoordinationFile& opened, bool again) {
+      file, lockTimeout, kMaxCoordinationFileBytes, [&](LockedFile& opened, bool again) {
         ParsedRecords parsed = parseRecords(opened.text());
         std::vector<LineSpan> blank;
         if (again) {
@@ -810,8 +800,7 @@ std::vector<RecordStatus> judgeAll(std::vector<Record> records, LeaseFolder& fol
 }  // namespace
 
 Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
-  const CoordinationFile opened =
-      CoordinationFile::open(file, CoordinationFile::Access::kRead, lockTimeout);
+  const LockedFile opened = LockedFile::open(file, LockedFile::Access::kRead, lockTimeout);
   Status status;
   status.limitBytes = kMaxCoordinationFileBytes;
   if (!opened.exists()) return status;
@@ -850,7 +839,7 @@ std::vector<Record> release(const fs::path& file,
   if (!fileExists(file)) return {};
   // A file grown past its limit by records alone is repaired by releasing some.
   return detail::changeFile(file, lockTimeout, kMaxRepairableFileBytes,
-                            [&](CoordinationFile& opened, bool) {
+                            [&](LockedFile& opened, bool) {
                               const ParsedRecords parsed = parseRecords(opened.text());
                               std::vector<LineSpan> blank;
                               std::vector<Record> released;
@@ -869,7 +858,7 @@ Released releaseChecked(const fs::path& file, const std::function<bool(const Rec
                         bool force, std::chrono::milliseconds lockTimeout) {
   if (!fileExists(file)) return {};
   return detail::changeFile(
-      file, lockTimeout, kMaxRepairableFileBytes, [&](CoordinationFile& opened, bool) {
+      file, lockTimeout, kMaxRepairableFileBytes, [&](LockedFile& opened, bool) {
         const ParsedRecords parsed = parseRecords(opened.text());
         LeaseFolder folder = LeaseFolder::open(file, opened.trust());
         const LeaseProbe lease = [&folder](const std::string& name,
@@ -901,7 +890,7 @@ Released releaseChecked(const fs::path& file, const std::function<bool(const Rec
 std::vector<JunkLine> releaseJunk(const fs::path& file, std::chrono::milliseconds lockTimeout) {
   if (!fileExists(file)) return {};
   return detail::changeFile(
-      file, lockTimeout, kMaxRepairableFileBytes, [&](CoordinationFile& opened, bool) {
+      file, lockTimeout, kMaxRepairableFileBytes, [&](LockedFile& opened, bool) {
         const ParsedRecords parsed = parseRecords(opened.text());
         if (!parsed.junk.empty())
           opened.replace(detail::editRecords(opened.text(), parsed.junkSpans, {}));

@@ -20,8 +20,8 @@
 // needed. A crashed owner's children may still be using its GPU, and Flink's own test
 // (GPUDiscoveryScriptTest.testCoordinateIndexes) relies on the order.
 //
-// The file is changed through CoordinationFile: locked as Flink's script locks it, and written so
-// that every reader sees either the old or the new records (see CoordinationFile.h). Records are
+// The file is changed through LockedFile: locked as Flink's script locks it, and written so
+// that every reader sees either the old or the new records (see LockedFile.h). Records are
 // never moved by a change: a record given back is blanked in place, a new one appended, so that
 // a change touches few pages and Flink's script, which does not know our journal, never sees a
 // torn line from one (compaction, when more than half the file is blank, is the exception; it
@@ -45,12 +45,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "host/coordination/CoordinationError.h"
 #include "host/coordination/Leases.h"
-#include "host/coordination/Siblings.h"
 #include "host/enumeration/UnitIndex.h"
 #include "host/liveness/HostFacts.h"
 #include "host/liveness/Liveness.h"
+#include "host/store/LockedFile.h"
+#include "host/store/RecordFile.h"
+#include "host/store/Siblings.h"
+#include "host/store/StoreError.h"
 
 namespace flink::coordination {
 
@@ -117,11 +119,9 @@ struct Record {
 };
 
 /// A line that is not a record (no pid, not a number, too many fields...): kept out of the
-/// records, reported, never fatal, and written back unchanged after the records.
-struct JunkLine {
-  std::size_t lineNumber;  ///< 1-based
-  std::string text;
-};
+/// records, reported, never fatal, and written back unchanged after the records
+/// (host/store/RecordFile.h).
+using store::JunkLine;
 
 /// Where a line lies in the file's text: its first byte and its length without the '\n'.
 struct LineSpan {
@@ -137,12 +137,9 @@ struct ParsedRecords {
   std::vector<LineSpan> junkSpans;
 };
 
-/// One line for a person per junk line of `file` ("ignoring line 3 of F, which is not a record:
-/// '…'"), at most `shown` of them, then one line that counts the rest and names the repair
-/// (`flink-gpu release --junk`): a file full of junk must not flood a worker's stderr, which
-/// Flink's driver reads only once the script has ended.
-std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const std::string& file,
-                                      std::size_t shown = 5);
+/// The coordination file's junk for a person (store::describeJunk): "ignoring line 3 of F, which
+/// is not a record: '…'", five at most, then a count that names `flink-gpu release --junk`.
+std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const std::string& file);
 
 /// Reads a coordination file's text. Blank lines are skipped silently.
 ParsedRecords parseRecords(std::string_view text);
@@ -152,8 +149,8 @@ ParsedRecords parseRecords(std::string_view text);
 /// above).
 std::string formatRecords(const std::vector<Record>& records);
 
-/// How long to wait for the lock before giving up with CoordinationError.
-inline constexpr std::chrono::milliseconds kDefaultLockTimeout{5000};
+/// How long to wait for the lock before giving up (host/store/LockedFile.h).
+using store::kDefaultLockTimeout;
 
 /// Tells whether an owner is running; replaceable in tests.
 using LivenessProbe = std::function<bool(const Owner&)>;
@@ -285,8 +282,8 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
                           const LivenessProbe& isRunning, const LeaseProbe& lease = {});
 
 /// Locks the file (creating it if needed), plans, writes the result, unlocks. The change is
-/// whole or not at all (CoordinationFile).
-/// @throws CoordinationError; the file is then unchanged.
+/// whole or not at all (LockedFile).
+/// @throws store::StoreError; the file is then unchanged.
 Allocation allocate(const std::filesystem::path& file, const AllocationRequest& request,
                     std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
 
@@ -317,13 +314,13 @@ struct Status {
 };
 
 /// The records of the file, each with whether its owner is running. A missing file has none.
-/// @throws CoordinationError
+/// @throws store::StoreError
 Status readStatus(const std::filesystem::path& file,
                   std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
 
 /// Removes the records matching `predicate`, whoever holds them; returns them. A missing file
 /// has none. For a worker giving back its own records.
-/// @throws CoordinationError
+/// @throws store::StoreError
 std::vector<Record> release(const std::filesystem::path& file,
                             const std::function<bool(const Record&)>& predicate,
                             std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
@@ -339,7 +336,7 @@ struct Released {
 /// An operator's release (`flink-gpu release`): removes the records matching `predicate`, unless
 /// one of them is of an owner known to run and `force` is false; then removes nothing and says
 /// which. A missing file has none.
-/// @throws CoordinationError
+/// @throws store::StoreError
 Released releaseChecked(const std::filesystem::path& file,
                         const std::function<bool(const Record&)>& predicate, bool force,
                         std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
@@ -347,7 +344,7 @@ Released releaseChecked(const std::filesystem::path& file,
 /// Removes the lines that are not records; returns them. Works on a file grown past
 /// kMaxCoordinationFileBytes too (up to kMaxRepairableFileBytes), so that an operator can repair
 /// a shared file that someone filled. A missing file has none.
-/// @throws CoordinationError
+/// @throws store::StoreError
 std::vector<JunkLine> releaseJunk(const std::filesystem::path& file,
                                   std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
 

@@ -12,9 +12,9 @@
 #include <charconv>
 #include <cstring>
 
-#include "host/coordination/CoordinationFile.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/UnitIndex.h"
+#include "host/store/LockedFile.h"
 
 namespace flink::coordination {
 namespace {
@@ -25,7 +25,7 @@ using process::FileDescriptor;
 [[noreturn]] void fail(const fs::path& path, const std::string& what, int error = 0) {
   std::string message = "lease " + path.string() + ": " + what;
   if (error != 0) message += ": " + std::string(std::strerror(error));
-  throw CoordinationError(message);
+  throw store::StoreError(message);
 }
 
 /// A name that is one path component of ours: letters, digits, '-', '.', '_'.
@@ -247,7 +247,7 @@ std::optional<ShareLeaseName> parseShareLeaseName(std::string_view name) {
 void Lease::keepAcrossExec() const {
   const int flags = ::fcntl(fd_.get(), F_GETFD);
   if (flags < 0 || ::fcntl(fd_.get(), F_SETFD, flags & ~FD_CLOEXEC) != 0) {
-    throw CoordinationError("lease " + name_ +
+    throw store::StoreError("lease " + name_ +
                             ": cannot keep it across exec: " + std::strerror(errno));
   }
 }

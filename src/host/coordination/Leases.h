@@ -30,14 +30,33 @@
 #include <unordered_set>
 #include <vector>
 
-#include "host/coordination/CoordinationError.h"
-#include "host/coordination/CoordinationFile.h"
-#include "host/coordination/Siblings.h"
 #include "host/enumeration/UnitIndex.h"
 #include "host/liveness/Liveness.h"
+#include "host/store/LockedFile.h"
+#include "host/store/RecordFile.h"
+#include "host/store/Siblings.h"
+#include "host/store/StoreError.h"
 #include "process/FileDescriptor.h"
 
 namespace flink::coordination {
+
+// The store's names the coordination layer uses (host/store/).
+using store::checkSibling;
+using store::createSiblingAt;
+using store::createSiblingFolderAt;
+using store::describeOwnership;
+using store::FlockTable;
+using store::kDefaultLockTimeout;
+using store::kMaxCoordinationFileBytes;
+using store::kMaxRepairableFileBytes;
+using store::LockedFile;
+using store::OpenedSibling;
+using store::openSiblingAt;
+using store::refuseSibling;
+using store::SiblingKind;
+using store::SiblingReaders;
+using store::SiblingTrust;
+using store::StoreError;
 
 /// `<file>.leases`, the folder of a coordination file's leases.
 std::filesystem::path leaseFolderOf(const std::filesystem::path& file);
@@ -118,7 +137,7 @@ class Lease {
   const LeaseFile& file() const { return file_; }
   int descriptor() const { return fd_.get(); }
   /// Lets the descriptor survive execvp, so that the program exec'd holds the lease
-  /// (`flink-gpu exec`). @throws CoordinationError when fcntl fails.
+  /// (`flink-gpu exec`). @throws store::StoreError when fcntl fails.
   void keepAcrossExec() const;
 
  private:
@@ -143,13 +162,13 @@ struct LeaseAttempt {
 /// Tries to take the lease `name` of coordination file `file`, creating the folder and the lease
 /// file when missing (with `trust`'s mode and group). Call it under the coordination file's
 /// exclusive lock.
-/// @throws CoordinationError for a folder or file that fails the trust rules, a name that is not
+/// @throws store::StoreError for a folder or file that fails the trust rules, a name that is not
 ///         a plain file name, or an error other than the two failures above.
 LeaseAttempt tryAcquireLease(const std::filesystem::path& file, const std::string& name,
                              const SiblingTrust& trust);
 
 /// As tryAcquireLease, judged against the coordination file at `file`; every failure throws.
-/// @throws CoordinationError naming the path and the cause.
+/// @throws store::StoreError naming the path and the cause.
 Lease acquireLease(const std::filesystem::path& file, const std::string& name);
 
 /// The lease folder of a coordination file, opened and listed once: an allocation asks about
@@ -159,7 +178,7 @@ Lease acquireLease(const std::filesystem::path& file, const std::string& name);
 class LeaseFolder {
  public:
   /// Opens and lists the folder of `file`, judged by `trust`; a missing folder holds no lease.
-  /// @throws CoordinationError when the folder fails the trust rules or cannot be read.
+  /// @throws store::StoreError when the folder fails the trust rules or cannot be read.
   static LeaseFolder open(const std::filesystem::path& file, const SiblingTrust& trust);
 
   /// Whether the folder has no lease file.
@@ -171,7 +190,7 @@ class LeaseFolder {
   /// When the file at the name is not `file` (removed, replaced), it is held where /proc/locks
   /// lists a lock on `file` (FlockTable), else missing: never free, since /proc/locks may leave its
   /// holder out.
-  /// @throws CoordinationError for a lease file that fails the trust rules.
+  /// @throws store::StoreError for a lease file that fails the trust rules.
   LeaseState state(const std::string& name, const std::optional<LeaseFile>& file = std::nullopt);
   /// Whether state(name) found a lease file this user may not open (kUnopenable).
   bool denied(const std::string& name) const { return denied_.count(name) > 0; }
@@ -221,7 +240,7 @@ class LeaseSpace {
 /// allocation, and moved out for what it grants).
 class FolderLeaseSpace final : public LeaseSpace {
  public:
-  /// @throws CoordinationError as LeaseFolder::open.
+  /// @throws store::StoreError as LeaseFolder::open.
   FolderLeaseSpace(const std::filesystem::path& file, const SiblingTrust& trust,
                    std::unordered_map<std::string, Lease>& held);
   std::vector<std::string> names() override;
@@ -264,7 +283,7 @@ class ProbeLeaseSpace final : public LeaseSpace {
 };
 
 /// The state of the lease `name` of coordination file `file`, judged against it.
-/// @throws CoordinationError as LeaseFolder does.
+/// @throws store::StoreError as LeaseFolder does.
 LeaseState leaseState(const std::filesystem::path& file, const std::string& name);
 
 }  // namespace flink::coordination

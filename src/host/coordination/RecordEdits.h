@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "host/coordination/Coordination.h"
-#include "host/coordination/CoordinationFile.h"
 #include "host/coordination/Leases.h"
+#include "host/store/LockedFile.h"
 
 namespace flink::coordination::detail {
 
@@ -50,17 +50,16 @@ void dropEarlierAttempt(ParsedRecords& parsed, Ours&& ours, std::vector<LineSpan
 /// (the file grew, or was replaced), or while we wrote (the path names a new file, and our write
 /// went to one nobody reads), `change` runs again on the file now there, with `again` set so that
 /// it can first undo what it finds of its own earlier attempt.
-/// @throws CoordinationError from opening, or when the file kept being changed so 8 times.
+/// @throws store::StoreError from opening, or when the file kept being changed so 8 times.
 template <typename Change>
 auto changeFile(const std::filesystem::path& file, std::chrono::milliseconds lockTimeout,
                 std::uint64_t maxBytes, Change&& change) {
   for (int attempt = 0;; ++attempt) {
-    CoordinationFile opened =
-        CoordinationFile::open(file, CoordinationFile::Access::kWrite, lockTimeout, maxBytes);
+    LockedFile opened = LockedFile::open(file, LockedFile::Access::kWrite, lockTimeout, maxBytes);
     auto result = change(opened, attempt > 0);
     if (!opened.interfered() && opened.settled(lockTimeout)) return result;
     if (attempt >= 8) {
-      throw CoordinationError("coordination file " + file.string() +
+      throw store::StoreError("coordination file " + file.string() +
                               ": it kept being changed by a program that does not hold its lock");
     }
   }

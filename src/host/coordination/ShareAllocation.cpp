@@ -6,8 +6,8 @@
 #include <tuple>
 #include <utility>
 
-#include "host/coordination/CoordinationFile.h"
 #include "host/coordination/RecordEdits.h"
+#include "host/store/LockedFile.h"
 #include "util/Strings.h"
 
 namespace flink::coordination {
@@ -433,7 +433,7 @@ ShareAllocation allocateShares(const fs::path& file, const ShareRequest& request
   std::vector<Record> writtenBefore;
   std::unordered_map<std::string, Lease> held;
   ShareAllocation result = detail::changeFile(
-      file, lockTimeout, kMaxCoordinationFileBytes, [&](CoordinationFile& opened, bool again) {
+      file, lockTimeout, kMaxCoordinationFileBytes, [&](LockedFile& opened, bool again) {
         ParsedRecords parsed = parseRecords(opened.text());
         std::vector<LineSpan> blank;
         if (again) {

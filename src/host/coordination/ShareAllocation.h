@@ -156,7 +156,7 @@ ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareReq
 /// Locks the file (creating it if needed), plans, takes the leases (a share whose lease cannot
 /// be had is passed over and the plan made again), writes the result, unlocks. Whole or not at
 /// all, as allocate().
-/// @throws CoordinationError; the file is then unchanged and no lease is held.
+/// @throws store::StoreError; the file is then unchanged and no lease is held.
 ShareAllocation allocateShares(const std::filesystem::path& file, const ShareRequest& request,
                                std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
 

@@ -79,7 +79,7 @@ std::size_t unitsNoRecordNames(const HostUnits& host, const std::vector<std::str
   char buffer[65536];
   ssize_t n;
   while ((n = ::read(fd.get(), buffer, sizeof buffer)) > 0 &&
-         text.size() <= coordination::kMaxCoordinationFileBytes) {
+         text.size() <= store::kMaxCoordinationFileBytes) {
     text.append(buffer, static_cast<std::size_t>(n));
   }
   std::unordered_set<std::string> named;
@@ -196,7 +196,7 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
     try {
       allocation =
           coordination::allocate(request.coordinationFile, allocationRequest, request.lockTimeout);
-    } catch (const coordination::CoordinationError& e) {
+    } catch (const store::StoreError& e) {
       failWith(Stage::kCoordination, e.what(), report);
     }
     for (const std::string& line : allocation.notes) {
@@ -291,7 +291,7 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
   sharing::DeclarationsFile declarations;
   try {
     declarations = sharing::readDeclarations(request.coordinationFile);
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     failWith(Stage::kCoordination,
              std::string(e.what()) +
                  "; no share is handed out while they "
@@ -302,7 +302,7 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
     report.notes.push_back("note: sharing declarations " + declarations.path.string() + ": " +
                            line);
   }
-  for (const coordination::JunkLine& junk : declarations.parsed.junk) {
+  for (const store::JunkLine& junk : declarations.parsed.junk) {
     report.notes.push_back("note: ignoring line " + std::to_string(junk.lineNumber) + " of " +
                            declarations.path.string() + ", which is not a sharing declaration: '" +
                            strings::quoteForMessage(junk.text) + "'");
@@ -363,7 +363,7 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
   try {
     allocation =
         coordination::allocateShares(request.coordinationFile, shareRequest, request.lockTimeout);
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     failWith(Stage::kCoordination, e.what(), report);
   }
   const std::string file = request.coordinationFile.string();

@@ -179,7 +179,7 @@ struct GrantRequest {
   /// placement::Policy::kIndex: the first free units, as Flink's script takes them.
   placement::Policy placement = placement::Policy::kTopology;
   /// How long to wait for the coordination file's lock.
-  std::chrono::milliseconds lockTimeout = coordination::kDefaultLockTimeout;
+  std::chrono::milliseconds lockTimeout = store::kDefaultLockTimeout;
   /// Note each record of a gone owner taken back ("note: took back GPU …"); exec does so only
   /// when verbose.
   bool noteReclaimed = true;
@@ -247,7 +247,7 @@ std::vector<std::string> unitsNotLost(const HostUnits& host, Report& report);
 /// @throws DiscoveryFailure kShortfall when fewer than `amount` units are there, allowed or free
 ///         (the details name each holder); kOwner when coordination is asked for an owner that
 ///         is not running (its records would be taken back by the next allocation);
-///         kCoordination for a CoordinationError (its message is the cause; with `share`, sharing
+///         kCoordination for a store::StoreError (its message is the cause; with `share`, sharing
 ///         declarations that cannot be read too); kArguments for `share` without coordination or
 ///         on AMD or Intel GPUs. Nothing is recorded then.
 Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& report);
@@ -255,10 +255,10 @@ Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& rep
 /// Gives back what a grant recorded (Grant::records, nothing in plain mode): after the worker
 /// could not be told, or when an in-process driver goes. Only those lines, exactly as written, are
 /// removed. Its leases are left to the caller.
-/// @throws coordination::CoordinationError
+/// @throws store::StoreError
 void giveBack(const std::filesystem::path& coordinationFile,
               const std::vector<coordination::Record>& records,
-              std::chrono::milliseconds lockTimeout = coordination::kDefaultLockTimeout);
+              std::chrono::milliseconds lockTimeout = store::kDefaultLockTimeout);
 
 /// The options of step 1 for the program's arguments.
 HostUnitsOptions hostUnitsOptionsFor(const DiscoveryArguments& args);

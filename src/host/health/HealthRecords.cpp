@@ -1,4 +1,4 @@
-// The health file's line format and its reading and writing through CoordinationFile (see
+// The health file's line format and its reading and writing through store::LockedFile (see
 // HealthRecords.h).
 #include "host/health/HealthRecords.h"
 
@@ -9,8 +9,8 @@
 #include <string>
 #include <utility>
 
-#include "host/coordination/SiblingRecords.h"
 #include "host/enumeration/UnitIndex.h"
+#include "host/store/RecordFile.h"
 
 namespace flink::health {
 namespace {
@@ -25,7 +25,7 @@ constexpr const char* kWhat = "health records";
 constexpr std::string_view kSuffix = ".health";
 
 std::optional<HealthRecord> parseLine(std::string_view line) {
-  const std::vector<std::string_view> fields = coordination::splitFields(line);
+  const std::vector<std::string_view> fields = store::splitFields(line);
   HealthRecord record;
   if (fields.front() == "drained") {
     record.kind = RecordKind::kDrained;
@@ -39,7 +39,7 @@ std::optional<HealthRecord> parseLine(std::string_view line) {
   bool haveSince = false;
   for (std::size_t i = 1; i < fields.size(); ++i) {
     const std::string_view field = fields[i];
-    const std::optional<coordination::Field> parsed = coordination::parseField(field);
+    const std::optional<store::Field> parsed = store::parseField(field);
     if (!parsed) return std::nullopt;
     const std::string_view key = parsed->key;
     const std::string& value = parsed->value;
@@ -48,16 +48,16 @@ std::optional<HealthRecord> parseLine(std::string_view line) {
     } else if (key == "uuid") {
       record.uuid = value;
     } else if (key == "since") {
-      const auto since = coordination::parseFieldNumber<std::int64_t>(value);
+      const auto since = store::parseFieldNumber<std::int64_t>(value);
       if (!since) return std::nullopt;
       record.since = *since;
       haveSince = true;
     } else if (key == "uid") {
-      const auto uid = coordination::parseFieldNumber<uid_t>(value);
+      const auto uid = store::parseFieldNumber<uid_t>(value);
       if (!uid) return std::nullopt;
       record.uid = *uid;
     } else if (key == "xid") {
-      const auto xid = coordination::parseFieldNumber<std::uint64_t>(value);
+      const auto xid = store::parseFieldNumber<std::uint64_t>(value);
       if (!xid) return std::nullopt;
       record.xid = *xid;
     } else if (key == "source") {
@@ -72,7 +72,7 @@ std::optional<HealthRecord> parseLine(std::string_view line) {
   return record;
 }
 
-HealthFile fileOf(coordination::SiblingRecordsText read) {
+HealthFile fileOf(store::SiblingRecordsText read) {
   HealthFile health;
   health.path = std::move(read.path);
   health.exists = read.exists;
@@ -96,13 +96,13 @@ std::string_view kindName(RecordKind kind) {
 }
 
 std::filesystem::path healthPathOf(const std::filesystem::path& coordinationFile) {
-  return coordination::siblingRecordsPath(coordinationFile, kSuffix);
+  return store::siblingRecordsPath(coordinationFile, kSuffix);
 }
 
 std::string formatHealthRecord(const HealthRecord& record) {
   std::string line(kindName(record.kind));
   const auto add = [&line](std::string_view key, std::string_view value) {
-    coordination::appendField(line, key, value);
+    store::appendField(line, key, value);
   };
   add("gpu", record.gpu);
   if (record.uuid) add("uuid", *record.uuid);
@@ -116,27 +116,26 @@ std::string formatHealthRecord(const HealthRecord& record) {
 }
 
 ParsedHealth parseHealth(std::string_view text) {
-  auto parsed = coordination::parseSiblingRecords<HealthRecord>(text, parseLine);
+  auto parsed = store::parseSiblingRecords<HealthRecord>(text, parseLine);
   return ParsedHealth{std::move(parsed.records), std::move(parsed.junk)};
 }
 
 std::string formatHealth(const ParsedHealth& health) {
-  return coordination::formatSiblingRecords(kHeader, health.records, health.junk,
-                                            formatHealthRecord);
+  return store::formatSiblingRecords(kHeader, health.records, health.junk, formatHealthRecord);
 }
 
 HealthFile readHealth(const std::filesystem::path& coordinationFile) {
-  return fileOf(coordination::readSiblingRecords(coordinationFile, kSuffix, kWhat));
+  return fileOf(store::readSiblingRecords(coordinationFile, kSuffix, kWhat));
 }
 
 HealthFile updateHealth(const std::filesystem::path& coordinationFile,
                         const std::function<void(std::vector<HealthRecord>&)>& change) {
-  return fileOf(coordination::updateSiblingRecords(coordinationFile, kSuffix, kWhat,
-                                                   [&change](const std::string& text) {
-                                                     ParsedHealth parsed = parseHealth(text);
-                                                     change(parsed.records);
-                                                     return formatHealth(parsed);
-                                                   }));
+  return fileOf(store::updateSiblingRecords(coordinationFile, kSuffix, kWhat,
+                                            [&change](const std::string& text) {
+                                              ParsedHealth parsed = parseHealth(text);
+                                              change(parsed.records);
+                                              return formatHealth(parsed);
+                                            }));
 }
 
 bool names(const HealthRecord& record, std::string_view gpu,

@@ -4,9 +4,9 @@
 // Not in the coordination file itself: Flink's script runs `grep "^<gpu> "`, `awk '{print $2}'`
 // and `sed -i "/<gpu> /d"` on that file, and a health line there would be read as a record or
 // deleted by a release. Beside it, the file is read and written only through
-// coordination::CoordinationFile, under the same discipline as the records: flock, journaled
+// store::LockedFile, under the same discipline as the records: flock, journaled
 // page-contained writes that cannot tear, symlinks refused, a size limit; and, as a file beside
-// the coordination file, the trust rules of host/coordination/Siblings.h. Allocators read it
+// the coordination file, the trust rules of host/store/Siblings.h. Allocators read it
 // without waiting on its lock.
 //
 // One verdict per line, tab-separated, the kind first and then key=value fields:
@@ -67,7 +67,7 @@ struct HealthRecord {
 struct ParsedHealth {
   std::vector<HealthRecord> records;
   /// Lines that are not records, kept and written back as they are.
-  std::vector<coordination::JunkLine> junk;
+  std::vector<store::JunkLine> junk;
 };
 
 /// `<coordination file>.health`.
@@ -92,9 +92,9 @@ struct HealthFile {
 };
 
 /// Reads the health file beside `coordinationFile` without waiting on its lock (a change cut
-/// short is rolled back in memory; see CoordinationFile::Access::kSnapshot); a missing file has
+/// short is rolled back in memory; see LockedFile::Access::kSnapshot); a missing file has
 /// no records. The file and its journal are judged against the coordination file
-/// (host/coordination/Siblings.h). @throws coordination::CoordinationError naming the health
+/// (host/store/Siblings.h). @throws store::StoreError naming the health
 /// records (a symlink, not a regular file, a file that fails the trust rules, too big, unreadable).
 HealthFile readHealth(const std::filesystem::path& coordinationFile);
 
@@ -102,7 +102,7 @@ HealthFile readHealth(const std::filesystem::path& coordinationFile);
 /// writers' lock `<file>.health.lock`, a file only those who may write the records can open:
 /// `change` gets the records and edits them; junk lines stay. Returns the file after the change.
 /// Readers take no lock, so none can stall a writer (watch recording a verdict).
-/// @throws coordination::CoordinationError as CoordinationFile does, naming the health records.
+/// @throws store::StoreError as LockedFile does, naming the health records.
 HealthFile updateHealth(const std::filesystem::path& coordinationFile,
                         const std::function<void(std::vector<HealthRecord>&)>& change);
 

@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "host/coordination/CoordinationError.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/UnitIndex.h"
 #include "host/nvml/Nvml.h"
+#include "host/store/StoreError.h"
 #include "util/Strings.h"
 
 namespace flink::health {
@@ -41,7 +41,7 @@ std::string describeRecord(const HealthRecord& record) {
 /// `since` is 0, as nothing of the line can be trusted.
 /// None for any other junk (kept and reported, as before).
 /// @throws HealthRecordsUnreadable for a verdict line that names no GPU at all: any may be it.
-std::vector<HealthRecord> verdictsOfJunk(const coordination::JunkLine& junk,
+std::vector<HealthRecord> verdictsOfJunk(const store::JunkLine& junk,
                                          const std::filesystem::path& path) {
   const std::vector<std::string> words = strings::splitWhitespace(junk.text);
   if (words.empty()) return {};
@@ -289,12 +289,12 @@ FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
     for (const std::string& note : file.notes) {
       filtered.lines.push_back("note: health records " + file.path.string() + ": " + note);
     }
-    for (const coordination::JunkLine& junk : file.parsed.junk) {
+    for (const store::JunkLine& junk : file.parsed.junk) {
       std::vector<HealthRecord> verdicts = verdictsOfJunk(junk, file.path);
       records.insert(records.end(), std::make_move_iterator(verdicts.begin()),
                      std::make_move_iterator(verdicts.end()));
     }
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     // A drained or unhealthy GPU is never handed out because its record could not be read.
     throw HealthRecordsUnreadable(e.what());
   }

@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "host/coordination/CoordinationError.h"
 #include "host/coordination/Leases.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/UnitIndex.h"
+#include "host/store/StoreError.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -142,7 +142,7 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
   if (askNvml) host.probe = health::probeNvml();
   try {
     host.health = health::readHealth(coordinationFile);
-  } catch (const coordination::CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     host.healthError = e.what();
   }
 

@@ -17,13 +17,13 @@
 #include <utility>
 #include <vector>
 
-#include "host/coordination/CoordinationError.h"
-#include "host/coordination/CoordinationFile.h"
-#include "host/coordination/Siblings.h"
 #include "host/enumeration/UnitIndex.h"
 #include "host/health/HealthRecords.h"
 #include "host/nvml/Nvml.h"
 #include "host/nvml/NvmlHealth.h"
+#include "host/store/LockedFile.h"
+#include "host/store/Siblings.h"
+#include "host/store/StoreError.h"
 
 namespace flink::health {
 namespace {
@@ -132,7 +132,7 @@ class Watcher {
     // The records it will write, checked now: a verdict is no use in records no allocator reads.
     try {
       (void)readHealth(options_.coordinationFile);
-    } catch (const coordination::CoordinationError& e) {
+    } catch (const store::StoreError& e) {
       log(std::string("warning: the health records cannot be used now: ") + e.what() +
           "; verdicts are held and tried again until they can be written");
     }
@@ -308,7 +308,7 @@ class Watcher {
       lastFailure_.clear();
       flushBackoff_ = options_.firstBackoff;
       nextFlush_ = {};
-    } catch (const coordination::CoordinationError& e) {
+    } catch (const store::StoreError& e) {
       if (e.what() != lastFailure_) {
         log(std::string("warning: cannot record the verdict yet: ") + e.what() +
             "; trying again with a pause that doubles up to " +
@@ -384,14 +384,14 @@ bool isCriticalXid(std::uint64_t xid, const WatchOptions& options) {
 std::variant<WatchLock, pid_t> WatchLock::acquire(const std::filesystem::path& coordinationFile) {
   std::filesystem::path path = coordinationFile;
   path += ".watch";
-  const coordination::SiblingTrust trust = coordination::SiblingTrust::ofPath(coordinationFile);
-  coordination::OpenedSibling opened;
+  const store::SiblingTrust trust = store::SiblingTrust::ofPath(coordinationFile);
+  store::OpenedSibling opened;
   for (int attempt = 0; attempt < 16; ++attempt) {
     // Read-only: flock needs no more, and nothing is ever written to it.
-    opened = coordination::openSiblingAt(AT_FDCWD, path, O_RDONLY);
+    opened = store::openSiblingAt(AT_FDCWD, path, O_RDONLY);
     if (opened.fd || opened.error != ENOENT) break;
     // Only this user may open it, so nobody else can hold its lock and pass for a watch.
-    process::FileDescriptor made = coordination::createSiblingAt(AT_FDCWD, path, O_RDONLY, trust);
+    process::FileDescriptor made = store::createSiblingAt(AT_FDCWD, path, O_RDONLY, trust);
     if (made) (void)::fchmod(made.get(), 0600);
     if (!made && errno == EEXIST) continue;
     if (!made)
@@ -410,19 +410,18 @@ std::variant<WatchLock, pid_t> WatchLock::acquire(const std::filesystem::path& c
     throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(opened.error));
   }
   try {
-    coordination::checkSibling("watch lock", path, opened.info, trust,
-                               coordination::SiblingKind::kFile);
-  } catch (const coordination::CoordinationError& e) {
+    store::checkSibling("watch lock", path, opened.info, trust, store::SiblingKind::kFile);
+  } catch (const store::StoreError& e) {
     throw std::runtime_error(e.what());
   }
   // Who holds it is the kernel's word, never the file's contents.
-  const auto holder = [&path] { return coordination::flockHolder(path).value_or(0); };
+  const auto holder = [&path] { return store::flockHolder(path).value_or(0); };
   if (opened.info.st_uid != ::geteuid()) {
     // Its owner could remove it and take another while ours is held: two watches.
     if (const pid_t running = holder(); running > 0) return running;
     throw std::runtime_error("watch lock " + path.string() +
                              ": refusing to use it: it is owned by " +
-                             coordination::describeOwnership(opened.info) +
+                             store::describeOwnership(opened.info) +
                              ", another user, who could remove it while this watch holds it; "
                              "remove it (`rm " +
                              path.string() + "`) once no watch runs");

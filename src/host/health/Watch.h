@@ -60,7 +60,7 @@ struct WatchOptions {
 bool isCriticalXid(std::uint64_t xid, const WatchOptions& options);
 
 /// The one watch of a host: an exclusive flock on `<coordination file>.watch`, a file beside the
-/// coordination file (host/coordination/Siblings.h) that is never written. Released when this
+/// coordination file (host/store/Siblings.h) that is never written. Released when this
 /// object goes (or its process dies).
 class WatchLock {
  public:

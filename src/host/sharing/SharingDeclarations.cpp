@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <utility>
 
-#include "host/coordination/SiblingRecords.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/UnitIndex.h"
+#include "host/store/RecordFile.h"
 
 namespace flink::sharing {
 namespace {
@@ -24,14 +24,14 @@ constexpr std::string_view kSuffix = ".sharing";
 constexpr std::string_view kKind = "shared";
 
 std::optional<Declaration> parseLine(std::string_view line) {
-  const std::vector<std::string_view> fields = coordination::splitFields(line);
+  const std::vector<std::string_view> fields = store::splitFields(line);
   if (fields.front() != kKind) return std::nullopt;
   Declaration declaration;
   bool haveReplicas = false;
   bool haveSince = false;
   for (std::size_t i = 1; i < fields.size(); ++i) {
     const std::string_view field = fields[i];
-    const std::optional<coordination::Field> parsed = coordination::parseField(field);
+    const std::optional<store::Field> parsed = store::parseField(field);
     if (!parsed) return std::nullopt;
     const std::string_view key = parsed->key;
     const std::string& value = parsed->value;
@@ -40,24 +40,24 @@ std::optional<Declaration> parseLine(std::string_view line) {
     } else if (key == "uuid") {
       declaration.uuid = value;
     } else if (key == "replicas") {
-      const auto replicas = coordination::parseFieldNumber<unsigned>(value);
+      const auto replicas = store::parseFieldNumber<unsigned>(value);
       if (!replicas || *replicas < kMinReplicas || *replicas > kMaxReplicas) return std::nullopt;
       declaration.replicas = *replicas;
       haveReplicas = true;
     } else if (key == "memory") {
-      const auto memory = coordination::parseFieldNumber<std::uint64_t>(value);
+      const auto memory = store::parseFieldNumber<std::uint64_t>(value);
       if (!memory || *memory == 0) return std::nullopt;
       declaration.memoryPerShareMiB = *memory;
     } else if (key == "mps") {
       if (!value.starts_with('/')) return std::nullopt;
       declaration.mpsPipeDirectory = value;
     } else if (key == "since") {
-      const auto since = coordination::parseFieldNumber<std::int64_t>(value);
+      const auto since = store::parseFieldNumber<std::int64_t>(value);
       if (!since) return std::nullopt;
       declaration.since = *since;
       haveSince = true;
     } else if (key == "uid") {
-      const auto uid = coordination::parseFieldNumber<uid_t>(value);
+      const auto uid = store::parseFieldNumber<uid_t>(value);
       if (!uid) return std::nullopt;
       declaration.uid = *uid;
     } else {
@@ -72,7 +72,7 @@ std::optional<Declaration> parseLine(std::string_view line) {
   return declaration;
 }
 
-DeclarationsFile fileOf(coordination::SiblingRecordsText read) {
+DeclarationsFile fileOf(store::SiblingRecordsText read) {
   DeclarationsFile file;
   file.path = std::move(read.path);
   file.exists = read.exists;
@@ -84,7 +84,7 @@ DeclarationsFile fileOf(coordination::SiblingRecordsText read) {
 }  // namespace
 
 std::filesystem::path sharingPathOf(const std::filesystem::path& coordinationFile) {
-  return coordination::siblingRecordsPath(coordinationFile, kSuffix);
+  return store::siblingRecordsPath(coordinationFile, kSuffix);
 }
 
 std::uint64_t memoryPerShare(std::uint64_t memoryTotalMiB, unsigned replicas) {
@@ -97,29 +97,28 @@ std::uint64_t sharesOfMemory(std::uint64_t memoryTotalMiB, std::uint64_t shareMi
 
 std::string formatDeclaration(const Declaration& declaration) {
   std::string line(kKind);
-  coordination::appendField(line, "gpu", declaration.gpu);
-  if (declaration.uuid) coordination::appendField(line, "uuid", *declaration.uuid);
-  coordination::appendField(line, "replicas", std::to_string(declaration.replicas));
+  store::appendField(line, "gpu", declaration.gpu);
+  if (declaration.uuid) store::appendField(line, "uuid", *declaration.uuid);
+  store::appendField(line, "replicas", std::to_string(declaration.replicas));
   if (declaration.memoryPerShareMiB) {
-    coordination::appendField(line, "memory", std::to_string(*declaration.memoryPerShareMiB));
+    store::appendField(line, "memory", std::to_string(*declaration.memoryPerShareMiB));
   }
   if (declaration.mpsPipeDirectory) {
-    coordination::appendField(line, "mps", *declaration.mpsPipeDirectory);
+    store::appendField(line, "mps", *declaration.mpsPipeDirectory);
   }
-  coordination::appendField(line, "since", std::to_string(declaration.since));
-  if (declaration.uid) coordination::appendField(line, "uid", std::to_string(*declaration.uid));
+  store::appendField(line, "since", std::to_string(declaration.since));
+  if (declaration.uid) store::appendField(line, "uid", std::to_string(*declaration.uid));
   for (const std::string& extra : declaration.extra) line += '\t' + extra;
   return line;
 }
 
 ParsedDeclarations parseDeclarations(std::string_view text) {
-  auto parsed = coordination::parseSiblingRecords<Declaration>(text, parseLine);
+  auto parsed = store::parseSiblingRecords<Declaration>(text, parseLine);
   return ParsedDeclarations{std::move(parsed.records), std::move(parsed.junk)};
 }
 
 std::string formatDeclarations(const ParsedDeclarations& parsed) {
-  return coordination::formatSiblingRecords(kHeader, parsed.declarations, parsed.junk,
-                                            formatDeclaration);
+  return store::formatSiblingRecords(kHeader, parsed.declarations, parsed.junk, formatDeclaration);
 }
 
 bool names(const Declaration& declaration, std::string_view gpu,
@@ -140,17 +139,17 @@ std::vector<const Declaration*> declarationsOf(const ParsedDeclarations& parsed,
 }
 
 DeclarationsFile readDeclarations(const std::filesystem::path& coordinationFile) {
-  return fileOf(coordination::readSiblingRecords(coordinationFile, kSuffix, kWhat));
+  return fileOf(store::readSiblingRecords(coordinationFile, kSuffix, kWhat));
 }
 
 DeclarationsFile updateDeclarations(const std::filesystem::path& coordinationFile,
                                     const std::function<void(std::vector<Declaration>&)>& change) {
-  return fileOf(coordination::updateSiblingRecords(
-      coordinationFile, kSuffix, kWhat, [&change](const std::string& text) {
-        ParsedDeclarations parsed = parseDeclarations(text);
-        change(parsed.declarations);
-        return formatDeclarations(parsed);
-      }));
+  return fileOf(store::updateSiblingRecords(coordinationFile, kSuffix, kWhat,
+                                            [&change](const std::string& text) {
+                                              ParsedDeclarations parsed = parseDeclarations(text);
+                                              change(parsed.declarations);
+                                              return formatDeclarations(parsed);
+                                            }));
 }
 
 std::vector<Declaration> declare(const std::filesystem::path& coordinationFile,

@@ -5,9 +5,9 @@
 //
 // Not in the coordination file itself, for the reasons the health records are not (see
 // host/health/HealthRecords.h): Flink's script greps, awks and seds that file. Beside it, the
-// file is read and written only through host/coordination/SiblingRecords.h, as the health
+// file is read and written only through host/store/RecordFile.h, as the health
 // records are: flock, journaled page-contained writes that cannot tear, symlinks refused, the
-// 4 MiB limit, the trust rules of host/coordination/Siblings.h; writers take the lock
+// 4 MiB limit, the trust rules of host/store/Siblings.h; writers take the lock
 // `<file>.sharing.lock`, readers none, so that no reader can stall an allocator.
 //
 // The first line is a '#' comment. Then one declaration per line, tab-separated, the kind first
@@ -74,7 +74,7 @@ struct ParsedDeclarations {
   /// In the file's order.
   std::vector<Declaration> declarations;
   /// Lines that are not declarations: kept and written back as they are, never applied.
-  std::vector<coordination::JunkLine> junk;
+  std::vector<store::JunkLine> junk;
 };
 
 /// `<coordination file>.sharing`.
@@ -120,8 +120,8 @@ struct DeclarationsFile {
 
 /// Reads the declarations beside `coordinationFile` without waiting on any lock: for the
 /// allocators, which no reader or writer of this file may stall (a change cut short is rolled
-/// back in memory; see CoordinationFile::Access::kSnapshot). A missing file declares nothing.
-/// @throws coordination::CoordinationError naming the sharing declarations (a symlink, not a
+/// back in memory; see LockedFile::Access::kSnapshot). A missing file declares nothing.
+/// @throws store::StoreError naming the sharing declarations (a symlink, not a
 ///         regular file, a file that fails the trust rules, over 4 MiB, unreadable). An
 ///         allocator that cannot read them must not guess: it hands out no share.
 DeclarationsFile readDeclarations(const std::filesystem::path& coordinationFile);
@@ -130,21 +130,21 @@ DeclarationsFile readDeclarations(const std::filesystem::path& coordinationFile)
 /// lock `<file>.sharing.lock`: `change` gets the declarations and edits them; junk stays. It may
 /// be called more than once (someone replaced the file meanwhile): it must start from what it
 /// gets. Returns the file after the change.
-/// @throws coordination::CoordinationError as readDeclarations does, and when the lock is held
-///         past coordination::kDefaultLockTimeout (naming its holder); the file is then as it was.
+/// @throws store::StoreError as readDeclarations does, and when the lock is held
+///         past store::kDefaultLockTimeout (naming its holder); the file is then as it was.
 DeclarationsFile updateDeclarations(const std::filesystem::path& coordinationFile,
                                     const std::function<void(std::vector<Declaration>&)>& change);
 
 /// Declares `declaration`'s GPU shared, replacing every declaration that names it (by UUID
 /// where both know one, else by index). Returns the declarations it replaced (usually none or
 /// one).
-/// @throws coordination::CoordinationError as updateDeclarations does.
+/// @throws store::StoreError as updateDeclarations does.
 std::vector<Declaration> declare(const std::filesystem::path& coordinationFile,
                                  const Declaration& declaration);
 
 /// Takes out every declaration that names the GPU `gpu` (an index) of UUID `uuid` (when known),
 /// or every declaration when `gpu` is nullopt. Returns those taken out. Junk lines stay.
-/// @throws coordination::CoordinationError as updateDeclarations does.
+/// @throws store::StoreError as updateDeclarations does.
 std::vector<Declaration> removeDeclarations(const std::filesystem::path& coordinationFile,
                                             const std::optional<std::string>& gpu,
                                             const std::optional<std::string>& uuid);

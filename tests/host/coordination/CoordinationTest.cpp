@@ -650,25 +650,25 @@ TEST_F(CoordinationFileTest, ASymlinkAtThePathIsRefusedAndItsTargetNeverWritten)
   try {
     allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())});
     FAIL();
-  } catch (const CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(file().string()), std::string::npos) << e.what();
   }
   EXPECT_EQ(readFile(target), "do not touch\n");
-  EXPECT_THROW(release(file(), [](const Record&) { return true; }), CoordinationError);
+  EXPECT_THROW(release(file(), [](const Record&) { return true; }), store::StoreError);
 }
 
 TEST_F(CoordinationFileTest, AnythingButARegularFileIsRefused) {
   fs::create_directories(file());  // a directory at the path
-  EXPECT_THROW(allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}), CoordinationError);
+  EXPECT_THROW(allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}), store::StoreError);
   fs::remove(file());
   ASSERT_EQ(::mkfifo(file().c_str(), 0600), 0);
-  EXPECT_THROW(allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}), CoordinationError);
+  EXPECT_THROW(allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}), store::StoreError);
   fs::remove(file());
   const fs::path other = dir_ / "other";
   testing::writeScript(other, "", fs::perms::owner_read | fs::perms::owner_write);
   fs::create_hard_link(other, file());
-  EXPECT_THROW(allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}), CoordinationError);
+  EXPECT_THROW(allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}), store::StoreError);
   EXPECT_EQ(readFile(other), "");
 }
 
@@ -696,7 +696,7 @@ TEST_F(CoordinationFileTest, ALockHeldTooLongIsAClearErrorAndALockOfTheDeadIsNot
     try {
       allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}, 200ms);
       FAIL();
-    } catch (const CoordinationError& e) {
+    } catch (const store::StoreError& e) {
       EXPECT_NE(std::string(e.what()).find("locked"), std::string::npos) << e.what();
     }
   }

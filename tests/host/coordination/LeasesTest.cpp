@@ -256,14 +256,14 @@ TEST_F(LeasesTest, TheLeaseFolderAndFilesAreNeverFollowedThroughSymlinks) {
   const fs::path elsewhere = dir_ / "elsewhere";
   fs::create_directories(elsewhere);
   fs::create_directory_symlink(elsewhere, leaseFolderOf(file()));
-  EXPECT_THROW(allocate(file(), leased(1, Owner::of(::getpid()))), CoordinationError);
+  EXPECT_THROW(allocate(file(), leased(1, Owner::of(::getpid()))), store::StoreError);
   EXPECT_TRUE(fs::is_empty(elsewhere));
   fs::remove(leaseFolderOf(file()));
   fs::create_directories(leaseFolderOf(file()));
   fs::create_symlink(elsewhere / "target", leaseFolderOf(file()) / kUuid0);
-  EXPECT_THROW(acquireLease(file(), kUuid0), CoordinationError);
+  EXPECT_THROW(acquireLease(file(), kUuid0), store::StoreError);
   EXPECT_FALSE(fs::exists(elsewhere / "target"));
-  EXPECT_THROW(acquireLease(file(), "../escape"), CoordinationError);
+  EXPECT_THROW(acquireLease(file(), "../escape"), store::StoreError);
 }
 
 }  // namespace

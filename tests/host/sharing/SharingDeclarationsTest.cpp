@@ -16,13 +16,12 @@
 #include <gtest/gtest.h>
 
 #include "TestSupport.h"
-#include "host/coordination/CoordinationError.h"
+#include "host/store/StoreError.h"
 #include "process/FileDescriptor.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using flink::coordination::CoordinationError;
 using flink::sharing::Declaration;
 using flink::sharing::declarationsOf;
 using flink::sharing::declare;
@@ -35,6 +34,7 @@ using flink::sharing::readDeclarations;
 using flink::sharing::removeDeclarations;
 using flink::sharing::sharesOfMemory;
 using flink::sharing::sharingPathOf;
+using flink::store::StoreError;
 using flink::testing::readFile;
 using flink::testing::TempDir;
 
@@ -216,10 +216,10 @@ TEST_F(SharingFileTest, ASymlinkIsRefusedAndLeftAlone) {
   try {
     readDeclarations(coordination());
     ADD_FAILURE() << "a symlink was read";
-  } catch (const CoordinationError& e) {
+  } catch (const flink::store::StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("sharing declarations"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(declare(coordination(), mpsDeclaration()), CoordinationError);
+  EXPECT_THROW(declare(coordination(), mpsDeclaration()), flink::store::StoreError);
   EXPECT_EQ(readFile(target), "precious\n");
 }
 
@@ -235,7 +235,7 @@ TEST_F(SharingFileTest, AReaderNeverWaitsOnTheWritersLock) {
 
 TEST_F(SharingFileTest, AFileOverTheLimitIsRefused) {
   std::ofstream(sharing()) << std::string((4 << 20) + 1, '#');
-  EXPECT_THROW(readDeclarations(coordination()), CoordinationError);
+  EXPECT_THROW(readDeclarations(coordination()), flink::store::StoreError);
 }
 
 }  // namespace

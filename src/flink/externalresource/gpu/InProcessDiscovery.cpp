@@ -15,8 +15,8 @@
 #include "flink/util/Exceptions.h"
 #include "flink/util/TimeUtils.h"
 #include "host/coordination/Coordination.h"
-#include "host/coordination/CoordinationFile.h"
 #include "host/defaultdiscovery/DiscoveryArguments.h"
+#include "host/store/LockedFile.h"
 #include "util/Logging.h"
 #include "util/Strings.h"
 
@@ -93,7 +93,7 @@ RunAnswer discoverOnce(const defaultdiscovery::DiscoveryArguments& args, Clock::
   defaultdiscovery::GrantRequest request = defaultdiscovery::grantRequestFor(args, result.owner);
   result.ownRecords = args.coordination && (!args.ownerPid || *args.ownerPid == ::getpid());
   request.lease = result.ownRecords;
-  request.lockTimeout = std::min(coordination::kDefaultLockTimeout, remainingUntil(deadline));
+  request.lockTimeout = std::min(store::kDefaultLockTimeout, remainingUntil(deadline));
   defaultdiscovery::Grant grant = defaultdiscovery::grantUnits(host, request, result.report);
 
   result.answer = std::move(grant.answer);
@@ -283,7 +283,7 @@ InProcessDiscovery::Answer InProcessDiscovery::discover(std::int64_t amount) {
                             : "starting";
     if (stage == Stage::kAllocating) {
       // Who holds the lock, as the kernel tells it (the file's contents say nothing of it).
-      const std::optional<pid_t> holder = coordination::flockHolder(run->coordinationFile);
+      const std::optional<pid_t> holder = store::flockHolder(run->coordinationFile);
       doing = "allocating through the coordination file " + run->coordinationFile.string() + ", ";
       if (!holder) {
         doing += "whose lock it was waiting for or had just let go";

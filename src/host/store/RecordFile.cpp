@@ -1,6 +1,6 @@
 // The line format and the reading and writing of the records files beside the coordination file
-// (see SiblingRecords.h).
-#include "host/coordination/SiblingRecords.h"
+// (see RecordFile.h).
+#include "host/store/RecordFile.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -13,13 +13,13 @@
 #include <thread>
 #include <utility>
 
-#include "host/coordination/CoordinationError.h"
-#include "host/coordination/CoordinationFile.h"
-#include "host/coordination/Siblings.h"
+#include "host/store/LockedFile.h"
+#include "host/store/Siblings.h"
+#include "host/store/StoreError.h"
 #include "process/FileDescriptor.h"
 #include "util/Strings.h"
 
-namespace flink::coordination {
+namespace flink::store {
 namespace {
 
 /// How many times a change is planned again when someone replaced the file while we had it.
@@ -33,6 +33,23 @@ int hexDigit(char c) {
 }
 
 }  // namespace
+
+std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const std::string& file,
+                                      const std::string& what, const std::string& repair,
+                                      std::size_t shown) {
+  std::vector<std::string> lines;
+  for (std::size_t i = 0; i < junk.size() && i < shown; ++i) {
+    lines.push_back("ignoring line " + std::to_string(junk[i].lineNumber) + " of " +
+                    strings::quoteForMessage(file) + ", which is not a " + what + ": '" +
+                    strings::quoteForMessage(junk[i].text) + "'");
+  }
+  if (junk.size() > shown) {
+    lines.push_back("... and " + std::to_string(junk.size() - shown) + " more lines of " +
+                    strings::quoteForMessage(file) + " that are not " + what + "s (" + repair +
+                    ")");
+  }
+  return lines;
+}
 
 std::string encodeFieldValue(std::string_view value) {
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -121,7 +138,7 @@ std::filesystem::path siblingRecordsPath(const std::filesystem::path& coordinati
 
 namespace {
 
-SiblingRecordsText textOf(const std::filesystem::path& path, const CoordinationFile& file) {
+SiblingRecordsText textOf(const std::filesystem::path& path, const LockedFile& file) {
   SiblingRecordsText read;
   read.path = path;
   read.exists = file.exists();
@@ -133,7 +150,7 @@ SiblingRecordsText textOf(const std::filesystem::path& path, const CoordinationF
 /// Takes the writers' lock of the records file `path`, `<path>.lock`: a file that only those who
 /// may write the records can open (and so lock), never written. Readers take no lock at all
 /// (readSiblingRecords), so a reader can stall neither the writers nor the allocators.
-/// @throws CoordinationError naming the lock and the cause.
+/// @throws StoreError naming the lock and the cause.
 process::FileDescriptor lockWriters(const std::filesystem::path& path, const std::string& what,
                                     const SiblingTrust& trust) {
   std::filesystem::path lock = path;
@@ -147,18 +164,17 @@ process::FileDescriptor lockWriters(const std::filesystem::path& path, const std
         createSiblingAt(AT_FDCWD, lock, O_RDONLY, trust, SiblingReaders::kWritersOnly);
     if (!made && errno == EEXIST) continue;
     if (!made) {
-      throw CoordinationError(whose + " " + lock.string() +
-                              ": cannot create it: " + std::strerror(errno));
+      throw StoreError(whose + " " + lock.string() + ": cannot create it: " + std::strerror(errno));
     }
     opened.fd = std::move(made);
     if (::fstat(opened.fd.get(), &opened.info) != 0) opened.error = errno;
     break;
   }
   if (!opened.fd) {
-    throw CoordinationError(whose + " " + lock.string() + ": " +
-                            (opened.error == ELOOP
-                                 ? std::string("refusing to use it: it is a symbolic link")
-                                 : "cannot open it: " + std::string(std::strerror(opened.error))));
+    throw StoreError(whose + " " + lock.string() + ": " +
+                     (opened.error == ELOOP
+                          ? std::string("refusing to use it: it is a symbolic link")
+                          : "cannot open it: " + std::string(std::strerror(opened.error))));
   }
   checkSibling(whose, lock, opened.info, trust, SiblingKind::kFile);
   const auto deadline = std::chrono::steady_clock::now() + kDefaultLockTimeout;
@@ -167,14 +183,13 @@ process::FileDescriptor lockWriters(const std::filesystem::path& path, const std
     if (error == EINTR) continue;
     if (error != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) {
       const std::optional<pid_t> holder = flockHolder(lock);
-      throw CoordinationError(whose + " " + lock.string() + ": " +
-                              (error == EWOULDBLOCK
-                                   ? "still held by " +
-                                         (holder ? "process " + std::to_string(*holder)
-                                                 : std::string("another process")) +
-                                         " after " + std::to_string(kDefaultLockTimeout.count()) +
-                                         " ms"
-                                   : "cannot lock it: " + std::string(std::strerror(error))));
+      throw StoreError(whose + " " + lock.string() + ": " +
+                       (error == EWOULDBLOCK
+                            ? "still held by " +
+                                  (holder ? "process " + std::to_string(*holder)
+                                          : std::string("another process")) +
+                                  " after " + std::to_string(kDefaultLockTimeout.count()) + " ms"
+                            : "cannot lock it: " + std::string(std::strerror(error))));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -187,9 +202,9 @@ SiblingRecordsText readSiblingRecords(const std::filesystem::path& coordinationF
                                       std::string_view suffix, const std::string& what) {
   const std::filesystem::path path = siblingRecordsPath(coordinationFile, suffix);
   // Without waiting on its lock: anyone who may read the file may hold that lock.
-  const CoordinationFile file =
-      CoordinationFile::openSibling(path, what, SiblingTrust::ofPath(coordinationFile),
-                                    CoordinationFile::Access::kSnapshot, kDefaultLockTimeout);
+  const LockedFile file =
+      LockedFile::openSibling(path, what, SiblingTrust::ofPath(coordinationFile),
+                              LockedFile::Access::kSnapshot, kDefaultLockTimeout);
   return textOf(path, file);
 }
 
@@ -200,8 +215,8 @@ SiblingRecordsText updateSiblingRecords(
   const SiblingTrust trust = SiblingTrust::ofPath(coordinationFile);
   const process::FileDescriptor writers = lockWriters(path, what, trust);
   for (int attempt = 1;; ++attempt) {
-    CoordinationFile file = CoordinationFile::openSibling(
-        path, what, trust, CoordinationFile::Access::kWriteUnlocked, kDefaultLockTimeout);
+    LockedFile file = LockedFile::openSibling(path, what, trust, LockedFile::Access::kWriteUnlocked,
+                                              kDefaultLockTimeout);
     SiblingRecordsText read = textOf(path, file);
     read.text = change(file.text());
     file.replace(read.text);
@@ -212,4 +227,4 @@ SiblingRecordsText updateSiblingRecords(
   }
 }
 
-}  // namespace flink::coordination
+}  // namespace flink::store

@@ -2,7 +2,7 @@
 // `<coordination file>.health`, and the sharing declarations, `<coordination file>.sharing`): one
 // record per line, tab-separated, the kind first and then key=value fields with percent-encoded
 // values; '#' comments and blank lines; lines that are not records kept as junk. And how such a
-// file is read and changed through CoordinationFile: readers take no lock (CoordinationFile's
+// file is read and changed through LockedFile: readers take no lock (LockedFile's
 // kSnapshot), writers take a lock of their own, `<file>.lock`, that only those who may write the
 // records can open, so that no reader can stall a writer or an allocator.
 #pragma once
@@ -16,9 +16,29 @@
 #include <system_error>
 #include <vector>
 
-#include "host/coordination/Coordination.h"
+#include "host/store/LockedFile.h"
 
-namespace flink::coordination {
+namespace flink::store {
+
+/// A line of a records file that is not a record: kept out of the records, reported (a few at a
+/// time, describeJunk), never fatal, and written back unchanged after them.
+struct JunkLine {
+  std::size_t lineNumber;  ///< 1-based
+  std::string text;
+};
+
+/// How many junk lines describeJunk quotes, at most.
+inline constexpr std::size_t kJunkLinesShown = 5;
+
+/// One line for a person per junk line of `file` ("ignoring line 3 of F, which is not a record:
+/// '…'"; `what` is what a line should have been, "record"), at most `shown` of them, each quoted
+/// (no control character of a file reaches a terminal), then one line that counts the rest and
+/// names `repair`. The same for every file of the store: a file full of junk must not make the
+/// discovery program's stderr grow with it, since Flink's driver reads that pipe only once the
+/// script has ended, and a full pipe times the TaskManager out.
+std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const std::string& file,
+                                      const std::string& what, const std::string& repair,
+                                      std::size_t shown = kJunkLinesShown);
 
 /// `value` with '%', tab, line breaks and the other control characters (and DEL) as %XX.
 std::string encodeFieldValue(std::string_view value);
@@ -105,22 +125,22 @@ std::filesystem::path siblingRecordsPath(const std::filesystem::path& coordinati
                                          std::string_view suffix);
 
 /// Reads `<coordinationFile><suffix>` without waiting on any lock (a change cut short is rolled
-/// back in memory; see CoordinationFile::Access::kSnapshot); a missing file reads as empty. The
-/// file and its journal are judged against the coordination file (host/coordination/Siblings.h),
-/// within CoordinationFile's 4 MiB limit.
-/// @throws CoordinationError naming `what` ("health records") and the cause.
+/// back in memory; see LockedFile::Access::kSnapshot); a missing file reads as empty. The
+/// file and its journal are judged against the coordination file (host/store/Siblings.h),
+/// within LockedFile's 4 MiB limit.
+/// @throws StoreError naming `what` ("health records") and the cause.
 SiblingRecordsText readSiblingRecords(const std::filesystem::path& coordinationFile,
                                       std::string_view suffix, const std::string& what);
 
 /// Changes `<coordinationFile><suffix>` (creating it) under its writers' lock
 /// `<coordinationFile><suffix>.lock`: `change` gets the text as read and returns the new text,
 /// which replaces it by a journaled write that cannot tear. When someone replaced the file while
-/// we had it (CoordinationFile::interfered), `change` is called again on a fresh read, a few times
+/// we had it (LockedFile::interfered), `change` is called again on a fresh read, a few times
 /// at most. Returns the text as last read and changed (exists true).
-/// @throws CoordinationError naming `what` and the cause (the lock still held after
+/// @throws StoreError naming `what` and the cause (the lock still held after
 ///         kDefaultLockTimeout names its holder); the file is then as it was.
 SiblingRecordsText updateSiblingRecords(
     const std::filesystem::path& coordinationFile, std::string_view suffix, const std::string& what,
     const std::function<std::string(const std::string&)>& change);
 
-}  // namespace flink::coordination
+}  // namespace flink::store

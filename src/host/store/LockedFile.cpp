@@ -1,5 +1,5 @@
-// The locked, journaled coordination file. See CoordinationFile.h for the contract.
-#include "host/coordination/CoordinationFile.h"
+// The locked, journaled coordination file. See LockedFile.h for the contract.
+#include "host/store/LockedFile.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -18,10 +18,10 @@
 #include <thread>
 #include <unordered_set>
 
-#include "host/coordination/Journal.h"
+#include "host/store/Journal.h"
 #include "util/Strings.h"
 
-namespace flink::coordination {
+namespace flink::store {
 namespace {
 
 namespace fs = std::filesystem;
@@ -61,7 +61,7 @@ std::string ownership(const fs::path& path) {
     if (!folderOwned.empty())
       message += " (the folder " + folder.string() + ": " + folderOwned + ")";
   }
-  throw CoordinationError(message);
+  throw StoreError(message);
 }
 
 bool isAccessError(int error) { return error == EACCES || error == EPERM || error == EROFS; }
@@ -118,7 +118,7 @@ std::string readAll(int fd, std::uint64_t size, const std::string& subject, cons
     const ssize_t n = ::pread(fd, text.data() + done, text.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      throw CoordinationError(subject + ": cannot read " + what + ": " + errorText(errno));
+      throw StoreError(subject + ": cannot read " + what + ": " + errorText(errno));
     }
     if (n == 0) break;
     done += static_cast<std::size_t>(n);
@@ -197,34 +197,32 @@ std::optional<pid_t> flockHolder(const fs::path& file) {
   return lockHolder(info.st_dev, info.st_ino);
 }
 
-void CoordinationFile::fail(const std::string& what, int error) const {
+void LockedFile::fail(const std::string& what, int error) const {
   std::string message = what_ + " " + path_.string() + ": " + what;
   if (error != 0) message += ": " + errorText(error);
-  throw CoordinationError(message);
+  throw StoreError(message);
 }
 
-CoordinationFile CoordinationFile::open(const fs::path& file, Access access,
-                                        std::chrono::milliseconds lockTimeout,
-                                        std::uint64_t maxBytes) {
+LockedFile LockedFile::open(const fs::path& file, Access access,
+                            std::chrono::milliseconds lockTimeout, std::uint64_t maxBytes) {
   // The coordination file is the anchor of its own journal: trust_ is set from it once it is
   // open (until then it trusts nothing but root's files).
-  return openWith(CoordinationFile(file, access, "coordination file",
-                                   SiblingTrust::of(fileStat(0, 0, 0)), /*sibling=*/false),
+  return openWith(LockedFile(file, access, "coordination file", SiblingTrust::of(fileStat(0, 0, 0)),
+                             /*sibling=*/false),
                   lockTimeout, maxBytes);
 }
 
-CoordinationFile CoordinationFile::openSibling(const fs::path& file, const std::string& what,
-                                               const SiblingTrust& trust, Access access,
-                                               std::chrono::milliseconds lockTimeout,
-                                               std::uint64_t maxBytes, SiblingReaders readers) {
-  CoordinationFile opened(file, access, what, trust, /*sibling=*/true);
+LockedFile LockedFile::openSibling(const fs::path& file, const std::string& what,
+                                   const SiblingTrust& trust, Access access,
+                                   std::chrono::milliseconds lockTimeout, std::uint64_t maxBytes,
+                                   SiblingReaders readers) {
+  LockedFile opened(file, access, what, trust, /*sibling=*/true);
   opened.readers_ = readers;
   return openWith(std::move(opened), lockTimeout, maxBytes);
 }
 
-CoordinationFile CoordinationFile::openWith(CoordinationFile result,
-                                            std::chrono::milliseconds lockTimeout,
-                                            std::uint64_t maxBytes) {
+LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds lockTimeout,
+                                std::uint64_t maxBytes) {
   const fs::path file = result.path_;
   const std::string subject = result.what_ + " " + file.string();
   const bool write = result.writes();
@@ -394,7 +392,7 @@ fs::path inodeMemoryPathOf(const fs::path& file) {
   return path;
 }
 
-std::optional<pid_t> CoordinationFile::replacedCopyInUse(std::unordered_set<pid_t>& without) {
+std::optional<pid_t> LockedFile::replacedCopyInUse(std::unordered_set<pid_t>& without) {
   const std::optional<FlockTable> table = FlockTable::read();
   if (!table) return std::nullopt;  // no /proc/locks: nothing to tell
   std::error_code error;
@@ -416,8 +414,8 @@ std::optional<pid_t> CoordinationFile::replacedCopyInUse(std::unordered_set<pid_
   return std::nullopt;
 }
 
-bool CoordinationFile::waitWhileReplacedCopiesInUse(std::chrono::steady_clock::time_point deadline,
-                                                    std::chrono::milliseconds lockTimeout) {
+bool LockedFile::waitWhileReplacedCopiesInUse(std::chrono::steady_clock::time_point deadline,
+                                              std::chrono::milliseconds lockTimeout) {
   std::unordered_set<pid_t> without;
   bool waited = false;
   while (const std::optional<pid_t> pid = replacedCopyInUse(without)) {
@@ -435,10 +433,9 @@ bool CoordinationFile::waitWhileReplacedCopiesInUse(std::chrono::steady_clock::t
   return !waited || stillAtPath();
 }
 
-bool CoordinationFile::waitForReplacedCopies(const fs::path& file, const struct stat& locked,
-                                             std::chrono::steady_clock::time_point deadline,
-                                             std::chrono::milliseconds lockTimeout,
-                                             CoordinationFile& result) {
+bool LockedFile::waitForReplacedCopies(const fs::path& file, const struct stat& locked,
+                                       std::chrono::steady_clock::time_point deadline,
+                                       std::chrono::milliseconds lockTimeout, LockedFile& result) {
   result.device_ = static_cast<std::uint64_t>(locked.st_dev);
   result.inode_ = static_cast<std::uint64_t>(locked.st_ino);
   result.replacedCopies_.clear();
@@ -457,7 +454,7 @@ bool CoordinationFile::waitForReplacedCopies(const fs::path& file, const struct 
   return true;
 }
 
-bool CoordinationFile::settled(std::chrono::milliseconds lockTimeout) {
+bool LockedFile::settled(std::chrono::milliseconds lockTimeout) {
   if (!watchReplaced_) return true;
   // A Flink script that took the lock of a replaced copy while we changed this one (it was
   // blocked, or about to lock, when we looked) may have read the file before our change and
@@ -465,7 +462,7 @@ bool CoordinationFile::settled(std::chrono::milliseconds lockTimeout) {
   return waitWhileReplacedCopiesInUse(std::chrono::steady_clock::now() + lockTimeout, lockTimeout);
 }
 
-void CoordinationFile::readWithoutLock(const struct stat& opened) {
+void LockedFile::readWithoutLock(const struct stat& opened) {
   const std::string subject = what_ + " " + path_.string();
   device_ = opened.st_dev;
   inode_ = opened.st_ino;
@@ -498,7 +495,7 @@ void CoordinationFile::readWithoutLock(const struct stat& opened) {
   fail("it kept changing while it was read without waiting for its lock");
 }
 
-FileDescriptor CoordinationFile::openJournal(bool create) {
+FileDescriptor LockedFile::openJournal(bool create) {
   const fs::path journal = journalPathOf(path_);
   const std::string subject = what_ + " " + path_.string();
   const bool write = writes();
@@ -525,7 +522,7 @@ FileDescriptor CoordinationFile::openJournal(bool create) {
   return fd;
 }
 
-CoordinationFile::JournalRead CoordinationFile::readJournal() {
+LockedFile::JournalRead LockedFile::readJournal() {
   JournalRead read;
   read.fd = openJournal(/*create=*/false);
   if (!read.fd) return read;
@@ -541,7 +538,7 @@ CoordinationFile::JournalRead CoordinationFile::readJournal() {
   return read;
 }
 
-void CoordinationFile::recover(JournalRead journal) {
+void LockedFile::recover(JournalRead journal) {
   if (!journal.bytes || journal.bytes->empty()) return;
   const std::optional<Journal> pending = decodeJournal(*journal.bytes);
   const std::optional<std::string> unfit =
@@ -590,8 +587,8 @@ void CoordinationFile::recover(JournalRead journal) {
   if (!note.empty()) notes_.push_back(note);
 }
 
-void CoordinationFile::writeAll(int fd, const std::string& bytes, std::uint64_t offset,
-                                const char* what) {
+void LockedFile::writeAll(int fd, const std::string& bytes, std::uint64_t offset,
+                          const char* what) {
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n =
@@ -612,7 +609,7 @@ void truncateTo(int fd, std::uint64_t size, const std::function<void(int)>& onEr
 
 }  // namespace
 
-void CoordinationFile::restore(const std::string& current, const std::string& target) {
+void LockedFile::restore(const std::string& current, const std::string& target) {
   // Shrink first, so that no write lands past the end and leaves a gap of zeros; then put back
   // each page that differs. Every step leaves bytes of one side or the other of the change, so a
   // restore cut short is completed by the next opener like the change itself.
@@ -626,7 +623,7 @@ void CoordinationFile::restore(const std::string& current, const std::string& ta
   }
 }
 
-bool CoordinationFile::changedUnderLock() const {
+bool LockedFile::changedUnderLock() const {
   // Flink's script keeps writing after its own `sed -i` replaced the file, under the lock of the
   // file it replaced: appends we did not see would be overwritten.
   struct stat info {};
@@ -634,7 +631,7 @@ bool CoordinationFile::changedUnderLock() const {
                             static_cast<std::uint64_t>(info.st_size) != text_.size());
 }
 
-void CoordinationFile::replace(const std::string& text) {
+void LockedFile::replace(const std::string& text) {
   if (!writes()) fail("internal error: replace() on a file opened to read");
   if (text == text_) return;
   if (text.size() > maxBytes_ && text.size() > text_.size()) {
@@ -657,9 +654,9 @@ void CoordinationFile::replace(const std::string& text) {
   FileDescriptor journalFd = openJournal(/*create=*/true);
   try {
     writeAll(journalFd.get(), encodeJournal(journal), 0, "its journal");
-  } catch (const CoordinationError& e) {
+  } catch (const StoreError& e) {
     (void)::ftruncate(journalFd.get(), 0);
-    throw CoordinationError(e.what() + unchanged);
+    throw StoreError(e.what() + unchanged);
   }
 
   if (changedUnderLock()) {  // again, now that the journal is written: the window stays small
@@ -692,7 +689,7 @@ void CoordinationFile::replace(const std::string& text) {
     truncateTo(journalFd.get(), 0, failJournal);
     text_ = text;
     return;
-  } catch (const CoordinationError& e) {
+  } catch (const StoreError& e) {
     failure = e.what();
   }
 
@@ -704,19 +701,19 @@ void CoordinationFile::replace(const std::string& text) {
                                     what_ + " " + path_.string(), "it");
     restore(now, text_);
     truncateTo(journalFd.get(), 0, failJournal);
-  } catch (const CoordinationError&) {
-    throw CoordinationError(failure + "; putting it back failed too, so its journal " +
-                            journalPathOf(path_).string() +
-                            " keeps the change for the next user of the file to roll back");
+  } catch (const StoreError&) {
+    throw StoreError(failure + "; putting it back failed too, so its journal " +
+                     journalPathOf(path_).string() +
+                     " keeps the change for the next user of the file to roll back");
   }
-  throw CoordinationError(failure + unchanged);
+  throw StoreError(failure + unchanged);
 }
 
-bool CoordinationFile::stillAtPath() const {
+bool LockedFile::stillAtPath() const {
   struct stat current {};
   return ::lstat(path_.c_str(), &current) == 0 &&
          static_cast<std::uint64_t>(current.st_dev) == device_ &&
          static_cast<std::uint64_t>(current.st_ino) == inode_;
 }
 
-}  // namespace flink::coordination
+}  // namespace flink::store

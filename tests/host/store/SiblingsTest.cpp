@@ -1,7 +1,7 @@
 // Files beside the coordination file are someone else's input until checked: the trust rules
 // themselves, then each sibling planted or damaged as another user would, and the journal that is
 // checked before it is applied.
-#include "host/coordination/Siblings.h"
+#include "host/store/Siblings.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -16,13 +16,23 @@
 
 #include "TestSupport.h"
 #include "host/coordination/Coordination.h"
-#include "host/coordination/CoordinationFile.h"
-#include "host/coordination/Journal.h"
 #include "host/coordination/Leases.h"
 #include "host/health/HealthRecords.h"
+#include "host/store/Journal.h"
+#include "host/store/LockedFile.h"
 
-namespace flink::coordination {
+namespace flink::store {
 namespace {
+
+// What the coordination layer builds on this store.
+using coordination::allocate;
+using coordination::Allocation;
+using coordination::AllocationRequest;
+using coordination::leaseFolderOf;
+using coordination::Owner;
+using coordination::readStatus;
+using coordination::releaseJunk;
+using coordination::Status;
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -120,7 +130,7 @@ TEST_F(PlantedSiblingsTest, ACoordinationFileAnotherUserMadeIsNotWrittenByPrivil
   try {
     allocate(file(), request(1));
     ADD_FAILURE() << "another user's coordination file was written";
-  } catch (const CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     EXPECT_THAT(e.what(), HasSubstr("refusing to use it: it is another user's (owner nobody"));
     EXPECT_THAT(e.what(), HasSubstr("chmod g+rw"));
   }
@@ -148,7 +158,7 @@ TEST_F(PlantedSiblingsTest, AJournalOfAUserWhoMayNotWriteTheFileIsNeverApplied) 
   try {
     allocate(file(), request(1));
     ADD_FAILURE() << "the planted journal was used";
-  } catch (const CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     const std::string what = e.what();
     EXPECT_THAT(what, HasSubstr("coordination file " + file().string() + ": its journal " +
                                 journalPathOf(file()).string() + ": refusing to use it"));
@@ -156,7 +166,7 @@ TEST_F(PlantedSiblingsTest, AJournalOfAUserWhoMayNotWriteTheFileIsNeverApplied) 
     EXPECT_THAT(what, HasSubstr("remove it (`rm " + journalPathOf(file()).string() + "`)"));
   }
   EXPECT_EQ(readFile(file()), "0 999999\n");
-  EXPECT_THROW(readStatus(file()), CoordinationError);
+  EXPECT_THROW(readStatus(file()), store::StoreError);
 }
 
 TEST_F(PlantedSiblingsTest, AJournalThatIsASymlinkOrAHardLinkIsRefusedAndNothingIsWrittenThrough) {
@@ -164,13 +174,13 @@ TEST_F(PlantedSiblingsTest, AJournalThatIsASymlinkOrAHardLinkIsRefusedAndNothing
   const fs::path target = dir_ / "target";
   writeBytes(target, "untouched\n");
   fs::create_symlink(target, journalPathOf(file()));
-  EXPECT_THROW(allocate(file(), request(1)), CoordinationError);
+  EXPECT_THROW(allocate(file(), request(1)), store::StoreError);
   fs::remove(journalPathOf(file()));
   fs::create_hard_link(target, journalPathOf(file()));
   try {
     allocate(file(), request(1));
     ADD_FAILURE() << "a hard-linked journal was used";
-  } catch (const CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     EXPECT_THAT(e.what(), HasSubstr("hard links"));
   }
   EXPECT_EQ(readFile(target), "untouched\n");
@@ -185,7 +195,7 @@ TEST_F(PlantedSiblingsTest, ALeaseFolderOfAnotherUserIsRefused) {
   try {
     allocate(file(), request(1, /*lease=*/true));
     ADD_FAILURE() << "another user's lease folder was used";
-  } catch (const CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     EXPECT_THAT(e.what(), HasSubstr("lease folder " + leaseFolderOf(file()).string() +
                                     ": refusing to use it: its owner nobody"));
   }
@@ -201,7 +211,7 @@ TEST_F(PlantedSiblingsTest, AFreeLeaseFileOfAnotherUserCannotFreeAGpu) {
   fs::permissions(leaseFolderOf(file()), fs::perms(0755));
   writeBytes(leaseFolderOf(file()) / "index-0", "");
   ASSERT_EQ(::chown((leaseFolderOf(file()) / "index-0").c_str(), kNobody, kNogroup), 0);
-  EXPECT_THROW(allocate(file(), request(2, /*lease=*/true)), CoordinationError);
+  EXPECT_THROW(allocate(file(), request(2, /*lease=*/true)), store::StoreError);
   EXPECT_EQ(readFile(file()), "0 999999\t5\tpidns=1\tlease=index-0\n");
 }
 
@@ -343,11 +353,11 @@ TEST_F(PlantedSiblingsTest, HealthRecordsThatFailTheRulesAreAnErrorNamingThem) {
   try {
     health::readHealth(file());
     ADD_FAILURE() << "a hard-linked health file was read";
-  } catch (const CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     EXPECT_THAT(e.what(), HasSubstr("health records " + health::healthPathOf(file()).string() +
                                     ": refusing to use it"));
   }
 }
 
 }  // namespace
-}  // namespace flink::coordination
+}  // namespace flink::store

@@ -20,12 +20,26 @@
 
 #include "TestSupport.h"
 #include "host/coordination/Coordination.h"
-#include "host/coordination/CoordinationFile.h"
-#include "host/coordination/Journal.h"
+#include "host/store/Journal.h"
+#include "host/store/LockedFile.h"
 #include "process/FileDescriptor.h"
 
-namespace flink::coordination {
+namespace flink::store {
 namespace {
+
+// The coordination file's own changes, made through this store.
+using coordination::allocate;
+using coordination::Allocation;
+using coordination::describeJunk;
+using coordination::isRunning;
+using coordination::Owner;
+using coordination::ParsedRecords;
+using coordination::parseRecords;
+using coordination::readStatus;
+using coordination::Record;
+using coordination::release;
+using coordination::releaseJunk;
+using coordination::Status;
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -205,8 +219,7 @@ TEST_F(JournaledFileTest, AnUnsealedJournalMeansTheFileWasNotTouched) {
   writeBytes(file(), before);
   const std::string sealed = encodeJournal(Journal{1, 2, before.size(), 3, {{0, before, "xyz"}}});
   writeBytes(journal(), sealed.substr(0, sealed.size() / 2));
-  const CoordinationFile opened =
-      CoordinationFile::open(file(), CoordinationFile::Access::kWrite, 1s);
+  const LockedFile opened = LockedFile::open(file(), LockedFile::Access::kWrite, 1s);
   EXPECT_EQ(opened.text(), before);
   ASSERT_EQ(opened.notes().size(), 1u);
   EXPECT_NE(opened.notes()[0].find("not whole"), std::string::npos) << opened.notes()[0];
@@ -223,8 +236,7 @@ TEST_F(JournaledFileTest, AFileChangedByAnotherProgramSinceIsLeftAsItIs) {
     FileDescriptor fd(::open(file().c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
     ASSERT_EQ(::write(fd.get(), "5 4321\n", 7), 7);
   }
-  const CoordinationFile opened =
-      CoordinationFile::open(file(), CoordinationFile::Access::kWrite, 1s);
+  const LockedFile opened = LockedFile::open(file(), LockedFile::Access::kWrite, 1s);
   EXPECT_EQ(opened.text(), flinks);
   ASSERT_EQ(opened.notes().size(), 1u);
   EXPECT_NE(opened.notes()[0].find("kept the file as it is"), std::string::npos);
@@ -234,8 +246,7 @@ TEST_F(JournaledFileTest, AFileChangedByAnotherProgramSinceIsLeftAsItIs) {
   const std::string replaced = (dir_ / "replaced").string();
   writeBytes(replaced, "7 99\n");
   fs::rename(replaced, file());
-  const CoordinationFile again =
-      CoordinationFile::open(file(), CoordinationFile::Access::kWrite, 1s);
+  const LockedFile again = LockedFile::open(file(), LockedFile::Access::kWrite, 1s);
   EXPECT_EQ(again.text(), "7 99\n");
 }
 
@@ -308,8 +319,7 @@ int killWritersOfALargeFile(const fs::path& file, std::size_t minimumBytes, int 
     fs::remove(journalPathOf(file), ignored);
     killOnFirstChange(file, [&] { allocate(file, {{"0"}, 1, Owner::of(::getpid())}); });
 
-    const CoordinationFile opened =
-        CoordinationFile::open(file, CoordinationFile::Access::kWrite, 2s);
+    const LockedFile opened = LockedFile::open(file, LockedFile::Access::kWrite, 2s);
     rolledBackCount += opened.notes().empty() ? 0 : 1;
     const ParsedRecords records = parseRecords(opened.text());
     EXPECT_TRUE(records.junk.empty())
@@ -391,7 +401,7 @@ TEST_F(JournaledFileTest, AFullDiskLeavesTheFileByteForByteUnchanged) {
     writeBytes(coordination, text);
     std::error_code ignored;
     fs::remove(journalPathOf(coordination), ignored);
-    // The writers' memory of the file's inode (CoordinationFile.h), made before the disk is full
+    // The writers' memory of the file's inode (LockedFile.h), made before the disk is full
     // as any earlier change makes it: rewritten in place, it takes no room of the journal's.
     writeBytes(inodeMemoryPathOf(coordination), std::string(63, ' ') + "\n");
     // Fill the file system, then give back one page when the journal is to fit (the file's
@@ -417,7 +427,7 @@ TEST_F(JournaledFileTest, AFullDiskLeavesTheFileByteForByteUnchanged) {
         allocate(coordination, {{"900", "901"}, 1, who});
         ADD_FAILURE() << "allocated on a full file system (journal room: " << roomForTheJournal
                       << ")";
-      } catch (const CoordinationError& e) {
+      } catch (const store::StoreError& e) {
         const std::string message = e.what();
         EXPECT_NE(message.find("the file is unchanged"), std::string::npos) << message;
         // Without room the journal cannot be written; with it, the file's growth is refused.
@@ -449,7 +459,7 @@ TEST_F(JournaledFileTest, NoChangeGrowsTheFilePastTheLimit) {
   try {
     allocate(file(), {{"0", "1"}, 1, Owner::of(::getpid())});
     ADD_FAILURE() << "the file grew past its limit";
-  } catch (const CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("the file is unchanged"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(readFile(file()) == text) << "the file changed";
@@ -500,7 +510,7 @@ TEST_F(JournaledFileTest, AFileOfJunkPastTheLimitBlocksAllocationUntilReleaseJun
   try {
     allocate(file(), {{"0", "1"}, 1, Owner::of(::getpid())});
     FAIL();
-  } catch (const CoordinationError& e) {
+  } catch (const store::StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("release --junk"), std::string::npos) << e.what();
   }
   const std::vector<JunkLine> removed = releaseJunk(file());
@@ -513,4 +523,4 @@ TEST_F(JournaledFileTest, AFileOfJunkPastTheLimitBlocksAllocationUntilReleaseJun
 }
 
 }  // namespace
-}  // namespace flink::coordination
+}  // namespace flink::store

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-namespace flink::coordination {
+namespace flink::store {
 
 /// One page-contained write of a change: at `offset`, `after` replaces `before` (shorter than
 /// `after`, or empty, where the write extends the file).
@@ -73,4 +73,4 @@ bool isPartOfChange(const Journal& journal, std::string_view current);
 /// pass whyNotApplicable.
 std::string rolledBack(const Journal& journal, std::string current);
 
-}  // namespace flink::coordination
+}  // namespace flink::store

@@ -1,12 +1,12 @@
 // The undo journal: planning page-contained writes, and the journal's own bytes. See Journal.h.
-#include "host/coordination/Journal.h"
+#include "host/store/Journal.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <utility>
 
-namespace flink::coordination {
+namespace flink::store {
 namespace {
 
 constexpr std::string_view kMagic = "flink-gpu journal 1\n";
@@ -205,4 +205,4 @@ std::string rolledBack(const Journal& journal, std::string current) {
   return current;
 }
 
-}  // namespace flink::coordination
+}  // namespace flink::store

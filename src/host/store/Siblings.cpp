@@ -1,5 +1,5 @@
 // The trust rules for files beside the coordination file. See Siblings.h.
-#include "host/coordination/Siblings.h"
+#include "host/store/Siblings.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -14,11 +14,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "host/coordination/CoordinationError.h"
+#include "host/store/StoreError.h"
 #include "util/FileOwnership.h"
 #include "util/Strings.h"
 
-namespace flink::coordination {
+namespace flink::store {
 namespace {
 
 namespace fs = std::filesystem;
@@ -181,11 +181,11 @@ void refuseSibling(const std::string& what, const fs::path& path, const struct s
                    const std::string& why, SiblingKind kind) {
   const std::string remove =
       kind == SiblingKind::kFolder ? "rm -r " + path.string() : "rm " + path.string();
-  throw CoordinationError(what + " " + path.string() + ": refusing to use it: " + why + " (" +
-                          describeOwnership(info) + "); a file beside the coordination file is " +
-                          "used only when nobody who may not write the coordination file could "
-                          "have made or changed it: remove it (`" +
-                          remove + "`) once no worker uses it, and it is made anew");
+  throw StoreError(what + " " + path.string() + ": refusing to use it: " + why + " (" +
+                   describeOwnership(info) + "); a file beside the coordination file is " +
+                   "used only when nobody who may not write the coordination file could "
+                   "have made or changed it: remove it (`" +
+                   remove + "`) once no worker uses it, and it is made anew");
 }
 
 void checkSibling(const std::string& what, const fs::path& path, const struct stat& info,
@@ -227,4 +227,4 @@ int createSiblingFolderAt(int dirfd, const fs::path& name, const SiblingTrust& t
   return 0;
 }
 
-}  // namespace flink::coordination
+}  // namespace flink::store

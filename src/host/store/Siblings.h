@@ -34,7 +34,7 @@
 
 #include "process/FileDescriptor.h"
 
-namespace flink::coordination {
+namespace flink::store {
 
 /// What a sibling is, for the rules (a folder) and the messages ("lease folder").
 enum class SiblingKind { kFile, kFolder };
@@ -85,7 +85,7 @@ class SiblingTrust {
 std::string describeOwnership(const struct stat& info);
 
 /// The error for a sibling that fails the rules: "<what> <path>: refusing to use it: <why>
-/// (owner …, group …, mode …); remove it (`rm …`) …". Thrown as CoordinationError.
+/// (owner …, group …, mode …); remove it (`rm …`) …". Thrown as StoreError.
 [[noreturn]] void refuseSibling(const std::string& what, const std::filesystem::path& path,
                                 const struct stat& info, const std::string& why, SiblingKind kind);
 
@@ -119,4 +119,4 @@ process::FileDescriptor createSiblingAt(int dirfd, const std::filesystem::path& 
 /// coordination file's group. Returns 0, or the errno of why it could not be made (EEXIST).
 int createSiblingFolderAt(int dirfd, const std::filesystem::path& name, const SiblingTrust& trust);
 
-}  // namespace flink::coordination
+}  // namespace flink::store

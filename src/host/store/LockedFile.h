@@ -39,12 +39,15 @@
 #include <unordered_set>
 #include <vector>
 
-#include "host/coordination/CoordinationError.h"
-#include "host/coordination/Siblings.h"
 #include "host/liveness/HostFacts.h"
+#include "host/store/Siblings.h"
+#include "host/store/StoreError.h"
 #include "process/FileDescriptor.h"
 
-namespace flink::coordination {
+namespace flink::store {
+
+/// How long to wait for a lock before giving up with StoreError.
+inline constexpr std::chrono::milliseconds kDefaultLockTimeout{5000};
 
 /// Files larger than this are not coordination files of ours: refused rather than rewritten.
 /// 4 MiB: about 100,000 records.
@@ -77,7 +80,7 @@ std::optional<pid_t> flockHolder(const std::filesystem::path& file);
 /// The flocks held on the host (host/liveness/HostFacts.h).
 using liveness::FlockTable;
 
-class CoordinationFile {
+class LockedFile {
  public:
   enum class Access {
     kRead,      ///< A shared lock; never writes, never creates (status).
@@ -97,22 +100,22 @@ class CoordinationFile {
   /// `lockTimeout` (the error then names the process holding it, where /proc/locks tells). A
   /// file replaced while we waited (Flink's `sed -i` renames a new file over it) is opened again.
   /// With kRead and kSnapshot, a missing file gives an object with exists() false.
-  /// @throws CoordinationError naming the path and the cause; for a file this user may not open
+  /// @throws StoreError naming the path and the cause; for a file this user may not open
   ///         or lock, also its owner, group and mode, and how to share it.
-  static CoordinationFile open(const std::filesystem::path& file, Access access,
-                               std::chrono::milliseconds lockTimeout,
-                               std::uint64_t maxBytes = kMaxCoordinationFileBytes);
+  static LockedFile open(const std::filesystem::path& file, Access access,
+                         std::chrono::milliseconds lockTimeout,
+                         std::uint64_t maxBytes = kMaxCoordinationFileBytes);
 
   /// The same store for a file beside the coordination file (the health records): `what` names
   /// what it holds in every message ("health records"); the file and its journal are judged by
   /// `trust` (Siblings.h) and made with its mode and group.
-  /// @throws CoordinationError as open() does, and for a file or journal that fails the rules.
+  /// @throws StoreError as open() does, and for a file or journal that fails the rules.
   /// `readers`: who may read the file and its journal when they are made.
-  static CoordinationFile openSibling(const std::filesystem::path& file, const std::string& what,
-                                      const SiblingTrust& trust, Access access,
-                                      std::chrono::milliseconds lockTimeout,
-                                      std::uint64_t maxBytes = kMaxCoordinationFileBytes,
-                                      SiblingReaders readers = SiblingReaders::kAsTheFile);
+  static LockedFile openSibling(const std::filesystem::path& file, const std::string& what,
+                                const SiblingTrust& trust, Access access,
+                                std::chrono::milliseconds lockTimeout,
+                                std::uint64_t maxBytes = kMaxCoordinationFileBytes,
+                                SiblingReaders readers = SiblingReaders::kAsTheFile);
 
   bool exists() const { return fd_.valid(); }
   bool writes() const { return access_ == Access::kWrite || access_ == Access::kWriteUnlocked; }
@@ -133,7 +136,7 @@ class CoordinationFile {
   /// Replaces the contents with `text` as described above. A no-op when they are equal, and when
   /// someone changed the file without its lock since it was read (Flink's script after its own
   /// `sed -i`): then interfered() is true and the change must be planned again.
-  /// @throws CoordinationError when it cannot be done; the file is then as it was (the message
+  /// @throws StoreError when it cannot be done; the file is then as it was (the message
   ///         says so), or, when even putting it back failed, the journal keeps the change for the
   ///         next opener to roll back.
   void replace(const std::string& text);
@@ -151,29 +154,28 @@ class CoordinationFile {
   /// `sed -i`): waits (at most `lockTimeout`) while a process still holds or waits for the lock
   /// of a copy it replaced, then whether the path still names this file. False: a Flink script
   /// may have renamed a copy read before the change over it, so the change must be planned again.
-  /// @throws CoordinationError past the time-out, naming the holder.
+  /// @throws StoreError past the time-out, naming the holder.
   bool settled(std::chrono::milliseconds lockTimeout);
 
  private:
-  CoordinationFile(std::filesystem::path path, Access access, std::string what, SiblingTrust trust,
-                   bool sibling)
+  LockedFile(std::filesystem::path path, Access access, std::string what, SiblingTrust trust,
+             bool sibling)
       : path_(std::move(path)),
         access_(access),
         what_(std::move(what)),
         trust_(trust),
         sibling_(sibling) {}
-  static CoordinationFile openWith(CoordinationFile result, std::chrono::milliseconds lockTimeout,
-                                   std::uint64_t maxBytes);
+  static LockedFile openWith(LockedFile result, std::chrono::milliseconds lockTimeout,
+                             std::uint64_t maxBytes);
   /// For a writer that holds the lock of the coordination file at `file` (`locked`): when the file
   /// was replaced since our writers last saw it (inodeMemoryPathOf), waits (until `deadline`)
   /// while another process holds or waits for a flock on a copy it replaced: the one remembered,
   /// or any that a holder's descriptor shows as `<file> (deleted)`. Then remembers this file.
   /// False when the path names another file after the wait (start again).
-  /// @throws CoordinationError past the deadline, naming the holder.
+  /// @throws StoreError past the deadline, naming the holder.
   static bool waitForReplacedCopies(const std::filesystem::path& file, const struct stat& locked,
                                     std::chrono::steady_clock::time_point deadline,
-                                    std::chrono::milliseconds lockTimeout,
-                                    CoordinationFile& result);
+                                    std::chrono::milliseconds lockTimeout, LockedFile& result);
   /// The holder (0: unseen) of a lock held or waited for on a copy this file replaced, if any;
   /// `without`: holders seen to hold no copy.
   std::optional<pid_t> replacedCopyInUse(std::unordered_set<pid_t>& without);
@@ -220,4 +222,4 @@ class CoordinationFile {
   std::uint64_t maxBytes_ = kMaxCoordinationFileBytes;
 };
 
-}  // namespace flink::coordination
+}  // namespace flink::store
