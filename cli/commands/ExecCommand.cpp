@@ -1,10 +1,12 @@
 // `flink-gpu exec`: allocates GPUs through the coordination file with this process as their
-// owner, puts them in CUDA_VISIBLE_DEVICES, and execvp's the command in this same process. exec
-// keeps the pid and the start time that the records name, so the command inherits the GPUs: they
-// stay taken exactly as long as it runs, whatever it does with its descriptors, and also while a
-// process it started holds their leases. An exec of the same process (`flink-gpu exec … --
-// flink-gpu exec …`) gets what the first one took: one allocation per process. No record
-// outlives a failed exec: they are released before flink-gpu exits with 127/126, as a shell would.
+// owner, puts them in CUDA_VISIBLE_DEVICES, and runs the command as its child (ExecChild.h), as
+// flock(1) does: exec holds the records' leases itself and waits, so the GPUs stay taken exactly as
+// long as the command runs, whatever the command does with its descriptors, its namespaces or its
+// children. The command inherits the leases too, so that a process it leaves behind holding them
+// keeps its GPUs. When it ends, exec gives back what it recorded and exits with its status. An exec
+// run under an exec (`flink-gpu exec … -- flink-gpu exec …`) gets what that one took: one
+// allocation per process tree. No record outlives a failed exec: they are given back before
+// flink-gpu exits with 127/126, as a shell would.
 // With --share the records and leases are shares' (host/coordination/ShareAllocation.h), and the
 // environment is ExecShare.h's; an MPS share is refused, and given back, when its control
 // daemon's socket is not there, since the command would otherwise use the GPU outside the daemon.
@@ -26,6 +28,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -33,14 +36,17 @@
 #include "Console.h"
 #include "ExitCode.h"
 #include "commands/AmountOption.h"
+#include "commands/ExecChild.h"
 #include "commands/ExecShare.h"
 #include "flink/externalresource/gpu/GpuProperties.h"
 #include "host/coordination/Coordination.h"
+#include "host/coordination/Leases.h"
 #include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/Vendor.h"
 #include "host/enumeration/VisibleDevices.h"
 #include "host/health/HostHealth.h"
+#include "host/liveness/HostFacts.h"
 #include "host/placement/Placement.h"
 #include "host/sharing/MpsDaemon.h"
 #include "util/Strings.h"
@@ -234,7 +240,7 @@ std::optional<std::vector<unsigned>> cpusToBind(const std::vector<std::string>& 
   return cpus;
 }
 
-/// Sets this process's CPU affinity (the command inherits it across execvp).
+/// Sets this process's CPU affinity (the command inherits it).
 /// @throws std::runtime_error naming the reason.
 void bindTo(const std::vector<unsigned>& cpus) {
   cpu_set_t set;
@@ -246,36 +252,40 @@ void bindTo(const std::vector<unsigned>& cpus) {
   }
 }
 
-/// Takes back what was just recorded for `owner`, after the command could not be started.
-void releaseAfterFailedExec(const std::string& file, const coordination::Owner& owner) {
+/// Gives back exactly what `grant` recorded and drops its leases: the command will not run, or
+/// has ended. `failure` begins the warning when the records cannot be given back.
+void giveBackGrant(const ExecOptions& options, defaultdiscovery::Grant& grant,
+                   std::string_view failure) {
   try {
-    coordination::release(
-        file, [&owner](const coordination::Record& record) { return record.owner == owner; });
+    defaultdiscovery::giveBack(options.coordinationFile, grant.records);
   } catch (const store::StoreError& e) {
-    printWarning(std::string("could not release the GPUs allocated for the command: ") + e.what());
+    printWarning(std::string(failure) + e.what());
   }
+  grant.leases.clear();
 }
 
-/// What this process already holds of `host` (its records, by pid and start time): what an exec
-/// run by an exec of the same process inherits.
+/// Gives back what was just recorded, after the command could not be started.
+void releaseAfterFailedExec(const ExecOptions& options, defaultdiscovery::Grant& grant) {
+  giveBackGrant(options, grant, "could not release the GPUs allocated for the command: ");
+}
+
+/// What a process tree already holds of `host`: the GPUs that the records of this process, or of
+/// its nearest ancestor that has records of `host`'s GPUs, name (by pid and start time). What an
+/// exec run under an exec inherits, since the outer one, its parent or an ancestor, owns them.
 struct HeldByThisProcess {
   std::vector<std::string> gpus;
   /// Those of `gpus` held as a share.
   std::vector<std::string> shares;
 };
 
-/// nullopt after printing the error.
-std::optional<HeldByThisProcess> heldByThisProcess(const ExecOptions& options,
-                                                   const HostUnits& host,
-                                                   const coordination::Owner& owner) {
-  coordination::Status status;
-  try {
-    status = coordination::readStatus(options.coordinationFile);
-  } catch (const store::StoreError& e) {
-    printError(e.what());
-    return std::nullopt;
-  }
-  // The units this process's records name, by the host index's rule.
+/// How many parents an exec looks up for an enclosing one's GPUs: far more than any real nesting
+/// (exec, a shell, a launcher, exec), and a bound should the parents read ever loop (pids reused
+/// while they are read).
+constexpr int kMaxAncestors = 64;
+
+/// What `owner`'s records in `status` hold of `host`, by the host index's rule.
+HeldByThisProcess heldBy(const coordination::Status& status, const HostUnits& host,
+                         const coordination::Owner& owner) {
   std::unordered_set<std::string> own;
   std::unordered_set<std::string> ownShares;
   for (const coordination::RecordStatus& entry : status.records) {
@@ -294,6 +304,32 @@ std::optional<HeldByThisProcess> heldByThisProcess(const ExecOptions& options,
     if (ownShares.count(gpu)) held.shares.push_back(gpu);
   }
   return held;
+}
+
+/// nullopt after printing the error.
+std::optional<HeldByThisProcess> heldByThisProcessTree(const ExecOptions& options,
+                                                       const HostUnits& host) {
+  coordination::Status status;
+  try {
+    status = coordination::readStatus(options.coordinationFile);
+  } catch (const store::StoreError& e) {
+    printError(e.what());
+    return std::nullopt;
+  }
+  liveness::HostFacts& facts = liveness::HostFacts::system();
+  pid_t pid = ::getpid();
+  for (int depth = 0; depth <= kMaxAncestors && pid > 0; ++depth) {
+    const coordination::Owner owner = coordination::Owner::of(pid, facts);
+    // An ancestor is known by its start time too: a record of its pid without one may be an
+    // earlier process's.
+    if (depth > 0 && !owner.startTime) break;
+    HeldByThisProcess held = heldBy(status, host, owner);
+    if (!held.gpus.empty()) return held;
+    const std::optional<pid_t> parent = facts.process(pid).parent;
+    if (!parent) break;
+    pid = *parent;
+  }
+  return HeldByThisProcess{};
 }
 
 /// Checks the options of --share and --share-placement; nullopt when they are right, else the
@@ -345,21 +381,19 @@ std::optional<std::vector<std::string>> shareVisibleDevices(
     const ExecOptions& options, const HostUnits& host, const std::vector<std::string>& granted,
     const std::vector<defaultdiscovery::ShareGrant>& shares);
 
-/// Gives back what `grant` recorded for `owner` and drops its leases: the command will not run.
+/// Gives back the shares `grant` recorded and drops its leases: the command will not run.
 void giveBackShares(const ExecOptions& options, defaultdiscovery::Grant& grant) {
-  try {
-    defaultdiscovery::giveBack(options.coordinationFile, grant.records);
-  } catch (const store::StoreError& e) {
-    printWarning(std::string("could not give back the GPU shares allocated for the command: ") +
-                 e.what());
-  }
-  grant.leases.clear();
+  giveBackGrant(options, grant, "could not give back the GPU shares allocated for the command: ");
 }
 
-/// Becomes the command (execvp); returns only when that fails, after releasing what was
-/// recorded for `owner`. `visible`: the units, for the message.
-int execCommand(const ExecOptions& options, const coordination::Owner& owner,
-                const std::string& visible);
+/// Runs the command and returns exec's exit status: the command's (128 + N when signal N ended
+/// it), or 127/126 when it cannot be run, after giving `grant` back. `nested`: the GPUs are an
+/// enclosing exec's, which holds them and waits (`grant` is empty): this process becomes the
+/// command (execvp), and returns only when that fails. Else the command runs as this process's
+/// child (ExecChild.h), and what `grant` recorded goes back when it ends. `visible`: the units, for
+/// the message.
+int runCommand(const ExecOptions& options, defaultdiscovery::Grant& grant,
+               const std::string& visible, bool nested);
 
 }  // namespace
 
@@ -399,12 +433,14 @@ int runExec(const ExecOptions& options) {
   const auto amount = static_cast<std::size_t>(*parsedAmount);
 
   const coordination::Owner owner = coordination::Owner::of(::getpid());
-  // `flink-gpu exec … -- flink-gpu exec …` runs in one process: the inner one gets what the
-  // outer one took (their leases came with the process), one allocation per process.
-  const std::optional<HeldByThisProcess> inherited = heldByThisProcess(options, *host, owner);
+  // `flink-gpu exec … -- flink-gpu exec …`: the inner one, the outer one's command, gets what the
+  // outer one took and holds for it, one allocation per process tree.
+  const std::optional<HeldByThisProcess> inherited = heldByThisProcessTree(options, *host);
   if (!inherited) return kDiscoveryFailed;
+  const bool nested = !inherited->gpus.empty();
   std::vector<std::string> granted;
-  // Its leases live until the exec: the command inherits their descriptors.
+  // Its leases live while the command runs, here and in the command, which inherits their
+  // descriptors.
   defaultdiscovery::Grant grant;
   if (!inherited->shares.empty()) {
     // The share's environment is the outer exec's, already in this one's: a second exec could
@@ -433,9 +469,9 @@ int runExec(const ExecOptions& options) {
     granted.assign(inherited->gpus.begin(),
                    inherited->gpus.begin() + static_cast<std::ptrdiff_t>(amount));
   } else {
-    // The default discovery's step, recorded for this process and leased: the command holds the
-    // leases' descriptors, so the GPUs stay held while any process it started holds them, even
-    // once its own pid is gone.
+    // The default discovery's step, recorded for this process and leased. The command holds the
+    // leases' descriptors too, so the GPUs stay held while any process it started holds them,
+    // even once this one is gone.
     defaultdiscovery::GrantRequest request;
     request.amount = amount;
     request.amountText = std::to_string(amount);
@@ -474,7 +510,7 @@ int runExec(const ExecOptions& options) {
   if (host->vendorHost) {
     const auto environment = vendorEnvironment(options, *host, granted);
     if (!environment) {
-      releaseAfterFailedExec(options.coordinationFile, owner);
+      releaseAfterFailedExec(options, grant);
       return kUsageError;
     }
     // A whole unit's command holds no share, whatever the parent held.
@@ -483,7 +519,7 @@ int runExec(const ExecOptions& options) {
     for (const auto& [name, value] : *environment) {
       if (::setenv(name.c_str(), value.c_str(), 1) != 0) {
         const int error = errno;
-        releaseAfterFailedExec(options.coordinationFile, owner);
+        releaseAfterFailedExec(options, grant);
         printError("cannot set " + name + ": " + std::strerror(error));
         return kDiscoveryFailed;
       }
@@ -492,7 +528,7 @@ int runExec(const ExecOptions& options) {
     if (verbosity() >= Verbosity::kVerbose) {
       std::cerr << "flink-gpu: " << said << " for process " << owner.pid << '\n';
     }
-    return execCommand(options, owner, strings::join(host->answerFor(granted), ","));
+    return runCommand(options, grant, strings::join(host->answerFor(granted), ","), nested);
   }
 
   warnAboutSeveralMigInstances(granted);
@@ -505,7 +541,7 @@ int runExec(const ExecOptions& options) {
         }
       }
     } catch (const std::runtime_error& e) {
-      releaseAfterFailedExec(options.coordinationFile, owner);
+      releaseAfterFailedExec(options, grant);
       printError(std::string("--bind-cpus: cannot bind the command to its GPUs' CPUs: ") +
                  e.what() + "\nGPU(s) " + strings::join(granted, ",") + " released again");
       return kDiscoveryFailed;
@@ -516,7 +552,7 @@ int runExec(const ExecOptions& options) {
       shared ? shareVisibleDevices(options, *host, granted, grant.shares)
              : visibleDevicesFor(options, *host, granted);
   if (!entries) {
-    releaseAfterFailedExec(options.coordinationFile, owner);
+    releaseAfterFailedExec(options, grant);
     return kUsageError;
   }
   const std::string visible = strings::join(*entries, ",");
@@ -529,7 +565,7 @@ int runExec(const ExecOptions& options) {
     changes.set.insert(changes.set.begin() + 1, {discovery::kDeviceOrderVariable, "PCI_BUS_ID"});
   }
   if (const std::optional<std::string> failed = applyEnvironment(changes)) {
-    releaseAfterFailedExec(options.coordinationFile, owner);
+    releaseAfterFailedExec(options, grant);
     printError(*failed);
     return kDiscoveryFailed;
   }
@@ -552,7 +588,7 @@ int runExec(const ExecOptions& options) {
                 << '\n';
     }
   }
-  return execCommand(options, owner, visible);
+  return runCommand(options, grant, visible, nested);
 }
 
 namespace {
@@ -576,21 +612,11 @@ std::optional<std::vector<std::string>> shareVisibleDevices(
   return entries;
 }
 
-int execCommand(const ExecOptions& options, const coordination::Owner& owner,
-                const std::string& visible) {
-  std::vector<char*> argv;
-  argv.reserve(options.command.size() + 1);
-  for (const std::string& arg : options.command) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  // Nothing buffered here may be lost to the exec, or printed twice by the command.
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(nullptr);
-  ::signal(SIGPIPE, SIG_DFL);  // flink-gpu ignores it; an ignored signal survives execvp
-  ::execvp(argv[0], argv.data());
-
-  const int error = errno;
-  releaseAfterFailedExec(options.coordinationFile, owner);
+/// What exec does after its command could not be run (`error`: the errno of execvp, or of fork):
+/// gives `grant` back, says why, and returns 127 (not found) or 126, as a shell does.
+int cannotRun(const ExecOptions& options, defaultdiscovery::Grant& grant, int error,
+              const std::string& visible) {
+  releaseAfterFailedExec(options, grant);
   const std::string& name = options.command.front();
   const bool notFound = error == ENOENT;
   const std::string why = notFound && name.find('/') == std::string::npos
@@ -599,6 +625,67 @@ int execCommand(const ExecOptions& options, const coordination::Owner& owner,
   printError("cannot run '" + strings::quoteForMessage(name) + "': " + why + "\nGPU(s) " + visible +
              " released again");
   return notFound ? kCommandNotFound : kCommandNotExecutable;
+}
+
+/// After the command has ended: exec's leases go, and what it recorded goes back, except a record
+/// whose lease is still held. Only a process the command left behind can hold it now, having
+/// inherited it (a daemon it started), and that process may use the GPU: its record stays, as the
+/// command's own stayed when exec became the command, held by the lease while that process runs
+/// (and fail closed, should the lease file be removed meanwhile; docs/coordination-file.md). One
+/// whose lease cannot be shown free (its file gone, or not to be opened) stays too, judged by the
+/// same rule.
+void giveBackAfterCommand(const ExecOptions& options, defaultdiscovery::Grant& grant) {
+  grant.leases.clear();
+  std::vector<coordination::Record> free;
+  try {
+    coordination::LeaseFolder folder = coordination::LeaseFolder::open(
+        options.coordinationFile, coordination::SiblingTrust::ofPath(options.coordinationFile));
+    for (const coordination::Record& record : grant.records) {
+      if (!record.lease ||
+          folder.state(*record.lease, record.leaseFile) == coordination::LeaseState::kFree) {
+        free.push_back(record);
+      }
+    }
+  } catch (const store::StoreError& e) {
+    // Left as they are: the next allocation judges them, as it judges any exec's that was killed.
+    printWarning(std::string("could not give back the GPUs allocated for the command: ") +
+                 e.what());
+    return;
+  }
+  grant.records = std::move(free);
+  giveBackGrant(options, grant, "could not give back the GPUs allocated for the command: ");
+}
+
+int runCommand(const ExecOptions& options, defaultdiscovery::Grant& grant,
+               const std::string& visible, bool nested) {
+  if (nested) {
+    std::vector<char*> argv;
+    argv.reserve(options.command.size() + 1);
+    for (const std::string& arg : options.command) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    // Nothing buffered here may be lost to the exec, or printed twice by the command.
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    ::signal(SIGPIPE, SIG_DFL);  // flink-gpu ignores it; an ignored signal survives execvp
+    ::execvp(argv[0], argv.data());
+    return cannotRun(options, grant, errno, visible);
+  }
+  StartedCommand started;
+  try {
+    started = startCommand(options.command);
+  } catch (const std::system_error& e) {  // the error pipe: out of descriptors
+    return cannotRun(options, grant, e.code().value(), visible);
+  }
+  if (started.pid < 0) return cannotRun(options, grant, started.error, visible);
+  int status = kDiscoveryFailed;
+  try {
+    status = waitForCommand(started.pid);
+  } catch (const std::system_error& e) {
+    printError(std::string("cannot wait for the command: ") + e.what());
+  }
+  giveBackAfterCommand(options, grant);
+  return status;
 }
 
 }  // namespace

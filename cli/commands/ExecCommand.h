@@ -1,9 +1,10 @@
 // `flink-gpu exec`: runs a command with GPUs of its own — allocates them in the coordination file
-// for this process, sets CUDA_VISIBLE_DEVICES, and becomes the command (execvp), so that the
-// command's pid is the owner of the records: the GPUs are held while it runs and free once it ends.
-// Under an inherited CUDA_VISIBLE_DEVICES only the GPUs it names are allocated, and the command
-// gets the mask's own entries for them; CUDA_DEVICE_ORDER=PCI_BUS_ID is set unless already set.
-// With --share it holds a share of each GPU instead, recorded and leased the same way.
+// for this process, sets CUDA_VISIBLE_DEVICES, runs the command as its child and waits for it, as
+// flock(1) does: the records name exec's pid and exec holds their leases, so the GPUs are held
+// while the command runs, whatever it does, and given back once it ends. Under an inherited
+// CUDA_VISIBLE_DEVICES only the GPUs it names are allocated, and the command gets the mask's own
+// entries for them; CUDA_DEVICE_ORDER=PCI_BUS_ID is set unless already set. With --share it holds
+// a share of each GPU instead, recorded and leased the same way.
 #pragma once
 
 #include <optional>
@@ -50,8 +51,9 @@ struct ExecOptions {
   std::vector<std::string> command;
 };
 
-/// Allocates the GPUs and execs the command; returns only when that cannot be done.
-/// @returns an ExitCode, or 127 (command not found) / 126 (cannot be executed) as shells do.
+/// Allocates the GPUs, runs the command and waits for it (docs/command-line.md, exec).
+/// @returns the command's exit code, 128 + N when signal N ended it; else an ExitCode, or 127
+///          (command not found) / 126 (cannot be executed) as shells do.
 int runExec(const ExecOptions& options);
 
 }  // namespace flink::cli

@@ -80,8 +80,8 @@ class CoordinationCommandsTest : public ::testing::Test {
   std::string coordinationFile() const { return (dir_ / "coordination").string(); }
 
   /// Starts `flink-gpu exec --amount <amount> --gpus <gpus> -- /bin/sh -c ...` in the background:
-  /// the command writes "<its pid> <CUDA_VISIBLE_DEVICES>" to `<name>.out`, then becomes
-  /// `sleep 30` (exec, so the pid that holds the GPUs is still the one started here).
+  /// the command writes "<its parent's pid> <CUDA_VISIBLE_DEVICES>" to `<name>.out`, then becomes
+  /// `sleep 30`. Its parent is the exec started here, which holds the GPUs.
   std::unique_ptr<Background> startHolder(const std::string& name, int amount,
                                           const std::string& gpus) {
     const fs::path report = dir_ / (name + ".out");
@@ -89,7 +89,7 @@ class CoordinationCommandsTest : public ::testing::Test {
         std::vector<std::string>{
             kCli, "exec", "--amount", std::to_string(amount), "--gpus", gpus, "--coordination-file",
             coordinationFile(), "--", "/bin/sh", "-c",
-            "echo $$ $CUDA_VISIBLE_DEVICES > '" + report.string() + "'; exec sleep 30"},
+            "echo $PPID $CUDA_VISIBLE_DEVICES > '" + report.string() + "'; exec sleep 30"},
         dir_ / (name + ".stdout"), dir_ / (name + ".stderr"));
   }
 
@@ -237,23 +237,40 @@ TEST_F(CoordinationCommandsTest, StatusRejectsAnUnknownFormat) {
 
 // --- exec ---------------------------------------------------------------------------------
 
-TEST_F(CoordinationCommandsTest, ExecSetsCudaVisibleDevicesAndTheCommandOwnsTheGpus) {
-  const CliRun run = exec({"--amount", "2", "--gpus", "0,1,2"},
-                          {"/bin/sh", "-c", "echo $$ $CUDA_VISIBLE_DEVICES"});
+/// The records a command printed (`cat` of the coordination file, after its first line).
+std::vector<FileRecord> recordsPrinted(const std::string& out) {
+  std::vector<FileRecord> records;
+  const std::vector<std::string> lines = linesOf(out);
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    std::istringstream fields(lines[i]);
+    FileRecord record;
+    if (fields >> record.gpu >> record.pid) records.push_back(record);
+  }
+  return records;
+}
+
+TEST_F(CoordinationCommandsTest, ExecSetsCudaVisibleDevicesAndOwnsTheGpusWhileItsCommandRuns) {
+  const CliRun run = exec(
+      {"--amount", "2", "--gpus", "0,1,2"},
+      {"/bin/sh", "-c", "echo $$ $PPID $CUDA_VISIBLE_DEVICES; cat '" + coordinationFile() + "'"});
   ASSERT_EQ(run.exitCode, 0) << run;
   EXPECT_EQ(run.err, "") << run;
   std::istringstream words(run.out);
   pid_t commandPid = 0;
+  pid_t execPid = 0;
   std::string visible;
-  ASSERT_TRUE(words >> commandPid >> visible) << run;
+  ASSERT_TRUE(words >> commandPid >> execPid >> visible) << run;
   EXPECT_EQ(visible, "0,1") << run;
+  EXPECT_NE(commandPid, execPid) << run;
 
-  const auto records = recordsIn(coordinationFile());
-  ASSERT_EQ(records.size(), 2u) << readFile(coordinationFile());
+  // While the command ran, the records named exec, its parent; once it ended, they went.
+  const auto records = recordsPrinted(run.out);
+  ASSERT_EQ(records.size(), 2u) << run;
   EXPECT_EQ(records[0].gpu, "0");
   EXPECT_EQ(records[1].gpu, "1");
-  EXPECT_EQ(records[0].pid, commandPid) << "the record's owner is not the command";
-  EXPECT_EQ(records[1].pid, commandPid);
+  EXPECT_EQ(records[0].pid, execPid) << "the record's owner is not exec";
+  EXPECT_EQ(records[1].pid, execPid);
+  EXPECT_TRUE(recordsIn(coordinationFile()).empty()) << readFile(coordinationFile());
 }
 
 TEST_F(CoordinationCommandsTest, ExecPassesTheCommandsExitCodeAndOptionsThrough) {
@@ -315,16 +332,17 @@ TEST_F(CoordinationCommandsTest, TheGpuIsFreeAgainWhenTheCommandEnds) {
   holder->stop();  // the command ends (killed, here): its GPU comes back
 
   const CliRun run =
-      exec({"--amount", "1", "--gpus", "0"}, {"/bin/sh", "-c", "echo $$ $CUDA_VISIBLE_DEVICES"});
+      exec({"--amount", "1", "--gpus", "0"},
+           {"/bin/sh", "-c", "echo $PPID $CUDA_VISIBLE_DEVICES; cat '" + coordinationFile() + "'"});
   ASSERT_EQ(run.exitCode, 0) << run;
   std::istringstream words(run.out);
-  pid_t commandPid = 0;
+  pid_t execPid = 0;
   std::string visible;
-  ASSERT_TRUE(words >> commandPid >> visible) << run;
+  ASSERT_TRUE(words >> execPid >> visible) << run;
   EXPECT_EQ(visible, "0");
-  const auto records = recordsIn(coordinationFile());
-  ASSERT_EQ(records.size(), 1u) << readFile(coordinationFile());
-  EXPECT_EQ(records[0].pid, commandPid);
+  const auto records = recordsPrinted(run.out);
+  ASSERT_EQ(records.size(), 1u) << run;
+  EXPECT_EQ(records[0].pid, execPid);
 }
 
 TEST_F(CoordinationCommandsTest, MissingCommandExits127AndReleasesTheGpus) {
@@ -554,8 +572,8 @@ TEST_F(CoordinationCommandsTest, ACommandThatClosesItsDescriptorsKeepsItsGpusWhi
   EXPECT_EQ(after.exitCode, 0) << after;
 }
 
-TEST_F(CoordinationCommandsTest, AnExecRunByAnExecOfTheSameProcessGetsWhatItAlreadyHolds) {
-  // `flink-gpu exec … -- flink-gpu exec …`: one process, one allocation.
+TEST_F(CoordinationCommandsTest, AnExecRunByAnExecGetsWhatThatOneAlreadyHolds) {
+  // `flink-gpu exec … -- flink-gpu exec …`: one process tree, one allocation, the outer exec's.
   const auto nestedExec = [&](const std::string& innerAmount,
                               const std::vector<std::string>& command) {
     std::vector<std::string> args{"exec",
@@ -578,17 +596,20 @@ TEST_F(CoordinationCommandsTest, AnExecRunByAnExecOfTheSameProcessGetsWhatItAlre
     args.insert(args.end(), command.begin(), command.end());
     return runCli(args);
   };
-  const CliRun nested = nestedExec("1", {"/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES $$"});
+  // The inner exec becomes the command: its parent is the outer one, the records' owner.
+  const CliRun nested = nestedExec(
+      "1", {"/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES $PPID; cat '" + coordinationFile() + "'"});
   ASSERT_EQ(nested.exitCode, 0) << nested;
   std::istringstream fields(nested.out);
   std::string gpu;
   std::string pid;
   fields >> gpu >> pid;
   EXPECT_EQ(gpu, "0") << nested;
-  const std::vector<FileRecord> records = recordsIn(coordinationFile());
-  ASSERT_EQ(records.size(), 1u) << readFile(coordinationFile());
+  const std::vector<FileRecord> records = recordsPrinted(nested.out);
+  ASSERT_EQ(records.size(), 1u) << nested;
   EXPECT_EQ(records[0].gpu, "0");
-  EXPECT_EQ(std::to_string(records[0].pid), pid) << readFile(coordinationFile());
+  EXPECT_EQ(std::to_string(records[0].pid), pid) << nested;
+  EXPECT_TRUE(recordsIn(coordinationFile()).empty()) << readFile(coordinationFile());
   // It cannot ask for more than it holds.
   const CliRun more = nestedExec("2", {"true"});
   EXPECT_EQ(more.exitCode, 1) << more;

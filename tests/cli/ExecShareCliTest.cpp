@@ -153,7 +153,7 @@ class ExecShareCliTest : public ::testing::Test {
   std::vector<std::string> touchMarker() const { return {"/usr/bin/touch", marker().string()}; }
 
   /// `flink-gpu exec --share -n 1 -- sleep` in the background, once its command runs: it writes
-  /// its pid into `<name>.started`, then becomes sleep.
+  /// its parent's pid (exec's, the share's owner) into `<name>.started`, then becomes sleep.
   std::unique_ptr<Background> holder(const std::string& name) const {
     const fs::path started = dir_ / (name + ".started");
     std::vector<std::string> args{"/usr/bin/env"};
@@ -161,7 +161,7 @@ class ExecShareCliTest : public ::testing::Test {
     args.insert(args.end(), env.begin(), env.end());
     args.insert(args.end(),
                 {kCli, "exec", "--coordination-file", file(), "--share", "-n", "1", "--", "/bin/sh",
-                 "-c", "echo $$ > '" + started.string() + "'; exec " + sleepPath() + " 60"});
+                 "-c", "echo $PPID > '" + started.string() + "'; exec " + sleepPath() + " 60"});
     auto process = std::make_unique<Background>(args, dir_ / (name + ".log"));
     EXPECT_EQ(waitForLines(started, 1, 10s).size(), 1u) << readFile(dir_ / (name + ".log"));
     return process;
@@ -319,10 +319,10 @@ TEST_F(ExecShareCliTest, WithoutItsDaemonAnMpsShareIsGivenBackAndTheCommandNotRu
   fs::remove(marker());
 
   // Once the daemon is there, the share the failed runs gave back is had: share 0 of 2, recorded
-  // for the command while it runs.
+  // for exec, the parent of the command, while the command runs.
   BoundSocket daemon(mps / "control");
   const CliRun after =
-      exec({"--share", "-n", "1"}, {"/bin/sh", "-c", "echo $$; cat '" + file() + "'"});
+      exec({"--share", "-n", "1"}, {"/bin/sh", "-c", "echo $PPID; cat '" + file() + "'"});
   ASSERT_EQ(after.exitCode, 0) << after;
   const std::vector<std::string> lines = linesOf(after.out);
   ASSERT_GE(lines.size(), 2u) << after;
@@ -351,7 +351,7 @@ TEST_F(ExecShareCliTest, KHoldersShareOneGpuAndAShareIsFreeOnceItsHolderEnds) {
   // The first holder took share 0; once it ends, that share is had at once.
   first->stop();
   const CliRun next =
-      exec({"--share", "-n", "1"}, {"/bin/sh", "-c", "echo $$; cat '" + file() + "'"});
+      exec({"--share", "-n", "1"}, {"/bin/sh", "-c", "echo $PPID; cat '" + file() + "'"});
   ASSERT_EQ(next.exitCode, 0) << next;
   const std::vector<std::string> lines = linesOf(next.out);
   ASSERT_GE(lines.size(), 2u) << next;

@@ -229,11 +229,11 @@ TEST_F(RealHostCliTest, ExecWithoutAMaskWritesIndicesOrUuids) {
   const CliRun index = exec({"-n", "2"}, {});
   ASSERT_EQ(index.exitCode, 0) << index;
   EXPECT_EQ(index.out, "0,1 PCI_BUS_ID\n");
-  // The first command has ended, but its GPUs go only once GPU 2, which no record names, is not
-  // enough (Flink's order): GPU 2 and then GPU 0.
+  // The first command has ended, and exec gave its GPUs back: the same two again, by UUID.
+  EXPECT_TRUE(records().empty());
   const CliRun uuid = exec({"-n", "2", "--visible-devices", "uuid"}, {});
   ASSERT_EQ(uuid.exitCode, 0) << uuid;
-  EXPECT_EQ(uuid.out, std::string(kGpu0) + "," + kGpu2 + " PCI_BUS_ID\n");
+  EXPECT_EQ(uuid.out, std::string(kGpu0) + "," + kGpu1 + " PCI_BUS_ID\n");
   // --gpus by index: NVML tells the UUID of a GPU it lists.
   const CliRun listed = exec({"-n", "1", "--gpus", "0", "--visible-devices", "uuid"}, {});
   ASSERT_EQ(listed.exitCode, 0) << listed;
