@@ -9,10 +9,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <system_error>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "TestSupport.h"
 #include "process/Subprocess.h"
 
 namespace flink::testing {
@@ -53,6 +57,31 @@ CliRun runThroughEnv(std::vector<std::string> argv, const std::filesystem::path&
     ADD_FAILURE() << "flink-gpu " << result.outcome.toString() << run;
   }
   return run;
+}
+
+/// The pids of the processes of process group `group` that have not yet exited, as /proc lists
+/// them.
+std::vector<pid_t> runningInGroup(pid_t group) {
+  std::vector<pid_t> members;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text;
+    if (!std::getline(stat, text)) continue;
+    // After the command name, in parentheses (and holding anything): state, ppid, pgrp.
+    const std::size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(text.substr(close + 1));
+    std::string state;
+    pid_t parent = 0;
+    pid_t pgrp = 0;
+    if (fields >> state >> parent >> pgrp && pgrp == group && state != "Z" && state != "X") {
+      members.push_back(static_cast<pid_t>(std::stol(name)));
+    }
+  }
+  return members;
 }
 
 }  // namespace
@@ -146,7 +175,13 @@ void Background::start(const std::vector<std::string>& args, const std::filesyst
 void Background::stop() {
   if (pid_ <= 0 || reaped_) return;
   ::kill(-pid_, SIGKILL);
+  // The leader's children are killed with it, but may still be exiting once it is reaped: exec's
+  // command, which holds its leases too, lets them go only then.
+  const std::vector<pid_t> group = runningInGroup(pid_);
   reap(0);
+  const std::vector<pid_t> left = waitUntilGone(group, std::chrono::seconds(10));
+  EXPECT_TRUE(left.empty()) << left.size() << " process(es) of group " << pid_
+                            << " still run 10 s after SIGKILL";
 }
 
 std::optional<int> Background::waitForExit(std::chrono::milliseconds limit) {

@@ -57,7 +57,9 @@ class Background {
   pid_t pid() const { return pid_; }
   std::string pidText() const { return std::to_string(pid_); }
 
-  /// SIGKILL to its process group, then reaps it (the group is its own: pgid == pid).
+  /// SIGKILL to its process group, then reaps it (the group is its own: pgid == pid), and waits
+  /// until no process of the group runs (10 s at most, else a test failure): until then one may
+  /// still hold what it inherited (exec's command, the leases).
   void stop();
 
   /// Waits for it to end by itself; returns its exit code, or nullopt (killed, or still
