@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <iostream>
 #include <system_error>
@@ -22,14 +24,27 @@ namespace {
 constexpr std::array<int, 6> kForwardedSignals = {SIGTERM, SIGINT,  SIGHUP,
                                                   SIGQUIT, SIGUSR1, SIGUSR2};
 
-/// The forwarded signals and SIGCHLD: what the waiting thread keeps blocked and takes with
-/// sigwaitinfo, so that none is lost between two looks at the child and none runs a handler.
-sigset_t waitedSignals() {
-  sigset_t signals;
-  ::sigemptyset(&signals);
-  for (const int signal : kForwardedSignals) ::sigaddset(&signals, signal);
-  ::sigaddset(&signals, SIGCHLD);
-  return signals;
+/// The command's pid while its pid can name only it: from the fork until it has ended and is about
+/// to be reaped. 0 otherwise, when a forwarded signal goes nowhere.
+std::atomic<pid_t> gCommand{0};
+
+/// Whether another process sent `info`'s signal (kill, sigqueue, tgkill), rather than the kernel
+/// to the whole process group (the terminal's SIGINT, SIGQUIT and SIGHUP, si_code SI_KERNEL),
+/// which reached the command too. One from the command itself is not sent back to it. A sender of
+/// an ancestor pid namespace, which this one cannot see, has si_pid 0.
+bool sentByAnotherProcess(const siginfo_t& info, pid_t command) {
+  const bool user = info.si_code == SI_USER || info.si_code == SI_QUEUE || info.si_code == SI_TKILL;
+  return user && info.si_pid != command;
+}
+
+/// The handler of the forwarded signals while the command runs. A handler, not sigwaitinfo on one
+/// thread: a signal sent to the process goes to any of its threads that does not block it, and a
+/// library may have started one (NVML); whichever thread takes it, it is passed on.
+void forwardToCommand(int signal, siginfo_t* info, void* /*context*/) {
+  const int savedErrno = errno;
+  const pid_t command = gCommand.load();
+  if (command > 0 && sentByAnotherProcess(*info, command)) ::kill(command, signal);
+  errno = savedErrno;
 }
 
 /// In the child, between fork and execvp: only async-signal-safe calls. Never returns: the
@@ -37,9 +52,9 @@ sigset_t waitedSignals() {
 /// file once the exec succeeded) and the child exits 127.
 [[noreturn]] void becomeCommand(char* const* argv, pid_t parent, const sigset_t& originalMask,
                                 const struct sigaction& originalChild, int errorPipe) {
-  // The handlers flink-gpu installed go back to the default. execvp would do that itself; it is
-  // done first so that a signal that comes before execvp cannot run flink-gpu's handler here. What
-  // is ignored stays ignored (nohup's SIGHUP), as across any exec.
+  // Every handler goes back to the default: flink-gpu's own and forwardToCommand. execvp would do
+  // that itself; it is done first so that a signal that comes before execvp runs none of them
+  // here. What is ignored stays ignored (nohup's SIGHUP), as across any exec.
   for (int signal = 1; signal < NSIG; ++signal) {
     if (signal == SIGKILL || signal == SIGSTOP) continue;
     struct sigaction current {};
@@ -56,8 +71,8 @@ sigset_t waitedSignals() {
   // asked for (the child of a dead parent has another one): then it ends now.
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::raise(SIGKILL);
   ::sigprocmask(SIG_SETMASK, &originalMask, nullptr);
-  // Not on POSIX's async-signal-safe list, but glibc's execvp allocates nothing (and exec has no
-  // other thread to hold a lock at the fork).
+  // Not on POSIX's async-signal-safe list, but glibc's execvp allocates nothing, and glibc's fork
+  // leaves its own locks usable in the child.
   ::execvp(argv[0], argv);
   const int error = errno;
   while (::write(errorPipe, &error, sizeof error) < 0 && errno == EINTR) {
@@ -65,21 +80,12 @@ sigset_t waitedSignals() {
   ::_exit(127);
 }
 
-/// waitpid for `pid`, retried on EINTR; `options` as waitpid's. Returns what waitpid returns.
-pid_t waitFor(pid_t pid, int& status, int options) {
+/// waitpid for `pid`, retried on EINTR. Returns what waitpid returns.
+pid_t reap(pid_t pid, int& status) {
   pid_t result = 0;
-  while ((result = ::waitpid(pid, &status, options)) < 0 && errno == EINTR) {
+  while ((result = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
   }
   return result;
-}
-
-/// Whether another process sent `info`'s signal (kill, sigqueue, tgkill), rather than the kernel
-/// to the whole process group (the terminal's SIGINT, SIGQUIT and SIGHUP, si_code SI_KERNEL),
-/// which reached the command too. One from the command itself is not sent back to it. A sender of
-/// an ancestor pid namespace, which this one cannot see, has si_pid 0.
-bool sentByAnotherProcess(const siginfo_t& info, pid_t command) {
-  const bool user = info.si_code == SI_USER || info.si_code == SI_QUEUE || info.si_code == SI_TKILL;
-  return user && info.si_pid != command;
 }
 
 }  // namespace
@@ -96,8 +102,9 @@ StartedCommand startCommand(const std::vector<std::string>& command) {
   std::cerr.flush();
   std::fflush(nullptr);
 
-  // Every signal is blocked across the fork, so that none runs flink-gpu's handler in the child
-  // before it has its own dispositions; the child puts back the mask flink-gpu was started with.
+  // Every signal is blocked on this thread across the fork, so that none runs a handler in the
+  // child before it has its own dispositions, and none is passed on before the command's pid is
+  // known; the child puts back the mask flink-gpu was started with.
   sigset_t all;
   ::sigfillset(&all);
   sigset_t originalMask;
@@ -108,58 +115,68 @@ StartedCommand startCommand(const std::vector<std::string>& command) {
   ::sigemptyset(&defaultChild.sa_mask);
   struct sigaction originalChild {};
   ::sigaction(SIGCHLD, &defaultChild, &originalChild);
+  // The forwarded signals are passed on from here, but for those ignored when flink-gpu started,
+  // which the command ignores too.
+  struct sigaction forward {};
+  forward.sa_sigaction = forwardToCommand;
+  forward.sa_flags = SA_SIGINFO | SA_RESTART;
+  ::sigfillset(&forward.sa_mask);
+  std::array<struct sigaction, kForwardedSignals.size()> originalForwarded{};
+  for (std::size_t i = 0; i < kForwardedSignals.size(); ++i) {
+    ::sigaction(kForwardedSignals[i], nullptr, &originalForwarded[i]);
+    if (originalForwarded[i].sa_handler != SIG_IGN) {
+      ::sigaction(kForwardedSignals[i], &forward, nullptr);
+    }
+  }
 
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
     becomeCommand(argv.data(), parent, originalMask, originalChild, errorPipe.writeEnd.get());
   }
-  const int forkError = errno;
-  // From here on this thread takes the waited signals through sigwaitinfo, and only those.
-  sigset_t waiting = originalMask;
-  const sigset_t waited = waitedSignals();
-  for (int signal = 1; signal < NSIG; ++signal) {
-    if (::sigismember(&waited, signal) == 1) ::sigaddset(&waiting, signal);
+  int error = errno;  // fork's, when it failed
+  // Only the child's end is left open now: end of file means its exec succeeded.
+  errorPipe.writeEnd.reset();
+  if (pid > 0) {
+    gCommand.store(pid);
+    int execError = 0;
+    ssize_t got = 0;
+    while ((got = ::read(errorPipe.readEnd.get(), &execError, sizeof execError)) < 0 &&
+           errno == EINTR) {
+    }
+    error = got == static_cast<ssize_t>(sizeof execError) ? execError : 0;
+    if (error != 0) {
+      gCommand.store(0);
+      int status = 0;
+      reap(pid, status);  // it has exited, or is about to: _exit(127)
+    }
   }
-  ::pthread_sigmask(SIG_SETMASK, &waiting, nullptr);
-  const auto notStarted = [&](int error) {
+  if (error != 0) {
+    // Never started: flink-gpu's dispositions and mask as they were, for the message and the exit.
+    for (std::size_t i = 0; i < kForwardedSignals.size(); ++i) {
+      ::sigaction(kForwardedSignals[i], &originalForwarded[i], nullptr);
+    }
     ::sigaction(SIGCHLD, &originalChild, nullptr);
     ::pthread_sigmask(SIG_SETMASK, &originalMask, nullptr);
     return StartedCommand{-1, error};
-  };
-  if (pid < 0) return notStarted(forkError);
-
-  // The child's end closes here, so that end of file means the exec succeeded.
-  errorPipe.writeEnd.reset();
-  int error = 0;
-  ssize_t got = 0;
-  while ((got = ::read(errorPipe.readEnd.get(), &error, sizeof error)) < 0 && errno == EINTR) {
   }
-  if (got != static_cast<ssize_t>(sizeof error)) return StartedCommand{pid, 0};
-  int status = 0;
-  waitFor(pid, status, 0);  // it exits at once: _exit(127)
-  return notStarted(error);
+  // A signal that came meanwhile is passed on now, and each later one as it comes.
+  ::pthread_sigmask(SIG_SETMASK, &originalMask, nullptr);
+  return StartedCommand{pid, 0};
 }
 
 int waitForCommand(pid_t pid) {
-  const sigset_t waited = waitedSignals();
-  for (;;) {
-    // Looked at before every wait: SIGCHLDs that come together are one, and the child may have
-    // ended before the first. It stays blocked meanwhile, so one that comes after the look waits
-    // for sigwaitinfo.
-    int status = 0;
-    const pid_t ended = waitFor(pid, status, WNOHANG);
-    if (ended < 0) throw std::system_error(errno, std::generic_category(), "waitpid");
-    if (ended == pid) {
-      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-      return WEXITSTATUS(status);
-    }
-    siginfo_t info{};
-    const int signal = ::sigwaitinfo(&waited, &info);
-    // EINTR: a stop (Ctrl-Z) and `fg`, or a signal not waited for; SIGCHLD: look again.
-    if (signal < 0 || signal == SIGCHLD) continue;
-    if (sentByAnotherProcess(info, pid)) ::kill(pid, signal);
+  // Waited for without reaping it first, so that its pid names only it while a signal may still be
+  // passed on to it; then no more are, and it is reaped.
+  siginfo_t info{};
+  while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) != 0) {
+    if (errno != EINTR) throw std::system_error(errno, std::generic_category(), "waitid");
   }
+  gCommand.store(0);
+  int status = 0;
+  if (reap(pid, status) < 0) throw std::system_error(errno, std::generic_category(), "waitpid");
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
 }
 
 }  // namespace flink::cli

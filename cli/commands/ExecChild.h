@@ -12,8 +12,8 @@
 // flink-gpu started still ignored. It gets the parent-death signal SIGKILL, so that it does not
 // outlive an exec that is killed (which then holds nothing for it).
 //
-// Not thread-safe: the signals are waited for on the calling thread, which must be the process's
-// only one (a signal sent to the process would otherwise go to another thread).
+// Once for a process: the signals are passed on by handlers of the process, which stay installed
+// until it exits. Other threads may run meanwhile: whichever takes a signal passes it on.
 #pragma once
 
 #include <sys/types.h>
@@ -33,19 +33,20 @@ struct StartedCommand {
 };
 
 /// Starts `command` (argv; argv[0] looked up on PATH as execvp does) as a child of this process.
-/// When it runs, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGCHLD are left blocked
-/// on this thread for waitForCommand, and SIGCHLD's disposition is the default, until the process
-/// exits. When it does not (the child already reaped), the signal mask and SIGCHLD are as before.
-/// Flushes stdout and stderr (C++ and C streams) first, so that what flink-gpu printed comes
-/// before what the command prints.
+/// When it runs, each of SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 (those not ignored)
+/// that another process sends to this one is passed on to it, until waitForCommand has seen it
+/// end; then they go nowhere, until the process exits. One the kernel sends to the whole process
+/// group (the terminal's) reached the command already, and one the command sends its parent is not
+/// sent back to it. SIGCHLD's disposition is the default from here on. When the command does not
+/// run (the child already reaped), the dispositions and the signal mask are as before. Flushes
+/// stdout and stderr (C++ and C streams) first, so that what flink-gpu printed comes before what
+/// the command prints.
 StartedCommand startCommand(const std::vector<std::string>& command);
 
-/// Waits for the command `pid` (from startCommand) to end, and passes on to it each of the
-/// signals above that another process sends to this one; one the kernel sends to the whole
-/// process group (the terminal's) reached the command already, and one the command sends its
-/// parent is not sent back to it.
+/// Waits for the command `pid` (from startCommand) to end, and reaps it. A stop (Ctrl-Z) is not an
+/// end.
 /// @returns its exit code, or 128 + N when signal N ended it, as a shell reports it.
-/// @throws std::system_error when it cannot be waited for (waitpid: ECHILD).
+/// @throws std::system_error when it cannot be waited for (ECHILD: someone else reaped it).
 int waitForCommand(pid_t pid);
 
 }  // namespace flink::cli
