@@ -27,6 +27,7 @@ constexpr std::array<int, 6> kForwardedSignals = {SIGTERM, SIGINT,  SIGHUP,
 /// The command's pid while its pid can name only it: from the fork until it has ended and is about
 /// to be reaped. 0 otherwise, when a forwarded signal goes nowhere.
 std::atomic<pid_t> gCommand{0};
+static_assert(std::atomic<pid_t>::is_always_lock_free, "read by a signal handler");
 
 /// Whether another process sent `info`'s signal (kill, sigqueue, tgkill), rather than the kernel
 /// to the whole process group (the terminal's SIGINT, SIGQUIT and SIGHUP, si_code SI_KERNEL),
@@ -47,9 +48,16 @@ void forwardToCommand(int signal, siginfo_t* info, void* /*context*/) {
   errno = savedErrno;
 }
 
+/// In the child: sends `error` to the parent down `errorPipe` and exits 127.
+[[noreturn]] void failInChild(int errorPipe, int error) {
+  while (::write(errorPipe, &error, sizeof error) < 0 && errno == EINTR) {
+  }
+  ::_exit(127);
+}
+
 /// In the child, between fork and execvp: only async-signal-safe calls. Never returns: the
-/// command runs, or its errno goes down `errorPipe` (close-on-exec, so that the parent reads end of
-/// file once the exec succeeded) and the child exits 127.
+/// command runs, or the errno of what failed goes down `errorPipe` (close-on-exec, so that the
+/// parent reads end of file once the exec succeeded).
 [[noreturn]] void becomeCommand(char* const* argv, pid_t parent, const sigset_t& originalMask,
                                 const struct sigaction& originalChild, int errorPipe) {
   // Every handler goes back to the default: flink-gpu's own and forwardToCommand. execvp would do
@@ -69,15 +77,13 @@ void forwardToCommand(int signal, siginfo_t* info, void* /*context*/) {
   // Killed when exec dies, which then holds nothing for it: no command runs on GPUs that no live
   // record or lease names. exec may have died between the fork and here, before the signal was
   // asked for (the child of a dead parent has another one): then it ends now.
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::raise(SIGKILL);
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) failInChild(errorPipe, errno);
+  if (::getppid() != parent) ::raise(SIGKILL);
   ::sigprocmask(SIG_SETMASK, &originalMask, nullptr);
   // Not on POSIX's async-signal-safe list, but glibc's execvp allocates nothing, and glibc's fork
   // leaves its own locks usable in the child.
   ::execvp(argv[0], argv);
-  const int error = errno;
-  while (::write(errorPipe, &error, sizeof error) < 0 && errno == EINTR) {
-  }
-  ::_exit(127);
+  failInChild(errorPipe, errno);
 }
 
 /// waitpid for `pid`, retried on EINTR. Returns what waitpid returns.

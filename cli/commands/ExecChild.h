@@ -27,8 +27,8 @@ namespace flink::cli {
 struct StartedCommand {
   /// The child, running the command; -1 when it could not be started.
   pid_t pid = -1;
-  /// Why it could not: the errno of the failed execvp (ENOENT: not found), or of fork. 0 when it
-  /// runs.
+  /// Why it could not: the errno of the failed execvp (ENOENT: not found), of fork, or of asking
+  /// for the parent-death signal. 0 when it runs.
   int error = 0;
 };
 
