@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdlib>
@@ -37,6 +38,17 @@ fs::path writeScript(const fs::path& path, const std::string& body, fs::perms mo
   }
   fs::permissions(path, mode);
   return path;
+}
+
+std::vector<fs::path> movedAside(const fs::path& path) {
+  std::vector<fs::path> found;
+  const std::string prefix = path.filename().string() + ".untrusted-";
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(path.parent_path(), error)) {
+    if (entry.path().filename().string().starts_with(prefix)) found.push_back(entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 std::string readFile(const fs::path& path) {

@@ -54,6 +54,11 @@ std::string readFile(const std::filesystem::path& path);
 /// Non-blank lines of a file (empty if it does not exist).
 std::vector<std::string> readLines(const std::filesystem::path& path);
 
+/// Where the store moved a file that failed the trust rules aside (store::admitSibling): the
+/// entries beside `path` named `<path>.untrusted-…`, sorted. A lease file `<folder>/<name>` is
+/// moved beside its folder: pass `<folder>.<name>`.
+std::vector<std::filesystem::path> movedAside(const std::filesystem::path& path);
+
 /// A child process that sleeps until stopped: an owner that is running. stop() and the
 /// destructor kill it with SIGKILL and reap it.
 class LiveProcess {

@@ -190,27 +190,30 @@ int runDrain(const DrainOptions& options) {
   // A drain of a GPU already drained keeps the time it was taken out; its reason (and who gave
   // it) is the new one.
   std::optional<health::HealthRecord> previous;
+  health::HealthFile written;
   try {
-    health::updateHealth(options.coordinationFile, [&](std::vector<health::HealthRecord>& records) {
-      previous.reset();
-      for (const health::HealthRecord& record : records) {
-        if (record.kind == health::RecordKind::kDrained &&
-            health::names(record, unit->gpu, unit->uuid) &&
-            (!previous || record.since < previous->since)) {
-          previous = record;
-        }
-      }
-      std::erase_if(records, [&](const health::HealthRecord& record) {
-        return record.kind == health::RecordKind::kDrained &&
-               health::names(record, unit->gpu, unit->uuid);
-      });
-      drain.since = previous ? previous->since : health::nowSeconds();
-      records.push_back(drain);
-    });
+    written = health::updateHealth(
+        options.coordinationFile, [&](std::vector<health::HealthRecord>& records) {
+          previous.reset();
+          for (const health::HealthRecord& record : records) {
+            if (record.kind == health::RecordKind::kDrained &&
+                health::names(record, unit->gpu, unit->uuid) &&
+                (!previous || record.since < previous->since)) {
+              previous = record;
+            }
+          }
+          std::erase_if(records, [&](const health::HealthRecord& record) {
+            return record.kind == health::RecordKind::kDrained &&
+                   health::names(record, unit->gpu, unit->uuid);
+          });
+          drain.since = previous ? previous->since : health::nowSeconds();
+          records.push_back(drain);
+        });
   } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }
+  for (const std::string& line : written.warnings) printWarning(line);
   if (previous) {
     std::cout << nameOf(*unit) << " was already drained since " << health::isoTime(previous->since)
               << (previous->uid ? " by uid " + health::describeUid(*previous->uid) : "")
@@ -233,27 +236,30 @@ int runUndrain(const DrainOptions& options) {
   const std::optional<Unit> unit = unitOf(options.gpu);
   if (!unit) return kUsageError;
   std::vector<health::HealthRecord> cleared;
+  health::HealthFile written;
   try {
-    health::updateHealth(options.coordinationFile, [&](std::vector<health::HealthRecord>& records) {
-      cleared.clear();
-      std::erase_if(records, [&](const health::HealthRecord& record) {
-        if (!health::names(record, unit->gpu, unit->uuid)) return false;
-        if (record.kind != health::RecordKind::kReadmitted) cleared.push_back(record);
-        return true;  // an older re-admission is replaced by this one
-      });
-      health::HealthRecord readmitted;
-      readmitted.kind = health::RecordKind::kReadmitted;
-      readmitted.gpu = unit->gpu;
-      readmitted.uuid = unit->uuid;
-      readmitted.since = health::nowSeconds();
-      readmitted.uid = ::getuid();
-      readmitted.reason = options.reason;
-      records.push_back(readmitted);
-    });
+    written = health::updateHealth(
+        options.coordinationFile, [&](std::vector<health::HealthRecord>& records) {
+          cleared.clear();
+          std::erase_if(records, [&](const health::HealthRecord& record) {
+            if (!health::names(record, unit->gpu, unit->uuid)) return false;
+            if (record.kind != health::RecordKind::kReadmitted) cleared.push_back(record);
+            return true;  // an older re-admission is replaced by this one
+          });
+          health::HealthRecord readmitted;
+          readmitted.kind = health::RecordKind::kReadmitted;
+          readmitted.gpu = unit->gpu;
+          readmitted.uuid = unit->uuid;
+          readmitted.since = health::nowSeconds();
+          readmitted.uid = ::getuid();
+          readmitted.reason = options.reason;
+          records.push_back(readmitted);
+        });
   } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }
+  for (const std::string& line : written.warnings) printWarning(line);
   if (cleared.empty()) {
     std::cout << nameOf(*unit) << " was neither drained nor unhealthy\n";
     return kSuccess;

@@ -17,6 +17,7 @@
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/HostGpus.h"
+#include "host/enumeration/UnitIndex.h"
 #include "host/enumeration/VisibleDevices.h"
 #include "host/health/HealthRecords.h"
 #include "host/sharing/MpsDaemon.h"
@@ -79,16 +80,16 @@ std::string nameOf(const sharing::Declaration& declaration) {
   return "GPU " + declaration.gpu + (declaration.uuid ? " (" + *declaration.uuid + ")" : "");
 }
 
-/// The whole GPU of the host that `gpu` (a canonical index or GPU-… UUID) names, or nullptr
-/// after printing why there is none.
+/// The whole GPU of the host that `gpu` (a canonical index or GPU-… UUID) names, through the
+/// host's index (a UnitRef of an index of devices is the device's position), or nullptr after
+/// printing why there is none.
 const discovery::GpuDevice* hostGpuOf(const std::string& gpu, const discovery::HostGpus& host) {
   const bool byUuid = device::isUuid(gpu);
-  for (const discovery::GpuDevice& device : host.found.devices) {
-    if (device.isMigInstance()) continue;
-    if (byUuid ? device.uuid && strings::toLower(*device.uuid) == strings::toLower(gpu)
-               : device.identifier == gpu) {
-      return &device;
-    }
+  const discovery::UnitIndex index = discovery::UnitIndex::of(host.found.devices);
+  if (const std::optional<discovery::UnitRef> unit = index.entry(gpu).unit;
+      unit && !index[*unit].isMigInstance() &&
+      (!byUuid || index[*unit].uuid == device::canonicalDeviceIdentifier(gpu))) {
+    return &host.found.devices[*unit];
   }
   std::string message = byUuid ? "cannot share " + gpu + ": no GPU of this host has this UUID"
                                : "cannot share GPU " + gpu + ": this host has no GPU " + gpu;
@@ -256,28 +257,30 @@ int runShare(const ShareOptions& given) {
 
   // One change for all of them: every GPU is declared, or (on an error) none.
   std::vector<std::optional<sharing::Declaration>> replaced(declarations.size());
+  sharing::DeclarationsFile written;
   try {
-    sharing::updateDeclarations(options.coordinationFile,
-                                [&](std::vector<sharing::Declaration>& recorded) {
-                                  const std::int64_t now = health::nowSeconds();
-                                  for (std::size_t i = 0; i < declarations.size(); ++i) {
-                                    sharing::Declaration& declaration = declarations[i];
-                                    declaration.since = now;
-                                    replaced[i].reset();
-                                    std::erase_if(recorded, [&](const sharing::Declaration& old) {
-                                      if (!sharing::names(old, declaration.gpu, declaration.uuid)) {
-                                        return false;
-                                      }
-                                      replaced[i] = old;
-                                      return true;
-                                    });
-                                    recorded.push_back(declaration);
-                                  }
-                                });
+    written = sharing::updateDeclarations(
+        options.coordinationFile, [&](std::vector<sharing::Declaration>& recorded) {
+          const std::int64_t now = health::nowSeconds();
+          for (std::size_t i = 0; i < declarations.size(); ++i) {
+            sharing::Declaration& declaration = declarations[i];
+            declaration.since = now;
+            replaced[i].reset();
+            std::erase_if(recorded, [&](const sharing::Declaration& old) {
+              if (!sharing::names(old, declaration.gpu, declaration.uuid)) {
+                return false;
+              }
+              replaced[i] = old;
+              return true;
+            });
+            recorded.push_back(declaration);
+          }
+        });
   } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }
+  for (const std::string& line : written.warnings) printWarning(line);
   for (std::size_t i = 0; i < declarations.size(); ++i) {
     std::cout << "shared " << nameOf(declarations[i]) << ": " << describeShares(declarations[i])
               << (replaced[i] ? " (was " + describeShares(*replaced[i]) + ")" : "") << '\n';
@@ -292,26 +295,27 @@ int runUnshare(const UnshareOptions& options) {
   std::optional<std::string> uuid;
   if (!choice->all) {
     // The GPU may be gone from the host (an operator cleans up): NVML, where it answers, only
-    // turns a UUID into its index, and gives an index its UUID, which decides.
+    // turns a spelling into its GPU through the host's index (a UUID into its index, an index
+    // into one with its UUID, which decides).
     gpu = choice->gpu;
     if (device::isUuid(*gpu)) uuid = gpu;
-    for (const discovery::GpuDevice& device : nvmlDevicesOrNone()) {
-      if (device.isMigInstance()) continue;
-      if (device.identifier == *gpu ||
-          (device.uuid && strings::toLower(*device.uuid) == strings::toLower(*gpu))) {
-        gpu = device.identifier;
-        uuid = device.uuid;
-        break;
-      }
+    const std::vector<discovery::GpuDevice> devices = nvmlDevicesOrNone();
+    const discovery::UnitIndex index = discovery::UnitIndex::of(devices);
+    if (const std::optional<discovery::UnitRef> unit = index.entry(*gpu).unit;
+        unit && !index[*unit].isMigInstance()) {
+      gpu = index[*unit].id;
+      uuid = index[*unit].uuid;
     }
   }
   std::vector<sharing::Declaration> removed;
+  std::vector<std::string> warnings;
   try {
-    removed = sharing::removeDeclarations(options.coordinationFile, gpu, uuid);
+    removed = sharing::removeDeclarations(options.coordinationFile, gpu, uuid, &warnings);
   } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }
+  for (const std::string& line : warnings) printWarning(line);
   if (removed.empty()) {
     std::cout << (choice->all ? std::string("no GPU was declared shared")
                               : (device::isUuid(choice->gpu) ? "" : "GPU ") + choice->gpu +

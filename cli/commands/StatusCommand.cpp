@@ -393,10 +393,9 @@ void printText(const std::string& file, const coordination::Status& status,
     printWarning(line);
   }
   if (sharing.file) {
-    for (const store::JunkLine& line : sharing.file->parsed.junk) {
-      printWarning("ignoring line " + std::to_string(line.lineNumber) + " of " +
-                   sharing.file->path.string() + ", which is not a sharing declaration: '" +
-                   strings::quoteForMessage(line.text) + "'");
+    for (const std::string& line :
+         sharing::sharingFileOf(file).describeJunk(sharing.file->parsed.junk)) {
+      printWarning(line);
     }
   }
   if (status.records.empty()) {
@@ -453,13 +452,20 @@ int runStatus(const StatusOptions& options) {
     return kSuccess;
   }
   warnAboutTheFile(options.coordinationFile, status);
+  // Files beside it that failed the trust rules and were moved aside (store::admitSibling).
+  for (const std::string& line : status.warnings) printWarning(line);
+  if (host.health) {
+    for (const std::string& line : host.health->warnings) printWarning(line);
+  }
+  if (sharing.file) {
+    for (const std::string& line : sharing.file->warnings) printWarning(line);
+  }
   if (!host.healthError.empty())
     printWarning("cannot read the health records: " + host.healthError);
   if (host.health) {
-    for (const store::JunkLine& line : host.health->parsed.junk) {
-      printWarning("ignoring line " + std::to_string(line.lineNumber) + " of " +
-                   host.health->path.string() + ", which is not a health record: '" +
-                   strings::quoteForMessage(line.text) + "'");
+    for (const std::string& line :
+         health::healthFileOf(options.coordinationFile).describeJunk(host.health->parsed.junk)) {
+      printWarning(line);
     }
   }
   // Status works on without them, as on a host that shares nothing.

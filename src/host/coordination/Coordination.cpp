@@ -752,6 +752,10 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
         std::vector<std::string> notes = opened.notes();
         notes.insert(notes.end(), allocation.notes.begin(), allocation.notes.end());
         allocation.notes = std::move(notes);
+        allocation.warnings = opened.warnings();
+        for (std::string& warning : space.warnings()) {
+          allocation.warnings.push_back(std::move(warning));
+        }
         const std::vector<Record> added(
             allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
             allocation.records.end());
@@ -811,6 +815,9 @@ Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
   // Under the shared lock no allocator of ours creates lease files: one listing holds.
   LeaseFolder leaseFolder = LeaseFolder::open(file, opened.trust());
   status.records = judgeAll(std::move(parsed.records), leaseFolder);
+  status.warnings = opened.warnings();
+  status.warnings.insert(status.warnings.end(), leaseFolder.warnings().begin(),
+                         leaseFolder.warnings().end());
   std::unordered_set<std::string> named;
   for (const RecordStatus& entry : status.records) {
     if (entry.record.lease) named.insert(*entry.record.lease);

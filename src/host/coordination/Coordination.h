@@ -240,6 +240,9 @@ struct Allocation {
   std::vector<Record> records;
   /// What opening the file found and did (a change cut short, rolled back), one line each.
   std::vector<std::string> notes;
+  /// What an operator must hear of: files beside the coordination file that failed the trust
+  /// rules and were moved aside (store::admitSibling), one line each.
+  std::vector<std::string> warnings;
   /// With AllocationRequest::lease, the leases of `granted` (each unit's names, LeaseNames), in
   /// its order: the GPUs stay held while these live.
   std::vector<Lease> leases;
@@ -305,6 +308,8 @@ struct Status {
   std::vector<JunkLine> junk;
   /// What opening the file found (a change cut short, which the next writer rolls back).
   std::vector<std::string> notes;
+  /// Files beside it that failed the trust rules and were moved aside, one line each.
+  std::vector<std::string> warnings;
   /// Leases held that no record names (an operator's `release --force`, Flink's `sed` taking a
   /// line with another): their units are held all the same.
   std::vector<std::string> leasesWithoutRecord;

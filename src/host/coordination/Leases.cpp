@@ -39,50 +39,73 @@ bool isSafeName(const std::string& name) {
   return true;
 }
 
-/// A symlink (or something else) where a sibling should be: refused with its own stat.
-[[noreturn]] void refuseWhatIsThere(const std::string& what, const fs::path& path,
-                                    SiblingKind kind) {
+/// A symlink (or something else) where a sibling should be: moved aside where this process may
+/// (store::admitSibling: true, with a warning), else refused with its own stat.
+bool moveAsideWhatIsThere(const std::string& what, const fs::path& path, SiblingKind kind,
+                          const SiblingTrust& trust, std::vector<std::string>& warnings) {
   struct stat info {};
   if (::lstat(path.c_str(), &info) != 0) {
     fail(path, "refusing to use it: it cannot be examined", errno);
   }
-  refuseSibling(what, path, info,
-                S_ISLNK(info.st_mode)          ? "it is a symbolic link"
-                : kind == SiblingKind::kFolder ? "it is not a folder"
-                                               : "it is not a regular file",
-                kind);
+  return !store::admitSibling(what, path, info,
+                              S_ISLNK(info.st_mode)          ? "it is a symbolic link"
+                              : kind == SiblingKind::kFolder ? "it is not a folder"
+                                                             : "it is not a regular file",
+                              kind, trust, warnings);
 }
 
 /// The lease folder, opened without following a symlink and judged by `trust`; made (Siblings.h)
-/// when `create`. Invalid when it is missing.
-FileDescriptor openFolder(const fs::path& folder, bool create, const SiblingTrust& trust) {
-  OpenedSibling opened = openSiblingAt(AT_FDCWD, folder, O_RDONLY | O_DIRECTORY);
-  if (!opened.fd && opened.error == ENOENT && create) {
-    const int error = createSiblingFolderAt(AT_FDCWD, folder, trust);
-    if (error != 0 && error != EEXIST) fail(folder, "cannot create the lease folder", error);
-    opened = openSiblingAt(AT_FDCWD, folder, O_RDONLY | O_DIRECTORY);
-  }
-  if (!opened.fd) {
-    if (opened.error == ENOENT && !create) return {};
-    if (opened.error == ELOOP || opened.error == ENOTDIR) {
-      refuseWhatIsThere("lease folder", folder, SiblingKind::kFolder);
+/// when `create`. Invalid when it is missing. One that fails the trust rules is moved aside where
+/// this process may (`warnings`), and then missing.
+FileDescriptor openFolder(const fs::path& folder, bool create, const SiblingTrust& trust,
+                          std::vector<std::string>& warnings) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    OpenedSibling opened = openSiblingAt(AT_FDCWD, folder, O_RDONLY | O_DIRECTORY);
+    if (!opened.fd && opened.error == ENOENT && create) {
+      const int error = createSiblingFolderAt(AT_FDCWD, folder, trust);
+      if (error != 0 && error != EEXIST) fail(folder, "cannot create the lease folder", error);
+      opened = openSiblingAt(AT_FDCWD, folder, O_RDONLY | O_DIRECTORY);
     }
-    fail(folder, "cannot open the lease folder", opened.error);
+    if (!opened.fd) {
+      if (opened.error == ENOENT && !create) return {};
+      if ((opened.error == ELOOP || opened.error == ENOTDIR) &&
+          moveAsideWhatIsThere("lease folder", folder, SiblingKind::kFolder, trust, warnings)) {
+        continue;
+      }
+      fail(folder, "cannot open the lease folder", opened.error);
+    }
+    if (!store::admitSibling("lease folder", folder, opened.info, trust, SiblingKind::kFolder,
+                             warnings)) {
+      continue;  // moved aside
+    }
+    return std::move(opened.fd);
   }
-  checkSibling("lease folder", folder, opened.info, trust, SiblingKind::kFolder);
-  return std::move(opened.fd);
+  fail(folder, "it kept being replaced while it was opened");
 }
 
 /// The lease file `name` of the open folder `dir`, checked; invalid with `error` set when it
-/// cannot be opened (ENOENT: missing; EACCES: this user may not open it).
+/// cannot be opened (ENOENT: missing, or moved aside for failing the trust rules; EACCES: this
+/// user may not open it).
 OpenedSibling openLeaseFile(int dir, const fs::path& folder, const std::string& name,
-                            const SiblingTrust& trust) {
+                            const SiblingTrust& trust, std::vector<std::string>& warnings) {
   OpenedSibling opened = openSiblingAt(dir, name, O_RDONLY);
   if (!opened.fd) {
-    if (opened.error == ELOOP) refuseWhatIsThere("lease", folder / name, SiblingKind::kFile);
+    if (opened.error == ELOOP &&
+        moveAsideWhatIsThere("lease", folder / name, SiblingKind::kFile, trust, warnings)) {
+      opened.error = ENOENT;
+    }
+    if (opened.error == ELOOP) {
+      struct stat info {};
+      (void)::lstat((folder / name).c_str(), &info);
+      store::refuseSibling("lease", folder / name, info, "it is a symbolic link",
+                           SiblingKind::kFile);
+    }
     return opened;
   }
-  checkSibling("lease", folder / name, opened.info, trust, SiblingKind::kFile);
+  if (!store::admitSibling("lease", folder / name, opened.info, trust, SiblingKind::kFile,
+                           warnings)) {
+    return OpenedSibling{{}, {}, ENOENT};
+  }
   return opened;
 }
 
@@ -226,7 +249,8 @@ std::vector<discovery::UnitRef> unitsOfLeaseName(const discovery::UnitIndex& ind
     record[before] = '/';
     return index.namedByRecord(record);
   }
-  if (device::isUuid(name)) return index.namedByRecord(name);
+  // Exactly a UUID or a prefix of one: `GPU-….untrusted-…`, a file moved aside, names none.
+  if (device::isUuid(name) && device::isDeviceIdentifier(name)) return index.namedByRecord(name);
   return {};
 }
 
@@ -257,10 +281,10 @@ LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
   const fs::path folder = leaseFolderOf(file);
   const fs::path path = folder / name;
   if (!isSafeName(name)) fail(path, "refusing a lease name that is not a plain file name");
-  const FileDescriptor dir = openFolder(folder, /*create=*/true, trust);
   LeaseAttempt attempt;
+  const FileDescriptor dir = openFolder(folder, /*create=*/true, trust, attempt.warnings);
   for (int tries = 0; tries < 16; ++tries) {
-    OpenedSibling opened = openLeaseFile(dir.get(), folder, name, trust);
+    OpenedSibling opened = openLeaseFile(dir.get(), folder, name, trust, attempt.warnings);
     if (!opened.fd && opened.error == ENOENT) {
       FileDescriptor created = createSiblingAt(dir.get(), name, O_RDONLY, trust);
       if (!created) {
@@ -318,7 +342,7 @@ LeaseFolder LeaseFolder::open(const fs::path& file, const SiblingTrust& trust) {
   LeaseFolder folder;
   folder.path_ = leaseFolderOf(file);
   folder.trust_ = trust;
-  folder.dir_ = openFolder(folder.path_, /*create=*/false, trust);
+  folder.dir_ = openFolder(folder.path_, /*create=*/false, trust, folder.warnings_);
   if (!folder.dir_) return folder;  // no folder: no lease is held
   // fdopendir takes the descriptor it is given: list through a duplicate, keep ours for openat.
   const int listed = ::fcntl(folder.dir_.get(), F_DUPFD_CLOEXEC, 0);
@@ -347,7 +371,7 @@ LeaseState LeaseFolder::state(const std::string& name, const std::optional<Lease
                                                                    : LeaseState::kMissing;
   };
   if (!dir_ || !names_.count(name)) return unnamed();
-  const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, *trust_);
+  const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, *trust_, warnings_);
   if (!opened.fd) {
     if (opened.error == ENOENT) return unnamed();
     // This user may not open it: it cannot be shown free.
@@ -370,7 +394,7 @@ LeaseState LeaseFolder::state(const std::string& name, const std::optional<Lease
 
 void LeaseFolder::removeIfFree(const std::string& name) {
   if (!isSafeName(name) || !dir_ || !names_.count(name)) return;
-  const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, *trust_);
+  const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, *trust_, warnings_);
   if (!opened.fd) return;
   if (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) return;
   // Held by us now: nobody takes it before it is gone (takers hold the coordination file's lock).
@@ -413,9 +437,16 @@ LeaseState FolderLeaseSpace::state(const std::string& name, const std::optional<
   return it->second;
 }
 
+std::vector<std::string> FolderLeaseSpace::warnings() const {
+  std::vector<std::string> all = folder_.warnings();
+  all.insert(all.end(), warnings_.begin(), warnings_.end());
+  return all;
+}
+
 LeaseTake FolderLeaseSpace::take(const std::string& name) {
   if (const auto it = held_.find(name); it != held_.end()) return {it->second.file(), {}, {}};
   LeaseAttempt attempt = tryAcquireLease(file_, name, trust_);
+  warnings_.insert(warnings_.end(), attempt.warnings.begin(), attempt.warnings.end());
   if (!attempt.lease) return {std::nullopt, attempt.failure, attempt.why};
   const LeaseFile taken = attempt.lease->file();
   held_.emplace(name, std::move(*attempt.lease));

@@ -157,6 +157,9 @@ struct LeaseAttempt {
   Failure failure = Failure::kNone;
   /// Why, for a person, when it failed.
   std::string why;
+  /// What an operator must hear of: a lease folder or file that failed the trust rules, moved
+  /// aside (store::admitSibling).
+  std::vector<std::string> warnings = {};
 };
 
 /// Tries to take the lease `name` of coordination file `file`, creating the folder and the lease
@@ -194,6 +197,8 @@ class LeaseFolder {
   LeaseState state(const std::string& name, const std::optional<LeaseFile>& file = std::nullopt);
   /// Whether state(name) found a lease file this user may not open (kUnopenable).
   bool denied(const std::string& name) const { return denied_.count(name) > 0; }
+  /// The folder or lease files that failed the trust rules and were moved aside, one line each.
+  const std::vector<std::string>& warnings() const noexcept { return warnings_; }
   /// Removes the lease file `name` if nobody holds it (taking it for the moment of the removal).
   /// Call it only under the coordination file's exclusive lock, for a lease no record names.
   void removeIfFree(const std::string& name);
@@ -205,6 +210,7 @@ class LeaseFolder {
   process::FileDescriptor dir_;
   std::unordered_set<std::string> names_;
   std::unordered_set<std::string> denied_;
+  std::vector<std::string> warnings_;
   /// /proc/locks, read at the first lease whose file has lost its name (nullopt inside: unread).
   std::optional<std::optional<FlockTable>> flocks_;
 };
@@ -247,6 +253,9 @@ class FolderLeaseSpace final : public LeaseSpace {
   LeaseState state(const std::string& name, const std::optional<LeaseFile>& file) override;
   LeaseTake take(const std::string& name) override;
   bool holds(const std::string& name) const override { return held_.count(name) > 0; }
+  /// What an operator must hear of: lease folders or files moved aside for failing the trust
+  /// rules, one line each.
+  std::vector<std::string> warnings() const;
   /// Removes the free lease files that no name of `named` is and this allocation does not hold
   /// (a GPU given back by a driver or ended by exec leaves its file until then). Call it after a
   /// change was written, under the coordination file's exclusive lock.
@@ -258,6 +267,7 @@ class FolderLeaseSpace final : public LeaseSpace {
   LeaseFolder folder_;
   std::unordered_map<std::string, Lease>& held_;
   std::unordered_map<std::string, LeaseState> states_;  // names asked without a file
+  std::vector<std::string> warnings_;                   // of the leases taken
 };
 
 /// A LeaseSpace that only answers states, from `probe` (tests; a read-only look), of the lease

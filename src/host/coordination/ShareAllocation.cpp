@@ -450,6 +450,10 @@ ShareAllocation allocateShares(const fs::path& file, const ShareRequest& request
         ShareAllocation allocation = planShareAllocation(parsed, request, isRunning, space);
         std::vector<std::string> notes = opened.notes();
         notes.insert(notes.end(), allocation.notes.begin(), allocation.notes.end());
+        allocation.warnings = opened.warnings();
+        for (std::string& warning : space.warnings()) {
+          allocation.warnings.push_back(std::move(warning));
+        }
         const std::vector<Record> added(
             allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
             allocation.records.end());

@@ -133,6 +133,8 @@ struct ShareAllocation {
   std::vector<JunkLine> junk;
   std::vector<Record> records;
   std::vector<std::string> notes;
+  /// As in Allocation.
+  std::vector<std::string> warnings;
   /// With ShareRequest::lease, the leases of `granted`, in its order.
   std::vector<Lease> leases;
   /// The names of those leases, as the plan took them through its LeaseSpace.

@@ -199,6 +199,7 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
     } catch (const store::StoreError& e) {
       failWith(Stage::kCoordination, e.what(), report);
     }
+    for (const std::string& line : allocation.warnings) note("warning: " + line);
     for (const std::string& line : allocation.notes) {
       note("note: coordination file " + file + ": " + line);
     }
@@ -298,14 +299,18 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
                  "cannot be read",
              report);
   }
+  for (const std::string& line : declarations.warnings) {
+    report.notes.push_back("warning: " + line);
+  }
   for (const std::string& line : declarations.notes) {
     report.notes.push_back("note: sharing declarations " + declarations.path.string() + ": " +
                            line);
   }
-  for (const store::JunkLine& junk : declarations.parsed.junk) {
-    report.notes.push_back("note: ignoring line " + std::to_string(junk.lineNumber) + " of " +
-                           declarations.path.string() + ", which is not a sharing declaration: '" +
-                           strings::quoteForMessage(junk.text) + "'");
+  // A few lines and a count, whatever the file holds: Flink's driver reads this program's stderr
+  // only once it has ended.
+  for (const std::string& line :
+       sharing::sharingFileOf(request.coordinationFile).describeJunk(declarations.parsed.junk)) {
+    report.notes.push_back("note: " + line);
   }
 
   // What is declared of the host's whole GPUs (every one, not only those allowed here).
@@ -367,6 +372,7 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
     failWith(Stage::kCoordination, e.what(), report);
   }
   const std::string file = request.coordinationFile.string();
+  for (const std::string& line : allocation.warnings) report.notes.push_back("warning: " + line);
   for (const std::string& line : allocation.notes) {
     report.notes.push_back("note: coordination file " + file + ": " + line);
   }

@@ -4,6 +4,7 @@
 
 #include <pwd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <string>
@@ -44,8 +45,12 @@ std::optional<HealthRecord> parseLine(std::string_view line) {
     const std::string_view key = parsed->key;
     const std::string& value = parsed->value;
     if (key == "gpu") {
+      // Each value as what it is, or the line is junk: none reaches a terminal or a GPU's name
+      // unchecked (a percent-encoded escape sequence decodes to anything).
+      if (!store::isRecordedGpu(value)) return std::nullopt;
       record.gpu = value;
     } else if (key == "uuid") {
+      if (!store::isRecordedUuid(value)) return std::nullopt;
       record.uuid = value;
     } else if (key == "since") {
       const auto since = store::parseFieldNumber<std::int64_t>(value);
@@ -61,6 +66,10 @@ std::optional<HealthRecord> parseLine(std::string_view line) {
       if (!xid) return std::nullopt;
       record.xid = *xid;
     } else if (key == "source") {
+      const bool word = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || c == '-';
+      });
+      if (!word) return std::nullopt;
       record.source = value;
     } else if (key == "reason") {
       record.reason = value;
@@ -78,6 +87,7 @@ HealthFile fileOf(store::SiblingRecordsText read) {
   health.exists = read.exists;
   health.parsed = parseHealth(read.text);
   health.notes = std::move(read.notes);
+  health.warnings = std::move(read.warnings);
   return health;
 }
 
@@ -95,8 +105,14 @@ std::string_view kindName(RecordKind kind) {
   return "unknown";
 }
 
+store::RecordFile healthFileOf(const std::filesystem::path& coordinationFile) {
+  return store::RecordFile(coordinationFile, std::string(kSuffix), kWhat, "health record",
+                           "`flink-gpu undrain --gpu …` rewrites a GPU's lines; others are for "
+                           "you to correct or remove");
+}
+
 std::filesystem::path healthPathOf(const std::filesystem::path& coordinationFile) {
-  return store::siblingRecordsPath(coordinationFile, kSuffix);
+  return healthFileOf(coordinationFile).path();
 }
 
 std::string formatHealthRecord(const HealthRecord& record) {
@@ -125,17 +141,16 @@ std::string formatHealth(const ParsedHealth& health) {
 }
 
 HealthFile readHealth(const std::filesystem::path& coordinationFile) {
-  return fileOf(store::readSiblingRecords(coordinationFile, kSuffix, kWhat));
+  return fileOf(healthFileOf(coordinationFile).read());
 }
 
 HealthFile updateHealth(const std::filesystem::path& coordinationFile,
                         const std::function<void(std::vector<HealthRecord>&)>& change) {
-  return fileOf(store::updateSiblingRecords(coordinationFile, kSuffix, kWhat,
-                                            [&change](const std::string& text) {
-                                              ParsedHealth parsed = parseHealth(text);
-                                              change(parsed.records);
-                                              return formatHealth(parsed);
-                                            }));
+  return fileOf(healthFileOf(coordinationFile).update([&change](const std::string& text) {
+    ParsedHealth parsed = parseHealth(text);
+    change(parsed.records);
+    return formatHealth(parsed);
+  }));
 }
 
 bool names(const HealthRecord& record, std::string_view gpu,

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "host/coordination/Coordination.h"
+#include "host/store/RecordFile.h"
 
 namespace flink::health {
 
@@ -73,6 +74,10 @@ struct ParsedHealth {
 /// `<coordination file>.health`.
 std::filesystem::path healthPathOf(const std::filesystem::path& coordinationFile);
 
+/// The health records as a file of the store (host/store/RecordFile.h): its rules, and how its
+/// junk is described.
+store::RecordFile healthFileOf(const std::filesystem::path& coordinationFile);
+
 /// One line (without '\n') for `record`.
 std::string formatHealthRecord(const HealthRecord& record);
 
@@ -89,6 +94,8 @@ struct HealthFile {
   ParsedHealth parsed;
   /// What opening found and did (a change cut short, rolled back).
   std::vector<std::string> notes;
+  /// What an operator must hear of (a file that failed the trust rules, moved aside).
+  std::vector<std::string> warnings;
 };
 
 /// Reads the health file beside `coordinationFile` without waiting on its lock (a change cut

@@ -286,6 +286,9 @@ FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
   try {
     HealthFile file = readHealth(coordinationFile);
     records = std::move(file.parsed.records);
+    for (const std::string& warning : file.warnings) {
+      filtered.lines.push_back("warning: " + warning);
+    }
     for (const std::string& note : file.notes) {
       filtered.lines.push_back("note: health records " + file.path.string() + ": " + note);
     }
@@ -308,8 +311,15 @@ FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
       filtered.units.push_back(std::move(units[i]));
       continue;
     }
+    // A few problems and a count: a file of junk verdicts for one GPU must not make one line that
+    // grows with the file.
     std::string why;
-    for (const Problem& problem : verdicts[i]) why += (why.empty() ? "" : "; ") + problem.text;
+    for (std::size_t p = 0; p < verdicts[i].size() && p < store::kJunkLinesShown; ++p) {
+      why += (why.empty() ? "" : "; ") + verdicts[i][p].text;
+    }
+    if (verdicts[i].size() > store::kJunkLinesShown) {
+      why += "; and " + std::to_string(verdicts[i].size() - store::kJunkLinesShown) + " more";
+    }
     if (mode == HealthMode::kWarn) {
       filtered.lines.push_back("warning: GPU " + units[i].identifier + " is " +
                                std::string(stateWord(verdicts[i].front().kind)) +

@@ -22,6 +22,7 @@
 #include "host/nvml/Nvml.h"
 #include "host/nvml/NvmlHealth.h"
 #include "host/store/LockedFile.h"
+#include "host/store/RecordFile.h"
 #include "host/store/Siblings.h"
 #include "host/store/StoreError.h"
 
@@ -382,6 +383,13 @@ bool isCriticalXid(std::uint64_t xid, const WatchOptions& options) {
 }
 
 std::variant<WatchLock, pid_t> WatchLock::acquire(const std::filesystem::path& coordinationFile) {
+  // A watch writes the health records: a user who may not write the coordination file makes
+  // nothing beside it (store/RecordFile.h), not even this lock.
+  try {
+    store::refuseWriterWhoMayNotWrite(coordinationFile, "watch lock and health records");
+  } catch (const store::StoreError& e) {
+    throw std::runtime_error(e.what());
+  }
   std::filesystem::path path = coordinationFile;
   path += ".watch";
   const store::SiblingTrust trust = store::SiblingTrust::ofPath(coordinationFile);

@@ -20,14 +20,18 @@ std::optional<std::string> missingMpsDaemon(const std::string& directory) {
   if (::lstat(control.c_str(), &status) != 0) {
     const int error = errno;
     if (error == ENOENT || error == ENOTDIR) {
-      return "no MPS control daemon runs for " + directory + " (" + control +
-             " does not exist): " + start;
+      return "no MPS control daemon runs for " +
+             strings::quoteForMessage(directory, std::string::npos) + " (" +
+             strings::quoteForMessage(control, std::string::npos) + " does not exist): " + start;
     }
-    return "cannot look for the MPS control daemon of " + directory + ": " + control + ": " +
-           std::strerror(error);
+    return "cannot look for the MPS control daemon of " +
+           strings::quoteForMessage(directory, std::string::npos) + ": " +
+           strings::quoteForMessage(control, std::string::npos) + ": " + std::strerror(error);
   }
   if (S_ISSOCK(status.st_mode) || S_ISFIFO(status.st_mode)) return std::nullopt;
-  return "no MPS control daemon runs for " + directory + " (" + control + " is " +
+  return "no MPS control daemon runs for " +
+         strings::quoteForMessage(directory, std::string::npos) + " (" +
+         strings::quoteForMessage(control, std::string::npos) + " is " +
          files::kindOf(status.st_mode) + ", not the daemon's socket): " + start;
 }
 

@@ -36,8 +36,12 @@ std::optional<Declaration> parseLine(std::string_view line) {
     const std::string_view key = parsed->key;
     const std::string& value = parsed->value;
     if (key == "gpu") {
+      // Each value as what it is, or the line is junk: none reaches a terminal, a GPU's name or
+      // an environment variable unchecked (a percent-encoded escape sequence decodes to anything).
+      if (!store::isRecordedGpu(value)) return std::nullopt;
       declaration.gpu = value;
     } else if (key == "uuid") {
+      if (!store::isRecordedUuid(value)) return std::nullopt;
       declaration.uuid = value;
     } else if (key == "replicas") {
       const auto replicas = store::parseFieldNumber<unsigned>(value);
@@ -49,7 +53,7 @@ std::optional<Declaration> parseLine(std::string_view line) {
       if (!memory || *memory == 0) return std::nullopt;
       declaration.memoryPerShareMiB = *memory;
     } else if (key == "mps") {
-      if (!value.starts_with('/')) return std::nullopt;
+      if (!store::isRecordedPath(value)) return std::nullopt;
       declaration.mpsPipeDirectory = value;
     } else if (key == "since") {
       const auto since = store::parseFieldNumber<std::int64_t>(value);
@@ -78,13 +82,20 @@ DeclarationsFile fileOf(store::SiblingRecordsText read) {
   file.exists = read.exists;
   file.parsed = parseDeclarations(read.text);
   file.notes = std::move(read.notes);
+  file.warnings = std::move(read.warnings);
   return file;
 }
 
 }  // namespace
 
+store::RecordFile sharingFileOf(const std::filesystem::path& coordinationFile) {
+  return store::RecordFile(coordinationFile, std::string(kSuffix), kWhat, "sharing declaration",
+                           "`flink-gpu share` and `unshare` rewrite a GPU's lines; others are "
+                           "for you to correct or remove");
+}
+
 std::filesystem::path sharingPathOf(const std::filesystem::path& coordinationFile) {
-  return store::siblingRecordsPath(coordinationFile, kSuffix);
+  return sharingFileOf(coordinationFile).path();
 }
 
 std::uint64_t memoryPerShare(std::uint64_t memoryTotalMiB, unsigned replicas) {
@@ -139,17 +150,16 @@ std::vector<const Declaration*> declarationsOf(const ParsedDeclarations& parsed,
 }
 
 DeclarationsFile readDeclarations(const std::filesystem::path& coordinationFile) {
-  return fileOf(store::readSiblingRecords(coordinationFile, kSuffix, kWhat));
+  return fileOf(sharingFileOf(coordinationFile).read());
 }
 
 DeclarationsFile updateDeclarations(const std::filesystem::path& coordinationFile,
                                     const std::function<void(std::vector<Declaration>&)>& change) {
-  return fileOf(store::updateSiblingRecords(coordinationFile, kSuffix, kWhat,
-                                            [&change](const std::string& text) {
-                                              ParsedDeclarations parsed = parseDeclarations(text);
-                                              change(parsed.declarations);
-                                              return formatDeclarations(parsed);
-                                            }));
+  return fileOf(sharingFileOf(coordinationFile).update([&change](const std::string& text) {
+    ParsedDeclarations parsed = parseDeclarations(text);
+    change(parsed.declarations);
+    return formatDeclarations(parsed);
+  }));
 }
 
 std::vector<Declaration> declare(const std::filesystem::path& coordinationFile,
@@ -169,16 +179,19 @@ std::vector<Declaration> declare(const std::filesystem::path& coordinationFile,
 
 std::vector<Declaration> removeDeclarations(const std::filesystem::path& coordinationFile,
                                             const std::optional<std::string>& gpu,
-                                            const std::optional<std::string>& uuid) {
+                                            const std::optional<std::string>& uuid,
+                                            std::vector<std::string>* warnings) {
   std::vector<Declaration> removed;
-  updateDeclarations(coordinationFile, [&](std::vector<Declaration>& declarations) {
-    removed.clear();
-    std::erase_if(declarations, [&](const Declaration& old) {
-      const bool match = !gpu || names(old, *gpu, uuid);
-      if (match) removed.push_back(old);
-      return match;
-    });
-  });
+  DeclarationsFile file =
+      updateDeclarations(coordinationFile, [&](std::vector<Declaration>& declarations) {
+        removed.clear();
+        std::erase_if(declarations, [&](const Declaration& old) {
+          const bool match = !gpu || names(old, *gpu, uuid);
+          if (match) removed.push_back(old);
+          return match;
+        });
+      });
+  if (warnings != nullptr) *warnings = std::move(file.warnings);
   return removed;
 }
 

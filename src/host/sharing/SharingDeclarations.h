@@ -39,6 +39,7 @@
 
 #include "host/coordination/Coordination.h"
 #include "host/enumeration/UnitIndex.h"
+#include "host/store/RecordFile.h"
 
 namespace flink::sharing {
 
@@ -80,6 +81,10 @@ struct ParsedDeclarations {
 /// `<coordination file>.sharing`.
 std::filesystem::path sharingPathOf(const std::filesystem::path& coordinationFile);
 
+/// The sharing declarations as a file of the store (host/store/RecordFile.h): its rules, and how
+/// its junk is described.
+store::RecordFile sharingFileOf(const std::filesystem::path& coordinationFile);
+
 /// The memory of each of `replicas` shares of a GPU of `memoryTotalMiB`: rounded down to a MiB
 /// (an H200's 143771 MiB in 4 shares: 35942).
 std::uint64_t memoryPerShare(std::uint64_t memoryTotalMiB, unsigned replicas);
@@ -116,6 +121,8 @@ struct DeclarationsFile {
   ParsedDeclarations parsed;
   /// What opening found and did (a change cut short, rolled back).
   std::vector<std::string> notes;
+  /// What an operator must hear of (a file that failed the trust rules, moved aside).
+  std::vector<std::string> warnings;
 };
 
 /// Reads the declarations beside `coordinationFile` without waiting on any lock: for the
@@ -147,6 +154,7 @@ std::vector<Declaration> declare(const std::filesystem::path& coordinationFile,
 /// @throws store::StoreError as updateDeclarations does.
 std::vector<Declaration> removeDeclarations(const std::filesystem::path& coordinationFile,
                                             const std::optional<std::string>& gpu,
-                                            const std::optional<std::string>& uuid);
+                                            const std::optional<std::string>& uuid,
+                                            std::vector<std::string>* warnings = nullptr);
 
 }  // namespace flink::sharing

@@ -237,6 +237,14 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
     if (!fd) {
       const int error = errno;
       if (error == ENOENT && !write) return result;
+      struct stat there {};
+      if (result.sibling_ && (error == ELOOP || error == EISDIR) &&
+          ::lstat(file.c_str(), &there) == 0 &&
+          !admitSibling(result.what_, file, there,
+                        error == ELOOP ? "it is a symbolic link" : "it is a directory",
+                        SiblingKind::kFile, result.trust_, result.warnings_)) {
+        continue;  // moved aside: made anew, or missing
+      }
       if (error == ELOOP) result.fail("refusing to use it: it is a symbolic link");
       if (error == EISDIR) result.fail("refusing to use it: it is a directory");
       if (isAccessError(error)) {
@@ -252,7 +260,10 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
     struct stat opened {};
     if (::fstat(fd.get(), &opened) != 0) result.fail("cannot stat it", errno);
     if (result.sibling_) {
-      checkSibling(result.what_, file, opened, result.trust_, SiblingKind::kFile);
+      if (!admitSibling(result.what_, file, opened, result.trust_, SiblingKind::kFile,
+                        result.warnings_)) {
+        continue;  // moved aside: made anew, or missing
+      }
     } else if (std::optional<std::string> refusal = refusalOf(file, opened, write)) {
       result.fail(*refusal);
     }
@@ -368,10 +379,13 @@ void rememberInode(const fs::path& file, const SiblingTrust& trust, const FileId
 
 /// Whether the process `pid` has a descriptor of `path` that was unlinked (its link reads
 /// "<path> (deleted)"); false where this user may not look (another user's process).
-bool holdsDeletedCopy(pid_t pid, const std::string& deleted) {
+/// Whether the process `pid` has a descriptor of `path` that was unlinked (its link reads
+/// "<path> (deleted)"); nullopt where this user may not look (another user's process).
+std::optional<bool> holdsDeletedCopy(pid_t pid, const std::string& deleted) {
   const std::string folder = "/proc/" + std::to_string(pid) + "/fd";
   std::error_code error;
   fs::directory_iterator entries(folder, error);
+  if (error) return std::nullopt;
   std::size_t looked = 0;
   for (; !error && entries != fs::directory_iterator() && looked < 65536;
        entries.increment(error), ++looked) {
@@ -399,17 +413,25 @@ std::optional<pid_t> LockedFile::replacedCopyInUse(std::unordered_set<pid_t>& wi
   const std::string deleted = fs::absolute(path_, error).lexically_normal().string() + " (deleted)";
   for (const FlockTable::Lock& lock : table->onDevice(device_)) {
     if (lock.inode == inode_ || lock.holder == ::getpid()) continue;
-    if (std::find(replacedCopies_.begin(), replacedCopies_.end(), lock.inode) !=
-        replacedCopies_.end()) {
+    // A process's descriptors of a replaced copy are all open already: none can open one now, so
+    // a holder seen to hold none never holds one.
+    if (lock.holder > 0 && without.count(lock.holder)) continue;
+    const bool known = std::find(replacedCopies_.begin(), replacedCopies_.end(), lock.inode) !=
+                       replacedCopies_.end();
+    // What the holder's descriptors say, where this user may look: an inode remembered may since
+    // be another file's (inode numbers are reused), which its holder then shows.
+    const std::optional<bool> copy =
+        lock.holder > 0 ? holdsDeletedCopy(lock.holder, deleted) : std::nullopt;
+    if (copy == false) {
+      without.insert(lock.holder);
+      continue;
+    }
+    if (copy == true) {
+      if (!known) replacedCopies_.push_back(lock.inode);
       return lock.holder;
     }
-    if (lock.holder <= 0 || without.count(lock.holder)) continue;
-    if (holdsDeletedCopy(lock.holder, deleted)) {
-      replacedCopies_.push_back(lock.inode);
-      return lock.holder;
-    }
-    // A process's descriptors of a replaced copy are all open already: none can open one now.
-    without.insert(lock.holder);
+    // Not to be looked at (another user's, or unseen): a remembered copy is waited for.
+    if (known) return lock.holder;
   }
   return std::nullopt;
 }
@@ -498,28 +520,40 @@ void LockedFile::readWithoutLock(const struct stat& opened) {
 FileDescriptor LockedFile::openJournal(bool create) {
   const fs::path journal = journalPathOf(path_);
   const std::string subject = what_ + " " + path_.string();
+  const std::string what = subject + ": its journal";
   const bool write = writes();
-  FileDescriptor fd(
-      openSiblingNoFollow(journal, write ? O_RDWR : O_RDONLY, create, trust_, readers_));
-  if (!fd) {
-    const int error = errno;
-    if (error == ENOENT) return fd;
-    if (error == ELOOP) {
-      fail("refusing to use its journal " + journal.string() + ": it is a symbolic link");
-    }
-    if (isAccessError(error)) {
-      std::error_code ignored;
-      if (fs::exists(fs::symlink_status(journal, ignored))) {
-        failAccess(subject, path_, journal, "cannot open its journal", error);
+  // A journal that someone else planted is moved aside where this process may (admitSibling):
+  // then it is missing, and made anew where a change needs one.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    FileDescriptor fd(
+        openSiblingNoFollow(journal, write ? O_RDWR : O_RDONLY, create, trust_, readers_));
+    if (!fd) {
+      const int error = errno;
+      if (error == ENOENT) return fd;
+      struct stat there {};
+      if (error == ELOOP && ::lstat(journal.c_str(), &there) == 0 &&
+          !admitSibling(what, journal, there, "it is a symbolic link", SiblingKind::kFile, trust_,
+                        warnings_)) {
+        continue;
       }
-      failAccess(subject, path_, journal.parent_path(), "cannot create its journal in", error);
+      if (error == ELOOP) {
+        fail("refusing to use its journal " + journal.string() + ": it is a symbolic link");
+      }
+      if (isAccessError(error)) {
+        std::error_code ignored;
+        if (fs::exists(fs::symlink_status(journal, ignored))) {
+          failAccess(subject, path_, journal, "cannot open its journal", error);
+        }
+        failAccess(subject, path_, journal.parent_path(), "cannot create its journal in", error);
+      }
+      fail("cannot open its journal " + journal.string(), error);
     }
-    fail("cannot open its journal " + journal.string(), error);
+    struct stat info {};
+    if (::fstat(fd.get(), &info) != 0) fail("cannot stat its journal " + journal.string(), errno);
+    if (!admitSibling(what, journal, info, trust_, SiblingKind::kFile, warnings_)) continue;
+    return fd;
   }
-  struct stat info {};
-  if (::fstat(fd.get(), &info) != 0) fail("cannot stat its journal " + journal.string(), errno);
-  checkSibling(subject + ": its journal", journal, info, trust_, SiblingKind::kFile);
-  return fd;
+  fail("its journal " + journal.string() + " kept being replaced while it was opened");
 }
 
 LockedFile::JournalRead LockedFile::readJournal() {

@@ -133,6 +133,10 @@ class LockedFile {
   /// discarded), one line each, without the path.
   const std::vector<std::string>& notes() const { return notes_; }
 
+  /// What an operator must hear of: a file beside the coordination file that failed the trust
+  /// rules and was moved aside (store/Siblings.h: admitSibling), one line each, naming both paths.
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
   /// Replaces the contents with `text` as described above. A no-op when they are equal, and when
   /// someone changed the file without its lock since it was read (Flink's script after its own
   /// `sed -i`): then interfered() is true and the change must be planned again.
@@ -218,6 +222,7 @@ class LockedFile {
   gid_t group_ = 0;
   std::string text_;
   std::vector<std::string> notes_;
+  std::vector<std::string> warnings_;
   bool interfered_ = false;
   std::uint64_t maxBytes_ = kMaxCoordinationFileBytes;
 };

@@ -13,10 +13,12 @@
 #include <thread>
 #include <utility>
 
+#include "host/enumeration/DeviceIdentifiers.h"
 #include "host/store/LockedFile.h"
 #include "host/store/Siblings.h"
 #include "host/store/StoreError.h"
 #include "process/FileDescriptor.h"
+#include "util/FileOwnership.h"
 #include "util/Strings.h"
 
 namespace flink::store {
@@ -40,13 +42,13 @@ std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk, const s
   std::vector<std::string> lines;
   for (std::size_t i = 0; i < junk.size() && i < shown; ++i) {
     lines.push_back("ignoring line " + std::to_string(junk[i].lineNumber) + " of " +
-                    strings::quoteForMessage(file) + ", which is not a " + what + ": '" +
-                    strings::quoteForMessage(junk[i].text) + "'");
+                    strings::quoteForMessage(file, std::string::npos) + ", which is not a " + what +
+                    ": '" + strings::quoteForMessage(junk[i].text) + "'");
   }
   if (junk.size() > shown) {
     lines.push_back("... and " + std::to_string(junk.size() - shown) + " more lines of " +
-                    strings::quoteForMessage(file) + " that are not " + what + "s (" + repair +
-                    ")");
+                    strings::quoteForMessage(file, std::string::npos) + " that are not " + what +
+                    "s (" + repair + ")");
   }
   return lines;
 }
@@ -129,11 +131,17 @@ void forEachRecordLine(std::string_view text,
   }
 }
 
-std::filesystem::path siblingRecordsPath(const std::filesystem::path& coordinationFile,
-                                         std::string_view suffix) {
-  std::filesystem::path path = coordinationFile;
-  path += std::string(suffix);
-  return path;
+bool isRecordedGpu(std::string_view value) noexcept { return device::isDeviceIdentifier(value); }
+
+bool isRecordedUuid(std::string_view value) noexcept {
+  return device::isUuid(value) && device::isDeviceIdentifier(value);
+}
+
+bool isRecordedPath(std::string_view value) noexcept {
+  return value.starts_with('/') && std::none_of(value.begin(), value.end(), [](char c) {
+           const auto byte = static_cast<unsigned char>(c);
+           return byte < 0x20 || byte == 0x7f;
+         });
 }
 
 namespace {
@@ -144,22 +152,35 @@ SiblingRecordsText textOf(const std::filesystem::path& path, const LockedFile& f
   read.exists = file.exists();
   read.text = file.text();
   read.notes = file.notes();
+  read.warnings = file.warnings();
   return read;
 }
 
 /// Takes the writers' lock of the records file `path`, `<path>.lock`: a file that only those who
 /// may write the records can open (and so lock), never written. Readers take no lock at all
-/// (readSiblingRecords), so a reader can stall neither the writers nor the allocators.
+/// (RecordFile::read), so a reader can stall neither the writers nor the allocators. One that
+/// fails the trust rules is moved aside where this process may (`warnings`), else refused.
 /// @throws StoreError naming the lock and the cause.
 process::FileDescriptor lockWriters(const std::filesystem::path& path, const std::string& what,
-                                    const SiblingTrust& trust) {
+                                    const SiblingTrust& trust, std::vector<std::string>& warnings) {
   std::filesystem::path lock = path;
   lock += ".lock";
   const std::string whose = what + " " + path.string() + ": their writers' lock";
   OpenedSibling opened;
   for (int attempt = 0; attempt < 16; ++attempt) {
     opened = openSiblingAt(AT_FDCWD, lock, O_RDONLY);
-    if (opened.fd || opened.error != ENOENT) break;
+    if (opened.fd) {
+      if (admitSibling(whose, lock, opened.info, trust, SiblingKind::kFile, warnings)) break;
+      opened = {};
+      continue;  // moved aside: made anew
+    }
+    struct stat there {};
+    if (opened.error == ELOOP && ::lstat(lock.c_str(), &there) == 0 &&
+        !admitSibling(whose, lock, there, "it is a symbolic link", SiblingKind::kFile, trust,
+                      warnings)) {
+      continue;
+    }
+    if (opened.error != ENOENT) break;
     process::FileDescriptor made =
         createSiblingAt(AT_FDCWD, lock, O_RDONLY, trust, SiblingReaders::kWritersOnly);
     if (!made && errno == EEXIST) continue;
@@ -176,7 +197,6 @@ process::FileDescriptor lockWriters(const std::filesystem::path& path, const std
                           ? std::string("refusing to use it: it is a symbolic link")
                           : "cannot open it: " + std::string(std::strerror(opened.error))));
   }
-  checkSibling(whose, lock, opened.info, trust, SiblingKind::kFile);
   const auto deadline = std::chrono::steady_clock::now() + kDefaultLockTimeout;
   while (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
@@ -198,33 +218,68 @@ process::FileDescriptor lockWriters(const std::filesystem::path& path, const std
 
 }  // namespace
 
-SiblingRecordsText readSiblingRecords(const std::filesystem::path& coordinationFile,
-                                      std::string_view suffix, const std::string& what) {
-  const std::filesystem::path path = siblingRecordsPath(coordinationFile, suffix);
-  // Without waiting on its lock: anyone who may read the file may hold that lock.
-  const LockedFile file =
-      LockedFile::openSibling(path, what, SiblingTrust::ofPath(coordinationFile),
-                              LockedFile::Access::kSnapshot, kDefaultLockTimeout);
-  return textOf(path, file);
+void refuseWriterWhoMayNotWrite(const std::filesystem::path& file, const std::string& what) {
+  struct stat info {};
+  // No coordination file yet: what is made beside it is this user's (Siblings.h, unanchored).
+  if (::lstat(file.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) return;
+  const uid_t user = ::geteuid();
+  if (SiblingTrust::of(info).mayWrite(user)) return;
+  const std::string shown = strings::quoteForMessage(file.string());
+  throw StoreError("refusing to write the " + what + " beside coordination file " + shown +
+                   ": this user (uid " + std::to_string(user) + ", " + files::userName(user) +
+                   ") may not write the coordination file (" + describeOwnership(info) +
+                   "), so every worker would refuse what it wrote there; run this as root or as "
+                   "the file's owner, or give the workers a group that may write it (`chgrp "
+                   "GROUP " +
+                   shown + " && chmod g+rw " + shown + "`)");
 }
 
-SiblingRecordsText updateSiblingRecords(
-    const std::filesystem::path& coordinationFile, std::string_view suffix, const std::string& what,
-    const std::function<std::string(const std::string&)>& change) {
-  const std::filesystem::path path = siblingRecordsPath(coordinationFile, suffix);
-  const SiblingTrust trust = SiblingTrust::ofPath(coordinationFile);
-  const process::FileDescriptor writers = lockWriters(path, what, trust);
+RecordFile::RecordFile(std::filesystem::path coordinationFile, std::string suffix, std::string what,
+                       std::string record, std::string repair)
+    : coordinationFile_(std::move(coordinationFile)),
+      suffix_(std::move(suffix)),
+      what_(std::move(what)),
+      record_(std::move(record)),
+      repair_(std::move(repair)) {}
+
+std::filesystem::path RecordFile::path() const {
+  std::filesystem::path path = coordinationFile_;
+  path += suffix_;
+  return path;
+}
+
+SiblingRecordsText RecordFile::read() const {
+  const std::filesystem::path file = path();
+  // Without waiting on its lock: anyone who may read the file may hold that lock.
+  const LockedFile opened =
+      LockedFile::openSibling(file, what_, SiblingTrust::ofPath(coordinationFile_),
+                              LockedFile::Access::kSnapshot, kDefaultLockTimeout);
+  return textOf(file, opened);
+}
+
+SiblingRecordsText RecordFile::update(
+    const std::function<std::string(const std::string&)>& change) const {
+  refuseWriterWhoMayNotWrite(coordinationFile_, what_);
+  const std::filesystem::path file = path();
+  const SiblingTrust trust = SiblingTrust::ofPath(coordinationFile_);
+  std::vector<std::string> warnings;
+  const process::FileDescriptor writers = lockWriters(file, what_, trust, warnings);
   for (int attempt = 1;; ++attempt) {
-    LockedFile file = LockedFile::openSibling(path, what, trust, LockedFile::Access::kWriteUnlocked,
-                                              kDefaultLockTimeout);
-    SiblingRecordsText read = textOf(path, file);
-    read.text = change(file.text());
-    file.replace(read.text);
-    if (!file.interfered() || attempt == kAttempts) {
+    LockedFile opened = LockedFile::openSibling(
+        file, what_, trust, LockedFile::Access::kWriteUnlocked, kDefaultLockTimeout);
+    SiblingRecordsText read = textOf(file, opened);
+    read.warnings.insert(read.warnings.begin(), warnings.begin(), warnings.end());
+    read.text = change(opened.text());
+    opened.replace(read.text);
+    if (!opened.interfered() || attempt == kAttempts) {
       read.exists = true;
       return read;
     }
   }
+}
+
+std::vector<std::string> RecordFile::describeJunk(const std::vector<JunkLine>& junk) const {
+  return store::describeJunk(junk, path().string(), record_, repair_);
 }
 
 }  // namespace flink::store

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <unordered_set>
 #include <vector>
 
 #include "host/store/LockedFile.h"
@@ -100,16 +101,36 @@ ParsedSiblingRecords<Record> parseSiblingRecords(std::string_view text, ParseLin
 }
 
 /// A records file's text: `header` (a `#` comment line), each record as `formatLine` writes
-/// it, then the junk lines as they were; "" when there is neither record nor junk.
+/// it, each line once (a compaction writes two identical records once), then the junk lines as
+/// they were; "" when there is neither record nor junk.
 template <typename Record, typename FormatLine>
 std::string formatSiblingRecords(std::string_view header, const std::vector<Record>& records,
                                  const std::vector<JunkLine>& junk, FormatLine formatLine) {
   if (records.empty() && junk.empty()) return "";
   std::string text = std::string(header) + '\n';
-  for (const Record& record : records) text += formatLine(record) + '\n';
+  std::unordered_set<std::string> written;
+  for (const Record& record : records) {
+    std::string line = formatLine(record);
+    if (!written.insert(line).second) continue;
+    text += line + '\n';
+  }
   for (const JunkLine& line : junk) text += line.text + '\n';
   return text;
 }
+
+// ---- what a value read from a file of the store may be --------------------------------------
+
+/// A GPU identifier as a record names one (DeviceIdentifiers.h): anything else is junk.
+bool isRecordedGpu(std::string_view value) noexcept;
+
+/// A GPU's or MIG instance's UUID, or a prefix of one (`GPU-…`, `MIG-…`).
+bool isRecordedUuid(std::string_view value) noexcept;
+
+/// An absolute path without control characters (a line break, an escape sequence): what a path
+/// read from a file may be, since it is printed and handed to programs.
+bool isRecordedPath(std::string_view value) noexcept;
+
+// ---- the files ------------------------------------------------------------------------------
 
 /// What a records file beside the coordination file holds, as read.
 struct SiblingRecordsText {
@@ -118,29 +139,60 @@ struct SiblingRecordsText {
   std::string text;
   /// What opening found and did (a change cut short, rolled back).
   std::vector<std::string> notes;
+  /// What an operator must hear of: files that failed the trust rules, moved aside.
+  std::vector<std::string> warnings;
 };
 
-/// `<coordinationFile><suffix>` (suffix ".health", ".sharing").
-std::filesystem::path siblingRecordsPath(const std::filesystem::path& coordinationFile,
-                                         std::string_view suffix);
+/// One file of records beside the coordination file, `<coordination file><suffix>`: how each of
+/// them (the health records, the sharing declarations, and any a later feature adds) is read and
+/// written, so that every one gets the same rules:
+///   - read without waiting on any lock (LockedFile::Access::kSnapshot: a change cut short is
+///     rolled back in memory), within the 4 MiB limit; a missing file reads as empty;
+///   - changed under its writers' lock `<file>.lock` (which only those who may write the records
+///     can open) by a journaled write that cannot tear; and never by a user who may not write the
+///     coordination file itself: such a user's file would be refused by every reader, so the
+///     writer refuses first, before it creates anything;
+///   - the file, its journal and its lock judged against the coordination file (Siblings.h), one
+///     that fails moved aside where this process may, else refused naming the fix;
+///   - its junk described a few lines at a time (describeJunk).
+class RecordFile {
+ public:
+  /// `what` names the file in messages ("health records"), `record` one line of it ("health
+  /// record"), `repair` how its junk goes (for describeJunk).
+  RecordFile(std::filesystem::path coordinationFile, std::string suffix, std::string what,
+             std::string record, std::string repair);
 
-/// Reads `<coordinationFile><suffix>` without waiting on any lock (a change cut short is rolled
-/// back in memory; see LockedFile::Access::kSnapshot); a missing file reads as empty. The
-/// file and its journal are judged against the coordination file (host/store/Siblings.h),
-/// within LockedFile's 4 MiB limit.
-/// @throws StoreError naming `what` ("health records") and the cause.
-SiblingRecordsText readSiblingRecords(const std::filesystem::path& coordinationFile,
-                                      std::string_view suffix, const std::string& what);
+  const std::filesystem::path& coordinationFile() const noexcept { return coordinationFile_; }
+  /// `<coordination file><suffix>`.
+  std::filesystem::path path() const;
+  const std::string& what() const noexcept { return what_; }
 
-/// Changes `<coordinationFile><suffix>` (creating it) under its writers' lock
-/// `<coordinationFile><suffix>.lock`: `change` gets the text as read and returns the new text,
-/// which replaces it by a journaled write that cannot tear. When someone replaced the file while
-/// we had it (LockedFile::interfered), `change` is called again on a fresh read, a few times
-/// at most. Returns the text as last read and changed (exists true).
-/// @throws StoreError naming `what` and the cause (the lock still held after
-///         kDefaultLockTimeout names its holder); the file is then as it was.
-SiblingRecordsText updateSiblingRecords(
-    const std::filesystem::path& coordinationFile, std::string_view suffix, const std::string& what,
-    const std::function<std::string(const std::string&)>& change);
+  /// @throws StoreError naming the file and the cause.
+  SiblingRecordsText read() const;
+
+  /// Changes the file (creating it): `change` gets the text as read and returns the new text.
+  /// When someone replaced the file while we had it (LockedFile::interfered), `change` is called
+  /// again on a fresh read, a few times at most. Returns the text as last read and changed.
+  /// @throws StoreError naming the file and the cause (this user may not write the coordination
+  ///         file; the lock still held after kDefaultLockTimeout, naming its holder); the file is
+  ///         then as it was.
+  SiblingRecordsText update(const std::function<std::string(const std::string&)>& change) const;
+
+  /// describeJunk for this file's junk.
+  std::vector<std::string> describeJunk(const std::vector<JunkLine>& junk) const;
+
+ private:
+  std::filesystem::path coordinationFile_;
+  std::string suffix_;
+  std::string what_;
+  std::string record_;
+  std::string repair_;
+};
+
+/// Refuses, before anything is created or changed beside the coordination file `file`, a user
+/// who may not write the coordination file itself (by its mode; root may): every reader would
+/// refuse what such a user makes (Siblings.h). `what` names what was to be written.
+/// @throws StoreError naming the coordination file, its owner and mode, and the fix.
+void refuseWriterWhoMayNotWrite(const std::filesystem::path& file, const std::string& what);
 
 }  // namespace flink::store

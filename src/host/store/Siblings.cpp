@@ -4,11 +4,13 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <ctime>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
@@ -179,13 +181,64 @@ std::string describeOwnership(const struct stat& info) { return files::describeO
 
 void refuseSibling(const std::string& what, const fs::path& path, const struct stat& info,
                    const std::string& why, SiblingKind kind) {
-  const std::string remove =
-      kind == SiblingKind::kFolder ? "rm -r " + path.string() : "rm " + path.string();
-  throw StoreError(what + " " + path.string() + ": refusing to use it: " + why + " (" +
+  const std::string shown = strings::quoteForMessage(path.string(), std::string::npos);
+  const std::string aside = shown + ".untrusted";
+  throw StoreError(what + " " + shown + ": refusing to use it: " + why + " (" +
                    describeOwnership(info) + "); a file beside the coordination file is " +
                    "used only when nobody who may not write the coordination file could "
-                   "have made or changed it: remove it (`" +
-                   remove + "`) once no worker uses it, and it is made anew");
+                   "have made or changed it. Move it aside as root (`sudo mv -- " +
+                   shown + " " + aside +
+                   "`; any flink-gpu command run as root that meets it does so " +
+                   "itself, and keeps it), and it is made anew" +
+                   (kind == SiblingKind::kFolder ? std::string(" (it is a folder)") : ""));
+}
+
+fs::path asidePathOf(const fs::path& asideOf) {
+  return asideOf.string() + ".untrusted-" + std::to_string(::time(nullptr)) + "-" +
+         std::to_string(::getpid());
+}
+
+bool mayMoveAside(const fs::path& path, const SiblingTrust& trust) {
+  const uid_t user = ::geteuid();
+  if (user == 0) return true;
+  if (!trust.anchored() || user != trust.owner()) return false;
+  const fs::path folder = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  struct stat info {};
+  if (::stat(folder.c_str(), &info) != 0 || (info.st_mode & S_ISVTX)) return false;
+  return ::access(folder.c_str(), W_OK | X_OK) == 0;
+}
+
+bool admitSibling(const std::string& what, const fs::path& path, const struct stat& info,
+                  const std::string& why, SiblingKind kind, const SiblingTrust& trust,
+                  std::vector<std::string>& warnings) {
+  if (mayMoveAside(path, trust)) {
+    // A file of a folder of siblings (a lease) goes beside the folder, where nothing reads it.
+    const fs::path parent = path.parent_path();
+    const bool inSiblingFolder = parent.extension() == ".leases";
+    const fs::path base = asidePathOf(
+        inSiblingFolder ? fs::path(parent.string() + "." + path.filename().string()) : path);
+    // Never over another one moved aside before (in the same second, by the same process).
+    for (int n = 1; n <= 100; ++n) {
+      const fs::path aside = n == 1 ? base : fs::path(base.string() + "-" + std::to_string(n));
+      if (::renameat2(AT_FDCWD, path.c_str(), AT_FDCWD, aside.c_str(), RENAME_NOREPLACE) == 0) {
+        warnings.push_back(what + " " + strings::quoteForMessage(path.string(), std::string::npos) +
+                           " failed the trust rules (" + why + "; " + describeOwnership(info) +
+                           "): moved aside to " +
+                           strings::quoteForMessage(aside.string(), std::string::npos) +
+                           ", kept for you to read; a new one is made");
+        return false;
+      }
+      if (errno != EEXIST) break;
+    }
+  }
+  refuseSibling(what, path, info, why, kind);
+}
+
+bool admitSibling(const std::string& what, const fs::path& path, const struct stat& info,
+                  const SiblingTrust& trust, SiblingKind kind, std::vector<std::string>& warnings) {
+  const std::optional<std::string> why = trust.distrust(info, kind);
+  if (!why) return true;
+  return admitSibling(what, path, info, *why, kind, trust, warnings);
 }
 
 void checkSibling(const std::string& what, const fs::path& path, const struct stat& info,

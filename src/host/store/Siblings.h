@@ -31,6 +31,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "process/FileDescriptor.h"
 
@@ -83,6 +84,32 @@ class SiblingTrust {
 
 /// "owner alice, group flink, mode 0644".
 std::string describeOwnership(const struct stat& info);
+
+/// Whether this process may move a sibling at `path` aside: root, or the coordination file's owner
+/// when the folder is not sticky (and it may write it). Nobody else: in a sticky folder such as
+/// /var/tmp only a file's owner or root may rename it.
+bool mayMoveAside(const std::filesystem::path& path, const SiblingTrust& trust);
+
+/// A sibling that fails the trust rules (`why`), planted by someone else, must never stop every
+/// allocation of the host: where this process may (mayMoveAside), it is renamed to
+/// `<path>.untrusted-<seconds>-<pid>` and kept for the operator to read, and the caller goes on as
+/// if it were not there (making it anew where it makes it); a warning naming both paths is added
+/// to `warnings`, and false returned. Where this process may not, it throws as refuseSibling.
+/// True when `info` passes the rules. `info` is the stat of what is at `path` (a symlink's own).
+bool admitSibling(const std::string& what, const std::filesystem::path& path,
+                  const struct stat& info, const SiblingTrust& trust, SiblingKind kind,
+                  std::vector<std::string>& warnings);
+
+/// admitSibling for something that is no sibling at all (a symbolic link, a folder where a file
+/// belongs): `why` says what.
+bool admitSibling(const std::string& what, const std::filesystem::path& path,
+                  const struct stat& info, const std::string& why, SiblingKind kind,
+                  const SiblingTrust& trust, std::vector<std::string>& warnings);
+
+/// The name a sibling at `path` is moved aside to: `<asideOf>.untrusted-<seconds>-<pid>`, where
+/// `asideOf` is `path` itself, or for a file inside a folder of siblings (a lease) a path outside
+/// that folder, so that nothing reads it there again.
+std::filesystem::path asidePathOf(const std::filesystem::path& asideOf);
 
 /// The error for a sibling that fails the rules: "<what> <path>: refusing to use it: <why>
 /// (owner …, group …, mode …); remove it (`rm …`) …". Thrown as StoreError.

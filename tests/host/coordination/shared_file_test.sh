@@ -257,24 +257,31 @@ else
     fi
 
     # Another user plants a journal and a lease folder before root's first write, in a sticky
-    # folder everyone may write: root's allocator refuses both, naming them, and writes nothing.
+    # folder everyone may write: root's allocator never uses them. Root may move them aside: it
+    # does, keeps them, names them in a warning, and goes on. (A user who may not move them aside
+    # is refused: promise_test.sh.)
     planted=$work/planted
     mkdir -m 1777 "$planted"
-    as_nobody sh -c "printf 'flink-gpu journal 1\\n' > '$planted/file.journal'; mkdir '$planted/file.leases'"
+    as_nobody sh -c "printf 'flink-gpu journal 1\\n' > '$planted/file.journal'; mkdir '$planted/file.leases'; touch '$planted/file.leases/kept'"
     "$program" 1 --gpus 0,1 --enable-coordination-mode --coordination-file "$planted/file" \
         --owner-pid "$owner_pid" > /dev/null 2> "$work/err"
     rc=$?
-    expect "a journal another user planted is refused: named, with its owner, mode and the fix" \
+    aside=$(ls -d "$planted"/file.journal.untrusted-* 2> /dev/null)
+    expect "a journal another user planted is moved aside by root: named, with its owner and mode, and kept" \
         "exit $rc, stderr: $(cat "$work/err")" \
-        "$([[ $rc -eq 1 ]] && grep -q "its journal $planted/file.journal: refusing to use it: its owner nobody.*owner nobody, group nogroup.*rm $planted/file.journal" "$work/err"; echo $?)"
-    rm -f "$planted/file.journal"
+        "$([[ $rc -eq 0 && -n $aside && $(stat -c %U "$aside") == nobody ]] &&
+            grep -q "warning: coordination file $planted/file: its journal $planted/file.journal failed the trust rules (its owner nobody may not write the coordination file; owner nobody, group nogroup, mode 0644): moved aside to $aside, kept" "$work/err"; echo $?)"
+    aside=$(ls -d "$planted"/file.leases.untrusted-* 2> /dev/null)
+    expect "a lease folder another user planted is moved aside by root too, and kept" \
+        "stderr: $(cat "$work/err")" \
+        "$([[ -n $aside && $(ls -A "$aside") == kept ]] &&
+            grep -q "warning: lease folder $planted/file.leases failed the trust rules (its owner nobody" "$work/err"; echo $?)"
     "$cli" exec --amount 1 --gpus 0,1 --coordination-file "$planted/file" -- true \
         > /dev/null 2> "$work/err"
     rc=$?
-    expect "a lease folder another user planted is refused, and no lease is taken in it" \
+    expect "and the leases are taken in a folder of root's own" \
         "exit $rc, stderr: $(cat "$work/err")" \
-        "$([[ $rc -ne 0 ]] && grep -q "lease folder $planted/file.leases: refusing to use it" "$work/err" &&
-            [[ -z $(ls -A "$planted/file.leases") ]]; echo $?)"
+        "$([[ $rc -eq 0 && $(stat -c %U "$planted/file.leases") == root && $(ls -A "$aside") == kept ]]; echo $?)"
 fi
 
 # --- two pid namespaces -----------------------------------------------------------------------
