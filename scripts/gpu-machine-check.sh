@@ -56,7 +56,7 @@
 # run. The report (FILE, default gpu-check-report.txt, and its JSON twin FILE.json) holds every
 # command, its exit status, its output (the first 150 and the last 50 lines when there are more
 # than 200, at most 64 KiB), its time, and each check's verdict. Other settings:
-# GPU_CHECK_WATCH_SECONDS (default 5, at most a check's limit less 1), NVML_CHECK_RUNS (timed
+# GPU_CHECK_WATCH_SECONDS (default 5, at most half a check's limit), NVML_CHECK_RUNS (timed
 # runs, default 10, at most 1000), GPU_CHECK_BUILD_TIMEOUT (full mode, each of build and tests,
 # default 3600 s); each a whole number from 1 to 999999.
 #
@@ -146,9 +146,10 @@ watch_seconds=$(seconds_setting GPU_CHECK_WATCH_SECONDS 5) || exit 2
 build_timeout=$(seconds_setting GPU_CHECK_BUILD_TIMEOUT 3600) || exit 2
 runs=$(seconds_setting NVML_CHECK_RUNS 10) || exit 2
 [ "$runs" -le 1000 ] || die "NVML_CHECK_RUNS must be a whole number from 1 to 1000, not '$runs'"
-# watch must be stopped by its SIGTERM within its check's limit: at most the limit less 1 s.
+# watch must be stopped by its SIGTERM, and the check end, within its check's limit, on a loaded
+# machine too: it runs at most half the limit.
 watch_asked=$watch_seconds
-[ "$watch_seconds" -lt "$step_timeout" ] || watch_seconds=$((step_timeout - 1))
+[ "$watch_seconds" -le $((step_timeout / 2)) ] || watch_seconds=$((step_timeout / 2))
 [ "$watch_seconds" -ge 1 ] || watch_seconds=1
 kill_grace=3
 
@@ -1008,7 +1009,7 @@ check_status() {
 
 check_watch() {
   [ "$watch_asked" -eq "$watch_seconds" ] ||
-    note "GPU_CHECK_WATCH_SECONDS=$watch_asked is not below the check's limit of $step_timeout s: watch runs $watch_seconds s"
+    note "GPU_CHECK_WATCH_SECONDS=$watch_asked is more than half the check's limit of $step_timeout s: watch runs $watch_seconds s"
   run_cmd --any-exit --runs-for "$watch_seconds" "$flink_gpu" watch \
     --coordination-file "$coordination"
   # runs_for: what run_cmd gave it, at most what was left of the check.
