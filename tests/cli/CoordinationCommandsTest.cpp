@@ -645,8 +645,9 @@ TEST_F(CoordinationCommandsTest, ALeaseStillHeldIsHeldWhenItsFileIsRemovedOrRepl
   ::kill(child, SIGKILL);
   EXPECT_EQ(flink::testing::waitUntilGone({child}, 10s), std::vector<pid_t>{});
   // Nothing here can tell that the lease went with the child: held until an operator says.
-  ASSERT_EQ(runCli({"release", "--gpu", "0", "--coordination-file", coordinationFile()}).exitCode,
-            0);
+  const CliRun release =
+      runCli({"release", "--gpu", "0", "--coordination-file", coordinationFile()});
+  ASSERT_EQ(release.exitCode, 0) << release;
   const CliRun after = runCli({"exec", "--amount", "1", "--gpus", "0", "--coordination-file",
                                coordinationFile(), "--", "true"});
   EXPECT_EQ(after.exitCode, 0) << after;

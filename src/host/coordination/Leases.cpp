@@ -14,6 +14,7 @@
 
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/UnitIndex.h"
+#include "host/liveness/OpenFiles.h"
 #include "host/store/LockedFile.h"
 
 namespace flink::coordination {
@@ -361,14 +362,32 @@ LeaseFolder LeaseFolder::open(const fs::path& file, const SiblingTrust& trust) {
   return folder;
 }
 
+bool LeaseFolder::isHeldLeaseFile(const liveness::OpenFileLook& look) const {
+  // Unseen (another user's process, or one outside this pid namespace): held, as far as anyone
+  // here can tell.
+  if (!look.found) return !look.none;
+  // The lease file, removed (its link reads "(deleted)") or moved aside (store::admitSibling)
+  // while held: still within the coordination file's folder. A file elsewhere that has its old
+  // inode number now (numbers are reused once a file is gone) is another's lock.
+  const std::string& link = look.found->link;
+  std::error_code error;
+  const std::string folder =
+      fs::absolute(path_, error).lexically_normal().parent_path().string() + "/";
+  return link.starts_with(folder) && (link.ends_with(" (deleted)") || store::wasMovedAside(link));
+}
+
 LeaseState LeaseFolder::state(const std::string& name, const std::optional<LeaseFile>& file) {
   if (!isSafeName(name)) return LeaseState::kUnopenable;  // no lease of ours: cannot be shown free
   // The file the lease was taken on no longer has the name: whoever holds it still holds it.
   const auto unnamed = [&] {
     if (!file) return LeaseState::kMissing;
     if (!flocks_) flocks_.emplace(FlockTable::read());
-    return *flocks_ && (*flocks_)->held(file->device, file->inode) ? LeaseState::kHeld
-                                                                   : LeaseState::kMissing;
+    if (!*flocks_) return LeaseState::kMissing;
+    const std::optional<pid_t> holder = (*flocks_)->holder(file->device, file->inode);
+    if (!holder) return LeaseState::kMissing;
+    return isHeldLeaseFile(liveness::openFileOfLock(*holder, file->device, file->inode))
+               ? LeaseState::kHeld
+               : LeaseState::kMissing;
   };
   if (!dir_ || !names_.count(name)) return unnamed();
   const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, *trust_, warnings_);

@@ -32,6 +32,7 @@
 
 #include "host/enumeration/UnitIndex.h"
 #include "host/liveness/Liveness.h"
+#include "host/liveness/OpenFiles.h"
 #include "host/store/LockedFile.h"
 #include "host/store/RecordFile.h"
 #include "host/store/Siblings.h"
@@ -204,6 +205,9 @@ class LeaseFolder {
   void removeIfFree(const std::string& name);
 
  private:
+  /// Whether a flock on the file a lease was taken on, now unnamed, is the lease's still (`look`:
+  /// the file's descriptors, liveness::openFileOfLock).
+  bool isHeldLeaseFile(const liveness::OpenFileLook& look) const;
   LeaseFolder() = default;
   std::filesystem::path path_;
   std::optional<SiblingTrust> trust_;  // set by open()

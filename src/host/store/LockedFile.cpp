@@ -2,7 +2,6 @@
 #include "host/store/LockedFile.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -19,6 +18,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "host/liveness/OpenFiles.h"
 #include "host/store/Journal.h"
 #include "util/Strings.h"
 
@@ -378,55 +378,6 @@ void rememberInode(const fs::path& file, const SiblingTrust& trust, const FileId
   (void)!::pwrite(fd.get(), line.data(), line.size(), 0);
 }
 
-/// Whether the process `pid` has a descriptor of the copy `inode` (on `device`) of a file that was
-/// replaced: its link reads `deleted` ("<path> (deleted)"). Nullopt where this user may not look
-/// (another user's process) or the process is gone.
-std::optional<bool> holdsDeletedCopy(pid_t pid, const std::string& deleted, std::uint64_t device,
-                                     std::uint64_t inode) {
-  const std::string folder = "/proc/" + std::to_string(pid) + "/fd";
-  std::error_code error;
-  fs::directory_iterator entries(folder, error);
-  if (error) return std::nullopt;
-  std::size_t looked = 0;
-  for (; !error && entries != fs::directory_iterator() && looked < 65536;
-       entries.increment(error), ++looked) {
-    char target[PATH_MAX];
-    const ssize_t size = ::readlink(entries->path().c_str(), target, sizeof target);
-    if (size <= 0 || std::string_view(target, static_cast<std::size_t>(size)) != deleted) continue;
-    struct stat info {};
-    if (::stat(entries->path().c_str(), &info) == 0 &&
-        static_cast<std::uint64_t>(info.st_dev) == device &&
-        static_cast<std::uint64_t>(info.st_ino) == inode) {
-      return true;
-    }
-  }
-  return false;
-}
-
-/// A process that has a descriptor of the replaced copy `inode`, looked for among all this user
-/// may look at: for a lock whose taker is gone, as flock(1)'s is once it has locked a descriptor
-/// its shell holds (Flink's `flock -x 200`). 0 when none is seen; nullopt when some process could
-/// not be looked at and none of those that could holds one.
-std::optional<pid_t> holderOfDeletedCopy(const std::string& deleted, std::uint64_t device,
-                                         std::uint64_t inode) {
-  std::error_code error;
-  fs::directory_iterator entries("/proc", error);
-  if (error) return std::nullopt;
-  bool unseen = false;
-  for (; !error && entries != fs::directory_iterator(); entries.increment(error)) {
-    const std::string name = entries->path().filename().string();
-    pid_t pid = 0;
-    const auto [end, parsed] = std::from_chars(name.data(), name.data() + name.size(), pid);
-    if (parsed != std::errc() || end != name.data() + name.size() || pid <= 0) continue;
-    if (pid == ::getpid()) continue;
-    const std::optional<bool> copy = holdsDeletedCopy(pid, deleted, device, inode);
-    if (copy == true) return pid;
-    if (!copy && ::kill(pid, 0) == 0) unseen = true;
-  }
-  if (unseen || error) return std::nullopt;
-  return 0;
-}
-
 }  // namespace
 
 fs::path inodeMemoryPathOf(const fs::path& file) {
@@ -435,55 +386,42 @@ fs::path inodeMemoryPathOf(const fs::path& file) {
   return path;
 }
 
-std::optional<pid_t> LockedFile::replacedCopyInUse(ReplacedCopyLooks& seen) {
+std::optional<pid_t> LockedFile::replacedCopyInUse(std::unordered_set<std::uint64_t>& notCopies) {
   const std::optional<FlockTable> table = FlockTable::read();
   if (!table) return std::nullopt;  // no /proc/locks: nothing to tell
   std::error_code error;
-  const std::string deleted = fs::absolute(path_, error).lexically_normal().string() + " (deleted)";
+  const std::string deleted =
+      liveness::deletedLinkOf(fs::absolute(path_, error).lexically_normal().string());
   for (const FlockTable::Lock& lock : table->onDevice(device_)) {
     if (lock.inode == inode_ || lock.holder == ::getpid()) continue;
-    // A process's descriptors of a replaced copy are all open already: none can open one now, so
-    // a holder seen to hold none never holds one, and an inode that no process holds as a copy
-    // is none (until the number is reused: a wait is short).
-    if (lock.holder > 0 && seen.holdersWithout.count(lock.holder)) continue;
-    if (seen.notCopies.count(lock.inode)) continue;
+    // A process's descriptors of a replaced copy are all open already (none can open one now), so
+    // a locked file seen to be another is never a copy (until its number is reused: a wait is
+    // short).
+    if (notCopies.count(lock.inode)) continue;
     const bool known = std::find(replacedCopies_.begin(), replacedCopies_.end(), lock.inode) !=
                        replacedCopies_.end();
-    // What the holder's descriptors say, where this user may look: an inode remembered may since
-    // be another file's (inode numbers are reused), which its holder then shows.
-    enum class Copy { kYes, kNo, kUnseen };
-    const auto copyOf = [](std::optional<bool> holds) {
-      return !holds ? Copy::kUnseen : *holds ? Copy::kYes : Copy::kNo;
-    };
-    pid_t holder = lock.holder > 0 ? lock.holder : 0;
-    Copy copy =
-        holder > 0 ? copyOf(holdsDeletedCopy(holder, deleted, device_, lock.inode)) : Copy::kUnseen;
-    if (copy == Copy::kUnseen && (holder == 0 || (::kill(holder, 0) != 0 && errno == ESRCH))) {
-      // The lock's taker is gone (the kernel shows 0, or a pid since ended) while its open file
-      // lives on in another process: whoever has a descriptor of the copy holds the lock.
-      const std::optional<pid_t> found = holderOfDeletedCopy(deleted, device_, lock.inode);
-      holder = found.value_or(0);
-      copy = !found ? Copy::kUnseen : *found > 0 ? Copy::kYes : Copy::kNo;
-      if (copy == Copy::kNo) seen.notCopies.insert(lock.inode);
-    } else if (copy == Copy::kNo) {
-      seen.holdersWithout.insert(holder);
-    }
-    if (copy == Copy::kNo) continue;
-    if (copy == Copy::kYes) {
+    // What the descriptors of the locked file say, where this user may look: an inode remembered
+    // may since be another file's, which its link then shows.
+    const liveness::OpenFileLook look = liveness::openFileOfLock(lock.holder, device_, lock.inode);
+    if (look.found && look.found->link == deleted) {
       if (!known) replacedCopies_.push_back(lock.inode);
-      return holder;
+      return look.found->pid;
+    }
+    if (look.found || look.none) {
+      notCopies.insert(lock.inode);
+      continue;
     }
     // Not to be looked at (another user's, or unseen): a remembered copy is waited for.
-    if (known) return holder;
+    if (known) return lock.holder > 0 ? lock.holder : 0;
   }
   return std::nullopt;
 }
 
 bool LockedFile::waitWhileReplacedCopiesInUse(std::chrono::steady_clock::time_point deadline,
                                               std::chrono::milliseconds lockTimeout) {
-  ReplacedCopyLooks seen;
+  std::unordered_set<std::uint64_t> notCopies;
   bool waited = false;
-  while (const std::optional<pid_t> pid = replacedCopyInUse(seen)) {
+  while (const std::optional<pid_t> pid = replacedCopyInUse(notCopies)) {
     waited = true;
     if (std::chrono::steady_clock::now() >= deadline) {
       fail("it was replaced (Flink's `sed -i`?) by a program that does not hold its lock: " +

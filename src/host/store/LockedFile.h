@@ -180,14 +180,9 @@ class LockedFile {
   static bool waitForReplacedCopies(const std::filesystem::path& file, const struct stat& locked,
                                     std::chrono::steady_clock::time_point deadline,
                                     std::chrono::milliseconds lockTimeout, LockedFile& result);
-  /// What one wait has learned: holders seen to hold no replaced copy, locked inodes that no
-  /// process holds as one.
-  struct ReplacedCopyLooks {
-    std::unordered_set<pid_t> holdersWithout;
-    std::unordered_set<std::uint64_t> notCopies;
-  };
-  /// The holder (0: unseen) of a lock held or waited for on a copy this file replaced, if any.
-  std::optional<pid_t> replacedCopyInUse(ReplacedCopyLooks& seen);
+  /// The holder (0: unseen) of a lock held or waited for on a copy this file replaced, if any;
+  /// `notCopies`: locked files seen to be no copy, not looked at again.
+  std::optional<pid_t> replacedCopyInUse(std::unordered_set<std::uint64_t>& notCopies);
   /// Waits until no replaced copy is in use; whether the path still names this file.
   bool waitWhileReplacedCopiesInUse(std::chrono::steady_clock::time_point deadline,
                                     std::chrono::milliseconds lockTimeout);

@@ -198,6 +198,10 @@ fs::path asidePathOf(const fs::path& asideOf) {
          std::to_string(::getpid());
 }
 
+bool wasMovedAside(std::string_view path) {
+  return path.find(".untrusted-") != std::string_view::npos;
+}
+
 bool mayMoveAside(const fs::path& path, const SiblingTrust& trust) {
   const uid_t user = ::geteuid();
   if (user == 0) return true;

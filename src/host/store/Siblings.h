@@ -31,6 +31,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "process/FileDescriptor.h"
@@ -110,6 +111,8 @@ bool admitSibling(const std::string& what, const std::filesystem::path& path,
 /// `asideOf` is `path` itself, or for a file inside a folder of siblings (a lease) a path outside
 /// that folder, so that nothing reads it there again.
 std::filesystem::path asidePathOf(const std::filesystem::path& asideOf);
+/// Whether `path` is one asidePathOf made (a file moved aside, maybe renamed since by nobody).
+bool wasMovedAside(std::string_view path);
 
 /// The error for a sibling that fails the rules: "<what> <path>: refusing to use it: <why>
 /// (owner …, group …, mode …); remove it (`rm …`) …". Thrown as StoreError.

@@ -5,15 +5,18 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "TestSupport.h"
 #include "host/coordination/Coordination.h"
+#include "host/store/Siblings.h"
 #include "process/FileDescriptor.h"
 
 namespace flink::coordination {
@@ -217,6 +220,56 @@ TEST_F(LeasesTest, AHeldLeaseKeepsARecordOfAnotherPidNamespaceOrAGonePid) {
   EXPECT_FALSE(a.satisfied);
   EXPECT_EQ(a.heldByOthers.size(), 1u);
   EXPECT_TRUE(readStatus(file()).records.at(0).running);
+}
+
+/// A record of GPU 0 whose owner cannot be judged (another pid namespace), leased by `name` on the
+/// file (device, inode) of `taken`.
+std::string recordLeasedOn(const std::string& name, const fs::path& taken) {
+  struct stat info {};
+  EXPECT_EQ(::stat(taken.c_str(), &info), 0) << taken;
+  return "0 999999\t5\tpidns=1\tlease=" + name + "\tleasefile=" + std::to_string(info.st_dev) +
+         ":" + std::to_string(info.st_ino) + "\n";
+}
+
+TEST_F(LeasesTest, ALeaseFileRemovedOrMovedAsideWhileHeldStillHoldsItsGpu) {
+  const fs::path leases = fs::path(file().string() + ".leases");
+  for (const bool movedAside : {false, true}) {
+    SCOPED_TRACE(movedAside ? "moved aside" : "removed");
+    const Lease held = acquireLease(file(), kUuid0);
+    const fs::path lease = leases / kUuid0;
+    testing::writeScript(file(), recordLeasedOn(kUuid0, lease),
+                         fs::perms::owner_read | fs::perms::owner_write);
+    if (movedAside) {
+      fs::rename(lease, store::asidePathOf(fs::path(leases.string() + "." + kUuid0)));
+    } else {
+      fs::remove(lease);
+    }
+    EXPECT_EQ(readStatus(file()).records.at(0).liveness, Liveness::kLeaseHeld);
+    EXPECT_FALSE(allocate(file(), leased(2, Owner::of(::getpid()))).satisfied);
+  }
+}
+
+TEST_F(LeasesTest, ALockOnAFileThatTookTheGoneLeaseFilesInodeNumberIsAnothersLock) {
+  // The lease file is gone with its holder, and the file system gave its inode number to a new
+  // file elsewhere, which another process holds a flock on: that lock is not the lease's (it kept
+  // a GPU held for ever, and made a test flaky when tests ran side by side).
+  const TempDir elsewhere{"flink-gpu-leases-elsewhere"};
+  const fs::path other = elsewhere.path() / "someone-elses.lock";
+  std::ofstream(other).flush();
+  const process::FileDescriptor otherFd(::open(other.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(otherFd);
+  ASSERT_EQ(::flock(otherFd.get(), LOCK_EX), 0);
+  testing::writeScript(file(), recordLeasedOn(kUuid0, other),
+                       fs::perms::owner_read | fs::perms::owner_write);
+  const Status status = readStatus(file());
+  EXPECT_EQ(status.records.at(0).liveness, Liveness::kLeaseMissing);
+  // Missing fails closed still (the pid cannot be judged): held until an operator releases it.
+  EXPECT_FALSE(allocate(file(), leased(2, Owner::of(::getpid()))).satisfied);
+  ASSERT_EQ(releaseChecked(
+                file(), [](const Record& record) { return record.gpu == "0"; }, /*force=*/false)
+                .released.size(),
+            1u);
+  EXPECT_TRUE(allocate(file(), leased(2, Owner::of(::getpid()))).satisfied);
 }
 
 TEST_F(LeasesTest, AHeldLeaseWithoutItsRecordStillHoldsItsGpu) {
