@@ -81,7 +81,14 @@ UnitRef UnitIndex::push(Unit unit) {
   }
   const UnitRef ref = units_.size();
   byId_.emplace(unit.id, ref);  // the first unit of an id keeps it
-  if (unit.uuid) byUuid_.emplace(*unit.uuid, ref);
+  if (unit.uuid) {
+    byUuid_.emplace(*unit.uuid, ref);
+    uuidsInOrder_.emplace(*unit.uuid, ref);  // after those of the same UUID: refs ascend
+    uuidLengths_.insert(unit.uuid->size());
+  }
+  if (unit.parent && unit.gpuInstanceId && unit.computeInstanceId) {
+    instances_.emplace(std::tuple(*unit.parent, *unit.gpuInstanceId, *unit.computeInstanceId), ref);
+  }
   // A whole unit's bus id names it; a MIG instance or an Intel tile shares its GPU's.
   if (unit.pciBusId && !unit.parent && unit.id.find('/') == std::string::npos) {
     byBus_.emplace(*unit.pciBusId, ref);
@@ -208,11 +215,21 @@ std::optional<UnitRef> UnitIndex::byPciBusId(std::string_view busId) const {
 
 std::vector<UnitRef> UnitIndex::byUuidPrefix(std::string_view uuid) const {
   std::vector<UnitRef> matches;
-  for (UnitRef ref = 0; ref < units_.size(); ++ref) {
-    const Unit& unit = units_[ref];
-    if (!unit.uuid || !sameKind(*unit.uuid, uuid)) continue;
-    if (unit.uuid->starts_with(uuid) || uuid.starts_with(*unit.uuid)) matches.push_back(ref);
+  if (!sameKind(uuid, uuid)) return matches;  // neither a GPU's nor a MIG instance's
+  // Those that begin with it: a range of the UUIDs in order.
+  for (auto it = uuidsInOrder_.lower_bound(uuid);
+       it != uuidsInOrder_.end() && it->first.starts_with(uuid); ++it) {
+    if (sameKind(it->first, uuid)) matches.push_back(it->second);
   }
+  // Those that are a shorter prefix of it: its prefix of each length a UUID here has.
+  for (const std::size_t length : uuidLengths_) {
+    if (length >= uuid.size()) break;
+    const auto [first, last] = uuidsInOrder_.equal_range(uuid.substr(0, length));
+    for (auto it = first; it != last; ++it) {
+      if (sameKind(it->first, uuid)) matches.push_back(it->second);
+    }
+  }
+  std::sort(matches.begin(), matches.end());
   return matches;
 }
 
@@ -229,11 +246,9 @@ std::optional<UnitRef> UnitIndex::byOldMigName(std::string_view name) const {
     if (prefixed.size() != 1) return std::nullopt;
     gpu = prefixed.front();
   }
-  for (UnitRef ref = 0; ref < units_.size(); ++ref) {
-    const Unit& unit = units_[ref];
-    if (unit.parent == gpu && unit.gpuInstanceId == gi && unit.computeInstanceId == ci) return ref;
-  }
-  return std::nullopt;
+  const auto it = instances_.find(std::tuple(*gpu, *gi, *ci));
+  if (it == instances_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::vector<UnitRef> UnitIndex::namedByRecord(std::string_view gpu,
@@ -301,12 +316,11 @@ EntryNaming UnitIndex::entry(std::string_view text) const {
   }
   // A prefix: the one unit whose UUID begins so; several are ambiguous.
   std::vector<UnitRef> matches;
-  for (UnitRef ref = 0; ref < units_.size(); ++ref) {
-    const Unit& unit = units_[ref];
-    if (unit.uuid && sameKind(*unit.uuid, name) && unit.uuid->starts_with(name)) {
-      matches.push_back(ref);
-    }
+  for (auto it = uuidsInOrder_.lower_bound(name);
+       it != uuidsInOrder_.end() && it->first.starts_with(name); ++it) {
+    if (sameKind(it->first, name)) matches.push_back(it->second);
   }
+  std::sort(matches.begin(), matches.end());
   if (matches.size() == 1) {
     naming.unit = matches.front();
   } else if (matches.size() > 1) {

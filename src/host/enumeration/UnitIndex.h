@@ -21,10 +21,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -120,7 +123,8 @@ class UnitIndex {
 
  private:
   /// Units whose UUID (of the kind `uuid` is: GPU- or MIG-) begins with `uuid`, or is a prefix of
-  /// it; none exactly equal.
+  /// it; ascending. Through uuidsInOrder_, not a pass over every unit: a reader of many records
+  /// of GPUs this host does not have adds a unit for each (HostView), and asks this of each.
   std::vector<UnitRef> byUuidPrefix(std::string_view uuid) const;
   /// MIG-GPU-<gpu uuid>/<gi>/<ci> (canonical): the instance.
   std::optional<UnitRef> byOldMigName(std::string_view name) const;
@@ -132,6 +136,13 @@ class UnitIndex {
   std::unordered_map<std::string, UnitRef> byAlias_;
   std::unordered_map<std::string, UnitRef> byUuid_;
   std::unordered_map<std::string, UnitRef> byBus_;
+  /// Every unit's UUID, in order (a unit of each UUID, in the order added), and the lengths the
+  /// UUIDs have: the units a UUID prefix names are a range of it, and those whose UUID is a
+  /// prefix of a longer one are found by its prefixes of those lengths.
+  std::multimap<std::string, UnitRef, std::less<>> uuidsInOrder_;
+  std::set<std::size_t> uuidLengths_;
+  /// MIG instances by (their GPU, GPU instance id, compute instance id): the first of each.
+  std::map<std::tuple<UnitRef, unsigned, unsigned>, UnitRef> instances_;
 };
 
 /// Whether a record of `recordGpu` (with the whole GPU's `recordUuid`) names the one unit

@@ -80,6 +80,26 @@ TEST(UnitIndexTest, ARecordNamesTheUnitOfItsUuidWhateverItsIndex) {
   EXPECT_EQ(index.namedByRecord("MIG-GPU-8932f937-aaaa/1/0"), (Refs{2}));
 }
 
+TEST(UnitIndexTest, UnitsAddedLaterAreNamedByTheSamePrefixRules) {
+  // As a reader adds the units only records name (HostView): a UUID prefix names every unit whose
+  // UUID begins so and every unit known by a prefix of it, each once, ascending; a GPU's and a
+  // MIG instance's UUIDs never name each other.
+  UnitIndex index = host();
+  const UnitRef prefix = index.add(Unit{"GPU-8932f9"});  // known by a prefix of its UUID
+  const UnitRef other = index.add(Unit{"GPU-77aa"});
+  const UnitRef mig = index.add(Unit{"MIG-8932f9"});
+  const UnitRef again = index.add(Unit{"5", std::string(kUuid0)});  // GPU 0's UUID once more
+  EXPECT_EQ(index.namedByRecord("GPU-8932f937"), (Refs{0, 1, prefix, again}));
+  EXPECT_EQ(index.namedByRecord("GPU-8932f937-d7"), (Refs{0, prefix, again}));
+  EXPECT_EQ(index.namedByRecord(kUuid0), (Refs{0}));             // exactly: the first of that UUID
+  EXPECT_EQ(index.namedByRecord("GPU-8932F9"), (Refs{prefix}));  // its own UUID, exactly
+  EXPECT_EQ(index.namedByRecord("MIG-8932f937aa"), (Refs{mig}));
+  EXPECT_EQ(index.namedByRecord("GPU-77aa0000"), (Refs{other}));
+  EXPECT_TRUE(index.namedByRecord("GPU-77ab").empty());
+  EXPECT_EQ(index.entry("GPU-77").unit, other);
+  EXPECT_EQ(index.entry("GPU-8932f937-d7").ambiguous, (Refs{0, again}));
+}
+
 TEST(UnitIndexTest, AnIndexWithoutAKnownUuidIsNamedByIndex) {
   // A host whose GPUs' UUIDs are not known (a --gpus list without NVML): the index decides.
   const UnitIndex index = UnitIndex::ofIdentifiers({"0", "1"}, {});
