@@ -207,9 +207,15 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
   for (std::size_t i = 0; i < order.size(); ++i) viewOf[order[i]] = i;
 
   const std::vector<health::HealthRecord> noRecords;
-  const std::vector<std::vector<health::Problem>> verdicts =
+  std::vector<std::vector<health::Problem>> verdicts =
       health::assess(units.index, order, host.probe.usable ? &host.probe : nullptr,
                      host.health ? host.health->parsed.records : noRecords);
+  // NVML's look at each whole GPU, by the index it is shown as (the last of an index).
+  std::unordered_map<std::string, const health::GpuProbe*> probeOf;
+  for (const health::GpuProbe& gpu : host.probe.gpus) {
+    probeOf.insert_or_assign(std::to_string(gpu.index), &gpu);
+  }
+  host.gpus.reserve(order.size());
   for (std::size_t i = 0; i < order.size(); ++i) {
     const discovery::GpuDevice& unit = units.shown[order[i]];
     GpuView view;
@@ -217,10 +223,10 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
     view.uuid = unit.uuid;
     view.isMigInstance = unit.isMigInstance();
     if (unit.mig) view.parent = std::to_string(unit.mig->parentIndex);
-    view.problems = verdicts[i];
+    view.problems = std::move(verdicts[i]);
     if (!view.isMigInstance) {
-      for (const health::GpuProbe& gpu : host.probe.gpus) {
-        if (std::to_string(gpu.index) == view.gpu) view.persistenceMode = gpu.persistenceMode;
+      if (const auto probe = probeOf.find(view.gpu); probe != probeOf.end()) {
+        view.persistenceMode = probe->second->persistenceMode;
       }
     }
     host.gpus.push_back(std::move(view));
@@ -231,16 +237,34 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
     }
   }
   // A lease held without a record holds its unit unless a running record of it says so already
-  // (a worker's lease is held under each of its names, LeaseNames, and a record names one).
+  // (a worker's lease is held under each of its names, LeaseNames, and a record names one). What
+  // the running records of a unit hold is gathered once, not asked of its holders per lease.
+  struct RunningHolds {
+    bool whole = false;
+    std::vector<unsigned> shares;  // ascending
+  };
+  std::unordered_map<std::size_t, RunningHolds> runningHolds;
+  const auto runningHoldsOf = [&](std::size_t at) -> const RunningHolds& {
+    const auto [it, added] = runningHolds.try_emplace(at);
+    if (added) {
+      for (const coordination::RecordStatus& holder : host.gpus[at].holders) {
+        if (!holder.running) continue;
+        if (holder.record.share) {
+          it->second.shares.push_back(holder.record.share->index);
+        } else {
+          it->second.whole = true;
+        }
+      }
+      std::sort(it->second.shares.begin(), it->second.shares.end());
+    }
+    return it->second;
+  };
   for (const auto& [refs, share] : leaseUnits) {
     for (const discovery::UnitRef ref : refs) {
       GpuView& view = host.gpus[viewOf[ref]];
-      const bool recorded = std::any_of(
-          view.holders.begin(), view.holders.end(), [&](const coordination::RecordStatus& holder) {
-            return holder.running &&
-                   (share ? holder.record.share && holder.record.share->index == *share
-                          : !holder.record.share);
-          });
+      const RunningHolds& held = runningHoldsOf(viewOf[ref]);
+      const bool recorded =
+          share ? std::binary_search(held.shares.begin(), held.shares.end(), *share) : held.whole;
       if (recorded) continue;
       if (!share) {
         view.heldByLease = true;
@@ -262,16 +286,36 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
                                               : "free";
   }
   // Free, but its hardware is in use: a GPU one of whose MIG instances is held, an instance
-  // whose GPU is held whole or shared. No allocator hands it out.
+  // whose GPU is held whole or shared. No allocator hands it out. The held or shared units are
+  // gathered first, MIG instances by their GPU and whole GPUs by name, each list in the view's
+  // order: a view looks only at those that share its hardware, not at every other unit (units
+  // only records name are as many as the records).
+  std::unordered_map<std::string_view, std::vector<std::size_t>> heldInstancesOf;
+  std::unordered_map<std::string_view, std::vector<std::size_t>> heldWholeNamed;
+  for (std::size_t at = 0; at < host.gpus.size(); ++at) {
+    const GpuView& other = host.gpus[at];
+    if (other.state != "held" && other.state != "shared") continue;
+    if (!other.isMigInstance) {
+      heldWholeNamed[other.gpu].push_back(at);
+    } else if (other.parent) {
+      heldInstancesOf[*other.parent].push_back(at);
+    }
+  }
   for (GpuView& view : host.gpus) {
     if (view.state != "free") continue;
-    for (const GpuView& other : host.gpus) {
-      if (other.state != "held" && other.state != "shared") continue;
-      if (!view.isMigInstance && other.isMigInstance && other.parent == view.gpu) {
-        view.busyBecause.push_back("its MIG instance " + other.gpu + " is held");
-      } else if (view.isMigInstance && !other.isMigInstance && view.parent == other.gpu) {
-        view.busyBecause.push_back("its GPU " + other.gpu +
-                                   (other.state == "held" ? " is held whole" : " is shared"));
+    if (!view.isMigInstance) {
+      if (const auto it = heldInstancesOf.find(view.gpu); it != heldInstancesOf.end()) {
+        for (const std::size_t at : it->second) {
+          view.busyBecause.push_back("its MIG instance " + host.gpus[at].gpu + " is held");
+        }
+      }
+    } else if (view.parent) {
+      if (const auto it = heldWholeNamed.find(*view.parent); it != heldWholeNamed.end()) {
+        for (const std::size_t at : it->second) {
+          const GpuView& other = host.gpus[at];
+          view.busyBecause.push_back("its GPU " + other.gpu +
+                                     (other.state == "held" ? " is held whole" : " is shared"));
+        }
       }
     }
     if (!view.busyBecause.empty()) view.state = "busy";
