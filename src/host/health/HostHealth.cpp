@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -21,11 +22,24 @@
 namespace flink::health {
 namespace {
 
-std::string describeRecord(const HealthRecord& record) {
+/// describeUid of each uid asked once: a look-up in the user database each (getpwuid_r may read
+/// /etc/passwd whole), and a host's drains are mostly by a few operators.
+class UidNames {
+ public:
+  const std::string& of(uid_t uid) {
+    const auto [it, inserted] = names_.try_emplace(uid);
+    if (inserted) it->second = describeUid(uid);
+    return it->second;
+  }
+
+ private:
+  std::unordered_map<uid_t, std::string> names_;
+};
+
+std::string describeRecord(const HealthRecord& record, UidNames& uids) {
   std::string text(kindName(record.kind));
   if (record.since != 0) text += " since " + isoTime(record.since);  // 0: a line unread
-  if (record.kind == RecordKind::kDrained && record.uid)
-    text += " by uid " + describeUid(*record.uid);
+  if (record.kind == RecordKind::kDrained && record.uid) text += " by uid " + uids.of(*record.uid);
   if (record.xid) text += ": Xid " + std::to_string(*record.xid);
   // Problem::text is one line: a reason read from the file may hold anything (a line break, an
   // escape sequence), and is shown quoted, whole.
@@ -109,9 +123,9 @@ const GpuProbe* probeOf(const NvmlProbe* probe, const std::string& index) {
 }
 
 /// The problem a record (drained, unhealthy) gives the unit it names.
-Problem problemOf(const HealthRecord& record, const std::string& prefix) {
+Problem problemOf(const HealthRecord& record, const std::string& prefix, UidNames& uids) {
   return {record.kind == RecordKind::kDrained ? Problem::Kind::kDrained : Problem::Kind::kUnhealthy,
-          prefix + describeRecord(record), record};
+          prefix + describeRecord(record, uids), record};
 }
 
 }  // namespace
@@ -227,9 +241,12 @@ std::vector<std::vector<Problem>> assess(const discovery::UnitIndex& index,
   for (discovery::UnitRef ref = 0; ref < index.size(); ++ref) {
     if (index[ref].parent) instances[*index[ref].parent].push_back(ref);
   }
+  UidNames uids;
   const auto addRecords = [&](discovery::UnitRef ref, const std::string& prefix,
                               std::vector<Problem>& problems) {
-    for (const HealthRecord* record : named[ref]) problems.push_back(problemOf(*record, prefix));
+    for (const HealthRecord* record : named[ref]) {
+      problems.push_back(problemOf(*record, prefix, uids));
+    }
   };
 
   std::vector<std::vector<Problem>> verdicts(units.size());
