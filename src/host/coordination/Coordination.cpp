@@ -53,6 +53,23 @@ struct OwnerHash {
   }
 };
 
+/// `probe` asked once per distinct owner: a file may hold many records of one owner, and each
+/// answer is a read of /proc. For one read of the file (under its lock).
+class RememberedOwners {
+ public:
+  explicit RememberedOwners(LivenessProbe probe) : probe_(std::move(probe)) {}
+
+  bool operator()(const Owner& owner) {
+    const auto [it, inserted] = known_.try_emplace(owner, false);
+    if (inserted) it->second = probe_(owner);
+    return it->second;
+  }
+
+ private:
+  LivenessProbe probe_;
+  std::unordered_map<Owner, bool, OwnerHash> known_;
+};
+
 }  // namespace
 
 namespace {
@@ -296,12 +313,8 @@ Allocation planUnits(const ParsedRecords& current, const AllocationRequest& requ
   Allocation allocation;
   allocation.junk = current.junk;
 
-  std::unordered_map<Owner, bool, OwnerHash> running;
-  const LivenessProbe ownerRunning = [&](const Owner& owner) {
-    auto [it, inserted] = running.try_emplace(owner, false);
-    if (inserted) it->second = isRunningProbe(owner);
-    return it->second;
-  };
+  RememberedOwners running(isRunningProbe);
+  const LivenessProbe ownerRunning = [&running](const Owner& owner) { return running(owner); };
   const LeaseProbe leaseOf = [&](const std::string& name, const std::optional<LeaseFile>& file) {
     return space.state(name, file);
   };
@@ -664,13 +677,43 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
 
 namespace {
 
-/// What makes two records one: the GPU, the owner's pid, start time and boot.
+/// What makes two records one: the GPU, the owner's pid, start time and boot, and the share.
 std::string identityOf(const Record& record) {
   return record.gpu + ' ' + std::to_string(record.owner.pid) + ' ' +
          (record.owner.startTime ? std::to_string(*record.owner.startTime) : "-") + ' ' +
          record.owner.bootId.value_or("-") + ' ' +
          (record.share ? formatShareSlot(*record.share) : "whole");
 }
+
+/// identityOf without building its text, for a record that outlives it: equal exactly when the
+/// texts are (a boot of "-" is none, as there).
+struct IdentityView {
+  std::string_view gpu;
+  pid_t pid = 0;
+  std::optional<std::uint64_t> startTime;
+  std::string_view bootId;
+  std::optional<ShareSlot> share;
+
+  explicit IdentityView(const Record& record)
+      : gpu(record.gpu),
+        pid(record.owner.pid),
+        startTime(record.owner.startTime),
+        bootId(record.owner.bootId ? std::string_view(*record.owner.bootId) : "-"),
+        share(record.share) {}
+  friend bool operator==(const IdentityView&, const IdentityView&) = default;
+};
+
+struct IdentityViewHash {
+  std::size_t operator()(const IdentityView& identity) const noexcept {
+    std::size_t hash = std::hash<std::string_view>{}(identity.gpu);
+    const auto mix = [&hash](std::size_t value) { hash = hash * 1000003 ^ value; };
+    mix(std::hash<pid_t>{}(identity.pid));
+    mix(std::hash<std::uint64_t>{}(identity.startTime.value_or(~std::uint64_t{0})));
+    mix(std::hash<std::string_view>{}(identity.bootId));
+    mix(identity.share ? identity.share->index * 4099u + identity.share->count : 0u);
+    return hash;
+  }
+};
 
 /// Where new lines go: records are never moved by a change, and none crosses a page boundary,
 /// so that writing one is never cut in two (see Journal.h).
@@ -786,15 +829,27 @@ namespace {
 
 /// Each record with its liveness, under the file's lock; two identical records are shown once.
 std::vector<RecordStatus> judgeAll(std::vector<Record> records, LeaseFolder& folder) {
-  std::vector<RecordStatus> judged;
-  std::unordered_set<std::string> seen;
+  // The first of each identity, found before any record moves (the views point into them).
+  std::vector<bool> first(records.size(), false);
+  {
+    std::unordered_set<IdentityView, IdentityViewHash> seen;
+    seen.reserve(records.size());
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      first[i] = seen.insert(IdentityView(records[i])).second;
+    }
+  }
   const LeaseProbe lease = [&folder](const std::string& name,
                                      const std::optional<LeaseFile>& file) {
     return folder.state(name, file);
   };
-  for (Record& record : records) {
-    if (!seen.insert(identityOf(record)).second) continue;
-    const Liveness liveness = judge(record, isRunning, lease);
+  RememberedOwners running(isRunning);
+  const LivenessProbe ownerRunning = [&running](const Owner& owner) { return running(owner); };
+  std::vector<RecordStatus> judged;
+  judged.reserve(records.size());
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    if (!first[i]) continue;
+    Record& record = records[i];
+    const Liveness liveness = judge(record, ownerRunning, lease);
     const bool other = inOtherPidNamespace(record.owner);
     judged.push_back(RecordStatus{std::move(record), holdsGpu(liveness), other, liveness});
   }
@@ -872,12 +927,16 @@ Released releaseChecked(const fs::path& file, const std::function<bool(const Rec
                                            const std::optional<LeaseFile>& taken) {
           return folder.state(name, taken);
         };
+        RememberedOwners running(isRunning);
+        const LivenessProbe ownerRunning = [&running](const Owner& owner) {
+          return running(owner);
+        };
         Released result;
         std::vector<LineSpan> blank;
         for (std::size_t i = 0; i < parsed.records.size(); ++i) {
           const Record& record = parsed.records[i];
           if (!predicate(record)) continue;
-          const Liveness liveness = judge(record, isRunning, lease);
+          const Liveness liveness = judge(record, ownerRunning, lease);
           RecordStatus judged{record, holdsGpu(liveness), inOtherPidNamespace(record.owner),
                               liveness};
           (knownToRun(liveness) && !force ? result.refused : result.released)
