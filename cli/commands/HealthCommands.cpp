@@ -23,6 +23,7 @@
 #include "Console.h"
 #include "ExitCode.h"
 #include "commands/HostGpuListing.h"
+#include "commands/JsonObjectPrinter.h"
 #include "host/coordination/Coordination.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/GpuEnumerator.h"
@@ -396,25 +397,22 @@ int runCheck(const CheckOptions& options) {
 
   const bool ok = problems.empty();
   if (options.format == "json") {
-    const auto list = [](const std::vector<Finding>& findings) {
-      nlohmann::ordered_json array = nlohmann::ordered_json::array();
-      for (const Finding& finding : findings) {
-        nlohmann::ordered_json entry;
-        entry["kind"] = finding.kind;
-        entry["gpu"] = finding.gpu ? nlohmann::ordered_json(*finding.gpu) : nullptr;
-        entry["text"] = finding.text;
-        array.push_back(std::move(entry));
-      }
-      return array;
+    const auto entry = [](const Finding& finding) {
+      nlohmann::ordered_json json;
+      json["kind"] = finding.kind;
+      json["gpu"] = finding.gpu ? nlohmann::ordered_json(*finding.gpu) : nullptr;
+      json["text"] = finding.text;
+      return json;
     };
-    nlohmann::ordered_json document;
-    document["ok"] = ok;
-    document["problems"] = list(problems);
-    document["notes"] = list(notes);
+    // Member by member, each finding as it is printed: a file of 100,000 records has as many.
     // ASCII only: JSON escapes C0 controls but not DEL or C1 ones, which a record may hold and a
     // terminal may read as an escape sequence; bytes that are not UTF-8 are replaced.
-    std::cout << document.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace)
-              << '\n';
+    JsonObjectPrinter<nlohmann::ordered_json> document(std::cout);
+    document.member("ok", ok);
+    document.arrayMember("problems", problems.size(),
+                         [&](std::size_t i) { return entry(problems[i]); });
+    document.arrayMember("notes", notes.size(), [&](std::size_t i) { return entry(notes[i]); });
+    document.end();
   } else {
     // One line per finding, as NHC and Slurm read them: a GPU name or UUID from a health record
     // may hold a line break or an escape sequence.

@@ -22,6 +22,7 @@
 
 #include "Console.h"
 #include "ExitCode.h"
+#include "commands/JsonObjectPrinter.h"
 #include "flink/externalresource/gpu/GPUInfo.h"
 #include "flink/externalresource/gpu/GpuProperties.h"
 #include "host/coordination/Coordination.h"
@@ -250,86 +251,80 @@ nlohmann::ordered_json healthJson(const GpuView& view) {
   return health;
 }
 
-/// JSON's `gpus`: every GPU of the host.
-nlohmann::ordered_json hostJson(const HostView& host, const Sharing& sharing) {
-  nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
-  for (std::size_t i = 0; i < host.gpus.size(); ++i) {
-    const GpuView& view = host.gpus[i];
-    nlohmann::ordered_json gpu;
-    gpu["gpu"] = view.gpu;
-    if (view.uuid) gpu["uuid"] = *view.uuid;
-    gpu["state"] = view.state;
-    nlohmann::ordered_json holders = nlohmann::ordered_json::array();
-    for (const coordination::RecordStatus& holder : view.holders) {
-      holders.push_back(nlohmann::ordered_json{{"owner_pid", holder.record.owner.pid},
-                                               {"running", holder.running},
-                                               {"other_pid_namespace", holder.otherPidNamespace},
-                                               {"share", shareJson(holder.record)}});
-    }
-    gpu["holders"] = std::move(holders);
-    gpu["held_by_lease"] = view.heldByLease;
-    gpu["sharing"] = sharingJson(view, sharing.declarationOf[i]);
-    gpu["health"] = healthJson(view);
-    gpus.push_back(std::move(gpu));
+/// JSON's entry of the `i`-th GPU of the host in `gpus`.
+nlohmann::ordered_json gpuJson(const HostView& host, const Sharing& sharing, std::size_t i) {
+  const GpuView& view = host.gpus[i];
+  nlohmann::ordered_json gpu;
+  gpu["gpu"] = view.gpu;
+  if (view.uuid) gpu["uuid"] = *view.uuid;
+  gpu["state"] = view.state;
+  nlohmann::ordered_json holders = nlohmann::ordered_json::array();
+  for (const coordination::RecordStatus& holder : view.holders) {
+    holders.push_back(nlohmann::ordered_json{{"owner_pid", holder.record.owner.pid},
+                                             {"running", holder.running},
+                                             {"other_pid_namespace", holder.otherPidNamespace},
+                                             {"share", shareJson(holder.record)}});
   }
-  return gpus;
+  gpu["holders"] = std::move(holders);
+  gpu["held_by_lease"] = view.heldByLease;
+  gpu["sharing"] = sharingJson(view, sharing.declarationOf[i]);
+  gpu["health"] = healthJson(view);
+  return gpu;
 }
 
+/// JSON's entry of one record, with what NVML knows of its device.
+nlohmann::ordered_json recordJson(const coordination::RecordStatus& entry,
+                                  const DeviceProperties& properties) {
+  nlohmann::ordered_json record;
+  record["gpu"] = entry.record.gpu;
+  record["vendor"] = std::string(device::vendorOfUnit(entry.record.gpu));
+  record["owner_pid"] = entry.record.owner.pid;
+  if (entry.record.owner.startTime) {
+    record["owner_start_time"] = *entry.record.owner.startTime;
+  } else {
+    record["owner_start_time"] = nullptr;
+  }
+  record["running"] = entry.running;
+  record["owner_state"] = ownerState(entry);
+  if (entry.record.lease) record["lease"] = *entry.record.lease;
+  record["other_pid_namespace"] = entry.otherPidNamespace;
+  if (entry.record.uuid) record["record_uuid"] = *entry.record.uuid;
+  record["share"] = shareJson(entry.record);
+  for (const auto& [key, value] : properties) record[key] = value;
+  return record;
+}
+
+nlohmann::ordered_json junkJson(const store::JunkLine& line) {
+  return nlohmann::ordered_json{{"line", line.lineNumber}, {"text", line.text}};
+}
+
+/// The document, member by member (JsonObjectPrinter): records and GPUs one at a time.
 void printJson(const std::string& file, const coordination::Status& status,
                const std::vector<DeviceProperties>& properties, const HostView& host,
                const Sharing& sharing) {
-  nlohmann::ordered_json records = nlohmann::ordered_json::array();
-  for (std::size_t i = 0; i < status.records.size(); ++i) {
-    const coordination::RecordStatus& entry = status.records[i];
-    nlohmann::ordered_json record;
-    record["gpu"] = entry.record.gpu;
-    record["vendor"] = std::string(device::vendorOfUnit(entry.record.gpu));
-    record["owner_pid"] = entry.record.owner.pid;
-    if (entry.record.owner.startTime) {
-      record["owner_start_time"] = *entry.record.owner.startTime;
-    } else {
-      record["owner_start_time"] = nullptr;
-    }
-    record["running"] = entry.running;
-    record["owner_state"] = ownerState(entry);
-    if (entry.record.lease) record["lease"] = *entry.record.lease;
-    record["other_pid_namespace"] = entry.otherPidNamespace;
-    if (entry.record.uuid) record["record_uuid"] = *entry.record.uuid;
-    record["share"] = shareJson(entry.record);
-    for (const auto& [key, value] : properties[i]) record[key] = value;
-    records.push_back(std::move(record));
-  }
-  nlohmann::ordered_json junk = nlohmann::ordered_json::array();
-  for (const store::JunkLine& line : status.junk) {
-    junk.push_back(nlohmann::ordered_json{{"line", line.lineNumber}, {"text", line.text}});
-  }
-  nlohmann::ordered_json document;
-  document["coordination_file"] = file;
-  document["records"] = std::move(records);
-  document["junk"] = std::move(junk);
-  document["size_bytes"] = status.sizeBytes;
-  document["limit_bytes"] = status.limitBytes;
-  document["notes"] = status.notes;
-  document["gpus"] = hostJson(host, sharing);
+  using Json = nlohmann::ordered_json;
+  JsonObjectPrinter<Json> document(std::cout);
+  document.member("coordination_file", file);
+  document.arrayMember("records", status.records.size(),
+                       [&](std::size_t i) { return recordJson(status.records[i], properties[i]); });
+  document.arrayMember("junk", status.junk.size(),
+                       [&](std::size_t i) { return junkJson(status.junk[i]); });
+  document.member("size_bytes", status.sizeBytes);
+  document.member("limit_bytes", status.limitBytes);
+  document.member("notes", status.notes);
+  document.arrayMember("gpus", host.gpus.size(),
+                       [&](std::size_t i) { return gpuJson(host, sharing, i); });
   // The GPUs' health above says nothing of drains and verdicts when this is set.
-  document["health_records_error"] = host.healthError.empty()
-                                         ? nlohmann::ordered_json(nullptr)
-                                         : nlohmann::ordered_json(host.healthError);
-  nlohmann::ordered_json sharingJunk = nlohmann::ordered_json::array();
-  if (sharing.file) {
-    for (const store::JunkLine& line : sharing.file->parsed.junk) {
-      sharingJunk.push_back(nlohmann::ordered_json{{"line", line.lineNumber}, {"text", line.text}});
-    }
-  }
-  document["sharing_junk"] = std::move(sharingJunk);
+  document.member("health_records_error",
+                  host.healthError.empty() ? Json(nullptr) : Json(host.healthError));
+  const std::vector<store::JunkLine> noJunk;
+  const std::vector<store::JunkLine>& sharingJunk =
+      sharing.file ? sharing.file->parsed.junk : noJunk;
+  document.arrayMember("sharing_junk", sharingJunk.size(),
+                       [&](std::size_t i) { return junkJson(sharingJunk[i]); });
   // The GPUs' `sharing` above is null for every GPU when this is set, declared or not.
-  document["sharing_error"] = sharing.error.empty() ? nlohmann::ordered_json(nullptr)
-                                                    : nlohmann::ordered_json(sharing.error);
-  // Replace rather than throw on bytes that are not UTF-8 (a junk line may hold anything), and
-  // ASCII only: JSON escapes C0 controls but not DEL or C1 ones, which a terminal may read as an
-  // escape sequence.
-  std::cout << document.dump(-1, ' ', true, nlohmann::ordered_json::error_handler_t::replace)
-            << '\n';
+  document.member("sharing_error", sharing.error.empty() ? Json(nullptr) : Json(sharing.error));
+  document.end();
 }
 
 /// Columns separated by two spaces, each as wide as its widest cell; no trailing blanks. Each
