@@ -65,46 +65,126 @@ class Reader {
 
 }  // namespace
 
-std::vector<JournalWrite> planWrites(std::string_view before, std::string_view after,
-                                     std::size_t pageSize) {
+std::vector<WriteSpan> planWriteSpans(std::string_view before, std::string_view after,
+                                      std::size_t pageSize) {
   // What is written: `after`, then '\n' up to the old size.
-  std::string target(after);
-  if (target.size() < before.size()) target.append(before.size() - target.size(), '\n');
-  const auto changed = [&](std::size_t i) { return i >= before.size() || before[i] != target[i]; };
+  const std::size_t size = std::max(before.size(), after.size());
+  const auto target = [&](std::size_t i) { return i < after.size() ? after[i] : '\n'; };
+  const auto changed = [&](std::size_t i) { return i >= before.size() || before[i] != target(i); };
 
-  std::vector<JournalWrite> writes;
-  for (std::size_t page = 0; page < target.size(); page += pageSize) {
-    const std::size_t end = std::min(target.size(), page + pageSize);
+  std::vector<WriteSpan> writes;
+  for (std::size_t page = 0; page < size; page += pageSize) {
+    const std::size_t end = std::min(size, page + pageSize);
     std::size_t first = page;
     while (first < end && !changed(first)) ++first;
     if (first == end) continue;
     std::size_t last = end;
     while (!changed(last - 1)) --last;
-    JournalWrite write;
+    WriteSpan write;
     write.offset = first;
-    if (first < before.size()) {
-      write.before = std::string(before.substr(first, std::min(last, before.size()) - first));
-    }
-    write.after = target.substr(first, last - first);
-    writes.push_back(std::move(write));
+    if (first < before.size()) write.beforeSize = std::min(last, before.size()) - first;
+    write.afterSize = last - first;
+    writes.push_back(write);
   }
   return writes;
 }
 
-std::string encodeJournal(const Journal& journal) {
-  std::string text(kMagic);
-  text += "file " + std::to_string(journal.device) + ' ' + std::to_string(journal.inode) + ' ' +
-          std::to_string(journal.sizeBefore) + ' ' + std::to_string(journal.sizeAfter) + ' ' +
-          std::to_string(journal.writes.size()) + '\n';
-  for (const JournalWrite& write : journal.writes) {
-    text += "write " + std::to_string(write.offset) + ' ' + std::to_string(write.before.size()) +
-            ' ' + std::to_string(write.after.size()) + '\n';
-    text += write.before;
-    text += write.after;
-    text += '\n';
+std::string writtenBytes(std::string_view after, const WriteSpan& span) {
+  std::string bytes;
+  bytes.reserve(span.afterSize);
+  if (span.offset < after.size()) {
+    bytes.append(after.substr(static_cast<std::size_t>(span.offset), span.afterSize));
   }
-  text += std::string(kSealed) + hex(fnv1a(text)) + '\n';
+  bytes.append(span.afterSize - bytes.size(), '\n');
+  return bytes;
+}
+
+std::vector<JournalWrite> planWrites(std::string_view before, std::string_view after,
+                                     std::size_t pageSize) {
+  std::vector<JournalWrite> writes;
+  for (const WriteSpan& span : planWriteSpans(before, after, pageSize)) {
+    writes.push_back(
+        JournalWrite{span.offset,
+                     std::string(before.substr(std::min<std::size_t>(span.offset, before.size()),
+                                               span.beforeSize)),
+                     writtenBytes(after, span)});
+  }
+  return writes;
+}
+
+namespace {
+
+/// The journal's bytes, in order, to a sink, with the checksum the sealing line carries: the one
+/// writer of the format, for a journal in memory (encodeJournal) and one streamed to its file.
+class JournalEncoder {
+ public:
+  explicit JournalEncoder(const std::function<void(std::string_view)>& sink) : sink_(sink) {}
+
+  void header(std::uint64_t device, std::uint64_t inode, std::uint64_t sizeBefore,
+              std::uint64_t sizeAfter, std::size_t writes) {
+    put(kMagic);
+    put("file " + std::to_string(device) + ' ' + std::to_string(inode) + ' ' +
+        std::to_string(sizeBefore) + ' ' + std::to_string(sizeAfter) + ' ' +
+        std::to_string(writes) + '\n');
+  }
+
+  /// A write's line; its old bytes and its new ones follow (put), then end().
+  void write(std::uint64_t offset, std::size_t beforeSize, std::size_t afterSize) {
+    put("write " + std::to_string(offset) + ' ' + std::to_string(beforeSize) + ' ' +
+        std::to_string(afterSize) + '\n');
+  }
+
+  void put(std::string_view bytes) {
+    for (const char c : bytes) {
+      hash_ ^= static_cast<unsigned char>(c);
+      hash_ *= 0x100000001b3ULL;
+    }
+    sink_(bytes);
+  }
+
+  void end() { put("\n"); }
+
+  /// The sealing line, of the checksum of everything before it.
+  void seal() { sink_(std::string(kSealed) + hex(hash_) + '\n'); }
+
+ private:
+  const std::function<void(std::string_view)>& sink_;
+  std::uint64_t hash_ = 0xcbf29ce484222325ULL;  // FNV-1a's offset basis: fnv1a("")
+};
+
+}  // namespace
+
+std::string encodeJournal(const Journal& journal) {
+  std::string text;
+  const std::function<void(std::string_view)> sink = [&text](std::string_view bytes) {
+    text += bytes;
+  };
+  JournalEncoder encoder(sink);
+  encoder.header(journal.device, journal.inode, journal.sizeBefore, journal.sizeAfter,
+                 journal.writes.size());
+  for (const JournalWrite& write : journal.writes) {
+    encoder.write(write.offset, write.before.size(), write.after.size());
+    encoder.put(write.before);
+    encoder.put(write.after);
+    encoder.end();
+  }
+  encoder.seal();
   return text;
+}
+
+void encodeJournalTo(std::uint64_t device, std::uint64_t inode, std::string_view before,
+                     std::string_view after, const std::vector<WriteSpan>& writes,
+                     const std::function<void(std::string_view)>& sink) {
+  JournalEncoder encoder(sink);
+  encoder.header(device, inode, before.size(), after.size(), writes.size());
+  for (const WriteSpan& write : writes) {
+    encoder.write(write.offset, write.beforeSize, write.afterSize);
+    encoder.put(
+        before.substr(std::min<std::size_t>(write.offset, before.size()), write.beforeSize));
+    encoder.put(writtenBytes(after, write));
+    encoder.end();
+  }
+  encoder.seal();
 }
 
 std::optional<Journal> decodeJournal(std::string_view bytes) {

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,9 +51,34 @@ struct Journal {
 std::vector<JournalWrite> planWrites(std::string_view before, std::string_view after,
                                      std::size_t pageSize);
 
+/// A write of planWrites without its bytes: where it is, and how many old and new bytes it
+/// covers. Its old bytes are `before` there, its new ones writtenBytes (`after`, then '\n').
+struct WriteSpan {
+  std::uint64_t offset = 0;
+  std::size_t beforeSize = 0;
+  std::size_t afterSize = 0;
+  friend bool operator==(const WriteSpan&, const WriteSpan&) = default;
+};
+
+/// planWrites' writes as spans: no copy of either text, for a change of a large file (a few
+/// dozen bytes a page).
+std::vector<WriteSpan> planWriteSpans(std::string_view before, std::string_view after,
+                                      std::size_t pageSize);
+
+/// The new bytes of the write `span` of a change to `after` (JournalWrite::after): `after`'s
+/// bytes there, and '\n' past its end.
+std::string writtenBytes(std::string_view after, const WriteSpan& span);
+
 /// The journal's bytes: a text header, each write's old and new bytes, and a sealing line with
 /// an FNV-1a checksum of everything before it.
 std::string encodeJournal(const Journal& journal);
+
+/// encodeJournal's bytes for the change from `before` to `after` by `writes` (planWriteSpans) of
+/// the file `device`, `inode`, handed to `sink` piece by piece in order: a change of a large file
+/// is journaled without a copy of its bytes in memory.
+void encodeJournalTo(std::uint64_t device, std::uint64_t inode, std::string_view before,
+                     std::string_view after, const std::vector<WriteSpan>& writes,
+                     const std::function<void(std::string_view)>& sink);
 
 /// The journal in `bytes`, or nullopt when they are not a whole, sealed journal (empty, torn by
 /// a writer that died while writing it, or not a journal at all).

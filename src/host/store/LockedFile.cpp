@@ -602,8 +602,7 @@ void LockedFile::recover(JournalRead journal) {
   if (!note.empty()) notes_.push_back(note);
 }
 
-void LockedFile::writeAll(int fd, const std::string& bytes, std::uint64_t offset,
-                          const char* what) {
+void LockedFile::writeAll(int fd, std::string_view bytes, std::uint64_t offset, const char* what) {
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n =
@@ -633,8 +632,8 @@ void LockedFile::restore(const std::string& current, const std::string& target) 
     truncateTo(fd_.get(), target.size(), [this](int error) { fail("cannot truncate it", error); });
     now = now.substr(0, target.size());
   }
-  for (const JournalWrite& write : planWrites(now, target, pageSize())) {
-    writeAll(fd_.get(), write.after, write.offset, "it");
+  for (const WriteSpan& write : planWriteSpans(now, target, pageSize())) {
+    writeAll(fd_.get(), writtenBytes(target, write), write.offset, "it");
   }
 }
 
@@ -646,7 +645,7 @@ bool LockedFile::changedUnderLock() const {
                             static_cast<std::uint64_t>(info.st_size) != text_.size());
 }
 
-void LockedFile::replace(const std::string& text) {
+void LockedFile::replace(std::string text) {
   if (!writes()) fail("internal error: replace() on a file opened to read");
   if (text == text_) return;
   if (text.size() > maxBytes_ && text.size() > text_.size()) {
@@ -661,14 +660,33 @@ void LockedFile::replace(const std::string& text) {
     interfered_ = true;
     return;
   }
-  const std::vector<JournalWrite> writes = planWrites(text_, text, pageSize());
-  const Journal journal{device_, inode_, text_.size(), text.size(), writes};
+  // The writes as spans of the two texts, and the journal written as it is encoded: a change of
+  // a large file (release --junk reads up to kMaxRepairableFileBytes) holds no third copy of it.
+  const std::vector<WriteSpan> writes = planWriteSpans(text_, text, pageSize());
   const std::string unchanged = "; the file is unchanged";
   const auto failJournal = [this](int error) { fail("cannot truncate its journal", error); };
 
   FileDescriptor journalFd = openJournal(/*create=*/true);
   try {
-    writeAll(journalFd.get(), encodeJournal(journal), 0, "its journal");
+    std::string buffer;
+    std::uint64_t written = 0;
+    const auto flush = [&] {
+      writeAll(journalFd.get(), buffer, written, "its journal");
+      written += buffer.size();
+      buffer.clear();
+    };
+    constexpr std::size_t kBuffer = 1 << 16;
+    const std::function<void(std::string_view)> sink = [&](std::string_view bytes) {
+      if (buffer.size() + bytes.size() > kBuffer) flush();
+      if (bytes.size() > kBuffer) {
+        writeAll(journalFd.get(), bytes, written, "its journal");
+        written += bytes.size();
+      } else {
+        buffer += bytes;
+      }
+    };
+    encodeJournalTo(device_, inode_, text_, text, writes, sink);
+    flush();
   } catch (const StoreError& e) {
     (void)::ftruncate(journalFd.get(), 0);
     throw StoreError(e.what() + unchanged);
@@ -696,13 +714,15 @@ void LockedFile::replace(const std::string& text) {
 
   std::string failure;
   try {
-    for (const JournalWrite& write : writes) writeAll(fd_.get(), write.after, write.offset, "it");
+    for (const WriteSpan& write : writes) {
+      writeAll(fd_.get(), writtenBytes(text, write), write.offset, "it");
+    }
     // Past the new end, the writes left '\n' (see planWrites); cut it off.
     if (text.size() < text_.size()) {
       truncateTo(fd_.get(), text.size(), [this](int error) { fail("cannot truncate it", error); });
     }
     truncateTo(journalFd.get(), 0, failJournal);
-    text_ = text;
+    text_ = std::move(text);
     return;
   } catch (const StoreError& e) {
     failure = e.what();

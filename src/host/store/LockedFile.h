@@ -35,6 +35,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -139,11 +140,13 @@ class LockedFile {
 
   /// Replaces the contents with `text` as described above. A no-op when they are equal, and when
   /// someone changed the file without its lock since it was read (Flink's script after its own
-  /// `sed -i`): then interfered() is true and the change must be planned again.
+  /// `sed -i`): then interfered() is true and the change must be planned again. `text` becomes
+  /// text() (moved, not copied), and nothing else of the size of the file is made: the journal is
+  /// written as it is encoded, so a change holds the old and the new contents and no more.
   /// @throws StoreError when it cannot be done; the file is then as it was (the message
   ///         says so), or, when even putting it back failed, the journal keeps the change for the
   ///         next opener to roll back.
-  void replace(const std::string& text);
+  void replace(std::string text);
 
   /// Whether the path still names the file this object has locked: false when someone renamed
   /// another file over it (Flink's `sed -i`) after we locked it, so that what we wrote went to
@@ -200,7 +203,7 @@ class LockedFile {
   /// Makes the file's bytes `target` again from `current` by page-contained writes (truncating
   /// first where it shrinks), for a change that failed or was cut short.
   void restore(const std::string& current, const std::string& target);
-  void writeAll(int fd, const std::string& bytes, std::uint64_t offset, const char* what);
+  void writeAll(int fd, std::string_view bytes, std::uint64_t offset, const char* what);
 
   std::filesystem::path path_;
   Access access_;

@@ -103,6 +103,32 @@ TEST(JournalTest, ASealedJournalRoundTripsAndATornOneIsNoJournal) {
   EXPECT_FALSE(decodeJournal("0 123\n").has_value());
 }
 
+TEST(JournalTest, AJournalEncodedFromTheTextsIsTheJournalOfItsWrites) {
+  // LockedFile::replace writes the journal as it encodes it, from the two texts and the spans of
+  // the writes: the same bytes as the journal of planWrites' writes, whether the change grows the
+  // file, shrinks it or keeps its size.
+  std::string before;
+  for (int i = 0; i < 600; ++i) before += std::to_string(i) + " 100\t55\n";
+  std::string blanked = before;
+  blanked.replace(kPage - 4, 8, "        ");  // across a page boundary
+  const std::string shrunk = before.substr(0, 9) + "\n";
+  const std::string grown = before + std::string(2 * kPage, 'x') + "\n";
+  for (const std::string& after : {blanked, shrunk, grown, before}) {
+    const std::vector<JournalWrite> writes = planWrites(before, after, kPage);
+    const std::vector<WriteSpan> spans = planWriteSpans(before, after, kPage);
+    ASSERT_EQ(spans.size(), writes.size());
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      EXPECT_EQ(spans[i].offset, writes[i].offset);
+      EXPECT_EQ(spans[i].beforeSize, writes[i].before.size());
+      EXPECT_EQ(writtenBytes(after, spans[i]), writes[i].after);
+    }
+    std::string streamed;
+    encodeJournalTo(12, 34, before, after, spans,
+                    [&streamed](std::string_view bytes) { streamed += bytes; });
+    EXPECT_EQ(streamed, encodeJournal(Journal{12, 34, before.size(), after.size(), writes}));
+  }
+}
+
 TEST(JournalTest, EveryMomentOfAChangeRollsBackToTheOldBytes) {
   std::string before;
   for (int i = 0; i < 600; ++i) before += std::to_string(i) + " 100\t55\n";
