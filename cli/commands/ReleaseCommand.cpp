@@ -40,25 +40,26 @@ std::string recordedGpu(const coordination::Record& record) {
 }  // namespace
 
 int runJunkRelease(const ReleaseOptions& options) {
-  std::vector<store::JunkLine> removed;
+  // Only the lines shown are kept: a file of up to 256 MiB may hold millions.
+  constexpr std::size_t kShown = 20;
+  coordination::ReleasedJunk removed;
   try {
-    removed = coordination::releaseJunk(options.coordinationFile);
+    removed = coordination::releaseJunk(options.coordinationFile, kShown);
   } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }
-  if (removed.empty()) {
+  if (removed.count == 0) {
     std::cout << "no line to remove: every line is a record (coordination file "
               << options.coordinationFile << ")\n";
     return kSuccess;
   }
-  constexpr std::size_t kShown = 20;
-  for (std::size_t i = 0; i < removed.size() && i < kShown; ++i) {
-    std::cout << "removed line " << removed[i].lineNumber << ": '"
-              << strings::quoteForMessage(removed[i].text) << "'\n";
+  for (const store::JunkLine& line : removed.lines) {
+    std::cout << "removed line " << line.lineNumber << ": '" << strings::quoteForMessage(line.text)
+              << "'\n";
   }
-  if (removed.size() > kShown) std::cout << "... and " << removed.size() - kShown << " more\n";
-  std::cout << "removed " << removed.size() << " line(s) that were not records\n";
+  if (removed.count > kShown) std::cout << "... and " << removed.count - kShown << " more\n";
+  std::cout << "removed " << removed.count << " line(s) that were not records\n";
   return kSuccess;
 }
 

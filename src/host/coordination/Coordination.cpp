@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <limits>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -677,16 +678,9 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
 
 namespace {
 
-/// What makes two records one: the GPU, the owner's pid, start time and boot, and the share.
-std::string identityOf(const Record& record) {
-  return record.gpu + ' ' + std::to_string(record.owner.pid) + ' ' +
-         (record.owner.startTime ? std::to_string(*record.owner.startTime) : "-") + ' ' +
-         record.owner.bootId.value_or("-") + ' ' +
-         (record.share ? formatShareSlot(*record.share) : "whole");
-}
-
-/// identityOf without building its text, for a record that outlives it: equal exactly when the
-/// texts are (a boot of "-" is none, as there).
+/// What makes two records one: the GPU, the owner's pid, start time and boot, and the share, as
+/// views of a record that outlives it. A boot of "-" is none: the identities were once texts, in
+/// which an absent boot was written "-".
 struct IdentityView {
   std::string_view gpu;
   pid_t pid = 0;
@@ -715,59 +709,167 @@ struct IdentityViewHash {
   }
 };
 
+/// The records a compaction has written, by identity, to write two identical records once. Each
+/// is held as its line's offset in the text and its identity's hash, in a table at most half full
+/// (32 bytes a distinct record, no copy of it), and read again from the text when a hash matches:
+/// a compaction of a large file holds little beside the old and the new text.
+class WrittenRecords {
+ public:
+  explicit WrittenRecords(std::string_view text) : text_(text) {}
+
+  /// Whether a record of `record`'s identity was written already; if not, it is now, from the
+  /// line at `offset`.
+  bool writtenBefore(const Record& record, std::size_t offset) {
+    if ((used_ + 1) * 2 > slots_.size()) grow();
+    const IdentityView identity(record);
+    const std::size_t hash = IdentityViewHash{}(identity);
+    for (std::size_t at = hash & (slots_.size() - 1);; at = (at + 1) & (slots_.size() - 1)) {
+      Slot& slot = slots_[at];
+      if (slot.line == 0) {
+        slot = Slot{hash, offset + 1};
+        ++used_;
+        return false;
+      }
+      if (slot.hash == hash && IdentityView(recordAt(slot.line - 1)) == identity) return true;
+    }
+  }
+
+ private:
+  struct Slot {
+    std::size_t hash = 0;
+    std::size_t line = 0;  // its offset + 1; 0: empty
+  };
+
+  /// The record on the line at `offset` (written, so a record).
+  Record recordAt(std::size_t offset) const {
+    const std::size_t end = text_.find('\n', offset);
+    return *parseRecord(text_.substr(offset, end == std::string_view::npos ? end : end - offset));
+  }
+
+  void grow() {
+    std::vector<Slot> old(std::max<std::size_t>(64, slots_.size() * 2));
+    old.swap(slots_);
+    for (const Slot& slot : old) {
+      if (slot.line == 0) continue;
+      std::size_t at = slot.hash & (slots_.size() - 1);
+      while (slots_[at].line != 0) at = (at + 1) & (slots_.size() - 1);
+      slots_[at] = slot;
+    }
+  }
+
+  std::string_view text_;
+  std::vector<Slot> slots_;  // a power of two of them
+  std::size_t used_ = 0;
+};
+
 /// Where new lines go: records are never moved by a change, and none crosses a page boundary,
 /// so that writing one is never cut in two (see Journal.h).
 constexpr std::size_t kLayoutPage = 4096;
 
-/// Appends `line` (with its '\n') to `text`, first padding to the next page with a blank line
-/// when the line would cross a page boundary.
-void appendLine(std::string& text, std::string_view line) {
+/// Before a line of `size` bytes (its '\n' included) goes at the end of `text`: a blank line that
+/// fills the rest of the page when the line would cross a page boundary.
+void padForLine(std::string& text, std::size_t size) {
   const std::size_t used = text.size() % kLayoutPage;
-  if (used != 0 && used + line.size() > kLayoutPage && line.size() <= kLayoutPage) {
+  if (used != 0 && used + size > kLayoutPage && size <= kLayoutPage) {
     const std::size_t room = kLayoutPage - used;
     text.append(room - 1, ' ');
     text += '\n';
   }
+}
+
+/// Appends `line` (with its '\n') to `text`, first padding to the next page with a blank line
+/// when the line would cross a page boundary.
+void appendLine(std::string& text, std::string_view line) {
+  padForLine(text, line.size());
   text += line;
+}
+
+/// Calls `each(line, offset, index)` for each line of `text` (without its '\n'; a last line
+/// without one too) that begins before `end`, `index` counting from 0.
+template <typename Each>
+void forEachLine(std::string_view text, std::size_t end, Each&& each) {
+  std::size_t index = 0;
+  for (std::size_t start = 0; start < end && start < text.size(); ++index) {
+    const std::size_t newline = text.find('\n', start);
+    const std::size_t stop = newline == std::string_view::npos ? text.size() : newline;
+    each(text.substr(start, stop - start), start, index);
+    start = stop + 1;
+  }
 }
 
 }  // namespace
 
-std::string detail::editRecords(std::string_view before, const std::vector<LineSpan>& blank,
-                                const std::vector<Record>& added) {
-  std::string text(before);
-  for (const LineSpan& span : blank) text.replace(span.offset, span.length, span.length, ' ');
-  if (!text.empty() && text.back() != '\n') text += '\n';
-
-  // Cut off what is blank at the end: a truncate moves nothing.
-  std::size_t end = text.size();
-  while (end > 0 && strings::isSpace(text[end - 1])) --end;
-  if (end > 0) {
-    text.resize(text.find('\n', end) + 1);
-  } else {
-    text.clear();
-  }
-
+detail::LineEdit::LineEdit(std::string_view before, const BlankChoice& blank) : before_(before) {
+  // Read once: which lines are blanked, and of the text they leave, where its last line that is
+  // more than whitespace ends and how many spaces and tabs lie before that.
   std::size_t blankBytes = 0;
-  for (const char c : text) blankBytes += (c == ' ' || c == '\t') ? 1 : 0;
-  if (text.size() > 4 * kLayoutPage && blankBytes * 2 > text.size()) {
-    std::string compacted;
-    // Two identical records (same GPU, owner and start time) are one: written once.
-    std::unordered_set<std::string> written;
-    for (std::string_view line : strings::split(text, '\n')) {
-      if (strings::isBlank(line)) continue;
+  forEachLine(
+      before, before.size(), [&](std::string_view line, std::size_t offset, std::size_t index) {
+        const bool blanked = blank(line, LineSpan{offset, line.size()}, index + 1);
+        blank_.push_back(blanked);
+        if (blanked) {
+          ++blanked_;
+          blankBytes += line.size();
+          return;
+        }
+        for (const char c : line) blankBytes += (c == ' ' || c == '\t') ? 1 : 0;
+        if (!strings::isBlank(line)) {
+          size_ = offset + line.size() + 1;  // with its '\n', written where the text has none
+          blankBytes_ = blankBytes;
+        }
+      });
+}
+
+std::string detail::LineEdit::text(const std::vector<Record>& added) const {
+  std::string text;
+  if (size_ > 4 * kLayoutPage && blankBytes_ * 2 > size_) {
+    // Compaction: the lines laid out anew, in order; two identical records (same GPU, owner and
+    // start time) are one, written once.
+    WrittenRecords written(before_);
+    forEachLine(before_, size_, [&](std::string_view line, std::size_t offset, std::size_t index) {
+      if (blank_[index] || strings::isBlank(line)) return;
       if (const std::optional<Record> record = parseRecord(line)) {
-        if (!written.insert(identityOf(*record)).second) continue;
+        if (written.writtenBefore(*record, offset)) return;
       }
-      std::string withNewline(line);
-      withNewline += '\n';
-      appendLine(compacted, withNewline);
-    }
-    text = std::move(compacted);
+      padForLine(text, line.size() + 1);
+      text += line;
+      text += '\n';
+    });
+  } else {
+    // In place: blanked lines become spaces, their '\n' stays; what is blank at the end is cut
+    // off (a truncate moves nothing).
+    text.reserve(size_ + added.size() * 2 * kLayoutPage);
+    forEachLine(before_, size_, [&](std::string_view line, std::size_t, std::size_t index) {
+      if (blank_[index]) {
+        text.append(line.size(), ' ');
+      } else {
+        text += line;
+      }
+      text += '\n';
+    });
   }
   for (const Record& record : added) appendLine(text, formatRecords({record}));
   return text;
 }
+
+std::string detail::editRecords(std::string_view before, const std::vector<LineSpan>& blank,
+                                const std::vector<Record>& added) {
+  std::vector<std::size_t> offsets;
+  offsets.reserve(blank.size());
+  for (const LineSpan& span : blank) offsets.push_back(span.offset);
+  std::sort(offsets.begin(), offsets.end());
+  const LineEdit edit(before, [&offsets](std::string_view, const LineSpan& line, std::size_t) {
+    return std::binary_search(offsets.begin(), offsets.end(), line.offset);
+  });
+  return edit.text(added);
+}
+
+namespace {
+
+/// A line of the file as parseRecords reads it: junk when it is neither blank nor a record.
+bool isJunk(std::string_view line) { return !strings::isBlank(line) && !parseRecord(line); }
+
+}  // namespace
 
 Allocation allocate(const fs::path& file, const AllocationRequest& request,
                     std::chrono::milliseconds lockTimeout) {
@@ -953,15 +1055,30 @@ Released releaseChecked(const fs::path& file, const std::function<bool(const Rec
       });
 }
 
-std::vector<JunkLine> releaseJunk(const fs::path& file, std::chrono::milliseconds lockTimeout) {
+ReleasedJunk releaseJunk(const fs::path& file, std::size_t shown,
+                         std::chrono::milliseconds lockTimeout) {
   if (!fileExists(file)) return {};
   return detail::changeFile(
       file, lockTimeout, kMaxRepairableFileBytes, [&](LockedFile& opened, bool) {
-        const ParsedRecords parsed = parseRecords(opened.text());
-        if (!parsed.junk.empty())
-          opened.replace(detail::editRecords(opened.text(), parsed.junkSpans, {}));
-        return parsed.junk;
+        // The lines read as parseRecords reads them, one at a time: no list of them (a file of
+        // `yes` has one for every two bytes), only the first `shown`.
+        ReleasedJunk removed;
+        const detail::LineEdit edit(
+            opened.text(), [&](std::string_view line, const LineSpan&, std::size_t number) {
+              if (!isJunk(line)) return false;
+              if (removed.lines.size() < shown) {
+                removed.lines.push_back(JunkLine{number, std::string(strings::trim(line))});
+              }
+              ++removed.count;
+              return true;
+            });
+        if (removed.count > 0) opened.replace(edit.text({}));
+        return removed;
       });
+}
+
+std::vector<JunkLine> releaseJunk(const fs::path& file, std::chrono::milliseconds lockTimeout) {
+  return releaseJunk(file, std::numeric_limits<std::size_t>::max(), lockTimeout).lines;
 }
 
 }  // namespace flink::coordination

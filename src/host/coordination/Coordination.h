@@ -353,4 +353,18 @@ Released releaseChecked(const std::filesystem::path& file,
 std::vector<JunkLine> releaseJunk(const std::filesystem::path& file,
                                   std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
 
+struct ReleasedJunk {
+  /// The first lines removed (as many as asked for), in the file's order.
+  std::vector<JunkLine> lines;
+  /// How many lines were removed.
+  std::size_t count = 0;
+};
+
+/// releaseJunk keeping only the first `shown` lines removed, and their count: it holds at most
+/// about twice the file in memory (the text read and the text written, one bit a line besides),
+/// however many lines it removes, for `flink-gpu release --junk`.
+/// @throws store::StoreError
+ReleasedJunk releaseJunk(const std::filesystem::path& file, std::size_t shown,
+                         std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
+
 }  // namespace flink::coordination

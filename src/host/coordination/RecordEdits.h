@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,13 +18,45 @@
 
 namespace flink::coordination::detail {
 
-/// The file's new text from its old one: the lines in `blank` replaced by spaces in place, the
-/// new records appended, none crossing a page boundary (a blank line pads to the next page), so
-/// that records are never moved by a change and writing one is never cut in two (Journal.h).
-/// Trailing blank lines are cut off; when more than half of a file larger than a few pages is
-/// blank, it is compacted (its lines laid out anew, in order, two identical records once).
+/// The file's new text from its old one: the lines in `blank` (spans of whole lines, as
+/// parseRecords gives them) replaced by spaces in place, the new records appended, none crossing a
+/// page boundary (a blank line pads to the next page), so that records are never moved by a
+/// change and writing one is never cut in two (Journal.h). Trailing blank lines are cut off; when
+/// more than half of a file larger than a few pages is blank, it is compacted (its lines laid out
+/// anew, in order, two identical records once). LineEdit's rule.
 std::string editRecords(std::string_view before, const std::vector<LineSpan>& blank,
                         const std::vector<Record>& added);
+
+/// Whether a change blanks a line: asked of each line of the text once, in order, with the line
+/// (without its '\n'), where it lies, and its number (from 1, blank lines counted).
+using BlankChoice =
+    std::function<bool(std::string_view line, const LineSpan& span, std::size_t number)>;
+
+/// One change of the file's text by editRecords' rule, with the lines to blank chosen as the text
+/// is read (`blank`): no list of lines and no copy of the text is made beside the one text() makes,
+/// but one bit a line, so that `release --junk` on a file of millions of lines (up to
+/// kMaxRepairableFileBytes) holds the old text and the new one and little else. `before` must
+/// outlive it.
+class LineEdit {
+ public:
+  LineEdit(std::string_view before, const BlankChoice& blank);
+
+  /// How many lines it blanks.
+  std::size_t blanked() const noexcept { return blanked_; }
+
+  /// The new text: the lines chosen blanked, `added` appended (editRecords).
+  std::string text(const std::vector<Record>& added) const;
+
+ private:
+  std::string_view before_;
+  std::vector<bool> blank_;  // by line, the first at 0
+  std::size_t blanked_ = 0;
+  /// The new text's size before records are appended: up to the last line that holds more than
+  /// whitespace once blanked, with its '\n' (trailing blank lines are cut off).
+  std::size_t size_ = 0;
+  /// Its spaces and tabs (blanked lines included): more than half, and it is compacted.
+  std::size_t blankBytes_ = 0;
+};
 
 /// For a change run again (changeFile's `again`): takes out of `parsed` the records that `ours`
 /// says an earlier attempt wrote (Flink's `sed -i` may have copied them over: they are not ours

@@ -14,12 +14,15 @@
 #include <chrono>
 #include <fstream>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "TestSupport.h"
+#include "host/coordination/RecordEdits.h"
 #include "process/FileDescriptor.h"
+#include "util/Strings.h"
 
 namespace flink::coordination {
 namespace {
@@ -799,6 +802,122 @@ TEST_F(CoordinationFileTest, ThirtyTwoOwnersRaceForEightGpusAndNoGpuHasTwoRunnin
   EXPECT_GE(totalGranted, 25 * 8);
   const ParsedRecords onDisk = parseRecords(readFile(file()));
   EXPECT_TRUE(onDisk.junk.empty());
+}
+
+// --- the layout of a change ---------------------------------------------------------------------
+
+/// editRecords' rule as it reads most plainly (as it was written before LineEdit read the file in
+/// one pass): a copy blanked in place, its blank end cut off, compacted when more than half of a
+/// file of more than four pages is spaces and tabs, the new records appended; no line crosses a
+/// page boundary it need not.
+std::string plainEdit(std::string_view before, const std::vector<LineSpan>& blank,
+                      const std::vector<Record>& added) {
+  constexpr std::size_t kLayoutPage = 4096;
+  const auto append = [](std::string& text, std::string_view line) {
+    const std::size_t used = text.size() % kLayoutPage;
+    if (used != 0 && used + line.size() > kLayoutPage && line.size() <= kLayoutPage) {
+      text.append(kLayoutPage - used - 1, ' ');
+      text += '\n';
+    }
+    text += line;
+  };
+  std::string text(before);
+  for (const LineSpan& span : blank) text.replace(span.offset, span.length, span.length, ' ');
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  std::size_t end = text.size();
+  while (end > 0 && strings::isSpace(text[end - 1])) --end;
+  text = end > 0 ? text.substr(0, text.find('\n', end) + 1) : std::string();
+  const auto blanks =
+      std::count_if(text.begin(), text.end(), [](char c) { return c == ' ' || c == '\t'; });
+  if (text.size() > 4 * kLayoutPage && static_cast<std::size_t>(blanks) * 2 > text.size()) {
+    std::string compacted;
+    std::set<std::string> written;
+    for (const std::string_view line : strings::split(text, '\n')) {
+      if (strings::isBlank(line)) continue;
+      const ParsedRecords parsed = parseRecords(line);
+      if (parsed.records.size() == 1) {
+        const Record& record = parsed.records.front();
+        const std::string identity =
+            record.gpu + ' ' + std::to_string(record.owner.pid) + ' ' +
+            (record.owner.startTime ? std::to_string(*record.owner.startTime) : "-") + ' ' +
+            record.owner.bootId.value_or("-") + ' ' +
+            (record.share ? formatShareSlot(*record.share) : "whole");
+        if (!written.insert(identity).second) continue;
+      }
+      append(compacted, std::string(line) + '\n');
+    }
+    text = std::move(compacted);
+  }
+  for (const Record& record : added) append(text, formatRecords({record}));
+  return text;
+}
+
+TEST(CoordinationLayoutTest, AChangeIsLaidOutByThePlainRuleWhateverTheFile) {
+  // Random files of records (some identical, some of boot "-"), junk, blank lines of every
+  // whitespace, lines longer than a page and a last line without '\n'; random lines blanked,
+  // random records appended: small files changed in place, large mostly blank ones compacted.
+  std::mt19937 random(2026);
+  const auto pick = [&random](std::size_t count) {
+    return static_cast<std::size_t>(random() % count);
+  };
+  const std::vector<std::string> pool = {"0 101",
+                                         "0 101\t7",
+                                         "1 101\t7\tboot=-",
+                                         "1 101\t7",
+                                         "0 101\t7\tboot=ab",
+                                         "2 202\t9\tuuid=GPU-abc\tshare=1/4",
+                                         "2 202\t9\tshare=1/4",
+                                         "0  101",
+                                         "junk",
+                                         "this is not a record",
+                                         " \t ",
+                                         "\r",
+                                         "",
+                                         "\f\v",
+                                         std::string(5000, 'j'),
+                                         std::string(4090, 'k')};
+  int compacted = 0;
+  for (int round = 0; round < 400; ++round) {
+    std::string before;
+    const std::size_t lines = 1 + pick(round % 4 == 0 ? 3000 : 40);
+    for (std::size_t i = 0; i < lines; ++i) {
+      before += pool[pick(pool.size())];
+      if (i + 1 < lines || pick(2) == 0) before += '\n';
+    }
+    const ParsedRecords parsed = parseRecords(before);
+    std::vector<LineSpan> blank;
+    const std::size_t blankEvery = 1 + pick(4);
+    for (std::size_t i = 0; i < parsed.recordSpans.size(); ++i) {
+      if (i % blankEvery == 0) blank.push_back(parsed.recordSpans[i]);
+    }
+    for (std::size_t i = 0; i < parsed.junkSpans.size(); ++i) {
+      if (pick(2) == 0) blank.push_back(parsed.junkSpans[i]);
+    }
+    std::shuffle(blank.begin(), blank.end(), random);
+    std::vector<Record> added;
+    for (std::size_t i = pick(3); i > 0; --i) {
+      added.push_back({std::to_string(pick(4)), Owner{static_cast<pid_t>(300 + pick(3)), 5}});
+    }
+    const std::string expected = plainEdit(before, blank, added);
+    ASSERT_EQ(detail::editRecords(before, blank, added), expected) << "round " << round;
+    if (before.size() > 4 * 4096 && expected.size() < before.size() / 2) ++compacted;
+  }
+  EXPECT_GT(compacted, 10) << "too few compactions to say anything of them";
+}
+
+TEST(CoordinationLayoutTest, ReleaseJunkKeepsTheFirstLinesAndCountsThemAll) {
+  TempDir dir;
+  const fs::path file = dir.path() / "coordination";
+  std::string text = "0 " + std::to_string(::getpid()) + "\n";
+  for (int i = 0; i < 50; ++i) text += "junk " + std::to_string(i) + "\n\n";
+  std::ofstream(file) << text;
+  const ReleasedJunk removed = releaseJunk(file, 3);
+  EXPECT_EQ(removed.count, 50u);
+  ASSERT_EQ(removed.lines.size(), 3u);
+  EXPECT_EQ(removed.lines[2].lineNumber, 6u);
+  EXPECT_EQ(removed.lines[2].text, "junk 2");
+  EXPECT_EQ(readFile(file), "0 " + std::to_string(::getpid()) + "\n");
+  EXPECT_EQ(releaseJunk(file, 3).count, 0u);
 }
 
 TEST_F(CoordinationFileTest, KillNineAtRandomMomentsLeavesAConsistentFile) {
