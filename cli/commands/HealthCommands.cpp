@@ -193,19 +193,21 @@ int runDrain(const DrainOptions& options) {
   std::optional<health::HealthRecord> previous;
   health::HealthFile written;
   try {
+    // The unit made once for every record it is asked of (health::names' rule).
+    const discovery::OneUnit named(unit->gpu, unit->uuid);
     written = health::updateHealth(
         options.coordinationFile, [&](std::vector<health::HealthRecord>& records) {
           previous.reset();
           for (const health::HealthRecord& record : records) {
             if (record.kind == health::RecordKind::kDrained &&
-                health::names(record, unit->gpu, unit->uuid) &&
+                named.namedBy(record.gpu, record.uuid) &&
                 (!previous || record.since < previous->since)) {
               previous = record;
             }
           }
           std::erase_if(records, [&](const health::HealthRecord& record) {
             return record.kind == health::RecordKind::kDrained &&
-                   health::names(record, unit->gpu, unit->uuid);
+                   named.namedBy(record.gpu, record.uuid);
           });
           drain.since = previous ? previous->since : health::nowSeconds();
           records.push_back(drain);
@@ -239,11 +241,12 @@ int runUndrain(const DrainOptions& options) {
   std::vector<health::HealthRecord> cleared;
   health::HealthFile written;
   try {
+    const discovery::OneUnit named(unit->gpu, unit->uuid);
     written = health::updateHealth(
         options.coordinationFile, [&](std::vector<health::HealthRecord>& records) {
           cleared.clear();
           std::erase_if(records, [&](const health::HealthRecord& record) {
-            if (!health::names(record, unit->gpu, unit->uuid)) return false;
+            if (!named.namedBy(record.gpu, record.uuid)) return false;
             if (record.kind != health::RecordKind::kReadmitted) cleared.push_back(record);
             return true;  // an older re-admission is replaced by this one
           });

@@ -329,9 +329,7 @@ EntryNaming UnitIndex::entry(std::string_view text) const {
   return naming;
 }
 
-bool namesUnit(std::string_view recordGpu, const std::optional<std::string>& recordUuid,
-               std::string_view unitId, const std::optional<std::string>& unitUuid) {
-  UnitIndex index;
+OneUnit::OneUnit(std::string_view unitId, const std::optional<std::string>& unitUuid) {
   Unit unit;
   unit.id = std::string(unitId);
   unit.uuid = unitUuid;
@@ -339,8 +337,17 @@ bool namesUnit(std::string_view recordGpu, const std::optional<std::string>& rec
   if (!unit.uuid && device::isUuid(unitId) && !unitId.starts_with("MIG-GPU-")) {
     unit.uuid = std::string(unitId);
   }
-  index.add(std::move(unit));
-  return !index.namedByRecord(recordGpu, recordUuid).empty();
+  index_.add(std::move(unit));
+}
+
+bool OneUnit::namedBy(std::string_view recordGpu,
+                      const std::optional<std::string>& recordUuid) const {
+  return !index_.namedByRecord(recordGpu, recordUuid).empty();
+}
+
+bool namesUnit(std::string_view recordGpu, const std::optional<std::string>& recordUuid,
+               std::string_view unitId, const std::optional<std::string>& unitUuid) {
+  return OneUnit(unitId, unitUuid).namedBy(recordGpu, recordUuid);
 }
 
 std::optional<std::string> UnitIndex::gpuUuidOf(UnitRef ref) const {

@@ -145,9 +145,22 @@ class UnitIndex {
   std::map<std::tuple<UnitRef, unsigned, unsigned>, UnitRef> instances_;
 };
 
+/// One unit, `unitId` (of UUID `unitUuid`), to ask of records whether they name it:
+/// UnitIndex::namedByRecord over an index of that unit alone, made once for all the records a
+/// caller asks of (watch's verdict against every health record, drain's against its file).
+class OneUnit {
+ public:
+  OneUnit(std::string_view unitId, const std::optional<std::string>& unitUuid);
+
+  /// Whether a record of `recordGpu` (with the whole GPU's `recordUuid`) names it.
+  bool namedBy(std::string_view recordGpu, const std::optional<std::string>& recordUuid) const;
+
+ private:
+  UnitIndex index_;
+};
+
 /// Whether a record of `recordGpu` (with the whole GPU's `recordUuid`) names the one unit
-/// `unitId` (of UUID `unitUuid`): UnitIndex::namedByRecord over an index of that unit alone, for a
-/// caller that asks of one unit (an operator's --gpu).
+/// `unitId` (of UUID `unitUuid`): OneUnit's rule, for a caller that asks of one record.
 bool namesUnit(std::string_view recordGpu, const std::optional<std::string>& recordUuid,
                std::string_view unitId, const std::optional<std::string>& unitUuid);
 

@@ -284,19 +284,7 @@ class Watcher {
     const auto now = std::chrono::steady_clock::now();
     if (now < nextFlush_) return;
     try {
-      updateHealth(options_.coordinationFile, [this](std::vector<HealthRecord>& records) {
-        for (HealthRecord& verdict : pending_) {
-          bool updated = false;
-          for (HealthRecord& record : records) {
-            if (record.kind == RecordKind::kUnhealthy &&
-                discovery::namesUnit(record.gpu, record.uuid, verdict.gpu, verdict.uuid)) {
-              record = verdict;  // the latest Xid and its time
-              updated = true;
-            }
-          }
-          if (!updated) records.push_back(verdict);
-        }
-      });
+      recordVerdicts(options_.coordinationFile, pending_);
       if (!lastFailure_.empty()) {
         log("recorded " + std::to_string(pending_.size()) +
             " verdict(s) held back while the health records could not be written");
@@ -443,6 +431,24 @@ std::variant<WatchLock, pid_t> WatchLock::acquire(const std::filesystem::path& c
     return holder();
   }
   return WatchLock(std::move(path), std::move(opened.fd));
+}
+
+HealthFile recordVerdicts(const std::filesystem::path& coordinationFile,
+                          const std::vector<HealthRecord>& verdicts) {
+  return updateHealth(coordinationFile, [&verdicts](std::vector<HealthRecord>& records) {
+    for (const HealthRecord& verdict : verdicts) {
+      // The verdict's unit made once, not once per record.
+      const discovery::OneUnit unit(verdict.gpu, verdict.uuid);
+      bool updated = false;
+      for (HealthRecord& record : records) {
+        if (record.kind == RecordKind::kUnhealthy && unit.namedBy(record.gpu, record.uuid)) {
+          record = verdict;  // the latest Xid and its time
+          updated = true;
+        }
+      }
+      if (!updated) records.push_back(verdict);
+    }
+  });
 }
 
 int watch(const WatchOptions& options) { return Watcher(options).run(); }

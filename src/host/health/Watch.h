@@ -22,7 +22,9 @@
 #include <set>
 #include <string>
 #include <variant>
+#include <vector>
 
+#include "host/health/HealthRecords.h"
 #include "process/FileDescriptor.h"
 
 namespace flink::health {
@@ -34,6 +36,14 @@ inline const std::set<std::uint64_t> kDefaultIgnoredXids = {13, 31, 43, 45, 68, 
 
 /// A short name for well-known Xids ("GPU has fallen off the bus" for 79); empty otherwise.
 std::string xidDescription(std::uint64_t xid);
+
+/// What watch writes for its verdicts (unhealthy records), in order: each replaces the unhealthy
+/// records of the unit it names (the latest Xid and its time), or is added where there is none;
+/// every other record stays. Linear in the records for each verdict (watch holds one, or the few
+/// made while the records could not be written). Returns the file after the change.
+/// @throws store::StoreError as updateHealth does.
+HealthFile recordVerdicts(const std::filesystem::path& coordinationFile,
+                          const std::vector<HealthRecord>& verdicts);
 
 /// Parses "13,31,43" (commas or whitespace; empty is an empty list).
 /// @throws std::invalid_argument naming the part that is not a number.
