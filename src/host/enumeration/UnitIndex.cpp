@@ -82,7 +82,6 @@ UnitRef UnitIndex::push(Unit unit) {
   const UnitRef ref = units_.size();
   byId_.emplace(unit.id, ref);  // the first unit of an id keeps it
   if (unit.uuid) {
-    byUuid_.emplace(*unit.uuid, ref);
     uuidsInOrder_.emplace(*unit.uuid, ref);  // after those of the same UUID: refs ascend
     uuidLengths_.insert(unit.uuid->size());
   }
@@ -198,10 +197,12 @@ std::optional<UnitRef> UnitIndex::find(std::string_view id) const {
 }
 
 std::optional<UnitRef> UnitIndex::byUuid(std::string_view uuid) const {
-  const auto it = byUuid_.find(device::isCanonicalDeviceIdentifier(uuid)
-                                   ? std::string(uuid)
-                                   : device::canonicalDeviceIdentifier(uuid));
-  if (it == byUuid_.end()) return std::nullopt;
+  const std::string canonical = device::isCanonicalDeviceIdentifier(uuid)
+                                    ? std::string(uuid)
+                                    : device::canonicalDeviceIdentifier(uuid);
+  // The first unit of that UUID: the first of its equal range.
+  const auto it = uuidsInOrder_.lower_bound(canonical);
+  if (it == uuidsInOrder_.end() || it->first != canonical) return std::nullopt;
   return it->second;
 }
 

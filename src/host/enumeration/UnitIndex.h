@@ -134,11 +134,11 @@ class UnitIndex {
   std::vector<Unit> units_;
   std::unordered_map<std::string, UnitRef> byId_;
   std::unordered_map<std::string, UnitRef> byAlias_;
-  std::unordered_map<std::string, UnitRef> byUuid_;
   std::unordered_map<std::string, UnitRef> byBus_;
-  /// Every unit's UUID, in order (a unit of each UUID, in the order added), and the lengths the
-  /// UUIDs have: the units a UUID prefix names are a range of it, and those whose UUID is a
-  /// prefix of a longer one are found by its prefixes of those lengths.
+  /// Every unit's UUID, in order (the units of one UUID in the order added: the first is the one
+  /// byUuid finds), and the lengths the UUIDs have: the units a UUID prefix names are a range of
+  /// it, and those whose UUID is a prefix of a longer one are found by its prefixes of those
+  /// lengths.
   std::multimap<std::string, UnitRef, std::less<>> uuidsInOrder_;
   std::set<std::size_t> uuidLengths_;
   /// MIG instances by (their GPU, GPU instance id, compute instance id): the first of each.
