@@ -1,8 +1,9 @@
 // Shared set-up of the benchmark programs (driver_bench, cli_bench, discovery_bench,
-// in_process_bench): a temporary folder with executables written into it, the trivial discovery
-// script driver_bench and cli_bench run, the floor they all compare against (a bare spawn with
-// stdout read to EOF), the live process that holds a stand-in host's GPUs, and a main() that
-// makes one run compare its benchmarks fairly.
+// in_process_bench, status_bench): a temporary folder with executables written into it, the
+// trivial discovery script driver_bench and cli_bench run, the floor they all compare against (a
+// bare spawn with stdout read to EOF), a program run to its end with its peak memory (cli_bench,
+// status_bench), the live process that holds a stand-in host's GPUs, and a main() that makes one
+// run compare its benchmarks fairly.
 //
 // The script is the cheapest one the driver accepts (`#!/bin/sh` + `echo 0,1`), so that what the
 // benchmarks measure is the cost of starting and finishing a process, which is what the driver
@@ -14,6 +15,8 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -129,6 +132,103 @@ inline std::string bareSpawnAndRead(char* const* argv, std::string& error) {
     error = std::string(argv[0]) + " did not exit with 0";
   }
   return output;
+}
+
+/// How a program run by spawnAndWait ended: its exit code (-1 when it did not start, or was
+/// killed), and the largest resident set wait4 reported (see peak_rss_MiB in cli_bench for why
+/// that is not the program's own peak).
+struct ChildEnd {
+  int exitCode = -1;
+  long maxRssKiB = 0;
+  bool ok() const noexcept { return exitCode == 0; }
+};
+
+/// Runs argv with stdin and stdout on /dev/null, and stderr too when `quiet` (else inherited, so
+/// that a failure shows), and waits for it with wait4, which also gives its peak memory.
+inline ChildEnd spawnAndWait(const std::vector<std::string>& argvStrings, bool quiet = false) {
+  std::vector<char*> argv = cArgv(argvStrings);
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  ::posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  if (quiet) ::posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return {};
+  int status = 0;
+  rusage usage{};
+  while (::wait4(pid, &status, 0, &usage) < 0) {
+    if (errno != EINTR) return {};
+  }
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, usage.ru_maxrss};
+}
+
+/// VmHWM of a live process, in KiB; -1 if it cannot be read.
+inline long readVmHwmKiB(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmHWM:") {
+      long kib = -1;
+      status >> kib;
+      return kib;
+    }
+    status.ignore(1 << 16, '\n');
+  }
+  return -1;
+}
+
+/// Runs argv once under ptrace, stopped at its exit (PTRACE_EVENT_EXIT comes before the kernel
+/// drops its memory) to read VmHWM: the peak of the image argv[0] runs, with nothing of ours in
+/// it, since exec gives the process fresh memory. fork, not posix_spawn: the child must ask to
+/// be traced before exec. Its own children (flink-gpu's script) are not traced. stdin and stdout
+/// are /dev/null, stderr too when `quiet`.
+/// Returns -1 on failure, or when it does not exit with 0.
+inline long measurePeakRssKiB(const std::vector<std::string>& argvStrings, bool quiet = false) {
+  std::vector<char*> argv = cArgv(argvStrings);
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    const int devNull = ::open("/dev/null", O_RDWR);
+    if (devNull < 0) ::_exit(127);
+    ::dup2(devNull, STDIN_FILENO);
+    ::dup2(devNull, STDOUT_FILENO);
+    if (quiet) ::dup2(devNull, STDERR_FILENO);
+    // Untraced (ptrace forbidden here), a SIGSTOP would stop the child for good: give up.
+    if (::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) ::_exit(126);
+    ::raise(SIGSTOP);  // let the parent set the options before exec
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  long peakKiB = -1;
+  int status = 0;
+  bool optionsSet = false;
+  for (;;) {
+    if (::waitpid(pid, &status, 0) < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (WIFEXITED(status)) return WEXITSTATUS(status) == 0 ? peakKiB : -1;
+    if (WIFSIGNALED(status)) return -1;
+    if (!WIFSTOPPED(status)) continue;
+    int deliver = 0;
+    const int event = status >> 16;
+    if (!optionsSet) {
+      // The child's own SIGSTOP. EXITKILL: should this process die, the child goes with it.
+      ::ptrace(PTRACE_SETOPTIONS, pid, nullptr,
+               PTRACE_O_TRACEEXIT | PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL);
+      optionsSet = true;
+    } else if (WSTOPSIG(status) == SIGTRAP && event == PTRACE_EVENT_EXIT) {
+      peakKiB = readVmHwmKiB(pid);
+    } else if (WSTOPSIG(status) == SIGTRAP && event != 0) {
+      // exec or another ptrace event: nothing to deliver
+    } else {
+      deliver = WSTOPSIG(status);  // a real signal (SIGCHLD from the script, say): pass it on
+    }
+    ::ptrace(PTRACE_CONT, pid, nullptr, deliver);
+  }
 }
 
 /// The script of this run. Benchmarks are registered statically, before main() has made it, so

@@ -28,20 +28,11 @@
 //                     trap; it is close to peak_rss_MiB only for a program bigger than this
 //                     one. For flink-gpu it also folds in the script flink-gpu waited for.
 // bench/run-benchmarks.sh prints the ratio flink-gpu process / script process.
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/ptrace.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -51,111 +42,17 @@
 #error "FLINK_GPU_EXECUTABLE (the path of flink-gpu) must be defined by the build"
 #endif
 
-extern char** environ;
-
 namespace {
 
+using flink::bench::measurePeakRssKiB;
 using flink::bench::scriptPath;
-
-struct ChildEnd {
-  bool ok = false;
-  long maxRssKiB = 0;
-};
-
-/// Runs argv with stdin and stdout on /dev/null (stderr inherited, so a failure shows) and
-/// waits for it with wait4, which also gives its peak memory.
-ChildEnd spawnAndWait(const std::vector<std::string>& argvStrings) {
-  std::vector<char*> argv;
-  for (const std::string& arg : argvStrings) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  ::posix_spawn_file_actions_init(&actions);
-  ::posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  ::posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  ::posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return {};
-  int status = 0;
-  rusage usage{};
-  while (::wait4(pid, &status, 0, &usage) < 0) {
-    if (errno != EINTR) return {};
-  }
-  return {WIFEXITED(status) && WEXITSTATUS(status) == 0, usage.ru_maxrss};
-}
-
-/// VmHWM of a live process, in KiB; -1 if it cannot be read.
-long readVmHwmKiB(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  while (status >> key) {
-    if (key == "VmHWM:") {
-      long kib = -1;
-      status >> kib;
-      return kib;
-    }
-    status.ignore(1 << 16, '\n');
-  }
-  return -1;
-}
-
-/// Runs argv once under ptrace, stopped at its exit (PTRACE_EVENT_EXIT comes before the kernel
-/// drops its memory) to read VmHWM: the peak of the image argv[0] runs, with nothing of ours in
-/// it, since exec gives the process fresh memory. fork, not posix_spawn: the child must ask to
-/// be traced before exec. Its own children (flink-gpu's script) are not traced.
-/// Returns -1 on failure.
-long measurePeakRssKiB(const std::vector<std::string>& argvStrings) {
-  std::vector<char*> argv;
-  for (const std::string& arg : argvStrings) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    // Only async-signal-safe calls between fork and exec.
-    const int devNull = ::open("/dev/null", O_RDWR);
-    if (devNull < 0) ::_exit(127);
-    ::dup2(devNull, STDIN_FILENO);
-    ::dup2(devNull, STDOUT_FILENO);
-    // Untraced (ptrace forbidden here), a SIGSTOP would stop the child for good: give up.
-    if (::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) ::_exit(126);
-    ::raise(SIGSTOP);  // let the parent set the options before exec
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  long peakKiB = -1;
-  int status = 0;
-  bool optionsSet = false;
-  for (;;) {
-    if (::waitpid(pid, &status, 0) < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    if (WIFEXITED(status)) return WEXITSTATUS(status) == 0 ? peakKiB : -1;
-    if (WIFSIGNALED(status)) return -1;
-    if (!WIFSTOPPED(status)) continue;
-    int deliver = 0;
-    const int event = status >> 16;
-    if (!optionsSet) {
-      // The child's own SIGSTOP. EXITKILL: should this process die, the child goes with it.
-      ::ptrace(PTRACE_SETOPTIONS, pid, nullptr,
-               PTRACE_O_TRACEEXIT | PTRACE_O_TRACEEXEC | PTRACE_O_EXITKILL);
-      optionsSet = true;
-    } else if (WSTOPSIG(status) == SIGTRAP && event == PTRACE_EVENT_EXIT) {
-      peakKiB = readVmHwmKiB(pid);
-    } else if (WSTOPSIG(status) == SIGTRAP && event != 0) {
-      // exec or another ptrace event: nothing to deliver
-    } else {
-      deliver = WSTOPSIG(status);  // a real signal (SIGCHLD from the script, say): pass it on
-    }
-    ::ptrace(PTRACE_CONT, pid, nullptr, deliver);
-  }
-}
+using flink::bench::spawnAndWait;
 
 void runProcessBenchmark(benchmark::State& state, const std::vector<std::string>& argv) {
   long maxRssKiB = 0;
   for (auto _ : state) {
-    const ChildEnd end = spawnAndWait(argv);
-    if (!end.ok) {
+    const flink::bench::ChildEnd end = spawnAndWait(argv);
+    if (!end.ok()) {
       state.SkipWithError(("did not run or did not exit with 0: " + argv[0]).c_str());
       return;
     }
@@ -198,7 +95,7 @@ void BM_PairedProcesses(benchmark::State& state) {
     for (int offset = 0; offset < 3; ++offset) {
       const int which = (first + offset) % 3;
       const Clock::time_point start = Clock::now();
-      if (!spawnAndWait(commands[which]).ok) {
+      if (!spawnAndWait(commands[which]).ok()) {
         state.SkipWithError(("did not run or did not exit with 0: " + commands[which][0]).c_str());
         return;
       }
