@@ -20,6 +20,11 @@
 #      NVML host of 64 GPUs, 63 held (in_process_bench); target: at least 20x faster. Twice,
 #      the second (the speed-up, script / in-process) from BM_PairedInProcessVsScript, with the
 #      in-process figure in microseconds.
+#   7. the commands that read the files, over a bare read of the same file (status_bench):
+#      `flink-gpu status` (text, JSON, Prometheus), `check` and `release --owner` on 100,000
+#      records and on 10,000, and how much longer 100,000 take than 10,000 (linear: about 10x);
+#      status and check on 16,000 health lines; watch's update of them in-process. And the peak
+#      memory of `release --junk` against the size of the file it repairs (target: about 2x).
 #
 # For reference it also prints process::run / bare spawn (the driver's process layer alone) and
 # `flink-gpu --version` / script (flink-gpu's start-up alone, without a discovery), and for the
@@ -48,7 +53,7 @@ if [[ $# -gt 0 && $1 != -* ]]; then
   shift
 fi
 
-programs=(driver_bench cli_bench discovery_bench placement_bench in_process_bench)
+programs=(driver_bench cli_bench discovery_bench placement_bench in_process_bench status_bench)
 
 for program in "${programs[@]}"; do
   if [[ ! -x $build_dir/bin/$program ]]; then
@@ -69,13 +74,18 @@ for program in "${programs[@]}"; do
 done
 
 python3 - "$results/driver_bench.json" "$results/cli_bench.json" \
-  "$results/discovery_bench.json" "$results/in_process_bench.json" <<'PY'
+  "$results/discovery_bench.json" "$results/in_process_bench.json" \
+  "$results/status_bench.json" <<'PY'
 import json
 import math
 import statistics
 import sys
 
 UNIT_TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+STATUS_COMMANDS = ("status", "json", "prometheus", "check", "release")
+STATUS_COUNTERS = (*(f"{c}_ratio" for c in STATUS_COMMANDS), *(f"{c}_ms" for c in STATUS_COMMANDS),
+                   "cat_ms", "watch_ratio", "watch_ms", "read_ms", "peak_MiB", "file_MiB",
+                   "peak_per_file", "version_MiB")
 errors = []
 
 
@@ -94,17 +104,24 @@ def load(path):
         if entry.get("error_occurred"):
             errors.append(f"{entry['name']}: {entry.get('error_message', 'failed')}")
             continue
-        name = entry["run_name"].split("/")[0]
+        # The benchmark's name and its arguments ("BM_PairedRecords/100000"), without the
+        # settings Google Benchmark adds (iterations:, repeats:, min_time:, real_time).
+        name = "/".join(part for part in entry["run_name"].split("/")
+                        if not part.startswith(("iterations:", "repeats:", "min_time:",
+                                                "real_time")))
         slot = found.setdefault(name, {"agg": {}, "reps": [], "counters": {}})
         if entry.get("run_type") == "aggregate":
             slot["agg"][entry["aggregate_name"]] = entry
         else:
             slot["reps"].append(us(entry))
             for counter in ("ratio", "discover_ratio", "version_ratio", "program_ratio",
-                            "plain_ratio", "speedup", "in_process_us", "script_us"):
+                            "plain_ratio", "speedup", "in_process_us", "script_us",
+                            *STATUS_COUNTERS):
                 if counter in entry:
                     slot["counters"].setdefault(counter, []).append(entry[counter])
-    return {name: slot for name, slot in found.items() if "mean" in slot["agg"]}
+    # A benchmark run once (status_bench's memory, no repetitions) has no aggregates: its
+    # counters are read from its one run.
+    return {name: slot for name, slot in found.items() if "mean" in slot["agg"] or slot["reps"]}
 
 
 def us(entry):
@@ -125,7 +142,8 @@ def describe(found, name):
 
 
 def compare(found, label, numerator, denominator, limit, target):
-    if numerator not in found or denominator not in found:
+    if any(name not in found or "mean" not in found[name]["agg"]
+           for name in (numerator, denominator)):
         print(f"{label}: not measured (filtered out or failed)")
         return
     n, d = found[numerator], found[denominator]
@@ -179,6 +197,7 @@ driver = load(sys.argv[1])
 cli = load(sys.argv[2])
 discovery = load(sys.argv[3])
 in_process = load(sys.argv[4])
+status = load(sys.argv[5])
 
 print("=== Summary: ratio of mean wall-clock times, +/- a rough 95 % interval ===")
 compare(driver, "retrieveResourceInfo / bare spawn+wait", "BM_RetrieveResourceInfo",
@@ -216,6 +235,60 @@ paired(in_process, "BM_PairedInProcessVsScript", "speedup", 20.0, ">= 20x (speed
        at_least=True)
 paired(in_process, "BM_PairedInProcessVsScript", "in_process_us", None, None)
 paired(in_process, "BM_PairedInProcessVsScript", "script_us", None, None)
+
+
+def counter_mean(found, name, counter):
+    values = found.get(name, {}).get("counters", {}).get(counter, [])
+    return statistics.fmean(values) if values else None
+
+
+def over_bare(found, name, label, commands, bare):
+    """Each command's mean time over the bare read's (the ratio of the means), with the median
+    of the repetitions' own ratios in brackets."""
+    bare_ms = counter_mean(found, name, f"{bare}_ms")
+    if bare_ms is None:
+        print(f"{label}: not measured (filtered out or failed)")
+        return
+    print(f"{label} (bare read {bare_ms:.2f} ms):")
+    for command in commands:
+        ms = counter_mean(found, name, f"{command}_ms")
+        ratios = found[name]["counters"].get(f"{command}_ratio", [])
+        if ms is None or not ratios:
+            continue
+        print(f"    {command:<11} {ms:8.1f} ms  {ms / bare_ms:7.1f}x the bare read "
+              f"[median {statistics.median(ratios):.1f}x]")
+
+
+over_bare(status, "BM_PairedRecords/100000", "100,000 records: each command over cat of the file",
+          STATUS_COMMANDS, "cat")
+over_bare(status, "BM_PairedRecords/10000", "10,000 records: each command over cat of the file",
+          STATUS_COMMANDS, "cat")
+if "BM_PairedRecords/100000" in status and "BM_PairedRecords/10000" in status:
+    growth = []
+    for command in STATUS_COMMANDS:
+        large = counter_mean(status, "BM_PairedRecords/100000", f"{command}_ms")
+        small = counter_mean(status, "BM_PairedRecords/10000", f"{command}_ms")
+        if large is not None and small:
+            growth.append(f"{command} {large / small:.1f}x")
+    print("  from 10,000 records to 100,000 (10x; linear is about 10x): " + ", ".join(growth))
+over_bare(status, "BM_PairedHealth", "16,000 health lines: each command over cat of the file",
+          ("status", "check"), "cat")
+watch_ms = counter_mean(status, "BM_PairedWatchUpdate", "watch_ms")
+read_ms = counter_mean(status, "BM_PairedWatchUpdate", "read_ms")
+if watch_ms is not None and read_ms:
+    print(f"watch's update of 16,000 health lines (in-process): {watch_ms:.1f} ms, "
+          f"{watch_ms / read_ms:.1f}x a bare read of the file ({read_ms:.2f} ms)")
+for name in sorted(status):
+    if not name.startswith("BM_ReleaseJunkMemory/"):
+        continue
+    peak = counter_mean(status, name, "peak_MiB")
+    size = counter_mean(status, name, "file_MiB")
+    version = counter_mean(status, name, "version_MiB")
+    if peak is None or not size:
+        continue
+    kind = ("yes", "mixed", "some")[int(name.rsplit("kind:", 1)[1])]
+    print(f"release --junk on {size:.0f} MiB ({kind}): peak {peak:.1f} MiB, {peak / size:.2f}x the "
+          f"file (flink-gpu --version alone: {version:.1f} MiB)   target about 2x")
 for error in dict.fromkeys(errors):
     print(f"FAILED: {error}", file=sys.stderr)
 sys.exit(1 if errors else 0)
