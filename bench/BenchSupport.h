@@ -50,6 +50,16 @@ inline std::filesystem::path makeTempFolder(const std::string& prefix) {
   return pattern;
 }
 
+/// Points this process, and what it starts, at the stand-in libnvidia-ml.so.1 `library`, answering
+/// as the host `hostJson` describes, with no CUDA_VISIBLE_DEVICES mask.
+inline void useStandInNvml(const char* library, const std::filesystem::path& hostJson) {
+  if (::setenv("FLINK_GPU_NVML_LIBRARY", library, 1) != 0 ||
+      ::setenv("FAKE_NVML_DEVICES", hostJson.c_str(), 1) != 0 ||
+      ::unsetenv("CUDA_VISIBLE_DEVICES") != 0) {
+    throw std::system_error(errno, std::generic_category(), "setenv");
+  }
+}
+
 /// Writes `text` to `file` and makes it executable (0755).
 inline void writeExecutable(const std::filesystem::path& file, const std::string& text) {
   {

@@ -91,11 +91,7 @@ class StandInHost {
 
       holder_ = std::make_unique<flink::bench::HolderProcess>();
       flink::bench::writeHeldRecords(coordinationFile_, holder_->pid(), kHostGpus - 1);
-      if (::setenv("FLINK_GPU_NVML_LIBRARY", FLINK_GPU_FAKE_NVML, 1) != 0 ||
-          ::setenv("FAKE_NVML_DEVICES", (dir_ / "host.json").c_str(), 1) != 0 ||
-          ::unsetenv("CUDA_VISIBLE_DEVICES") != 0) {
-        throw std::system_error(errno, std::generic_category(), "setenv");
-      }
+      flink::bench::useStandInNvml(FLINK_GPU_FAKE_NVML, dir_ / "host.json");
     } catch (...) {
       cleanUp();
       throw;

@@ -256,11 +256,7 @@ class StandInHost {
         records_[count == 10000 ? 0 : 1] = recordsText(holder_->pid(), count);
       }
       healthText_ = healthText();
-      if (::setenv("FLINK_GPU_NVML_LIBRARY", FLINK_GPU_FAKE_NVML, 1) != 0 ||
-          ::setenv("FAKE_NVML_DEVICES", (dir_ / "host.json").c_str(), 1) != 0 ||
-          ::unsetenv("CUDA_VISIBLE_DEVICES") != 0) {
-        throw std::system_error(errno, std::generic_category(), "setenv");
-      }
+      flink::bench::useStandInNvml(FLINK_GPU_FAKE_NVML, dir_ / "host.json");
     } catch (...) {
       cleanUp();
       throw;
