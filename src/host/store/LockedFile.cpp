@@ -20,6 +20,7 @@
 
 #include "host/liveness/OpenFiles.h"
 #include "host/store/Journal.h"
+#include "host/store/ReplacedCopies.h"
 #include "util/Strings.h"
 
 namespace flink::store {
@@ -336,28 +337,15 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
 
 namespace {
 
-/// A file by its device and inode.
-struct FileId {
-  std::uint64_t device = 0;
-  std::uint64_t inode = 0;
-  friend bool operator==(const FileId&, const FileId&) = default;
-};
-
-/// `<file>.inode` holds one line of this size, written whole by one pwrite within a page.
-constexpr std::size_t kInodeLineSize = 64;
-
 /// What `<file>.inode` says, where it passes the trust rules: one that anyone else planted is
 /// never waited on.
 std::optional<FileId> rememberedInode(const fs::path& file, const SiblingTrust& trust) {
   const OpenedSibling opened = openSiblingAt(AT_FDCWD, inodeMemoryPathOf(file), O_RDONLY);
   if (!opened.fd || trust.distrust(opened.info, SiblingKind::kFile)) return std::nullopt;
-  char line[kInodeLineSize + 1] = {};
-  const ssize_t size = ::pread(opened.fd.get(), line, kInodeLineSize, 0);
+  char line[kInodeMemorySize] = {};
+  const ssize_t size = ::pread(opened.fd.get(), line, kInodeMemorySize, 0);
   if (size <= 0) return std::nullopt;
-  unsigned long long device = 0;
-  unsigned long long inode = 0;
-  if (std::sscanf(line, "device=%llu inode=%llu", &device, &inode) != 2) return std::nullopt;
-  return FileId{device, inode};
+  return parseInodeMemory(std::string_view(line, static_cast<std::size_t>(size)));
 }
 
 /// Writes `id` to `<file>.inode`; a file this user may not write, or that fails the trust rules,
@@ -372,9 +360,7 @@ void rememberInode(const fs::path& file, const SiblingTrust& trust, const FileId
     fd = createSiblingAt(AT_FDCWD, path, O_RDWR, trust);
   }
   if (!fd) return;
-  std::string line = "device=" + std::to_string(id.device) + " inode=" + std::to_string(id.inode);
-  line.resize(kInodeLineSize - 1, ' ');
-  line += '\n';
+  const std::string line = formatInodeMemory(id);
   (void)!::pwrite(fd.get(), line.data(), line.size(), 0);
 }
 
@@ -392,29 +378,11 @@ std::optional<pid_t> LockedFile::replacedCopyInUse(std::unordered_set<std::uint6
   std::error_code error;
   const std::string deleted =
       liveness::deletedLinkOf(fs::absolute(path_, error).lexically_normal().string());
-  for (const FlockTable::Lock& lock : table->onDevice(device_)) {
-    if (lock.inode == inode_ || lock.holder == ::getpid()) continue;
-    // A process's descriptors of a replaced copy are all open already (none can open one now), so
-    // a locked file seen to be another is never a copy (until its number is reused: a wait is
-    // short).
-    if (notCopies.count(lock.inode)) continue;
-    const bool known = std::find(replacedCopies_.begin(), replacedCopies_.end(), lock.inode) !=
-                       replacedCopies_.end();
-    // What the descriptors of the locked file say, where this user may look: an inode remembered
-    // may since be another file's, which its link then shows.
-    const liveness::OpenFileLook look = liveness::openFileOfLock(lock.holder, device_, lock.inode);
-    if (look.found && look.found->link == deleted) {
-      if (!known) replacedCopies_.push_back(lock.inode);
-      return look.found->pid;
-    }
-    if (look.found || look.none) {
-      notCopies.insert(lock.inode);
-      continue;
-    }
-    // Not to be looked at (another user's, or unseen): a remembered copy is waited for.
-    if (known) return lock.holder > 0 ? lock.holder : 0;
-  }
-  return std::nullopt;
+  return store::replacedCopyInUse(*table, FileId{device_, inode_}, ::getpid(), deleted,
+                                  replacedCopies_, notCopies,
+                                  [this](pid_t holder, std::uint64_t inode) {
+                                    return liveness::openFileOfLock(holder, device_, inode);
+                                  });
 }
 
 bool LockedFile::waitWhileReplacedCopiesInUse(std::chrono::steady_clock::time_point deadline,
@@ -444,14 +412,13 @@ bool LockedFile::waitForReplacedCopies(const fs::path& file, const struct stat& 
   result.replacedCopies_.clear();
   const FileId current{result.device_, result.inode_};
   const SiblingTrust trust = SiblingTrust::of(locked);
-  const std::optional<FileId> remembered = rememberedInode(file, trust);
+  std::optional<std::vector<std::uint64_t>> copies =
+      replacedCopiesToWatch(rememberedInode(file, trust), current);
   // Not replaced since our writers last saw it: nobody holds a copy it replaced, since each of
   // them waited for those before it wrote (what is left is in docs/coordination-file.md).
-  if (remembered == current) return true;
+  if (!copies) return true;
   result.watchReplaced_ = true;
-  if (remembered && remembered->device == current.device) {
-    result.replacedCopies_.push_back(remembered->inode);
-  }
+  result.replacedCopies_ = std::move(*copies);
   if (!result.waitWhileReplacedCopiesInUse(deadline, lockTimeout)) return false;
   rememberInode(file, trust, current);
   return true;
@@ -641,8 +608,10 @@ bool LockedFile::changedUnderLock() const {
   // Flink's script keeps writing after its own `sed -i` replaced the file, under the lock of the
   // file it replaced: appends we did not see would be overwritten.
   struct stat info {};
-  return !stillAtPath() || (::fstat(fd_.get(), &info) == 0 &&
-                            static_cast<std::uint64_t>(info.st_size) != text_.size());
+  const std::uint64_t size = ::fstat(fd_.get(), &info) == 0
+                                 ? static_cast<std::uint64_t>(info.st_size)
+                                 : static_cast<std::uint64_t>(text_.size());
+  return changedWithoutItsLock(stillAtPath(), size, text_.size());
 }
 
 void LockedFile::replace(std::string text) {

@@ -175,7 +175,8 @@ class LockedFile {
   static LockedFile openWith(LockedFile result, std::chrono::milliseconds lockTimeout,
                              std::uint64_t maxBytes);
   /// For a writer that holds the lock of the coordination file at `file` (`locked`): when the file
-  /// was replaced since our writers last saw it (inodeMemoryPathOf), waits (until `deadline`)
+  /// was replaced since our writers last saw it (inodeMemoryPathOf; the decisions are
+  /// ReplacedCopies.h's, which the tests' simulated host makes too), waits (until `deadline`)
   /// while another process holds or waits for a flock on a copy it replaced: the one remembered,
   /// or any that a holder's descriptor shows as `<file> (deleted)`. Then remembers this file.
   /// False when the path names another file after the wait (start again).
