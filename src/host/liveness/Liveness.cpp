@@ -200,8 +200,9 @@ bool inOtherPidNamespace(const Owner& owner, const Reader& reader) {
   return owner.pidNamespace && reader.pidNamespace && *owner.pidNamespace != *reader.pidNamespace;
 }
 
-bool isRunning(const Owner& owner) {
-  HostFacts& facts = HostFacts::system();
+bool isRunning(const Owner& owner) { return countsAsRunning(owner, HostFacts::system()); }
+
+bool countsAsRunning(const Owner& owner, HostFacts& facts) {
   if (owner.pid <= 0 || ofEarlierBoot(owner, facts.reader())) return false;
   if (namespaceOf(owner, facts.reader()) != Namespace::kSame) return true;  // cannot be judged
   return ownerRuns(owner, facts);

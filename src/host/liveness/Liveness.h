@@ -161,9 +161,12 @@ bool ofEarlierBoot(const Owner& owner, const Reader& reader = HostFacts::system(
 /// Whether `owner` is of a pid namespace other than the reader's own (another container).
 bool inOtherPidNamespace(const Owner& owner, const Reader& reader = HostFacts::system().reader());
 
-/// Whether `owner` counts as running for a caller that has only the pid: not of an earlier boot;
-/// one whose pid this reader cannot judge (another namespace, no /proc of its own) counts as
-/// running; else ownerRuns.
+/// Whether `owner` counts as running for a caller that has only the pid, as `facts`' reader sees
+/// it: not of an earlier boot; one whose pid this reader cannot judge (another namespace, no /proc
+/// of its own) counts as running; else ownerRuns.
+bool countsAsRunning(const Owner& owner, HostFacts& facts);
+
+/// countsAsRunning for this process (HostFacts::system()).
 bool isRunning(const Owner& owner);
 
 /// Whether `a` and `b` are one process: the same pid, and the same start time (within a tick),
