@@ -1,6 +1,9 @@
 // The simulated host. See SimulatedHost.h.
 #include "SimulatedHost.h"
 
+#include <sys/sysmacros.h>
+
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -51,7 +54,10 @@ class SimulatedHost::Facts final : public liveness::HostFacts {
     return look;
   }
 
-  std::optional<liveness::FlockTable> flocks() override { return liveness::FlockTable(); }
+  std::optional<liveness::FlockTable> flocks() override {
+    if (!host_.procNamespaceOf(self_)) return std::nullopt;
+    return liveness::FlockTable::parse(host_.procLocksText(self_));
+  }
 
  private:
   SimulatedHost& host_;
@@ -68,6 +74,18 @@ std::uint64_t SimulatedHost::newPidNamespace(std::uint64_t parent) {
   return ns;
 }
 
+std::optional<std::uint64_t> SimulatedHost::parentNamespace(std::uint64_t ns) const {
+  const auto it = parentNs_.find(ns);
+  if (it == parentNs_.end()) return std::nullopt;
+  return it->second;
+}
+
+void SimulatedHost::setPidRange(std::uint64_t ns, pid_t first, pid_t last,
+                                std::int64_t reuseAfterNs) {
+  ranges_[ns] = PidRange{first, last, reuseAfterNs};
+  nextPid_[ns] = first;
+}
+
 std::vector<std::uint64_t> SimulatedHost::ancestry(std::uint64_t ns) const {
   std::vector<std::uint64_t> chain{ns};
   for (auto it = parentNs_.find(ns); it != parentNs_.end(); it = parentNs_.find(it->second)) {
@@ -76,27 +94,61 @@ std::vector<std::uint64_t> SimulatedHost::ancestry(std::uint64_t ns) const {
   return chain;
 }
 
+pid_t SimulatedHost::nextPidIn(std::uint64_t ns) {
+  const auto range = ranges_.find(ns);
+  pid_t& next = nextPid_.try_emplace(ns, ns == kHostNamespace ? 1000 : 1).first->second;
+  const std::unordered_map<pid_t, ProcessId>& used = inUse_[ns];
+  if (range == ranges_.end()) {
+    // A pid still in use is skipped, as the kernel skips it.
+    while (used.count(next)) ++next;
+    return next++;
+  }
+  const PidRange& pids = range->second;
+  const std::unordered_map<pid_t, std::int64_t>& started = lastStart_[ns];
+  for (pid_t tried = pids.first; tried <= pids.last; ++tried) {
+    if (next < pids.first || next > pids.last) next = pids.first;
+    const pid_t candidate = next++;
+    if (used.count(candidate)) continue;
+    const auto last = started.find(candidate);
+    if (last != started.end() && now_ - last->second < pids.reuseAfterNs) continue;
+    return candidate;
+  }
+  throw std::runtime_error("simulated host: no free pid in pid namespace " + std::to_string(ns));
+}
+
 SimulatedHost::ProcessId SimulatedHost::spawn(const Spawn& spawn) {
   Process process;
   process.spawn = spawn;
   process.startNs = now_;
+  const ProcessId id = processes_.size();
   for (const std::uint64_t ns : ancestry(spawn.pidNamespace)) {
-    pid_t& next = nextPid_.try_emplace(ns, ns == kHostNamespace ? 1000 : 1).first->second;
-    // A pid still in use is skipped, as the kernel skips it.
-    while (processOf(ns, next)) ++next;
-    process.pids[ns] = next++;
+    const pid_t pid = nextPidIn(ns);
+    process.pids[ns] = pid;
+    inUse_[ns][pid] = id;
+    lastStart_[ns][pid] = now_;
   }
   processes_.push_back(std::move(process));
   now_ += 1000;  // a microsecond: no two processes start at once
-  return processes_.size() - 1;
+  return id;
 }
 
-void SimulatedHost::exit(ProcessId process) {
-  processes_.at(process).alive = false;
-  processes_[process].zombie = false;
+void SimulatedHost::reap(ProcessId process) {
+  Process& p = processes_.at(process);
+  if (!p.alive) return;
+  p.alive = false;
+  p.zombie = false;
+  for (const auto& [ns, pid] : p.pids) {
+    auto& used = inUse_[ns];
+    const auto it = used.find(pid);
+    if (it != used.end() && it->second == process) used.erase(it);
+  }
 }
 
-void SimulatedHost::becomeZombie(ProcessId process) { processes_.at(process).zombie = true; }
+void SimulatedHost::exit(ProcessId process) { reap(process); }
+
+void SimulatedHost::becomeZombie(ProcessId process) {
+  if (processes_.at(process).alive) processes_[process].zombie = true;
+}
 
 bool SimulatedHost::alive(ProcessId process) const {
   const Process& p = processes_.at(process);
@@ -106,6 +158,11 @@ bool SimulatedHost::alive(ProcessId process) const {
 std::optional<pid_t> SimulatedHost::pidIn(ProcessId process, std::uint64_t ns) const {
   const Process& p = processes_.at(process);
   if (!p.alive) return std::nullopt;
+  return pidOnceIn(process, ns);
+}
+
+std::optional<pid_t> SimulatedHost::pidOnceIn(ProcessId process, std::uint64_t ns) const {
+  const Process& p = processes_.at(process);
   const auto it = p.pids.find(ns);
   if (it == p.pids.end()) return std::nullopt;
   return it->second;
@@ -117,10 +174,53 @@ pid_t SimulatedHost::pidOf(ProcessId process) const {
 
 std::optional<SimulatedHost::ProcessId> SimulatedHost::processOf(std::uint64_t ns,
                                                                  pid_t pid) const {
-  for (ProcessId id = 0; id < processes_.size(); ++id) {
-    if (pidIn(id, ns) == pid) return id;
+  const auto used = inUse_.find(ns);
+  if (used == inUse_.end()) return std::nullopt;
+  const auto it = used->second.find(pid);
+  if (it == used->second.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::uint64_t> SimulatedHost::procNamespaceOf(ProcessId reader) const {
+  const Spawn& spawn = processes_.at(reader).spawn;
+  switch (spawn.proc) {
+    case Proc::kOwn:
+      return spawn.pidNamespace;
+    case Proc::kForeign:
+      return parentNamespace(spawn.pidNamespace).value_or(spawn.pidNamespace);
+    case Proc::kNone:
+      break;
   }
   return std::nullopt;
+}
+
+std::string SimulatedHost::procLocksText(ProcessId reader) const {
+  const std::optional<std::uint64_t> ns = procNamespaceOf(reader);
+  if (!ns || !flocks_) return "";
+  std::string text;
+  int line = 0;
+  for (const Flock& lock : flocks_()) {
+    // The kernel keeps the taker's pid of the host's namespace (fl_pid), and translates it for the
+    // namespace of the /proc read (locks_translate_pid): the host's shows it even when the taker
+    // has exited (or the pid is another process's now); another shows the process that has that
+    // pid now, where it sees it, and leaves the lock out otherwise.
+    const std::optional<pid_t> hostPid = pidOnceIn(lock.taker, kHostNamespace);
+    if (!hostPid) continue;
+    std::optional<pid_t> shown = hostPid;
+    if (*ns != kHostNamespace) {
+      const std::optional<ProcessId> now = processOf(kHostNamespace, *hostPid);
+      shown = now ? pidIn(*now, *ns) : std::nullopt;
+      if (!shown) continue;
+    }
+    char buffer[160];
+    std::snprintf(buffer, sizeof buffer, "%d: %sFLOCK  ADVISORY  WRITE %d %02x:%02x:%llu 0 EOF\n",
+                  ++line, lock.waiting ? "-> " : "", static_cast<int>(*shown),
+                  ::major(static_cast<dev_t>(lock.device)),
+                  ::minor(static_cast<dev_t>(lock.device)),
+                  static_cast<unsigned long long>(lock.inode));
+    text += buffer;
+  }
+  return text;
 }
 
 std::unique_ptr<liveness::HostFacts> SimulatedHost::factsOf(ProcessId reader) {
