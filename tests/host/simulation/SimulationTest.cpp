@@ -1,0 +1,122 @@
+// The randomized simulation of many allocators on one host (Simulation.h): seeds run one after
+// another, each checked after every step; a failing seed prints its world and every step, and
+// replays alone with FLINK_GPU_SIMULATION_SEED=<seed> FLINK_GPU_SIMULATION_SEEDS=1.
+//
+// The default run (ctest label unit) is a few seconds; FLINK_GPU_SIMULATION_SEEDS and
+// FLINK_GPU_SIMULATION_STEPS make it longer (the ctest entry labelled `simulation` does).
+#include "Simulation.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace flink::testing {
+namespace {
+
+std::uint64_t setting(const char* name, std::uint64_t fallback) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return fallback;
+  return std::strtoull(value, nullptr, 10);
+}
+
+/// Every step of a failed run, for a person to read: the seed replays it.
+std::string report(const SimulationOptions& options, const SimulationResult& result) {
+  std::string text =
+      "seed " + std::to_string(options.seed) + " (" + std::to_string(options.steps) +
+      " steps) failed at " + result.failure + "\nworld: " + result.world +
+      "\nreplay: FLINK_GPU_SIMULATION_SEED=" + std::to_string(options.seed) +
+      " FLINK_GPU_SIMULATION_SEEDS=1 FLINK_GPU_SIMULATION_STEPS=" + std::to_string(options.steps) +
+      "\n";
+  for (const std::string& step : result.steps) text += step + "\n";
+  return text;
+}
+
+/// Runs seeds of `world` (their number and length from the environment, else the defaults given)
+/// until one fails; the counts of every run, summed.
+std::map<std::string, std::size_t> runSeeds(SimulationOptions world, std::uint64_t seeds,
+                                            std::size_t steps) {
+  const std::uint64_t first = setting("FLINK_GPU_SIMULATION_SEED", 1);
+  seeds = setting("FLINK_GPU_SIMULATION_SEEDS", seeds);
+  world.steps = setting("FLINK_GPU_SIMULATION_STEPS", steps);
+  std::map<std::string, std::size_t> counts;
+  for (std::uint64_t seed = first; seed < first + seeds; ++seed) {
+    world.seed = seed;
+    const SimulationResult result = simulate(world);
+    for (const auto& [what, count] : result.counts) counts[what] += count;
+    if (!result.ok) {
+      ADD_FAILURE() << report(world, result);
+      break;
+    }
+  }
+  return counts;
+}
+
+std::string describe(const std::map<std::string, std::size_t>& counts) {
+  std::string text;
+  for (const auto& [what, count] : counts)
+    text += "  " + what + ": " + std::to_string(count) + "\n";
+  return text;
+}
+
+TEST(SimulationTest, NoGpuIsUsedTwiceNoRecordIsLostNoDrainedGpuIsHandedOut) {
+  const std::map<std::string, std::size_t> counts = runSeeds(SimulationOptions{}, 16, 2000);
+  std::cout << describe(counts);
+  // The runs reached what they are for.
+  for (const char* what :
+       {"exec grants", "exec share grants", "program grants", "program share grants",
+        "in-process grants", "in-process share grants", "script grants", "script reclaims", "kills",
+        "found replaced", "waits for replaced copies", "reopened"}) {
+    EXPECT_GT(counts.count(what) ? counts.at(what) : 0, 0u) << what;
+  }
+}
+
+// ---- what the simulation found: defects of the writers' wait for Flink's `sed -i` (D5) --------
+//
+// Each of these fails; they are disabled until the wait is fixed (run them with
+// --gtest_also_run_disabled_tests). Each world is the default one with a single thing that real
+// hosts do turned on; docs/coordination-file.md ("Against Flink's script") does not list them.
+
+/// Up to 1000 seeds of 5000 steps of Flink's scripts beside ours, in `world`: the first failure.
+void findsNothingWithScripts(SimulationOptions world) {
+  world.worlds = SimulationWorlds::kWithScripts;
+  std::cout << describe(runSeeds(world, 1000, 5000));
+}
+
+// Flink's script locks through `flock -x 200`: flock(1) takes the lock and exits, and /proc/locks
+// names it, gone, as the holder while the script's shell holds the lock. A script waiting on a
+// copy our writers never saw (a script's own `sed -i` made it) gets that copy's lock; our writer
+// that finds the file replaced looks for the copy's holder's descriptors under a pid that is gone,
+// finds none, and goes on while the script still writes: the script's `sed -i` copy, read before
+// our change, is renamed over it after (a record of ours lost; then a GPU handed out twice).
+TEST(SimulationTest, DISABLED_D5MissesAScriptWhoseLockFlockTookAndLeft) {
+  SimulationOptions world;
+  world.scriptLockTakenByFlockProgram = true;
+  findsNothingWithScripts(world);
+}
+
+// `<file>.inode` remembers a device and an inode number, and ext4 gives a freed inode's number to
+// the next file it makes: a script's `sed -i` copy gets the number our writers remembered for a
+// file that is gone, and our next writer takes it for the file it last saw, waits for nothing,
+// and writes while the script that made it still writes (a record lost).
+TEST(SimulationTest, DISABLED_D5TakesANewFileWithARememberedInodeNumberForTheOldOne) {
+  SimulationOptions world;
+  world.inodeNumbersComeBack = true;
+  findsNothingWithScripts(world);
+}
+
+// A script that opened the file before it was replaced, and calls flock only after our writer
+// that found it replaced has looked, waited and written, is not looked for by the next writer: it
+// finds the file as the last one remembered it and does not look at all (LockedFile's "each of them
+// waited for those before it wrote"), while the script's `sed -i` copy, read before that writer's
+// change, is renamed over it after (a record lost).
+TEST(SimulationTest, DISABLED_D5DoesNotLookForAScriptThatLockedACopyAfterOurLastLook) {
+  SimulationOptions world;
+  world.scriptsStallBeforeFlock = true;
+  findsNothingWithScripts(world);
+}
+
+}  // namespace
+}  // namespace flink::testing
