@@ -109,6 +109,8 @@ struct Grant {
   bool excused = false;
   std::vector<std::string> whole;
   std::vector<std::pair<std::string, unsigned>> shares;  // GPU, share index
+  /// An operator released its record (`release --force`): only its lease holds the GPU now.
+  bool released = false;
   /// Ours, as written; the script's `<gpu> <pid>`.
   std::vector<Record> records;
   std::vector<std::pair<std::string, pid_t>> scriptRecords;
@@ -119,7 +121,7 @@ struct Grant {
 
 /// What the step that just ran did to the file, so that a record lost in it can be blamed.
 struct StepMark {
-  enum class Kind { kOther, kOurWrite, kScriptSed };
+  enum class Kind { kOther, kOurWrite, kOperatorRelease, kScriptSed };
   Kind kind = Kind::kOther;
   /// kScriptSed: the GPU of `sed -i "/<gpu> /d"`, and the holder the script found gone.
   std::string gpu;
@@ -231,8 +233,8 @@ class Simulation {
 
   bool scripts() const { return scripts_; }
   std::size_t stepNumber() const { return step_; }
-  /// Where a new allocator of ours lives.
-  Home homeForAllocator();
+  /// Where a new allocator of ours lives; `leased`: one that leases what it takes.
+  Home homeForAllocator(bool leased);
 
  private:
   void draw();
@@ -248,6 +250,8 @@ class Simulation {
   bool excused(const Grant& a, const Grant& b) const;
 
   bool scripts_ = false;
+  bool sandboxes_ = false;
+  std::vector<std::uint64_t> sandboxNamespaces_;
   std::vector<std::string> ids_;
   std::unordered_map<std::string, std::string> uuidOf_;
   std::unordered_map<std::string, std::string> busOf_;
@@ -295,6 +299,8 @@ class Writer {
   AllocationRequest whole;
   ShareRequest share;
   std::vector<Record> release;
+  /// An operator's `release --force` (releaseChecked), not an allocator giving back its own.
+  bool byOperator = false;
 
   /// One step; kDone once the change is made (or was refused: not satisfied), kFailed when it threw
   /// StoreError (the leases taken are let go).
@@ -567,8 +573,14 @@ Writer::Outcome Writer::plan() {
       what += granted.gpu + "/" + std::to_string(granted.slot.index) + " ";
     }
   }
-  for (const std::size_t i : reclaimed) blank.push_back(parsed.recordSpans[i]);
-  what += "(takes back " + std::to_string(reclaimed.size()) + ")";
+  what += "(takes back " + std::to_string(reclaimed.size());
+  for (const std::size_t i : reclaimed) {
+    blank.push_back(parsed.recordSpans[i]);
+    const Record& record = parsed.records[i];
+    what += (i == reclaimed.front() ? ": " : ", ") + record.gpu + " of " +
+            std::to_string(record.owner.pid);
+  }
+  what += ")";
   writtenBefore_.insert(writtenBefore_.end(), added.begin(), added.end());
   newText_ = coordination::detail::editRecords(text_, blank, added);
   note(what);
@@ -596,7 +608,7 @@ Writer::Outcome Writer::write() {
       }
       if (newText_.size() < text_.size()) bytes.resize(newText_.size());
       text_ = newText_;
-      sim_.mark.kind = StepMark::Kind::kOurWrite;
+      sim_.mark.kind = byOperator ? StepMark::Kind::kOperatorRelease : StepMark::Kind::kOurWrite;
       note("writes inode " + std::to_string(inode_));
     }
   }
@@ -847,7 +859,7 @@ class Allocator : public Actor {
 class ProgramActor final : public Allocator {
  public:
   ProgramActor(Simulation& sim, std::string label) : Allocator(sim, std::move(label)) {
-    const Home home = sim_.homeForAllocator();
+    const Home home = sim_.homeForAllocator(/*leased=*/false);
     owner_ = sim_.spawn(label_ + ".tm", home);
     self_ = sim_.spawn(label_, home, owner_);
     sim_.passive(owner_);
@@ -901,7 +913,7 @@ class ProgramActor final : public Allocator {
 class ExecActor final : public Allocator {
  public:
   ExecActor(Simulation& sim, std::string label) : Allocator(sim, std::move(label)) {
-    home_ = sim_.homeForAllocator();
+    home_ = sim_.homeForAllocator(/*leased=*/true);
     self_ = sim_.spawn(label_, home_);
     shared_ = !sim_.shareable().empty() && sim_.chance(0.3);
     closesDescriptors_ = sim_.chance(0.3);
@@ -1084,7 +1096,7 @@ class WorkerActor final : public Allocator {
  public:
   WorkerActor(Simulation& sim, std::string label, std::vector<std::unique_ptr<Actor>>& actors)
       : Allocator(sim, std::move(label)), actors_(actors) {
-    const Home home = sim_.homeForAllocator();
+    const Home home = sim_.homeForAllocator(/*leased=*/true);
     self_ = sim_.spawn(label_, home);
     calls_ = 1 + sim_.below(2);
     sim_.note(sim_.name(self_) + ": a worker with the in-process driver starts (" + describe(home) +
@@ -1404,6 +1416,50 @@ class ScriptActor final : public Actor {
   std::optional<std::size_t> grant_;
 };
 
+/// An operator's `flink-gpu release --force` of a record that a lease holds too (releaseChecked
+/// with force, for a GPU or an owner that `status` showed): the record goes, and its lease alone
+/// keeps the GPU held while the lease's holder runs (docs/coordination-file.md, "Leases").
+class OperatorActor final : public Actor {
+ public:
+  OperatorActor(Simulation& sim, std::string label) : sim_(sim) {
+    self_ = sim_.spawn(label, Home{});
+  }
+
+  bool step() override {
+    if (!sim_.host.alive(self_)) return false;
+    if (!writer_) {
+      // What `status` showed it.
+      std::vector<Record> leased;
+      if (const std::optional<SimulatedFiles::Inode> inode = sim_.files.lookup(kFile)) {
+        for (Record& record : coordination::parseRecords(sim_.files.contents(*inode)).records) {
+          if (record.lease) leased.push_back(std::move(record));
+        }
+      }
+      if (leased.empty()) {
+        sim_.note(sim_.name(self_) + ": finds no leased record to release");
+        sim_.exitProcess(self_);
+        return false;
+      }
+      const Record& record = sim_.pick(leased);
+      sim_.note(sim_.name(self_) + ": release --force of GPU " + record.gpu + " of process " +
+                std::to_string(record.owner.pid));
+      writer_ = std::make_unique<Writer>(sim_, self_, Writer::Kind::kRelease);
+      writer_->release = {record};
+      writer_->byOperator = true;
+      return true;
+    }
+    if (writer_->step() == Writer::Outcome::kRunning) return true;
+    writer_.reset();
+    sim_.exitProcess(self_);
+    return false;
+  }
+
+ private:
+  Simulation& sim_;
+  ProcessId self_ = 0;
+  std::unique_ptr<Writer> writer_;
+};
+
 // ---- the world ------------------------------------------------------------------------------
 
 Simulation::Simulation(const SimulationOptions& opts)
@@ -1421,8 +1477,13 @@ void Simulation::draw() {
       break;
     case SimulationWorlds::kInContainers:
       break;
+    case SimulationWorlds::kSandboxesBesideScripts:
+      scripts_ = true;
+      sandboxes_ = true;
+      break;
     case SimulationWorlds::kAll:
-      scripts_ = options.seed % 2 == 1;
+      scripts_ = options.seed % 3 != 0;
+      sandboxes_ = options.seed % 3 == 2;
       break;
   }
   // Small pid ranges, so that pids come back (never within a few ticks of the last start).
@@ -1431,6 +1492,9 @@ void Simulation::draw() {
     const std::uint64_t ns = host.newPidNamespace();
     host.setPidRange(ns, 1, 60, 3 * SimulatedHost::kTickNs);
     namespaces_.push_back(ns);
+    const std::uint64_t sandbox = host.newPidNamespace();
+    host.setPidRange(sandbox, 1, 60, 3 * SimulatedHost::kTickNs);
+    sandboxNamespaces_.push_back(sandbox);
   }
   timeOffsets_ = {0, 0, 3'700'001, 12'345'678'901};
 
@@ -1502,9 +1566,14 @@ void Simulation::draw() {
   }
 }
 
-Home Simulation::homeForAllocator() {
+Home Simulation::homeForAllocator(bool leased) {
   Home home;
   home.boottimeOffsetNs = pick(timeOffsets_);
+  if (sandboxes_ && leased && chance(0.4)) {
+    home.pidNamespace = pick(sandboxNamespaces_);
+    home.proc = Proc::kForeign;
+    return home;
+  }
   // Flink's script judges every pid in the host's namespace: workers in containers must not share
   // its file (docs/coordination-file.md, "Containers").
   if (scripts_) return home;
@@ -1639,19 +1708,19 @@ void Simulation::fail(const std::string& why) {
 
 void Simulation::addActor() {
   const std::string number = "#" + std::to_string(++actorsMade_);
-  const std::size_t kind = below(scripts_ ? 5 : 4);
-  if (kind == 0) {
+  const std::size_t kind = below(20);
+  if (kind < 6) {
     actors_.push_back(std::make_unique<ExecActor>(*this, "exec" + number));
-  } else if (kind == 1) {
+  } else if (kind < 10) {
     actors_.push_back(std::make_unique<ProgramActor>(*this, "program" + number));
-  } else if (kind == 2) {
+  } else if (kind < 14) {
     actors_.push_back(std::make_unique<WorkerActor>(*this, "worker" + number, actors_));
+  } else if (kind < 16) {
+    actors_.push_back(std::make_unique<OperatorActor>(*this, "operator" + number));
+  } else if (scripts_) {
+    actors_.push_back(std::make_unique<ScriptActor>(*this, "script" + number));
   } else {
-    if (scripts_) {
-      actors_.push_back(std::make_unique<ScriptActor>(*this, "script" + number));
-    } else {
-      actors_.push_back(std::make_unique<ExecActor>(*this, "exec" + number));
-    }
+    actors_.push_back(std::make_unique<ExecActor>(*this, "exec" + number));
   }
 }
 
@@ -1700,7 +1769,7 @@ void Simulation::checkRecords() {
   }
   const ParsedRecords parsed = coordination::parseRecords(text);
   for (Grant& grant : grants_) {
-    if (grant.ended || grant.excused || !anyUserRuns(grant)) continue;
+    if (grant.ended || grant.excused || grant.released || !anyUserRuns(grant)) continue;
     const std::size_t ours = grant.records.size();
     for (std::size_t i = 0; i < grant.present.size(); ++i) {
       bool present = false;
@@ -1725,6 +1794,12 @@ void Simulation::checkRecords() {
       }
       grant.present[i] = false;
       const std::string what = "record '" + gpu + " " + std::to_string(pid) + "' of " + grant.who;
+      if (mark.kind == StepMark::Kind::kOperatorRelease) {
+        grant.released = true;  // its lease alone holds the GPU from now on
+        note(what + " released by an operator");
+        count("records released by an operator");
+        continue;
+      }
       if (mark.kind == StepMark::Kind::kScriptSed) {
         // Flink's rule: it deletes the lines of a GPU whose one holder `ps -p` does not find.
         const bool byItsRule = gpu == mark.gpu && mark.judgedGone == pid;
@@ -1809,7 +1884,7 @@ SimulationResult Simulation::run() {
       addActor();
     } else if (roll < 0.09) {
       killSomeone();
-    } else if (roll < 0.12) {
+    } else if (roll < 0.11) {
       endSomeone();
     } else {
       stepSomeone();

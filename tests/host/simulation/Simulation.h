@@ -39,9 +39,13 @@ namespace flink::testing {
 
 /// What kinds of world a run may draw.
 enum class SimulationWorlds {
-  kAll,           ///< each seed draws one of the two below
+  kAll,           ///< each seed draws one of the three below
   kWithScripts,   ///< Flink's scripts beside ours, all in the host's pid namespace
   kInContainers,  ///< no Flink script; allocators in pid namespaces, some without /proc
+  /// Flink's scripts beside ours on the host and leased allocators of ours in sandboxes (pid
+  /// namespaces with their parent's /proc), which judge no pid they cannot see: the script
+  /// misjudges their records, which their leases then hold.
+  kSandboxesBesideScripts,
 };
 
 struct SimulationOptions {

@@ -3,7 +3,8 @@
 // replays alone with FLINK_GPU_SIMULATION_SEED=<seed> FLINK_GPU_SIMULATION_SEEDS=1.
 //
 // The default run (ctest label unit) is a few seconds; FLINK_GPU_SIMULATION_SEEDS and
-// FLINK_GPU_SIMULATION_STEPS make it longer (the ctest entry labelled `simulation` does).
+// FLINK_GPU_SIMULATION_STEPS make it longer (the ctest entry labelled `simulation` does);
+// FLINK_GPU_SIMULATION_PRINT=1 prints every run's steps, failed or not.
 #include "Simulation.h"
 
 #include <cstdlib>
@@ -46,6 +47,9 @@ std::map<std::string, std::size_t> runSeeds(SimulationOptions world, std::uint64
     world.seed = seed;
     const SimulationResult result = simulate(world);
     for (const auto& [what, count] : result.counts) counts[what] += count;
+    if (setting("FLINK_GPU_SIMULATION_PRINT", 0) != 0) {
+      for (const std::string& step : result.steps) std::cout << step << "\n";
+    }
     if (!result.ok) {
       ADD_FAILURE() << report(world, result);
       break;
