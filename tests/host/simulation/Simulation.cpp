@@ -1064,13 +1064,19 @@ class ExecActor final : public Allocator {
 /// copies of every descriptor of its parent, and exits.
 class ForkedChildActor final : public Actor {
  public:
-  ForkedChildActor(Simulation& sim, ProcessId self) : sim_(sim), self_(self) {}
+  /// `parentRecords`: what the parent's driver held at the fork, which the child's copy holds too.
+  ForkedChildActor(Simulation& sim, ProcessId self, std::vector<Record> parentRecords)
+      : sim_(sim), self_(self), parentRecords_(std::move(parentRecords)) {}
 
   bool step() override {
     if (!sim_.host.alive(self_)) return false;
     if (!destroyed_) {
+      // ~InProcessDiscovery where getpid() != createdBy_: only what the child allocated itself
+      // (nothing) goes back; the parent's records and leases are left as they are.
       destroyed_ = true;
-      sim_.note(sim_.name(self_) + ": its copy of the driver is destroyed: gives back nothing");
+      sim_.note(sim_.name(self_) +
+                ": its copy of the driver is destroyed: gives back none of the " +
+                std::to_string(parentRecords_.size()) + " record(s) of its parent");
       return true;
     }
     if (sim_.chance(0.3)) {
@@ -1085,6 +1091,7 @@ class ForkedChildActor final : public Actor {
  private:
   Simulation& sim_;
   ProcessId self_;
+  std::vector<Record> parentRecords_;
   bool destroyed_ = false;
 };
 
@@ -1112,7 +1119,11 @@ class WorkerActor final : public Allocator {
     if (!forked_ && sim_.chance(0.05)) {
       forked_ = true;
       const ProcessId child = sim_.fork(label_ + ".child", self_);
-      actors_.push_back(std::make_unique<ForkedChildActor>(sim_, child));
+      std::vector<Record> records;
+      for (const Held& held : held_) {
+        records.insert(records.end(), held.records.begin(), held.records.end());
+      }
+      actors_.push_back(std::make_unique<ForkedChildActor>(sim_, child, std::move(records)));
       sim_.note(sim_.name(self_) + ": forks " + sim_.name(child));
       return true;
     }
