@@ -1071,9 +1071,16 @@ class ForkedChildActor final : public Actor {
   bool step() override {
     if (!sim_.host.alive(self_)) return false;
     if (!destroyed_) {
+      destroyed_ = true;
+      if (sim_.chance(0.5)) {
+        // fork and exec: every descriptor of the driver is close-on-exec, and no destructor runs.
+        const std::vector<Description> descriptors = sim_.files.descriptorsOf(self_);
+        for (const Description description : descriptors) sim_.files.close(self_, description);
+        sim_.note(sim_.name(self_) + ": execs another program");
+        return true;
+      }
       // ~InProcessDiscovery where getpid() != createdBy_: only what the child allocated itself
       // (nothing) goes back; the parent's records and leases are left as they are.
-      destroyed_ = true;
       sim_.note(sim_.name(self_) +
                 ": its copy of the driver is destroyed: gives back none of the " +
                 std::to_string(parentRecords_.size()) + " record(s) of its parent");
@@ -1115,8 +1122,9 @@ class WorkerActor final : public Allocator {
       writer_.reset();
       return false;
     }
-    // Another thread of the worker may fork at any time, an allocation under way or not.
-    if (!forked_ && sim_.chance(0.05)) {
+    // Another thread of the worker may fork at any time, an allocation under way or not; most
+    // often once it holds GPUs (a worker that starts the processes of its tasks).
+    if (!forked_ && sim_.chance(held_.empty() ? 0.02 : 0.15)) {
       forked_ = true;
       const ProcessId child = sim_.fork(label_ + ".child", self_);
       std::vector<Record> records;
