@@ -1144,7 +1144,7 @@ class WorkerActor final : public Allocator {
       writer_ = allocationWriter(self_, Owner::of(facts->reader().pid, *facts), shared_, true);
       return true;
     }
-    if (!sim_.chance(0.2)) {
+    if (!sim_.chance(0.04)) {
       sim_.note(sim_.name(self_) + ": works on its GPUs");
       return true;
     }
