@@ -782,6 +782,10 @@ class Allocator : public Actor {
     knowledge_ = sim_.chance(0.7)   ? Knowledge::kNvml
                  : sim_.chance(0.5) ? Knowledge::kUuid
                                     : Knowledge::kIndex;
+    if (knowledge_ == Knowledge::kIndex && !sim_.scripts() &&
+        !sim_.options.indexOnlyBesideReadersWithoutProc) {
+      knowledge_ = Knowledge::kUuid;
+    }
   }
 
   /// A writer of an allocation for `owner`, by `self`: whole GPUs or shares, leased or not.
@@ -1588,7 +1592,7 @@ void Simulation::draw() {
 Home Simulation::homeForAllocator(bool leased) {
   Home home;
   home.boottimeOffsetNs = pick(timeOffsets_);
-  if (sandboxes_ && leased && chance(0.4)) {
+  if (sandboxes_ && leased && chance(0.5)) {
     home.pidNamespace = pick(sandboxNamespaces_);
     home.proc = Proc::kForeign;
     return home;

@@ -52,9 +52,8 @@ struct SimulationOptions {
   std::uint64_t seed = 1;
   std::size_t steps = 2000;
   SimulationWorlds worlds = SimulationWorlds::kAll;
-  // Three things a real host does that the writers' wait for Flink's `sed -i` does not survive
-  // (see SimulationTest.cpp, whose disabled tests show each). Off, the host keeps to what that wait
-  // assumes.
+  // Things a real host does that the rules do not survive (see SimulationTest.cpp, whose disabled
+  // tests show each). Off, the host keeps to what the rules assume.
   /// Flink's script's lock as the kernel lists it: taken by flock(1), a child that exits once it
   /// has the lock, so that /proc/locks names a process that is gone. Off: as if the script's own
   /// shell took it, so that the holder's descriptors can be read.
@@ -66,6 +65,10 @@ struct SimulationOptions {
   /// long enough that the copy it opened is replaced and our writers have looked and gone. Off:
   /// it calls flock in the step that opens the file.
   bool scriptsStallBeforeFlock = false;
+  /// Allocators that know the GPUs by index alone (a --gpus list) beside readers without /proc,
+  /// whose leases they cannot see once no record names them (see SimulationTest.cpp). Off: where
+  /// there are readers without /proc, every allocator knows the GPUs' UUIDs.
+  bool indexOnlyBesideReadersWithoutProc = false;
 };
 
 struct SimulationResult {

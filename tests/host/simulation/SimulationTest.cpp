@@ -66,7 +66,7 @@ std::string describe(const std::map<std::string, std::size_t>& counts) {
 }
 
 TEST(SimulationTest, NoGpuIsUsedTwiceNoRecordIsLostNoDrainedGpuIsHandedOut) {
-  const std::map<std::string, std::size_t> counts = runSeeds(SimulationOptions{}, 16, 2000);
+  const std::map<std::string, std::size_t> counts = runSeeds(SimulationOptions{}, 48, 3000);
   std::cout << describe(counts);
   // The runs reached what they are for.
   for (const char* what :
@@ -120,6 +120,21 @@ TEST(SimulationTest, DISABLED_D5DoesNotLookForAScriptThatLockedACopyAfterOurLast
   SimulationOptions world;
   world.scriptsStallBeforeFlock = true;
   findsNothingWithScripts(world);
+}
+
+// ---- what the simulation found: a lease no index-only allocator sees ---------------------------
+//
+// A worker without /proc (bwrap without --proc) cannot tell its mount namespace, so it takes its
+// leases under the PCI bus id and the UUID only, without the `index-<n>.mnt-<m>` alias
+// (leaseNamesOf). Once no record names such a lease (an operator's `release --force`, Flink's
+// `sed -i` taking the record of a gone pid), an allocator that knows the GPUs by index alone (a
+// --gpus list without NVML) reads no unit in its name (unitsOfLeaseName), finds the GPU free, and
+// hands it out while the lease's holder (a daemon the command left) still uses it.
+TEST(SimulationTest, DISABLED_ALeaseOfAReaderWithoutProcIsSeenByIndexOnlyAllocators) {
+  SimulationOptions world;
+  world.worlds = SimulationWorlds::kInContainers;
+  world.indexOnlyBesideReadersWithoutProc = true;
+  std::cout << describe(runSeeds(world, 1000, 5000));
 }
 
 }  // namespace
