@@ -1846,10 +1846,12 @@ void Simulation::checkRecords() {
 }
 
 bool Simulation::excused(const Grant& a, const Grant& b) const {
-  // Flink's scripts among themselves, and a script that takes what it cannot see held (a lease),
-  // or takes a record whose loss was Flink's: docs/coordination-file.md, "What remains possible".
+  // Flink's scripts among themselves; a script that takes what only a lease holds, which it cannot
+  // see (the record taken by its own rule, or released by an operator); a script's grant whose
+  // record another script lost: docs/coordination-file.md, "What remains possible" and
+  // "Containers". Between two of ours, nothing.
   if (!a.byScript && !b.byScript) return false;
-  return (a.byScript && b.byScript) || a.excused || b.excused;
+  return (a.byScript && b.byScript) || a.excused || b.excused || a.released || b.released;
 }
 
 /// (a): no GPU used by two running users.
