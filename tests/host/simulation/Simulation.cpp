@@ -168,6 +168,10 @@ class Actor {
   virtual bool step() = 0;
   /// The scheduler runs it again from this step of the simulation on.
   std::size_t sleepsUntil = 0;
+  /// A process whose every step is a program run (Flink's script: grep, awk, ps, sed, flock, each
+  /// a fork and exec), far slower than a step of ours (a system call or two): it waits a few steps
+  /// after each of its own, so that one of ours can run whole between two of its steps.
+  bool slow = false;
 };
 
 class Simulation {
@@ -1228,6 +1232,7 @@ class ScriptActor final : public Actor {
     self_ = sim_.spawn(label_, home, owner_);
     sim_.passive(owner_);
     amount_ = 1 + sim_.below(2);
+    slow = true;
     sim_.note(sim_.name(self_) + ": Flink's script starts for " + sim_.name(owner_) + ", " +
               std::to_string(amount_) + " GPU(s)");
   }
@@ -1781,6 +1786,8 @@ void Simulation::stepSomeone() {
     actors_.erase(actors_.begin() + static_cast<std::ptrdiff_t>(i));
   } else if (chance(0.02)) {
     actor.sleepsUntil = step_ + 20 + below(300);
+  } else if (actor.slow) {
+    actor.sleepsUntil = step_ + 1 + below(12);
   }
 }
 

@@ -66,7 +66,7 @@ std::string describe(const std::map<std::string, std::size_t>& counts) {
 }
 
 TEST(SimulationTest, NoGpuIsUsedTwiceNoRecordIsLostNoDrainedGpuIsHandedOut) {
-  const std::map<std::string, std::size_t> counts = runSeeds(SimulationOptions{}, 48, 3000);
+  const std::map<std::string, std::size_t> counts = runSeeds(SimulationOptions{}, 96, 3000);
   std::cout << describe(counts);
   // The runs reached what they are for.
   for (const char* what :
