@@ -412,15 +412,14 @@ bool LockedFile::waitForReplacedCopies(const fs::path& file, const struct stat& 
   result.replacedCopies_.clear();
   const FileId current{result.device_, result.inode_};
   const SiblingTrust trust = SiblingTrust::of(locked);
-  std::optional<std::vector<std::uint64_t>> copies =
-      replacedCopiesToWatch(rememberedInode(file, trust), current);
-  // Not replaced since our writers last saw it: nobody holds a copy it replaced, since each of
-  // them waited for those before it wrote (what is left is in docs/coordination-file.md).
-  if (!copies) return true;
+  const std::optional<FileId> remembered = rememberedInode(file, trust);
+  // Looked for every time, replaced since our writers last saw it or not: a script may lock a copy
+  // it opened before the last of them looked (it stalled between open and flock), and a new file
+  // may have got the number of the one remembered (ext4 gives freed inode numbers again).
   result.watchReplaced_ = true;
-  result.replacedCopies_ = std::move(*copies);
+  result.replacedCopies_ = replacedCopiesToWatch(remembered, current);
   if (!result.waitWhileReplacedCopiesInUse(deadline, lockTimeout)) return false;
-  rememberInode(file, trust, current);
+  if (remembered != current) rememberInode(file, trust, current);
   return true;
 }
 

@@ -174,11 +174,11 @@ class LockedFile {
         sibling_(sibling) {}
   static LockedFile openWith(LockedFile result, std::chrono::milliseconds lockTimeout,
                              std::uint64_t maxBytes);
-  /// For a writer that holds the lock of the coordination file at `file` (`locked`): when the file
-  /// was replaced since our writers last saw it (inodeMemoryPathOf; the decisions are
-  /// ReplacedCopies.h's, which the tests' simulated host makes too), waits (until `deadline`)
-  /// while another process holds or waits for a flock on a copy it replaced: the one remembered,
-  /// or any that a holder's descriptor shows as `<file> (deleted)`. Then remembers this file.
+  /// For a writer that holds the lock of the coordination file at `file` (`locked`): waits (until
+  /// `deadline`) while another process holds or waits for a flock on a copy the file replaced:
+  /// one whose holder's descriptor reads `<file> (deleted)`, or, where that cannot be looked at,
+  /// the one our writers last saw (inodeMemoryPathOf). Then remembers this file. The decisions are
+  /// ReplacedCopies.h's, which the tests' simulated host makes too.
   /// False when the path names another file after the wait (start again).
   /// @throws StoreError past the deadline, naming the holder.
   static bool waitForReplacedCopies(const std::filesystem::path& file, const struct stat& locked,
@@ -216,8 +216,8 @@ class LockedFile {
   bool sibling_ = false;
   SiblingReaders readers_ = SiblingReaders::kAsTheFile;
   process::FileDescriptor fd_;
-  /// The file was found replaced since our writers last saw it: the inodes of the copies it
-  /// replaced that are known (waitForReplacedCopies), looked at again once it is changed.
+  /// The coordination file, locked by a writer: copies it replaced are looked for again once it
+  /// is changed (waitForReplacedCopies, settled).
   bool watchReplaced_ = false;
   std::vector<std::uint64_t> replacedCopies_;
   std::uint64_t device_ = 0;

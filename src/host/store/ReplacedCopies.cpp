@@ -22,11 +22,12 @@ std::optional<FileId> parseInodeMemory(std::string_view text) {
   return FileId{device, inode};
 }
 
-std::optional<std::vector<std::uint64_t>> replacedCopiesToWatch(
-    const std::optional<FileId>& remembered, const FileId& current) {
-  if (remembered == current) return std::nullopt;
+std::vector<std::uint64_t> replacedCopiesToWatch(const std::optional<FileId>& remembered,
+                                                 const FileId& current) {
   std::vector<std::uint64_t> copies;
-  if (remembered && remembered->device == current.device) copies.push_back(remembered->inode);
+  if (remembered && *remembered != current && remembered->device == current.device) {
+    copies.push_back(remembered->inode);
+  }
   return copies;
 }
 

@@ -43,11 +43,14 @@ std::string formatInodeMemory(const FileId& id);
 std::optional<FileId> parseInodeMemory(std::string_view text);
 
 /// For a writer that holds the lock of the file `current`, and finds `remembered` in
-/// `<file>.inode`: nullopt when the file was not replaced since our writers last saw it (nothing to
-/// wait for: each of them waited for the copies it replaced before it wrote); else the inodes of
-/// the copies it replaced that are known (the remembered one, on the same device), to watch.
-std::optional<std::vector<std::uint64_t>> replacedCopiesToWatch(
-    const std::optional<FileId>& remembered, const FileId& current);
+/// `<file>.inode`: the inodes of copies the file replaced that are known (the remembered one, when
+/// the file is another now, on the same device), to wait for even where no descriptor of theirs can
+/// be looked at. Empty when the file is the one remembered; the writer still looks for copies in
+/// use (replacedCopyInUse), since a script may lock a copy it opened before any of our writers
+/// last looked (it stalled between open and flock) or a new file may have been given a remembered
+/// inode number.
+std::vector<std::uint64_t> replacedCopiesToWatch(const std::optional<FileId>& remembered,
+                                                 const FileId& current);
 
 /// For a flock that /proc/locks lists on inode `inode` of the file's device, with `holder` (0: one
 /// this pid namespace cannot see, or gone): a descriptor of that inode as /proc/<pid>/fd shows it

@@ -166,12 +166,13 @@ std::vector<SimulatedHost::Flock> SimulatedFiles::flocks() const {
   return locks;
 }
 
-bool SimulatedFiles::holdsDeletedCopy(ProcessId process, const std::string& path) const {
+std::optional<std::string> SimulatedFiles::linkOf(ProcessId process, Inode inode) const {
   for (const Description description : descriptorsOf(process)) {
-    const InodeData& data = inodes_.at(descriptions_.at(description).inode);
-    if (data.links == 0 && data.lastName == path) return true;
+    if (descriptions_.at(description).inode != inode) continue;
+    const InodeData& data = inodes_.at(inode);
+    return data.links > 0 ? data.lastName : data.lastName + " (deleted)";
   }
-  return false;
+  return std::nullopt;
 }
 
 }  // namespace flink::testing

@@ -87,9 +87,9 @@ class SimulatedFiles {
   /// Every flock held or waited for, for the host's /proc/locks.
   std::vector<SimulatedHost::Flock> flocks() const;
 
-  /// Whether `process` holds a descriptor of a file whose name was `path` and that has no name
-  /// now: what /proc/<pid>/fd shows as "<path> (deleted)".
-  bool holdsDeletedCopy(ProcessId process, const std::string& path) const;
+  /// What /proc/<pid>/fd of `process` shows for a descriptor of `inode`, if it holds one: the
+  /// file's name, or its last name and " (deleted)" once it has none.
+  std::optional<std::string> linkOf(ProcessId process, Inode inode) const;
 
  private:
   struct InodeData {

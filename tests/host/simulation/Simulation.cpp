@@ -360,8 +360,9 @@ class Writer {
   std::optional<Description> opened_;
   std::uint64_t inode_ = 0;
   bool watch_ = false;
+  bool replaced_ = false;  // the file is not the one <file>.inode remembers
   std::vector<std::uint64_t> copies_;
-  std::unordered_set<pid_t> without_;
+  std::unordered_set<std::uint64_t> notCopies_;
   bool waited_ = false;
   std::string text_;
   std::string newText_;
@@ -466,22 +467,20 @@ Writer::Outcome Writer::remembered() {
   if (const std::optional<SimulatedFiles::Inode> inode = sim_.files.lookup(kInodeMemory)) {
     memory = store::parseInodeMemory(sim_.files.contents(*inode));
   }
-  std::optional<std::vector<std::uint64_t>> copies =
-      store::replacedCopiesToWatch(memory, store::FileId{SimulatedFiles::kDevice, inode_});
-  watch_ = copies.has_value();
-  if (!copies) {
-    state_ = State::kRead;
-    note("finds it as our writers last saw it");
+  copies_ = store::replacedCopiesToWatch(memory, store::FileId{SimulatedFiles::kDevice, inode_});
+  replaced_ = memory != store::FileId{SimulatedFiles::kDevice, inode_};
+  watch_ = true;
+  notCopies_.clear();
+  waited_ = false;
+  state_ = State::kWaitCopies;
+  if (!replaced_) {
+    note("finds it as our writers last saw it: looks for copies in use");
     return Outcome::kRunning;
   }
-  copies_ = std::move(*copies);
-  without_.clear();
-  waited_ = false;
   note("finds it replaced since our writers last saw it (remembered " +
        (memory ? std::to_string(memory->inode) : std::string("nothing")) +
        "): looks for copies in use");
   sim_.count("found replaced");
-  state_ = State::kWaitCopies;
   return Outcome::kRunning;
 }
 
@@ -490,13 +489,33 @@ std::optional<pid_t> Writer::look() {
   const std::optional<FlockTable> table = facts->flocks();
   if (!table) return std::nullopt;  // no /proc/locks: nothing to tell
   const std::optional<std::uint64_t> procNamespace = sim_.host.procNamespaceOf(self_);
-  // /proc/<pid>/fd of the pid as the reader's /proc names it.
-  const auto holdsDeletedCopy = [&](pid_t pid) {
-    const std::optional<ProcessId> process = sim_.host.processOf(*procNamespace, pid);
-    return process && sim_.files.holdsDeletedCopy(*process, kFile);
+  // liveness::openFileOfLock as this reader's /proc answers it: the holder's descriptors, else
+  // every process's it shows; "none" only where it shows every process of the host.
+  const auto openFileOfLock = [&](pid_t holder, std::uint64_t inode) {
+    liveness::OpenFileLook look;
+    if (!procNamespace) return look;
+    const auto lookAt = [&](ProcessId process) {
+      if (!sim_.host.alive(process)) return false;
+      const std::optional<std::string> link = sim_.files.linkOf(process, inode);
+      if (!link) return false;
+      look.found = liveness::OpenFile{*sim_.host.pidIn(process, *procNamespace), *link};
+      return true;
+    };
+    if (holder > 0) {
+      const std::optional<ProcessId> process = sim_.host.processOf(*procNamespace, holder);
+      if (process && lookAt(*process)) return look;
+    }
+    for (ProcessId process = 0; process < sim_.host.processCount(); ++process) {
+      if (process == self_ || !sim_.host.pidIn(process, *procNamespace)) continue;
+      if (lookAt(process)) return look;
+    }
+    look.none = *procNamespace == SimulatedHost::kHostNamespace &&
+                sim_.host.spawnOf(self_).proc == SimulatedHost::Proc::kOwn;
+    return look;
   };
   return store::replacedCopyInUse(*table, store::FileId{SimulatedFiles::kDevice, inode_},
-                                  facts->reader().pid, copies_, without_, holdsDeletedCopy);
+                                  facts->reader().pid, liveness::deletedLinkOf(kFile), copies_,
+                                  notCopies_, openFileOfLock);
 }
 
 Writer::Outcome Writer::waitCopies() {
@@ -509,7 +528,11 @@ Writer::Outcome Writer::waitCopies() {
   }
   // Its writes are done; it may have replaced the file again meanwhile.
   if (waited_ && !stillAtPath()) return reopen("after the wait, the path names another file");
-  // rememberInode: <file>.inode rewritten in place.
+  // rememberInode: <file>.inode rewritten in place, where the file is not the one remembered.
+  if (!replaced_) {
+    state_ = State::kRead;
+    return Outcome::kRunning;
+  }
   std::optional<SimulatedFiles::Inode> memory = sim_.files.lookup(kInodeMemory);
   if (!memory) memory = sim_.files.create(kInodeMemory);
   sim_.files.contents(*memory) =
@@ -628,7 +651,7 @@ Writer::Outcome Writer::afterWrite() {
   // changeFile: `if (!opened.interfered() && opened.settled(lockTimeout)) return result;`
   if (interfered_ || !stillAtPath()) return nextAttempt("its change was interfered with");
   if (!watch_) return done();
-  without_.clear();
+  notCopies_.clear();
   waited_ = false;
   deadline_ = sim_.host.now() + kLockTimeoutNs;
   state_ = State::kSettle;
