@@ -22,15 +22,18 @@
 
 namespace flink::process {
 
+std::string ProcessOutcome::describeSignal(int signal) {
+  const char* abbreviation = ::sigabbrev_np(signal);
+  return "signal " + std::to_string(signal) +
+         (abbreviation ? " (SIG" + std::string(abbreviation) + ")" : std::string());
+}
+
 std::string ProcessOutcome::toString() const {
   switch (kind_) {
     case Kind::kExited:
       return "exited with code " + std::to_string(value_);
-    case Kind::kSignaled: {
-      const char* abbreviation = ::sigabbrev_np(value_);
-      return "was killed by signal " + std::to_string(value_) +
-             (abbreviation ? " (SIG" + std::string(abbreviation) + ")" : std::string());
-    }
+    case Kind::kSignaled:
+      return "was killed by " + describeSignal(value_);
     case Kind::kTimedOut:
       return "timed out";
   }

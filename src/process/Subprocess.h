@@ -39,6 +39,10 @@ class ProcessOutcome {
   /// "exited with code 1", "was killed by signal 9 (SIGKILL)", "timed out".
   std::string toString() const;
 
+  /// "signal 9 (SIGKILL)": how toString names a signal, for messages that word the ending their
+  /// own way ("nvidia-smi was killed by signal 9 (SIGKILL)").
+  static std::string describeSignal(int signal);
+
   friend bool operator==(const ProcessOutcome&, const ProcessOutcome&) = default;
 
  private:

@@ -83,6 +83,8 @@ TEST_P(SubprocessTest, ReportsDeathBySignal) {
   const ProcessResult result = runScript("kill -9 $$\n", options());
   EXPECT_EQ(result.outcome, ProcessOutcome::signaled(SIGKILL));
   EXPECT_EQ(result.outcome.toString(), "was killed by signal 9 (SIGKILL)");
+  // The signal's own words, for messages that say "killed by" their own way.
+  EXPECT_EQ(ProcessOutcome::describeSignal(SIGKILL), "signal 9 (SIGKILL)");
 }
 
 TEST_P(SubprocessTest, DrainsMegabytesOnBothStreamsAndKeepsABoundedAmount) {

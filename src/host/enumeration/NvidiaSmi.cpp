@@ -43,9 +43,7 @@ std::string endingOf(const process::ProcessOutcome& outcome) {
   using Kind = process::ProcessOutcome::Kind;
   if (outcome.kind() == Kind::kExited) return "exit code " + std::to_string(outcome.value());
   if (outcome.kind() != Kind::kSignaled) return {};
-  std::string ending = outcome.toString();
-  if (ending.starts_with("was ")) ending.erase(0, 4);
-  return ending;
+  return "killed by " + process::ProcessOutcome::describeSignal(outcome.value());
 }
 
 std::string inQuotes(std::string_view text) { return "'" + strings::quoteForMessage(text) + "'"; }
