@@ -93,10 +93,8 @@ std::optional<std::vector<std::pair<std::string, std::string>>> vendorEnvironmen
   try {
     return vendorHost.environmentFor(units, options.visibleDevices == "uuid");
   } catch (const std::invalid_argument& e) {
-    const std::string_view prefix = "--visible-devices uuid: ";
-    const std::string_view what = e.what();
-    printError(std::string(prefix) +
-               std::string(what.starts_with(prefix) ? what.substr(prefix.size()) : what));
+    // The vendor's rule says what is missing; which option asked for it is ours to say.
+    printError(std::string("--visible-devices uuid: ") + e.what());
     return std::nullopt;
   }
 }

@@ -272,7 +272,7 @@ VendorHost assemble(std::vector<Candidate> usable, const VendorOptions& options,
             values.push_back(*unit->uuid);
           } else {
             throw std::invalid_argument(
-                "--visible-devices uuid: " + unit->unit.description +
+                unit->unit.description +
                 (unit->uuid ? " has no UUID of its own (the partitions of a GPU share its UUID)"
                             : " has no UUID (its KFD node has no unique_id)"));
           }

@@ -126,7 +126,8 @@ struct VendorHost {
   /// For `flink-gpu exec`: the variables to set for a command given `granted` (units of `units`,
   /// in the order granted), name and value, in the order to set them. `uuids`:
   /// `--visible-devices uuid`. @throws std::invalid_argument (a usage error) when `uuids` is
-  /// asked for and a unit has no UUID of its own, or the vendor has no UUID form.
+  /// asked for and a unit has no UUID of its own, or the vendor has no UUID form; what() says
+  /// which unit and why, and leaves naming the option to the caller.
   std::function<std::vector<std::pair<std::string, std::string>>(
       const std::vector<const VendorUnit*>& granted, bool uuids)>
       environmentFor;
