@@ -34,6 +34,7 @@
 #include "host/enumeration/NvidiaSmi.h"
 #include "host/enumeration/NvmlEnumerator.h"
 #include "host/nvml/Nvml.h"
+#include "util/Notice.h"
 #include "util/Strings.h"
 
 namespace {
@@ -81,7 +82,7 @@ void show(const std::string& source, const Enumeration& listed) {
             "  MIG " + (device.migEnabled ? "on" : "off"));
     }
   }
-  for (const std::string& warning : listed.warnings) print("  " + warning);
+  for (const flink::Notice& notice : listed.notices) print("  " + notice.line());
 }
 
 std::vector<const GpuDevice*> wholeGpus(const Enumeration& listed) {
@@ -220,7 +221,7 @@ int check(const Options& options) {
   }
   const flink::discovery::TimeoutSetting limit =
       flink::discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT"));
-  if (limit.note) print(*limit.note);
+  if (limit.note) print(limit.note->line());
   smiOptions.timeout = limit.timeout;
   smiOptions.mig = true;
   const Enumeration smi = flink::discovery::NvidiaSmiEnumerator(smiOptions).enumerate();

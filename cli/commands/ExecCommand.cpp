@@ -49,25 +49,23 @@
 #include "host/liveness/HostFacts.h"
 #include "host/placement/Placement.h"
 #include "host/sharing/MpsDaemon.h"
+#include "util/Notice.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
 namespace {
 
 /// An error whose first line is `cause` and whose further lines are `details`.
-void printErrorWithDetails(const std::string& cause, const std::vector<std::string>& details) {
+void printErrorWithDetails(const std::string& cause, const std::vector<Notice>& details) {
   std::string message = cause;
-  for (const std::string& line : details) message += '\n' + line;
+  for (const Notice& detail : details) message += '\n' + detail.line();
   printError(message);
 }
 
-/// "warning: x" / "note: x" lines from the discovery layer, as flink-gpu warnings.
-void printDiscoveryNote(std::string_view line) {
-  for (std::string_view prefix : {"warning: ", "note: "}) {
-    if (line.starts_with(prefix)) line.remove_prefix(prefix.size());
-  }
-  printWarning(line);
-}
+/// What the default discovery said besides its answer (its notes, warnings, GPUs left out and
+/// details), each as a flink-gpu warning: exec runs a command the user is waiting for, so all of
+/// it is said at the default verbosity, in one form.
+void printDiscoveryNotice(const Notice& notice) { printWarning(notice.text); }
 
 using defaultdiscovery::HostUnits;
 
@@ -109,13 +107,13 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
     try {
       HostUnits host = defaultdiscovery::findVendorUnits(
           vendor, defaultdiscovery::vendorOptions(report), report);
-      for (const std::string& line : report.lines()) printDiscoveryNote(line);
+      for (const Notice& notice : report.notices()) printDiscoveryNotice(notice);
       return host;
     } catch (const defaultdiscovery::DiscoveryFailure& e) {
       printErrorWithDetails("cannot find the " + std::string(discovery::vendorName(vendor)) +
                                 " GPUs of this host: " + e.what(),
                             e.report().details);
-      for (const std::string& note : e.report().notes) printDiscoveryNote(note);
+      for (const Notice& note : e.report().notes) printDiscoveryNotice(note);
       exitCode = kDiscoveryFailed;
       return std::nullopt;
     }
@@ -142,7 +140,7 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
   defaultdiscovery::Report report;
   try {
     HostUnits host = defaultdiscovery::findHostUnits(hostOptions, report);
-    for (const std::string& line : report.lines()) printDiscoveryNote(line);
+    for (const Notice& notice : report.notices()) printDiscoveryNotice(notice);
     return host;
   } catch (const defaultdiscovery::DiscoveryFailure& e) {
     const bool enumeration = e.stage() == defaultdiscovery::DiscoveryFailure::Stage::kEnumeration;
@@ -150,7 +148,7 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
         (enumeration ? std::string("cannot find the GPUs of this host: ") : std::string()) +
             e.what(),
         e.report().details);
-    for (const std::string& note : e.report().notes) printDiscoveryNote(note);
+    for (const Notice& note : e.report().notes) printDiscoveryNotice(note);
     if (enumeration)
       printHint("on a host without NVIDIA tools, list its GPUs yourself: --gpus 0,1");
     // --gpus naming a GPU twice or ambiguously is the command line's fault.
@@ -489,10 +487,10 @@ int runExec(const ExecOptions& options) {
       grant = defaultdiscovery::grantUnits(*host, request, report);
     } catch (const defaultdiscovery::DiscoveryFailure& e) {
       printErrorWithDetails(e.what(), e.report().details);
-      for (const std::string& note : e.report().notes) printDiscoveryNote(note);
+      for (const Notice& note : e.report().notes) printDiscoveryNotice(note);
       return kDiscoveryFailed;
     }
-    for (const std::string& line : report.lines()) printDiscoveryNote(line);
+    for (const Notice& notice : report.notices()) printDiscoveryNotice(notice);
     if (const std::optional<std::string> directory = mpsPipeDirectoryOf(grant.shares)) {
       if (const std::optional<std::string> missing = sharing::missingMpsDaemon(*directory)) {
         giveBackShares(options, grant);

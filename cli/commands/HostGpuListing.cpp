@@ -3,12 +3,12 @@
 
 #include <cstdlib>
 #include <exception>
-#include <string_view>
 
 #include "Console.h"
 #include "host/enumeration/NvidiaSmi.h"
 #include "host/enumeration/NvmlEnumerator.h"
 #include "host/enumeration/VisibleDevices.h"
+#include "util/Notice.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -27,10 +27,8 @@ discovery::HostGpus listHostGpus(bool mig) {
   options.nvidiaSmi.timeout =
       discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT")).timeout;
   discovery::HostGpus host = discovery::enumerateHostGpus(options);
-  for (const std::string& warning : host.found.warnings) {
-    if (discovery::isLeftOutWarning(warning)) {
-      printWarning(std::string_view(warning).substr(std::string_view("warning: ").size()));
-    }
+  for (const Notice& notice : host.found.notices) {
+    if (notice.kind == Notice::Kind::kGpuLeftOut) printWarning(notice.text);
   }
   return host;
 }

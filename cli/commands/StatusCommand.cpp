@@ -32,6 +32,7 @@
 #include "host/enumeration/UnitIndex.h"
 #include "host/health/HostView.h"
 #include "host/sharing/SharingDeclarations.h"
+#include "util/Notice.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -45,11 +46,11 @@ using externalresource::gpu::GPUInfo;
 std::vector<discovery::GpuDevice> nvmlDevices() {
   try {
     discovery::Enumeration found = discovery::NvmlEnumerator().enumerate();
-    for (const std::string& warning : found.warnings) {
-      if (discovery::isLeftOutWarning(warning)) {
-        printWarning(std::string_view(warning).substr(std::string_view("warning: ").size()));
+    for (const Notice& notice : found.notices) {
+      if (notice.kind == Notice::Kind::kGpuLeftOut) {
+        printWarning(notice.text);
       } else if (verbosity() >= Verbosity::kVerbose) {
-        std::cerr << "flink-gpu: " << warning << '\n';
+        std::cerr << "flink-gpu: " << notice.line() << '\n';
       }
     }
     return std::move(found.devices);

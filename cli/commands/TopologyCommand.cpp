@@ -17,6 +17,7 @@
 #include "host/enumeration/NvmlEnumerator.h"
 #include "host/placement/Placement.h"
 #include "host/placement/Topology.h"
+#include "util/Notice.h"
 
 namespace flink::cli {
 namespace {
@@ -119,7 +120,7 @@ int runTopology(const TopologyOptions& options) {
     return kDiscoveryFailed;
   }
   if (verbosity() >= Verbosity::kVerbose) {
-    for (const std::string& warning : found.warnings) std::cerr << "flink-gpu: " << warning << '\n';
+    for (const Notice& notice : found.notices) std::cerr << "flink-gpu: " << notice.line() << '\n';
   }
   const Topology topology = found.topology ? *found.topology : Topology();
   if (options.format == "json") {

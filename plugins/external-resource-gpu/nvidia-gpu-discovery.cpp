@@ -53,6 +53,7 @@
 #include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/defaultdiscovery/DiscoveryArguments.h"
 #include "host/enumeration/GpuEnumerator.h"
+#include "util/Notice.h"
 #include "util/Strings.h"
 
 #ifndef FLINK_GPU_PROGRAM_MARK
@@ -84,7 +85,7 @@ const discovery::Vendor kVendor = discovery::parseVendor(FLINK_GPU_VENDOR).value
 /// first stderr line always names the cause of a failure.
 void printReport(const Report& report) {
   std::string text;
-  for (const std::string& line : report.lines()) text += line + '\n';
+  for (const flink::Notice& notice : report.notices()) text += notice.line() + '\n';
   std::fputs(text.c_str(), stderr);
 }
 
@@ -145,7 +146,8 @@ int discover(const std::vector<std::string>& argv) {
       try {
         if (grant.recorded) defaultdiscovery::giveBack(args.coordinationFile, grant.records);
       } catch (const store::StoreError& e) {
-        report.notes.push_back(std::string("could not give the GPUs back: ") + e.what());
+        report.notes.push_back(
+            flink::Notice::detail(std::string("could not give the GPUs back: ") + e.what()));
       }
       return cannotWriteAnswer(error, report);
     }

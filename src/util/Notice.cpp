@@ -7,10 +7,10 @@ std::string Notice::line() const {
     case Kind::kDetail:
       return text;
     case Kind::kNote:
-      return "note: " + text;
+      return std::string(kNotePrefix) + text;
     case Kind::kWarning:
     case Kind::kGpuLeftOut:
-      return "warning: " + text;
+      return std::string(kWarningPrefix) + text;
   }
   return text;
 }

@@ -6,12 +6,19 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace flink {
 
 struct Notice {
+  /// The prefixes line() writes: the one place they are spelled. A discovery script's reader (the
+  /// driver's, which reads another program's stderr) reads them back by
+  /// docs/discovery-script-protocol.md.
+  static constexpr std::string_view kWarningPrefix = "warning: ";
+  static constexpr std::string_view kNotePrefix = "note: ";
+
   enum class Kind {
     /// Said as it is, without a prefix: a detail of a cause ("GPU 1 is held by process 42"), or a
     /// line another program printed, quoted ("nvidia-smi: WARNING: infoROM is corrupted …").
@@ -36,8 +43,7 @@ struct Notice {
   static Notice gpuLeftOut(std::string text) { return {Kind::kGpuLeftOut, std::move(text)}; }
 
   /// The line as the programs print it: "note: <text>", "warning: <text>" (a GPU left out too),
-  /// or the text alone (a detail). The one place the prefixes are written; a discovery script's
-  /// reader (the driver's) reads them back by docs/discovery-script-protocol.md.
+  /// or the text alone (a detail).
   std::string line() const;
 
   friend bool operator==(const Notice&, const Notice&) = default;

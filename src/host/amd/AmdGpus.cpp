@@ -1,10 +1,10 @@
 // AMD's units: the KFD topology's GPU nodes this process can open, in KFD node order (ROCr's
 // index), then the masks ROCr and HIP apply; amd-smi or rocm-smi only where sysfs has no KFD
-// topology. See docs/amd-and-intel.md, KfdTopology.h and RocmMasks.h. VendorHost::warnings gets
-// a "note: " line for each unit whose render node is absent (ENOENT) or denied by a device cgroup
-// (EPERM), the normal case of a container given some GPUs, and a "warning: " line for every other
-// unit left out (another errno, drm_render_minor 0), for a mask read with a surprise and for a
-// tool used as a fallback.
+// topology. See docs/amd-and-intel.md, KfdTopology.h and RocmMasks.h. VendorHost::notices gets a
+// note for each unit whose render node is absent (ENOENT) or denied by a device cgroup (EPERM),
+// the normal case of a container given some GPUs, a GPU left out for a render node that fails to
+// open for another reason, and a warning for a unit without a render node, for a mask read with a
+// surprise and for a tool used as a fallback.
 #include "host/amd/AmdGpus.h"
 
 #include <sys/stat.h>
@@ -161,7 +161,7 @@ std::string indices(std::size_t count) {
 
 /// Applies the masks in force to the usable units (in ROCr's order) and makes the VendorHost.
 VendorHost assemble(std::vector<Candidate> usable, const VendorOptions& options,
-                    std::vector<std::string> warnings) {
+                    std::vector<Notice> notices) {
   for (std::size_t i = 0; i < usable.size(); ++i) usable[i].rocrIndex = i;
   std::vector<Candidate> list = std::move(usable);
   const auto uuidsOf = [](const std::vector<Candidate>& candidates) {
@@ -193,11 +193,11 @@ VendorHost assemble(std::vector<Candidate> usable, const VendorOptions& options,
       throw DiscoveryError(spelled + " leaves no AMD GPU: " + reading.stop.value_or("?"), {rule});
     }
     for (const std::string& surprise : reading.surprises) {
-      warnings.push_back("warning: " + spelled + ": " + surprise);
+      notices.push_back(Notice::warning(spelled + ": " + surprise));
     }
     if (reading.stop) {
-      warnings.push_back("warning: " + spelled + ": " + *reading.stop + ", so " + reader +
-                         " ignores that entry and every entry after it");
+      notices.push_back(Notice::warning(spelled + ": " + *reading.stop + ", so " + reader +
+                                        " ignores that entry and every entry after it"));
     }
     list = narrowed(list, reading, entry);
     innermost = layer;
@@ -220,7 +220,7 @@ VendorHost assemble(std::vector<Candidate> usable, const VendorOptions& options,
 
   VendorHost host;
   host.vendor = discovery::Vendor::kAmd;
-  host.warnings = std::move(warnings);
+  host.notices = std::move(notices);
   host.mask = mask;
   auto byRecord = std::make_shared<std::map<std::string, Candidate>>();
   for (Candidate& candidate : list) {
@@ -305,14 +305,10 @@ VendorHost fromTopology(const std::vector<KfdNode>& nodes, const VendorOptions& 
                          {}, DiscoveryError::Kind::kNoGpu);
   }
   checkKfd(options);
-  std::vector<std::string> warnings;
-  // What is left out and why; `normal` for a render node that is absent or denied by a device
-  // cgroup, which is how a container is given some GPUs: a "note: " line, not a "warning: " one.
-  struct LeftOut {
-    std::string line;
-    bool normal = false;
-  };
-  std::vector<LeftOut> leftOut;
+  // What is left out and why: a note for a render node that is absent or denied by a device
+  // cgroup, which is how a container is given some GPUs; a warning for a unit without a render
+  // node; a GPU left out, a fault of the host, for any other failure to open one.
+  std::vector<Notice> leftOut;
   std::vector<Candidate> usable;
   std::vector<std::optional<std::string>> allUuids;
   for (const KfdUnit& unit : units) {
@@ -321,9 +317,9 @@ VendorHost fromTopology(const std::vector<KfdNode>& nodes, const VendorOptions& 
     allUuids.push_back(uuid);
     const std::string node = "KFD node " + std::to_string(unit.node.id);
     if (unit.node.renderMinor == 0) {
-      leftOut.push_back({node + " (" + unitByBus(unit) +
-                         ") has no render node (drm_render_minor 0): left out, and the "
-                         "other GPUs keep their numbering without it"});
+      leftOut.push_back(Notice::warning(node + " (" + unitByBus(unit) +
+                                        ") has no render node (drm_render_minor 0): left out, and "
+                                        "the other GPUs keep their numbering without it"));
       continue;
     }
     const fs::path render =
@@ -339,9 +335,10 @@ VendorHost fromTopology(const std::vector<KfdNode>& nodes, const VendorOptions& 
       } else {
         why = "cannot open " + render.string() + ": " + std::strerror(error);
       }
-      leftOut.push_back(
-          {unitByBus(unit) + " (" + node + ") is left out: " + why + "; ROCm does not count it",
-           error == ENOENT || error == EPERM});
+      std::string line =
+          unitByBus(unit) + " (" + node + ") is left out: " + why + "; ROCm does not count it";
+      leftOut.push_back(error == ENOENT || error == EPERM ? Notice::note(std::move(line))
+                                                          : Notice::gpuLeftOut(std::move(line)));
       continue;
     }
     Candidate candidate;
@@ -354,16 +351,13 @@ VendorHost fromTopology(const std::vector<KfdNode>& nodes, const VendorOptions& 
   }
   if (usable.empty()) {
     std::vector<std::string> details;
-    for (const LeftOut& out : leftOut) details.push_back(out.line);
+    for (const Notice& out : leftOut) details.push_back(out.text);
     throw DiscoveryError("no AMD GPU that this process can use: each of the " +
                              std::to_string(units.size()) + " in the KFD topology is left out",
                          details, DiscoveryError::Kind::kNoUsableGpu);
   }
-  for (const LeftOut& out : leftOut) {
-    warnings.push_back((out.normal ? "note: " : "warning: ") + out.line);
-  }
   markOwnUuids(usable, allUuids);
-  return assemble(std::move(usable), options, std::move(warnings));
+  return assemble(std::move(usable), options, std::move(leftOut));
 }
 
 /// Runs `tool` and returns its stdout; nullopt when it is not on the search path.
@@ -413,10 +407,10 @@ VendorHost fromTools(const VendorOptions& options) {
   }
   std::stable_sort(gpus.begin(), gpus.end(),
                    [](const ToolGpu& a, const ToolGpu& b) { return a.busId < b.busId; });
-  std::vector<std::string> warnings{
-      "warning: there is no KFD topology at " + nodes.string() + ", so the AMD GPUs come from " +
-      tool + ", in PCI order: ROCm numbers GPUs in KFD order, which may differ, and " + tool +
-      " also lists GPUs this process cannot open"};
+  std::vector<Notice> notices{Notice::warning(
+      "there is no KFD topology at " + nodes.string() + ", so the AMD GPUs come from " + tool +
+      ", in PCI order: ROCm numbers GPUs in KFD order, which may differ, and " + tool +
+      " also lists GPUs this process cannot open")};
   std::vector<Candidate> candidates;
   std::vector<std::optional<std::string>> allUuids;
   for (const ToolGpu& gpu : gpus) {
@@ -431,7 +425,7 @@ VendorHost fromTools(const VendorOptions& options) {
     candidates.push_back(std::move(candidate));
   }
   markOwnUuids(candidates, allUuids);
-  return assemble(std::move(candidates), options, std::move(warnings));
+  return assemble(std::move(candidates), options, std::move(notices));
 }
 
 }  // namespace

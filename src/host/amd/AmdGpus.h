@@ -9,10 +9,10 @@
 namespace flink::amd {
 
 /// The AMD units this process may be handed, in ROCr's order under the masks in force. Its
-/// warnings hold a "note: " line for each unit whose render node is absent (ENOENT) or denied by
-/// a device cgroup (EPERM), and "warning: " lines for any other unit left out (another errno,
-/// drm_render_minor 0), a mask entry read with a surprise or ending its list, and a tool used as
-/// a fallback.
+/// notices hold a note for each unit whose render node is absent (ENOENT) or denied by a device
+/// cgroup (EPERM), a GPU left out (kGpuLeftOut) for each unit whose render node fails to open for
+/// another reason, and warnings for a unit without a render node (drm_render_minor 0), a mask
+/// entry read with a surprise or ending its list, and a tool used as a fallback.
 /// @throws discovery::DiscoveryError naming the cause (no /dev/kfd, a malformed properties file,
 ///         no AMD GPU, every unit left out, a mask that hides every unit, a broken tool).
 discovery::VendorHost findAmdUnits(const discovery::VendorOptions& options);

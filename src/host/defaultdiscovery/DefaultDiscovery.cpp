@@ -43,7 +43,8 @@ std::vector<std::string> withoutDuplicates(std::vector<std::string> gpus, Report
     if (seen.insert(gpu).second) {
       unique.push_back(std::move(gpu));
     } else {
-      report.notes.push_back("note: GPU " + gpu + " is listed more than once; counted once");
+      report.notes.push_back(
+          Notice::note("GPU " + gpu + " is listed more than once; counted once"));
     }
   }
   return unique;
@@ -148,7 +149,9 @@ std::size_t unitsNoRecordNames(const HostUnits& host, const std::vector<std::str
                       std::to_string(free) + " free, " + std::to_string(heldGpus.size()) + " held";
   if (busy > 0) cause += ", " + std::to_string(busy) + " busy because a related unit is held";
   if (request.oneKind) cause += " (with --mig, whole GPUs and MIG instances are never mixed)";
-  report.details.insert(report.details.begin(), held.begin(), held.end());
+  std::vector<Notice> heldDetails;
+  for (std::string& line : held) heldDetails.push_back(Notice::detail(std::move(line)));
+  report.details.insert(report.details.begin(), heldDetails.begin(), heldDetails.end());
   failWith(Stage::kShortfall, cause, report);
 }
 
@@ -186,9 +189,9 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
   coordination::Allocation shortOf;
   const std::string file = request.coordinationFile.string();
   // Once each: a second kind's allocation reads the same file, junk and notes again.
-  const auto note = [&report](std::string line) {
-    if (std::find(report.notes.begin(), report.notes.end(), line) == report.notes.end()) {
-      report.notes.push_back(std::move(line));
+  const auto note = [&report](Notice notice) {
+    if (std::find(report.notes.begin(), report.notes.end(), notice) == report.notes.end()) {
+      report.notes.push_back(std::move(notice));
     }
   };
   for (const std::vector<std::string>& kind : kinds) {
@@ -199,20 +202,21 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
     } catch (const store::StoreError& e) {
       failWith(Stage::kCoordination, e.what(), report);
     }
-    for (const std::string& line : allocation.warnings) note("warning: " + line);
+    for (const std::string& line : allocation.warnings) note(Notice::warning(line));
     for (const std::string& line : allocation.notes) {
-      note("note: coordination file " + file + ": " + line);
+      note(Notice::note("coordination file " + file + ": " + line));
     }
     for (const std::string& line : coordination::describeJunk(allocation.junk, file)) {
-      note("note: " + line);
+      note(Notice::note(line));
     }
     if (request.noteReclaimed) {
       for (const coordination::Record& record : allocation.reclaimed) {
-        note("note: took back " +
-             (record.share ? "share " + coordination::formatShareSlot(*record.share) + " of GPU "
-                           : std::string("GPU ")) +
-             record.gpu + " from process " + std::to_string(record.owner.pid) +
-             ", which is no longer running");
+        note(Notice::note(
+            "took back " +
+            (record.share ? "share " + coordination::formatShareSlot(*record.share) + " of GPU "
+                          : std::string("GPU ")) +
+            record.gpu + " from process " + std::to_string(record.owner.pid) +
+            ", which is no longer running"));
       }
     }
     if (allocation.satisfied) break;
@@ -300,17 +304,17 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
              report);
   }
   for (const std::string& line : declarations.warnings) {
-    report.notes.push_back("warning: " + line);
+    report.notes.push_back(Notice::warning(line));
   }
   for (const std::string& line : declarations.notes) {
-    report.notes.push_back("note: sharing declarations " + declarations.path.string() + ": " +
-                           line);
+    report.notes.push_back(
+        Notice::note("sharing declarations " + declarations.path.string() + ": " + line));
   }
   // A few lines and a count, whatever the file holds: Flink's driver reads this program's stderr
   // only once it has ended.
   for (const std::string& line :
        sharing::sharingFileOf(request.coordinationFile).describeJunk(declarations.parsed.junk)) {
-    report.notes.push_back("note: " + line);
+    report.notes.push_back(Notice::note(line));
   }
 
   // What is declared of the host's whole GPUs (every one, not only those allowed here).
@@ -372,28 +376,31 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
     failWith(Stage::kCoordination, e.what(), report);
   }
   const std::string file = request.coordinationFile.string();
-  for (const std::string& line : allocation.warnings) report.notes.push_back("warning: " + line);
+  for (const std::string& line : allocation.warnings) {
+    report.notes.push_back(Notice::warning(line));
+  }
   for (const std::string& line : allocation.notes) {
-    report.notes.push_back("note: coordination file " + file + ": " + line);
+    report.notes.push_back(Notice::note("coordination file " + file + ": " + line));
   }
   for (const std::string& line : coordination::describeJunk(allocation.junk, file)) {
-    report.notes.push_back("note: " + line);
+    report.notes.push_back(Notice::note(line));
   }
   if (request.noteReclaimed) {
     for (const coordination::Record& record : allocation.reclaimed) {
-      report.notes.push_back(
-          "note: took back " +
+      report.notes.push_back(Notice::note(
+          "took back " +
           (record.share ? "share " + coordination::formatShareSlot(*record.share) + " of GPU "
                         : std::string("GPU ")) +
           record.gpu + " from process " + std::to_string(record.owner.pid) +
-          ", which is no longer running");
+          ", which is no longer running"));
     }
   }
   if (!allocation.satisfied) {
-    std::vector<std::string> details{"coordination file: " + file,
-                                     "sharing declarations: " + declarations.path.string()};
+    std::vector<Notice> details{
+        Notice::detail("coordination file: " + file),
+        Notice::detail("sharing declarations: " + declarations.path.string())};
     for (const coordination::UnsharedGpu& gpu : allocation.unshared) {
-      details.push_back(whyUnshared(gpu, groups.size() > 1, inMigMode));
+      details.push_back(Notice::detail(whyUnshared(gpu, groups.size() > 1, inMigMode)));
     }
     report.details.insert(report.details.begin(), details.begin(), details.end());
     failWith(Stage::kShortfall,
@@ -413,9 +420,10 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
         warnedDirectories.insert(*declaration.mpsPipeDirectory).second) {
       if (const std::optional<std::string> missing =
               sharing::missingMpsDaemon(*declaration.mpsPipeDirectory)) {
-        report.notes.push_back("warning: " + *missing +
-                               "; until it runs, a CUDA process given this share runs without "
-                               "MPS, so without its limits");
+        report.notes.push_back(
+            Notice::warning(*missing +
+                            "; until it runs, a CUDA process given this share runs without MPS, "
+                            "so without its limits"));
       }
     }
     ShareGrant given{share.slot, declaration.memoryPerShareMiB, declaration.mpsPipeDirectory,
@@ -436,8 +444,8 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
 
 }  // namespace
 
-std::vector<std::string> Report::lines() const {
-  std::vector<std::string> all = details;
+std::vector<Notice> Report::notices() const {
+  std::vector<Notice> all = details;
   all.insert(all.end(), notes.begin(), notes.end());
   return all;
 }
@@ -569,10 +577,10 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   try {
     found = discovery::enumerateHostGpus(hostOptions);
   } catch (const DiscoveryError& e) {
-    report.details = e.details();
+    for (const std::string& line : e.details()) report.details.push_back(Notice::detail(line));
     throw DiscoveryFailure(Stage::kEnumeration, e.what(), std::move(report), e.kind());
   }
-  report.details = found.found.warnings;
+  report.details = found.found.notices;
 
   HostUnits host;
   host.source = found.source;
@@ -604,12 +612,13 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
                  "GPU could be among them (--health ignore reads none)",
              report);
   }
-  report.notes.insert(report.notes.end(), healthy.lines.begin(), healthy.lines.end());
+  report.notes.insert(report.notes.end(), healthy.notices.begin(), healthy.notices.end());
   if (options.mig) {
     for (const std::string& gpu : discovery::migGpusWithoutInstances(found.found.devices)) {
-      report.notes.push_back("note: GPU " + gpu +
-                             " is in MIG mode but has no MIG instances, so it offers none "
-                             "(create them with nvidia-smi mig -cgi <profiles> -C)");
+      report.notes.push_back(Notice::note("GPU " + gpu +
+                                          " is in MIG mode but has no MIG instances, so it offers "
+                                          "none (create them with nvidia-smi mig -cgi <profiles> "
+                                          "-C)"));
     }
   }
   host.gpus = withoutDuplicates(discovery::identifiersOf(healthy.units), report);
@@ -628,7 +637,9 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
       host.masked = discovery::unitsUnderMask(*host.mask, host.devices, options.mig,
                                               discovery::inheritedPciBusOrder());
     } catch (const DiscoveryError& e) {
-      report.details.insert(report.details.begin(), e.details().begin(), e.details().end());
+      std::vector<Notice> details;
+      for (const std::string& line : e.details()) details.push_back(Notice::detail(line));
+      report.details.insert(report.details.begin(), details.begin(), details.end());
       failWith(Stage::kMask, e.what(), report);
     }
     report.details.insert(report.details.end(), host.masked->warnings.begin(),
@@ -668,9 +679,10 @@ std::vector<std::string> unitsNotLost(const HostUnits& host, Report& report) {
       continue;
     }
     // A fault of the host an operator must hear of, as a GPU the enumeration left out.
-    report.notes.push_back("warning: GPU " + gpu + " is left out: " +
-                           (parent == parentOf.end() ? "" : "its GPU " + index + " is ") +
-                           "lost: " + found->second + " (it answered a topology query so)");
+    report.notes.push_back(Notice::gpuLeftOut(
+        "GPU " + gpu +
+        " is left out: " + (parent == parentOf.end() ? "" : "its GPU " + index + " is ") +
+        "lost: " + found->second + " (it answered a topology query so)"));
   }
   return units;
 }

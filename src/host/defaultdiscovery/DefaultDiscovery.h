@@ -41,19 +41,21 @@
 #include "host/nvml/Nvml.h"
 #include "host/placement/Placement.h"
 #include "host/placement/Topology.h"
+#include "util/Notice.h"
 
 namespace flink::defaultdiscovery {
 
 /// What a run has to say besides its answer, in the order the program prints it after its first
-/// stderr line: details about the cause (the enumeration's warnings, who holds the GPUs), then
+/// stderr line: details about the cause (the enumeration's notices, who holds the GPUs), then
 /// notes (arguments ignored, units left out, the coordination file's state, GPUs taken back).
-/// Each entry is one line, most of them starting "warning: " or "note: ".
+/// Each is a Notice, one line when printed (Notice::line): its kind says what it is, so that
+/// the in-process driver logs a GPU left out as an error without reading the line.
 struct Report {
-  std::vector<std::string> details;
-  std::vector<std::string> notes;
+  std::vector<Notice> details;
+  std::vector<Notice> notes;
 
   /// details, then notes.
-  std::vector<std::string> lines() const;
+  std::vector<Notice> notices() const;
 };
 
 /// A run that cannot answer. what() is the cause, the program's first stderr line; report()
@@ -180,7 +182,7 @@ struct GrantRequest {
   placement::Policy placement = placement::Policy::kTopology;
   /// How long to wait for the coordination file's lock.
   std::chrono::milliseconds lockTimeout = store::kDefaultLockTimeout;
-  /// Note each record of a gone owner taken back ("note: took back GPU …"); exec does so only
+  /// Note each record of a gone owner taken back (the note "took back GPU …"); exec does so only
   /// when verbose.
   bool noteReclaimed = true;
   /// In coordination mode, whole GPUs and MIG instances never together, for a single CUDA process
@@ -193,8 +195,8 @@ struct GrantRequest {
   /// `coordination`. See host/coordination/ShareAllocation.h for which GPUs give shares.
   bool share = false;
   coordination::SharePlacement sharePlacement = coordination::SharePlacement::kPack;
-  /// With `share`: warn (a "warning:" line of the report) when an MPS share's control daemon is
-  /// not there (host/sharing/MpsDaemon.h). A caller that refuses to go on then says so itself.
+  /// With `share`: warn (a warning of the report) when an MPS share's control daemon is not there
+  /// (host/sharing/MpsDaemon.h). A caller that refuses to go on then says so itself.
   bool warnWithoutMpsDaemon = true;
 };
 

@@ -212,7 +212,7 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
       // (without coordination, from the host's shared file): never that.
       throw DiscoveryError(*misspelt, {knownOptionsLine()});
     } else {
-      parsed.notes.push_back("note: ignoring unknown argument " + inQuotes(arg));
+      parsed.notes.push_back(Notice::note("ignoring unknown argument " + inQuotes(arg)));
     }
   }
   if (parsed.share && !parsed.coordination) {
@@ -224,7 +224,8 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
     throw DiscoveryError("--share and --mig cannot be combined: MIG instances are not shared");
   }
   if (sharePlacementGiven && !parsed.share) {
-    parsed.notes.push_back("note: ignoring --share-placement, which applies only with --share");
+    parsed.notes.push_back(
+        Notice::note("ignoring --share-placement, which applies only with --share"));
   }
   return parsed;
 }

@@ -22,6 +22,7 @@
 
 #include "host/coordination/ShareAllocation.h"
 #include "host/placement/Placement.h"
+#include "util/Notice.h"
 
 namespace flink::defaultdiscovery {
 
@@ -50,8 +51,8 @@ struct DiscoveryArguments {
   bool share = false;
   /// --share-placement pack|spread: which GPUs' shares go first.
   coordination::SharePlacement sharePlacement = coordination::SharePlacement::kPack;
-  /// "note: ..." lines about arguments that were ignored.
-  std::vector<std::string> notes;
+  /// Notes about arguments that were ignored.
+  std::vector<Notice> notes;
 };
 
 /// Reads the arguments after the program name.

@@ -29,8 +29,8 @@ discovery::VendorOptions vendorOptionsFor(const DiscoveryArguments& args, discov
                                     " yet: only NVIDIA GPUs are shared (flink-gpu share)");
   }
   if (args.health != "skip") {
-    report.notes.push_back("note: ignoring --health " + args.health + ": " + program +
-                           " keeps no health records yet");
+    report.notes.push_back(Notice::note("ignoring --health " + args.health + ": " + program +
+                                        " keeps no health records yet"));
   }
   return vendorOptions(report);
 }
@@ -51,12 +51,12 @@ HostUnits findVendorUnits(discovery::Vendor vendor, const discovery::VendorOptio
     found = vendor == discovery::Vendor::kAmd ? amd::findAmdUnits(options)
                                               : intel::findIntelUnits(options);
   } catch (const discovery::DiscoveryError& e) {
-    report.details.insert(report.details.end(), e.details().begin(), e.details().end());
+    for (const std::string& line : e.details()) report.details.push_back(Notice::detail(line));
     throw DiscoveryFailure(DiscoveryFailure::Stage::kEnumeration, e.what(), std::move(report),
                            e.kind());
   }
   // What was left out, and why, is said at every verbosity, as for NVIDIA's lost GPUs.
-  report.details.insert(report.details.end(), found.warnings.begin(), found.warnings.end());
+  report.details.insert(report.details.end(), found.notices.begin(), found.notices.end());
   HostUnits host;
   host.source = discovery::HostGpuSource::kVendor;
   for (const discovery::VendorUnit& unit : found.units) host.gpus.push_back(unit.recordName);

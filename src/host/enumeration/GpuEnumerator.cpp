@@ -7,11 +7,6 @@
 
 namespace flink::discovery {
 
-bool isLeftOutWarning(std::string_view line) noexcept {
-  return line.starts_with("warning: ") && line.find(" left out: ") != std::string_view::npos &&
-         line.find("GPU ") != std::string_view::npos;
-}
-
 Enumeration StaticEnumerator::enumerate() {
   Enumeration listed;
   listed.devices.reserve(identifiers_.size());

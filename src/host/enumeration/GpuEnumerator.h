@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "host/placement/Topology.h"
+#include "util/Notice.h"
 
 namespace flink::discovery {
 
@@ -105,21 +106,17 @@ struct LeftOutGpu {
 struct Enumeration {
   /// In the order reported: whole GPUs by index, each MIG-enabled GPU followed by its instances.
   std::vector<GpuDevice> devices;
-  /// Lines for stderr: a warning about how the source ended, then what it printed that was not
-  /// a GPU (`nvidia-smi: ...`). Each GPU of leftOut has its line here too ("warning: NVML: GPU 1
-  /// left out: …"), so that a caller printing the warnings names every GPU left out.
-  std::vector<std::string> warnings;
+  /// What to say on stderr: a warning about how the source ended, then what it printed that was
+  /// not a GPU (details, `nvidia-smi: ...`). Each GPU of leftOut has its notice here too, of kind
+  /// kGpuLeftOut ("warning: NVML: GPU 1 left out: …"), so that a caller printing the notices
+  /// names every GPU left out, and one that shows only those picks them by kind.
+  std::vector<Notice> notices;
   /// The GPUs (and MIG instances) left out, in the order listed.
   std::vector<LeftOutGpu> leftOut;
   /// How the whole GPUs are connected, when the source was asked for it and could tell (NVML,
   /// HostGpuOptions::topology); its relations may still be unknown.
   std::optional<placement::Topology> topology;
 };
-
-/// Whether a warning line of an enumeration is one that says a GPU or MIG instance was left out
-/// ("warning: NVML: GPU 1 left out: …", "warning: nvidia-smi: GPU 0000:0B:00.0 left out: …"):
-/// those are shown at every verbosity.
-bool isLeftOutWarning(std::string_view line) noexcept;
 
 /// A source of the host's GPUs.
 class GpuEnumerator {

@@ -28,16 +28,16 @@ HostGpus enumerateHostGpus(const HostGpuOptions& options) {
 
   NvidiaSmiOptions smi = options.nvidiaSmi;
   smi.mig = options.mig;
-  const std::string note = "note: " + attempt.problem + "; nvidia-smi was asked instead";
+  const Notice note = Notice::note(attempt.problem + "; nvidia-smi was asked instead");
   try {
     HostGpus gpus{NvidiaSmiEnumerator(smi).enumerate(), HostGpuSource::kNvidiaSmi};
-    if (!nvmlAbsent) gpus.found.warnings.insert(gpus.found.warnings.begin(), note);
+    if (!nvmlAbsent) gpus.found.notices.insert(gpus.found.notices.begin(), note);
     return gpus;
   } catch (const DiscoveryError& e) {
     if (nvmlAbsent) {
       // No driver library at all: nvidia-smi's own failure ("not found") is the message.
       std::vector<std::string> details = e.details();
-      details.push_back(note);
+      details.push_back(note.line());
       throw DiscoveryError(e.what(), std::move(details), e.kind());
     }
     // The driver is there but NVML fails (a version mismatch, a lost GPU): that is the cause to

@@ -76,11 +76,12 @@ bool isPciBusId(std::string_view text) noexcept {
 template <typename Valid>
 std::optional<std::string> readProperty(std::string_view field, std::string_view name,
                                         std::string_view index, Valid valid,
-                                        std::vector<std::string>& warnings) {
+                                        std::vector<Notice>& warnings) {
   if (isNoValue(field)) return std::nullopt;
   if (!valid(field)) {
-    warnings.push_back("warning: nvidia-smi printed an invalid " + std::string(name) + " for GPU " +
-                       std::string(index) + ": " + inQuotes(field) + "; leaving it unknown");
+    warnings.push_back(Notice::warning("nvidia-smi printed an invalid " + std::string(name) +
+                                       " for GPU " + std::string(index) + ": " + inQuotes(field) +
+                                       "; leaving it unknown"));
     return std::nullopt;
   }
   return std::string(field);
@@ -98,19 +99,17 @@ std::optional<std::uint64_t> parseMebibytes(std::string_view text) noexcept {
 }
 
 /// One GPU line of the query, already split on commas; its first field is an index.
-GpuDevice readGpuLine(const std::vector<std::string_view>& fields,
-                      std::vector<std::string>& warnings) {
+GpuDevice readGpuLine(const std::vector<std::string_view>& fields, std::vector<Notice>& warnings) {
   GpuDevice device;
   // "00" and "0" are one GPU: one coordination record.
   device.identifier = device::canonicalDeviceIdentifier(strings::trim(fields[0]));
   const std::string_view index = device.identifier;
   if (fields.size() == 1) return device;  // an index only: older tools, stand-ins
   if (fields.size() < kQueryFields) {
-    warnings.push_back("warning: nvidia-smi printed " + std::to_string(fields.size()) +
-                       " fields for GPU " + device.identifier + ", not " +
-                       std::to_string(kQueryFields) +
-                       " (index, uuid, name, pci.bus_id, memory.total); its properties are "
-                       "unknown");
+    warnings.push_back(Notice::warning(
+        "nvidia-smi printed " + std::to_string(fields.size()) + " fields for GPU " +
+        device.identifier + ", not " + std::to_string(kQueryFields) +
+        " (index, uuid, name, pci.bus_id, memory.total); its properties are unknown"));
     return device;
   }
 
@@ -137,8 +136,9 @@ GpuDevice readGpuLine(const std::vector<std::string_view>& fields,
   if (!isNoValue(memory)) {
     device.memoryTotalMiB = parseMebibytes(memory);
     if (!device.memoryTotalMiB) {
-      warnings.push_back("warning: nvidia-smi printed an invalid memory.total for GPU " +
-                         device.identifier + ": " + inQuotes(memory) + "; leaving it unknown");
+      warnings.push_back(Notice::warning("nvidia-smi printed an invalid memory.total for GPU " +
+                                         device.identifier + ": " + inQuotes(memory) +
+                                         "; leaving it unknown"));
     }
   }
   return device;
@@ -294,9 +294,9 @@ TimeoutSetting parseNvidiaSmiTimeout(const char* value) {
     setting.timeout = std::chrono::seconds(std::stoi(std::string(text)));
     return setting;
   }
-  setting.note = "note: ignoring NVIDIA_SMI_TIMEOUT='" + strings::quoteForMessage(text) +
-                 "' (not a positive integer); using " +
-                 std::to_string(kDefaultNvidiaSmiTimeout.count()) + " s";
+  setting.note = Notice::note("ignoring NVIDIA_SMI_TIMEOUT='" + strings::quoteForMessage(text) +
+                              "' (not a positive integer); using " +
+                              std::to_string(kDefaultNvidiaSmiTimeout.count()) + " s");
   return setting;
 }
 
@@ -308,7 +308,7 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
                                      const process::ProcessOutcome& outcome,
                                      std::chrono::milliseconds timeout) {
   Enumeration result;
-  std::vector<std::string> propertyWarnings;
+  std::vector<Notice> propertyWarnings;
   std::vector<std::string> printed;  // every line that is not a GPU, as "nvidia-smi: <line>"
   std::vector<LeftOutGpu> leftOut;   // GPUs nvidia-smi lists but cannot use
   std::string firstLine;
@@ -344,16 +344,17 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
   const bool timedOut = outcome.kind() == Kind::kTimedOut;
   const std::string ending = endingOf(outcome);
 
-  std::vector<std::string> leftOutLines;
+  std::vector<Notice> leftOutNotices;
   for (const LeftOutGpu& gpu : leftOut) {
-    leftOutLines.push_back("warning: nvidia-smi: " + gpu.gpu + " left out: " + gpu.error);
+    leftOutNotices.push_back(
+        Notice::gpuLeftOut("nvidia-smi: " + gpu.gpu + " left out: " + gpu.error));
   }
   if (result.devices.empty()) {
     if (!leftOut.empty()) {
       // Every GPU it lists is one it cannot use: name each, whatever the exit code says.
       std::vector<std::string> each;
       for (const LeftOutGpu& gpu : leftOut) each.push_back(gpu.describe());
-      std::vector<std::string> details = leftOutLines;
+      std::vector<std::string> details = linesOf(leftOutNotices);
       details.insert(details.end(), printed.begin(), printed.end());
       throw DiscoveryError("no usable NVIDIA GPU: nvidia-smi lists " +
                                std::to_string(leftOut.size()) +
@@ -388,27 +389,27 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
   // to say, the exit code adds nothing.
   const bool exitExplained = !leftOut.empty() && printed.empty();
   if (timedOut) {
-    result.warnings.push_back("warning: nvidia-smi did not answer within " +
-                              describeDuration(timeout) + "; using the " + count +
-                              " GPU index(es) it printed before");
+    result.notices.push_back(Notice::warning("nvidia-smi did not answer within " +
+                                             describeDuration(timeout) + "; using the " + count +
+                                             " GPU index(es) it printed before"));
   } else if (outcome.kind() == Kind::kExited && outcome.value() != 0 && !exitExplained) {
-    result.warnings.push_back("warning: nvidia-smi exited with code " +
-                              std::to_string(outcome.value()) + " but listed " + count +
-                              " GPU(s); using them");
+    result.notices.push_back(Notice::warning("nvidia-smi exited with code " +
+                                             std::to_string(outcome.value()) + " but listed " +
+                                             count + " GPU(s); using them"));
   } else if (outcome.kind() == Kind::kSignaled) {
-    result.warnings.push_back("warning: nvidia-smi was " + ending + " but listed " + count +
-                              " GPU(s); using them");
+    result.notices.push_back(Notice::warning("nvidia-smi was " + ending + " but listed " + count +
+                                             " GPU(s); using them"));
   }
-  result.warnings.insert(result.warnings.end(), leftOutLines.begin(), leftOutLines.end());
-  result.warnings.insert(result.warnings.end(), propertyWarnings.begin(), propertyWarnings.end());
-  result.warnings.insert(result.warnings.end(), printed.begin(), printed.end());
+  result.notices.insert(result.notices.end(), leftOutNotices.begin(), leftOutNotices.end());
+  result.notices.insert(result.notices.end(), propertyWarnings.begin(), propertyWarnings.end());
+  for (std::string& line : printed) result.notices.push_back(Notice::detail(std::move(line)));
   result.leftOut = std::move(leftOut);
   return result;
 }
 
 std::size_t applyNvidiaSmiMigListing(Enumeration& enumeration, std::string_view listOutput) {
   std::vector<GpuDevice>& devices = enumeration.devices;
-  std::vector<std::string> warnings;
+  std::vector<Notice> warnings;
   std::size_t added = 0;
   std::optional<ListedGpu> gpu;         // the GPU line the MIG lines below belong to
   std::optional<std::size_t> parentAt;  // where that GPU is in `devices`
@@ -424,21 +425,22 @@ std::size_t applyNvidiaSmiMigListing(Enumeration& enumeration, std::string_view 
     }
     const std::optional<ListedMig> mig = parseListedMig(line);
     if (!mig) {
-      warnings.push_back("nvidia-smi -L: " + std::string(line));
+      warnings.push_back(Notice::detail("nvidia-smi -L: " + std::string(line)));
       continue;
     }
     if (!gpu) {
-      warnings.push_back("warning: nvidia-smi -L listed MIG instance " + mig->uuid +
-                         " before any GPU; ignoring it");
+      warnings.push_back(Notice::warning("nvidia-smi -L listed MIG instance " + mig->uuid +
+                                         " before any GPU; ignoring it"));
       continue;
     }
     const std::optional<unsigned> parentIndex =
         parentAt ? parseIndex(devices[*parentAt].identifier) : std::nullopt;
     if (!parentIndex) {
       if (!reportedMissingParent) {
-        warnings.push_back("warning: nvidia-smi -L listed MIG instances of GPU " + gpu->index +
-                           (gpu->uuid ? " (" + *gpu->uuid + ")" : std::string()) +
-                           ", which the GPU query did not list; ignoring them");
+        warnings.push_back(Notice::warning("nvidia-smi -L listed MIG instances of GPU " +
+                                           gpu->index +
+                                           (gpu->uuid ? " (" + *gpu->uuid + ")" : std::string()) +
+                                           ", which the GPU query did not list; ignoring them"));
         reportedMissingParent = true;
       }
       continue;
@@ -465,7 +467,7 @@ std::size_t applyNvidiaSmiMigListing(Enumeration& enumeration, std::string_view 
     devices.insert(devices.begin() + static_cast<std::ptrdiff_t>(at), std::move(instance));
     ++added;
   }
-  enumeration.warnings.insert(enumeration.warnings.end(), warnings.begin(), warnings.end());
+  enumeration.notices.insert(enumeration.notices.end(), warnings.begin(), warnings.end());
   return added;
 }
 
@@ -489,8 +491,8 @@ void listMigInstances(const fs::path& executable, std::chrono::steady_clock::tim
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
   if (left <= std::chrono::milliseconds::zero()) {
-    found.warnings.push_back("warning: no time left to run nvidia-smi -L (" + budget +
-                             "); MIG instances are not listed");
+    found.notices.push_back(Notice::warning("no time left to run nvidia-smi -L (" + budget +
+                                            "); MIG instances are not listed"));
     return;
   }
   process::RunOptions runOptions;
@@ -500,24 +502,25 @@ void listMigInstances(const fs::path& executable, std::chrono::steady_clock::tim
   try {
     result = process::run({executable.string(), "-L"}, runOptions);
   } catch (const std::exception& e) {
-    found.warnings.push_back("warning: nvidia-smi -L could not be started: " +
-                             std::string(e.what()) + "; MIG instances are not listed");
+    found.notices.push_back(
+        Notice::warning("nvidia-smi -L could not be started: " + std::string(e.what()) +
+                        "; MIG instances are not listed"));
     return;
   }
   // What it printed is used even when it failed: a MIG-enabled GPU whose instances are listed
   // is better handed out as instances than whole.
-  const std::size_t before = found.warnings.size();
+  const std::size_t before = found.notices.size();
   const std::size_t added = applyNvidiaSmiMigListing(found, mergedOutput(result));
   if (result.outcome.succeeded()) return;
   std::string warning =
       result.outcome.kind() == process::ProcessOutcome::Kind::kTimedOut
-          ? "warning: nvidia-smi -L did not answer in time (" + budget + ") and was stopped; "
-          : "warning: nvidia-smi -L failed (" + endingOf(result.outcome) + "); ";
+          ? "nvidia-smi -L did not answer in time (" + budget + ") and was stopped; "
+          : "nvidia-smi -L failed (" + endingOf(result.outcome) + "); ";
   warning += added == 0
                  ? std::string("MIG instances are not listed")
                  : "only the " + std::to_string(added) + " MIG instance(s) it printed are listed";
-  found.warnings.insert(found.warnings.begin() + static_cast<std::ptrdiff_t>(before),
-                        std::move(warning));
+  found.notices.insert(found.notices.begin() + static_cast<std::ptrdiff_t>(before),
+                       Notice::warning(std::move(warning)));
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ const std::vector<std::filesystem::path>& defaultNvidiaSmiFolders();
 /// A time-out read from the environment, with a note when the value had to be ignored.
 struct TimeoutSetting {
   std::chrono::seconds timeout = kDefaultNvidiaSmiTimeout;
-  std::optional<std::string> note;
+  std::optional<Notice> note;
 };
 
 /// Reads NVIDIA_SMI_TIMEOUT's value (nullptr: unset): whole seconds, 1 to 99999. Anything else
@@ -72,8 +72,9 @@ NvidiaSmiLocation findNvidiaSmi(std::string_view searchPath,
 /// `GPU-` UUID, a line of 2 to 4 fields) is left nullopt too, with a warning naming the GPU and
 /// the field.
 ///
-/// The warnings are: how nvidia-smi ended (when it matters), then those about properties, then
-/// every line that was not a GPU, as `nvidia-smi: <line>`.
+/// The notices are: how nvidia-smi ended (when it matters), then each GPU it left out (kind
+/// kGpuLeftOut), then the warnings about properties, then every line that was not a GPU, as the
+/// detail `nvidia-smi: <line>`.
 /// @throws DiscoveryError when no line is a GPU.
 Enumeration interpretNvidiaSmiOutput(std::string_view output,
                                      const process::ProcessOutcome& outcome,
@@ -96,9 +97,10 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
 /// The parent gets migEnabled = true. A GPU with MIG mode on but no instance is listed like one
 /// with MIG off, so it stays migEnabled = false: NVML is needed to tell them apart.
 ///
-/// Nothing is thrown. A MIG instance already in `enumeration` is not added twice. Warnings go to
-/// enumeration.warnings: MIG lines whose GPU is unknown or missing from the query, and every
-/// other line that is neither a GPU nor a MIG line, as `nvidia-smi -L: <line>`.
+/// Nothing is thrown. A MIG instance already in `enumeration` is not added twice. Notices go to
+/// enumeration.notices: warnings for MIG lines whose GPU is unknown or missing from the query,
+/// and every other line that is neither a GPU nor a MIG line, as the detail
+/// `nvidia-smi -L: <line>`.
 /// @return the number of MIG instances added.
 std::size_t applyNvidiaSmiMigListing(Enumeration& enumeration, std::string_view listOutput);
 

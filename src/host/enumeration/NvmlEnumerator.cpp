@@ -45,22 +45,22 @@ class Enumerating {
     return result.get();
   }
 
-  void warn(const std::string& text) { warnings_.push_back("warning: NVML: " + text); }
+  void warn(const std::string& text) { notices_.push_back(Notice::warning("NVML: " + text)); }
   /// `gpu` ("GPU 1", "GPU 0 MIG slot 2") is left out because of `error`.
   void leaveOut(const std::string& gpu, const std::string& error) {
-    warn(gpu + " left out: " + error);
+    notices_.push_back(Notice::gpuLeftOut("NVML: " + gpu + " left out: " + error));
     leftOut_.push_back({gpu, error});
   }
   std::string describe(const char* function, Return code) const {
     return library_.describeFailure(function, code);
   }
   const NvmlLibrary& library() const noexcept { return library_; }
-  std::vector<std::string> takeWarnings() { return std::move(warnings_); }
+  std::vector<Notice> takeNotices() { return std::move(notices_); }
   std::vector<LeftOutGpu> takeLeftOut() { return std::move(leftOut_); }
 
  private:
   const NvmlLibrary& library_;
-  std::vector<std::string> warnings_;
+  std::vector<Notice> notices_;
   std::vector<LeftOutGpu> leftOut_;
 };
 
@@ -243,7 +243,7 @@ Enumeration NvmlEnumerator::enumerate() {
       listMigInstances(gpu.value, index, parentPciBusId, context, result.devices);
     }
   }
-  result.warnings = context.takeWarnings();
+  result.notices = context.takeNotices();
   result.leftOut = context.takeLeftOut();
   // ---- topology: NUMA nodes and CPU affinity, and the pairs' relations when asked ----
   addTopology(topologyHandles, result, withTopology_);
@@ -252,7 +252,7 @@ Enumeration NvmlEnumerator::enumerate() {
     // Every GPU is left out: name each, with its error.
     std::vector<std::string> each;
     for (const LeftOutGpu& gpu : result.leftOut) each.push_back(gpu.describe());
-    std::vector<std::string> details = std::move(result.warnings);
+    std::vector<std::string> details = linesOf(result.notices);
     details.push_back("NVML library: " + library->file());
     throw DiscoveryError("no usable NVIDIA GPU: NVML lists " + std::to_string(count.value) +
                              " GPU(s), and every one is left out: " + strings::join(each, "; "),

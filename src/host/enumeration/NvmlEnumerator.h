@@ -39,12 +39,12 @@ class NvmlEnumerator : public GpuEnumerator {
   /// instance's; pciBusId, the parent's; mig: parent index, GPU and compute instance ids).
   /// Empty MIG slots (NOT_FOUND, INVALID_ARGUMENT) are skipped.
   ///
-  /// A GPU is left out (Enumeration::leftOut, and a "warning: NVML: GPU 1 left out: …" line)
+  /// A GPU is left out (Enumeration::leftOut, and a kGpuLeftOut notice "NVML: GPU 1 left out: …")
   /// when NVML gives no handle for it, or when one of its queries fails with GPU_IS_LOST,
   /// UNKNOWN or NO_PERMISSION; so is a MIG instance without a handle or UUID, or with such a
   /// failure. Except: a GPU in MIG mode answers NO_PERMISSION for its memory to a caller without
   /// privileges, as NVML does; its memory.total is then unknown, without a word. Any other failed
-  /// property is nullopt, with a "warning: NVML: …" unless it is "not supported".
+  /// property is nullopt, with a warning "NVML: …" unless it is "not supported".
   /// @throws DiscoveryError "NVML is not usable: …" when the library cannot be loaded
   /// (with dlerror's text; "… is there but cannot be loaded" when the file exists), lacks a
   /// required function (named), or the init or nvmlDeviceGetCount_v2 fails (with

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "process/Subprocess.h"
+#include "util/Notice.h"
 
 namespace flink::discovery {
 
@@ -116,10 +117,11 @@ struct VendorHost {
   /// Units that share hardware, by record name, both ways (an Intel card and its tiles): never
   /// held by two running owners at once. coordination::RelatedUnits.
   std::unordered_map<std::string, std::vector<std::string>> related;
-  /// Lines for stderr: "note: …" for units this process cannot open (a container's render nodes),
-  /// "warning: …" for what an operator must hear of (a GPU without a render node, a tool used as
-  /// a fallback, a mask read with a surprise, an order that depends on a variable).
-  std::vector<std::string> warnings;
+  /// What to say on stderr: notes for units this process cannot open (a container's render
+  /// nodes); warnings for what an operator must hear of (a GPU without a render node, a tool used
+  /// as a fallback, a mask read with a surprise, an order that depends on a variable); a GPU left
+  /// out for any other failure to open one (kGpuLeftOut).
+  std::vector<Notice> notices;
   /// The innermost mask in force, "ROCR_VISIBLE_DEVICES=0,1", for the message of a request for
   /// more units than it allows; nullopt without one.
   std::optional<std::string> mask;

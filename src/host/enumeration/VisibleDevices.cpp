@@ -182,7 +182,7 @@ MaskResolution resolveVisibleDevices(const VisibleDevicesMask& mask,
     if (device == nullptr) {
       // What CUDA makes visible is the same either way: nothing from this entry on.
       std::string warning =
-          "warning: " + mask.describe() + ": entry " + quoted(entry) +
+          mask.describe() + ": entry " + quoted(entry) +
           (match.ambiguous.empty() ? std::string(" names no device of this host")
                                    : " is " + describeAmbiguity(match.ambiguous)) +
           ", so CUDA ignores it";
@@ -191,7 +191,7 @@ MaskResolution resolveVisibleDevices(const VisibleDevicesMask& mask,
                                       mask.entries.end());
         warning += " and every entry after it (" + strings::join(rest, ",") + ")";
       }
-      resolution.warnings.push_back(std::move(warning));
+      resolution.warnings.push_back(Notice::warning(std::move(warning)));
       resolution.stop = MaskStop{i, std::move(match.ambiguous)};
       break;
     }
@@ -200,20 +200,20 @@ MaskResolution resolveVisibleDevices(const VisibleDevicesMask& mask,
         std::find_if(resolution.visible.begin(), resolution.visible.end(),
                      [&](const VisibleDevice& seen) { return seen.device == device; });
     if (same != resolution.visible.end()) {
-      resolution.warnings.push_back("warning: " + mask.describe() + ": entry " + quoted(entry) +
-                                    " names the same device as " + quoted(same->entry) +
-                                    "; counted once");
+      resolution.warnings.push_back(Notice::warning(mask.describe() + ": entry " + quoted(entry) +
+                                                    " names the same device as " +
+                                                    quoted(same->entry) + "; counted once"));
       continue;
     }
     resolution.visible.push_back({entry, device});
   }
   if (anyIndex && !pciBusOrder && severalModels(cudaIndexOrder(devices))) {
-    resolution.warnings.push_back(
-        "warning: " + mask.describe() +
+    resolution.warnings.push_back(Notice::warning(
+        mask.describe() +
         " names GPUs by index on a host of several GPU models without "
         "CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA then numbers the fastest GPU first, so an index is "
         "ambiguous; it is read in PCI bus order (NVML's); set CUDA_DEVICE_ORDER=PCI_BUS_ID, or "
-        "name GPUs by UUID");
+        "name GPUs by UUID"));
   }
   return resolution;
 }
@@ -241,19 +241,19 @@ MaskedUnits unitsUnderMask(const VisibleDevicesMask& mask, const std::vector<Gpu
     const bool unit =
         mig ? (device.isMigInstance() || !device.migEnabled) : !device.isMigInstance();
     if (!unit) {
-      units.warnings.push_back(
-          "warning: " + mask.describe() + ": entry " + quoted(visible.entry) + " is " +
+      units.warnings.push_back(Notice::warning(
+          mask.describe() + ": entry " + quoted(visible.entry) + " is " +
           (device.isMigInstance()
                ? "a MIG instance, which is handed out only with --mig; leaving it out"
                : "a GPU in MIG mode, which --mig hands out only as its MIG instances; leaving it "
-                 "out"));
+                 "out")));
       continue;
     }
     units.hostIdentifiers.push_back(device.identifier);
     units.entries.push_back(visible.entry);
   }
   if (units.hostIdentifiers.empty()) {
-    std::vector<std::string> details = units.warnings;
+    std::vector<std::string> details = linesOf(units.warnings);
     details.push_back("GPUs of this host: " + strings::join(identifiersOf(devices), ","));
     std::string cause = mask.describe() + " names no GPU of this host that can be handed out";
     if (resolution.visible.empty() && resolution.stop && !resolution.stop->ambiguous.empty()) {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "host/enumeration/GpuEnumerator.h"
+#include "util/Notice.h"
 
 namespace flink::discovery {
 
@@ -112,10 +113,10 @@ struct MaskResolution {
   std::vector<VisibleDevice> visible;
   /// Where CUDA stopped, when an entry names no device.
   std::optional<MaskStop> stop;
-  /// "warning: …" lines: an entry CUDA stops at (and those it ignores after it; an ambiguous
-  /// prefix says which devices it could mean), an entry given
-  /// twice, index entries on a host of several GPU models without CUDA_DEVICE_ORDER=PCI_BUS_ID.
-  std::vector<std::string> warnings;
+  /// Warnings: an entry CUDA stops at (and those it ignores after it; an ambiguous prefix says
+  /// which devices it could mean), an entry given twice, index entries on a host of several GPU
+  /// models without CUDA_DEVICE_ORDER=PCI_BUS_ID.
+  std::vector<Notice> warnings;
 };
 
 /// Resolves every entry of `mask` against `devices` (an enumeration's, MIG instances included),
@@ -133,7 +134,7 @@ struct MaskedUnits {
   std::vector<std::string> entries;
   /// resolveVisibleDevices' warnings, then one per entry that names a device which is not a unit
   /// (a MIG instance without --mig, a GPU in MIG mode with it).
-  std::vector<std::string> warnings;
+  std::vector<Notice> warnings;
 
   /// The mask's entry for a unit of hostIdentifiers; the identifier itself when it is none.
   std::string entryOf(const std::string& hostIdentifier) const;

@@ -304,10 +304,11 @@ FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
     HealthFile file = readHealth(coordinationFile);
     records = std::move(file.parsed.records);
     for (const std::string& warning : file.warnings) {
-      filtered.lines.push_back("warning: " + warning);
+      filtered.notices.push_back(Notice::warning(warning));
     }
     for (const std::string& note : file.notes) {
-      filtered.lines.push_back("note: health records " + file.path.string() + ": " + note);
+      filtered.notices.push_back(
+          Notice::note("health records " + file.path.string() + ": " + note));
     }
     for (const store::JunkLine& junk : file.parsed.junk) {
       std::vector<HealthRecord> verdicts = verdictsOfJunk(junk, file.path);
@@ -338,12 +339,13 @@ FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
       why += "; and " + std::to_string(verdicts[i].size() - store::kJunkLinesShown) + " more";
     }
     if (mode == HealthMode::kWarn) {
-      filtered.lines.push_back("warning: GPU " + units[i].identifier + " is " +
-                               std::string(stateWord(verdicts[i].front().kind)) +
-                               ", handed out anyway (--health warn): " + why);
+      filtered.notices.push_back(Notice::warning("GPU " + units[i].identifier + " is " +
+                                                 std::string(stateWord(verdicts[i].front().kind)) +
+                                                 ", handed out anyway (--health warn): " + why));
       filtered.units.push_back(std::move(units[i]));
     } else {
-      filtered.lines.push_back("note: GPU " + units[i].identifier + " is not handed out: " + why);
+      filtered.notices.push_back(
+          Notice::note("GPU " + units[i].identifier + " is not handed out: " + why));
     }
   }
   return filtered;

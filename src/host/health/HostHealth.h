@@ -23,6 +23,7 @@
 #include "host/enumeration/UnitIndex.h"
 #include "host/health/HealthRecords.h"
 #include "host/nvml/NvmlHealth.h"
+#include "util/Notice.h"
 
 namespace flink::health {
 
@@ -106,9 +107,10 @@ std::vector<std::vector<Problem>> assess(const discovery::UnitIndex& index,
 
 struct FilteredUnits {
   std::vector<discovery::GpuDevice> units;
-  /// "note: …" / "warning: …" lines for stderr, one per unit left out (or kept, with warn), and
-  /// what reading the health records found (a change cut short, shown rolled back).
-  std::vector<std::string> lines;
+  /// What to say on stderr: a note per unit not handed out (a warning per unit handed out anyway,
+  /// with kWarn), and what reading the health records found (a change cut short, shown rolled
+  /// back).
+  std::vector<Notice> notices;
 };
 
 /// The health records beside the coordination file cannot be read (permissions, a damaged or

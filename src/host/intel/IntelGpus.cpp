@@ -177,10 +177,10 @@ discovery::VendorHost findIntelUnits(const discovery::VendorOptions& options) {
     // An index printed is Level Zero's, or none is printed.
     refuseWhatXpuSmiCannotNumber(drm, found.size(), hierarchy, hierarchyValue,
                                  env(kAffinityMaskVariable));
-    host.warnings.push_back("warning: " + drm.string() +
-                            " does not exist, so the Intel GPUs are xpu-smi's, one device per card "
-                            "as Level Zero's COMPOSITE hierarchy numbers them; xpu-smi lists cards "
-                            "this process may not open, too");
+    host.notices.push_back(Notice::warning(
+        drm.string() +
+        " does not exist, so the Intel GPUs are xpu-smi's, one device per card as Level Zero's "
+        "COMPOSITE hierarchy numbers them; xpu-smi lists cards this process may not open, too"));
   }
 
   // A card shares its hardware with its tiles, whoever holds which, whatever the hierarchy.
@@ -215,7 +215,7 @@ discovery::VendorHost findIntelUnits(const discovery::VendorOptions& options) {
     usable.push_back(std::move(card));
   }
   // Not a fault: Level Zero does not see such a card in this process either (issue 20, 5).
-  for (const std::string& line : leftOut) host.warnings.push_back("note: " + line);
+  for (const std::string& line : leftOut) host.notices.push_back(Notice::note(line));
   if (usable.empty()) {
     throw DiscoveryError("no usable Intel GPU: every card is left out", leftOut,
                          DiscoveryError::Kind::kNoUsableGpu);
@@ -246,17 +246,16 @@ discovery::VendorHost findIntelUnits(const discovery::VendorOptions& options) {
                            (devices.maskVariable == MaskVariable::kNone || sameOrderEitherWay);
 
   if (integrated && discrete && pciOrderValue == nullptr) {
-    host.warnings.push_back(
-        std::string("warning: this host has discrete and integrated Intel GPUs and ") +
-        kPciOrderVariable +
+    host.notices.push_back(Notice::warning(
+        std::string("this host has discrete and integrated Intel GPUs and ") + kPciOrderVariable +
         " is not set: the indices printed follow Level Zero's default order, discrete cards "
         "first; " +
         kPciOrderVariable + "=1 gives PCI order" +
         (setPciOrder ? " (flink-gpu exec sets it for its command, with the indices to match)"
                      : " (flink-gpu exec leaves it unset for its command, since " + *devices.mask +
-                           " names devices in the default order)"));
+                           " names devices in the default order)")));
   }
-  for (std::string& warning : devices.warnings) host.warnings.push_back(std::move(warning));
+  for (Notice& warning : devices.warnings) host.notices.push_back(std::move(warning));
   host.mask = devices.mask;
 
   std::unordered_map<std::string, UnitEnvironment> environments;

@@ -2,7 +2,7 @@
 // render node opens, in compute-runtime's order (ZE_ENABLE_PCI_ID_DEVICE_ORDER), as tiles or cards
 // (ZE_FLAT_DEVICE_HIERARCHY), under ZE_AFFINITY_MASK and then ONEAPI_DEVICE_SELECTOR. xpu-smi only
 // where sysfs has no DRM folder, and only under COMPOSITE (xpu-smi counts cards, FLAT counts
-// tiles). Cards left out are "note: …" lines of VendorHost::warnings; the rest are "warning: …".
+// tiles). Cards left out are notes of VendorHost::notices; the rest are warnings.
 // The rules: docs/amd-and-intel.md.
 #pragma once
 

@@ -63,9 +63,9 @@ std::vector<MaskEntry> splitAffinityMask(std::string_view value) {
   return entries;
 }
 
-std::string skipped(std::string_view entry, std::string_view why) {
-  return std::string("warning: ") + kAffinityMaskVariable + " entry " + std::string(entry) +
-         " is skipped, as Level Zero skips it: " + std::string(why);
+Notice skipped(std::string_view entry, std::string_view why) {
+  return Notice::warning(std::string(kAffinityMaskVariable) + " entry " + std::string(entry) +
+                         " is skipped, as Level Zero skips it: " + std::string(why));
 }
 
 /// FLAT and COMBINED: entries index tiles, card-major.
@@ -142,10 +142,10 @@ void applyCompositeMask(const std::vector<unsigned>& tiles, std::string_view val
       std::vector<std::string> spelled;
       for (const auto& [tile, text] : named.tiles) spelled.push_back(text);
       result.devices.push_back({card, std::nullopt, spelled.front(), false});
-      result.warnings.push_back(std::string("warning: ") + kAffinityMaskVariable + " names " +
-                                strings::join(spelled, " and ") + ", tiles of card " +
-                                std::to_string(card) +
-                                ": Level Zero makes them one device, which is not handed out");
+      result.warnings.push_back(Notice::warning(
+          std::string(kAffinityMaskVariable) + " names " + strings::join(spelled, " and ") +
+          ", tiles of card " + std::to_string(card) +
+          ": Level Zero makes them one device, which is not handed out"));
     }
   }
 }
@@ -178,10 +178,10 @@ void applySelector(std::string_view value, LevelZeroDevices& result) {
       const auto index = decimalIndex(entry);
       if (!index) refuseSelector(value);
       if (*index >= result.devices.size()) {
-        result.warnings.push_back(std::string("warning: ") + kDeviceSelectorVariable + " entry " +
-                                  std::string(entry) + " is skipped: Level Zero gives " +
-                                  std::to_string(result.devices.size()) +
-                                  (result.devices.size() == 1 ? " device" : " devices"));
+        result.warnings.push_back(Notice::warning(
+            std::string(kDeviceSelectorVariable) + " entry " + std::string(entry) +
+            " is skipped: Level Zero gives " + std::to_string(result.devices.size()) +
+            (result.devices.size() == 1 ? " device" : " devices")));
         continue;
       }
       if (!named[*index]) named[*index] = std::string(entry);

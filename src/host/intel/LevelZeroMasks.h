@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "util/Notice.h"
+
 namespace flink::intel {
 
 inline constexpr const char* kHierarchyVariable = "ZE_FLAT_DEVICE_HIERARCHY";
@@ -55,8 +57,8 @@ struct LevelZeroDevice {
 /// What the masks leave, in Level Zero's order.
 struct LevelZeroDevices {
   std::vector<LevelZeroDevice> devices;
-  /// "warning: …" lines: entries skipped, devices not handed out.
-  std::vector<std::string> warnings;
+  /// Warnings: entries skipped, devices not handed out.
+  std::vector<Notice> warnings;
   /// The innermost mask in force, "ZE_AFFINITY_MASK=0,1"; nullopt without one.
   std::optional<std::string> mask;
   /// Which variable that is.

@@ -80,7 +80,7 @@ TEST(AmdGpus, Mi210IndexFollowsKfdNodeOrderNotPciOrder) {
   EXPECT_EQ(records(host), kMi210Records);
   EXPECT_EQ(host.units[0].description, "GPU 0 (00000000:63:00.0)");
   EXPECT_EQ(host.units[2].description, "GPU 2 (00000000:03:00.0)");
-  EXPECT_THAT(host.warnings, IsEmpty());
+  EXPECT_THAT(linesOf(host.notices), IsEmpty());
   EXPECT_THAT(host.related, IsEmpty());
   EXPECT_EQ(host.mask, std::nullopt);
 }
@@ -136,12 +136,15 @@ TEST(AmdGpus, ContainerGivenSomeRenderNodesCountsOnlyThose) {
   EXPECT_THAT(records(host), ElementsAre("amd:00000000:03:00.0", "amd:00000000:C3:00.0"));
   EXPECT_EQ(host.units[1].description, "GPU 1 (00000000:C3:00.0)");
   // The normal container case: a note, not a warning.
-  ASSERT_EQ(host.warnings.size(), 6U);
-  EXPECT_EQ(host.warnings[0], "note: GPU 00000000:63:00.0 (KFD node 2) is left out: " +
-                                  (fake.dev() / "dri/renderD128").string() +
-                                  " does not exist in this process (a container given other "
-                                  "GPUs); ROCm does not count it");
-  for (const std::string& line : host.warnings) EXPECT_TRUE(line.starts_with("note: ")) << line;
+  ASSERT_EQ(linesOf(host.notices).size(), 6U);
+  EXPECT_EQ(linesOf(host.notices)[0],
+            "note: GPU 00000000:63:00.0 (KFD node 2) is left out: " +
+                (fake.dev() / "dri/renderD128").string() +
+                " does not exist in this process (a container given other "
+                "GPUs); ROCm does not count it");
+  for (const Notice& notice : host.notices) {
+    EXPECT_EQ(notice.kind, Notice::Kind::kNote) << notice.line();
+  }
 }
 
 TEST(AmdGpus, RenderNodeDeniedByDeviceCgroupIsNotCounted) {
@@ -151,11 +154,12 @@ TEST(AmdGpus, RenderNodeDeniedByDeviceCgroupIsNotCounted) {
   const VendorHost host = findAmdUnits(fake.options());
   EXPECT_THAT(identifiers(host), ElementsAre("0", "1", "2", "3", "4", "5", "6"));
   EXPECT_EQ(host.units[0].recordName, "amd:00000000:43:00.0");
-  ASSERT_EQ(host.warnings.size(), 1U);
-  EXPECT_EQ(host.warnings[0], "note: GPU 00000000:63:00.0 (KFD node 2) is left out: opening " +
-                                  fake.render(128).string() +
-                                  " is not permitted (EPERM: a device cgroup denies it); ROCm "
-                                  "does not count it");
+  ASSERT_EQ(linesOf(host.notices).size(), 1U);
+  EXPECT_EQ(linesOf(host.notices)[0],
+            "note: GPU 00000000:63:00.0 (KFD node 2) is left out: opening " +
+                fake.render(128).string() +
+                " is not permitted (EPERM: a device cgroup denies it); ROCm "
+                "does not count it");
 }
 
 TEST(AmdGpus, RenderNodeFailingWithAnotherErrnoIsAWarning) {
@@ -165,11 +169,13 @@ TEST(AmdGpus, RenderNodeFailingWithAnotherErrnoIsAWarning) {
   const VendorHost host = findAmdUnits(fake.options());
   EXPECT_EQ(host.units.size(), 7U);
   EXPECT_EQ(host.units[1].recordName, "amd:00000000:03:00.0");
-  ASSERT_EQ(host.warnings.size(), 1U);
-  EXPECT_EQ(host.warnings[0],
+  ASSERT_EQ(linesOf(host.notices).size(), 1U);
+  EXPECT_EQ(linesOf(host.notices)[0],
             "warning: GPU 00000000:43:00.0 (KFD node 3) is left out: cannot "
             "open " +
                 fake.render(129).string() + ": " + std::strerror(EIO) + "; ROCm does not count it");
+  // Not the normal container case: a fault of the host, which a driver logs as an error.
+  EXPECT_EQ(host.notices[0].kind, Notice::Kind::kGpuLeftOut);
 }
 
 // --- Section 3: partitions and the properties ---
@@ -316,8 +322,8 @@ TEST(AmdGpus, NodeWithoutRenderNodeIsLeftOutWithAWarning) {
   gpu.renderMinor = 129;
   seven.gpu(gpu);
   const VendorHost other = findAmdUnits(seven.options());
-  ASSERT_EQ(other.warnings.size(), 1U);
-  EXPECT_THAT(other.warnings[0],
+  ASSERT_EQ(linesOf(other.notices).size(), 1U);
+  EXPECT_THAT(linesOf(other.notices)[0],
               AllOf(HasSubstr("warning: KFD node 7 (GPU 00000000:63:00.0) has no render node")));
   EXPECT_EQ(other.units[0].identifier, "0");
 }
@@ -396,7 +402,7 @@ TEST(AmdGpus, RocrIndicesAsStrtolReadsThemPrintedAsSpelled) {
   EXPECT_THAT(identifiers(host), ElementsAre("0x1", "3", "07"));
   EXPECT_THAT(records(host),
               ElementsAre("amd:00000000:43:00.0", "amd:00000000:26:00.0", "amd:00000000:A3:00.0"));
-  EXPECT_THAT(host.warnings, IsEmpty());
+  EXPECT_THAT(linesOf(host.notices), IsEmpty());
 }
 
 TEST(AmdGpus, RocrLeadingZeroIsOctalAsStrtolBaseZeroReadsIt) {
@@ -419,9 +425,9 @@ TEST(AmdGpus, RocrOctalEntryEndsTheListWhenPastTheUnits) {
   const VendorHost host = findAmdUnits(fake.options());
   EXPECT_THAT(identifiers(host), ElementsAre("0x1"));
   EXPECT_EQ(host.mask, "ROCR_VISIBLE_DEVICES=0x1,010,2");
-  ASSERT_EQ(host.warnings.size(), 1U);
+  ASSERT_EQ(linesOf(host.notices).size(), 1U);
   EXPECT_THAT(
-      host.warnings[0],
+      linesOf(host.notices)[0],
       AllOf(HasSubstr("ROCR_VISIBLE_DEVICES='0x1,010,2': '010' (entry 2) names no usable GPU"),
             HasSubstr("so ROCr ignores that entry and every entry after it")));
 }
@@ -444,7 +450,7 @@ TEST(AmdGpus, RocrTooShortOrAmbiguousPrefixEndsTheList) {
   const VendorHost boards = findAmdUnits(fake.options());
   EXPECT_THAT(identifiers(boards), ElementsAre("1"));
   // Two boards, not the partitions of one GPU.
-  EXPECT_THAT(boards.warnings,
+  EXPECT_THAT(linesOf(boards.notices),
               ElementsAre("warning: ROCR_VISIBLE_DEVICES='1,GPU-a,2': 'GPU-a' (entry 2) matches 2 "
                           "GPUs, so ROCr ignores that entry and every entry after it"));
   fake.setenv("ROCR_VISIBLE_DEVICES", "1,GPU-,2");
@@ -458,8 +464,8 @@ TEST(AmdGpus, RocrUuidOfPartitionsNamesSeveralAndEndsTheList) {
   const VendorHost host = findAmdUnits(fake.options());
   EXPECT_THAT(identifiers(host), ElementsAre("5"));
   EXPECT_THAT(records(host), ElementsAre("amd:00000000:05:00.5"));
-  ASSERT_EQ(host.warnings.size(), 1U);
-  EXPECT_EQ(host.warnings[0],
+  ASSERT_EQ(linesOf(host.notices).size(), 1U);
+  EXPECT_EQ(linesOf(host.notices)[0],
             "warning: ROCR_VISIBLE_DEVICES='5,GPU-4b3c2d1e0f102030,1': 'GPU-4b3c2d1e0f102030' "
             "(entry 2) names 8 units (the partitions of one GPU share its UUID), so ROCr ignores "
             "that entry and every entry after it");
@@ -549,7 +555,7 @@ TEST(AmdGpus, HipTakesDecimalsWithoutLeadingZerosAndUuidPrefixesAndSkipsRepeats)
   const std::string variable =
       "warning: HIP_VISIBLE_DEVICES='GPU-93bb,1,1,GPU-51276ac12ce05db3,01,2': ";
   EXPECT_THAT(
-      host.warnings,
+      linesOf(host.notices),
       ElementsAre(
           variable + "'1' (entry 3) names the GPU that entry 2 chose already ('1'), so HIP skips "
                      "it and reads on",
@@ -568,7 +574,7 @@ TEST(AmdGpus, HipUuidPrefixIndexesWhatRocrLeft) {
   const VendorHost host = findAmdUnits(fake.options());
   EXPECT_THAT(identifiers(host), ElementsAre("GPU-a3", "GPU-4"));
   EXPECT_THAT(records(host), ElementsAre("amd:00000000:C3:00.0", "amd:00000000:26:00.0"));
-  EXPECT_THAT(host.warnings, IsEmpty());
+  EXPECT_THAT(linesOf(host.notices), IsEmpty());
   EXPECT_EQ(environmentOf(host, {1}), (Environment{{"HIP_VISIBLE_DEVICES", "GPU-4"}}));
 }
 
@@ -578,7 +584,7 @@ TEST(AmdGpus, HipUpperCaseHexOrLowerCasePrefixMatchesNothing) {
   fake.setenv("HIP_VISIBLE_DEVICES", "0,GPU-93BB3629C01AEA1C,1");
   const VendorHost host = findAmdUnits(fake.options());
   EXPECT_THAT(identifiers(host), ElementsAre("0"));
-  EXPECT_THAT(host.warnings,
+  EXPECT_THAT(linesOf(host.notices),
               ElementsAre("warning: HIP_VISIBLE_DEVICES='0,GPU-93BB3629C01AEA1C,1': "
                           "'GPU-93BB3629C01AEA1C' (entry 2) names no GPU that ROCr left (HIP "
                           "compares UUIDs case-sensitively, and ROCr's are 'GPU-' and lower-case "
@@ -603,7 +609,7 @@ TEST(AmdGpus, HipSharedUuidOfPartitionsTakesTheFirstPartition) {
   const std::string matches =
       "matches 8 units (the partitions of one GPU share its UUID) that ROCr left, and HIP takes "
       "the first, index 0";
-  EXPECT_THAT(host.warnings,
+  EXPECT_THAT(linesOf(host.notices),
               ElementsAre(variable + "(entry 1) " + matches, variable + "(entry 2) " + matches,
                           variable + "(entry 2) names the GPU that entry 1 chose already "
                                      "('GPU-4b3c2d1e0f102030'), so HIP skips it and reads on"));
@@ -696,8 +702,8 @@ TEST(AmdGpus, AmdSmiWithoutTopologyInPciOrder) {
               ElementsAre("amd:00000000:03:00.0", "amd:00000000:63:00.0", "amd:00000000:C3:00.0"));
   EXPECT_EQ(host.units[0].properties,
             (Properties{{"vendor", "amd"}, {"pci.bus_id", "00000000:03:00.0"}}));
-  ASSERT_EQ(host.warnings.size(), 1U);
-  EXPECT_THAT(host.warnings[0],
+  ASSERT_EQ(linesOf(host.notices).size(), 1U);
+  EXPECT_THAT(linesOf(host.notices)[0],
               AllOf(HasSubstr("warning: there is no KFD topology at " + fake.nodes().string()),
                     HasSubstr("from amd-smi, in PCI order"),
                     HasSubstr("ROCm numbers GPUs in KFD order, which may differ"),
@@ -718,8 +724,8 @@ TEST(AmdGpus, RocmSmiWhenThereIsNoAmdSmi) {
                                                   {"pci.bus_id", "00000000:03:00.0"}}));
   EXPECT_EQ(discovery::propertyOf(host.units[1].properties, "uuid"), "GPU-1901ead3a2ecd4a6");
   EXPECT_EQ(discovery::propertyOf(host.units[2].properties, "uuid"), std::nullopt);  // N/A
-  ASSERT_EQ(host.warnings.size(), 1U);
-  EXPECT_THAT(host.warnings[0], HasSubstr("from rocm-smi, in PCI order"));
+  ASSERT_EQ(linesOf(host.notices).size(), 1U);
+  EXPECT_THAT(linesOf(host.notices)[0], HasSubstr("from rocm-smi, in PCI order"));
   // The masks apply to the tools' list too.
   fake.setenv("ROCR_VISIBLE_DEVICES", "GPU-1901ead3a2ecd4a6");
   EXPECT_THAT(records(findAmdUnits(fake.options())), ElementsAre("amd:00000000:63:00.0"));

@@ -106,7 +106,7 @@ TEST(DiscoveryArguments, ArgumentsThatLookLikeNoOptionOfOursAreNotes) {
   const DiscoveryArguments parsed = parseDiscoveryArguments(args);
   ASSERT_EQ(parsed.notes.size(), args.size() - 1);
   for (std::size_t i = 1; i < args.size(); ++i) {
-    EXPECT_EQ(parsed.notes[i - 1], "note: ignoring unknown argument '" + args[i] + "'");
+    EXPECT_EQ(parsed.notes[i - 1], Notice::note("ignoring unknown argument '" + args[i] + "'"));
   }
   EXPECT_FALSE(parsed.mig);
   EXPECT_FALSE(parsed.coordination);
@@ -153,9 +153,10 @@ TEST(DiscoveryArguments, FlinksArguments) {
 TEST(DiscoveryArguments, NullIsIgnoredSilentlyAndUnknownWithANote) {
   EXPECT_TRUE(parseDiscoveryArguments({"1", "null"}).notes.empty());
   const DiscoveryArguments parsed = parseDiscoveryArguments({"1", "--device-type", "nvidia"});
-  EXPECT_EQ(parsed.notes,
+  EXPECT_EQ(linesOf(parsed.notes),
             (std::vector<std::string>{"note: ignoring unknown argument '--device-type'",
                                       "note: ignoring unknown argument 'nvidia'"}));
+  EXPECT_EQ(parsed.notes.front().kind, Notice::Kind::kNote);
 }
 
 TEST(DiscoveryArguments, CoordinationFileWithoutPathIsAnErrorNotTheHostsFile) {

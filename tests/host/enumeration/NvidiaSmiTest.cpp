@@ -103,7 +103,7 @@ TEST_F(NvidiaSmiTest, ReadsThePropertiesOfEachGpu) {
   EXPECT_FALSE(second.minorNumber);
   EXPECT_FALSE(second.migEnabled);
   EXPECT_FALSE(second.mig);
-  EXPECT_TRUE(found.warnings.empty());
+  EXPECT_TRUE(linesOf(found.notices).empty());
 }
 
 TEST_F(NvidiaSmiTest, VersionMismatchQuotesTheText) {
@@ -131,10 +131,11 @@ TEST_F(NvidiaSmiTest, InfoRomWarningWithIndicesIsUsable) {
   const Enumeration found =
       enumerateIn(standIn("WARNING: infoROM is corrupted at gpu 0000:0B:00.0\\n0\\n1\\n", 14));
   EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"0", "1"}));
-  ASSERT_EQ(found.warnings.size(), 2u);
-  EXPECT_EQ(found.warnings[0],
+  ASSERT_EQ(linesOf(found.notices).size(), 2u);
+  EXPECT_EQ(linesOf(found.notices)[0],
             "warning: nvidia-smi exited with code 14 but listed 2 GPU(s); using them");
-  EXPECT_EQ(found.warnings[1], "nvidia-smi: WARNING: infoROM is corrupted at gpu 0000:0B:00.0");
+  EXPECT_EQ(linesOf(found.notices)[1],
+            "nvidia-smi: WARNING: infoROM is corrupted at gpu 0000:0B:00.0");
 }
 
 TEST_F(NvidiaSmiTest, SixteenGpusInOrder) {
@@ -147,7 +148,7 @@ TEST_F(NvidiaSmiTest, SixteenGpusInOrder) {
   const std::vector<std::string> first12(gpus.begin(), gpus.begin() + 12);
   EXPECT_EQ(first12, (std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
                                                "10", "11"}));
-  EXPECT_TRUE(found.warnings.empty());
+  EXPECT_TRUE(linesOf(found.notices).empty());
 }
 
 TEST_F(NvidiaSmiTest, ErrorsOnStderrAreRead) {
@@ -237,7 +238,7 @@ TEST_F(NvidiaSmiTest, MigRunsTheListingAfterTheQuery) {
   EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"0", kMig0, "1"}));
   EXPECT_TRUE(found.devices[0].migEnabled);
   EXPECT_EQ(found.devices[1].name, "NVIDIA H200 MIG 1g.18gb");
-  EXPECT_TRUE(found.warnings.empty()) << found.warnings.front();
+  EXPECT_TRUE(linesOf(found.notices).empty()) << linesOf(found.notices).front();
 }
 
 TEST_F(NvidiaSmiTest, WithoutMigTheListingIsNotRun) {
@@ -253,7 +254,7 @@ TEST_F(NvidiaSmiTest, AFailingListingKeepsTheGpus) {
   const Enumeration found = enumerateMig(
       migStandIn(dir_ / "failing", kQueryH200, "Failed to initialize NVML: Unknown Error\\n", 255));
   EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"0", "1"}));
-  EXPECT_EQ(found.warnings,
+  EXPECT_EQ(linesOf(found.notices),
             (std::vector<std::string>{
                 "warning: nvidia-smi -L failed (exit code 255); MIG instances are not listed",
                 "nvidia-smi -L: Failed to initialize NVML: Unknown Error"}));
@@ -263,8 +264,8 @@ TEST_F(NvidiaSmiTest, AFailingListingStillGivesWhatItPrinted) {
   const Enumeration found =
       enumerateMig(migStandIn(dir_ / "partial", kQueryH200, kListH200, 0, "kill -9 $$"));
   EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"0", kMig0, "1"}));
-  ASSERT_FALSE(found.warnings.empty());
-  EXPECT_EQ(found.warnings[0],
+  ASSERT_FALSE(linesOf(found.notices).empty());
+  EXPECT_EQ(linesOf(found.notices)[0],
             "warning: nvidia-smi -L failed (killed by signal 9 (SIGKILL)); only the 1 MIG "
             "instance(s) it printed are listed");
 }
@@ -275,7 +276,7 @@ TEST_F(NvidiaSmiTest, AHangingListingIsStoppedWithinTheOneTimeOut) {
       enumerateMig(migStandIn(dir_ / "hanging", kQueryH200, "", 0, "sleep 30"), 700ms);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"0", "1"}));
-  EXPECT_EQ(found.warnings,
+  EXPECT_EQ(linesOf(found.notices),
             (std::vector<std::string>{"warning: nvidia-smi -L did not answer in time (700 ms for "
                                       "both nvidia-smi runs) and was stopped; MIG instances are "
                                       "not listed"}));
@@ -347,7 +348,7 @@ TEST(InterpretNvidiaSmiOutput, WhitespaceAndCrlfAroundIndices) {
   const Enumeration found =
       interpretNvidiaSmiOutput(" 0 \r\n\n  1\r\n", ProcessOutcome::exited(0), 8s);
   EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"0", "1"}));
-  EXPECT_TRUE(found.warnings.empty());
+  EXPECT_TRUE(linesOf(found.notices).empty());
 }
 
 TEST(InterpretNvidiaSmiOutput, IndicesAreCanonicalSoOneGpuIsOneRecord) {
@@ -385,8 +386,8 @@ TEST(InterpretNvidiaSmiOutput, TextWithoutIndexOnSuccess) {
 TEST(InterpretNvidiaSmiOutput, TimedOutAfterIndices) {
   const Enumeration found = interpretNvidiaSmiOutput("0\n", ProcessOutcome::timedOut(), 8s);
   EXPECT_EQ(identifiersOf(found.devices), std::vector<std::string>{"0"});
-  ASSERT_FALSE(found.warnings.empty());
-  EXPECT_EQ(found.warnings[0],
+  ASSERT_FALSE(linesOf(found.notices).empty());
+  EXPECT_EQ(linesOf(found.notices)[0],
             "warning: nvidia-smi did not answer within 8 s; using the 1 GPU index(es) it printed "
             "before");
 }
@@ -416,7 +417,7 @@ TEST(InterpretNvidiaSmiOutput, AllPropertiesOfAGpuLine) {
   EXPECT_EQ(gpu.name, "NVIDIA H200");
   EXPECT_EQ(gpu.pciBusId, "00000000:19:00.0");
   EXPECT_EQ(gpu.memoryTotalMiB, 143771u);
-  EXPECT_TRUE(found.warnings.empty());
+  EXPECT_TRUE(linesOf(found.notices).empty());
 }
 
 TEST(InterpretNvidiaSmiOutput, ANameWithCommasKeepsThem) {
@@ -426,7 +427,7 @@ TEST(InterpretNvidiaSmiOutput, ANameWithCommasKeepsThem) {
   EXPECT_EQ(found.devices[0].name, "Tesla V100, PCIe, 32GB");
   EXPECT_EQ(found.devices[0].pciBusId, "00000000:AF:00.0");
   EXPECT_EQ(found.devices[0].memoryTotalMiB, 32510u);
-  EXPECT_TRUE(found.warnings.empty());
+  EXPECT_TRUE(linesOf(found.notices).empty());
 }
 
 TEST(InterpretNvidiaSmiOutput, NoValueAnswersAreUnknownNeverValues) {
@@ -440,7 +441,7 @@ TEST(InterpretNvidiaSmiOutput, NoValueAnswersAreUnknownNeverValues) {
     EXPECT_FALSE(gpu.name) << n;
     EXPECT_FALSE(gpu.pciBusId) << n;
     EXPECT_FALSE(gpu.memoryTotalMiB) << n;
-    EXPECT_TRUE(found.warnings.empty()) << n << ": " << found.warnings.front();
+    EXPECT_TRUE(linesOf(found.notices).empty()) << n << ": " << linesOf(found.notices).front();
   }
 }
 
@@ -462,7 +463,7 @@ TEST(InterpretNvidiaSmiOutput, AnIndexAloneIsAGpuWithoutProperties) {
   EXPECT_FALSE(found.devices[0].uuid);
   EXPECT_FALSE(found.devices[0].name);
   EXPECT_EQ(found.devices[1].uuid, kUuid1);
-  EXPECT_TRUE(found.warnings.empty());
+  EXPECT_TRUE(linesOf(found.notices).empty());
 }
 
 TEST(InterpretNvidiaSmiOutput, MalformedPropertiesAreUnknownWithAWarning) {
@@ -482,7 +483,7 @@ TEST(InterpretNvidiaSmiOutput, MalformedPropertiesAreUnknownWithAWarning) {
   EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"0", "1", "2"}));
   EXPECT_FALSE(found.devices[2].name);
   EXPECT_EQ(
-      found.warnings,
+      linesOf(found.notices),
       (std::vector<std::string>{
           "warning: nvidia-smi printed an invalid uuid for GPU 0: 'not-a-uuid'; leaving it "
           "unknown",
@@ -500,7 +501,7 @@ TEST(InterpretNvidiaSmiOutput, MemoryWithItsUnitIsTolerated) {
   const Enumeration found =
       interpretOk(std::string("0, ") + kUuid0 + ", NVIDIA H200, 00000000:19:00.0, 143771 MiB\n");
   EXPECT_EQ(found.devices.at(0).memoryTotalMiB, 143771u);
-  EXPECT_TRUE(found.warnings.empty());
+  EXPECT_TRUE(linesOf(found.notices).empty());
 }
 
 TEST(InterpretNvidiaSmiOutput, WarningsBetweenGpuLinesAreNeverGpus) {
@@ -513,7 +514,7 @@ TEST(InterpretNvidiaSmiOutput, WarningsBetweenGpuLinesAreNeverGpus) {
           "2, [N/A], NVIDIA H200, 00000000:5D:00.0, abc\n",
       ProcessOutcome::exited(14), 8s);
   EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"0", "2"}));
-  EXPECT_EQ(found.warnings,
+  EXPECT_EQ(linesOf(found.notices),
             (std::vector<std::string>{
                 "warning: nvidia-smi exited with code 14 but listed 2 GPU(s); using them",
                 "warning: nvidia-smi: GPU 0000:3B:00.0 left out: Unable to determine the device "
@@ -541,12 +542,12 @@ TEST(InterpretNvidiaSmiOutput, AGpuWithAnErrorLineIsLeftOutWhateverTheExitCode) 
               "GPU 0000:0B:00.0: Unable to determine the device handle for GPU 0000:0B:00.0: "
               "Unknown Error");
     // Its own line says it all: no second warning about the exit code.
-    EXPECT_EQ(found.warnings,
+    EXPECT_EQ(linesOf(found.notices),
               (std::vector<std::string>{"warning: nvidia-smi: GPU 0000:0B:00.0 left out: Unable "
                                         "to determine the device handle for GPU 0000:0B:00.0: "
                                         "Unknown Error"}))
         << code;
-    EXPECT_TRUE(isLeftOutWarning(found.warnings[0]));
+    EXPECT_EQ(found.notices[0].kind, Notice::Kind::kGpuLeftOut);
   }
 }
 
@@ -603,7 +604,7 @@ TEST(ApplyNvidiaSmiMigListing, InstancesFollowTheirGpu) {
   Enumeration found = twoH200s();
   EXPECT_EQ(applyNvidiaSmiMigListing(found, listingOfTwoH200s()), 2u);
   EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"0", kMig0, kMig1, "1"}));
-  EXPECT_TRUE(found.warnings.empty()) << found.warnings.front();
+  EXPECT_TRUE(linesOf(found.notices).empty()) << linesOf(found.notices).front();
 
   EXPECT_TRUE(found.devices[0].migEnabled);
   EXPECT_FALSE(found.devices[3].migEnabled);
@@ -694,7 +695,7 @@ TEST(ApplyNvidiaSmiMigListing, WhatCannotBePlacedIsReported) {
   EXPECT_EQ(added, 0u);
   EXPECT_EQ(identifiersOf(found.devices), (std::vector<std::string>{"0", "1"}));
   EXPECT_FALSE(found.devices[0].migEnabled);
-  EXPECT_EQ(found.warnings,
+  EXPECT_EQ(linesOf(found.notices),
             (std::vector<std::string>{
                 std::string("warning: nvidia-smi -L listed MIG instance ") + kMig0 +
                     " before any GPU; ignoring it",
@@ -716,8 +717,8 @@ TEST(ParseNvidiaSmiTimeout, Values) {
   for (const char* bad : {"0", "03", "-1", "1.5", "soon", "100000"}) {
     const TimeoutSetting setting = parseNvidiaSmiTimeout(bad);
     EXPECT_EQ(setting.timeout, kDefaultNvidiaSmiTimeout) << bad;
-    EXPECT_EQ(setting.note, "note: ignoring NVIDIA_SMI_TIMEOUT='" + std::string(bad) +
-                                "' (not a positive integer); using 8 s")
+    EXPECT_EQ(setting.note, Notice::note("ignoring NVIDIA_SMI_TIMEOUT='" + std::string(bad) +
+                                         "' (not a positive integer); using 8 s"))
         << bad;
   }
 }

@@ -141,7 +141,7 @@ TEST_F(NvmlEnumeratorTest, ListsWholeGpusWithEveryProperty) {
   EXPECT_EQ(second.uuid, kGpu1);
   EXPECT_EQ(second.pciBusId, "00000000:3B:00.0");
   EXPECT_EQ(second.minorNumber, 1u);
-  EXPECT_TRUE(listed.warnings.empty()) << ::testing::PrintToString(listed.warnings);
+  EXPECT_TRUE(linesOf(listed.notices).empty()) << ::testing::PrintToString(linesOf(listed.notices));
 
   // The versioned functions, one session.
   EXPECT_EQ(calls(),
@@ -183,7 +183,7 @@ TEST_F(NvmlEnumeratorTest, NotSupportedPropertiesAreUnknownNotMadeUp) {
   EXPECT_EQ(gpu.minorNumber, std::nullopt);
   EXPECT_FALSE(gpu.migEnabled);
   // "Not supported" is an answer, not a problem: nothing to warn about.
-  EXPECT_TRUE(listed.warnings.empty()) << ::testing::PrintToString(listed.warnings);
+  EXPECT_TRUE(linesOf(listed.notices).empty()) << ::testing::PrintToString(linesOf(listed.notices));
 }
 
 TEST_F(NvmlEnumeratorTest, OtherPropertyErrorsAreUnknownAndReported) {
@@ -195,7 +195,7 @@ TEST_F(NvmlEnumeratorTest, OtherPropertyErrorsAreUnknownAndReported) {
   EXPECT_EQ(listed.devices[0].uuid, std::nullopt);
   EXPECT_EQ(listed.devices[0].name, "NVIDIA H200");  // the rest of the GPU is still read
   EXPECT_EQ(listed.devices[1].memoryTotalMiB, std::nullopt);
-  EXPECT_EQ(listed.warnings,
+  EXPECT_EQ(linesOf(listed.notices),
             (std::vector<std::string>{
                 "warning: NVML: GPU 0: nvmlDeviceGetUUID failed: Timeout (NVML_ERROR_TIMEOUT, 10)",
                 "warning: NVML: GPU 1: nvmlDeviceGetMemoryInfo failed: Corrupted infoROM "
@@ -225,7 +225,7 @@ TEST_F(NvmlEnumeratorTest, AGpuWhoseNeededQueryFailsBadlyIsLeftOutAndTheOthersLi
   EXPECT_EQ(listed.leftOut[2].error,
             "nvmlDeviceGetMemoryInfo failed: Insufficient Permissions (NVML_ERROR_NO_PERMISSION, "
             "4)");
-  EXPECT_EQ(listed.warnings,
+  EXPECT_EQ(linesOf(listed.notices),
             (std::vector<std::string>{
                 "warning: NVML: GPU 0 left out: nvmlDeviceGetUUID failed: GPU is lost "
                 "(NVML_ERROR_GPU_IS_LOST, 15)",
@@ -233,8 +233,9 @@ TEST_F(NvmlEnumeratorTest, AGpuWhoseNeededQueryFailsBadlyIsLeftOutAndTheOthersLi
                 "Unknown Error (NVML_ERROR_UNKNOWN, 999)",
                 "warning: NVML: GPU 2 (00000000:5D:00.0) left out: nvmlDeviceGetMemoryInfo "
                 "failed: Insufficient Permissions (NVML_ERROR_NO_PERMISSION, 4)"}));
-  for (const std::string& warning : listed.warnings) {
-    EXPECT_TRUE(discovery::isLeftOutWarning(warning)) << warning;
+  // Known as GPUs left out by their kind, not by their words.
+  for (const Notice& notice : listed.notices) {
+    EXPECT_EQ(notice.kind, Notice::Kind::kGpuLeftOut) << notice.line();
   }
   expectEverySessionShutDown();
 }
@@ -290,7 +291,7 @@ TEST_F(NvmlEnumeratorTest, MigParentMemoryIsUnknownWithoutPrivilegesAndNoWarning
   EXPECT_EQ(listed.devices[0].memoryTotalMiB, std::nullopt);  // the parent's: root only
   EXPECT_EQ(listed.devices[1].memoryTotalMiB, 16384u);        // the instance keeps its own
   EXPECT_EQ(listed.devices[2].memoryTotalMiB, 143771u);       // no MIG: anyone may ask
-  EXPECT_TRUE(listed.warnings.empty()) << ::testing::PrintToString(listed.warnings);
+  EXPECT_TRUE(linesOf(listed.notices).empty()) << ::testing::PrintToString(linesOf(listed.notices));
   EXPECT_TRUE(listed.leftOut.empty());
 
   // A privileged caller gets it.
@@ -304,7 +305,7 @@ TEST_F(NvmlEnumeratorTest, MigSlotsAnsweringInvalidArgumentAreEmptySlots) {
                   std::string(kMigB) + R"("}])"));
   const Enumeration listed = enumerate();
   EXPECT_EQ(discovery::identifiersOf(listed.devices), (std::vector<std::string>{"0", kMigB}));
-  EXPECT_TRUE(listed.warnings.empty()) << ::testing::PrintToString(listed.warnings);
+  EXPECT_TRUE(linesOf(listed.notices).empty()) << ::testing::PrintToString(linesOf(listed.notices));
 }
 
 TEST_F(NvmlEnumeratorTest, ALostMigInstanceIsLeftOut) {
@@ -391,7 +392,7 @@ TEST_F(NvmlEnumeratorTest, MigInstancesFollowTheirGpuInSlotOrder) {
   EXPECT_EQ(b.mig->computeInstanceId, 1u);
 
   // Empty slots are no news.
-  EXPECT_TRUE(listed.warnings.empty()) << ::testing::PrintToString(listed.warnings);
+  EXPECT_TRUE(linesOf(listed.notices).empty()) << ::testing::PrintToString(linesOf(listed.notices));
   // What --mig hands out: the instances and the GPU without MIG, never GPU 0 itself.
   EXPECT_EQ(discovery::identifiersOf(discovery::allocatableUnits(listed.devices, true)),
             (std::vector<std::string>{kMigA, kMigB, "1"}));
@@ -422,7 +423,7 @@ TEST_F(NvmlEnumeratorTest, MigSlotThatFailsOrHasNoUuidIsLeftOutWithAWarning) {
   const Enumeration listed = enumerate();
 
   EXPECT_EQ(discovery::identifiersOf(listed.devices), (std::vector<std::string>{"0", kMigB}));
-  EXPECT_EQ(listed.warnings,
+  EXPECT_EQ(linesOf(listed.notices),
             (std::vector<std::string>{
                 "warning: NVML: GPU 0 MIG slot 0 left out: nvmlDeviceGetMigDeviceHandleByIndex "
                 "failed: GPU is lost (NVML_ERROR_GPU_IS_LOST, 15)",
@@ -445,7 +446,7 @@ TEST_F(NvmlEnumeratorTest, GpuWithoutHandleIsLeftOutLikeNvidiaSmiDoes) {
   const Enumeration listed = enumerate();
 
   EXPECT_EQ(discovery::identifiersOf(listed.devices), (std::vector<std::string>{"0", "2"}));
-  EXPECT_EQ(listed.warnings,
+  EXPECT_EQ(linesOf(listed.notices),
             (std::vector<std::string>{
                 "warning: NVML: GPU 1 left out: nvmlDeviceGetHandleByIndex_v2 failed: GPU is "
                 "lost (NVML_ERROR_GPU_IS_LOST, 15)"}));
@@ -613,7 +614,7 @@ TEST_F(NvmlEnumeratorTest, OptionalFunctionsMissingLeavePropertiesUnknown) {
   EXPECT_EQ(gpu.memoryTotalMiB, std::nullopt);
   EXPECT_EQ(gpu.minorNumber, std::nullopt);
   EXPECT_FALSE(gpu.migEnabled);
-  EXPECT_TRUE(listed.warnings.empty()) << ::testing::PrintToString(listed.warnings);
+  EXPECT_TRUE(linesOf(listed.notices).empty()) << ::testing::PrintToString(linesOf(listed.notices));
 
   const std::shared_ptr<const NvmlLibrary> library = NvmlLibrary::load();
   const NvmlSession session(library);

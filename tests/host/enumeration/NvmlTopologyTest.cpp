@@ -133,7 +133,7 @@ TEST_F(NvmlTopologyTest, FailingQueriesLeaveEverythingUnknownWithoutAnError) {
   EXPECT_FALSE(found.topology->gpus()[1].numaNode);
   EXPECT_EQ(placement::relationName(found.topology->link(0, 1)), "N/A");
   // Topology problems are no warnings about the enumeration.
-  EXPECT_TRUE(found.warnings.empty());
+  EXPECT_TRUE(linesOf(found.notices).empty());
 }
 
 TEST_F(NvmlTopologyTest, ALostGpuIsAskedNothingMoreAndTheOthersStillAnswer) {

@@ -131,7 +131,7 @@ TEST(VisibleDevicesTest, AnAmbiguousPrefixNamesNoDeviceAndSaysWhichItCouldMean) 
   const MaskResolution resolution = resolve("2,GPU-8932f,0", devices);
   EXPECT_THAT(identifiersOfVisible(resolution), ElementsAre("2"));
   ASSERT_EQ(resolution.warnings.size(), 1u);
-  EXPECT_EQ(resolution.warnings[0],
+  EXPECT_EQ(resolution.warnings[0].line(),
             std::string("warning: CUDA_VISIBLE_DEVICES=2,GPU-8932f,0: entry 'GPU-8932f' is "
                         "ambiguous: it could mean GPU 0 (") +
                 kUuid0 + ") or GPU 1 (" + kUuid1 +
@@ -146,10 +146,11 @@ TEST(VisibleDevicesTest, AnAmbiguousPrefixNamesNoDeviceAndSaysWhichItCouldMean) 
   const MaskResolution upper = resolve("GPU-8932F", devices);
   EXPECT_THAT(identifiersOfVisible(upper), IsEmpty());
   ASSERT_EQ(upper.warnings.size(), 1u);
-  EXPECT_THAT(upper.warnings[0], HasSubstr("'GPU-8932F' is ambiguous: it could mean GPU 0 ("));
+  EXPECT_THAT(upper.warnings[0].line(),
+              HasSubstr("'GPU-8932F' is ambiguous: it could mean GPU 0 ("));
   const MaskResolution none = resolve("GPU-0000", devices);
   ASSERT_EQ(none.warnings.size(), 1u);
-  EXPECT_THAT(none.warnings[0], HasSubstr("'GPU-0000' names no device of this host"));
+  EXPECT_THAT(none.warnings[0].line(), HasSubstr("'GPU-0000' names no device of this host"));
   ASSERT_TRUE(none.stop.has_value());
   EXPECT_THAT(none.stop->ambiguous, IsEmpty());
   // A prefix of one UUID only names its GPU.
@@ -162,21 +163,22 @@ TEST(VisibleDevicesTest, AnAmbiguousMigPrefixAndOldMigFormSayWhichTheyCouldMean)
   // share.
   const std::vector<GpuDevice> devices = host();
   const MaskResolution mig = resolve("MIG-", devices);  // "MIG-" alone names nothing
-  EXPECT_THAT(mig.warnings[0], HasSubstr("names no device"));
+  EXPECT_THAT(mig.warnings[0].line(), HasSubstr("names no device"));
   std::vector<GpuDevice> twins = host();
   const std::string twin = "MIG-0b6c9999-0000-4000-8000-000000000000";
   twins[4].identifier = twin;
   twins[4].uuid = twin;
   const MaskResolution both = resolve("MIG-0b6c", twins);
   ASSERT_EQ(both.warnings.size(), 1u);
-  EXPECT_EQ(both.warnings[0], std::string("warning: CUDA_VISIBLE_DEVICES=MIG-0b6c: entry "
-                                          "'MIG-0b6c' is ambiguous: it could mean MIG instance ") +
-                                  kMigA + " of GPU 2 or MIG instance " + twin +
-                                  " of GPU 2, so CUDA ignores it");
+  EXPECT_EQ(both.warnings[0].line(),
+            std::string("warning: CUDA_VISIBLE_DEVICES=MIG-0b6c: entry "
+                        "'MIG-0b6c' is ambiguous: it could mean MIG instance ") +
+                kMigA + " of GPU 2 or MIG instance " + twin + " of GPU 2, so CUDA ignores it");
   const MaskResolution old = resolve("MIG-GPU-8932f/9/0", devices);
   ASSERT_EQ(old.warnings.size(), 1u);
-  EXPECT_THAT(old.warnings[0], HasSubstr("'MIG-GPU-8932f/9/0' is ambiguous: it could mean GPU 0 (" +
-                                         std::string(kUuid0) + ") or GPU 1 ("));
+  EXPECT_THAT(old.warnings[0].line(),
+              HasSubstr("'MIG-GPU-8932f/9/0' is ambiguous: it could mean GPU 0 (" +
+                        std::string(kUuid0) + ") or GPU 1 ("));
 }
 
 TEST(VisibleDevicesTest, AMaskWhoseFirstEntryIsAmbiguousFailsSayingSo) {
@@ -205,7 +207,7 @@ TEST(VisibleDevicesTest, StopsAtTheFirstEntryThatNamesNoDevice) {
   const MaskResolution resolution = resolve("0,2,-1,1", devices);
   EXPECT_THAT(entriesOf(resolution), ElementsAre("0", "2"));
   ASSERT_EQ(resolution.warnings.size(), 1u);
-  EXPECT_THAT(resolution.warnings[0], HasSubstr("'-1' names no device"));
+  EXPECT_THAT(resolution.warnings[0].line(), HasSubstr("'-1' names no device"));
   // An index past the last GPU, and an empty entry, end the list too.
   EXPECT_THAT(entriesOf(resolve("1,7,0", host())), ElementsAre("1"));
   EXPECT_THAT(entriesOf(resolve("1,,0", host())), ElementsAre("1"));
@@ -217,7 +219,8 @@ TEST(VisibleDevicesTest, ADeviceNamedTwiceCountsOnceWithAWarning) {
   const MaskResolution resolution = resolve(value.c_str(), devices);
   EXPECT_THAT(entriesOf(resolution), ElementsAre("1", "0"));
   ASSERT_EQ(resolution.warnings.size(), 2u);
-  EXPECT_THAT(resolution.warnings[0], HasSubstr("names the same device as '1'; counted once"));
+  EXPECT_THAT(resolution.warnings[0].line(),
+              HasSubstr("names the same device as '1'; counted once"));
 }
 
 TEST(VisibleDevicesTest, IndicesOnAMixedHostWithoutPciBusIdAreAmbiguous) {
@@ -226,8 +229,8 @@ TEST(VisibleDevicesTest, IndicesOnAMixedHostWithoutPciBusIdAreAmbiguous) {
   const MaskResolution ambiguous = resolve("1", mixed, false);
   EXPECT_THAT(identifiersOfVisible(ambiguous), ElementsAre("1"));  // read in PCI bus order
   ASSERT_EQ(ambiguous.warnings.size(), 1u);
-  EXPECT_THAT(ambiguous.warnings[0], HasSubstr("several GPU models"));
-  EXPECT_THAT(ambiguous.warnings[0], HasSubstr("CUDA_DEVICE_ORDER=PCI_BUS_ID"));
+  EXPECT_THAT(ambiguous.warnings[0].line(), HasSubstr("several GPU models"));
+  EXPECT_THAT(ambiguous.warnings[0].line(), HasSubstr("CUDA_DEVICE_ORDER=PCI_BUS_ID"));
   // With PCI_BUS_ID, by UUID, or on a host of one model: no doubt.
   EXPECT_THAT(resolve("1", mixed, true).warnings, IsEmpty());
   EXPECT_THAT(resolve(kUuid1, mixed, false).warnings, IsEmpty());
@@ -249,7 +252,7 @@ TEST(VisibleDevicesTest, UnitsFollowMigRules) {
       unitsUnderMask(*parseVisibleDevices(value.c_str()), host(), false, true);
   EXPECT_THAT(whole.hostIdentifiers, ElementsAre("2", "0"));
   ASSERT_EQ(whole.warnings.size(), 1u);
-  EXPECT_THAT(whole.warnings[0], HasSubstr("only with --mig"));
+  EXPECT_THAT(whole.warnings[0].line(), HasSubstr("only with --mig"));
 
   const MaskedUnits mig = unitsUnderMask(*parseVisibleDevices(value.c_str()), host(), true, true);
   EXPECT_THAT(mig.hostIdentifiers, ElementsAre(kMigA, "0"));

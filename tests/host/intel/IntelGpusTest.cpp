@@ -177,7 +177,7 @@ TEST_F(IntelGpusTest, EightMax1550AreSixteenDevicesUnderTheDefaultFlatHierarchy)
                                                   {"render_minor", "128"},
                                                   {"tile", "1"},
                                                   {"memory.total", "65536"}}));
-  EXPECT_THAT(host.warnings, IsEmpty());
+  EXPECT_THAT(linesOf(host.notices), IsEmpty());
   EXPECT_EQ(host.mask, std::nullopt);
 }
 
@@ -299,12 +299,12 @@ TEST_F(MixedHostTest, DiscreteCardsComeFirstAndAWarningNamesThePciOrderVariable)
             (std::vector<std::string>{"intel:00000000:03:00.0", "intel:00000000:4D:00.0",
                                       "intel:00000000:00:02.0"}));
   EXPECT_EQ(identifiers(host), (std::vector<std::string>{"0", "1", "2"}));
-  EXPECT_THAT(host.warnings, ElementsAre(kWarning));
+  EXPECT_THAT(linesOf(host.notices), ElementsAre(kWarning));
 }
 
 TEST_F(MixedHostTest, TheWarningSaysWhatExecSetsWithoutAMask) {
   const VendorHost host = find();
-  ASSERT_THAT(host.warnings, ElementsAre(kWarning));
+  ASSERT_THAT(linesOf(host.notices), ElementsAre(kWarning));
   // As the warning says: exec sets the variable, and the indices in PCI order to match.
   EXPECT_EQ(host.environmentFor(pick(host, {0}), false),
             (Variables{{"ZE_AFFINITY_MASK", "1"}, {"ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"}}));
@@ -324,7 +324,7 @@ TEST_F(MixedHostTest, UnderAnInheritedMaskTheWarningSaysExecLeavesTheOrderVariab
     environment_.erase("ONEAPI_DEVICE_SELECTOR");
     environment_[c.variable] = c.value;
     const VendorHost host = find();
-    EXPECT_THAT(host.warnings,
+    EXPECT_THAT(linesOf(host.notices),
                 ElementsAre("warning: this host has discrete and integrated Intel GPUs and "
                             "ZE_ENABLE_PCI_ID_DEVICE_ORDER is not set: the indices printed "
                             "follow Level Zero's default order, discrete cards first; "
@@ -345,7 +345,7 @@ TEST_F(MixedHostTest, ThePciOrderVariableSetNonZeroGivesPciOrder) {
   EXPECT_EQ(recordNames(host),
             (std::vector<std::string>{"intel:00000000:00:02.0", "intel:00000000:03:00.0",
                                       "intel:00000000:4D:00.0"}));
-  EXPECT_THAT(host.warnings, IsEmpty());
+  EXPECT_THAT(linesOf(host.notices), IsEmpty());
 }
 
 TEST_F(MixedHostTest, ThePciOrderVariableSetToZeroKeepsDiscreteFirstWithoutAWarning) {
@@ -354,7 +354,7 @@ TEST_F(MixedHostTest, ThePciOrderVariableSetToZeroKeepsDiscreteFirstWithoutAWarn
   EXPECT_EQ(recordNames(host),
             (std::vector<std::string>{"intel:00000000:03:00.0", "intel:00000000:4D:00.0",
                                       "intel:00000000:00:02.0"}));
-  EXPECT_THAT(host.warnings, IsEmpty());
+  EXPECT_THAT(linesOf(host.notices), IsEmpty());
 }
 
 TEST_F(IntelGpusTest, DiscreteCardsOnlyAreInPciOrderWithoutAWarning) {
@@ -364,7 +364,7 @@ TEST_F(IntelGpusTest, DiscreteCardsOnlyAreInPciOrderWithoutAWarning) {
   EXPECT_EQ(recordNames(host),
             (std::vector<std::string>{"intel:00000000:18:00.0", "intel:00000000:9A:00.0"}));
   EXPECT_EQ(host.units[0].description, "card 1 (00000000:18:00.0)");
-  EXPECT_THAT(host.warnings, IsEmpty());
+  EXPECT_THAT(linesOf(host.notices), IsEmpty());
 }
 
 // ---- masks ----
@@ -385,7 +385,7 @@ TEST_F(TwoMaxCardsTest, FlatMaskSkipsCardTileEntriesAndEntriesPastTheLastDevice)
   EXPECT_EQ(recordNames(host),
             (std::vector<std::string>{"intel:00000000:18:00.0/1", "intel:00000000:42:00.0/1"}));
   EXPECT_EQ(host.mask, "ZE_AFFINITY_MASK=3,0.1,1,99");
-  EXPECT_THAT(host.warnings,
+  EXPECT_THAT(linesOf(host.notices),
               ElementsAre("warning: ZE_AFFINITY_MASK entry 0.1 is skipped, as Level Zero skips "
                           "it: under the FLAT hierarchy its entries index devices, not "
                           "<card>.<tile>",
@@ -407,7 +407,7 @@ TEST_F(TwoMaxCardsTest, CompositeMaskNamesCardsAndTilesOfCards) {
                                                   {"render_minor", "128"},
                                                   {"tile", "1"},
                                                   {"memory.total", "65536"}}));
-  EXPECT_THAT(host.warnings,
+  EXPECT_THAT(linesOf(host.notices),
               ElementsAre("warning: ZE_AFFINITY_MASK entry 0.5 is skipped, as Level Zero skips "
                           "it: card 0 has 2 tiles",
                           "warning: ZE_AFFINITY_MASK entry 2 is skipped, as Level Zero skips "
@@ -447,7 +447,7 @@ TEST_F(TwoMaxCardsTest, TheSelectorOfOneToZeroTakesBothInLevelZeroOrder) {
   EXPECT_EQ(identifiers(host), (std::vector<std::string>{"0", "1"}));
   EXPECT_EQ(recordNames(host),
             (std::vector<std::string>{"intel:00000000:18:00.0/0", "intel:00000000:18:00.0/1"}));
-  EXPECT_THAT(host.warnings, IsEmpty());
+  EXPECT_THAT(linesOf(host.notices), IsEmpty());
 }
 
 TEST_F(TwoMaxCardsTest, TheSelectorsStarTakesEveryDeviceByItsIndex) {
@@ -519,7 +519,7 @@ TEST_F(TwoMaxCardsTest, ACardWhoseRenderNodeCannotBeOpenedIsLeftOutWithANote) {
   EXPECT_EQ(identifiers(host), (std::vector<std::string>{"0", "1"}));
   EXPECT_EQ(recordNames(host),
             (std::vector<std::string>{"intel:00000000:42:00.0/0", "intel:00000000:42:00.0/1"}));
-  EXPECT_THAT(host.warnings,
+  EXPECT_THAT(linesOf(host.notices),
               ElementsAre("note: card 0 (00000000:18:00.0) is left out: " + denied.string() +
                               " cannot be opened: Permission denied (EACCES); Level Zero does "
                               "not see it in this process",
@@ -535,7 +535,7 @@ TEST_F(TwoMaxCardsTest, ACardWithoutARenderNodeIsLeftOutWithANote) {
   addCard({2, "0000:6c:00.0", 0x8086, 0x0bd5, "xe", 2, {64 * kGiB, 64 * kGiB}, std::nullopt});
   const VendorHost host = find();
   EXPECT_EQ(identifiers(host), (std::vector<std::string>{"0", "1", "2", "3"}));
-  EXPECT_THAT(host.warnings,
+  EXPECT_THAT(linesOf(host.notices),
               ElementsAre("note: card 2 (00000000:6C:00.0) is left out: it has no render node "
                           "(device/drm/renderD*)"));
 }
@@ -547,7 +547,7 @@ TEST_F(MixedHostTest, ALeftOutCardIsANoteAndTheOrderLineStaysAWarning) {
   const VendorHost host = find();
   EXPECT_EQ(recordNames(host),
             (std::vector<std::string>{"intel:00000000:4D:00.0", "intel:00000000:00:02.0"}));
-  EXPECT_THAT(host.warnings,
+  EXPECT_THAT(linesOf(host.notices),
               ElementsAre("note: card 2 (00000000:03:00.0) is left out: " +
                               (options_.roots.dev / "dri" / "renderD130").string() +
                               " cannot be opened: No such device or address (ENXIO); Level Zero "
@@ -677,7 +677,7 @@ TEST_F(XpuSmiFallbackTest, UnderCompositeXpuSmisCardsAreTakenInPciOrderWithTheir
                                                   {"name", "Intel(R) Data Center GPU Max 1550"},
                                                   {"pci.bus_id", "00000000:18:00.0"},
                                                   {"pci.device_id", "0x0bd5"}}));
-  EXPECT_THAT(host.warnings,
+  EXPECT_THAT(linesOf(host.notices),
               ElementsAre("warning: " + drm() +
                           " does not exist, so the Intel GPUs are xpu-smi's, one device per card "
                           "as Level Zero's COMPOSITE hierarchy numbers them; xpu-smi lists cards "

@@ -46,7 +46,7 @@ TEST(LevelZeroMasksTest, AnEntryNamedTwiceCountsOnceAndATrailingCommaIsDropped) 
   const LevelZeroDevices result = levelZeroDevices(kTwoMax, Hierarchy::kFlat, "2, 2,0,", nullptr);
   EXPECT_THAT(result.devices,
               ElementsAre(LevelZeroDevice{0, 0, "0", true}, LevelZeroDevice{1, 0, "2", true}));
-  EXPECT_THAT(result.warnings, IsEmpty());
+  EXPECT_THAT(linesOf(result.warnings), IsEmpty());
   EXPECT_EQ(result.mask, "ZE_AFFINITY_MASK=2, 2,0,");
 }
 
@@ -68,7 +68,7 @@ TEST(LevelZeroMasksTest, CompositeTilesJoinedIntoOneDeviceAreNotHandedOut) {
       levelZeroDevices(kTwoMax, Hierarchy::kComposite, "0.1,0.0,1", "level_zero:1");
   // Level Zero's device 0 is card 0 made of both its tiles: it still takes index 0.
   EXPECT_THAT(result.devices, ElementsAre(LevelZeroDevice{1, std::nullopt, "1", true}));
-  EXPECT_THAT(result.warnings,
+  EXPECT_THAT(linesOf(result.warnings),
               ElementsAre("warning: ZE_AFFINITY_MASK names 0.0 and 0.1, tiles of card 0: Level "
                           "Zero makes them one device, which is not handed out"));
   const LevelZeroDevices joined =
@@ -80,15 +80,16 @@ TEST(LevelZeroMasksTest, CompositeThreePartEntriesAreRefusedFlatSkipsThem) {
   EXPECT_THROW(levelZeroDevices(kTwoMax, Hierarchy::kComposite, "0.1.0", nullptr), DiscoveryError);
   const LevelZeroDevices flat = levelZeroDevices(kTwoMax, Hierarchy::kFlat, "0.1.0,1", nullptr);
   EXPECT_THAT(flat.devices, ElementsAre(LevelZeroDevice{0, 1, "1", true}));
-  EXPECT_EQ(flat.warnings.size(), 1u);
+  EXPECT_EQ(linesOf(flat.warnings).size(), 1u);
 }
 
 TEST(LevelZeroMasksTest, ASelectorEntryPastTheLastDeviceIsSkippedWithAWarning) {
   const LevelZeroDevices result =
       levelZeroDevices(kTwoMax, Hierarchy::kComposite, nullptr, "LEVEL_ZERO:5,1");
   EXPECT_THAT(result.devices, ElementsAre(LevelZeroDevice{1, std::nullopt, "1", true}));
-  EXPECT_THAT(result.warnings, ElementsAre("warning: ONEAPI_DEVICE_SELECTOR entry 5 is skipped: "
-                                           "Level Zero gives 2 devices"));
+  EXPECT_THAT(linesOf(result.warnings),
+              ElementsAre("warning: ONEAPI_DEVICE_SELECTOR entry 5 is skipped: "
+                          "Level Zero gives 2 devices"));
   EXPECT_EQ(result.mask, "ONEAPI_DEVICE_SELECTOR=LEVEL_ZERO:5,1");
 }
 

@@ -35,6 +35,7 @@
 #include "host/placement/Placement.h"
 #include "process/Subprocess.h"
 #include "util/Logging.h"
+#include "util/Notice.h"
 #include "util/Strings.h"
 
 namespace flink::externalresource::gpu {
@@ -145,7 +146,7 @@ std::vector<discovery::GpuDevice> nvmlDevices() {
       }
       return {};
     }
-    for (const std::string& warning : attempt.found->warnings) log().debug(warning);
+    for (const Notice& notice : attempt.found->notices) log().debug(notice.line());
     return std::move(attempt.found->devices);
   } catch (const discovery::DiscoveryError& e) {
     log().warn(std::string("No GPU properties: ") + e.what());
@@ -153,24 +154,65 @@ std::vector<discovery::GpuDevice> nvmlDevices() {
   }
 }
 
-/// A script's stderr after a run that answered: at debug level, but a GPU the script left out
-/// (lost, denied by a cgroup) is a fault of the host that an operator must hear of, whatever the
-/// log level for the rest, and any other "warning: " line (a mask read with a surprise, a GPU
-/// without a render node, a vendor tool used as a fallback) is logged as a warning.
+/// What a discovery said besides its answer, logged by kind: a GPU left out (lost, denied by a
+/// cgroup) at error level, since it is a fault of the host that an operator must hear of whatever
+/// the log level for the rest; any other warning (a mask read with a surprise, a GPU without a
+/// render node, a vendor tool used as a fallback) at warn level; notes and details only in the
+/// debug line of all that was said, which the caller logs.
+void logSaid(const std::vector<Notice>& said) {
+  for (const Notice& notice : said) {
+    switch (notice.kind) {
+      case Notice::Kind::kGpuLeftOut:
+        log().error(std::string("The GPU discovery script left a GPU out: ") +
+                    strings::quoteForMessage(notice.text));
+        break;
+      case Notice::Kind::kWarning:
+        log().warn(std::string("The GPU discovery script warns: ") +
+                   strings::quoteForMessage(notice.text));
+        break;
+      case Notice::Kind::kNote:
+      case Notice::Kind::kDetail:
+        break;
+    }
+  }
+}
+
+/// A discovery script's stderr, which another program wrote, read by the line protocol our
+/// discovery program writes it in (Notice::line; docs/discovery-script-protocol.md, "What the
+/// script says on stderr"), which any script may follow: a line "warning: <text>" is a warning,
+/// and a GPU left out when <text> names a "GPU " and says " left out: " (as NVML's, nvidia-smi's
+/// and the placement's lines do: "warning: NVML: GPU 1 left out: …"); "note: <text>" is a note;
+/// any other line is a detail. The one place where a line's words decide what it is: inside the
+/// process, the kind travels with the text.
+std::vector<Notice> readScriptStderr(std::string_view text) {
+  constexpr std::string_view kWarning = Notice::kWarningPrefix;
+  constexpr std::string_view kNote = Notice::kNotePrefix;
+  std::vector<Notice> said;
+  for (std::string_view line : strings::split(text, '\n')) {
+    line = strings::trim(line);
+    if (line.empty()) continue;
+    if (line.starts_with(kWarning)) {
+      const std::string_view words = line.substr(kWarning.size());
+      const bool leftOut = words.find(" left out: ") != std::string_view::npos &&
+                           words.find("GPU ") != std::string_view::npos;
+      said.push_back(leftOut ? Notice::gpuLeftOut(std::string(words))
+                             : Notice::warning(std::string(words)));
+    } else if (line.starts_with(kNote)) {
+      said.push_back(Notice::note(std::string(line.substr(kNote.size()))));
+    } else {
+      said.push_back(Notice::detail(std::string(line)));
+    }
+  }
+  return said;
+}
+
+/// A script's stderr after a run that answered: all of it at debug level, and what it says by
+/// its kind (logSaid).
 void logScriptStderr(std::string_view text) {
   if (text.empty()) return;
   log().debug(std::string("The GPU discovery script wrote to stderr: ") +
               strings::quoteForMessage(text, kShownOutputBytes));
-  for (std::string_view line : strings::split(text, '\n')) {
-    line = strings::trim(line);
-    if (discovery::isLeftOutWarning(line)) {
-      log().error(std::string("The GPU discovery script left a GPU out: ") +
-                  strings::quoteForMessage(line.substr(std::string_view("warning: ").size())));
-    } else if (line.starts_with("warning: ")) {
-      log().warn(std::string("The GPU discovery script warns: ") +
-                 strings::quoteForMessage(line.substr(std::string_view("warning: ").size())));
-    }
-  }
+  logSaid(readScriptStderr(text));
 }
 
 std::string joinInfos(const std::vector<std::shared_ptr<const ExternalResourceInfo>>& infos) {
@@ -335,9 +377,13 @@ GPUDriver::~GPUDriver() = default;
 
 ExternalResourceInfoSet GPUDriver::retrieveInProcess(std::int64_t gpuAmount) {
   InProcessDiscovery::Answer answer = inProcessDiscovery_->discover(gpuAmount);
-  std::string said;
-  for (const std::string& line : answer.said) said += line + '\n';
-  logScriptStderr(said);
+  // What the program would have written to stderr, as values: logged by kind, never read back.
+  if (!answer.said.empty() && log().enabled(logging::Level::kDebug)) {
+    log().debug(
+        std::string("The GPU discovery script (run in-process) said: ") +
+        strings::quoteForMessage(strings::join(linesOf(answer.said), "\n"), kShownOutputBytes));
+  }
+  logSaid(answer.said);
   // The devices enumerated already say what is known of them: everything NVML tells, or what
   // nvidia-smi was asked for (uuid, name, pci.bus_id, memory.total), where NVML cannot be used
   // and asking it again would tell nothing. A --gpus list knows only identifiers: NVML is asked

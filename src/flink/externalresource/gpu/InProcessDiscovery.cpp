@@ -142,7 +142,7 @@ struct Run {
                        Clock::time_point deadline) {
   std::string message =
       "The GPU discovery script " + script.string() + " (run in-process) failed: " + e.what();
-  for (const std::string& line : e.report().lines()) message += "\n" + line;
+  for (const Notice& notice : e.report().notices()) message += "\n" + notice.line();
   const bool outOfTime = (e.stage() == DiscoveryFailure::Stage::kEnumeration ||
                           e.stage() == DiscoveryFailure::Stage::kCoordination) &&
                          Clock::now() >= deadline;
@@ -187,7 +187,7 @@ InProcessDiscovery::InProcessDiscovery(fs::path script, const std::vector<std::s
     arguments_ = defaultdiscovery::parseDiscoveryArguments(argv);
   } catch (const discovery::DiscoveryError& e) {
     defaultdiscovery::Report report;
-    report.details = e.details();
+    for (const std::string& line : e.details()) report.details.push_back(Notice::detail(line));
     argumentsFailure_.emplace(DiscoveryFailure::Stage::kArguments, e.what(), std::move(report));
   }
 }
@@ -326,7 +326,7 @@ InProcessDiscovery::Answer InProcessDiscovery::discover(std::int64_t amount) {
                                std::move(answer->leases)});
   }
   return {std::move(answer->answer), std::move(answer->devices), answer->source,
-          answer->report.lines(), std::move(answer->shares)};
+          answer->report.notices(), std::move(answer->shares)};
 }
 
 }  // namespace flink::externalresource::gpu

@@ -17,6 +17,7 @@
 #include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/HostGpus.h"
+#include "util/Notice.h"
 
 namespace flink::externalresource::gpu {
 
@@ -29,8 +30,9 @@ class InProcessDiscovery {
     /// The devices enumerated on the way, and from where (kListed: identifiers only).
     std::vector<discovery::GpuDevice> devices;
     discovery::HostGpuSource source = discovery::HostGpuSource::kListed;
-    /// The lines the program would write to stderr: warnings, notes.
-    std::vector<std::string> said;
+    /// What the program would write to stderr, as values (each its line(), to print): details,
+    /// warnings, GPUs left out, notes.
+    std::vector<Notice> said;
     /// With --share, the share of each GPU of `identifiers`, in its order (the program prints
     /// nothing of them); empty for whole GPUs.
     std::vector<defaultdiscovery::ShareGrant> shares;

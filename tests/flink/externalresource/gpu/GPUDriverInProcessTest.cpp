@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "LogCapture.h"
 #include "TestSupport.h"
 #include "flink/externalresource/gpu/GPUDriver.h"
 #include "flink/externalresource/gpu/GPUDriverFactory.h"
@@ -43,6 +44,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
+using testing::LogCapture;
 using testing::ScopedEnvironment;
 using testing::TempDir;
 using namespace std::chrono_literals;
@@ -337,6 +339,28 @@ TEST_F(GPUDriverInProcessTest, GpusHeldByLeasesAloneAreNotCountedFree) {
   expectSameAsScript(args, {1});
   EXPECT_EQ(discover(true, args, {1})[0].cause,
             "not enough free GPUs: 1 requested, 0 free, 4 held");
+}
+
+TEST_F(GPUDriverInProcessTest, AGpuLeftOutIsLoggedAsAnErrorByItsKind) {
+  // GPU 1 is lost: NVML leaves it out, and the driver is told so as a value, not as a line to
+  // read back. A note (an argument ignored) is no warning.
+  host(R"({"devices": [
+    {"uuid": "GPU-00000000-1111-2222-3333-444444444444", "pci_bus_id": "00000000:19:00.0"},
+    {"uuid": "GPU-11111111-1111-2222-3333-444444444444", "pci_bus_id": "00000000:3B:00.0",
+     "lost": true},
+    {"uuid": "GPU-22222222-1111-2222-3333-444444444444", "pci_bus_id": "00000000:5D:00.0"}
+  ]})");
+  const std::unique_ptr<GPUDriver> gpuDriver = driver(true, "--device-type nvidia");
+  ASSERT_TRUE(gpuDriver->runsInProcess());
+  LogCapture log;
+  std::vector<std::string> gpus;
+  for (const auto& info : gpuDriver->retrieveResourceInfo(2)) {
+    gpus.push_back(dynamic_cast<const GPUInfo&>(*info).index());
+  }
+  EXPECT_EQ(gpus, (std::vector<std::string>{"0", "2"}));
+  EXPECT_TRUE(log.contains("error", "left a GPU out: NVML: GPU 1 left out: ")) << log.text();
+  EXPECT_FALSE(log.contains("warning", "ignoring unknown argument")) << log.text();
+  EXPECT_TRUE(log.contains("debug", "ignoring unknown argument '--device-type'")) << log.text();
 }
 
 TEST_F(GPUDriverInProcessTest, BadArgumentsFailWithTheScriptsCause) {

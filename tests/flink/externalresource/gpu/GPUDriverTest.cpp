@@ -6,20 +6,17 @@
 
 #include <chrono>
 #include <mutex>
-#include <sstream>
 #include <thread>
 #include <unordered_set>
 
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
+#include "LogCapture.h"
 #include "TestSupport.h"
 #include "flink/externalresource/gpu/GPUDriverFactory.h"
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
 #include "flink/externalresource/gpu/GPUInfo.h"
 #include "flink/util/Exceptions.h"
-#include "util/Logging.h"
 
 namespace flink::externalresource::gpu {
 namespace {
@@ -27,44 +24,10 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using testing::LogCapture;
 using testing::readLines;
 using testing::TempDir;
 using testing::writeScript;
-
-/// Captures what the driver logs, as "LEVEL message" lines.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
-    sink_->set_pattern("%l %v");
-    logging::Logger("GPUDriver");  // registers it with spdlog, if the driver has not yet
-    logger_ = spdlog::get("GPUDriver");
-    previousLevel_ = logger_->level();
-    logger_->set_level(spdlog::level::debug);
-    logger_->sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = logger_->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-    logger_->set_level(previousLevel_);
-  }
-  std::string text() {
-    logger_->flush();
-    return text_.str();
-  }
-  bool contains(const std::string& level, const std::string& fragment) {
-    std::istringstream lines(text());
-    for (std::string line; std::getline(lines, line);) {
-      if (line.rfind(level + " ", 0) == 0 && line.find(fragment) != std::string::npos) return true;
-    }
-    return false;
-  }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-  std::shared_ptr<spdlog::logger> logger_;
-  spdlog::level::level_enum previousLevel_;
-};
 
 /// Sets an environment variable for the scope of one test.
 class ScopedEnv {
@@ -441,6 +404,29 @@ TEST_F(GPUDriverTest, OnlyTheFirstLineIsReadAndMoreLinesAreLogged) {
   LogCapture log;
   EXPECT_EQ(indices(driver->retrieveResourceInfo(2)), (std::vector<std::string>{"0", "1"}));
   EXPECT_TRUE(log.contains("warning", "printed 2 more line(s)"));
+}
+
+TEST_F(GPUDriverTest, StderrIsReadByTheDefaultDiscoverysLineProtocol) {
+  // Another program's output, read by the protocol our discovery program writes (Notice::line):
+  // a GPU left out is logged as an error, another warning as a warning, notes and other lines
+  // only in the debug line of all of stderr.
+  const auto driver = makeDriver(
+      script("echo 'warning: NVML: GPU 1 left out: nvmlDeviceGetUUID failed: GPU is lost' >&2\n"
+             "echo 'warning: nvidia-smi exited with code 14 but listed 1 GPU(s); using them' >&2\n"
+             "echo 'note: ignoring unknown argument x' >&2\n"
+             "echo 'nvidia-smi: WARNING: infoROM is corrupted' >&2\n"
+             "echo 0\n")
+          .string());
+  LogCapture log;
+  EXPECT_EQ(indices(driver->retrieveResourceInfo(1)), std::vector<std::string>{"0"});
+  EXPECT_TRUE(log.contains(
+      "error", "left a GPU out: NVML: GPU 1 left out: nvmlDeviceGetUUID failed: GPU is lost"))
+      << log.text();
+  EXPECT_TRUE(log.contains("warning", "warns: nvidia-smi exited with code 14")) << log.text();
+  EXPECT_FALSE(log.contains("error", "exited with code 14")) << log.text();
+  EXPECT_FALSE(log.contains("warning", "ignoring unknown argument")) << log.text();
+  EXPECT_FALSE(log.contains("warning", "infoROM")) << log.text();
+  EXPECT_TRUE(log.contains("debug", "ignoring unknown argument")) << log.text();
 }
 
 // 8. Only device identifiers are GPUs.
