@@ -198,7 +198,7 @@ std::string describeGpu(const GpuView& view,
                         const std::optional<sharing::Declaration>& declaration) {
   std::vector<std::string> first;
   std::vector<std::string> last;
-  if (view.state == "shared") {
+  if (view.state == GpuState::kShared) {
     std::optional<unsigned> count;
     if (declaration) {
       count = declaration->replicas;
@@ -216,7 +216,7 @@ std::string describeGpu(const GpuView& view,
     // Its declaration was taken out while shares live: they keep it until they end.
     if (!declaration) last.push_back("not declared shared: no new share is handed out");
   } else if (declaration) {
-    (view.state == "free" || view.state == "busy" ? first : last)
+    (view.state == GpuState::kFree || view.state == GpuState::kBusy ? first : last)
         .push_back(describeDeclaration(*declaration));
   }
   std::vector<std::string> parts = std::move(first);
@@ -258,7 +258,7 @@ nlohmann::ordered_json gpuJson(const HostView& host, const Sharing& sharing, std
   nlohmann::ordered_json gpu;
   gpu["gpu"] = view.gpu;
   if (view.uuid) gpu["uuid"] = *view.uuid;
-  gpu["state"] = view.state;
+  gpu["state"] = std::string(gpuStateWord(view.state));
   nlohmann::ordered_json holders = nlohmann::ordered_json::array();
   for (const coordination::RecordStatus& holder : view.holders) {
     holders.push_back(nlohmann::ordered_json{{"owner_pid", holder.record.owner.pid},
@@ -378,7 +378,8 @@ void printHost(const HostView& host, const Sharing& sharing) {
   std::vector<std::vector<std::string>> rows{{"GPU", "STATE", "DETAIL"}};
   for (std::size_t i = 0; i < host.gpus.size(); ++i) {
     const GpuView& view = host.gpus[i];
-    rows.push_back({view.gpu, view.state, describeGpu(view, sharing.declarationOf[i])});
+    rows.push_back({view.gpu, std::string(gpuStateWord(view.state)),
+                    describeGpu(view, sharing.declarationOf[i])});
   }
   printTable(std::move(rows));
 }

@@ -98,6 +98,24 @@ std::string labels(const GpuView& view, const std::string& extra = "") {
 
 }  // namespace
 
+std::string_view gpuStateWord(GpuState state) {
+  switch (state) {
+    case GpuState::kFree:
+      return "free";
+    case GpuState::kHeld:
+      return "held";
+    case GpuState::kShared:
+      return "shared";
+    case GpuState::kBusy:
+      return "busy";
+    case GpuState::kUnhealthy:
+      return "unhealthy";
+    case GpuState::kDrained:
+      return "drained";
+  }
+  return "free";
+}
+
 bool GpuView::healthy() const {
   return std::none_of(problems.begin(), problems.end(), [](const health::Problem& problem) {
     return problem.kind != health::Problem::Kind::kDrained;
@@ -279,11 +297,11 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
                            view.shareLeases.end());
   }
   for (GpuView& view : host.gpus) {
-    view.state = !view.healthy()              ? "unhealthy"
-                 : view.drained()             ? "drained"
-                 : view.heldWhole()           ? "held"
-                 : !view.liveShares().empty() ? "shared"
-                                              : "free";
+    view.state = !view.healthy()              ? GpuState::kUnhealthy
+                 : view.drained()             ? GpuState::kDrained
+                 : view.heldWhole()           ? GpuState::kHeld
+                 : !view.liveShares().empty() ? GpuState::kShared
+                                              : GpuState::kFree;
   }
   // Free, but its hardware is in use: a GPU one of whose MIG instances is held, an instance
   // whose GPU is held whole or shared. No allocator hands it out. The held or shared units are
@@ -294,7 +312,7 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
   std::unordered_map<std::string_view, std::vector<std::size_t>> heldWholeNamed;
   for (std::size_t at = 0; at < host.gpus.size(); ++at) {
     const GpuView& other = host.gpus[at];
-    if (other.state != "held" && other.state != "shared") continue;
+    if (other.state != GpuState::kHeld && other.state != GpuState::kShared) continue;
     if (!other.isMigInstance) {
       heldWholeNamed[other.gpu].push_back(at);
     } else if (other.parent) {
@@ -302,7 +320,7 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
     }
   }
   for (GpuView& view : host.gpus) {
-    if (view.state != "free") continue;
+    if (view.state != GpuState::kFree) continue;
     if (!view.isMigInstance) {
       if (const auto it = heldInstancesOf.find(view.gpu); it != heldInstancesOf.end()) {
         for (const std::size_t at : it->second) {
@@ -313,12 +331,13 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
       if (const auto it = heldWholeNamed.find(*view.parent); it != heldWholeNamed.end()) {
         for (const std::size_t at : it->second) {
           const GpuView& other = host.gpus[at];
-          view.busyBecause.push_back("its GPU " + other.gpu +
-                                     (other.state == "held" ? " is held whole" : " is shared"));
+          view.busyBecause.push_back(
+              "its GPU " + other.gpu +
+              (other.state == GpuState::kHeld ? " is held whole" : " is shared"));
         }
       }
     }
-    if (!view.busyBecause.empty()) view.state = "busy";
+    if (!view.busyBecause.empty()) view.state = GpuState::kBusy;
   }
   host.refs = std::move(order);
   host.index = std::make_shared<const discovery::UnitIndex>(std::move(units.index));

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "host/coordination/Coordination.h"
@@ -17,15 +18,21 @@
 
 namespace flink::cli {
 
+/// What a unit of the host is now, the first that applies in this order: unhealthy (lost
+/// included), drained, held (whole), shared (live shares, none whole), busy (a unit that shares
+/// its hardware is held or shared), free.
+enum class GpuState { kFree, kHeld, kShared, kBusy, kUnhealthy, kDrained };
+
+/// "free", "held", "shared", "busy", "unhealthy", "drained": the word status prints (its STATE
+/// column, JSON's "state").
+std::string_view gpuStateWord(GpuState state);
+
 /// One unit of the host (a whole GPU by index, a MIG instance by UUID, or a GPU known only from
 /// a record).
 struct GpuView {
   std::string gpu;
   std::optional<std::string> uuid;
-  /// "free", "held", "shared", "busy", "unhealthy" (lost included) or "drained": the first that
-  /// applies of unhealthy, drained, held (whole), shared (live shares, none whole), busy (a unit
-  /// that shares its hardware is held or shared), free.
-  std::string state = "free";
+  GpuState state = GpuState::kFree;
   /// The records that hold it, whole or a share (Record::share).
   std::vector<coordination::RecordStatus> holders;
   /// Its lease is held while no record names it (an operator's `release --force`, Flink's `sed`
@@ -45,7 +52,7 @@ struct GpuView {
   /// For a MIG instance, its GPU's index.
   std::optional<std::string> parent;
   /// Free of holders, but sharing hardware with a unit that is held (a GPU's MIG instance, an
-  /// instance's GPU held whole): state "busy", and why, one line each.
+  /// instance's GPU held whole): GpuState::kBusy, and why, one line each.
   std::vector<std::string> busyBecause;
 
   bool healthy() const;
