@@ -23,10 +23,11 @@ namespace {
 namespace fs = std::filesystem;
 using process::FileDescriptor;
 
-[[noreturn]] void fail(const fs::path& path, const std::string& what, int error = 0) {
+[[noreturn]] void fail(store::StoreError::Cause cause, const fs::path& path,
+                       const std::string& what, int error = 0) {
   std::string message = "lease " + path.string() + ": " + what;
   if (error != 0) message += ": " + std::string(std::strerror(error));
-  throw store::StoreError(message);
+  throw store::StoreError(cause, message);
 }
 
 /// A name that is one path component of ours: letters, digits, '-', '.', '_'.
@@ -46,7 +47,8 @@ bool moveAsideWhatIsThere(const std::string& what, const fs::path& path, Sibling
                           const SiblingTrust& trust, std::vector<std::string>& warnings) {
   struct stat info {};
   if (::lstat(path.c_str(), &info) != 0) {
-    fail(path, "refusing to use it: it cannot be examined", errno);
+    fail(store::StoreError::Cause::kRefused, path, "refusing to use it: it cannot be examined",
+         errno);
   }
   return !store::admitSibling(what, path, info,
                               S_ISLNK(info.st_mode)          ? "it is a symbolic link"
@@ -64,7 +66,8 @@ FileDescriptor openFolder(const fs::path& folder, bool create, const SiblingTrus
     OpenedSibling opened = openSiblingAt(AT_FDCWD, folder, O_RDONLY | O_DIRECTORY);
     if (!opened.fd && opened.error == ENOENT && create) {
       const int error = createSiblingFolderAt(AT_FDCWD, folder, trust);
-      if (error != 0 && error != EEXIST) fail(folder, "cannot create the lease folder", error);
+      if (error != 0 && error != EEXIST)
+        fail(store::StoreError::causeOf(error), folder, "cannot create the lease folder", error);
       opened = openSiblingAt(AT_FDCWD, folder, O_RDONLY | O_DIRECTORY);
     }
     if (!opened.fd) {
@@ -73,7 +76,8 @@ FileDescriptor openFolder(const fs::path& folder, bool create, const SiblingTrus
           moveAsideWhatIsThere("lease folder", folder, SiblingKind::kFolder, trust, warnings)) {
         continue;
       }
-      fail(folder, "cannot open the lease folder", opened.error);
+      fail(store::StoreError::causeOf(opened.error), folder, "cannot open the lease folder",
+           opened.error);
     }
     if (!store::admitSibling("lease folder", folder, opened.info, trust, SiblingKind::kFolder,
                              warnings)) {
@@ -81,7 +85,7 @@ FileDescriptor openFolder(const fs::path& folder, bool create, const SiblingTrus
     }
     return std::move(opened.fd);
   }
-  fail(folder, "it kept being replaced while it was opened");
+  fail(store::StoreError::Cause::kInterfered, folder, "it kept being replaced while it was opened");
 }
 
 /// The lease file `name` of the open folder `dir`, checked; invalid with `error` set when it
@@ -272,8 +276,9 @@ std::optional<ShareLeaseName> parseShareLeaseName(std::string_view name) {
 void Lease::keepAcrossExec() const {
   const int flags = ::fcntl(fd_.get(), F_GETFD);
   if (flags < 0 || ::fcntl(fd_.get(), F_SETFD, flags & ~FD_CLOEXEC) != 0) {
-    throw store::StoreError("lease " + name_ +
-                            ": cannot keep it across exec: " + std::strerror(errno));
+    throw store::StoreError(
+        store::StoreError::Cause::kIo,
+        "lease " + name_ + ": cannot keep it across exec: " + std::strerror(errno));
   }
 }
 
@@ -281,7 +286,9 @@ LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
                              const SiblingTrust& trust) {
   const fs::path folder = leaseFolderOf(file);
   const fs::path path = folder / name;
-  if (!isSafeName(name)) fail(path, "refusing a lease name that is not a plain file name");
+  if (!isSafeName(name))
+    fail(store::StoreError::Cause::kRefused, path,
+         "refusing a lease name that is not a plain file name");
   LeaseAttempt attempt;
   const FileDescriptor dir = openFolder(folder, /*create=*/true, trust, attempt.warnings);
   for (int tries = 0; tries < 16; ++tries) {
@@ -295,10 +302,11 @@ LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
           attempt.why = "this user may not create it: " + std::string(std::strerror(errno));
           return attempt;
         }
-        fail(path, "cannot create it", errno);
+        fail(store::StoreError::causeOf(errno), path, "cannot create it", errno);
       }
       opened.fd = std::move(created);
-      if (::fstat(opened.fd.get(), &opened.info) != 0) fail(path, "cannot stat it", errno);
+      if (::fstat(opened.fd.get(), &opened.info) != 0)
+        fail(store::StoreError::Cause::kIo, path, "cannot stat it", errno);
     }
     if (!opened.fd) {
       if (isDenied(opened.error)) {
@@ -311,7 +319,7 @@ LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
                       ")";
         return attempt;
       }
-      fail(path, "cannot open it", opened.error);
+      fail(store::StoreError::causeOf(opened.error), path, "cannot open it", opened.error);
     }
     while (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
       if (errno == EINTR) continue;
@@ -320,7 +328,7 @@ LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
         attempt.why = "it is held by another running process";
         return attempt;
       }
-      fail(path, "cannot lock it", errno);
+      fail(store::StoreError::causeOf(errno), path, "cannot lock it", errno);
     }
     // Whoever found it free before us may have removed it: then lock the file now there.
     if (stillThere(dir.get(), name, opened.info)) {
@@ -330,12 +338,16 @@ LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
       return attempt;
     }
   }
-  fail(path, "it kept being removed while it was taken");
+  fail(store::StoreError::Cause::kInterfered, path, "it kept being removed while it was taken");
 }
 
 Lease acquireLease(const fs::path& file, const std::string& name) {
   LeaseAttempt attempt = tryAcquireLease(file, name, SiblingTrust::ofPath(file));
-  if (!attempt.lease) fail(leaseFolderOf(file) / name, attempt.why);
+  if (!attempt.lease) {
+    fail(attempt.failure == LeaseAttempt::Failure::kDenied ? store::StoreError::Cause::kAccessDenied
+                                                           : store::StoreError::Cause::kLocked,
+         leaseFolderOf(file) / name, attempt.why);
+  }
   return std::move(*attempt.lease);
 }
 
@@ -347,12 +359,13 @@ LeaseFolder LeaseFolder::open(const fs::path& file, const SiblingTrust& trust) {
   if (!folder.dir_) return folder;  // no folder: no lease is held
   // fdopendir takes the descriptor it is given: list through a duplicate, keep ours for openat.
   const int listed = ::fcntl(folder.dir_.get(), F_DUPFD_CLOEXEC, 0);
-  if (listed < 0) fail(folder.path_, "cannot list the lease folder", errno);
+  if (listed < 0)
+    fail(store::StoreError::causeOf(errno), folder.path_, "cannot list the lease folder", errno);
   DIR* entries = ::fdopendir(listed);
   if (entries == nullptr) {
     const int error = errno;
     ::close(listed);
-    fail(folder.path_, "cannot list the lease folder", error);
+    fail(store::StoreError::causeOf(error), folder.path_, "cannot list the lease folder", error);
   }
   while (const dirent* entry = ::readdir(entries)) {
     const std::string name = entry->d_name;
@@ -398,7 +411,7 @@ LeaseState LeaseFolder::state(const std::string& name, const std::optional<Lease
       denied_.insert(name);
       return LeaseState::kUnopenable;
     }
-    fail(path_ / name, "cannot open it", opened.error);
+    fail(store::StoreError::causeOf(opened.error), path_ / name, "cannot open it", opened.error);
   }
   if (file && (static_cast<std::uint64_t>(opened.info.st_dev) != file->device ||
                static_cast<std::uint64_t>(opened.info.st_ino) != file->inode)) {

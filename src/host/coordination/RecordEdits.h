@@ -92,8 +92,10 @@ auto changeFile(const std::filesystem::path& file, std::chrono::milliseconds loc
     auto result = change(opened, attempt > 0);
     if (!opened.interfered() && opened.settled(lockTimeout)) return result;
     if (attempt >= 8) {
-      throw store::StoreError("coordination file " + file.string() +
-                              ": it kept being changed by a program that does not hold its lock");
+      throw store::StoreError(
+          store::StoreError::Cause::kInterfered,
+          "coordination file " + file.string() +
+              ": it kept being changed by a program that does not hold its lock");
     }
   }
 }

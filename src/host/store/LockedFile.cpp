@@ -63,7 +63,7 @@ std::string ownership(const fs::path& path) {
     if (!folderOwned.empty())
       message += " (the folder " + folder.string() + ": " + folderOwned + ")";
   }
-  throw StoreError(message);
+  throw StoreError(StoreError::Cause::kAccessDenied, message);
 }
 
 bool isAccessError(int error) { return error == EACCES || error == EPERM || error == EROFS; }
@@ -120,7 +120,8 @@ std::string readAll(int fd, std::uint64_t size, const std::string& subject, cons
     const ssize_t n = ::pread(fd, text.data() + done, text.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      throw StoreError(subject + ": cannot read " + what + ": " + errorText(errno));
+      throw StoreError(StoreError::Cause::kIo,
+                       subject + ": cannot read " + what + ": " + errorText(errno));
     }
     if (n == 0) break;
     done += static_cast<std::size_t>(n);
@@ -199,10 +200,10 @@ std::optional<pid_t> flockHolder(const fs::path& file) {
   return lockHolder(info.st_dev, info.st_ino);
 }
 
-void LockedFile::fail(const std::string& what, int error) const {
+void LockedFile::fail(StoreError::Cause cause, const std::string& what, int error) const {
   std::string message = what_ + " " + path_.string() + ": " + what;
   if (error != 0) message += ": " + errorText(error);
-  throw StoreError(message);
+  throw StoreError(cause, message);
 }
 
 LockedFile LockedFile::open(const fs::path& file, Access access,
@@ -247,8 +248,10 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
                         SiblingKind::kFile, result.trust_, result.warnings_)) {
         continue;  // moved aside: made anew, or missing
       }
-      if (error == ELOOP) result.fail("refusing to use it: it is a symbolic link");
-      if (error == EISDIR) result.fail("refusing to use it: it is a directory");
+      if (error == ELOOP)
+        result.fail(StoreError::Cause::kRefused, "refusing to use it: it is a symbolic link");
+      if (error == EISDIR)
+        result.fail(StoreError::Cause::kRefused, "refusing to use it: it is a directory");
       if (isAccessError(error)) {
         std::error_code ignored;
         const bool exists = fs::exists(fs::symlink_status(file, ignored));
@@ -257,17 +260,18 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
                           : "cannot create it in",
                    error);
       }
-      result.fail("cannot open it", error);
+      result.fail(StoreError::Cause::kIo, "cannot open it", error);
     }
     struct stat opened {};
-    if (::fstat(fd.get(), &opened) != 0) result.fail("cannot stat it", errno);
+    if (::fstat(fd.get(), &opened) != 0)
+      result.fail(StoreError::Cause::kIo, "cannot stat it", errno);
     if (result.sibling_) {
       if (!admitSibling(result.what_, file, opened, result.trust_, SiblingKind::kFile,
                         result.warnings_)) {
         continue;  // moved aside: made anew, or missing
       }
     } else if (std::optional<std::string> refusal = refusalOf(file, opened, write)) {
-      result.fail(*refusal);
+      result.fail(StoreError::Cause::kRefused, *refusal);
     }
 
     if (result.access_ == Access::kSnapshot) {
@@ -281,10 +285,11 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
       if (errno == ENOLCK || isAccessError(errno)) {
         failAccess(subject, file, file, "cannot lock it", errno);
       }
-      if (errno != EWOULDBLOCK) result.fail("cannot lock it", errno);
+      if (errno != EWOULDBLOCK) result.fail(StoreError::Cause::kIo, "cannot lock it", errno);
       if (std::chrono::steady_clock::now() >= deadline) {
-        result.fail("still locked by " + describeHolder(lockHolder(opened.st_dev, opened.st_ino)) +
-                    " after " + std::to_string(lockTimeout.count()) + " ms");
+        result.fail(StoreError::Cause::kLocked,
+                    "still locked by " + describeHolder(lockHolder(opened.st_dev, opened.st_ino)) +
+                        " after " + std::to_string(lockTimeout.count()) + " ms");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -300,20 +305,24 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
       // wait for it, then look again (see waitForReplacedCopies).
       if (write && !result.sibling_ &&
           !waitForReplacedCopies(file, opened, deadline, lockTimeout, result)) {
-        if (++replacements > 64) result.fail("it kept being replaced while waiting for its lock");
+        if (++replacements > 64)
+          result.fail(StoreError::Cause::kInterfered,
+                      "it kept being replaced while waiting for its lock");
         continue;  // fd closes, and with it our lock of the replaced file
       }
       // The size must be read under the lock: the previous holder may have just grown it.
       struct stat locked {};
-      if (::fstat(fd.get(), &locked) != 0) result.fail("cannot stat it", errno);
+      if (::fstat(fd.get(), &locked) != 0)
+        result.fail(StoreError::Cause::kIo, "cannot stat it", errno);
       if (static_cast<std::uint64_t>(locked.st_size) > maxBytes) {
-        result.fail("refusing to use it: " + std::to_string(locked.st_size) +
-                    " bytes is more than a " + result.what_ + " holds (" +
-                    std::to_string(maxBytes) + ")" +
-                    (result.sibling_ ? std::string()
-                                     : std::string("; `flink-gpu release --junk` removes the "
-                                                   "lines that are not records, and `release "
-                                                   "--owner` or `--gpu` records of gone owners")));
+        result.fail(
+            StoreError::Cause::kRefused,
+            "refusing to use it: " + std::to_string(locked.st_size) + " bytes is more than a " +
+                result.what_ + " holds (" + std::to_string(maxBytes) + ")" +
+                (result.sibling_ ? std::string()
+                                 : std::string("; `flink-gpu release --junk` removes the "
+                                               "lines that are not records, and `release "
+                                               "--owner` or `--gpu` records of gone owners")));
       }
       result.fd_ = std::move(fd);
       result.device_ = locked.st_dev;
@@ -330,7 +339,8 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
     // holds it and may write to the file now there, which waitForReplacedCopies waits for. Kept,
     // it would make another allocator of ours wait on this one while this one waits on it.
     if (std::chrono::steady_clock::now() >= deadline || ++replacements > 64) {
-      result.fail("it kept being replaced while waiting for its lock");
+      result.fail(StoreError::Cause::kInterfered,
+                  "it kept being replaced while waiting for its lock");
     }
   }
 }
@@ -392,11 +402,13 @@ bool LockedFile::waitWhileReplacedCopiesInUse(std::chrono::steady_clock::time_po
   while (const std::optional<pid_t> pid = replacedCopyInUse(notCopies)) {
     waited = true;
     if (std::chrono::steady_clock::now() >= deadline) {
-      fail("it was replaced (Flink's `sed -i`?) by a program that does not hold its lock: " +
-           describeHolder(*pid > 0 ? pid : std::nullopt) +
-           " still holds (or waits for) the lock of the file it replaced, and may write to this "
-           "one, after " +
-           std::to_string(lockTimeout.count()) + " ms");
+      fail(
+          StoreError::Cause::kInterfered,
+          "it was replaced (Flink's `sed -i`?) by a program that does not hold its lock: " +
+              describeHolder(*pid > 0 ? pid : std::nullopt) +
+              " still holds (or waits for) the lock of the file it replaced, and may write to this "
+              "one, after " +
+              std::to_string(lockTimeout.count()) + " ms");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -440,10 +452,11 @@ void LockedFile::readWithoutLock(const struct stat& opened) {
   if (!sibling_) trust_ = SiblingTrust::of(opened);
   const auto readText = [&] {
     struct stat now {};
-    if (::fstat(fd_.get(), &now) != 0) fail("cannot stat it", errno);
+    if (::fstat(fd_.get(), &now) != 0) fail(StoreError::Cause::kIo, "cannot stat it", errno);
     if (static_cast<std::uint64_t>(now.st_size) > maxBytes_) {
-      fail("refusing to use it: " + std::to_string(now.st_size) + " bytes is more than a " + what_ +
-           " holds (" + std::to_string(maxBytes_) + ")");
+      fail(StoreError::Cause::kRefused, "refusing to use it: " + std::to_string(now.st_size) +
+                                            " bytes is more than a " + what_ + " holds (" +
+                                            std::to_string(maxBytes_) + ")");
     }
     return readAll(fd_.get(), static_cast<std::uint64_t>(now.st_size), subject, "it");
   };
@@ -461,7 +474,8 @@ void LockedFile::readWithoutLock(const struct stat& opened) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  fail("it kept changing while it was read without waiting for its lock");
+  fail(StoreError::Cause::kInterfered,
+       "it kept changing while it was read without waiting for its lock");
 }
 
 FileDescriptor LockedFile::openJournal(bool create) {
@@ -484,7 +498,8 @@ FileDescriptor LockedFile::openJournal(bool create) {
         continue;
       }
       if (error == ELOOP) {
-        fail("refusing to use its journal " + journal.string() + ": it is a symbolic link");
+        fail(StoreError::Cause::kRefused,
+             "refusing to use its journal " + journal.string() + ": it is a symbolic link");
       }
       if (isAccessError(error)) {
         std::error_code ignored;
@@ -493,14 +508,16 @@ FileDescriptor LockedFile::openJournal(bool create) {
         }
         failAccess(subject, path_, journal.parent_path(), "cannot create its journal in", error);
       }
-      fail("cannot open its journal " + journal.string(), error);
+      fail(StoreError::Cause::kIo, "cannot open its journal " + journal.string(), error);
     }
     struct stat info {};
-    if (::fstat(fd.get(), &info) != 0) fail("cannot stat its journal " + journal.string(), errno);
+    if (::fstat(fd.get(), &info) != 0)
+      fail(StoreError::Cause::kIo, "cannot stat its journal " + journal.string(), errno);
     if (!admitSibling(what, journal, info, trust_, SiblingKind::kFile, warnings_)) continue;
     return fd;
   }
-  fail("its journal " + journal.string() + " kept being replaced while it was opened");
+  fail(StoreError::Cause::kInterfered,
+       "its journal " + journal.string() + " kept being replaced while it was opened");
 }
 
 LockedFile::JournalRead LockedFile::readJournal() {
@@ -508,11 +525,13 @@ LockedFile::JournalRead LockedFile::readJournal() {
   read.fd = openJournal(/*create=*/false);
   if (!read.fd) return read;
   struct stat info {};
-  if (::fstat(read.fd.get(), &info) != 0) fail("cannot stat its journal", errno);
+  if (::fstat(read.fd.get(), &info) != 0)
+    fail(StoreError::Cause::kIo, "cannot stat its journal", errno);
   // Old and new bytes of a file of at most maxBytes, and the headers.
   if (static_cast<std::uint64_t>(info.st_size) > 2 * maxBytes_ + (1 << 20)) {
-    fail("refusing to use its journal " + journalPathOf(path_).string() + ": " +
-         std::to_string(info.st_size) + " bytes is more than a journal of it holds");
+    fail(StoreError::Cause::kRefused,
+         "refusing to use its journal " + journalPathOf(path_).string() + ": " +
+             std::to_string(info.st_size) + " bytes is more than a journal of it holds");
   }
   read.bytes = readAll(read.fd.get(), static_cast<std::uint64_t>(info.st_size),
                        what_ + " " + path_.string(), "its journal");
@@ -563,7 +582,7 @@ void LockedFile::recover(JournalRead journal) {
     text_ = std::move(*before);
   }
   while (::ftruncate(journal.fd.get(), 0) != 0) {
-    if (errno != EINTR) fail("cannot truncate its journal", errno);
+    if (errno != EINTR) fail(StoreError::Cause::kIo, "cannot truncate its journal", errno);
   }
   if (!note.empty()) notes_.push_back(note);
 }
@@ -574,7 +593,7 @@ void LockedFile::writeAll(int fd, std::string_view bytes, std::uint64_t offset, 
     const ssize_t n =
         ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(std::string("cannot write ") + what, errno);
+    if (n < 0) fail(StoreError::Cause::kIo, std::string("cannot write ") + what, errno);
     done += static_cast<std::size_t>(n);
   }
 }
@@ -595,7 +614,8 @@ void LockedFile::restore(const std::string& current, const std::string& target) 
   // restore cut short is completed by the next opener like the change itself.
   std::string_view now = current;
   if (now.size() > target.size()) {
-    truncateTo(fd_.get(), target.size(), [this](int error) { fail("cannot truncate it", error); });
+    truncateTo(fd_.get(), target.size(),
+               [this](int error) { fail(StoreError::Cause::kIo, "cannot truncate it", error); });
     now = now.substr(0, target.size());
   }
   for (const WriteSpan& write : planWriteSpans(now, target, pageSize())) {
@@ -614,15 +634,16 @@ bool LockedFile::changedUnderLock() const {
 }
 
 void LockedFile::replace(std::string text) {
-  if (!writes()) fail("internal error: replace() on a file opened to read");
+  if (!writes()) fail(StoreError::Cause::kIo, "internal error: replace() on a file opened to read");
   if (text == text_) return;
   if (text.size() > maxBytes_ && text.size() > text_.size()) {
-    fail("refusing to grow it to " + std::to_string(text.size()) + " bytes, past the most a " +
-         what_ + " holds (" + std::to_string(maxBytes_) + ")" +
-         (sibling_ ? std::string()
-                   : std::string("; `flink-gpu release --junk` removes the lines that are not "
-                                 "records")) +
-         "; the file is unchanged");
+    fail(StoreError::Cause::kRefused,
+         "refusing to grow it to " + std::to_string(text.size()) + " bytes, past the most a " +
+             what_ + " holds (" + std::to_string(maxBytes_) + ")" +
+             (sibling_ ? std::string()
+                       : std::string("; `flink-gpu release --junk` removes the lines that are not "
+                                     "records")) +
+             "; the file is unchanged");
   }
   if (changedUnderLock()) {
     interfered_ = true;
@@ -632,7 +653,9 @@ void LockedFile::replace(std::string text) {
   // a large file (release --junk reads up to kMaxRepairableFileBytes) holds no third copy of it.
   const std::vector<WriteSpan> writes = planWriteSpans(text_, text, pageSize());
   const std::string unchanged = "; the file is unchanged";
-  const auto failJournal = [this](int error) { fail("cannot truncate its journal", error); };
+  const auto failJournal = [this](int error) {
+    fail(StoreError::Cause::kIo, "cannot truncate its journal", error);
+  };
 
   FileDescriptor journalFd = openJournal(/*create=*/true);
   try {
@@ -657,7 +680,7 @@ void LockedFile::replace(std::string text) {
     flush();
   } catch (const StoreError& e) {
     (void)::ftruncate(journalFd.get(), 0);
-    throw StoreError(e.what() + unchanged);
+    throw StoreError(e.cause(), e.what() + unchanged);
   }
 
   if (changedUnderLock()) {  // again, now that the journal is written: the window stays small
@@ -675,41 +698,46 @@ void LockedFile::replace(std::string text) {
                           : 0;
     if (error != 0 && error != EOPNOTSUPP && error != ENOSYS && error != EINVAL) {
       (void)::ftruncate(journalFd.get(), 0);
-      fail("cannot make room for " + std::to_string(text.size() - text_.size()) +
-           " more bytes: " + errorText(error) + unchanged);
+      fail(StoreError::Cause::kIo, "cannot make room for " +
+                                       std::to_string(text.size() - text_.size()) +
+                                       " more bytes: " + errorText(error) + unchanged);
     }
   }
 
   std::string failure;
+  StoreError::Cause failureCause = StoreError::Cause::kIo;
   try {
     for (const WriteSpan& write : writes) {
       writeAll(fd_.get(), writtenBytes(text, write), write.offset, "it");
     }
     // Past the new end, the writes left '\n' (see planWrites); cut it off.
     if (text.size() < text_.size()) {
-      truncateTo(fd_.get(), text.size(), [this](int error) { fail("cannot truncate it", error); });
+      truncateTo(fd_.get(), text.size(),
+                 [this](int error) { fail(StoreError::Cause::kIo, "cannot truncate it", error); });
     }
     truncateTo(journalFd.get(), 0, failJournal);
     text_ = std::move(text);
     return;
   } catch (const StoreError& e) {
     failure = e.what();
+    failureCause = e.cause();
   }
 
   // Put the old bytes back (they fit: the space was theirs), from what the file holds now.
   try {
     struct stat info {};
-    if (::fstat(fd_.get(), &info) != 0) fail("cannot stat it", errno);
+    if (::fstat(fd_.get(), &info) != 0) fail(StoreError::Cause::kIo, "cannot stat it", errno);
     const std::string now = readAll(fd_.get(), static_cast<std::uint64_t>(info.st_size),
                                     what_ + " " + path_.string(), "it");
     restore(now, text_);
     truncateTo(journalFd.get(), 0, failJournal);
   } catch (const StoreError&) {
-    throw StoreError(failure + "; putting it back failed too, so its journal " +
-                     journalPathOf(path_).string() +
-                     " keeps the change for the next user of the file to roll back");
+    throw StoreError(failureCause,
+                     failure + "; putting it back failed too, so its journal " +
+                         journalPathOf(path_).string() +
+                         " keeps the change for the next user of the file to roll back");
   }
-  throw StoreError(failure + unchanged);
+  throw StoreError(failureCause, failure + unchanged);
 }
 
 bool LockedFile::stillAtPath() const {

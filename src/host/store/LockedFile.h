@@ -198,7 +198,7 @@ class LockedFile {
   JournalRead readJournal();
   void recover(JournalRead journal);
   void readWithoutLock(const struct stat& opened);
-  [[noreturn]] void fail(const std::string& what, int error = 0) const;
+  [[noreturn]] void fail(StoreError::Cause cause, const std::string& what, int error = 0) const;
   bool changedUnderLock() const;
   process::FileDescriptor openJournal(bool create);
   /// Makes the file's bytes `target` again from `current` by page-contained writes (truncating

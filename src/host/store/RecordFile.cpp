@@ -185,17 +185,20 @@ process::FileDescriptor lockWriters(const std::filesystem::path& path, const std
         createSiblingAt(AT_FDCWD, lock, O_RDONLY, trust, SiblingReaders::kWritersOnly);
     if (!made && errno == EEXIST) continue;
     if (!made) {
-      throw StoreError(whose + " " + lock.string() + ": cannot create it: " + std::strerror(errno));
+      throw StoreError(StoreError::causeOf(errno),
+                       whose + " " + lock.string() + ": cannot create it: " + std::strerror(errno));
     }
     opened.fd = std::move(made);
     if (::fstat(opened.fd.get(), &opened.info) != 0) opened.error = errno;
     break;
   }
   if (!opened.fd) {
-    throw StoreError(whose + " " + lock.string() + ": " +
-                     (opened.error == ELOOP
-                          ? std::string("refusing to use it: it is a symbolic link")
-                          : "cannot open it: " + std::string(std::strerror(opened.error))));
+    throw StoreError(
+        opened.error == ELOOP ? StoreError::Cause::kRefused : StoreError::causeOf(opened.error),
+        whose + " " + lock.string() + ": " +
+            (opened.error == ELOOP
+                 ? std::string("refusing to use it: it is a symbolic link")
+                 : "cannot open it: " + std::string(std::strerror(opened.error))));
   }
   const auto deadline = std::chrono::steady_clock::now() + kDefaultLockTimeout;
   while (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
@@ -203,13 +206,15 @@ process::FileDescriptor lockWriters(const std::filesystem::path& path, const std
     if (error == EINTR) continue;
     if (error != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) {
       const std::optional<pid_t> holder = flockHolder(lock);
-      throw StoreError(whose + " " + lock.string() + ": " +
-                       (error == EWOULDBLOCK
-                            ? "still held by " +
-                                  (holder ? "process " + std::to_string(*holder)
-                                          : std::string("another process")) +
-                                  " after " + std::to_string(kDefaultLockTimeout.count()) + " ms"
-                            : "cannot lock it: " + std::string(std::strerror(error))));
+      throw StoreError(
+          error == EWOULDBLOCK ? StoreError::Cause::kLocked : StoreError::causeOf(error),
+          whose + " " + lock.string() + ": " +
+              (error == EWOULDBLOCK
+                   ? "still held by " +
+                         (holder ? "process " + std::to_string(*holder)
+                                 : std::string("another process")) +
+                         " after " + std::to_string(kDefaultLockTimeout.count()) + " ms"
+                   : "cannot lock it: " + std::string(std::strerror(error))));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -225,13 +230,15 @@ void refuseWriterWhoMayNotWrite(const std::filesystem::path& file, const std::st
   const uid_t user = ::geteuid();
   if (SiblingTrust::of(info).mayWrite(user)) return;
   const std::string shown = strings::quoteForMessage(file.string());
-  throw StoreError("refusing to write the " + what + " beside coordination file " + shown +
-                   ": this user (uid " + std::to_string(user) + ", " + files::userName(user) +
-                   ") may not write the coordination file (" + describeOwnership(info) +
-                   "), so every worker would refuse what it wrote there; run this as root or as "
-                   "the file's owner, or give the workers a group that may write it (`chgrp "
-                   "GROUP " +
-                   shown + " && chmod g+rw " + shown + "`)");
+  throw StoreError(
+      StoreError::Cause::kAccessDenied,
+      "refusing to write the " + what + " beside coordination file " + shown + ": this user (uid " +
+          std::to_string(user) + ", " + files::userName(user) +
+          ") may not write the coordination file (" + describeOwnership(info) +
+          "), so every worker would refuse what it wrote there; run this as root or as "
+          "the file's owner, or give the workers a group that may write it (`chgrp "
+          "GROUP " +
+          shown + " && chmod g+rw " + shown + "`)");
 }
 
 RecordFile::RecordFile(std::filesystem::path coordinationFile, std::string suffix, std::string what,

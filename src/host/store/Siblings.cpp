@@ -183,14 +183,15 @@ void refuseSibling(const std::string& what, const fs::path& path, const struct s
                    const std::string& why, SiblingKind kind) {
   const std::string shown = strings::quoteForMessage(path.string(), std::string::npos);
   const std::string aside = shown + ".untrusted";
-  throw StoreError(what + " " + shown + ": refusing to use it: " + why + " (" +
-                   describeOwnership(info) + "); a file beside the coordination file is " +
-                   "used only when nobody who may not write the coordination file could "
-                   "have made or changed it. Move it aside as root (`sudo mv -- " +
-                   shown + " " + aside +
-                   "`; any flink-gpu command run as root that meets it does so " +
-                   "itself, and keeps it), and it is made anew" +
-                   (kind == SiblingKind::kFolder ? std::string(" (it is a folder)") : ""));
+  throw StoreError(StoreError::Cause::kRefused,
+                   what + " " + shown + ": refusing to use it: " + why + " (" +
+                       describeOwnership(info) + "); a file beside the coordination file is " +
+                       "used only when nobody who may not write the coordination file could "
+                       "have made or changed it. Move it aside as root (`sudo mv -- " +
+                       shown + " " + aside +
+                       "`; any flink-gpu command run as root that meets it does so " +
+                       "itself, and keeps it), and it is made anew" +
+                       (kind == SiblingKind::kFolder ? std::string(" (it is a folder)") : ""));
 }
 
 fs::path asidePathOf(const fs::path& asideOf) {

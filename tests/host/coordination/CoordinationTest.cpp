@@ -654,6 +654,7 @@ TEST_F(CoordinationFileTest, ASymlinkAtThePathIsRefusedAndItsTargetNeverWritten)
     allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())});
     FAIL();
   } catch (const store::StoreError& e) {
+    EXPECT_EQ(e.cause(), store::StoreError::Cause::kRefused) << e.what();
     EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(file().string()), std::string::npos) << e.what();
   }
@@ -700,6 +701,7 @@ TEST_F(CoordinationFileTest, ALockHeldTooLongIsAClearErrorAndALockOfTheDeadIsNot
       allocate(file(), {gpuRange(2), 1, Owner::of(::getpid())}, 200ms);
       FAIL();
     } catch (const store::StoreError& e) {
+      EXPECT_EQ(e.cause(), store::StoreError::Cause::kLocked) << e.what();
       EXPECT_NE(std::string(e.what()).find("locked"), std::string::npos) << e.what();
     }
   }

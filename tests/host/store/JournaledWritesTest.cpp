@@ -537,6 +537,7 @@ TEST_F(JournaledFileTest, AFileOfJunkPastTheLimitBlocksAllocationUntilReleaseJun
     allocate(file(), {{"0", "1"}, 1, Owner::of(::getpid())});
     FAIL();
   } catch (const store::StoreError& e) {
+    EXPECT_EQ(e.cause(), store::StoreError::Cause::kRefused) << e.what();
     EXPECT_NE(std::string(e.what()).find("release --junk"), std::string::npos) << e.what();
   }
   const std::vector<JunkLine> removed = releaseJunk(file());

@@ -132,6 +132,7 @@ TEST_F(PlantedSiblingsTest, ACoordinationFileAnotherUserMadeIsNotWrittenByPrivil
     allocate(file(), request(1));
     ADD_FAILURE() << "another user's coordination file was written";
   } catch (const store::StoreError& e) {
+    EXPECT_EQ(e.cause(), store::StoreError::Cause::kRefused) << e.what();
     EXPECT_THAT(e.what(), HasSubstr("refusing to use it: it is another user's (owner nobody"));
     EXPECT_THAT(e.what(), HasSubstr("chmod g+rw"));
   }
