@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,9 @@
 #include "flink/configuration/GlobalConfiguration.h"
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
 #include "host/coordination/Coordination.h"
+#include "host/enumeration/Vendor.h"
+#include "host/health/HostHealth.h"
+#include "host/placement/Placement.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -40,12 +44,34 @@ void addCoordinationFileOption(CLI::App& command, std::string& file) {
       ->capture_default_str();
 }
 
-/// `--format`, one of `formats`.
-void addFormatOption(CLI::App& command, std::string& format,
-                     std::vector<std::string> formats = {"text", "json"}) {
-  command.add_option("--format", format, "Output format")
-      ->check(CLI::IsMember(std::move(formats)))
-      ->capture_default_str();
+/// An option whose value is one of `choices`' names, stored as the value it names: the one place
+/// an option's words are compared. Help shows the names (TEXT:{a,b}); anything else is a usage
+/// error. The default shown is the caller's (default_str).
+template <typename Value>
+CLI::Option* addChoiceOption(CLI::App& command, const std::string& name, Value& value,
+                             std::vector<std::pair<std::string, Value>> choices,
+                             const std::string& description) {
+  std::vector<std::string> names;
+  for (const auto& choice : choices) names.push_back(choice.first);
+  return command
+      .add_option_function<std::string>(
+          name,
+          [&value, choices = std::move(choices)](const std::string& text) {
+            for (const auto& [choiceName, choice] : choices) {
+              if (choiceName == text) value = choice;
+            }
+          },
+          description)
+      ->check(CLI::IsMember(std::move(names)));
+}
+
+/// `--format`, one of `formats` (text, json; prometheus for status).
+void addFormatOption(CLI::App& command, OutputFormat& format, bool prometheus = false) {
+  std::vector<std::pair<std::string, OutputFormat>> formats{{"text", OutputFormat::kText},
+                                                            {"json", OutputFormat::kJson}};
+  if (prometheus) formats.emplace_back("prometheus", OutputFormat::kPrometheus);
+  addChoiceOption(command, "--format", format, std::move(formats), "Output format")
+      ->default_str("text");
 }
 
 /// Adds `--config [DIR]`, `--config-file NAME` and `-D key=value` to `command`.
@@ -77,10 +103,14 @@ void addFlinkConfigurationOptions(CLI::App& command, FlinkConfigurationOptions& 
 }
 
 /// --vendor nvidia|amd|intel (discover, exec): anything else is a usage error.
-CLI::Option* addVendorOption(CLI::App& command, std::optional<std::string>& vendor,
+CLI::Option* addVendorOption(CLI::App& command, std::optional<discovery::Vendor>& vendor,
                              const std::string& description) {
-  return command.add_option("--vendor", vendor, description)
-      ->check(CLI::IsMember({"nvidia", "amd", "intel"}))
+  std::vector<std::pair<std::string, std::optional<discovery::Vendor>>> vendors;
+  for (const discovery::Vendor each :
+       {discovery::Vendor::kNvidia, discovery::Vendor::kAmd, discovery::Vendor::kIntel}) {
+    vendors.emplace_back(std::string(discovery::vendorName(each)), each);
+  }
+  return addChoiceOption(command, "--vendor", vendor, std::move(vendors), description)
       ->type_name("VENDOR");
 }
 
@@ -152,7 +182,7 @@ CLI::App* addStatus(CLI::App& app, CommandLine& line, AfterParse&) {
                          "whether those are still running (with each GPU's name, PCI bus id and "
                          "memory when NVML can tell).");
   addCoordinationFileOption(*command, options.coordinationFile);
-  addFormatOption(*command, options.format, {"text", "json", "prometheus"});
+  addFormatOption(*command, options.format, /*prometheus=*/true);
   return command;
 }
 
@@ -204,15 +234,14 @@ CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse& after) {
                   "HIP_VISIBLE_DEVICES, or ZE_AFFINITY_MASK, instead of CUDA_VISIBLE_DEVICES "
                   "(default: nvidia, as without it); not with --gpus, --mig or --bind-cpus");
   const CLI::Option* visibleDevices =
-      command
-          ->add_option("--visible-devices", options.visibleDevices,
-                       "What CUDA_VISIBLE_DEVICES gets when none is inherited: index (NVML's, "
-                       "which CUDA uses under CUDA_DEVICE_ORDER=PCI_BUS_ID, set unless already "
-                       "set) or uuid (what an MPS share gets when this option is not given); "
-                       "an inherited CUDA_VISIBLE_DEVICES limits the GPUs and its own entries "
-                       "are passed on")
-          ->check(CLI::IsMember({"index", "uuid"}))
-          ->capture_default_str();
+      addChoiceOption(*command, "--visible-devices", options.visibleDevices,
+                      {{"index", VisibleDevices::kIndex}, {"uuid", VisibleDevices::kUuid}},
+                      "What CUDA_VISIBLE_DEVICES gets when none is inherited: index (NVML's, "
+                      "which CUDA uses under CUDA_DEVICE_ORDER=PCI_BUS_ID, set unless already "
+                      "set) or uuid (what an MPS share gets when this option is not given); "
+                      "an inherited CUDA_VISIBLE_DEVICES limits the GPUs and its own entries "
+                      "are passed on")
+          ->default_str("index");
   after.push_back(
       [visibleDevices, &options] { options.visibleDevicesGiven = visibleDevices->count() > 0; });
   command->add_flag("--share", options.share,
@@ -225,22 +254,23 @@ CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse& after) {
                    "With --share: pack (the GPUs already shared first, keeping whole GPUs free) "
                    "or spread (unshared GPUs first) (default: pack)")
       ->type_name("pack|spread");
-  command
-      ->add_option("--placement", options.placement,
-                   "Which of the free GPUs to take: topology (the best-connected set, where "
-                   "NVML tells how they are connected) or index (the first free ones, as "
-                   "Flink does)")
-      ->check(CLI::IsMember({"topology", "index"}))
+  addChoiceOption(
+      *command, "--placement", options.placement,
+      {{"topology", placement::Policy::kTopology}, {"index", placement::Policy::kIndex}},
+      "Which of the free GPUs to take: topology (the best-connected set, where "
+      "NVML tells how they are connected) or index (the first free ones, as "
+      "Flink does)")
       ->default_str("topology");
   command->add_flag("--bind-cpus", options.bindCpus,
                     "Run the command on the CPUs close to its GPUs (their NVML CPU affinity, "
                     "within the CPUs flink-gpu may use)");
-  command
-      ->add_option("--health", options.health,
-                   "What to do with unhealthy or drained GPUs: skip them, warn and use them, "
-                   "or ignore health")
-      ->check(CLI::IsMember({"skip", "warn", "ignore"}))
-      ->capture_default_str();
+  addChoiceOption(*command, "--health", options.health,
+                  {{"skip", health::HealthMode::kSkip},
+                   {"warn", health::HealthMode::kWarn},
+                   {"ignore", health::HealthMode::kIgnore}},
+                  "What to do with unhealthy or drained GPUs: skip them, warn and use them, "
+                  "or ignore health")
+      ->default_str("skip");
   command
       ->add_option("command", options.command,
                    "The command to run and its arguments; everything from the first of them "

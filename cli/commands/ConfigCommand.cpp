@@ -111,7 +111,7 @@ int runConfig(const ConfigOptions& options) {
     }
   }
 
-  if (options.format == "json") {
+  if (options.format == OutputFormat::kJson) {
     printJson(*loaded, plugins, resources, read);
   } else {
     printText(*loaded, plugins, resources);

@@ -6,12 +6,13 @@
 #include <string>
 
 #include "commands/FlinkConfigurationOption.h"
+#include "commands/OutputFormat.h"
 
 namespace flink::cli {
 
 struct ConfigOptions {
   FlinkConfigurationOptions flinkConfig;
-  std::string format = "text";
+  OutputFormat format = OutputFormat::kText;
 };
 
 /// Prints the resolved configuration on stdout, problems on stderr.

@@ -65,8 +65,8 @@ std::string jsonText(const nlohmann::ordered_json& json) {
   return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-void printGpus(const ExternalResourceInfoSet& gpus, const std::string& format) {
-  if (format == "json") {
+void printGpus(const ExternalResourceInfoSet& gpus, OutputFormat format) {
+  if (format == OutputFormat::kJson) {
     std::cout << jsonText({{"gpu", infosToJson(gpus)}}) << '\n';
     return;
   }
@@ -202,13 +202,13 @@ int runDiscoverConfigured(const DiscoverOptions& options, const LoadedConfigurat
                      "', got " + std::to_string(infos.size()));
       }
     }
-    if (options.format == "json") {
+    if (options.format == OutputFormat::kJson) {
       json[resource.name] = infosToJson(infos);
     } else {
       for (const auto& info : infos) std::cout << resource.name << ": " << info->toString() << '\n';
     }
   }
-  if (options.format == "json") std::cout << jsonText(json) << '\n';
+  if (options.format == OutputFormat::kJson) std::cout << jsonText(json) << '\n';
   // A resource the configuration could not start is the bigger problem: the user must fix it.
   return anySkipped ? kUsageError : code;
 }
@@ -303,10 +303,11 @@ int runDiscover(const DiscoverOptions& options) {
   const std::int64_t amount = *parsedAmount;
   Configuration config;
   const bool usingDefaultScript = !options.discoveryScript.has_value();
-  const std::string vendor = options.vendor.value_or("nvidia");
-  config.set(GPUDriverOptions::VENDOR, vendor);
+  const discovery::Vendor vendor = options.vendor.value_or(discovery::Vendor::kNvidia);
+  const std::string vendorText(discovery::vendorName(vendor));
+  config.set(GPUDriverOptions::VENDOR, vendorText);
   config.set(GPUDriverOptions::DISCOVERY_SCRIPT_PATH,
-             usingDefaultScript ? defaultDiscoveryScript(vendor) : *options.discoveryScript);
+             usingDefaultScript ? defaultDiscoveryScript(vendorText) : *options.discoveryScript);
   if (options.discoveryArgs || options.mig) {
     std::string args = options.discoveryArgs.value_or("");
     if (options.mig) args += args.empty() ? "--mig" : " --mig";
@@ -338,7 +339,7 @@ int runDiscover(const DiscoverOptions& options) {
     printError(std::string("discovery failed: ") + e.what());
     using Kind = discovery::DiscoveryError::Kind;
     const std::optional<Kind> kind = defaultDiscoveryFailureKind(e);
-    if (usingDefaultScript && vendor == "nvidia" &&
+    if (usingDefaultScript && vendor == discovery::Vendor::kNvidia &&
         (kind == Kind::kNoDriver || kind == Kind::kNoGpu)) {
       printHint(
           "to try flink-gpu without NVIDIA GPUs, give it a discovery script of your own: "

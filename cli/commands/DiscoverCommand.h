@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "commands/FlinkConfigurationOption.h"
+#include "commands/OutputFormat.h"
+#include "host/enumeration/Vendor.h"
 
 namespace flink::cli {
 
@@ -30,12 +32,12 @@ struct DiscoverOptions {
   std::optional<std::string> discoveryScript;
   /// --vendor nvidia|amd|intel: that vendor's default script and GPU properties (the driver's
   /// `vendor`). A usage error with --discovery-script.
-  std::optional<std::string> vendor;
+  std::optional<discovery::Vendor> vendor;
   std::optional<std::string> discoveryArgs;
   /// --mig: pass --mig to the script (the default discovery then hands out MIG instances).
   bool mig = false;
   std::optional<std::string> timeout;
-  std::string format = "text";
+  OutputFormat format = OutputFormat::kText;
   /// --strict (with --config): any resource that cannot be started stops everything, nothing
   /// runs. Without it a TaskManager's rule: such a resource is skipped, the others discovered.
   bool strict = false;

@@ -69,10 +69,9 @@ void printDiscoveryNotice(const Notice& notice) { printWarning(notice.text); }
 
 using defaultdiscovery::HostUnits;
 
-/// --vendor, nvidia when not given (parsed by CLI11 against the three names).
+/// --vendor, nvidia when not given.
 discovery::Vendor vendorOf(const ExecOptions& options) {
-  return discovery::parseVendor(options.vendor.value_or("nvidia"))
-      .value_or(discovery::Vendor::kNvidia);
+  return options.vendor.value_or(discovery::Vendor::kNvidia);
 }
 
 /// The variables an AMD or Intel command gets for `granted` (record names), from the vendor's
@@ -89,7 +88,7 @@ std::optional<std::vector<std::pair<std::string, std::string>>> vendorEnvironmen
     if (unit != vendorHost.units.end()) units.push_back(&*unit);
   }
   try {
-    return vendorHost.environmentFor(units, options.visibleDevices == "uuid");
+    return vendorHost.environmentFor(units, options.visibleDevices == VisibleDevices::kUuid);
   } catch (const std::invalid_argument& e) {
     // The vendor's rule says what is missing; which option asked for it is ours to say.
     printError(std::string("--visible-devices uuid: ") + e.what());
@@ -134,8 +133,8 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
     }
   }
   hostOptions.mig = options.mig;
-  hostOptions.topology = options.placement == "topology";
-  hostOptions.health = *health::parseHealthMode(options.health);
+  hostOptions.topology = options.placement == placement::Policy::kTopology;
+  hostOptions.health = options.health;
   hostOptions.coordinationFile = options.coordinationFile;
   defaultdiscovery::Report report;
   try {
@@ -166,7 +165,8 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
 std::optional<std::vector<std::string>> visibleDevicesFor(const ExecOptions& options,
                                                           const HostUnits& host,
                                                           const std::vector<std::string>& granted) {
-  if (host.masked || options.visibleDevices != "uuid") return host.answerFor(granted);
+  if (host.masked || options.visibleDevices != VisibleDevices::kUuid)
+    return host.answerFor(granted);
   std::vector<std::string> uuids;
   for (const std::string& gpu : granted) {
     if (gpu.starts_with("GPU-") || gpu.starts_with("MIG-")) {
@@ -475,8 +475,7 @@ int runExec(const ExecOptions& options) {
     request.coordinationFile = options.coordinationFile;
     request.owner = owner;
     request.lease = true;
-    request.placement =
-        options.placement == "index" ? placement::Policy::kIndex : placement::Policy::kTopology;
+    request.placement = options.placement;
     request.noteReclaimed = verbosity() >= Verbosity::kVerbose;
     request.oneKind = options.mig;
     request.share = options.share;

@@ -11,7 +11,17 @@
 #include <string>
 #include <vector>
 
+#include "host/enumeration/Vendor.h"
+#include "host/health/HostHealth.h"
+#include "host/placement/Placement.h"
+
 namespace flink::cli {
+
+/// --visible-devices: how the command's CUDA_VISIBLE_DEVICES names whole GPUs.
+enum class VisibleDevices {
+  kIndex,  ///< "index": NVML's index, which is CUDA's under CUDA_DEVICE_ORDER=PCI_BUS_ID
+  kUuid,   ///< "uuid": GPU-…
+};
 
 struct ExecOptions {
   /// As typed: read by runExec as discover reads its own (commands/AmountOption.h).
@@ -20,16 +30,15 @@ struct ExecOptions {
   /// --vendor nvidia|amd|intel: whose GPUs to allocate (nullopt: NVIDIA's, as always). AMD's
   /// and Intel's come from sysfs; the command then gets their runtimes' variables
   /// (ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES, ZE_AFFINITY_MASK) instead of CUDA's.
-  std::optional<std::string> vendor;
+  std::optional<discovery::Vendor> vendor;
   /// --gpus: the host's GPUs, instead of asking NVML or nvidia-smi.
   std::optional<std::string> gpus;
   /// --mig: allocate MIG instances (their MIG-… UUIDs go into CUDA_VISIBLE_DEVICES) instead of
   /// the GPUs in MIG mode they are carved from. A usage error with --gpus.
   bool mig = false;
-  /// --visible-devices: what CUDA_VISIBLE_DEVICES gets when no mask is inherited: "index"
-  /// (NVML's index, which is CUDA's under CUDA_DEVICE_ORDER=PCI_BUS_ID) or "uuid" (GPU-…).
-  /// MIG instances are always given by MIG UUID; an inherited mask's own entries always win.
-  std::string visibleDevices = "index";
+  /// --visible-devices: what CUDA_VISIBLE_DEVICES gets when no mask is inherited. MIG instances
+  /// are always given by MIG UUID; an inherited mask's own entries always win.
+  VisibleDevices visibleDevices = VisibleDevices::kIndex;
   /// Whether --visible-devices was given: without it an MPS share gets its GPU's UUID (a daemon
   /// started under a mask numbers the GPUs its own way), anything else the index.
   bool visibleDevicesGiven = false;
@@ -42,11 +51,11 @@ struct ExecOptions {
   /// (host/coordination/ShareAllocation.h). A usage error without --share.
   std::optional<std::string> sharePlacement;
   /// --placement topology|index: which of the free GPUs to take (host/placement/Placement.h).
-  std::string placement = "topology";
+  placement::Policy placement = placement::Policy::kTopology;
   /// --bind-cpus: run the command on the CPUs close to its GPUs (sched_setaffinity).
   bool bindCpus = false;
   /// --health skip|warn|ignore: what to do with unhealthy GPUs (host/health/HostHealth.h).
-  std::string health = "skip";
+  health::HealthMode health = health::HealthMode::kSkip;
   /// The command and its arguments.
   std::vector<std::string> command;
 };

@@ -399,7 +399,7 @@ int runCheck(const CheckOptions& options) {
   }
 
   const bool ok = problems.empty();
-  if (options.format == "json") {
+  if (options.format == OutputFormat::kJson) {
     const auto entry = [](const Finding& finding) {
       nlohmann::ordered_json json;
       json["kind"] = finding.kind;

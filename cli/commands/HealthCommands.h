@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "commands/OutputFormat.h"
+
 namespace flink::cli {
 
 struct DrainOptions {
@@ -18,7 +20,7 @@ struct DrainOptions {
 struct CheckOptions {
   std::optional<std::int64_t> expect;
   std::string coordinationFile;
-  std::string format = "text";
+  OutputFormat format = OutputFormat::kText;
 };
 
 struct WatchCommandOptions {

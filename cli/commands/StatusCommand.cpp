@@ -443,7 +443,7 @@ int runStatus(const StatusOptions& options) {
   const std::vector<DeviceProperties> properties = propertiesOfRecords(status, devices);
   HostView host = viewHost(options.coordinationFile, status, devices, true);
   const Sharing sharing = readSharing(options.coordinationFile, host);
-  if (options.format == "prometheus") {
+  if (options.format == OutputFormat::kPrometheus) {
     // For node_exporter's textfile collector: nothing but the exposition format on stdout.
     std::cout << prometheusMetrics(host, status);
     return kSuccess;
@@ -469,7 +469,7 @@ int runStatus(const StatusOptions& options) {
   if (!sharing.error.empty()) {
     printWarning("cannot read the sharing declarations: " + sharing.error);
   }
-  if (options.format == "json") {
+  if (options.format == OutputFormat::kJson) {
     printJson(options.coordinationFile, status, properties, host, sharing);
   } else {
     printText(options.coordinationFile, status, properties, sharing);

@@ -5,11 +5,13 @@
 
 #include <string>
 
+#include "commands/OutputFormat.h"
+
 namespace flink::cli {
 
 struct StatusOptions {
   std::string coordinationFile;
-  std::string format = "text";
+  OutputFormat format = OutputFormat::kText;
 };
 
 /// Prints the records on stdout (table or JSON), junk lines as warnings. Each record also gets the

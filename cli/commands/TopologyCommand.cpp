@@ -123,7 +123,7 @@ int runTopology(const TopologyOptions& options) {
     for (const Notice& notice : found.notices) std::cerr << "flink-gpu: " << notice.line() << '\n';
   }
   const Topology topology = found.topology ? *found.topology : Topology();
-  if (options.format == "json") {
+  if (options.format == OutputFormat::kJson) {
     printJson(topology, found.devices);
   } else {
     printText(topology);

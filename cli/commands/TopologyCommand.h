@@ -5,10 +5,12 @@
 
 #include <string>
 
+#include "commands/OutputFormat.h"
+
 namespace flink::cli {
 
 struct TopologyOptions {
-  std::string format = "text";
+  OutputFormat format = OutputFormat::kText;
 };
 
 /// Prints the topology on stdout. @returns kSuccess, or kDiscoveryFailed when NVML cannot be used

@@ -753,7 +753,7 @@ HostUnitsOptions hostUnitsOptionsFor(const DiscoveryArguments& args) {
   options.mig = args.mig;
   options.topology = args.placement == placement::Policy::kTopology;
   // parseDiscoveryArguments accepts only the three modes.
-  options.health = health::parseHealthMode(args.health).value_or(health::HealthMode::kSkip);
+  options.health = args.health;
   options.coordinationFile = args.coordinationFile;
   return options;
 }

@@ -200,11 +200,13 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
     } else if (arg == "--health" || arg.starts_with("--health=")) {
       const std::optional<std::string> mode =
           arg == "--health" ? nextValue() : arg.substr(std::string_view("--health=").size());
-      if (!mode || (*mode != "skip" && *mode != "warn" && *mode != "ignore")) {
+      const std::optional<health::HealthMode> health =
+          mode ? health::parseHealthMode(*mode) : std::nullopt;
+      if (!health) {
         throw DiscoveryError("--health needs skip, warn or ignore" +
                              (mode ? ", not " + inQuotes(*mode) : std::string()));
       }
-      parsed.health = *mode;
+      parsed.health = *health;
     } else if (arg == "null" || arg.empty()) {
       // What the drivers pass when no discovery-script.args are configured.
     } else if (std::optional<std::string> misspelt = misspeltOption(arg)) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "host/coordination/ShareAllocation.h"
+#include "host/health/HostHealth.h"
 #include "host/placement/Placement.h"
 #include "util/Notice.h"
 
@@ -44,7 +45,7 @@ struct DiscoveryArguments {
   /// where NVML tells it, else (and with --gpus, or MIG instances) by index.
   placement::Policy placement = placement::Policy::kTopology;
   /// --health skip|warn|ignore: what to do with unhealthy GPUs (see host/health/HostHealth.h).
-  std::string health = "skip";
+  health::HealthMode health = health::HealthMode::kSkip;
   /// --share: one share on each of `amount` distinct GPUs the operator declared shared
   /// (host/coordination/ShareAllocation.h), instead of whole GPUs. Needs coordination mode; not
   /// with --mig.

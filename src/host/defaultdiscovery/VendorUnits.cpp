@@ -28,9 +28,10 @@ discovery::VendorOptions vendorOptionsFor(const DiscoveryArguments& args, discov
     throw discovery::DiscoveryError("--share is not for " + program +
                                     " yet: only NVIDIA GPUs are shared (flink-gpu share)");
   }
-  if (args.health != "skip") {
-    report.notes.push_back(Notice::note("ignoring --health " + args.health + ": " + program +
-                                        " keeps no health records yet"));
+  if (args.health != health::HealthMode::kSkip) {
+    report.notes.push_back(Notice::note("ignoring --health " +
+                                        std::string(health::healthModeName(args.health)) + ": " +
+                                        program + " keeps no health records yet"));
   }
   return vendorOptions(report);
 }

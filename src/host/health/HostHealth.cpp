@@ -137,6 +137,18 @@ std::optional<HealthMode> parseHealthMode(std::string_view text) {
   return std::nullopt;
 }
 
+std::string_view healthModeName(HealthMode mode) noexcept {
+  switch (mode) {
+    case HealthMode::kSkip:
+      return "skip";
+    case HealthMode::kWarn:
+      return "warn";
+    case HealthMode::kIgnore:
+      return "ignore";
+  }
+  return "skip";
+}
+
 std::string_view stateWord(Problem::Kind kind) {
   switch (kind) {
     case Problem::Kind::kLost:

@@ -37,6 +37,9 @@ enum class HealthMode {
 /// "skip", "warn", "ignore"; nullopt for anything else.
 std::optional<HealthMode> parseHealthMode(std::string_view text);
 
+/// "skip", "warn", "ignore": the word parseHealthMode reads.
+std::string_view healthModeName(HealthMode mode) noexcept;
+
 /// Why a unit may not be handed out.
 struct Problem {
   enum class Kind {

@@ -113,9 +113,10 @@ TEST(DiscoveryArguments, ArgumentsThatLookLikeNoOptionOfOursAreNotes) {
 }
 
 TEST(DiscoveryArguments, HealthIsSkipUnlessSaidOtherwise) {
-  EXPECT_EQ(parseDiscoveryArguments({"1"}).health, "skip");
-  EXPECT_EQ(parseDiscoveryArguments({"1", "--health", "warn"}).health, "warn");
-  EXPECT_EQ(parseDiscoveryArguments({"1", "--health=ignore", "--mig"}).health, "ignore");
+  EXPECT_EQ(parseDiscoveryArguments({"1"}).health, health::HealthMode::kSkip);
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--health", "warn"}).health, health::HealthMode::kWarn);
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--health=ignore", "--mig"}).health,
+            health::HealthMode::kIgnore);
   // Our own option: a wrong value is an error, never a silent default.
   EXPECT_EQ(errorOf({"1", "--health", "maybe"}),
             "--health needs skip, warn or ignore, not 'maybe'");
