@@ -347,27 +347,55 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
 
 namespace {
 
-/// What `<file>.inode` says, where it passes the trust rules: one that anyone else planted is
-/// never waited on.
-std::optional<FileId> rememberedInode(const fs::path& file, const SiblingTrust& trust) {
-  const OpenedSibling opened = openSiblingAt(AT_FDCWD, inodeMemoryPathOf(file), O_RDONLY);
-  if (!opened.fd || trust.distrust(opened.info, SiblingKind::kFile)) return std::nullopt;
+/// `<file>.inode`, opened with `flags` where it is there and passes the trust rules. One that
+/// someone else planted (or a link, or a folder) is never believed, since it would make writers
+/// wait for the wrong copy or none: it is moved aside where this process may (admitSibling, with a
+/// warning) and then counts as missing, or refused with the error that names the fix.
+OpenedSibling openInodeMemory(const fs::path& file, const SiblingTrust& trust, int flags,
+                              std::vector<std::string>& warnings) {
+  const std::string what = "coordination file " + file.string() + ": its inode memory";
+  const fs::path path = inodeMemoryPathOf(file);
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    OpenedSibling opened = openSiblingAt(AT_FDCWD, path, flags);
+    if (opened.fd) {
+      if (admitSibling(what, path, opened.info, trust, SiblingKind::kFile, warnings)) return opened;
+      continue;  // moved aside
+    }
+    struct stat there {};
+    if (opened.error == ENOENT || ::lstat(path.c_str(), &there) != 0) return opened;
+    const char* why = S_ISLNK(there.st_mode)   ? "it is a symbolic link"
+                      : S_ISREG(there.st_mode) ? nullptr
+                                               : "it is no regular file";
+    // A regular file this user may not open: its mode is another's doing; the trust rules judge
+    // its owner and mode (a sibling is made with the coordination file's mode).
+    if (why == nullptr) {
+      if (admitSibling(what, path, there, trust, SiblingKind::kFile, warnings)) return opened;
+    } else if (admitSibling(what, path, there, why, SiblingKind::kFile, trust, warnings)) {
+      return opened;
+    }
+  }
+  return OpenedSibling{{}, {}, EAGAIN};
+}
+
+/// What `<file>.inode` says (openInodeMemory).
+std::optional<FileId> rememberedInode(const fs::path& file, const SiblingTrust& trust,
+                                      std::vector<std::string>& warnings) {
+  const OpenedSibling opened = openInodeMemory(file, trust, O_RDONLY, warnings);
+  if (!opened.fd) return std::nullopt;
   char line[kInodeMemorySize] = {};
   const ssize_t size = ::pread(opened.fd.get(), line, kInodeMemorySize, 0);
   if (size <= 0) return std::nullopt;
   return parseInodeMemory(std::string_view(line, static_cast<std::size_t>(size)));
 }
 
-/// Writes `id` to `<file>.inode`; a file this user may not write, or that fails the trust rules,
-/// is left as it is: the memory only narrows what waitForReplacedCopies looks at.
-void rememberInode(const fs::path& file, const SiblingTrust& trust, const FileId& id) {
-  const fs::path path = inodeMemoryPathOf(file);
-  OpenedSibling opened = openSiblingAt(AT_FDCWD, path, O_RDWR);
-  FileDescriptor fd;
-  if (opened.fd) {
-    if (!trust.distrust(opened.info, SiblingKind::kFile)) fd = std::move(opened.fd);
-  } else if (opened.error == ENOENT) {
-    fd = createSiblingAt(AT_FDCWD, path, O_RDWR, trust);
+/// Writes `id` to `<file>.inode`, making it where there is none; one this user may not write is
+/// left as it is: the memory only adds a copy to wait for where descriptors cannot be looked at.
+void rememberInode(const fs::path& file, const SiblingTrust& trust, const FileId& id,
+                   std::vector<std::string>& warnings) {
+  OpenedSibling opened = openInodeMemory(file, trust, O_RDWR, warnings);
+  FileDescriptor fd = std::move(opened.fd);
+  if (!fd && opened.error == ENOENT) {
+    fd = createSiblingAt(AT_FDCWD, inodeMemoryPathOf(file), O_RDWR, trust);
   }
   if (!fd) return;
   const std::string line = formatInodeMemory(id);
@@ -424,14 +452,14 @@ bool LockedFile::waitForReplacedCopies(const fs::path& file, const struct stat& 
   result.replacedCopies_.clear();
   const FileId current{result.device_, result.inode_};
   const SiblingTrust trust = SiblingTrust::of(locked);
-  const std::optional<FileId> remembered = rememberedInode(file, trust);
+  const std::optional<FileId> remembered = rememberedInode(file, trust, result.warnings_);
   // Looked for every time, replaced since our writers last saw it or not: a script may lock a copy
   // it opened before the last of them looked (it stalled between open and flock), and a new file
   // may have got the number of the one remembered (ext4 gives freed inode numbers again).
   result.watchReplaced_ = true;
   result.replacedCopies_ = replacedCopiesToWatch(remembered, current);
   if (!result.waitWhileReplacedCopiesInUse(deadline, lockTimeout)) return false;
-  if (remembered != current) rememberInode(file, trust, current);
+  if (remembered != current) rememberInode(file, trust, current, result.warnings_);
   return true;
 }
 

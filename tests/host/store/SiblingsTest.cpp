@@ -20,6 +20,7 @@
 #include "host/health/HealthRecords.h"
 #include "host/store/Journal.h"
 #include "host/store/LockedFile.h"
+#include "host/store/ReplacedCopies.h"
 
 namespace flink::store {
 namespace {
@@ -169,6 +170,43 @@ TEST_F(PlantedSiblingsTest, AJournalOfAUserWhoMayNotWriteTheFileIsNeverApplied) 
   EXPECT_EQ(readFile(file()).find("4242"), std::string::npos);
   ASSERT_EQ(testing::movedAside(journalPathOf(file())).size(), 1u);
   EXPECT_EQ(readStatus(file()).records.size(), 2u);
+}
+
+TEST_F(PlantedSiblingsTest, AnInodeMemoryOfAUserWhoMayNotWriteTheFileIsMovedAsideAndMadeAnew) {
+  if (!root()) GTEST_SKIP() << "another user's file needs root";
+  makeFile();
+  // Believed, a planted memory would make writers wait for the wrong copy of the file replaced by
+  // Flink's `sed -i`, or for none; left in place, no writer could ever remember the file again.
+  writeBytes(inodeMemoryPathOf(file()), formatInodeMemory(FileId{1, 2}));
+  ASSERT_EQ(::chown(inodeMemoryPathOf(file()).c_str(), kNobody, kNogroup), 0);
+  const Allocation a = allocate(file(), request(1));
+  EXPECT_TRUE(a.satisfied);
+  ASSERT_EQ(a.warnings.size(), 1u);
+  EXPECT_THAT(a.warnings[0],
+              HasSubstr("coordination file " + file().string() + ": its inode memory " +
+                        inodeMemoryPathOf(file()).string() + " failed the trust rules"));
+  ASSERT_EQ(testing::movedAside(inodeMemoryPathOf(file())).size(), 1u);
+  struct stat memory {};
+  struct stat info {};
+  ASSERT_EQ(::stat(inodeMemoryPathOf(file()).c_str(), &memory), 0);
+  ASSERT_EQ(::stat(file().c_str(), &info), 0);
+  EXPECT_EQ(memory.st_uid, ::geteuid());
+  EXPECT_EQ(
+      parseInodeMemory(readFile(inodeMemoryPathOf(file()))),
+      (FileId{static_cast<std::uint64_t>(info.st_dev), static_cast<std::uint64_t>(info.st_ino)}));
+}
+
+TEST_F(PlantedSiblingsTest, AnInodeMemoryThatIsASymlinkIsMovedAsideAndNothingIsWrittenThrough) {
+  makeFile();
+  const fs::path target = dir_ / "target";
+  writeBytes(target, "kept\n");
+  fs::create_symlink(target, inodeMemoryPathOf(file()));
+  const Allocation a = allocate(file(), request(1));
+  EXPECT_TRUE(a.satisfied);
+  ASSERT_EQ(a.warnings.size(), 1u);
+  EXPECT_THAT(a.warnings[0], HasSubstr("it is a symbolic link"));
+  EXPECT_EQ(readFile(target), "kept\n");
+  EXPECT_EQ(testing::movedAside(inodeMemoryPathOf(file())).size(), 1u);
 }
 
 TEST_F(PlantedSiblingsTest, AJournalThatIsASymlinkOrAHardLinkIsRefusedAndNothingIsWrittenThrough) {
