@@ -51,9 +51,11 @@ struct Unit {
   std::optional<std::string> uuid;
 };
 
-/// The one device identifier `--gpu` gives (canonical: "01" is "1"); nullopt after printing the
-/// usage error.
+/// The one device identifier or PCI bus id `--gpu` gives (canonical: "01" is "1"); nullopt after
+/// printing the usage error.
 std::optional<std::string> gpuOption(const std::string& text) {
+  // A PCI bus id is a spelling the host's index knows, as `release --gpu` takes it.
+  if (std::optional<std::string> busId = discovery::canonicalPciBusId(text)) return busId;
   std::vector<std::string> parts;
   try {
     parts = discovery::parseGpuList(text);
@@ -62,7 +64,7 @@ std::optional<std::string> gpuOption(const std::string& text) {
   }
   if (parts.size() != 1) {
     printError("invalid --gpu '" + strings::quoteForMessage(text) +
-               "': expected one GPU, an index (e.g. 0) or a GPU-/MIG- UUID");
+               "': expected one GPU, an index (e.g. 0), a GPU-/MIG- UUID or a PCI bus id");
     return std::nullopt;
   }
   return parts.front();

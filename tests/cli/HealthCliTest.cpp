@@ -438,6 +438,23 @@ TEST_F(HealthCliTest, DrainTakesAGpuOutAndUndrainPutsItBack) {
   EXPECT_EQ(cli({"drain", "--gpu", "one"}).exitCode, 2);
 }
 
+// The PCI bus id is one of a GPU's spellings (the host's index, as `release --gpu` takes it), in
+// any case and domain form.
+TEST_F(HealthCliTest, DrainAndUndrainTakeAGpuByItsPciBusId) {
+  host(3, {R"("pci_bus_id": "00000000:19:00.0")", R"("pci_bus_id": "00000000:3B:00.0")"});
+  const CliRun drain = cli({"drain", "--gpu", "0000:3b:00.0", "--reason", "fan"});
+  EXPECT_EQ(drain.exitCode, 0) << drain;
+  EXPECT_TRUE(contains(readFile(healthFile()), "drained\tgpu=1\tuuid=" + uuidOf(1)))
+      << readFile(healthFile());
+  EXPECT_EQ(discover(2).out, "0,2\n");
+  const CliRun undrain = cli({"undrain", "--gpu", "00000000:3B:00.0"});
+  EXPECT_EQ(undrain.exitCode, 0) << undrain;
+  EXPECT_TRUE(contains(undrain.out, "cleared drained of GPU 1")) << undrain;
+  const CliRun unknown = cli({"drain", "--gpu", "00000000:99:00.0"});
+  EXPECT_EQ(unknown.exitCode, 1) << unknown;
+  EXPECT_TRUE(contains(unknown.err, "00000000:99:00.0")) << unknown;
+}
+
 TEST_F(HealthCliTest, DrainOfAGpuThisHostDoesNotHaveIsAnErrorNamingIt) {
   host(3);
   const std::vector<std::pair<std::string, std::string>> cases = {
