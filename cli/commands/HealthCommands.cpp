@@ -459,7 +459,9 @@ int runWatch(const WatchCommandOptions& options) {
 
   std::variant<health::WatchLock, pid_t> lock = pid_t{0};
   try {
-    lock = health::WatchLock::acquire(options.coordinationFile);
+    std::vector<std::string> warnings;
+    lock = health::WatchLock::acquire(options.coordinationFile, warnings);
+    for (const std::string& warning : warnings) printWarning(warning);
   } catch (const std::runtime_error& e) {
     printError(std::string("cannot watch: ") + e.what());
     return kDiscoveryFailed;

@@ -76,9 +76,14 @@ class WatchLock {
  public:
   /// The lock, or the pid of the watch that holds it, as the kernel tells it (/proc/locks; 0 when
   /// it cannot be told).
-  /// @throws std::runtime_error when the lock file cannot be opened (a symlink, permissions), fails
-  ///         the trust rules (a hard link, writable by others), or is another user's and not held.
-  static std::variant<WatchLock, pid_t> acquire(const std::filesystem::path& coordinationFile);
+  /// A lock file that fails the trust rules (a link, another user's who may not write the
+  /// coordination file, one of another user's that no watch holds) is moved aside where this
+  /// process may (store::admitSibling: root, or the coordination file's owner in a folder that is
+  /// not sticky), with a line in `warnings`, and made anew.
+  /// @throws std::runtime_error when the lock file cannot be opened or made, or fails those rules
+  ///         and this process may not move it aside.
+  static std::variant<WatchLock, pid_t> acquire(const std::filesystem::path& coordinationFile,
+                                                std::vector<std::string>& warnings);
   const std::filesystem::path& path() const { return path_; }
 
  private:
