@@ -308,7 +308,7 @@ CLI::App* addTopology(CLI::App& app, CommandLine& line, AfterParse&) {
 
 /// `--gpu GPU` (required) and `--reason TEXT` of drain and undrain.
 void addDrainOptions(CLI::App& command, DrainOptions& options, const std::string& reason) {
-  command.add_option("--gpu", options.gpu, "The GPU: an index, or a GPU-/MIG- UUID")
+  command.add_option("--gpu", options.gpu, "The GPU: an index, a GPU-/MIG- UUID, or a PCI bus id")
       ->type_name("GPU")
       ->required();
   command.add_option("--reason", options.reason, reason);

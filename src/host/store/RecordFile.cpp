@@ -223,18 +223,28 @@ process::FileDescriptor lockWriters(const std::filesystem::path& path, const std
 
 }  // namespace
 
+namespace {
+
+/// "uid 1000, alice"; "uid 4242" for a user the name service does not know.
+std::string describeUser(uid_t user) {
+  const std::string name = files::userName(user);
+  const std::string uid = "uid " + std::to_string(user);
+  return name == uid ? uid : uid + ", " + name;
+}
+
+}  // namespace
+
 void refuseWriterWhoMayNotWrite(const std::filesystem::path& file, const std::string& what) {
   struct stat info {};
   // No coordination file yet: what is made beside it is this user's (Siblings.h, unanchored).
   if (::lstat(file.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) return;
   const uid_t user = ::geteuid();
-  if (SiblingTrust::of(info).mayWrite(user)) return;
+  if (SiblingTrust::of(info).thisProcessMayWrite()) return;
   const std::string shown = strings::quoteForMessage(file.string());
   throw StoreError(
       StoreError::Cause::kAccessDenied,
-      "refusing to write the " + what + " beside coordination file " + shown + ": this user (uid " +
-          std::to_string(user) + ", " + files::userName(user) +
-          ") may not write the coordination file (" + describeOwnership(info) +
+      "refusing to write the " + what + " beside coordination file " + shown + ": this user (" +
+          describeUser(user) + ") may not write the coordination file (" + describeOwnership(info) +
           "), so every worker would refuse what it wrote there; run this as root or as "
           "the file's owner, or give the workers a group that may write it (`chgrp "
           "GROUP " +

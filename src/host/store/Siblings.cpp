@@ -140,6 +140,22 @@ bool SiblingTrust::mayWrite(uid_t user) const {
   return (mode_ & S_IWGRP) && isMember(user, group_);
 }
 
+bool SiblingTrust::thisProcessMayWrite() const {
+  const uid_t user = ::geteuid();
+  if (user == 0 || user == owner_ || (mode_ & S_IWOTH)) return true;
+  if (!(mode_ & S_IWGRP)) return false;
+  if (::getegid() == group_) return true;
+  // The groups this process has, given at run time or not (what the kernel checks a write with).
+  const int count = ::getgroups(0, nullptr);
+  if (count <= 0) return isMember(user, group_);
+  std::vector<gid_t> groups(static_cast<std::size_t>(count));
+  const int got = ::getgroups(count, groups.data());
+  if (got > 0 && std::find(groups.begin(), groups.begin() + got, group_) != groups.begin() + got) {
+    return true;
+  }
+  return isMember(user, group_);
+}
+
 std::optional<std::string> SiblingTrust::distrust(const struct stat& sibling,
                                                   SiblingKind kind) const {
   if (kind == SiblingKind::kFolder) {

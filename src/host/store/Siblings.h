@@ -68,6 +68,10 @@ class SiblingTrust {
   /// group when it is group-writable, anyone when it is world-writable. Reads the user's groups
   /// (getgrouplist) only when asked of a group member's file.
   bool mayWrite(uid_t user) const;
+  /// Whether this process could write the coordination file: mayWrite for its effective user, with
+  /// the groups the process has (getgroups: also those given at run time, which the name service
+  /// does not list, as systemd's SupplementaryGroups= and a pod's supplementalGroups give them).
+  bool thisProcessMayWrite() const;
 
   /// Why a sibling with this stat (reached without following a symlink) may not be trusted, in
   /// words for a person ("group staff may write it, but may not write the coordination file");

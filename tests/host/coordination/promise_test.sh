@@ -342,6 +342,22 @@ else
         "exit $rc, out '$(cat "$dir/out")': $(cat "$dir/err")" \
         "$([[ $rc -eq 0 && -n $(ls -d "$dir"/coordination.health.untrusted-* 2> /dev/null) ]] &&
             grep -q 'failed the trust rules' "$dir/err"; echo $?)"
+
+    # A writer whose group may write the file, given at run time (a pod's supplementalGroups,
+    # systemd's SupplementaryGroups=: no name service lists it) is no user who may not write it.
+    dir=$(folder d7-runtime-group root)
+    file=$dir/coordination
+    : > "$file"
+    chgrp 4242 "$file"
+    chmod 0664 "$file"
+    setpriv --reuid=4243 --regid=4244 --groups=4242 "${with_nvml[@]}" "$cli" drain --gpu 0 \
+        --coordination-file "$file" > "$dir/out" 2>&1
+    rc=$?
+    "${with_nvml[@]}" "$cli" discover --amount 1 --discovery-args \
+        "--enable-coordination-mode --coordination-file $file --owner-pid $$" > "$dir/got" 2>&1
+    expect "D7: a writer whose group is given at run time drains, and every reader honours it" \
+        "drain exit $rc: $(cat "$dir/out"); discover: $(cat "$dir/got")" \
+        "$([[ $rc -eq 0 && $(head -1 "$dir/got") == 'GPU Device(1)' ]]; echo $?)"
 fi
 
 printf '%d passed, %d failed\n' "$passed" "$failed"
