@@ -385,63 +385,44 @@ std::variant<WatchLock, pid_t> WatchLock::acquire(const std::filesystem::path& c
   // Who holds it is the kernel's word, never the file's contents.
   const auto holder = [&path] { return store::flockHolder(path).value_or(0); };
   // One planted by someone else never keeps the host from its watch: moved aside where this
-  // process may (store::admitSibling, with a warning) and made anew, else refused naming the fix.
-  const auto admit = [&](const struct stat& info, const char* why) {
-    try {
-      return why == nullptr ? store::admitSibling("watch lock", path, info, trust,
-                                                  store::SiblingKind::kFile, warnings)
-                            : store::admitSibling("watch lock", path, info, why,
-                                                  store::SiblingKind::kFile, trust, warnings);
-    } catch (const store::StoreError& e) {
-      throw std::runtime_error(e.what());
-    }
-  };
-  for (int attempt = 0; attempt < 16; ++attempt) {
-    // Read-only: flock needs no more, and nothing is ever written to it.
-    store::OpenedSibling opened = store::openSiblingAt(AT_FDCWD, path, O_RDONLY);
-    if (!opened.fd && opened.error == ENOENT) {
-      // Only this user may open it, so nobody else can hold its lock and pass for a watch.
-      process::FileDescriptor made = store::createSiblingAt(AT_FDCWD, path, O_RDONLY, trust);
-      if (!made && errno == EEXIST) continue;
-      if (!made) {
-        throw std::runtime_error("cannot create " + path.string() + ": " + std::strerror(errno));
+  // process may (store::openAdmittedSibling, with a warning) and made anew, else refused naming
+  // the fix. Read-only: flock needs no more, and nothing is ever written to it.
+  try {
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      store::OpenedSibling opened =
+          store::openAdmittedSibling("watch lock", path, O_RDONLY, trust, warnings, true);
+      if (!opened.fd) {
+        throw std::runtime_error("cannot open " + path.string() + ": " +
+                                 std::strerror(opened.error));
       }
-      (void)::fchmod(made.get(), 0600);
-      opened.fd = std::move(made);
-      if (::fstat(opened.fd.get(), &opened.info) != 0) {
-        throw std::runtime_error("cannot stat " + path.string() + ": " + std::strerror(errno));
+      if (opened.info.st_uid != ::geteuid()) {
+        // Another user's who may write the coordination file (the trust rules passed): a watch
+        // of theirs that holds it is the host's watch. Not held, its owner could remove it and
+        // take another while ours is held: two watches. Moved aside where this process may.
+        if (const pid_t running = holder(); running > 0) return running;
+        const std::string why = "it is owned by " + store::describeOwnership(opened.info) +
+                                ", another user, who could remove it while this watch holds it";
+        if (store::mayMoveAside(path, trust) &&
+            !store::admitSibling("watch lock", path, opened.info, why, store::SiblingKind::kFile,
+                                 trust, warnings)) {
+          continue;
+        }
+        throw std::runtime_error("watch lock " + path.string() + ": refusing to use it: " + why +
+                                 "; remove it (`rm " + path.string() + "`) once no watch runs");
       }
-    }
-    if (!opened.fd) {
-      struct stat there {};
-      if (opened.error == ELOOP && ::lstat(path.c_str(), &there) == 0) {
-        if (!admit(there, "it is a symbolic link")) continue;
+      // Only this user may open it, so nobody else can hold its lock and pass for a watch (one
+      // made before this rule, or just now with the coordination file's mode, made so).
+      if ((opened.info.st_mode & 07777) != 0600) (void)::fchmod(opened.fd.get(), 0600);
+      if (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK) {
+          throw std::runtime_error("cannot lock " + path.string() + ": " + std::strerror(errno));
+        }
+        return holder();
       }
-      throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(opened.error));
+      return WatchLock(std::move(path), std::move(opened.fd));
     }
-    if (!admit(opened.info, nullptr)) continue;
-    if (opened.info.st_uid != ::geteuid()) {
-      // Another user's who may write the coordination file (the trust rules passed): a watch of
-      // theirs that holds it is the host's watch. Not held, its owner could remove it and take
-      // another while ours is held: two watches. Moved aside where this process may.
-      if (const pid_t running = holder(); running > 0) return running;
-      const std::string why = "it is owned by " + store::describeOwnership(opened.info) +
-                              ", another user, who could remove it while this watch holds it";
-      if (store::mayMoveAside(path, trust)) {
-        if (!admit(opened.info, why.c_str())) continue;
-      }
-      throw std::runtime_error("watch lock " + path.string() + ": refusing to use it: " + why +
-                               "; remove it (`rm " + path.string() + "`) once no watch runs");
-    }
-    // One made before this rule: made this user's own.
-    if ((opened.info.st_mode & 07777) != 0600) (void)::fchmod(opened.fd.get(), 0600);
-    if (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
-      if (errno != EWOULDBLOCK) {
-        throw std::runtime_error("cannot lock " + path.string() + ": " + std::strerror(errno));
-      }
-      return holder();
-    }
-    return WatchLock(std::move(path), std::move(opened.fd));
+  } catch (const store::StoreError& e) {
+    throw std::runtime_error(e.what());
   }
   throw std::runtime_error("watch lock " + path.string() +
                            ": it kept being replaced while this watch took it");

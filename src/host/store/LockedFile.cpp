@@ -349,32 +349,12 @@ namespace {
 
 /// `<file>.inode`, opened with `flags` where it is there and passes the trust rules. One that
 /// someone else planted (or a link, or a folder) is never believed, since it would make writers
-/// wait for the wrong copy or none: it is moved aside where this process may (admitSibling, with a
-/// warning) and then counts as missing, or refused with the error that names the fix.
+/// wait for the wrong copy or none: openAdmittedSibling moves it aside where this process may,
+/// and it counts as missing then, or refuses it with the error that names the fix.
 OpenedSibling openInodeMemory(const fs::path& file, const SiblingTrust& trust, int flags,
                               std::vector<std::string>& warnings) {
-  const std::string what = "coordination file " + file.string() + ": its inode memory";
-  const fs::path path = inodeMemoryPathOf(file);
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    OpenedSibling opened = openSiblingAt(AT_FDCWD, path, flags);
-    if (opened.fd) {
-      if (admitSibling(what, path, opened.info, trust, SiblingKind::kFile, warnings)) return opened;
-      continue;  // moved aside
-    }
-    struct stat there {};
-    if (opened.error == ENOENT || ::lstat(path.c_str(), &there) != 0) return opened;
-    const char* why = S_ISLNK(there.st_mode)   ? "it is a symbolic link"
-                      : S_ISREG(there.st_mode) ? nullptr
-                                               : "it is no regular file";
-    // A regular file this user may not open: its mode is another's doing; the trust rules judge
-    // its owner and mode (a sibling is made with the coordination file's mode).
-    if (why == nullptr) {
-      if (admitSibling(what, path, there, trust, SiblingKind::kFile, warnings)) return opened;
-    } else if (admitSibling(what, path, there, why, SiblingKind::kFile, trust, warnings)) {
-      return opened;
-    }
-  }
-  return OpenedSibling{{}, {}, EAGAIN};
+  return openAdmittedSibling("coordination file " + file.string() + ": its inode memory",
+                             inodeMemoryPathOf(file), flags, trust, warnings, /*create=*/false);
 }
 
 /// What `<file>.inode` says (openInodeMemory).

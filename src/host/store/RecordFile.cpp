@@ -166,39 +166,12 @@ process::FileDescriptor lockWriters(const std::filesystem::path& path, const std
   std::filesystem::path lock = path;
   lock += ".lock";
   const std::string whose = what + " " + path.string() + ": their writers' lock";
-  OpenedSibling opened;
-  for (int attempt = 0; attempt < 16; ++attempt) {
-    opened = openSiblingAt(AT_FDCWD, lock, O_RDONLY);
-    if (opened.fd) {
-      if (admitSibling(whose, lock, opened.info, trust, SiblingKind::kFile, warnings)) break;
-      opened = {};
-      continue;  // moved aside: made anew
-    }
-    struct stat there {};
-    if (opened.error == ELOOP && ::lstat(lock.c_str(), &there) == 0 &&
-        !admitSibling(whose, lock, there, "it is a symbolic link", SiblingKind::kFile, trust,
-                      warnings)) {
-      continue;
-    }
-    if (opened.error != ENOENT) break;
-    process::FileDescriptor made =
-        createSiblingAt(AT_FDCWD, lock, O_RDONLY, trust, SiblingReaders::kWritersOnly);
-    if (!made && errno == EEXIST) continue;
-    if (!made) {
-      throw StoreError(StoreError::causeOf(errno),
-                       whose + " " + lock.string() + ": cannot create it: " + std::strerror(errno));
-    }
-    opened.fd = std::move(made);
-    if (::fstat(opened.fd.get(), &opened.info) != 0) opened.error = errno;
-    break;
-  }
+  OpenedSibling opened = openAdmittedSibling(whose, lock, O_RDONLY, trust, warnings,
+                                             /*create=*/true, SiblingReaders::kWritersOnly);
   if (!opened.fd) {
     throw StoreError(
-        opened.error == ELOOP ? StoreError::Cause::kRefused : StoreError::causeOf(opened.error),
-        whose + " " + lock.string() + ": " +
-            (opened.error == ELOOP
-                 ? std::string("refusing to use it: it is a symbolic link")
-                 : "cannot open it: " + std::string(std::strerror(opened.error))));
+        StoreError::causeOf(opened.error),
+        whose + " " + lock.string() + ": cannot open it: " + std::strerror(opened.error));
   }
   const auto deadline = std::chrono::steady_clock::now() + kDefaultLockTimeout;
   while (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {

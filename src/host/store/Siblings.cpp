@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <string_view>
@@ -291,6 +292,48 @@ FileDescriptor createSiblingAt(int dirfd, const fs::path& name, int flags,
                              flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
   if (fd) giveModeAndGroup(fd.get(), trust, SiblingKind::kFile, readers);
   return fd;
+}
+
+OpenedSibling openAdmittedSibling(const std::string& what, const fs::path& path, int flags,
+                                  const SiblingTrust& trust, std::vector<std::string>& warnings,
+                                  bool create, SiblingReaders readers) {
+  // Each round either uses what is there, or moves it aside (or it went): a bounded few.
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    OpenedSibling opened = openSiblingAt(AT_FDCWD, path, flags);
+    if (opened.fd) {
+      if (admitSibling(what, path, opened.info, trust, SiblingKind::kFile, warnings)) return opened;
+      continue;  // moved aside
+    }
+    if (opened.error == ENOENT) {
+      if (!create) return opened;
+      FileDescriptor made = createSiblingAt(AT_FDCWD, path, flags, trust, readers);
+      if (!made && errno == EEXIST) continue;
+      if (!made || ::fstat(made.get(), &opened.info) != 0) {
+        const int error = errno;
+        throw StoreError(
+            StoreError::causeOf(error),
+            what + " " + path.string() + ": cannot create it: " + std::strerror(error));
+      }
+      opened.fd = std::move(made);
+      opened.error = 0;
+      return opened;
+    }
+    struct stat there {};
+    if (::lstat(path.c_str(), &there) != 0) {
+      if (errno == ENOENT) continue;
+      return opened;
+    }
+    if (S_ISLNK(there.st_mode) || !S_ISREG(there.st_mode)) {
+      const char* why = S_ISLNK(there.st_mode) ? "it is a symbolic link" : "it is no regular file";
+      if (!admitSibling(what, path, there, why, SiblingKind::kFile, trust, warnings)) continue;
+      return opened;
+    }
+    // A regular file this process may not open: the rules judge its owner and mode.
+    if (!admitSibling(what, path, there, trust, SiblingKind::kFile, warnings)) continue;
+    return opened;
+  }
+  throw StoreError(StoreError::Cause::kInterfered,
+                   what + " " + path.string() + ": it kept being replaced while it was opened");
 }
 
 int createSiblingFolderAt(int dirfd, const fs::path& name, const SiblingTrust& trust) {

@@ -148,6 +148,18 @@ process::FileDescriptor createSiblingAt(int dirfd, const std::filesystem::path& 
                                         const SiblingTrust& trust,
                                         SiblingReaders readers = SiblingReaders::kAsTheFile);
 
+/// The sibling file `path`, opened with `flags` (openSiblingAt) where it passes the trust rules.
+/// One that fails them, or that is no regular file (a symbolic link, a FIFO, a folder), is moved
+/// aside where this process may (admitSibling: a line in `warnings`) and counts as missing then;
+/// where it may not, admitSibling's error is thrown. A missing one is made when `create`
+/// (createSiblingAt with `readers`), else returned with error ENOENT. A regular file that passes
+/// the rules but that this process may not open is returned with the open's error.
+/// @throws StoreError as refuseSibling, or naming the file when it cannot be made.
+OpenedSibling openAdmittedSibling(const std::string& what, const std::filesystem::path& path,
+                                  int flags, const SiblingTrust& trust,
+                                  std::vector<std::string>& warnings, bool create,
+                                  SiblingReaders readers = SiblingReaders::kAsTheFile);
+
 /// Makes the folder `name` relative to `dirfd` with the coordination file's mode made
 /// searchable, sticky where its group or others may write it, setgid where its group may, and the
 /// coordination file's group. Returns 0, or the errno of why it could not be made (EEXIST).
