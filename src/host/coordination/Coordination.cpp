@@ -542,28 +542,12 @@ HeldLeases heldLeases(const discovery::UnitIndex& index, const liveness::Reader&
   return held;
 }
 
-/// Takes every name of `names` through `space`; the file of the primary one, or the failed take.
-LeaseTake takeAll(LeaseSpace& space, const LeaseNames& names, std::vector<std::string>& taken) {
-  LeaseTake primary;
-  for (const std::string& name : names.all()) {
-    LeaseTake take = space.take(name);
-    if (!take.file) return take;
-    taken.push_back(name);
-    if (name == names.primary) primary = std::move(take);
-  }
-  return primary;
-}
-
-const liveness::Reader& readerOf(const std::optional<liveness::Reader>& reader) {
-  return reader ? *reader : liveness::HostFacts::system().reader();
-}
-
 }  // namespace
 
 Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
                           const LivenessProbe& isRunningProbe, LeaseSpace& space) {
   const std::shared_ptr<const discovery::UnitIndex> index = indexOf(request);
-  const liveness::Reader& reader = readerOf(request.reader);
+  const liveness::Reader& reader = liveness::HostFacts::readerOr(request.reader);
 
   const HeldLeases held = heldLeases(*index, reader, space);
   // A unit whose lease another process holds is held, record or not: an operator's `release`, or
@@ -630,7 +614,7 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
       const std::optional<discovery::UnitRef> ref = index->find(record->gpu);
       if (!ref) continue;  // every unit granted is one of the index's
       const LeaseNames names = leaseNamesOf(*index, *ref, reader);
-      const LeaseTake take = takeAll(space, names, taken);
+      const LeaseTake take = takeEveryName(space, names, taken);
       if (take.file) {
         record->lease = names.primary;
         record->leaseFile = take.file;

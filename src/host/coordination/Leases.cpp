@@ -443,6 +443,18 @@ LeaseState leaseState(const fs::path& file, const std::string& name) {
 
 namespace flink::coordination {
 
+LeaseTake takeEveryName(LeaseSpace& space, const LeaseNames& names,
+                        std::vector<std::string>& taken) {
+  LeaseTake primary;
+  for (const std::string& name : names.all()) {
+    LeaseTake take = space.take(name);
+    if (!take.file) return take;
+    taken.push_back(name);
+    if (name == names.primary) primary = std::move(take);
+  }
+  return primary;
+}
+
 FolderLeaseSpace::FolderLeaseSpace(const fs::path& file, const SiblingTrust& trust,
                                    std::unordered_map<std::string, Lease>& held)
     : file_(file), trust_(trust), folder_(LeaseFolder::open(file, trust)), held_(held) {}

@@ -245,6 +245,12 @@ class LeaseSpace {
   virtual bool holds(const std::string& name) const = 0;
 };
 
+/// Takes every name of `names` through `space` (a unit is leased under each name it has, so that
+/// every allocator sees it held), adding each one taken to `taken`: the take of the primary name,
+/// or the first that failed.
+LeaseTake takeEveryName(LeaseSpace& space, const LeaseNames& names,
+                        std::vector<std::string>& taken);
+
 /// The lease folder of coordination file `file` as a LeaseSpace: states read once each, leases
 /// taken with tryAcquireLease into `held` (kept by the caller across the attempts of one
 /// allocation, and moved out for what it grants).

@@ -349,10 +349,6 @@ ShareAllocation planShares(const ParsedRecords& current, const ShareRequest& req
   return allocation;
 }
 
-const liveness::Reader& readerOf(const std::optional<liveness::Reader>& reader) {
-  return reader ? *reader : liveness::HostFacts::system().reader();
-}
-
 }  // namespace
 
 ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareRequest& request,
@@ -362,7 +358,7 @@ ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareReq
           ? request.index
           : std::make_shared<const discovery::UnitIndex>(
                 discovery::UnitIndex::ofIdentifiers(request.gpus, request.uuids, request.related));
-  const liveness::Reader& reader = readerOf(request.reader);
+  const liveness::Reader& reader = liveness::HostFacts::readerOr(request.reader);
   std::vector<std::pair<std::string, unsigned>> unobtainable;
   std::vector<std::string> notes;
   ShareAllocation allocation;
@@ -378,29 +374,19 @@ ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareReq
       if (!ref) continue;  // every GPU granted is one of the index's
       const LeaseNames names =
           shareLeaseNamesOf(leaseNamesOf(*index, *ref, reader), record->share->index);
-      std::optional<LeaseFile> primary;
-      std::optional<LeaseTake> failed;
-      for (const std::string& name : names.all()) {
-        LeaseTake take = space.take(name);
-        if (!take.file) {
-          failed = std::move(take);
-          break;
-        }
-        taken.push_back(name);
-        if (name == names.primary) primary = take.file;
-      }
-      if (!failed) {
+      const LeaseTake take = takeEveryName(space, names, taken);
+      if (take.file) {
         record->lease = names.primary;
-        record->leaseFile = primary;
+        record->leaseFile = take.file;
         continue;
       }
       // Held by another process (its record gone), or not ours to take: that share is live, and
       // the next round takes another.
       unobtainable.emplace_back(record->gpu, record->share->index);
-      if (failed->failure == LeaseAttempt::Failure::kDenied) {
+      if (take.failure == LeaseAttempt::Failure::kDenied) {
         notes.push_back("share " + formatShareSlot(*record->share) + " of GPU " + record->gpu +
                         " is passed over: one of its leases (" + strings::join(names.all(), ", ") +
-                        ") cannot be taken: " + failed->why);
+                        ") cannot be taken: " + take.why);
       }
       replan = true;
     }

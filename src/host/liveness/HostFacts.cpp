@@ -206,6 +206,10 @@ HostFacts& HostFacts::system() {
   return facts;
 }
 
+const Reader& HostFacts::readerOr(const std::optional<Reader>& given) {
+  return given ? *given : system().reader();
+}
+
 std::optional<FlockTable> FlockTable::read() {
   FileDescriptor fd(::open("/proc/locks", O_RDONLY | O_CLOEXEC));
   if (!fd) return std::nullopt;

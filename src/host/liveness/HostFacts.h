@@ -101,6 +101,9 @@ class HostFacts {
 
   /// The real host, read through /proc (the reader's facts read once). Thread-safe.
   static HostFacts& system();
+  /// `given`, where a caller gave a reader (a test, the simulated host); else this process's, as
+  /// the real host reads it.
+  static const Reader& readerOr(const std::optional<Reader>& given);
 };
 
 /// Whether two start times, each read by some reader of the host, can be one process's. The
