@@ -106,6 +106,16 @@ std::vector<std::string> linesOf(std::string_view text) {
   return lines;
 }
 
+std::vector<FileRecord> recordsOf(const std::vector<std::string>& lines) {
+  std::vector<FileRecord> records;
+  for (const std::string& line : lines) {
+    std::istringstream fields(line);
+    FileRecord record;
+    if (fields >> record.gpu >> record.pid) records.push_back(record);
+  }
+  return records;
+}
+
 std::string firstLine(std::string_view text) {
   const auto lines = linesOf(text);
   return lines.empty() ? std::string() : lines.front();

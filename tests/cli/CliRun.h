@@ -86,6 +86,16 @@ std::string firstLine(std::string_view text);
 
 bool hasLineStartingWith(std::string_view text, std::string_view prefix);
 
+/// A record of the coordination file as Flink's script reads one: its "<gpu> <pid>".
+struct FileRecord {
+  std::string gpu;
+  pid_t pid = 0;
+};
+
+/// The records among `lines` (a copy of the coordination file's): each line whose first two
+/// fields are a GPU and a number.
+std::vector<FileRecord> recordsOf(const std::vector<std::string>& lines);
+
 /// The lines of an aligned table, as flink-gpu prints its tables: columns two spaces apart, each
 /// as wide as its widest cell, no trailing blanks.
 std::string table(const std::vector<std::vector<std::string>>& rows);

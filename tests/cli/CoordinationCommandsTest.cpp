@@ -45,11 +45,13 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using flink::testing::Background;
 using flink::testing::CliRun;
+using flink::testing::FileRecord;
 using flink::testing::firstLine;
 using flink::testing::kCli;
 using flink::testing::linesOf;
 using flink::testing::readFile;
 using flink::testing::readLines;
+using flink::testing::recordsOf;
 using flink::testing::runCli;
 using flink::testing::TempDir;
 using flink::testing::waitForLines;
@@ -59,21 +61,7 @@ bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
 }
 
-/// One `<gpu> <pid> [<start time>]` line of the coordination file.
-struct FileRecord {
-  std::string gpu;
-  pid_t pid = 0;
-};
-
-std::vector<FileRecord> recordsIn(const fs::path& file) {
-  std::vector<FileRecord> records;
-  for (const std::string& line : readLines(file)) {
-    std::istringstream fields(line);
-    FileRecord record;
-    if (fields >> record.gpu >> record.pid) records.push_back(record);
-  }
-  return records;
-}
+std::vector<FileRecord> recordsIn(const fs::path& file) { return recordsOf(readLines(file)); }
 
 class CoordinationCommandsTest : public ::testing::Test {
  protected:
@@ -239,14 +227,9 @@ TEST_F(CoordinationCommandsTest, StatusRejectsAnUnknownFormat) {
 
 /// The records a command printed (`cat` of the coordination file, after its first line).
 std::vector<FileRecord> recordsPrinted(const std::string& out) {
-  std::vector<FileRecord> records;
   const std::vector<std::string> lines = linesOf(out);
-  for (std::size_t i = 1; i < lines.size(); ++i) {
-    std::istringstream fields(lines[i]);
-    FileRecord record;
-    if (fields >> record.gpu >> record.pid) records.push_back(record);
-  }
-  return records;
+  return lines.empty() ? std::vector<FileRecord>{}
+                       : recordsOf(std::vector<std::string>(lines.begin() + 1, lines.end()));
 }
 
 TEST_F(CoordinationCommandsTest, ExecSetsCudaVisibleDevicesAndOwnsTheGpusWhileItsCommandRuns) {

@@ -33,10 +33,12 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using flink::testing::Background;
 using flink::testing::CliRun;
+using flink::testing::FileRecord;
 using flink::testing::firstLine;
 using flink::testing::kCli;
 using flink::testing::readFile;
 using flink::testing::readLines;
+using flink::testing::recordsOf;
 using flink::testing::runCli;
 using flink::testing::TempDir;
 using flink::testing::waitForLines;
@@ -47,23 +49,6 @@ std::string closingEveryDescriptorThen(const std::string& then) {
   return "for fd in /proc/$$/fd/*; do n=${fd##*/}; [ \"$n\" -gt 2 ] && eval \"exec $n>&-\"; "
          "done; " +
          then;
-}
-
-/// A record of the coordination file: its "<gpu> <pid>".
-struct FileRecord {
-  std::string gpu;
-  pid_t pid = 0;
-};
-
-/// The records among `lines` (a copy of the coordination file's).
-std::vector<FileRecord> recordsOf(const std::vector<std::string>& lines) {
-  std::vector<FileRecord> records;
-  for (const std::string& line : lines) {
-    std::istringstream fields(line);
-    FileRecord record;
-    if (fields >> record.gpu >> record.pid) records.push_back(record);
-  }
-  return records;
 }
 
 class ExecParentCliTest : public ::testing::Test {
