@@ -857,58 +857,21 @@ bool isJunk(std::string_view line) { return !strings::isBlank(line) && !parseRec
 
 Allocation allocate(const fs::path& file, const AllocationRequest& request,
                     std::chrono::milliseconds lockTimeout) {
-  // What an earlier attempt wrote (see changeFile), and the leases taken for it: kept across
-  // attempts, so that a lease this call holds is not asked for twice.
-  std::vector<Record> writtenBefore;
-  std::unordered_map<std::string, Lease> leases;
-  Allocation result = detail::changeFile(
-      file, lockTimeout, kMaxCoordinationFileBytes, [&](LockedFile& opened, bool again) {
-        ParsedRecords parsed = parseRecords(opened.text());
-        std::vector<LineSpan> blank;
-        if (again) {
-          // What the earlier attempt wrote may have been copied over (Flink's `sed -i` copies the
-          // file): it is not ours to keep, since this attempt plans afresh.
-          detail::dropEarlierAttempt(
-              parsed,
-              [&](const Record& record) {
-                return std::find(writtenBefore.begin(), writtenBefore.end(), record) !=
-                       writtenBefore.end();
-              },
-              blank);
+  return detail::allocateInFile<Allocation>(
+      file, lockTimeout,
+      [&request](const ParsedRecords& parsed, LeaseSpace& space) {
+        return planAllocation(parsed, request, isRunning, space);
+      },
+      [](const LockedFile& opened, const Allocation& allocation, FolderLeaseSpace& space) {
+        if (opened.interfered()) return;
+        // Free lease files that no record names any more go now (we hold the file's lock).
+        std::unordered_set<std::string> named(allocation.leasesTaken.begin(),
+                                              allocation.leasesTaken.end());
+        for (const Record& record : allocation.records) {
+          if (record.lease) named.insert(*record.lease);
         }
-        FolderLeaseSpace space(file, opened.trust(), leases);
-        Allocation allocation = planAllocation(parsed, request, isRunning, space);
-        std::vector<std::string> notes = opened.notes();
-        notes.insert(notes.end(), allocation.notes.begin(), allocation.notes.end());
-        allocation.notes = std::move(notes);
-        allocation.warnings = opened.warnings();
-        for (std::string& warning : space.warnings()) {
-          allocation.warnings.push_back(std::move(warning));
-        }
-        const std::vector<Record> added(
-            allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
-            allocation.records.end());
-        for (const std::size_t i : allocation.reclaimedIndices) {
-          blank.push_back(parsed.recordSpans[i]);
-        }
-        writtenBefore.insert(writtenBefore.end(), added.begin(), added.end());
-        opened.replace(detail::editRecords(opened.text(), blank, added));
-        if (!opened.interfered()) {
-          // Free lease files that no record names any more go now (we hold the file's lock).
-          std::unordered_set<std::string> named(allocation.leasesTaken.begin(),
-                                                allocation.leasesTaken.end());
-          for (const Record& record : allocation.records) {
-            if (record.lease) named.insert(*record.lease);
-          }
-          space.removeFreeExcept(named);
-        }
-        return allocation;
+        space.removeFreeExcept(named);
       });
-  for (const std::string& name : result.leasesTaken) {
-    const auto it = leases.find(name);
-    if (it != leases.end()) result.leases.push_back(std::move(it->second));
-  }
-  return result;
 }
 
 namespace {

@@ -2,7 +2,9 @@
 // change it (Coordination.cpp, ShareAllocation.cpp); not for use outside host/coordination.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -98,6 +100,61 @@ auto changeFile(const std::filesystem::path& file, std::chrono::milliseconds loc
               ": it kept being changed by a program that does not hold its lock");
     }
   }
+}
+
+/// An allocation of the coordination file `file` (allocate, allocateShares): under its lock, the
+/// records parsed (an earlier attempt's own taken out), `plan(parsed, space)` over the lease
+/// folder, the records it grants appended and those it reclaims blanked; `written(opened,
+/// allocation, space)` runs once the change is written. The leases it took are moved into the
+/// result, for the caller to hold. `Result` has the members of Allocation that this uses (notes,
+/// warnings, records, granted, reclaimedIndices, leasesTaken, leases).
+template <typename Result, typename Plan, typename Written>
+Result allocateInFile(const std::filesystem::path& file, std::chrono::milliseconds lockTimeout,
+                      Plan&& plan, Written&& written) {
+  // What an earlier attempt wrote (see changeFile), and the leases taken for it: kept across
+  // attempts, so that a lease this call holds is not asked for twice.
+  std::vector<Record> writtenBefore;
+  std::unordered_map<std::string, Lease> leases;
+  Result result =
+      changeFile(file, lockTimeout, kMaxCoordinationFileBytes, [&](LockedFile& opened, bool again) {
+        ParsedRecords parsed = parseRecords(opened.text());
+        std::vector<LineSpan> blank;
+        if (again) {
+          // What the earlier attempt wrote may have been copied over (Flink's `sed -i` copies the
+          // file): it is not ours to keep, since this attempt plans afresh.
+          dropEarlierAttempt(
+              parsed,
+              [&](const Record& record) {
+                return std::find(writtenBefore.begin(), writtenBefore.end(), record) !=
+                       writtenBefore.end();
+              },
+              blank);
+        }
+        FolderLeaseSpace space(file, opened.trust(), leases);
+        Result allocation = plan(parsed, space);
+        std::vector<std::string> notes = opened.notes();
+        notes.insert(notes.end(), allocation.notes.begin(), allocation.notes.end());
+        allocation.notes = std::move(notes);
+        allocation.warnings = opened.warnings();
+        for (std::string& warning : space.warnings()) {
+          allocation.warnings.push_back(std::move(warning));
+        }
+        const std::vector<Record> added(
+            allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
+            allocation.records.end());
+        for (const std::size_t i : allocation.reclaimedIndices) {
+          blank.push_back(parsed.recordSpans[i]);
+        }
+        writtenBefore.insert(writtenBefore.end(), added.begin(), added.end());
+        opened.replace(editRecords(opened.text(), blank, added));
+        written(opened, allocation, space);
+        return allocation;
+      });
+  for (const std::string& name : result.leasesTaken) {
+    const auto it = leases.find(name);
+    if (it != leases.end()) result.leases.push_back(std::move(it->second));
+  }
+  return result;
 }
 
 }  // namespace flink::coordination::detail

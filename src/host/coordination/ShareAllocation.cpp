@@ -415,47 +415,12 @@ ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareReq
 
 ShareAllocation allocateShares(const fs::path& file, const ShareRequest& request,
                                std::chrono::milliseconds lockTimeout) {
-  // As allocate(): what an earlier attempt granted, and the leases taken, kept across attempts.
-  std::vector<Record> writtenBefore;
-  std::unordered_map<std::string, Lease> held;
-  ShareAllocation result = detail::changeFile(
-      file, lockTimeout, kMaxCoordinationFileBytes, [&](LockedFile& opened, bool again) {
-        ParsedRecords parsed = parseRecords(opened.text());
-        std::vector<LineSpan> blank;
-        if (again) {
-          detail::dropEarlierAttempt(
-              parsed,
-              [&](const Record& record) {
-                return std::find(writtenBefore.begin(), writtenBefore.end(), record) !=
-                       writtenBefore.end();
-              },
-              blank);
-        }
-
-        FolderLeaseSpace space(file, opened.trust(), held);
-        ShareAllocation allocation = planShareAllocation(parsed, request, isRunning, space);
-        std::vector<std::string> notes = opened.notes();
-        notes.insert(notes.end(), allocation.notes.begin(), allocation.notes.end());
-        allocation.warnings = opened.warnings();
-        for (std::string& warning : space.warnings()) {
-          allocation.warnings.push_back(std::move(warning));
-        }
-        const std::vector<Record> added(
-            allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
-            allocation.records.end());
-        allocation.notes = std::move(notes);
-        for (const std::size_t i : allocation.reclaimedIndices) {
-          blank.push_back(parsed.recordSpans[i]);
-        }
-        writtenBefore.insert(writtenBefore.end(), added.begin(), added.end());
-        opened.replace(detail::editRecords(opened.text(), blank, added));
-        return allocation;
-      });
-  for (const std::string& name : result.leasesTaken) {
-    const auto it = held.find(name);
-    if (it != held.end()) result.leases.push_back(std::move(it->second));
-  }
-  return result;
+  return detail::allocateInFile<ShareAllocation>(
+      file, lockTimeout,
+      [&request](const ParsedRecords& parsed, LeaseSpace& space) {
+        return planShareAllocation(parsed, request, isRunning, space);
+      },
+      [](const LockedFile&, const ShareAllocation&, FolderLeaseSpace&) {});
 }
 
 }  // namespace flink::coordination
