@@ -42,7 +42,6 @@
 namespace flink::coordination {
 
 // The store's names the coordination layer uses (host/store/).
-using store::checkSibling;
 using store::createSiblingAt;
 using store::createSiblingFolderAt;
 using store::describeOwnership;

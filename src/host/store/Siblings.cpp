@@ -263,13 +263,6 @@ bool admitSibling(const std::string& what, const fs::path& path, const struct st
   return admitSibling(what, path, info, *why, kind, trust, warnings);
 }
 
-void checkSibling(const std::string& what, const fs::path& path, const struct stat& info,
-                  const SiblingTrust& trust, SiblingKind kind) {
-  if (const std::optional<std::string> why = trust.distrust(info, kind)) {
-    refuseSibling(what, path, info, *why, kind);
-  }
-}
-
 OpenedSibling openSiblingAt(int dirfd, const fs::path& name, int flags) {
   OpenedSibling opened;
   opened.fd =

@@ -123,10 +123,6 @@ bool wasMovedAside(std::string_view path);
 [[noreturn]] void refuseSibling(const std::string& what, const std::filesystem::path& path,
                                 const struct stat& info, const std::string& why, SiblingKind kind);
 
-/// Checks the sibling `path` (its stat `info`) against `trust`; throws as refuseSibling.
-void checkSibling(const std::string& what, const std::filesystem::path& path,
-                  const struct stat& info, const SiblingTrust& trust, SiblingKind kind);
-
 /// An existing sibling opened without following a symlink at its last component.
 struct OpenedSibling {
   process::FileDescriptor fd;
