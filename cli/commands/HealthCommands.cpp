@@ -54,20 +54,12 @@ struct Unit {
 /// The one device identifier or PCI bus id `--gpu` gives (canonical: "01" is "1"); nullopt after
 /// printing the usage error.
 std::optional<std::string> gpuOption(const std::string& text) {
-  // A PCI bus id is a spelling the host's index knows, as `release --gpu` takes it.
-  if (std::optional<std::string> busId = discovery::canonicalPciBusId(text)) return busId;
-  std::vector<std::string> parts;
-  try {
-    parts = discovery::parseGpuList(text);
-  } catch (const discovery::DiscoveryError&) {
-    parts.clear();
-  }
-  if (parts.size() != 1) {
+  std::optional<std::string> gpu = discovery::parseOneGpu(text);
+  if (!gpu) {
     printError("invalid --gpu '" + strings::quoteForMessage(text) +
                "': expected one GPU, an index (e.g. 0), a GPU-/MIG- UUID or a PCI bus id");
-    return std::nullopt;
   }
-  return parts.front();
+  return gpu;
 }
 
 /// The unit for undrain, which must work for a GPU the host no longer has (an operator cleans up

@@ -86,16 +86,8 @@ int runRelease(const ReleaseOptions& options) {
   } else {
     // The unit, through the host's index (NVML's devices where it answers: a container records
     // the host's GPU 2 as its GPU 0, with its UUID), and the records that name it by its rule.
-    const std::optional<std::string> busId = discovery::canonicalPciBusId(*options.gpu);
-    std::vector<std::string> gpus;
-    if (!busId) {
-      try {
-        gpus = discovery::parseGpuList(*options.gpu);
-      } catch (const discovery::DiscoveryError&) {
-        gpus.clear();  // reported below, with this option's name
-      }
-    }
-    if (!busId && gpus.size() != 1) {
+    const std::optional<std::string> parsed = discovery::parseOneGpu(*options.gpu);
+    if (!parsed) {
       printError("invalid --gpu '" + strings::quoteForMessage(*options.gpu) +
                  "': expected one GPU, an index (e.g. 0), a GPU-/MIG- UUID, a PCI bus id, or an "
                  "AMD or Intel unit as recorded (amd:<bus id>, intel:<bus id>[/<tile>])");
@@ -108,7 +100,8 @@ int runRelease(const ReleaseOptions& options) {
       // No NVML: the records are matched against the GPU as given.
     }
     auto index = std::make_shared<discovery::UnitIndex>(discovery::UnitIndex::of(devices));
-    const std::string given = busId ? *busId : gpus.front();
+    const std::string& given = *parsed;
+    const bool busId = discovery::canonicalPciBusId(given).has_value();
     const discovery::EntryNaming named = index->entry(given);
     if (!named.ambiguous.empty()) {
       std::string candidates;
@@ -120,7 +113,7 @@ int runRelease(const ReleaseOptions& options) {
       return kUsageError;
     }
     if (!named.unit && busId) {
-      printError("no GPU of this host has the PCI bus id " + *busId +
+      printError("no GPU of this host has the PCI bus id " + given +
                  (devices.empty() ? " (NVML does not answer here; give an index or a UUID)" : ""));
       return kDiscoveryFailed;
     }

@@ -63,6 +63,16 @@ std::optional<std::string> canonicalPciBusId(std::string_view text) {
          ':' + upperHex(rest);
 }
 
+std::optional<std::string> parseOneGpu(std::string_view text) {
+  if (std::optional<std::string> busId = canonicalPciBusId(text)) return busId;
+  try {
+    std::vector<std::string> gpus = parseGpuList(text);
+    if (gpus.size() == 1) return std::move(gpus.front());
+  } catch (const DiscoveryError&) {
+  }
+  return std::nullopt;
+}
+
 UnitRef UnitIndex::add(Unit unit) {
   unit.id = device::canonicalDeviceIdentifier(unit.id);
   if (const auto it = byId_.find(unit.id); it != byId_.end()) return it->second;

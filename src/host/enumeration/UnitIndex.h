@@ -168,4 +168,9 @@ bool namesUnit(std::string_view recordGpu, const std::optional<std::string>& rec
 /// width and case ("0000:3b:00.0"); nullopt for text that is no bus id.
 std::optional<std::string> canonicalPciBusId(std::string_view busId);
 
+/// The one GPU a command's `--gpu` gives, in the spelling the index looks up: a PCI bus id
+/// (canonicalPciBusId), else one device identifier (parseGpuList's canonical form); nullopt for
+/// anything else (none, several, junk), for the caller to say with its option's name.
+std::optional<std::string> parseOneGpu(std::string_view text);
+
 }  // namespace flink::discovery
