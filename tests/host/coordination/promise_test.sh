@@ -54,6 +54,25 @@ expect() {  # expect NAME DETAILS RESULT(0=ok)
 
 root=false
 [[ $(id -u) -eq 0 ]] && root=true
+# The other user runs a copy of what it runs in $work: the build tree may lie in a folder it
+# cannot search (a clone in a `mktemp -d` folder is 0700).
+if $root; then
+    tree=$work/tree
+    mkdir -p "$tree/bin" "$tree/lib" "$tree/plugins/external-resource-gpu" "$tree/nvml" "$tree/flink"
+    cp "$cli" "$timens" "$tree/bin/"
+    cp "$build"/plugins/external-resource-gpu/{nvidia-gpu-discovery,nvidia-gpu-discovery.sh,gpu-discovery-common.sh} \
+        "$tree/plugins/external-resource-gpu/"
+    # A sanitizer build's flink-gpu loads the shared library through $ORIGIN/../lib.
+    cp -P "$build"/lib/libflink-external-resource-gpu.so* "$tree/lib/" 2> /dev/null || true
+    cp "$fake_nvml" "$tree/nvml/"
+    cp "$flink" "$tree/flink/"
+    chmod -R a+rX "$tree"
+    cli=$tree/bin/flink-gpu
+    timens=$tree/bin/$(basename "$timens")
+    program=$tree/plugins/external-resource-gpu/nvidia-gpu-discovery
+    fake_nvml=$tree/nvml/$(basename "$fake_nvml")
+    flink=$tree/flink/$(basename "$flink")
+fi
 # The other user: nobody, with no group of root's.
 as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
 # `as USER cmd...`: this user runs it as itself, nobody through setpriv.
