@@ -19,6 +19,7 @@
 #include "flink/configuration/GlobalConfiguration.h"
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
 #include "host/coordination/Coordination.h"
+#include "host/coordination/CoordinationFile.h"
 #include "host/enumeration/Vendor.h"
 #include "host/health/HostHealth.h"
 #include "host/placement/Placement.h"
@@ -32,17 +33,6 @@ using externalresource::gpu::GPUDriverOptions;
 /// What is left to do once argv is parsed: copying into the option structs what only CLI11 knows
 /// (whether an option was given at all).
 using AfterParse = std::vector<std::function<void()>>;
-
-/// Adds `--coordination-file PATH` to `command`, defaulting `file` to Flink's
-/// /var/tmp/flink-gpu-coordination.
-void addCoordinationFileOption(CLI::App& command, std::string& file) {
-  file = coordination::kDefaultCoordinationFile;
-  command
-      .add_option("--coordination-file", file,
-                  "The coordination file shared by the workers of this host")
-      ->type_name("PATH")
-      ->capture_default_str();
-}
 
 /// An option whose value is one of `choices`' names, stored as the value it names: the one place
 /// an option's words are compared. Help shows the names (TEXT:{a,b}); anything else is a usage
@@ -81,10 +71,10 @@ void addFlinkConfigurationOptions(CLI::App& command, FlinkConfigurationOptions& 
       command
           .add_option(
               "--config", options.configDir,
-              "Read the Flink configuration folder DIR (config.yaml, else flink-conf.yaml); "
-              "without DIR: $FLINK_CONF_DIR, else $FLINK_HOME/conf")
+              "Read the Flink configuration folder DIR (config.yaml, else flink-conf.yaml), "
+              "or its FILE; without either: $FLINK_CONF_DIR, else $FLINK_HOME/conf")
           ->expected(0, 1)
-          ->type_name("[DIR]");
+          ->type_name("[DIR|FILE]");
   after.push_back([config, &options] { options.configGiven = config->count() > 0; });
   command
       .add_option("--config-file", options.configFile,
@@ -100,6 +90,21 @@ void addFlinkConfigurationOptions(CLI::App& command, FlinkConfigurationOptions& 
                   "-Dexternal-resource.gpu.amount=2; implies --config")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
+}
+
+/// Adds `--coordination-file PATH` to `command`, and with `configuration` --config, --config-file
+/// and -D (the Flink configuration whose GPU resources name the file). Which file is used is
+/// resolveCoordinationFile's (commands/CoordinationFileOption.h), once the command is known.
+void addCoordinationFileOptions(CLI::App& command, CoordinationFileOptions& options,
+                                AfterParse& after, bool configuration = true) {
+  command
+      .add_option("--coordination-file", options.option,
+                  "The coordination file shared by the workers of this host (default: $" +
+                      std::string(coordination::kCoordinationFileVariable) +
+                      (configuration ? ", else the one the GPU resources of --config name" : "") +
+                      ", else " + coordination::kDefaultCoordinationFile + ")")
+      ->type_name("PATH");
+  if (configuration) addFlinkConfigurationOptions(command, options.flinkConfig, after);
 }
 
 /// --vendor nvidia|amd|intel (discover, exec): anything else is a usage error.
@@ -174,24 +179,25 @@ CLI::App* addDiscover(CLI::App& app, CommandLine& line, AfterParse& after) {
   return command;
 }
 
-CLI::App* addStatus(CLI::App& app, CommandLine& line, AfterParse&) {
+CLI::App* addStatus(CLI::App& app, CommandLine& line, AfterParse& after) {
   StatusOptions& options = line.status;
   CLI::App* command =
       app.add_subcommand("status",
                          "Show which GPUs the coordination file records, for which processes, and "
                          "whether those are still running (with each GPU's name, PCI bus id and "
                          "memory when NVML can tell).");
-  addCoordinationFileOption(*command, options.coordinationFile);
+  addCoordinationFileOptions(*command, options.coordination, after);
   addFormatOption(*command, options.format, /*prometheus=*/true);
   return command;
 }
 
-CLI::App* addRelease(CLI::App& app, CommandLine& line, AfterParse&) {
+CLI::App* addRelease(CLI::App& app, CommandLine& line, AfterParse& after) {
   ReleaseOptions& options = line.release;
   CLI::App* command = app.add_subcommand(
       "release",
-      "Free GPUs by hand: remove the records of one owner process (--owner) or of "
-      "one GPU (--gpu) from the coordination file, or the lines that are not records (--junk).");
+      "Free GPUs by hand: remove the records of one owner process (--owner), of one GPU (--gpu) "
+      "or of every owner that is gone (--gone) from the coordination file, or the lines that are "
+      "not records (--junk).");
   command->add_option("--owner", options.owner, "Release every GPU held by this process id")
       ->type_name("PID");
   command
@@ -202,10 +208,13 @@ CLI::App* addRelease(CLI::App& app, CommandLine& line, AfterParse&) {
   command->add_flag("--junk", options.junk,
                     "Remove the lines that are not records (also from a file grown past its "
                     "size limit)");
+  command->add_flag("--gone", options.gone,
+                    "Remove every record whose owner is known to be gone (never one that cannot "
+                    "be judged from here)");
   command->add_flag("--force", options.force,
                     "Also remove records whose owner is running (it may still use the GPU; "
                     "one whose lease is held stays held by the lease until what holds it ends)");
-  addCoordinationFileOption(*command, options.coordinationFile);
+  addCoordinationFileOptions(*command, options.coordination, after);
   return command;
 }
 
@@ -219,7 +228,7 @@ CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse& after) {
   command->add_option("-n,--amount", options.amount, "How many GPUs to allocate (must be > 0)")
       ->type_name("UINT")
       ->required();
-  addCoordinationFileOption(*command, options.coordinationFile);
+  addCoordinationFileOptions(*command, options.coordination, after, /*configuration=*/false);
   command
       ->add_option("--gpus", options.gpus,
                    "The GPUs of this host, comma or space separated (default: ask NVML, else "
@@ -307,33 +316,34 @@ CLI::App* addTopology(CLI::App& app, CommandLine& line, AfterParse&) {
 }
 
 /// `--gpu GPU` (required) and `--reason TEXT` of drain and undrain.
-void addDrainOptions(CLI::App& command, DrainOptions& options, const std::string& reason) {
+void addDrainOptions(CLI::App& command, DrainOptions& options, const std::string& reason,
+                     AfterParse& after) {
   command.add_option("--gpu", options.gpu, "The GPU: an index, a GPU-/MIG- UUID, or a PCI bus id")
       ->type_name("GPU")
       ->required();
   command.add_option("--reason", options.reason, reason);
-  addCoordinationFileOption(command, options.coordinationFile);
+  addCoordinationFileOptions(command, options.coordination, after);
 }
 
-CLI::App* addDrain(CLI::App& app, CommandLine& line, AfterParse&) {
+CLI::App* addDrain(CLI::App& app, CommandLine& line, AfterParse& after) {
   CLI::App* command = app.add_subcommand(
       "drain",
       "Take a GPU out of new allocations (owners that hold it keep it), recording the time, the "
       "reason and who.");
-  addDrainOptions(*command, line.drain, "Why, for status and check");
+  addDrainOptions(*command, line.drain, "Why, for status and check", after);
   return command;
 }
 
-CLI::App* addUndrain(CLI::App& app, CommandLine& line, AfterParse&) {
+CLI::App* addUndrain(CLI::App& app, CommandLine& line, AfterParse& after) {
   CLI::App* command = app.add_subcommand(
       "undrain",
       "Put a GPU back into allocations: clears a drain and a verdict of `flink-gpu watch` alike, "
       "recording the time, the reason and who.");
-  addDrainOptions(*command, line.undrain, "Why, for the record");
+  addDrainOptions(*command, line.undrain, "Why, for the record", after);
   return command;
 }
 
-CLI::App* addCheck(CLI::App& app, CommandLine& line, AfterParse&) {
+CLI::App* addCheck(CLI::App& app, CommandLine& line, AfterParse& after) {
   CheckOptions& options = line.check;
   CLI::App* command = app.add_subcommand(
       "check",
@@ -341,19 +351,19 @@ CLI::App* addCheck(CLI::App& app, CommandLine& line, AfterParse&) {
       "with one line per problem.");
   command->add_option("--expect", options.expect, "The number of GPUs this host must have")
       ->type_name("UINT");
-  addCoordinationFileOption(*command, options.coordinationFile);
+  addCoordinationFileOptions(*command, options.coordination, after);
   addFormatOption(*command, options.format);
   return command;
 }
 
-CLI::App* addWatch(CLI::App& app, CommandLine& line, AfterParse&) {
+CLI::App* addWatch(CLI::App& app, CommandLine& line, AfterParse& after) {
   WatchCommandOptions& options = line.watch;
   CLI::App* command = app.add_subcommand(
       "watch",
       "Watch NVML's critical Xid and double-bit ECC events on every GPU, for the host's whole "
       "life, and record each unhealthy GPU so that no allocator hands it out. Ends cleanly on "
       "SIGTERM or SIGINT.");
-  addCoordinationFileOption(*command, options.coordinationFile);
+  addCoordinationFileOptions(*command, options.coordination, after);
   command
       ->add_option("--ignore-xids", options.ignoreXids,
                    "Xids that are not critical, replacing the default 13,31,43,45,68,109 "
@@ -373,7 +383,7 @@ void addShareGpuOption(CLI::App& command, std::string& gpu) {
       ->required();
 }
 
-CLI::App* addShare(CLI::App& app, CommandLine& line, AfterParse&) {
+CLI::App* addShare(CLI::App& app, CommandLine& line, AfterParse& after) {
   ShareOptions& options = line.share;
   CLI::App* command = app.add_subcommand(
       "share",
@@ -396,15 +406,15 @@ CLI::App* addShare(CLI::App& app, CommandLine& line, AfterParse&) {
                    "The CUDA_MPS_PIPE_DIRECTORY of the MPS control daemon the operator runs for "
                    "these GPUs (an absolute path); without it the GPUs are time-sliced")
       ->type_name("DIR");
-  addCoordinationFileOption(*command, options.coordinationFile);
+  addCoordinationFileOptions(*command, options.coordination, after);
   return command;
 }
 
-CLI::App* addUnshare(CLI::App& app, CommandLine& line, AfterParse&) {
+CLI::App* addUnshare(CLI::App& app, CommandLine& line, AfterParse& after) {
   CLI::App* command = app.add_subcommand(
       "unshare", "Take a GPU's sharing declaration out (shares already held are never revoked).");
   addShareGpuOption(*command, line.unshare.gpu);
-  addCoordinationFileOption(*command, line.unshare.coordinationFile);
+  addCoordinationFileOptions(*command, line.unshare.coordination, after);
   return command;
 }
 
@@ -577,6 +587,38 @@ std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
     }
   }
   return kUsageError;  // not reached: a subcommand is required
+}
+
+}  // namespace flink::cli
+
+namespace flink::cli {
+
+CoordinationFileOptions* coordinationFileOptionsOf(CommandLine& line) {
+  switch (line.command) {
+    case Command::kStatus:
+      return &line.status.coordination;
+    case Command::kRelease:
+      return &line.release.coordination;
+    case Command::kExec:
+      return &line.exec.coordination;
+    case Command::kDrain:
+      return &line.drain.coordination;
+    case Command::kUndrain:
+      return &line.undrain.coordination;
+    case Command::kCheck:
+      return &line.check.coordination;
+    case Command::kWatch:
+      return &line.watch.coordination;
+    case Command::kShare:
+      return &line.share.coordination;
+    case Command::kUnshare:
+      return &line.unshare.coordination;
+    case Command::kDiscover:
+    case Command::kConfig:
+    case Command::kTopology:
+      return nullptr;
+  }
+  return nullptr;
 }
 
 }  // namespace flink::cli

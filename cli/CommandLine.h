@@ -61,4 +61,8 @@ struct CommandLine {
 ///          one), its second pointing to the help of the subcommand (kUsageError).
 std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line);
 
+/// The coordination-file options of `line.command`; nullptr for a command without a coordination
+/// file (discover's is its script's, config and topology have none).
+CoordinationFileOptions* coordinationFileOptionsOf(CommandLine& line);
+
 }  // namespace flink::cli

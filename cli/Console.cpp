@@ -45,6 +45,10 @@ void printNote(std::string_view message) {
   if (currentVerbosity != Verbosity::kQuiet) std::cerr << "flink-gpu: note: " << message << '\n';
 }
 
+void printInfo(std::string_view message) {
+  if (currentVerbosity >= Verbosity::kVerbose) std::cerr << "flink-gpu: " << message << '\n';
+}
+
 void printHint(std::string_view message) {
   if (currentVerbosity != Verbosity::kQuiet) std::cerr << "hint: " << message << '\n';
 }

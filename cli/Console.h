@@ -23,6 +23,9 @@ void printWarning(std::string_view message);
 /// "flink-gpu: note: <message>" unless quiet: what flink-gpu chose for the user.
 void printNote(std::string_view message);
 
+/// "flink-gpu: <message>" with -v only: what flink-gpu found or chose, and why.
+void printInfo(std::string_view message);
+
 /// "hint: <message>" unless quiet.
 void printHint(std::string_view message);
 

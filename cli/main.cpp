@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "Console.h"
 #include "ExitCode.h"
 #include "flink/externalresource/gpu/GPUDriver.h"
+#include "host/store/LockWait.h"
 
 namespace {
 
@@ -116,6 +118,33 @@ int runCommand(const flink::cli::CommandLine& line) {
   return kUsageError;
 }
 
+/// A wait of more than a second for a lock another process holds says so, then how it ended.
+void tellLockWaits() {
+  using flink::store::LockWaitEvent;
+  flink::store::setLockWaitObserver([](const LockWaitEvent& event) {
+    using namespace flink::cli;
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f s",
+                  static_cast<double>(event.waited.count()) / 1000);
+    switch (event.stage) {
+      case LockWaitEvent::Stage::kWaiting:
+        printNote("waiting for the lock of " + event.lock.string() + ", held by " +
+                  (event.holder
+                       ? "process " + std::to_string(*event.holder) +
+                             (event.holderCommand.empty() ? std::string()
+                                                          : " (" + event.holderCommand + ")")
+                       : std::string("another process")));
+        break;
+      case LockWaitEvent::Stage::kAcquired:
+        printNote("got the lock of " + event.lock.string() + " after " + seconds);
+        break;
+      case LockWaitEvent::Stage::kGaveUp:
+        printNote("gave up waiting for the lock of " + event.lock.string() + " after " + seconds);
+        break;
+    }
+  });
+}
+
 }  // namespace
 
 /// A descriptor 0, 1 or 2 that is closed would be the next file opened: a lease, the
@@ -156,6 +185,10 @@ int main(int argc, char** argv) {
                 << "; using " << *derivedHome << ", the folder above flink-gpu's bin/\n";
     }
     keepTypedScriptInTheWorkingDirectory(line.discover);
+  }
+  tellLockWaits();
+  if (CoordinationFileOptions* coordination = coordinationFileOptionsOf(line)) {
+    if (!resolveCoordinationFile(*coordination)) return kUsageError;
   }
   try {
     return checkedStdout(runCommand(line));

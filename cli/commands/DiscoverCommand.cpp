@@ -213,8 +213,8 @@ int runDiscoverConfigured(const DiscoverOptions& options, const LoadedConfigurat
   return anySkipped ? kUsageError : code;
 }
 
-/// For `discover` without options: the configuration of this host's Flink ($FLINK_CONF_DIR,
-/// else $FLINK_HOME/conf) when it lists external resources, and which variable led to it. No
+/// The configuration of this host's Flink ($FLINK_CONF_DIR, else $FLINK_HOME/conf) when it lists
+/// external resources, and which variable led to it. No
 /// configuration there, or one without resources: nullopt. One that cannot be read: a warning,
 /// and nullopt (the one-script discovery still runs).
 std::optional<std::pair<LoadedConfiguration, std::string>> hostConfigurationWithResources() {
@@ -277,14 +277,20 @@ int runDiscover(const DiscoverOptions& options) {
     if (!loaded) return kUsageError;
     return runDiscoverConfigured(options, *loaded);
   }
-  if (options.singleDriverOptionsGiven.empty()) {
-    // "What does my TaskManager get": the host's Flink configuration, when it lists resources.
-    if (auto host = hostConfigurationWithResources()) {
+  if (auto host = hostConfigurationWithResources()) {
+    // $FLINK_CONF_DIR asks for the configuration as --config does; one that is merely there
+    // ($FLINK_HOME/conf, which flink-gpu may have set itself) changes nothing, and is said.
+    if (host->second == "$FLINK_CONF_DIR" && options.singleDriverOptionsGiven.empty()) {
       for (const std::string& warning : host->first.warnings) printWarning(warning);
       printNote("discovering the external resources of the Flink configuration " +
-                host->first.file.string() + " (" + host->second +
-                "), as --config does; give --discovery-script to run one script instead");
+                host->first.file.string() + " ($FLINK_CONF_DIR), as --config does; give " +
+                "--discovery-script to run one script instead");
       return runDiscoverConfigured(options, host->first);
+    }
+    if (options.singleDriverOptionsGiven.empty()) {
+      printNote("the Flink configuration " + host->first.file.string() + " (" + host->second +
+                ") lists external resources and is not used: give --config to discover them as "
+                "a TaskManager does");
     }
   }
   if (options.strict) {

@@ -135,7 +135,7 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
   hostOptions.mig = options.mig;
   hostOptions.topology = options.placement == placement::Policy::kTopology;
   hostOptions.health = options.health;
-  hostOptions.coordinationFile = options.coordinationFile;
+  hostOptions.coordinationFile = options.coordination.path;
   defaultdiscovery::Report report;
   try {
     HostUnits host = defaultdiscovery::findHostUnits(hostOptions, report);
@@ -253,7 +253,7 @@ void bindTo(const std::vector<unsigned>& cpus) {
 void giveBackGrant(const ExecOptions& options, defaultdiscovery::Grant& grant,
                    std::string_view failure) {
   try {
-    defaultdiscovery::giveBack(options.coordinationFile, grant.records);
+    defaultdiscovery::giveBack(options.coordination.path, grant.records);
   } catch (const store::StoreError& e) {
     printWarning(std::string(failure) + e.what());
   }
@@ -307,7 +307,7 @@ std::optional<HeldByThisProcess> heldByThisProcessTree(const ExecOptions& option
                                                        const HostUnits& host) {
   coordination::Status status;
   try {
-    status = coordination::readStatus(options.coordinationFile);
+    status = coordination::readStatus(options.coordination.path);
   } catch (const store::StoreError& e) {
     printError(e.what());
     return std::nullopt;
@@ -472,7 +472,7 @@ int runExec(const ExecOptions& options) {
     request.amount = amount;
     request.amountText = std::to_string(amount);
     request.coordination = true;
-    request.coordinationFile = options.coordinationFile;
+    request.coordinationFile = options.coordination.path;
     request.owner = owner;
     request.lease = true;
     request.placement = options.placement;
@@ -634,7 +634,7 @@ void giveBackAfterCommand(const ExecOptions& options, defaultdiscovery::Grant& g
   std::vector<coordination::Record> free;
   try {
     coordination::LeaseFolder folder = coordination::LeaseFolder::open(
-        options.coordinationFile, coordination::SiblingTrust::ofPath(options.coordinationFile));
+        options.coordination.path, coordination::SiblingTrust::ofPath(options.coordination.path));
     for (const coordination::Record& record : grant.records) {
       if (!record.lease ||
           folder.state(*record.lease, record.leaseFile) == coordination::LeaseState::kFree) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "commands/CoordinationFileOption.h"
 #include "host/enumeration/Vendor.h"
 #include "host/health/HostHealth.h"
 #include "host/placement/Placement.h"
@@ -26,7 +27,7 @@ enum class VisibleDevices {
 struct ExecOptions {
   /// As typed: read by runExec as discover reads its own (commands/AmountOption.h).
   std::string amount;
-  std::string coordinationFile;
+  CoordinationFileOptions coordination;
   /// --vendor nvidia|amd|intel: whose GPUs to allocate (nullopt: NVIDIA's, as always). AMD's
   /// and Intel's come from sysfs; the command then gets their runtimes' variables
   /// (ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES, ZE_AFFINITY_MASK) instead of CUDA's.

@@ -3,27 +3,56 @@
 #include "commands/FlinkConfigurationOption.h"
 
 #include <exception>
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
 
 #include "Console.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
 
+LoadedConfiguration readFlinkConfiguration(const FlinkConfigurationOptions& options) {
+  {
+    const Configuration dynamic = parseDynamicProperties(options.dynamicProperties);
+    std::optional<std::filesystem::path> explicitDir =
+        options.configDir.empty() ? std::nullopt
+                                  : std::optional<std::filesystem::path>(options.configDir);
+    std::string fileName = options.configFile;
+    // --config FILE: its folder, and that file of it.
+    std::error_code error;
+    if (explicitDir && std::filesystem::is_regular_file(*explicitDir, error)) {
+      const std::string named = explicitDir->filename().string();
+      if (named != GlobalConfiguration::FLINK_CONF_FILENAME &&
+          named != GlobalConfiguration::LEGACY_FLINK_CONF_FILENAME) {
+        throw std::invalid_argument(
+            "--config " + strings::quoteForMessage(explicitDir->string()) +
+            " is a file Flink does not read: give its folder, or the folder's " +
+            std::string(GlobalConfiguration::FLINK_CONF_FILENAME) + " or " +
+            std::string(GlobalConfiguration::LEGACY_FLINK_CONF_FILENAME));
+      }
+      if (!fileName.empty() && fileName != named) {
+        throw std::invalid_argument("--config names " + named + " and --config-file " + fileName +
+                                    ": give one of them");
+      }
+      fileName = named;
+      explicitDir =
+          explicitDir->has_parent_path() ? explicitDir->parent_path() : std::filesystem::path(".");
+    }
+    const std::filesystem::path dir =
+        GlobalConfiguration::resolveConfigurationDirectory(explicitDir);
+    const ConfigurationFileChoice choice = fileName.empty() ? ConfigurationFileChoice::kAuto
+                                           : fileName == GlobalConfiguration::FLINK_CONF_FILENAME
+                                               ? ConfigurationFileChoice::kStandardYaml
+                                               : ConfigurationFileChoice::kLegacy;
+    return GlobalConfiguration::loadConfiguration(dir, dynamic, choice);
+  }
+}
+
 std::optional<LoadedConfiguration> loadFlinkConfiguration(
     const FlinkConfigurationOptions& options) {
   try {
-    const Configuration dynamic = parseDynamicProperties(options.dynamicProperties);
-    const std::optional<std::filesystem::path> explicitDir =
-        options.configDir.empty() ? std::nullopt
-                                  : std::optional<std::filesystem::path>(options.configDir);
-    const std::filesystem::path dir =
-        GlobalConfiguration::resolveConfigurationDirectory(explicitDir);
-    const ConfigurationFileChoice choice =
-        options.configFile.empty() ? ConfigurationFileChoice::kAuto
-        : options.configFile == GlobalConfiguration::FLINK_CONF_FILENAME
-            ? ConfigurationFileChoice::kStandardYaml
-            : ConfigurationFileChoice::kLegacy;
-    LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(dir, dynamic, choice);
+    LoadedConfiguration loaded = readFlinkConfiguration(options);
     for (const std::string& warning : loaded.warnings) printWarning(warning);
     return loaded;
   } catch (const std::exception& e) {

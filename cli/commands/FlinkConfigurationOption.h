@@ -1,5 +1,6 @@
-// The options that point flink-gpu at a Flink configuration: `--config [DIR]` and `-D key=value`,
-// shared by `discover` and `config`.
+// The options that point flink-gpu at a Flink configuration: `--config [DIR|FILE]`,
+// `--config-file NAME` and `-D key=value`, shared by `discover`, `config` and the commands of the
+// coordination file (CoordinationFileOption.h).
 #pragma once
 
 #include <optional>
@@ -12,7 +13,8 @@
 namespace flink::cli {
 
 struct FlinkConfigurationOptions {
-  /// The folder after --config; empty: $FLINK_CONF_DIR, else $FLINK_HOME/conf.
+  /// The folder after --config, or its config.yaml or flink-conf.yaml; empty: $FLINK_CONF_DIR,
+  /// else $FLINK_HOME/conf.
   std::string configDir;
   /// --config-file: which file to read when the folder holds both; empty: decided as
   /// GlobalConfiguration::loadConfiguration decides it.
@@ -27,6 +29,12 @@ struct FlinkConfigurationOptions {
   /// given.
   bool wanted() const { return configGiven || !dynamicProperties.empty() || !configFile.empty(); }
 };
+
+/// Finds and reads the configuration the options name. Prints nothing: its warnings are in the
+/// result.
+/// @throws std::exception (IllegalConfigurationException, std::invalid_argument, …) naming why it
+///         cannot be read.
+LoadedConfiguration readFlinkConfiguration(const FlinkConfigurationOptions& options);
 
 /// Finds and reads the configuration the options name, printing what was skipped in it as
 /// warnings. On failure prints the error and returns nullopt: every failure here is the

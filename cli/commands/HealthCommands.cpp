@@ -190,7 +190,7 @@ int runDrain(const DrainOptions& options) {
     // The unit made once for every record it is asked of (health::names' rule).
     const discovery::OneUnit named(unit->gpu, unit->uuid);
     written = health::updateHealth(
-        options.coordinationFile, [&](std::vector<health::HealthRecord>& records) {
+        options.coordination.path, [&](std::vector<health::HealthRecord>& records) {
           previous.reset();
           for (const health::HealthRecord& record : records) {
             if (record.kind == health::RecordKind::kDrained &&
@@ -236,13 +236,28 @@ int runUndrain(const DrainOptions& options) {
   health::HealthFile written;
   try {
     const discovery::OneUnit named(unit->gpu, unit->uuid);
+    const auto clears = [&](const health::HealthRecord& record) {
+      return record.kind != health::RecordKind::kReadmitted &&
+             named.namedBy(record.gpu, record.uuid);
+    };
+    // Nothing to clear: nothing is written (no `readmitted` line for a GPU never taken out).
+    const health::HealthFile read = health::readHealth(options.coordination.path);
+    if (std::none_of(read.parsed.records.begin(), read.parsed.records.end(), clears)) {
+      for (const std::string& line : read.warnings) printWarning(line);
+      std::cout << nameOf(*unit) << " was neither drained nor unhealthy: nothing to do\n";
+      return kSuccess;
+    }
     written = health::updateHealth(
-        options.coordinationFile, [&](std::vector<health::HealthRecord>& records) {
+        options.coordination.path, [&](std::vector<health::HealthRecord>& records) {
           cleared.clear();
+          for (const health::HealthRecord& record : records) {
+            if (clears(record)) cleared.push_back(record);
+          }
+          // Drained or unhealthy since the look above? Else leave the file as it is.
+          if (cleared.empty()) return;
+          // An older re-admission is replaced by this one.
           std::erase_if(records, [&](const health::HealthRecord& record) {
-            if (!named.namedBy(record.gpu, record.uuid)) return false;
-            if (record.kind != health::RecordKind::kReadmitted) cleared.push_back(record);
-            return true;  // an older re-admission is replaced by this one
+            return named.namedBy(record.gpu, record.uuid);
           });
           health::HealthRecord readmitted;
           readmitted.kind = health::RecordKind::kReadmitted;
@@ -334,16 +349,16 @@ int runCheck(const CheckOptions& options) {
   std::vector<Finding> notes;
 
   coordination::Status status;
-  checkCoordinationFile(options.coordinationFile, problems);
+  checkCoordinationFile(options.coordination.path, problems);
   try {
-    status = coordination::readStatus(options.coordinationFile);
+    status = coordination::snapshotStatus(options.coordination.path);
   } catch (const store::StoreError& e) {
     problems.push_back({"coordination", std::nullopt, e.what()});
   }
   for (const store::JunkLine& junk : status.junk) {
     problems.push_back({"coordination", std::nullopt,
                         "line " + std::to_string(junk.lineNumber) + " of coordination file " +
-                            options.coordinationFile + " is not a record: '" +
+                            options.coordination.path + " is not a record: '" +
                             strings::quoteForMessage(junk.text) + "'"});
   }
   for (const coordination::RecordStatus& entry : status.records) {
@@ -355,7 +370,7 @@ int runCheck(const CheckOptions& options) {
                          "GPUs no record names are not enough"});
   }
 
-  const HostView host = viewHost(options.coordinationFile, status, nvmlDevicesOrNone(), true);
+  const HostView host = viewHost(options.coordination.path, status, nvmlDevicesOrNone(), true);
   if (!host.probe.usable) {
     problems.push_back({"nvml", std::nullopt, host.probe.problem});
   } else if (options.expect && host.probe.count < static_cast<std::uint64_t>(*options.expect)) {
@@ -436,7 +451,7 @@ void requestStop(int) { gStop.store(true); }
 
 int runWatch(const WatchCommandOptions& options) {
   health::WatchOptions watch;
-  watch.coordinationFile = options.coordinationFile;
+  watch.coordinationFile = options.coordination.path;
   try {
     if (options.ignoreXids) watch.ignoredXids = health::parseXidList(*options.ignoreXids);
     if (options.criticalXids) watch.criticalXids = health::parseXidList(*options.criticalXids);
@@ -452,7 +467,7 @@ int runWatch(const WatchCommandOptions& options) {
   std::variant<health::WatchLock, pid_t> lock = pid_t{0};
   try {
     std::vector<std::string> warnings;
-    lock = health::WatchLock::acquire(options.coordinationFile, warnings);
+    lock = health::WatchLock::acquire(options.coordination.path, warnings);
     for (const std::string& warning : warnings) printWarning(warning);
   } catch (const std::runtime_error& e) {
     printError(std::string("cannot watch: ") + e.what());
@@ -461,7 +476,7 @@ int runWatch(const WatchCommandOptions& options) {
   if (const pid_t* other = std::get_if<pid_t>(&lock)) {
     printError("another flink-gpu watch is running on this host" +
                (*other > 0 ? " (pid " + std::to_string(*other) + ")" : std::string()) +
-               ": one is enough; it holds " + options.coordinationFile + ".watch");
+               ": one is enough; it holds " + options.coordination.path + ".watch");
     return kDiscoveryFailed;
   }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "commands/CoordinationFileOption.h"
 #include "commands/OutputFormat.h"
 
 namespace flink::cli {
@@ -14,17 +15,17 @@ namespace flink::cli {
 struct DrainOptions {
   std::string gpu;
   std::string reason;
-  std::string coordinationFile;
+  CoordinationFileOptions coordination;
 };
 
 struct CheckOptions {
   std::optional<std::int64_t> expect;
-  std::string coordinationFile;
+  CoordinationFileOptions coordination;
   OutputFormat format = OutputFormat::kText;
 };
 
 struct WatchCommandOptions {
-  std::string coordinationFile;
+  CoordinationFileOptions coordination;
   std::optional<std::string> ignoreXids;
   std::optional<std::string> criticalXids;
 };

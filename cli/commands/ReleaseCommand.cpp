@@ -44,14 +44,14 @@ int runJunkRelease(const ReleaseOptions& options) {
   constexpr std::size_t kShown = 20;
   coordination::ReleasedJunk removed;
   try {
-    removed = coordination::releaseJunk(options.coordinationFile, kShown);
+    removed = coordination::releaseJunk(options.coordination.path, kShown);
   } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }
   if (removed.count == 0) {
     std::cout << "no line to remove: every line is a record (coordination file "
-              << options.coordinationFile << ")\n";
+              << options.coordination.path << ")\n";
     return kSuccess;
   }
   for (const store::JunkLine& line : removed.lines) {
@@ -63,14 +63,35 @@ int runJunkRelease(const ReleaseOptions& options) {
   return kSuccess;
 }
 
+/// --gone: every record whose owner is known to be gone; one that cannot be judged stays.
+int runGoneRelease(const ReleaseOptions& options) {
+  std::vector<coordination::RecordStatus> removed;
+  try {
+    removed = coordination::releaseGone(options.coordination.path);
+  } catch (const store::StoreError& e) {
+    printError(e.what());
+    return kDiscoveryFailed;
+  }
+  for (const coordination::RecordStatus& entry : removed) {
+    std::cout << "released GPU " << recordedGpu(entry.record) << " (owner pid "
+              << entry.record.owner.pid << ", " << liveness::livenessName(entry.liveness) << ")\n";
+  }
+  std::cout << "removed " << removed.size()
+            << " record(s) of owners that are gone (coordination file " << options.coordination.path
+            << ")\n";
+  return kSuccess;
+}
+
 int runRelease(const ReleaseOptions& options) {
-  const int chosen = (options.owner ? 1 : 0) + (options.gpu ? 1 : 0) + (options.junk ? 1 : 0);
+  const int chosen = (options.owner ? 1 : 0) + (options.gpu ? 1 : 0) + (options.junk ? 1 : 0) +
+                     (options.gone ? 1 : 0);
   if (chosen != 1) {
-    printError(chosen > 1 ? "give one of --owner, --gpu and --junk, not several"
-                          : "nothing to release: give --owner PID, --gpu INDEX or --junk");
+    printError(chosen > 1 ? "give one of --owner, --gpu, --gone and --junk, not several"
+                          : "nothing to release: give --owner PID, --gpu GPU, --gone or --junk");
     return kUsageError;
   }
   if (options.junk) return runJunkRelease(options);
+  if (options.gone) return runGoneRelease(options);
 
   std::function<bool(const coordination::Record&)> matches;
   std::string what;
@@ -138,7 +159,7 @@ int runRelease(const ReleaseOptions& options) {
 
   coordination::Released result;
   try {
-    result = coordination::releaseChecked(options.coordinationFile, matches, options.force);
+    result = coordination::releaseChecked(options.coordination.path, matches, options.force);
   } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
@@ -162,8 +183,13 @@ int runRelease(const ReleaseOptions& options) {
     return kDiscoveryFailed;
   }
   if (result.released.empty()) {
-    std::cout << what << " (coordination file " << options.coordinationFile << ")\n";
-    return kSuccess;
+    const std::string line = what + " (coordination file " + options.coordination.path + ")";
+    if (!options.owner) {
+      std::cout << line << '\n';
+      return kSuccess;
+    }
+    printError(line + ": nothing was released");
+    return kDiscoveryFailed;
   }
   for (const coordination::RecordStatus& entry : result.released) {
     std::cout << "released GPU " << recordedGpu(entry.record) << " (owner pid "

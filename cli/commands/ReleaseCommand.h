@@ -7,20 +7,27 @@
 #include <optional>
 #include <string>
 
+#include "commands/CoordinationFileOption.h"
+
 namespace flink::cli {
 
 struct ReleaseOptions {
   std::optional<long long> owner;
   std::optional<std::string> gpu;
   bool junk = false;
+  /// --gone: every record whose owner is known to be gone.
+  bool gone = false;
   /// Remove records whose owner is known to run, too.
   bool force = false;
-  std::string coordinationFile;
+  CoordinationFileOptions coordination;
 };
 
 /// Removes the matching records; prints one line per record released, or that none matched.
-/// @returns an ExitCode: success whether or not anything matched; kDiscoveryFailed when a record
-///          of an owner known to run was refused (then nothing was removed).
+/// @returns an ExitCode: kDiscoveryFailed when --owner names a process with no record (as kill(1)
+///          fails for no such process: a mistyped pid must not pass for done), and when a record
+///          of an owner known to run was refused (then nothing was removed); else success, also
+///          for a --gpu that no record holds (the GPU is free, which is what was asked) and for
+///          --gone and --junk with nothing to remove.
 int runRelease(const ReleaseOptions& options);
 
 }  // namespace flink::cli

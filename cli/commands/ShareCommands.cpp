@@ -260,7 +260,7 @@ int runShare(const ShareOptions& given) {
   sharing::DeclarationsFile written;
   try {
     written = sharing::updateDeclarations(
-        options.coordinationFile, [&](std::vector<sharing::Declaration>& recorded) {
+        options.coordination.path, [&](std::vector<sharing::Declaration>& recorded) {
           const std::int64_t now = health::nowSeconds();
           for (std::size_t i = 0; i < declarations.size(); ++i) {
             sharing::Declaration& declaration = declarations[i];
@@ -310,7 +310,7 @@ int runUnshare(const UnshareOptions& options) {
   std::vector<sharing::Declaration> removed;
   std::vector<std::string> warnings;
   try {
-    removed = sharing::removeDeclarations(options.coordinationFile, gpu, uuid, &warnings);
+    removed = sharing::removeDeclarations(options.coordination.path, gpu, uuid, &warnings);
   } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "commands/CoordinationFileOption.h"
+
 namespace flink::cli {
 
 struct ShareOptions {
@@ -17,12 +19,12 @@ struct ShareOptions {
   std::optional<std::string> replicas;
   std::optional<std::string> shareMemory;
   std::optional<std::string> mps;
-  std::string coordinationFile;
+  CoordinationFileOptions coordination;
 };
 
 struct UnshareOptions {
   std::string gpu;
-  std::string coordinationFile;
+  CoordinationFileOptions coordination;
 };
 
 /// `share --gpu ID|all (--replicas K | --share-memory MIB) [--mps DIR]`: declares each GPU named

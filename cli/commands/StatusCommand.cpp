@@ -1,5 +1,5 @@
-// `flink-gpu status`: reads the coordination file under its lock (coordination::readStatus) and
-// prints one row per record — GPU, owner pid, running or gone — as an aligned table or as JSON.
+// `flink-gpu status`: reads the coordination file without its lock (coordination::snapshotStatus)
+// and prints one row per record — GPU, owner pid, running or gone — as an aligned table or as JSON.
 // When NVML can be used, each record also shows what NVML knows of its device (uuid, name, PCI bus
 // id, memory). NVML only: status starts no process, so a hung nvidia-smi cannot hang it, and a host
 // without NVML gets the records alone, without a word. Shares (docs/sharing.md) show beside: each
@@ -433,7 +433,7 @@ void printText(const std::string& file, const coordination::Status& status,
 int runStatus(const StatusOptions& options) {
   coordination::Status status;
   try {
-    status = coordination::readStatus(options.coordinationFile);
+    status = coordination::snapshotStatus(options.coordination.path);
   } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
@@ -441,14 +441,14 @@ int runStatus(const StatusOptions& options) {
   // Read after the file's lock is let go: NVML may take a moment, and allocations must not wait.
   const std::vector<discovery::GpuDevice> devices = nvmlDevices();
   const std::vector<DeviceProperties> properties = propertiesOfRecords(status, devices);
-  HostView host = viewHost(options.coordinationFile, status, devices, true);
-  const Sharing sharing = readSharing(options.coordinationFile, host);
+  HostView host = viewHost(options.coordination.path, status, devices, true);
+  const Sharing sharing = readSharing(options.coordination.path, host);
   if (options.format == OutputFormat::kPrometheus) {
     // For node_exporter's textfile collector: nothing but the exposition format on stdout.
     std::cout << prometheusMetrics(host, status);
     return kSuccess;
   }
-  warnAboutTheFile(options.coordinationFile, status);
+  warnAboutTheFile(options.coordination.path, status);
   // Files beside it that failed the trust rules and were moved aside (store::admitSibling).
   for (const std::string& line : status.warnings) printWarning(line);
   if (host.health) {
@@ -461,7 +461,7 @@ int runStatus(const StatusOptions& options) {
     printWarning("cannot read the health records: " + host.healthError);
   if (host.health) {
     for (const std::string& line :
-         health::healthFileOf(options.coordinationFile).describeJunk(host.health->parsed.junk)) {
+         health::healthFileOf(options.coordination.path).describeJunk(host.health->parsed.junk)) {
       printWarning(line);
     }
   }
@@ -470,9 +470,9 @@ int runStatus(const StatusOptions& options) {
     printWarning("cannot read the sharing declarations: " + sharing.error);
   }
   if (options.format == OutputFormat::kJson) {
-    printJson(options.coordinationFile, status, properties, host, sharing);
+    printJson(options.coordination.path, status, properties, host, sharing);
   } else {
-    printText(options.coordinationFile, status, properties, sharing);
+    printText(options.coordination.path, status, properties, sharing);
     printHost(host, sharing);
   }
   return kSuccess;

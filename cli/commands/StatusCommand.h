@@ -5,12 +5,13 @@
 
 #include <string>
 
+#include "commands/CoordinationFileOption.h"
 #include "commands/OutputFormat.h"
 
 namespace flink::cli {
 
 struct StatusOptions {
-  std::string coordinationFile;
+  CoordinationFileOptions coordination;
   OutputFormat format = OutputFormat::kText;
 };
 

@@ -144,7 +144,7 @@ int discover(const std::vector<std::string>& argv) {
       // The worker never learns which GPUs it got: give them back, or they stay held for its
       // whole life.
       try {
-        if (grant.recorded) defaultdiscovery::giveBack(args.coordinationFile, grant.records);
+        if (grant.recorded) defaultdiscovery::giveBack(args.coordinationFile.path, grant.records);
       } catch (const store::StoreError& e) {
         report.notes.push_back(
             flink::Notice::detail(std::string("could not give the GPUs back: ") + e.what()));

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -677,16 +678,84 @@ TEST_F(CoordinationCommandsTest, ReleaseOfNothingSaysSo) {
   const CliRun byGpu = runCli({"release", "--gpu", "7", "--coordination-file", coordinationFile()});
   EXPECT_EQ(byGpu.exitCode, 0) << byGpu;
   EXPECT_TRUE(byGpu.out.starts_with("GPU 7 is not held")) << byGpu;
+  // An owner with no record is a failure, as kill(1)'s "no such process": a mistyped pid must
+  // not pass for done.
   const CliRun byOwner =
       runCli({"release", "--owner", "999999999", "--coordination-file", coordinationFile()});
-  EXPECT_EQ(byOwner.exitCode, 0) << byOwner;
-  EXPECT_TRUE(byOwner.out.starts_with("no GPU is held by process 999999999")) << byOwner;
+  EXPECT_EQ(byOwner.exitCode, 1) << byOwner;
+  EXPECT_TRUE(byOwner.err.starts_with("flink-gpu: error: no GPU is held by process 999999999"))
+      << byOwner;
+  EXPECT_EQ(byOwner.out, "") << byOwner;
   EXPECT_EQ(readFile(coordinationFile()), sampleRecords());
 
   const CliRun missing =
       runCli({"release", "--gpu", "0", "--coordination-file", (dir_ / "missing").string()});
   EXPECT_EQ(missing.exitCode, 0) << missing;
   EXPECT_FALSE(fs::exists(dir_ / "missing"));
+}
+
+TEST_F(CoordinationCommandsTest, ReleaseGoneRemovesTheRecordsOfOwnersKnownToBeGone) {
+  const std::string self = std::to_string(::getpid());
+  // Running (no start time); gone (no such pid); gone (this pid, another start time: reused);
+  // of another pid namespace without a lease: cannot be judged, so held.
+  writeScript(coordinationFile(),
+              "0 " + self + "\n1 999999999\n2 " + self + "\t1\n3 1\t5\tpidns=1\n",
+              fs::perms::owner_read | fs::perms::owner_write);
+  const CliRun run = runCli({"release", "--gone", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "released GPU 1 (owner pid 999999999, gone)\nreleased GPU 2 (owner pid " +
+                         self + ", gone)\nremoved 2 record(s) of owners that are gone " +
+                         "(coordination file " + coordinationFile() + ")\n")
+      << run;
+  EXPECT_EQ(readLines(coordinationFile()),
+            (std::vector<std::string>{"0 " + self, "3 1\t5\tpidns=1"}));
+  const CliRun again = runCli({"release", "--gone", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(again.exitCode, 0) << again;
+  EXPECT_THAT(again.out, ::testing::HasSubstr("removed 0 record(s)")) << again;
+}
+
+// A writer that waits on another process's lock says so after a second, naming the file and
+// the holder, then how the wait ended; status does not wait at all.
+TEST_F(CoordinationCommandsTest, AWaitForTheLockIsToldAndStatusDoesNotWait) {
+  const std::string self = std::to_string(::getpid());
+  writeScript(coordinationFile(), "0 " + self + "\n1 999999999\n",
+              fs::perms::owner_read | fs::perms::owner_write);
+  // flock(1) holds the file's lock (Flink's script takes the same lock) for `seconds`.
+  const auto holdTheLock = [&](const std::string& name, const std::string& seconds) {
+    const fs::path ready = dir_ / name;
+    auto holder = std::make_unique<Background>(
+        std::vector<std::string>{"/usr/bin/flock", coordinationFile(), "/bin/sh", "-c",
+                                 "echo locked > " + ready.string() + "; sleep " + seconds},
+        dir_ / (name + ".log"));
+    EXPECT_EQ(waitForLines(ready, 1, 10s).size(), 1u);
+    return holder;
+  };
+
+  // Held for a minute: status reads the records all the same (a wait would have ended in its
+  // 10 s time-out, exit 1).
+  std::unique_ptr<Background> holder = holdTheLock("ready-status", "60");
+  const CliRun status = runCli({"status", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(status.exitCode, 0) << status;
+  EXPECT_TRUE(contains(status.out, "999999999")) << status;
+  EXPECT_FALSE(contains(status.err, "lock")) << status;
+  holder->stop();
+
+  // Held for 2 s: release waits, and says so after a second.
+  holder = holdTheLock("ready-release", "2");
+  const CliRun release =
+      runCli({"release", "--gpu", "1", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(release.exitCode, 0) << release;
+  const std::vector<std::string> err = linesOf(release.err);
+  ASSERT_EQ(err.size(), 2u) << release;
+  // The holder's command line, cut at 120 bytes.
+  EXPECT_TRUE(err[0].starts_with("flink-gpu: note: waiting for the lock of " + coordinationFile() +
+                                 ", held by process " + holder->pidText() + " (/usr/bin/flock " +
+                                 coordinationFile() + " /bin/sh -c echo locked > "))
+      << release;
+  EXPECT_TRUE(
+      err[1].starts_with("flink-gpu: note: got the lock of " + coordinationFile() + " after "))
+      << release;
+  EXPECT_EQ(release.out, "released GPU 1 (owner pid 999999999)\n") << release;
 }
 
 TEST_F(CoordinationCommandsTest, ReleaseNeedsExactlyOneOfOwnerAndGpu) {

@@ -443,8 +443,15 @@ TEST_F(HealthCliTest, DrainTakesAGpuOutAndUndrainPutsItBack) {
   EXPECT_TRUE(contains(after, "reason=fan replaced")) << after;
   EXPECT_EQ(cli({"check"}).exitCode, 0);
 
+  // A no-op says so and writes nothing: no second `readmitted` line, the file untouched.
   const CliRun again = cli({"undrain", "--gpu", "1"});
-  EXPECT_EQ(again.out, "GPU 1 (" + uuidOf(1) + ") was neither drained nor unhealthy\n") << again;
+  EXPECT_EQ(again.out,
+            "GPU 1 (" + uuidOf(1) + ") was neither drained nor unhealthy: nothing to do\n")
+      << again;
+  EXPECT_EQ(readFile(healthFile()), after);
+  const CliRun never = cli({"undrain", "--gpu", "2"});
+  EXPECT_EQ(never.exitCode, 0) << never;
+  EXPECT_FALSE(contains(readFile(healthFile()), "gpu=2")) << readFile(healthFile());
   EXPECT_EQ(cli({"drain", "--gpu", "one"}).exitCode, 2);
 }
 

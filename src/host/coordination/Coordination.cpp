@@ -907,8 +907,9 @@ std::vector<RecordStatus> judgeAll(std::vector<Record> records, LeaseFolder& fol
 
 }  // namespace
 
-Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
-  const LockedFile opened = LockedFile::open(file, LockedFile::Access::kRead, lockTimeout);
+namespace {
+
+Status statusOf(const LockedFile& opened) {
   Status status;
   status.limitBytes = kMaxCoordinationFileBytes;
   if (!opened.exists()) return status;
@@ -916,8 +917,9 @@ Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
   status.notes = opened.notes();
   ParsedRecords parsed = parseRecords(opened.text());
   status.junk = std::move(parsed.junk);
-  // Under the shared lock no allocator of ours creates lease files: one listing holds.
-  LeaseFolder leaseFolder = LeaseFolder::open(file, opened.trust());
+  // Under the shared lock no allocator of ours creates lease files: one listing holds. In a
+  // snapshot, a lease an allocation is taking may show without its record yet.
+  LeaseFolder leaseFolder = LeaseFolder::open(opened.path(), opened.trust());
   status.records = judgeAll(std::move(parsed.records), leaseFolder);
   status.warnings = opened.warnings();
   status.warnings.insert(status.warnings.end(), leaseFolder.warnings().begin(),
@@ -933,6 +935,16 @@ Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
   }
   std::sort(status.leasesWithoutRecord.begin(), status.leasesWithoutRecord.end());
   return status;
+}
+
+}  // namespace
+
+Status readStatus(const fs::path& file, std::chrono::milliseconds lockTimeout) {
+  return statusOf(LockedFile::open(file, LockedFile::Access::kRead, lockTimeout));
+}
+
+Status snapshotStatus(const fs::path& file) {
+  return statusOf(LockedFile::open(file, LockedFile::Access::kSnapshot, kDefaultLockTimeout));
 }
 
 namespace {
@@ -965,8 +977,12 @@ std::vector<Record> release(const fs::path& file,
                             });
 }
 
-Released releaseChecked(const fs::path& file, const std::function<bool(const Record&)>& predicate,
-                        bool force, std::chrono::milliseconds lockTimeout) {
+namespace {
+
+/// releaseChecked's and releaseGone's work: the records `predicate` picks, of those `goneOnly`
+/// leaves (all, or those whose owner is known to be gone).
+Released releaseJudged(const fs::path& file, const std::function<bool(const Record&)>& predicate,
+                       bool force, bool goneOnly, std::chrono::milliseconds lockTimeout) {
   if (!fileExists(file)) return {};
   return detail::changeFile(
       file, lockTimeout, kMaxRepairableFileBytes, [&](LockedFile& opened, bool) {
@@ -986,6 +1002,7 @@ Released releaseChecked(const fs::path& file, const std::function<bool(const Rec
           const Record& record = parsed.records[i];
           if (!predicate(record)) continue;
           const Liveness liveness = judge(record, ownerRunning, lease);
+          if (goneOnly && holdsGpu(liveness)) continue;
           RecordStatus judged{record, holdsGpu(liveness), inOtherPidNamespace(record.owner),
                               liveness};
           (knownToRun(liveness) && !force ? result.refused : result.released)
@@ -1000,6 +1017,20 @@ Released releaseChecked(const fs::path& file, const std::function<bool(const Rec
         if (!blank.empty()) opened.replace(detail::editRecords(opened.text(), blank, {}));
         return result;
       });
+}
+
+}  // namespace
+
+Released releaseChecked(const fs::path& file, const std::function<bool(const Record&)>& predicate,
+                        bool force, std::chrono::milliseconds lockTimeout) {
+  return releaseJudged(file, predicate, force, /*goneOnly=*/false, lockTimeout);
+}
+
+std::vector<RecordStatus> releaseGone(const fs::path& file, std::chrono::milliseconds lockTimeout) {
+  return releaseJudged(
+             file, [](const Record&) { return true; }, /*force=*/false, /*goneOnly=*/true,
+             lockTimeout)
+      .released;
 }
 
 ReleasedJunk releaseJunk(const fs::path& file, std::size_t shown,

@@ -45,6 +45,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "host/coordination/CoordinationFile.h"
 #include "host/coordination/Leases.h"
 #include "host/enumeration/UnitIndex.h"
 #include "host/liveness/HostFacts.h"
@@ -55,9 +56,6 @@
 #include "host/store/StoreError.h"
 
 namespace flink::coordination {
-
-/// Flink's default coordination file.
-inline constexpr const char* kDefaultCoordinationFile = "/var/tmp/flink-gpu-coordination";
 
 // The liveness rule and the owner a record names (host/liveness/), as the coordination layer's
 // own names.
@@ -323,6 +321,11 @@ struct Status {
 Status readStatus(const std::filesystem::path& file,
                   std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
 
+/// As readStatus, without taking the file's lock (LockedFile::Access::kSnapshot): what an
+/// operator's look (`status`, `check`) reads, so that a writer holding the lock never stalls it.
+/// @throws store::StoreError
+Status snapshotStatus(const std::filesystem::path& file);
+
 /// Removes the records matching `predicate`, whoever holds them; returns them. A missing file
 /// has none. For a worker giving back its own records.
 /// @throws store::StoreError
@@ -345,6 +348,13 @@ struct Released {
 Released releaseChecked(const std::filesystem::path& file,
                         const std::function<bool(const Record&)>& predicate, bool force,
                         std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
+
+/// `flink-gpu release --gone`: removes every record whose owner is known to be gone (a verdict
+/// that does not hold its GPU: kGone, kEarlierBoot), never one that cannot be judged; returns
+/// them. A missing file has none.
+/// @throws store::StoreError
+std::vector<RecordStatus> releaseGone(const std::filesystem::path& file,
+                                      std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
 
 /// Removes the lines that are not records; returns them. Works on a file grown past
 /// kMaxCoordinationFileBytes too (up to kMaxRepairableFileBytes), so that an operator can repair

@@ -754,7 +754,7 @@ HostUnitsOptions hostUnitsOptionsFor(const DiscoveryArguments& args) {
   options.topology = args.placement == placement::Policy::kTopology;
   // parseDiscoveryArguments accepts only the three modes.
   options.health = args.health;
-  options.coordinationFile = args.coordinationFile;
+  options.coordinationFile = args.coordinationFile.path;
   return options;
 }
 
@@ -763,7 +763,7 @@ GrantRequest grantRequestFor(const DiscoveryArguments& args, const coordination:
   request.amount = args.amount;
   request.amountText = args.amountText;
   request.coordination = args.coordination;
-  request.coordinationFile = args.coordinationFile;
+  request.coordinationFile = args.coordinationFile.path;
   request.owner = owner;
   request.placement = args.placement;
   request.share = args.share;

@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "host/coordination/Coordination.h"
+#include "host/coordination/CoordinationFile.h"
 #include "host/coordination/ShareAllocation.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/placement/Placement.h"
@@ -126,7 +128,7 @@ pid_t parseOwnerPid(std::string_view text) {
 
 DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args) {
   DiscoveryArguments parsed;
-  parsed.coordinationFile = coordination::kDefaultCoordinationFile;
+  std::optional<std::string> coordinationFileOption;
 
   const std::string amount = args.empty() ? std::string() : args.front();
   if (!isDigits(amount) || amount.find_first_not_of('0') == std::string::npos) {
@@ -159,7 +161,7 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
         // Never fall back to the host's shared file when another one was meant.
         throw DiscoveryError("--coordination-file needs a path");
       }
-      parsed.coordinationFile = *path;
+      coordinationFileOption = *path;
     } else if (arg == "--gpus" || arg.starts_with("--gpus=")) {
       const std::optional<std::string> list =
           arg == "--gpus" ? nextValue() : arg.substr(std::string_view("--gpus=").size());
@@ -228,6 +230,14 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
   if (sharePlacementGiven && !parsed.share) {
     parsed.notes.push_back(
         Notice::note("ignoring --share-placement, which applies only with --share"));
+  }
+  parsed.coordinationFileOption = coordinationFileOption;
+  try {
+    parsed.coordinationFile = coordination::chooseCoordinationFile(coordinationFileOption);
+  } catch (const std::invalid_argument& e) {
+    // An empty $FLINK_GPU_COORDINATION_FILE; without coordination mode no file is used.
+    if (parsed.coordination) throw DiscoveryError(e.what());
+    parsed.coordinationFile.path = coordination::kDefaultCoordinationFile;
   }
   return parsed;
 }

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "host/coordination/CoordinationFile.h"
 #include "host/coordination/ShareAllocation.h"
 #include "host/health/HostHealth.h"
 #include "host/placement/Placement.h"
@@ -33,7 +34,11 @@ struct DiscoveryArguments {
   /// The amount, or SIZE_MAX when it is too large to hold (certainly more GPUs than a host has).
   std::size_t amount = 0;
   bool coordination = false;
-  std::filesystem::path coordinationFile;
+  /// The coordination file: --coordination-file, else $FLINK_GPU_COORDINATION_FILE, else Flink's
+  /// default (host/coordination/CoordinationFile.h), and where it was named.
+  coordination::CoordinationFileChoice coordinationFile;
+  /// --coordination-file as given: what a Flink configuration's discovery-script.args name.
+  std::optional<std::string> coordinationFileOption;
   /// --gpus: the host's GPUs, instead of asking nvidia-smi.
   std::optional<std::vector<std::string>> gpus;
   /// --owner-pid: the process the GPUs are recorded for.

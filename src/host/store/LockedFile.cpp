@@ -20,6 +20,7 @@
 
 #include "host/liveness/OpenFiles.h"
 #include "host/store/Journal.h"
+#include "host/store/LockWait.h"
 #include "host/store/ReplacedCopies.h"
 #include "util/Strings.h"
 
@@ -280,6 +281,7 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
       return result;
     }
 
+    LockWait wait(file, [&opened] { return lockHolder(opened.st_dev, opened.st_ino); });
     while (result.access_ != Access::kWriteUnlocked && ::flock(fd.get(), lockType | LOCK_NB) != 0) {
       if (errno == EINTR) continue;
       if (errno == ENOLCK || isAccessError(errno)) {
@@ -291,8 +293,10 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
                     "still locked by " + describeHolder(lockHolder(opened.st_dev, opened.st_ino)) +
                         " after " + std::to_string(lockTimeout.count()) + " ms");
       }
+      wait.stillWaiting();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    wait.acquired();
 
     // Someone may have replaced the file (Flink's script edits it with `sed -i`) between our open
     // and our lock: then we hold the lock of a file nobody else will look at. Keep that lock (a

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "host/enumeration/DeviceIdentifiers.h"
+#include "host/store/LockWait.h"
 #include "host/store/LockedFile.h"
 #include "host/store/Siblings.h"
 #include "host/store/StoreError.h"
@@ -174,6 +175,7 @@ process::FileDescriptor lockWriters(const std::filesystem::path& path, const std
         whose + " " + lock.string() + ": cannot open it: " + std::strerror(opened.error));
   }
   const auto deadline = std::chrono::steady_clock::now() + kDefaultLockTimeout;
+  LockWait wait(lock, [&lock] { return flockHolder(lock); });
   while (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     if (error == EINTR) continue;
@@ -189,8 +191,10 @@ process::FileDescriptor lockWriters(const std::filesystem::path& path, const std
                          " after " + std::to_string(kDefaultLockTimeout.count()) + " ms"
                    : "cannot lock it: " + std::string(std::strerror(error))));
     }
+    wait.stillWaiting();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  wait.acquired();
   return std::move(opened.fd);
 }
 
@@ -260,6 +264,11 @@ SiblingRecordsText RecordFile::update(
     SiblingRecordsText read = textOf(file, opened);
     read.warnings.insert(read.warnings.begin(), warnings.begin(), warnings.end());
     read.text = change(opened.text());
+    // A change that changes nothing writes nothing.
+    if (read.text == opened.text()) {
+      read.exists = true;
+      return read;
+    }
     opened.replace(read.text);
     if (!opened.interfered() || attempt == kAttempts) {
       read.exists = true;

@@ -321,7 +321,7 @@ else
     file=$dir/coordination
     : > "$file"
     chmod 0644 "$file"
-    for command in "drain --gpu 0" "share --gpu 0 --replicas 2" "undrain --gpu 0"; do
+    for command in "drain --gpu 0" "share --gpu 0 --replicas 2"; do
         # shellcheck disable=SC2086
         as_nobody "${with_nvml[@]}" "$cli" $command --coordination-file "$file" > "$work/d7.out" 2>&1
         rc=$?
@@ -337,6 +337,15 @@ else
     expect "D7: root's own drain then works, and the drained GPU is not handed out" \
         "drain exit $rc: $(cat "$dir/out"); discover: $(cat "$dir/got")" \
         "$([[ $rc -eq 0 && $(head -1 "$dir/got") == 'GPU Device(1)' ]]; echo $?)"
+    # Undrain of a GPU that is drained: refused too, the drain kept. (Of one that is not, it is
+    # a no-op that writes nothing, whoever asks.)
+    before=$(cd "$dir" && ls -A | tr '\n' ' '; cat "$file.health")
+    as_nobody "${with_nvml[@]}" "$cli" undrain --gpu 0 --coordination-file "$file" > "$work/d7.out" 2>&1
+    rc=$?
+    after=$(cd "$dir" && ls -A | tr '\n' ' '; cat "$file.health")
+    expect "D7: another user's 'undrain --gpu 0' of root's drained GPU is refused and changes nothing" \
+        "exit $rc: $(cat "$work/d7.out"); before: $before; after: $after" \
+        "$([[ $rc -eq 1 && $before == "$after" ]] && grep -q "may not write the coordination file (owner root, group root, mode 0644)" "$work/d7.out"; echo $?)"
 
     # A planted file that this user may not move aside (it may write the coordination file by its
     # group, but the folder is sticky and the file another user's): refused, naming the fix;

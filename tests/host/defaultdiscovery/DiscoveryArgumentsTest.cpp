@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "TestSupport.h"
 #include "host/coordination/Coordination.h"
 #include "host/enumeration/GpuEnumerator.h"
 
@@ -33,7 +34,7 @@ TEST(DiscoveryArguments, AmountOnly) {
   EXPECT_EQ(parsed.amount, 2u);
   EXPECT_EQ(parsed.amountText, "2");
   EXPECT_FALSE(parsed.coordination);
-  EXPECT_EQ(parsed.coordinationFile, coordination::kDefaultCoordinationFile);
+  EXPECT_EQ(parsed.coordinationFile.path, coordination::kDefaultCoordinationFile);
   EXPECT_FALSE(parsed.gpus);
   EXPECT_FALSE(parsed.ownerPid);
   EXPECT_FALSE(parsed.mig);
@@ -144,10 +145,10 @@ TEST(DiscoveryArguments, FlinksArguments) {
     const DiscoveryArguments parsed =
         parseDiscoveryArguments({"1", flag, "--coordination-file", "/tmp/c"});
     EXPECT_TRUE(parsed.coordination);
-    EXPECT_EQ(parsed.coordinationFile, "/tmp/c");
+    EXPECT_EQ(parsed.coordinationFile.path, "/tmp/c");
     EXPECT_TRUE(parsed.notes.empty());
   }
-  EXPECT_EQ(parseDiscoveryArguments({"1", "--coordination-file=/tmp/d"}).coordinationFile,
+  EXPECT_EQ(parseDiscoveryArguments({"1", "--coordination-file=/tmp/d"}).coordinationFile.path,
             "/tmp/d");
 }
 
@@ -172,6 +173,32 @@ TEST(DiscoveryArguments, CoordinationFileWithoutPathIsAnErrorNotTheHostsFile) {
       EXPECT_NE(std::string(e.what()).find("--coordination-file needs a path"), std::string::npos);
     }
   }
+}
+
+TEST(DiscoveryArguments, TheVariableNamesTheFileWhenTheOptionDoesNot) {
+  const testing::ScopedEnvironment variable(coordination::kCoordinationFileVariable, "/tmp/v");
+  const DiscoveryArguments fromVariable =
+      parseDiscoveryArguments({"1", "--enable-coordination-mode"});
+  EXPECT_EQ(fromVariable.coordinationFile.path, "/tmp/v");
+  EXPECT_EQ(fromVariable.coordinationFile.source, coordination::CoordinationFileSource::kVariable);
+  EXPECT_FALSE(fromVariable.coordinationFileOption);
+  const DiscoveryArguments fromOption =
+      parseDiscoveryArguments({"1", "--enable-coordination-mode", "--coordination-file", "/tmp/o"});
+  EXPECT_EQ(fromOption.coordinationFile.path, "/tmp/o");
+  EXPECT_EQ(fromOption.coordinationFile.source, coordination::CoordinationFileSource::kOption);
+  EXPECT_EQ(fromOption.coordinationFileOption, "/tmp/o");
+}
+
+TEST(DiscoveryArguments, AnEmptyVariableIsAnErrorInCoordinationModeOnly) {
+  const testing::ScopedEnvironment variable(coordination::kCoordinationFileVariable, "");
+  try {
+    parseDiscoveryArguments({"1", "--enable-coordination-mode"});
+    ADD_FAILURE() << "an empty $FLINK_GPU_COORDINATION_FILE was taken";
+  } catch (const DiscoveryError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("FLINK_GPU_COORDINATION_FILE is set but empty"));
+  }
+  EXPECT_EQ(parseDiscoveryArguments({"1"}).coordinationFile.path,
+            coordination::kDefaultCoordinationFile);
 }
 
 TEST(DiscoveryArguments, GpusAndOwner) {

@@ -88,7 +88,7 @@ RunAnswer discoverOnce(const defaultdiscovery::DiscoveryArguments& args, Clock::
   defaultdiscovery::HostUnits host = defaultdiscovery::findHostUnits(hostOptions, result.report);
 
   // Written before the stage says so: the caller reads it once it sees kAllocating.
-  coordinationFile = args.coordinationFile;
+  coordinationFile = args.coordinationFile.path;
   stage = Stage::kAllocating;
   defaultdiscovery::GrantRequest request = defaultdiscovery::grantRequestFor(args, result.owner);
   result.ownRecords = args.coordination && (!args.ownerPid || *args.ownerPid == ::getpid());
@@ -100,7 +100,7 @@ RunAnswer discoverOnce(const defaultdiscovery::DiscoveryArguments& args, Clock::
   result.devices = std::move(host.devices);
   result.source = host.source;
   result.recorded = grant.recorded;
-  result.coordinationFile = args.coordinationFile;
+  result.coordinationFile = args.coordinationFile.path;
   result.granted = std::move(grant.granted);
   result.records = std::move(grant.records);
   result.leases = std::move(grant.leases);

@@ -1,0 +1,45 @@
+// Which coordination file a flink-gpu command uses: `--coordination-file PATH`, else
+// $FLINK_GPU_COORDINATION_FILE, else the one the GPU resources of a Flink configuration name in
+// their discovery-script.args (--config, -D, or $FLINK_CONF_DIR), else Flink's default
+// (host/coordination/CoordinationFile.h holds the rule; this adds the configuration's step).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands/FlinkConfigurationOption.h"
+
+namespace flink::cli {
+
+struct CoordinationFileOptions {
+  /// --coordination-file, when given.
+  std::optional<std::string> option;
+  /// --config, --config-file, -D (for the commands that take them).
+  FlinkConfigurationOptions flinkConfig;
+  /// The file chosen: set by resolveCoordinationFile before the command runs.
+  std::string path;
+};
+
+/// Chooses the file (-v says which, and why) and sets `options.path`. A configuration asked for
+/// (--config, -D) that cannot be read, or whose GPU resources name two different files, and an
+/// empty --coordination-file or $FLINK_GPU_COORDINATION_FILE, are errors: printed, false (exit
+/// 2). A configuration found through $FLINK_CONF_DIR alone that cannot be read is a warning.
+bool resolveCoordinationFile(CoordinationFileOptions& options);
+
+/// A coordination file a Flink configuration's GPU resource names, and where.
+struct NamedCoordinationFile {
+  std::string resource;
+  std::filesystem::path path;
+  /// "external-resource.<resource>.param.discovery-script.args in <file>" (or "-D …").
+  std::string where;
+};
+
+/// The coordination files the GPU resources of `loaded` name (their discovery-script.args'
+/// --coordination-file, or $FLINK_GPU_COORDINATION_FILE / the default for one that names none),
+/// in the order of the resources. A resource whose arguments cannot be read is left out.
+std::vector<NamedCoordinationFile> coordinationFilesOf(const FlinkConfigurationOptions& options,
+                                                       const LoadedConfiguration& loaded);
+
+}  // namespace flink::cli
