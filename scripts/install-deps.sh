@@ -20,6 +20,7 @@ run_packages=(
 test_packages=(
   clang libclang-rt-14-dev                 # the ASan/UBSan, TSan and fuzz builds
   clang-format git                         # style check
+  python3                                  # the documentation's examples (tests/docs/)
   libgtest-dev libgmock-dev                # tests
   libbenchmark-dev                         # benchmarks
   prometheus                               # promtool, for the metrics tests
