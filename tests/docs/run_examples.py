@@ -428,6 +428,11 @@ def main():
               % (flink_gpu, build), file=sys.stderr)
         return 2
     pages = [(os.path.abspath(p), p) for p in args.pages] if args.pages else default_pages(source)
+    missing = [shown for path, shown in pages if not os.path.isfile(path)]
+    if missing or (not args.pages and len(pages) < 2):
+        print("run_examples: no page %s under %s" % (", ".join(missing) or "docs/*.md", source),
+              file=sys.stderr)
+        return 2
 
     failures = []
     summary = []
