@@ -294,7 +294,11 @@ def run_block(example, scratch, env):
     for number, (_, command, _) in enumerate(example.commands):
         script.append("printf '\\036flink-gpu-docs-example %d\\036\\n'" % number)
         script.append(command)
-    master, slave = pty.openpty()
+    try:
+        master, slave = pty.openpty()
+    except OSError as e:
+        raise RuntimeError("cannot open a pseudo-terminal (%s): the pages show what a terminal "
+                           "shows, stdout and stderr interleaved, so the examples run on one" % e)
     attributes = termios.tcgetattr(slave)
     attributes[1] &= ~termios.ONLCR  # LF stays LF
     attributes[3] &= ~termios.ECHO
@@ -391,6 +395,8 @@ def check_output(example, source, build):
             outputs = run_block(example, scratch, env)
         except TimeoutError:
             return ["%s: the block did not end within %d s" % (example.where(), BLOCK_TIMEOUT)]
+        except RuntimeError as e:
+            return ["%s: %s" % (example.where(), e)]
     finally:
         scratch.remove()
     failures = []
