@@ -3,7 +3,8 @@
 #                what a worker does at start-up: flink-gpu discover
 #   make build   install every Debian package the project uses; build everything into build/
 #                (warnings are errors): the tests, examples and benchmarks too
-#   make check   build, then the unit tests (ctest label unit): about a minute
+#   make check   make build (every target, the tests and benchmarks too: from a fresh clone as
+#                long as that build), then the unit tests (ctest label unit)
 #   make test    build, then every test; the concurrency tests under TSan (clang); then every
 #                test under ASan+UBSan (clang) with the fuzzers
 #   make package build, then the Debian package of the plugin component (build/*.deb), installing

@@ -20,6 +20,9 @@ run_packages=(
 test_packages=(
   clang libclang-rt-14-dev                 # the ASan/UBSan, TSan and fuzz builds
   clang-format git                         # style check
+  python3                                  # the documentation's examples (tests/docs/), make bench
+  procps                                   # ps, pgrep, pkill (Flink's script's pattern, the
+                                           # gpu-check and promise tests); not in a minimal Debian
   libgtest-dev libgmock-dev                # tests
   libbenchmark-dev                         # benchmarks
   prometheus                               # promtool, for the metrics tests
