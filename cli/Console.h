@@ -7,10 +7,27 @@ namespace flink::cli {
 
 enum class Verbosity { kQuiet, kNormal, kVerbose, kDebug };
 
-/// Sets the verbosity of flink-gpu's own messages and of the library's loggers
-/// (quiet/normal: library logs off; verbose: info; debug: debug).
+/// Sets the verbosity of flink-gpu's own messages and of the library's loggers: the library's
+/// warnings and errors are flink-gpu's warnings, unless quiet (printWarning); its info (-v) and
+/// debug (-vv) lines are its own log's.
 void setVerbosity(Verbosity verbosity);
 Verbosity verbosity();
+
+/// While one lives, the library's warnings are held instead of printed; they are printed, as
+/// flink-gpu's own warnings, by print() or at its end, except those a failure says again
+/// (print(failure)): the library logs a failure before it throws it, and flink-gpu prints the
+/// exception itself. One at a time.
+class HeldLibraryWarnings {
+ public:
+  HeldLibraryWarnings();
+  ~HeldLibraryWarnings() { print(); }
+  HeldLibraryWarnings(const HeldLibraryWarnings&) = delete;
+  HeldLibraryWarnings& operator=(const HeldLibraryWarnings&) = delete;
+
+  /// Prints what is held, but the warnings `failure` (an exception's text) says again, and
+  /// holds no more.
+  void print(std::string_view failure = {});
+};
 
 /// "flink-gpu: error: <first line of message>", then the remaining lines of `message` unless quiet.
 /// The first line must make sense alone, the cause in it: -q prints only it, and Flink's Java

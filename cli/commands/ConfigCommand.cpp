@@ -71,7 +71,8 @@ void printJson(const LoadedConfiguration& loaded, const PluginManager& plugins,
                     {"yarn.config-key", optionalText(spec.yarnConfigKey)},
                     {"param", std::move(params)}});
   }
-  const ordered_json out = {{"configuration", loaded.file.string()},
+  const ordered_json out = {{"format", kJsonFormat},
+                            {"configuration", loaded.file.string()},
                             {"plugins", plugins.pluginsDirectory().string()},
                             {"external-resources", std::move(list)},
                             {"errors", read.errors},

@@ -67,7 +67,7 @@ std::string jsonText(const nlohmann::ordered_json& json) {
 
 void printGpus(const ExternalResourceInfoSet& gpus, OutputFormat format) {
   if (format == OutputFormat::kJson) {
-    std::cout << jsonText({{"gpu", infosToJson(gpus)}}) << '\n';
+    std::cout << jsonText({{"format", kJsonFormat}, {"gpu", infosToJson(gpus)}}) << '\n';
     return;
   }
   for (const auto& gpu : gpus) std::cout << gpu->toString() << '\n';
@@ -183,15 +183,18 @@ int runDiscoverConfigured(const DiscoverOptions& options, const LoadedConfigurat
   if (options.strict && anySkipped) return kUsageError;
 
   int code = kSuccess;
+  // {"format":1,"resources":{"<name>":[…],…}}: a resource may be named anything, "format" too.
   nlohmann::ordered_json json = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < configured.resources.size(); ++i) {
     if (skipped[i]) continue;  // left out, as a TaskManager leaves it out
     const ExternalResourceSpec& resource = configured.resources[i];
     ExternalResourceInfoSet infos;
     if (drivers[i]) {
+      HeldLibraryWarnings warnings;
       try {
         infos = drivers[i]->retrieveResourceInfo(*resource.amount);
       } catch (const std::exception& e) {
+        warnings.print(e.what());
         printError("discovery of the external resource '" + resource.name +
                    "' failed: " + e.what());
         code = kDiscoveryFailed;
@@ -208,7 +211,9 @@ int runDiscoverConfigured(const DiscoverOptions& options, const LoadedConfigurat
       for (const auto& info : infos) std::cout << resource.name << ": " << info->toString() << '\n';
     }
   }
-  if (options.format == OutputFormat::kJson) std::cout << jsonText(json) << '\n';
+  if (options.format == OutputFormat::kJson) {
+    std::cout << jsonText({{"format", kJsonFormat}, {"resources", std::move(json)}}) << '\n';
+  }
   // A resource the configuration could not start is the bigger problem: the user must fix it.
   return anySkipped ? kUsageError : code;
 }
@@ -333,15 +338,19 @@ int runDiscover(const DiscoverOptions& options) {
   }
 
   ExternalResourceInfoSet gpus;
+  HeldLibraryWarnings warnings;
   try {
     gpus = driver->retrieveResourceInfo(amount);
   } catch (const std::invalid_argument& e) {
+    warnings.print(e.what());
     printError(std::string("invalid --amount: ") + e.what());
     return kUsageError;
   } catch (const TimeoutException& e) {
+    warnings.print(e.what());
     printError(std::string("discovery timed out: ") + e.what());
     return kDiscoveryFailed;
   } catch (const FlinkException& e) {
+    warnings.print(e.what());
     printError(std::string("discovery failed: ") + e.what());
     using Kind = discovery::DiscoveryError::Kind;
     const std::optional<Kind> kind = defaultDiscoveryFailureKind(e);
@@ -354,6 +363,7 @@ int runDiscover(const DiscoverOptions& options) {
     }
     return kDiscoveryFailed;
   }
+  warnings.print();
 
   if (gpus.size() < static_cast<std::uint64_t>(amount)) {
     printWarning("asked for " + std::to_string(amount) + " GPU(s), got " +

@@ -295,6 +295,9 @@ struct Finding {
   std::string kind;
   std::optional<std::string> gpu;
   std::string text;
+  /// A GPU's problem: what it is (health::causeWord), so that a program tells a row-remap
+  /// problem from an Xid verdict without reading the text.
+  std::optional<std::string> cause = std::nullopt;
 };
 
 /// The coordination file's own problems: its type, whether this user may write it.
@@ -397,7 +400,8 @@ int runCheck(const CheckOptions& options) {
     for (const health::Problem& problem : view.problems) {
       problems.push_back(
           {std::string(health::stateWord(problem.kind)), view.gpu,
-           "GPU " + view.gpu + (view.uuid ? " (" + *view.uuid + ")" : "") + ": " + problem.text});
+           "GPU " + view.gpu + (view.uuid ? " (" + *view.uuid + ")" : "") + ": " + problem.text,
+           std::string(health::causeWord(problem.kind))});
     }
     if (view.persistenceMode && !*view.persistenceMode) {
       notes.push_back({"persistence_mode", view.gpu,
@@ -412,6 +416,7 @@ int runCheck(const CheckOptions& options) {
     const auto entry = [](const Finding& finding) {
       nlohmann::ordered_json json;
       json["kind"] = finding.kind;
+      if (finding.cause) json["cause"] = *finding.cause;
       json["gpu"] = finding.gpu ? nlohmann::ordered_json(*finding.gpu) : nullptr;
       json["text"] = finding.text;
       return json;
@@ -420,6 +425,7 @@ int runCheck(const CheckOptions& options) {
     // ASCII only: JSON escapes C0 controls but not DEL or C1 ones, which a record may hold and a
     // terminal may read as an escape sequence; bytes that are not UTF-8 are replaced.
     JsonObjectPrinter<nlohmann::ordered_json> document(std::cout);
+    document.member("format", kJsonFormat);
     document.member("ok", ok);
     document.arrayMember("problems", problems.size(),
                          [&](std::size_t i) { return entry(problems[i]); });

@@ -10,4 +10,9 @@ enum class OutputFormat {
   kPrometheus,  ///< "prometheus": status only (node_exporter's textfile collector)
 };
 
+/// The "format" member at the top of every JSON document flink-gpu prints. Within a format,
+/// members are only ever added, never renamed, removed or given another type; a change that
+/// does any of that is a new format (docs/command-line.md, "Output a program can rely on").
+inline constexpr int kJsonFormat = 1;
+
 }  // namespace flink::cli

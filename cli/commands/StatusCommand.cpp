@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "BuildInfo.h"
 #include "Console.h"
 #include "ExitCode.h"
 #include "commands/JsonObjectPrinter.h"
@@ -226,14 +227,17 @@ std::string describeGpu(const GpuView& view,
 }
 
 /// JSON's `health` object of one GPU.
-nlohmann::ordered_json healthJson(const GpuView& view) {
+nlohmann::ordered_json healthJson(const HostView& host, const GpuView& view) {
   nlohmann::ordered_json health;
-  health["healthy"] = view.healthy();
+  // Healthy from the records alone is not known: null while NVML cannot be asked.
+  health["healthy"] = !view.healthy() || host.probe.usable ? nlohmann::ordered_json(view.healthy())
+                                                           : nlohmann::ordered_json(nullptr);
   health["drained"] = view.drained();
   nlohmann::ordered_json problems = nlohmann::ordered_json::array();
   for (const health::Problem& problem : view.problems) {
     nlohmann::ordered_json entry;
     entry["kind"] = health::stateWord(problem.kind);
+    entry["cause"] = health::causeWord(problem.kind);
     entry["text"] = problem.text;
     if (problem.record) {
       entry["since"] = problem.record->since;
@@ -269,7 +273,7 @@ nlohmann::ordered_json gpuJson(const HostView& host, const Sharing& sharing, std
   gpu["holders"] = std::move(holders);
   gpu["held_by_lease"] = view.heldByLease;
   gpu["sharing"] = sharingJson(view, sharing.declarationOf[i]);
-  gpu["health"] = healthJson(view);
+  gpu["health"] = healthJson(host, view);
   return gpu;
 }
 
@@ -305,6 +309,7 @@ void printJson(const std::string& file, const coordination::Status& status,
                const Sharing& sharing) {
   using Json = nlohmann::ordered_json;
   JsonObjectPrinter<Json> document(std::cout);
+  document.member("format", kJsonFormat);
   document.member("coordination_file", file);
   document.arrayMember("records", status.records.size(),
                        [&](std::size_t i) { return recordJson(status.records[i], properties[i]); });
@@ -325,6 +330,12 @@ void printJson(const std::string& file, const coordination::Status& status,
                        [&](std::size_t i) { return junkJson(sharingJunk[i]); });
   // The GPUs' `sharing` above is null for every GPU when this is set, declared or not.
   document.member("sharing_error", sharing.error.empty() ? Json(nullptr) : Json(sharing.error));
+  // Whether NVML could be asked: while it cannot, no GPU's health is known ("healthy": null).
+  document.member("nvml",
+                  Json{{"usable", host.probe.usable},
+                       {"installed", !host.probe.libraryAbsent},
+                       {"gpus", host.probe.usable ? Json(host.probe.count) : Json(nullptr)},
+                       {"problem", host.probe.usable ? Json(nullptr) : Json(host.probe.problem)}});
   document.end();
 }
 
@@ -444,9 +455,18 @@ int runStatus(const StatusOptions& options) {
   HostView host = viewHost(options.coordination.path, status, devices, true);
   const Sharing sharing = readSharing(options.coordination.path, host);
   if (options.format == OutputFormat::kPrometheus) {
-    // For node_exporter's textfile collector: nothing but the exposition format on stdout.
-    std::cout << prometheusMetrics(host, status);
+    // For node_exporter's textfile collector: nothing but the exposition format on stdout, and
+    // exit 0 whatever it says, so that the collector publishes it (flink_gpu_nvml_up 0 too).
+    std::cout << prometheusMetrics(host, status, {buildVersion(), buildCommit()});
     return kSuccess;
+  }
+  // NVML installed but not usable (a driver that fails): the GPUs' health is unknown, and GPUs no
+  // record names are not shown. Said, and the exit code is check's. A host without NVML at all
+  // (no NVIDIA driver: AMD, Intel, a custom script's GPUs) shows its records as it always did.
+  const bool nvmlBroken = !host.probe.usable && !host.probe.libraryAbsent;
+  if (nvmlBroken) {
+    printWarning(host.probe.problem +
+                 "; the GPUs' health is unknown, and GPUs that no record names are not shown");
   }
   warnAboutTheFile(options.coordination.path, status);
   // Files beside it that failed the trust rules and were moved aside (store::admitSibling).
@@ -475,7 +495,7 @@ int runStatus(const StatusOptions& options) {
     printText(options.coordination.path, status, properties, sharing);
     printHost(host, sharing);
   }
-  return kSuccess;
+  return nvmlBroken ? kDiscoveryFailed : kSuccess;
 }
 
 }  // namespace flink::cli

@@ -74,7 +74,8 @@ void printText(const Topology& topology) {
 }
 
 void printJson(const Topology& topology, const std::vector<discovery::GpuDevice>& devices) {
-  using nlohmann::json;
+  // Members in the order they are set, as every other JSON of flink-gpu.
+  using json = nlohmann::ordered_json;
   json gpus = json::array();
   for (const placement::GpuTopology& gpu : topology.gpus()) {
     json entry = {{"index", gpu.identifier}};
@@ -100,7 +101,8 @@ void printJson(const Topology& topology, const std::vector<discovery::GpuDevice>
       });
     }
   }
-  const json document = {{"source", "NVML"},
+  const json document = {{"format", kJsonFormat},
+                         {"source", "NVML"},
                          {"nvswitch", topology.nvswitch},
                          {"gpus", std::move(gpus)},
                          {"pairs", std::move(pairs)}};

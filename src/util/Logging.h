@@ -7,6 +7,7 @@
 // a host program controls the loggers with spdlog::set_level or spdlog::get(name).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -41,5 +42,12 @@ class Logger {
 
 /// Sets the level of every logger (spdlog's global level): flink-gpu's -q, -v and -vv.
 void setLevel(Level level);
+
+/// Where a message at or above the level goes instead of spdlog's stderr line: the sink gets the
+/// level, the logger's name and the message, and returns whether it took the message (false: it
+/// is written as without a sink). A program that talks to a person in its own voice (flink-gpu)
+/// installs one at start-up; an empty one removes it. Called from any thread that logs.
+using Sink = std::function<bool(Level level, std::string_view logger, std::string_view message)>;
+void setSink(Sink sink);
 
 }  // namespace flink::logging

@@ -64,7 +64,8 @@ TEST_F(ConfigCommandsTest, DiscoversEveryResourceOfANestedConfigYaml) {
   const CliRun run = runCli({"discover", "--config", conf(), "--format", "json"});
   ASSERT_EQ(run.exitCode, 0) << run;
   const auto json = nlohmann::ordered_json::parse(run.out);
-  EXPECT_EQ(json.dump(), R"({"gpu":[{"index":"0"},{"index":"1"}],"inference":[{"index":"3"}]})");
+  EXPECT_EQ(json.dump(), R"({"format":1,"resources":{"gpu":[{"index":"0"},{"index":"1"}],)"
+                         R"("inference":[{"index":"3"}]}})");
 }
 
 TEST_F(ConfigCommandsTest, ReadsALegacyFlinkConfWithCommentsAndASemicolonList) {
@@ -122,7 +123,7 @@ TEST_F(ConfigCommandsTest, AFailingResourceIsReportedAndTheOthersPrinted) {
                                  gpuResource("gpu", 1, script("good.sh", "1")));
   const CliRun run = runCli({"discover", "--config", conf(), "--format", "json", "-q"});
   EXPECT_EQ(run.exitCode, 1) << run;
-  EXPECT_EQ(run.out, "{\"gpu\":[{\"index\":\"1\"}]}\n");
+  EXPECT_EQ(run.out, "{\"format\":1,\"resources\":{\"gpu\":[{\"index\":\"1\"}]}}\n");
   ASSERT_EQ(linesOf(run.err).size(), 1u) << run;
   EXPECT_THAT(run.err, HasSubstr("discovery of the external resource 'broken' failed"));
   EXPECT_THAT(run.err, HasSubstr("exited with code 3"));
@@ -430,7 +431,8 @@ TEST_F(ConfigCommandsTest, LoadsAPluginFromThePluginsFolder) {
   const CliRun run = runCli({"discover", "--config", conf(), "--format", "json"},
                             {"FLINK_PLUGINS_DIR=" + plugins.string()});
   ASSERT_EQ(run.exitCode, 0) << run;
-  EXPECT_EQ(run.out, "{\"fpga\":[{\"id\":\"fpga0\"},{\"id\":\"fpga1\"}]}\n");
+  EXPECT_EQ(run.out,
+            "{\"format\":1,\"resources\":{\"fpga\":[{\"id\":\"fpga0\"},{\"id\":\"fpga1\"}]}}\n");
 }
 
 TEST_F(ConfigCommandsTest, ConfigShowsTheResolvedResources) {

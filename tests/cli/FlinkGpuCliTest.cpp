@@ -76,7 +76,7 @@ TEST_F(FlinkGpuCliTest, PrintsJsonOnRequest) {
   const CliRun run =
       runCli({"discover", "--discovery-script", twoGpus(), "--amount", "2", "--format", "json"});
   ASSERT_EQ(run.exitCode, 0) << run;
-  EXPECT_EQ(run.out, "{\"gpu\":[{\"index\":\"0\"},{\"index\":\"1\"}]}\n") << run;
+  EXPECT_EQ(run.out, "{\"format\":1,\"gpu\":[{\"index\":\"0\"},{\"index\":\"1\"}]}\n") << run;
   const auto parsed = nlohmann::json::parse(run.out);
   ASSERT_EQ(parsed.at("gpu").size(), 2u);
   EXPECT_EQ(parsed["gpu"][1]["index"], "1");

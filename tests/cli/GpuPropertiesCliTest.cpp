@@ -138,7 +138,8 @@ TEST_F(GpuPropertiesCliTest, DiscoverShowsWhatNvmlKnowsOfEachGpu) {
       run({"discover", "-n", "2", "--discovery-script", script, "--format", "json"});
   ASSERT_EQ(json.exitCode, 0) << json;
   EXPECT_EQ(withoutFileSize(json.out),
-            std::string(R"({"gpu":[)") + R"({"index":"0","vendor":"nvidia","uuid":")" + kGpu0 +
+            std::string(R"({"format":1,"gpu":[)") + R"({"index":"0","vendor":"nvidia","uuid":")" +
+                kGpu0 +
                 R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
                 R"("memory.total":"143771","minor_number":"0"},)"
                 R"({"index":"1","vendor":"nvidia","uuid":")" +
@@ -182,7 +183,7 @@ TEST_F(GpuPropertiesCliTest, DefaultDiscoveryWithMigHandsOutInstancesNeverTheirG
   const CliRun json = run({"discover", "-n", "2", "--discovery-args", "--mig", "--format", "json"});
   ASSERT_EQ(json.exitCode, 0) << json;
   EXPECT_EQ(withoutFileSize(json.out),
-            std::string(R"({"gpu":[{"index":"0","vendor":"nvidia","uuid":")") + kGpu0 +
+            std::string(R"({"format":1,"gpu":[{"index":"0","vendor":"nvidia","uuid":")") + kGpu0 +
                 R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
                 R"("memory.total":"143771","minor_number":"0"},)"
                 R"({"index":")" +
@@ -276,15 +277,24 @@ TEST_F(GpuPropertiesCliTest, DiscoverConfigShowsTheShareATaskManagerGetsWithShar
   const CliRun json = run({"discover", "--config", conf.string(), "--format", "json"});
   ASSERT_EQ(json.exitCode, 0) << json;
   // GPU 0's properties, then its share's: 143771 MiB in 2 shares, half the threads each.
-  EXPECT_EQ(json.out, std::string(R"({"gpu":[{"index":"0","vendor":"nvidia","uuid":")") + kGpu0 +
-                          R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
-                          R"("memory.total":"143771","minor_number":"0",)"
-                          R"("share.index":"0","share.count":"2","share.memory":"71885",)"
-                          R"("mps.pipe_directory":"/run/nvidia-mps",)"
-                          R"("mps.active_thread_percentage":"50"}]})"
-                          "\n")
+  EXPECT_EQ(
+      json.out,
+      std::string(R"({"format":1,"resources":{"gpu":[{"index":"0","vendor":"nvidia","uuid":")") +
+          kGpu0 +
+          R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
+          R"("memory.total":"143771","minor_number":"0",)"
+          R"("share.index":"0","share.count":"2","share.memory":"71885",)"
+          R"("mps.pipe_directory":"/run/nvidia-mps",)"
+          R"("mps.active_thread_percentage":"50"}]}})"
+          "\n")
       << json;
-  EXPECT_EQ(json.err, "") << json;
+  // The discovery's warning is flink-gpu's, at normal verbosity: no daemon runs here.
+  EXPECT_EQ(json.err,
+            "flink-gpu: warning: the GPU discovery script warns: no MPS control daemon runs for "
+            "/run/nvidia-mps (/run/nvidia-mps/control does not exist): start it with "
+            "CUDA_MPS_PIPE_DIRECTORY=/run/nvidia-mps nvidia-cuda-mps-control -d; until it runs, a "
+            "CUDA process given this share runs without MPS, so without its limits\n")
+      << json;
   // The driver held the share while it lived, and gave it back when flink-gpu ended.
   EXPECT_EQ(records(), std::vector<std::string>{});
 
@@ -384,13 +394,15 @@ TEST_F(GpuPropertiesCliTest, WhereOnlyNvidiaSmiAnswersItsPropertiesReachTheGpuIn
 
   const CliRun json = runCli({"discover", "-n", "2", "--format", "json"}, env);
   ASSERT_EQ(json.exitCode, 0) << json;
-  EXPECT_EQ(json.out,
-            std::string("{\"gpu\":[{\"index\":\"0\",\"vendor\":\"nvidia\",\"uuid\":\"") + kGpu0 +
-                "\",\"name\":\"NVIDIA H200\",\"pci.bus_id\":\"00000000:19:00.0\","
-                "\"memory.total\":\"143771\"},{\"index\":\"1\",\"vendor\":\"nvidia\",\"uuid\":\"" +
-                kGpu1 +
-                "\",\"name\":\"NVIDIA H200\",\"pci.bus_id\":\"00000000:3B:00.0\","
-                "\"memory.total\":\"143771\"}]}\n")
+  EXPECT_EQ(
+      json.out,
+      std::string("{\"format\":1,\"gpu\":[{\"index\":\"0\",\"vendor\":\"nvidia\",\"uuid\":\"") +
+          kGpu0 +
+          "\",\"name\":\"NVIDIA H200\",\"pci.bus_id\":\"00000000:19:00.0\","
+          "\"memory.total\":\"143771\"},{\"index\":\"1\",\"vendor\":\"nvidia\",\"uuid\":\"" +
+          kGpu1 +
+          "\",\"name\":\"NVIDIA H200\",\"pci.bus_id\":\"00000000:3B:00.0\","
+          "\"memory.total\":\"143771\"}]}\n")
       << json;
   // nvidia-smi was run once, for the enumeration; nothing asked it again for the properties.
   EXPECT_EQ(readLines(runs).size(), 1u) << readFile(runs);
@@ -442,7 +454,7 @@ TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {
       R"(,"owner_start_time":1,"running":false,"owner_state":"gone","other_pid_namespace":false,)"
       R"("share":null)";
   EXPECT_EQ(recordsPart(json.out),
-            R"({"coordination_file":")" + coordinationFile() + R"(","records":[)" +
+            R"({"format":1,"coordination_file":")" + coordinationFile() + R"(","records":[)" +
                 R"({"gpu":"0")" + gone + R"(,"uuid":")" + kGpu0 +
                 R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
                 R"("memory.total":"143771"},)"
@@ -467,6 +479,8 @@ TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {
   EXPECT_EQ(gpus[4].at("gpu"), "7");
 }
 
+// NVML installed but failing (a driver/library mismatch): status shows the records, says that
+// NVML cannot be used, and exits 1 as check does; no GPU is called healthy from records alone.
 TEST_F(GpuPropertiesCliTest, StatusWithoutUsableNvmlShowsTheRecordsAloneAndRunsNoNvidiaSmi) {
   host("[" + gpuJson(kGpu0, "00000000:19:00.0", 0, false) + "]", R"("init_error": 18, )");
   // nvidia-smi, were it run, would leave a mark.
@@ -477,16 +491,35 @@ TEST_F(GpuPropertiesCliTest, StatusWithoutUsableNvmlShowsTheRecordsAloneAndRunsN
   std::ofstream(coordinationFile()) << "0 " << pid << " 1\n";
 
   const CliRun text = run({"status", "--coordination-file", coordinationFile()});
-  EXPECT_EQ(text.exitCode, 0) << text;
+  EXPECT_EQ(text.exitCode, 1) << text;
   EXPECT_EQ(text.out, table({{"GPU", "OWNER PID", "OWNER"}, {"0", pid, "gone"}})) << text;
-  EXPECT_EQ(text.err, "") << text;
+  EXPECT_EQ(text.err,
+            "flink-gpu: warning: NVML is not usable: nvmlInitWithFlags failed: Driver/library "
+            "version mismatch (NVML_ERROR_LIB_RM_VERSION_MISMATCH, 18); the GPUs' health is "
+            "unknown, and GPUs that no record names are not shown\n")
+      << text;
+  EXPECT_EQ(run({"check", "--coordination-file", coordinationFile()}).exitCode, text.exitCode);
 
   const CliRun json =
       run({"status", "--coordination-file", coordinationFile(), "--format", "json"});
-  EXPECT_EQ(json.exitCode, 0) << json;
+  EXPECT_EQ(json.exitCode, 1) << json;
+  const nlohmann::json document = nlohmann::json::parse(json.out);
+  EXPECT_EQ(document.at("nvml").at("usable"), false) << json;
+  EXPECT_EQ(document.at("nvml").at("installed"), true) << json;
+  EXPECT_TRUE(document.at("gpus").at(0).at("health").at("healthy").is_null()) << json;
+
+  // The metrics still exit 0, for the textfile collector to publish that NVML is down; the GPU
+  // is in them, its health unknown.
+  const CliRun metrics =
+      run({"status", "--coordination-file", coordinationFile(), "--format", "prometheus"});
+  EXPECT_EQ(metrics.exitCode, 0) << metrics;
+  EXPECT_TRUE(contains(metrics.out, "\nflink_gpu_nvml_up 0\n")) << metrics;
+  EXPECT_TRUE(contains(metrics.out, "\nflink_gpu_healthy{gpu=\"0\",uuid=\"\"} NaN\n")) << metrics;
+  EXPECT_TRUE(contains(metrics.out, "\nflink_gpu_gpus{source=\"records\"} 1\n")) << metrics;
+  EXPECT_FALSE(contains(metrics.out, "source=\"nvml\"")) << metrics;
   EXPECT_EQ(
       recordsPart(json.out),
-      R"({"coordination_file":")" + coordinationFile() +
+      R"({"format":1,"coordination_file":")" + coordinationFile() +
           R"(","records":[{"gpu":"0","vendor":"nvidia","owner_pid":)" + pid +
           R"(,"owner_start_time":1,"running":false,"owner_state":"gone","other_pid_namespace":false,)"
           R"("share":null}],"junk":[]})" +
@@ -499,7 +532,7 @@ TEST_F(GpuPropertiesCliTest, StatusWithoutUsableNvmlShowsTheRecordsAloneAndRunsN
 
   // -v says why there are no properties.
   const CliRun verbose = run({"-v", "status", "--coordination-file", coordinationFile()});
-  EXPECT_EQ(verbose.exitCode, 0) << verbose;
+  EXPECT_EQ(verbose.exitCode, 1) << verbose;
   EXPECT_TRUE(
       hasLineStartingWith(verbose.err, "flink-gpu: no GPU properties: NVML is not usable: "))
       << verbose;

@@ -805,8 +805,14 @@ TEST_F(HealthCliTest, PrometheusMetricsPassPromtool) {
   EXPECT_EQ(metrics.exitCode, 0) << metrics;
   const std::string& out = metrics.out;
   EXPECT_TRUE(contains(out, "# TYPE flink_gpu_held gauge\n")) << out;
-  EXPECT_TRUE(contains(out, "flink_gpu_held{gpu=\"0\",uuid=\"" + uuidOf(0) + "\",owner_pid=\"" +
-                                std::to_string(::getpid()) + "\"} 1\n"))
+  // One series per GPU: no owner pid, whose values grow without bound.
+  EXPECT_TRUE(contains(out, "flink_gpu_held{gpu=\"0\",uuid=\"" + uuidOf(0) + "\"} 1\n")) << out;
+  EXPECT_FALSE(contains(out, "owner_pid")) << out;
+  EXPECT_TRUE(contains(out, "\nflink_gpu_nvml_up 1\n")) << out;
+  EXPECT_TRUE(contains(out, "\nflink_gpu_gpus{source=\"nvml\"} 3\n")) << out;
+  EXPECT_TRUE(contains(out, "\nflink_gpu_gpus{source=\"records\"} 0\n")) << out;
+  EXPECT_TRUE(contains(out, std::string("\nflink_gpu_build_info{version=\"") +
+                                FLINK_GPU_EXPECTED_VERSION + "\",commit=\""))
       << out;
   EXPECT_TRUE(contains(out, "flink_gpu_drained{gpu=\"1\",uuid=\"" + uuidOf(1) + "\"} 1\n")) << out;
   EXPECT_TRUE(contains(out, "flink_gpu_healthy{gpu=\"2\",uuid=\"" + uuidOf(2) + "\"} 0\n")) << out;
@@ -820,7 +826,8 @@ TEST_F(HealthCliTest, PrometheusMetricsPassPromtool) {
   for (const char* name :
        {"flink_gpu_held", "flink_gpu_healthy", "flink_gpu_drained", "flink_gpu_last_xid",
         "flink_gpu_last_xid_timestamp_seconds", "flink_gpu_coordination_records",
-        "flink_gpu_coordination_dead_owner_records"}) {
+        "flink_gpu_coordination_dead_owner_records", "flink_gpu_nvml_up", "flink_gpu_gpus",
+        "flink_gpu_build_info"}) {
     EXPECT_TRUE(contains(out, std::string("# HELP ") + name + " ")) << name;
   }
 
@@ -924,8 +931,8 @@ TEST_F(HealthCliTest, TextFromTheFilesNeverMakesALineOfItsOwnNorReachesTheTermin
   const CliRun metrics = cli({"status", "--format", "prometheus"});
   EXPECT_EQ(metrics.exitCode, 0) << metrics;
   EXPECT_TRUE(terminalSafe(metrics.out));
-  EXPECT_TRUE(contains(metrics.out, "flink_gpu_healthy{gpu=\"7\"} 0\n")) << metrics.out;
-  EXPECT_TRUE(contains(metrics.out, "flink_gpu_drained{gpu=\"9\"} 1\n")) << metrics.out;
+  EXPECT_TRUE(contains(metrics.out, "flink_gpu_healthy{gpu=\"7\",uuid=\"\"} 0\n")) << metrics.out;
+  EXPECT_TRUE(contains(metrics.out, "flink_gpu_drained{gpu=\"9\",uuid=\"\"} 1\n")) << metrics.out;
   std::ofstream(dir_ / "metrics.prom") << metrics.out;
   const fs::path script =
       writeScript(dir_ / "promtool.sh", "#!/bin/sh\nexec \"$1\" check metrics < \"$2\"\n");

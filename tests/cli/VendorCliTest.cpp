@@ -303,7 +303,7 @@ TEST_F(VendorCliTest, AFlinkConfigurationWithVendorAmdRunsItsDefaultScript) {
                           "org.apache.flink.externalresource.gpu.GPUDriverFactory",
                           "-Dexternal-resource.gpu.param.vendor=amd"});
   ASSERT_EQ(run.exitCode, 0) << run;
-  const nlohmann::json gpu = nlohmann::json::parse(run.out).at("gpu").at(0);
+  const nlohmann::json gpu = nlohmann::json::parse(run.out).at("resources").at("gpu").at(0);
   EXPECT_EQ(gpu.at("index"), "0");
   EXPECT_EQ(gpu.at("vendor"), "amd");
   EXPECT_EQ(gpu.at("pci.bus_id"), "00000000:63:00.0");

@@ -160,6 +160,24 @@ std::string_view stateWord(Problem::Kind kind) {
   }
 }
 
+std::string_view causeWord(Problem::Kind kind) {
+  switch (kind) {
+    case Problem::Kind::kLost:
+      return "lost";
+    case Problem::Kind::kRowRemapFailed:
+      return "row_remap_failed";
+    case Problem::Kind::kRowRemapPending:
+      return "row_remap_pending";
+    case Problem::Kind::kRetiredPagesPending:
+      return "retired_pages_pending";
+    case Problem::Kind::kUnhealthy:
+      return "watch_verdict";
+    case Problem::Kind::kDrained:
+      return "drained";
+  }
+  return "unhealthy";
+}
+
 NvmlProbe probeNvml() {
   NvmlProbe probe;
   try {

@@ -62,6 +62,11 @@ struct Problem {
 /// "lost", "unhealthy" or "drained": the word for a problem of this kind in status and check.
 std::string_view stateWord(Problem::Kind kind);
 
+/// What the problem is, as a program tells problems apart (JSON's "cause"): "lost",
+/// "row_remap_failed", "row_remap_pending", "retired_pages_pending", "watch_verdict" (an Xid or
+/// ECC event flink-gpu watch recorded) or "drained".
+std::string_view causeWord(Problem::Kind kind);
+
 /// What NVML says of one whole GPU now.
 struct GpuProbe {
   unsigned index = 0;

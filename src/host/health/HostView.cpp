@@ -90,10 +90,9 @@ std::string label(std::string_view value) {
   return out;
 }
 
-std::string labels(const GpuView& view, const std::string& extra = "") {
-  std::string text = "{gpu=\"" + label(view.gpu) + "\"";
-  if (view.uuid) text += ",uuid=\"" + label(*view.uuid) + "\"";
-  return text + extra + "}";
+/// One label set for every series of a GPU: a uuid that is not known is empty.
+std::string labels(const GpuView& view) {
+  return "{gpu=\"" + label(view.gpu) + "\",uuid=\"" + label(view.uuid.value_or("")) + "\"}";
 }
 
 }  // namespace
@@ -242,6 +241,7 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
     view.isMigInstance = unit.isMigInstance();
     if (unit.mig) view.parent = std::to_string(unit.mig->parentIndex);
     view.problems = std::move(verdicts[i]);
+    view.listedByNvml = order[i] < devices.size() || probeOf.count(view.gpu) > 0;
     if (!view.isMigInstance) {
       if (const auto probe = probeOf.find(view.gpu); probe != probeOf.end()) {
         view.persistenceMode = probe->second->persistenceMode;
@@ -366,27 +366,19 @@ std::string describeView(const GpuView& view) {
   return text;
 }
 
-std::string prometheusMetrics(const HostView& view, const coordination::Status& status) {
+std::string prometheusMetrics(const HostView& view, const coordination::Status& status,
+                              const BuildLabels& build) {
   std::string text;
   const auto family = [&text](const char* name, const char* help) {
     text += std::string("# HELP ") + name + ' ' + help + '\n';
     text += std::string("# TYPE ") + name + " gauge\n";
   };
-  family("flink_gpu_held",
-         "Whether a record of the coordination file holds the GPU whole (1), by owner pid; 0 when "
-         "free or only shared (a record whose owner is gone holds nothing; shares are "
-         "flink_gpu_shares_held).");
+  family(
+      "flink_gpu_held",
+      "Whether the GPU is held whole (1): by a record of an owner that holds it, or by its lease "
+      "without a record; 0 when free or only shared (shares are flink_gpu_shares_held).");
   for (const GpuView& gpu : view.gpus) {
-    bool held = false;
-    for (const coordination::RecordStatus& holder : gpu.holders) {
-      if (!holder.running || holder.record.share) continue;
-      held = true;
-      text += "flink_gpu_held" +
-              labels(gpu, ",owner_pid=\"" + std::to_string(holder.record.owner.pid) + "\"") +
-              " 1\n";
-    }
-    // Held by a lease without a record: held, by an owner no record names.
-    if (!held) text += "flink_gpu_held" + labels(gpu) + (gpu.heldByLease ? " 1\n" : " 0\n");
+    text += "flink_gpu_held" + labels(gpu) + (gpu.heldWhole() ? " 1\n" : " 0\n");
   }
   family("flink_gpu_shares",
          "The number of shares the operator declared the GPU shared into (flink-gpu share): how "
@@ -407,9 +399,13 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
   }
   family("flink_gpu_healthy",
          "Whether the GPU is healthy (1): not lost, no pending or failed row remapping or page "
-         "retirement, no verdict of flink-gpu watch.");
+         "retirement, no verdict of flink-gpu watch; NaN when NVML cannot be asked and no record "
+         "says it is unhealthy.");
   for (const GpuView& gpu : view.gpus) {
-    text += "flink_gpu_healthy" + labels(gpu) + (gpu.healthy() ? " 1\n" : " 0\n");
+    text += "flink_gpu_healthy" + labels(gpu) +
+            (!gpu.healthy()      ? " 0\n"
+             : view.probe.usable ? " 1\n"
+                                 : " NaN\n");
   }
   family("flink_gpu_drained", "Whether an operator drained the GPU (1): new allocations skip it.");
   for (const GpuView& gpu : view.gpus) {
@@ -444,6 +440,25 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
          "allocators hand out no share).");
   text += std::string("flink_gpu_sharing_declarations_readable ") +
           (view.sharingError.empty() ? "1" : "0") + '\n';
+  family("flink_gpu_nvml_up",
+         "Whether NVML could be used (1): loaded, initialized, its GPUs counted. 0: GPU health is "
+         "unknown, and the GPUs are those the records name.");
+  text += std::string("flink_gpu_nvml_up ") + (view.probe.usable ? "1" : "0") + '\n';
+  family("flink_gpu_gpus",
+         "The GPUs of this host by where they are known from: nvml (nvmlDeviceGetCount, when "
+         "NVML can be used) and records (units only the coordination, health or lease records "
+         "name).");
+  std::size_t recordsOnly = 0;
+  for (std::size_t i = 0; i < view.gpus.size(); ++i) {
+    if (!view.gpus[i].listedByNvml) ++recordsOnly;
+  }
+  if (view.probe.usable) {
+    text += "flink_gpu_gpus{source=\"nvml\"} " + std::to_string(view.probe.count) + '\n';
+  }
+  text += "flink_gpu_gpus{source=\"records\"} " + std::to_string(recordsOnly) + '\n';
+  family("flink_gpu_build_info", "The flink-gpu that wrote these metrics (always 1).");
+  text += "flink_gpu_build_info{version=\"" + label(build.version) + "\",commit=\"" +
+          label(build.commit) + "\"} 1\n";
   family("flink_gpu_coordination_records", "Records in the coordination file.");
   text += "flink_gpu_coordination_records " + std::to_string(status.records.size()) + '\n';
   family("flink_gpu_coordination_dead_owner_records",

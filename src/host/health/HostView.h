@@ -48,6 +48,8 @@ struct GpuView {
   std::vector<health::Problem> problems;
   /// nvmlDeviceGetPersistenceMode, where NVML tells (whole GPUs).
   std::optional<bool> persistenceMode;
+  /// NVML lists it (enumerated, or counted and lost); false for a unit only records name.
+  bool listedByNvml = false;
   bool isMigInstance = false;
   /// For a MIG instance, its GPU's index.
   std::optional<std::string> parent;
@@ -92,10 +94,20 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
 /// (running)": the detail column of status, without what the sharing declarations say.
 std::string describeView(const GpuView& view);
 
+/// The build the metrics come from: flink_gpu_build_info's labels.
+struct BuildLabels {
+  std::string version;
+  std::string commit;
+};
+
 /// Prometheus' text exposition format (version 0.0.4) for node_exporter's textfile collector:
 /// flink_gpu_held (whole GPUs only), _shares (GpuView::declaredShares), _shares_held (of each
-/// GPU declared or with live shares), _healthy, _drained, _last_xid, _last_xid_timestamp_seconds,
-/// flink_gpu_coordination_records, flink_gpu_coordination_dead_owner_records.
-std::string prometheusMetrics(const HostView& view, const coordination::Status& status);
+/// GPU declared or with live shares), _healthy (NaN where NVML cannot tell and no record says
+/// unhealthy), _drained, _last_xid, _last_xid_timestamp_seconds, flink_gpu_nvml_up,
+/// flink_gpu_gpus (by source), flink_gpu_build_info, flink_gpu_coordination_records,
+/// flink_gpu_coordination_dead_owner_records. Every series of a GPU has the same labels, gpu and
+/// uuid (empty when unknown); no label grows without bound (no pid).
+std::string prometheusMetrics(const HostView& view, const coordination::Status& status,
+                              const BuildLabels& build);
 
 }  // namespace flink::cli

@@ -164,11 +164,11 @@ void logSaid(const std::vector<Notice>& said) {
     switch (notice.kind) {
       case Notice::Kind::kGpuLeftOut:
         log().error(std::string("The GPU discovery script left a GPU out: ") +
-                    strings::quoteForMessage(notice.text));
+                    strings::quoteForMessage(notice.text, std::string::npos));
         break;
       case Notice::Kind::kWarning:
         log().warn(std::string("The GPU discovery script warns: ") +
-                   strings::quoteForMessage(notice.text));
+                   strings::quoteForMessage(notice.text, std::string::npos));
         break;
       case Notice::Kind::kNote:
       case Notice::Kind::kDetail:
