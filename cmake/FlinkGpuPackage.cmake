@@ -71,8 +71,8 @@ discovery script at Flink's default discovery-script.path, a discovery\n\
 program that asks NVML (else nvidia-smi) and coordinates GPUs between the\n\
 workers of a host, AMD and Intel discoveries that read sysfs as ROCm and\n\
 Level Zero do, and the flink-gpu command-line tool: discover, config,\n\
-status, release, exec, topology, drain, undrain, share, unshare, check and\n\
-watch.")
+status, release, exec, topology, drain, undrain, share, unshare, check,\n\
+watch and completion.")
 set(CPACK_DEBIAN_PACKAGE_SECTION misc)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # flink-gpu_<version>_<arch>.deb
