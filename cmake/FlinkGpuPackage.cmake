@@ -2,8 +2,9 @@
 # install component (bin/flink-gpu, plugins/external-resource-gpu/) under a Flink
 # distribution's folder, FLINK_GPU_PACKAGE_PREFIX (/opt/flink, Flink's own default, unless given
 # at configure time), plus the files Debian asks of every package (copyright, changelog, and the
-# lintian overrides of packaging/debian/, with why each is one), and a systemd-tmpfiles line that
-# keeps /var/tmp's cleaning away from the coordination file. tests/install/ builds it and
+# lintian overrides of packaging/debian/, with why each is one), a systemd-tmpfiles line that
+# keeps /var/tmp's cleaning away from the coordination file, and what an operator expects of a
+# package: bash and zsh completion and the manual page flink-gpu(1). tests/install/ builds it and
 # runs lintian on it.
 set(FLINK_GPU_PACKAGE_PREFIX /opt/flink CACHE PATH
   "The Flink distribution folder the Debian package installs the plugin component into")
@@ -56,6 +57,53 @@ install(FILES ${PROJECT_BINARY_DIR}/packaging/lintian-overrides
   DESTINATION /usr/share/lintian/overrides RENAME ${FLINK_GPU_PACKAGE_NAME}
   COMPONENT debian EXCLUDE_FROM_ALL)
 
+# --- completion and the manual page, made from the built flink-gpu -------------------------
+# Not in the sanitizer builds, whose programs are never packaged (and whose runtimes may report
+# at exit what a build step would take for a failure).
+if(NOT FLINK_GPU_ANY_SANITIZER)
+  set(FLINK_GPU_COMPLETION_DIR ${PROJECT_BINARY_DIR}/packaging/completion)
+  add_custom_command(
+    OUTPUT ${FLINK_GPU_COMPLETION_DIR}/flink-gpu ${FLINK_GPU_COMPLETION_DIR}/_flink-gpu
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${FLINK_GPU_COMPLETION_DIR}
+    COMMAND flink-gpu completion bash > ${FLINK_GPU_COMPLETION_DIR}/flink-gpu
+    COMMAND flink-gpu completion zsh > ${FLINK_GPU_COMPLETION_DIR}/_flink-gpu
+    DEPENDS flink-gpu
+    COMMENT "Writing flink-gpu's bash and zsh completion")
+  add_custom_target(flink-gpu-completion ALL
+    DEPENDS ${FLINK_GPU_COMPLETION_DIR}/flink-gpu ${FLINK_GPU_COMPLETION_DIR}/_flink-gpu)
+  # Where bash-completion loads a command's completion on demand, and Debian's zsh folder of
+  # $fpath for packages.
+  install(FILES ${FLINK_GPU_COMPLETION_DIR}/flink-gpu
+    DESTINATION /usr/share/bash-completion/completions COMPONENT debian EXCLUDE_FROM_ALL)
+  install(FILES ${FLINK_GPU_COMPLETION_DIR}/_flink-gpu
+    DESTINATION /usr/share/zsh/vendor-completions COMPONENT debian EXCLUDE_FROM_ALL)
+
+  # flink-gpu(1) with Debian's help2man (cmake/FlinkGpuManPage.cmake), gzip -9n'd. help2man is a
+  # package the tests install (scripts/install-deps.sh); a build without it builds everything but
+  # the page, and only making the package then fails, saying why.
+  find_program(FLINK_GPU_HELP2MAN help2man)
+  set(FLINK_GPU_MAN_PAGE ${PROJECT_BINARY_DIR}/packaging/man/flink-gpu.1.gz)
+  add_custom_command(OUTPUT ${FLINK_GPU_MAN_PAGE}
+    COMMAND ${CMAKE_COMMAND} -DFLINK_GPU=$<TARGET_FILE:flink-gpu>
+            -DHELP2MAN=${FLINK_GPU_HELP2MAN} -DWORK_DIR=${PROJECT_BINARY_DIR}/packaging/man
+            -DOUTPUT=${FLINK_GPU_MAN_PAGE}
+            -DCOORDINATION_FILE=/var/tmp/flink-gpu-coordination
+            -DPREFIX=${FLINK_GPU_PACKAGE_PREFIX}
+            -P ${PROJECT_SOURCE_DIR}/cmake/FlinkGpuManPage.cmake
+    DEPENDS flink-gpu ${PROJECT_SOURCE_DIR}/cmake/FlinkGpuManPage.cmake
+    COMMENT "Writing the manual page flink-gpu(1) with help2man")
+  if(FLINK_GPU_HELP2MAN)
+    add_custom_target(flink-gpu-man-page ALL DEPENDS ${FLINK_GPU_MAN_PAGE})
+  else()
+    add_custom_target(flink-gpu-man-page DEPENDS ${FLINK_GPU_MAN_PAGE})
+    install(CODE "message(FATAL_ERROR \"help2man is not installed: the package's manual page is \"
+                  \"made with it (scripts/install-deps.sh installs it; then build again)\")"
+      COMPONENT debian EXCLUDE_FROM_ALL)
+  endif()
+  install(FILES ${FLINK_GPU_MAN_PAGE} DESTINATION /usr/share/man/man1
+    COMPONENT debian EXCLUDE_FROM_ALL)
+endif()
+
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME ${FLINK_GPU_PACKAGE_NAME})
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
@@ -72,7 +120,7 @@ program that asks NVML (else nvidia-smi) and coordinates GPUs between the\n\
 workers of a host, AMD and Intel discoveries that read sysfs as ROCm and\n\
 Level Zero do, and the flink-gpu command-line tool: discover, config,\n\
 status, release, exec, topology, drain, undrain, share, unshare, check,\n\
-watch and completion.")
+watch and completion. It ships bash and zsh completion and a manual page.")
 set(CPACK_DEBIAN_PACKAGE_SECTION misc)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # flink-gpu_<version>_<arch>.deb

@@ -1,9 +1,10 @@
 # Builds the Debian package as `make package` does (CPack, from the build's CPackConfig.cmake)
 # into a scratch folder and checks what a user of it gets: its files (the plugin component under
 # the package's prefix, Debian's copyright, changelog and lintian overrides, the tmpfiles.d file,
-# nothing else, all owned by root), its control fields (Depends on glibc alone), its
-# systemd-tmpfiles line, the programs run from an unpacked copy, and lintian's verdict (no error,
-# no warning; its whole report is printed). It writes nothing outside WORK_DIR: lintian runs with
+# bash and zsh completion, the manual page, nothing else, all owned by root), its control fields
+# (Depends on glibc alone), its systemd-tmpfiles line, the programs run from an unpacked copy,
+# that the completion scripts and the manual page are the packaged flink-gpu's, and lintian's
+# verdict (no error, no warning; its whole report is printed). It writes nothing outside WORK_DIR: lintian runs with
 # a TMPDIR there, removed at the end (lintian leaves its mldbm-elf-* files behind in its TMPDIR).
 #
 #   cmake -DBUILD_DIR=... -DWORK_DIR=... -DCPACK=... -DPREFIX=... -DBINDIR=... -DPLUGIN_DIR=...
@@ -84,9 +85,12 @@ set(expected
   "${PREFIX}/${PLUGIN_DIR}/nvidia-gpu-discovery"
   "${PREFIX}/${PLUGIN_DIR}/nvidia-gpu-discovery.sh"
   "/usr/lib/tmpfiles.d/${PACKAGE}.conf"
+  "/usr/share/bash-completion/completions/${PACKAGE}"
   "/usr/share/doc/${PACKAGE}/changelog.gz"
   "/usr/share/doc/${PACKAGE}/copyright"
-  "/usr/share/lintian/overrides/${PACKAGE}")
+  "/usr/share/lintian/overrides/${PACKAGE}"
+  "/usr/share/man/man1/${PACKAGE}.1.gz"
+  "/usr/share/zsh/vendor-completions/_${PACKAGE}")
 list(SORT expected)
 if(NOT files STREQUAL expected)
   list(JOIN files "\n  " got)
@@ -137,6 +141,34 @@ if(NOT tmpfiles_lines STREQUAL "x /var/tmp/flink-gpu-coordination*")
   message(FATAL_ERROR "the package's tmpfiles.d lines are [${tmpfiles_lines}], expected one: "
                       "x /var/tmp/flink-gpu-coordination*")
 endif()
+
+# --- completion, manual page ----------------------------------------------------------------
+# The completion scripts are what the packaged flink-gpu prints.
+foreach(shell bash zsh)
+  run_checked("flink-gpu completion ${shell}" script "${flink_gpu}" completion ${shell})
+  if(shell STREQUAL "bash")
+    file(READ "${root}/usr/share/bash-completion/completions/${PACKAGE}" packaged)
+  else()
+    file(READ "${root}/usr/share/zsh/vendor-completions/_${PACKAGE}" packaged)
+  endif()
+  if(NOT packaged STREQUAL script)
+    message(FATAL_ERROR "the packaged ${shell} completion is not flink-gpu completion ${shell}")
+  endif()
+endforeach()
+
+# The manual page: a section per subcommand, with its options; lintian reads it with man.
+run_checked("gzip -dc" manual gzip -dc "${root}/usr/share/man/man1/${PACKAGE}.1.gz")
+foreach(subcommand IN LISTS subcommands)
+  if(NOT manual MATCHES "\n\\.SS \"${subcommand}\"\n\\.B flink\\\\-gpu ${subcommand}")
+    message(FATAL_ERROR "the manual page has no section for the subcommand ${subcommand}")
+  endif()
+endforeach()
+foreach(option coordination\\-file critical\\-xids placement)
+  string(FIND "${manual}" "\\fB\\-\\-${option}\\fR" position)
+  if(position EQUAL -1)
+    message(FATAL_ERROR "the manual page does not name the option --${option}")
+  endif()
+endforeach()
 
 # --- lintian ----------------------------------------------------------------
 # --fail-on error,warning: lintian exits non-zero for those; info tags (--display-info) are shown
