@@ -4,8 +4,9 @@
 # at configure time), plus the files Debian asks of every package (copyright, changelog, and the
 # lintian overrides of packaging/debian/, with why each is one), a systemd-tmpfiles line that
 # keeps /var/tmp's cleaning away from the coordination file, and what an operator expects of a
-# package: bash and zsh completion and the manual page flink-gpu(1). tests/install/ builds it and
-# runs lintian on it.
+# package: systemd units for `watch` and for the metrics (installed disabled), bash and zsh
+# completion and the manual page flink-gpu(1). tests/install/ builds it, runs lintian on it and
+# verifies its units.
 set(FLINK_GPU_PACKAGE_PREFIX /opt/flink CACHE PATH
   "The Flink distribution folder the Debian package installs the plugin component into")
 set(FLINK_GPU_PACKAGE_MAINTAINER
@@ -13,6 +14,12 @@ set(FLINK_GPU_PACKAGE_MAINTAINER
   "The Debian package's Maintainer field")
 if(NOT IS_ABSOLUTE "${FLINK_GPU_PACKAGE_PREFIX}")
   message(FATAL_ERROR "FLINK_GPU_PACKAGE_PREFIX must be absolute, not '${FLINK_GPU_PACKAGE_PREFIX}'")
+endif()
+# It is written unquoted into the units' ExecStart: no blank, quote or character a shell or
+# systemd would expand.
+if(NOT FLINK_GPU_PACKAGE_PREFIX MATCHES "^/[A-Za-z0-9._/+-]*$")
+  message(FATAL_ERROR "FLINK_GPU_PACKAGE_PREFIX may hold letters, digits and ._/+- only, not "
+                      "'${FLINK_GPU_PACKAGE_PREFIX}'")
 endif()
 
 set(FLINK_GPU_PACKAGE_NAME flink-gpu)
@@ -55,6 +62,21 @@ configure_file(packaging/debian/lintian-overrides.in
   ${PROJECT_BINARY_DIR}/packaging/lintian-overrides @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/packaging/lintian-overrides
   DESTINATION /usr/share/lintian/overrides RENAME ${FLINK_GPU_PACKAGE_NAME}
+  COMPONENT debian EXCLUDE_FROM_ALL)
+
+# --- systemd units, installed disabled -------------------------------------------------------
+# flink-gpu-watch.service runs `flink-gpu watch` (Type=notify); flink-gpu-metrics.timer runs
+# flink-gpu-metrics.service every minute, which writes the metrics for node_exporter's textfile
+# collector. Nothing enables or starts them (no maintainer script calls systemctl): the operator
+# does, see docs/operating.md. /usr/lib/systemd/system, the packages' folder, as tmpfiles.d above
+# (systemd reads /lib/systemd/system too, which is the same folder on a merged /usr).
+set(FLINK_GPU_SYSTEMD_UNIT_DIR /usr/lib/systemd/system)
+foreach(unit flink-gpu-watch.service flink-gpu-metrics.service)
+  configure_file(packaging/debian/${unit}.in ${PROJECT_BINARY_DIR}/packaging/${unit} @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/packaging/${unit} DESTINATION ${FLINK_GPU_SYSTEMD_UNIT_DIR}
+    COMPONENT debian EXCLUDE_FROM_ALL)
+endforeach()
+install(FILES packaging/debian/flink-gpu-metrics.timer DESTINATION ${FLINK_GPU_SYSTEMD_UNIT_DIR}
   COMPONENT debian EXCLUDE_FROM_ALL)
 
 # --- completion and the manual page, made from the built flink-gpu -------------------------
@@ -120,7 +142,9 @@ program that asks NVML (else nvidia-smi) and coordinates GPUs between the\n\
 workers of a host, AMD and Intel discoveries that read sysfs as ROCm and\n\
 Level Zero do, and the flink-gpu command-line tool: discover, config,\n\
 status, release, exec, topology, drain, undrain, share, unshare, check,\n\
-watch and completion. It ships bash and zsh completion and a manual page.")
+watch and completion. It ships systemd units for watch and for\n\
+node_exporter's textfile metrics (disabled until enabled), bash and zsh\n\
+completion and a manual page.")
 set(CPACK_DEBIAN_PACKAGE_SECTION misc)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # flink-gpu_<version>_<arch>.deb

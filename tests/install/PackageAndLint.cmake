@@ -1,10 +1,11 @@
 # Builds the Debian package as `make package` does (CPack, from the build's CPackConfig.cmake)
 # into a scratch folder and checks what a user of it gets: its files (the plugin component under
 # the package's prefix, Debian's copyright, changelog and lintian overrides, the tmpfiles.d file,
-# bash and zsh completion, the manual page, nothing else, all owned by root), its control fields
-# (Depends on glibc alone), its systemd-tmpfiles line, the programs run from an unpacked copy,
+# the systemd units, bash and zsh completion, the manual page, nothing else, all owned by root),
+# its control fields (Depends on glibc alone), its systemd-tmpfiles line, the programs run from an unpacked copy,
 # that the completion scripts and the manual page are the packaged flink-gpu's, and lintian's
-# verdict (no error, no warning; its whole report is printed). It writes nothing outside WORK_DIR: lintian runs with
+# verdict (no error, no warning; its whole report is printed). The package and its unpacked copy
+# stay in WORK_DIR (out/, root/) for the tests that need them (PackageUnits.cmake). It writes nothing outside WORK_DIR: lintian runs with
 # a TMPDIR there, removed at the end (lintian leaves its mldbm-elf-* files behind in its TMPDIR).
 #
 #   cmake -DBUILD_DIR=... -DWORK_DIR=... -DCPACK=... -DPREFIX=... -DBINDIR=... -DPLUGIN_DIR=...
@@ -84,6 +85,9 @@ set(expected
   "${PREFIX}/${PLUGIN_DIR}/intel-gpu-discovery.sh"
   "${PREFIX}/${PLUGIN_DIR}/nvidia-gpu-discovery"
   "${PREFIX}/${PLUGIN_DIR}/nvidia-gpu-discovery.sh"
+  "/usr/lib/systemd/system/${PACKAGE}-metrics.service"
+  "/usr/lib/systemd/system/${PACKAGE}-metrics.timer"
+  "/usr/lib/systemd/system/${PACKAGE}-watch.service"
   "/usr/lib/tmpfiles.d/${PACKAGE}.conf"
   "/usr/share/bash-completion/completions/${PACKAGE}"
   "/usr/share/doc/${PACKAGE}/changelog.gz"
@@ -142,7 +146,30 @@ if(NOT tmpfiles_lines STREQUAL "x /var/tmp/flink-gpu-coordination*")
                       "x /var/tmp/flink-gpu-coordination*")
 endif()
 
-# --- completion, manual page ----------------------------------------------------------------
+# --- systemd units, completion, manual page -------------------------------------------------
+# The units run the packaged flink-gpu (systemd-analyze verifies them: PackageUnits.cmake).
+set(unit_dir "${root}/usr/lib/systemd/system")
+file(STRINGS "${unit_dir}/${PACKAGE}-watch.service" exec_start REGEX "^ExecStart=")
+if(NOT exec_start STREQUAL "ExecStart=${PREFIX}/${BINDIR}/flink-gpu watch")
+  message(FATAL_ERROR "the watch unit runs [${exec_start}], not ${PREFIX}/${BINDIR}/flink-gpu watch")
+endif()
+file(STRINGS "${unit_dir}/${PACKAGE}-watch.service" type REGEX "^Type=")
+if(NOT type STREQUAL "Type=notify")
+  message(FATAL_ERROR "the watch unit is [${type}], not Type=notify (watch sends READY=1)")
+endif()
+file(READ "${unit_dir}/${PACKAGE}-metrics.service" metrics_unit)
+if(NOT metrics_unit MATCHES "${PREFIX}/${BINDIR}/flink-gpu status --format prometheus > ([^ ]+) && exec mv -f ([^ ]+) ([^ ']+)'")
+  message(FATAL_ERROR "the metrics unit does not write the metrics whole and rename them:\n"
+                      "${metrics_unit}")
+endif()
+get_filename_component(temporary_dir "${CMAKE_MATCH_1}" DIRECTORY)
+get_filename_component(final_dir "${CMAKE_MATCH_3}" DIRECTORY)
+if(NOT CMAKE_MATCH_1 STREQUAL CMAKE_MATCH_2 OR NOT temporary_dir STREQUAL final_dir
+   OR CMAKE_MATCH_1 MATCHES "\\.prom$")
+  message(FATAL_ERROR "the metrics unit must write a file the collector does not read (not "
+                      "*.prom) in the folder of the final one, then rename it: ${CMAKE_MATCH_0}")
+endif()
+
 # The completion scripts are what the packaged flink-gpu prints.
 foreach(shell bash zsh)
   run_checked("flink-gpu completion ${shell}" script "${flink_gpu}" completion ${shell})
