@@ -5,8 +5,10 @@
 # lintian overrides of packaging/debian/, with why each is one), a systemd-tmpfiles line that
 # keeps /var/tmp's cleaning away from the coordination file, and what an operator expects of a
 # package: systemd units for `watch` and for the metrics (installed disabled), bash and zsh
-# completion and the manual page flink-gpu(1). tests/install/ builds it, runs lintian on it and
-# verifies its units.
+# completion, the manual page flink-gpu(1), and maintainer scripts that move the Flink
+# distribution's own copies of the two scripts it replaces aside (dpkg-divert) and put them back
+# on removal. tests/install/ builds it, runs lintian on it, verifies its units and installs it
+# into a scratch root.
 set(FLINK_GPU_PACKAGE_PREFIX /opt/flink CACHE PATH
   "The Flink distribution folder the Debian package installs the plugin component into")
 set(FLINK_GPU_PACKAGE_MAINTAINER
@@ -15,8 +17,8 @@ set(FLINK_GPU_PACKAGE_MAINTAINER
 if(NOT IS_ABSOLUTE "${FLINK_GPU_PACKAGE_PREFIX}")
   message(FATAL_ERROR "FLINK_GPU_PACKAGE_PREFIX must be absolute, not '${FLINK_GPU_PACKAGE_PREFIX}'")
 endif()
-# It is written unquoted into the units' ExecStart: no blank, quote or character a shell or
-# systemd would expand.
+# It is written unquoted into the units' ExecStart and the maintainer scripts' dpkg-divert lines
+# (which lintian reads as words): no blank, quote or character a shell or systemd would expand.
 if(NOT FLINK_GPU_PACKAGE_PREFIX MATCHES "^/[A-Za-z0-9._/+-]*$")
   message(FATAL_ERROR "FLINK_GPU_PACKAGE_PREFIX may hold letters, digits and ._/+- only, not "
                       "'${FLINK_GPU_PACKAGE_PREFIX}'")
@@ -126,6 +128,25 @@ if(NOT FLINK_GPU_ANY_SANITIZER)
     COMPONENT debian EXCLUDE_FROM_ALL)
 endif()
 
+# --- maintainer scripts: Flink's own scripts moved aside, and back ------------------------------
+# Of the files the package installs under the prefix, a Flink distribution has two of its own,
+# in plugins/external-resource-gpu/: nvidia-gpu-discovery.sh and gpu-discovery-common.sh (the
+# rest, bin/flink-gpu, the programs and the AMD and Intel scripts, are ours alone). preinst diverts
+# them to <name>.flink-distribution; postrm puts them back. FLINK_GPU_FIRST_DIVERTING_VERSION:
+# the first version whose package does so (postrm's abort-upgrade undoes the diversions only
+# when going back to an older one).
+set(FLINK_GPU_PLUGIN_PATH ${FLINK_GPU_PACKAGE_PREFIX}/${FLINK_GPU_PLUGIN_DIR})
+set(FLINK_GPU_FIRST_DIVERTING_VERSION 0.1.0)
+foreach(script preinst postrm)
+  configure_file(packaging/debian/${script}.in ${PROJECT_BINARY_DIR}/packaging/control/${script}
+    @ONLY FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE
+                           WORLD_READ WORLD_EXECUTE)
+endforeach()
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+  ${PROJECT_BINARY_DIR}/packaging/control/preinst ${PROJECT_BINARY_DIR}/packaging/control/postrm)
+# 0755 for the scripts, 0644 for the other control files, whatever the umask.
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME ${FLINK_GPU_PACKAGE_NAME})
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
@@ -144,7 +165,8 @@ Level Zero do, and the flink-gpu command-line tool: discover, config,\n\
 status, release, exec, topology, drain, undrain, share, unshare, check,\n\
 watch and completion. It ships systemd units for watch and for\n\
 node_exporter's textfile metrics (disabled until enabled), bash and zsh\n\
-completion and a manual page.")
+completion and a manual page, and moves the Flink distribution's own\n\
+discovery scripts aside while it is installed.")
 set(CPACK_DEBIAN_PACKAGE_SECTION misc)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # flink-gpu_<version>_<arch>.deb

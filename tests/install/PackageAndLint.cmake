@@ -2,10 +2,12 @@
 # into a scratch folder and checks what a user of it gets: its files (the plugin component under
 # the package's prefix, Debian's copyright, changelog and lintian overrides, the tmpfiles.d file,
 # the systemd units, bash and zsh completion, the manual page, nothing else, all owned by root),
-# its control fields (Depends on glibc alone), its systemd-tmpfiles line, the programs run from an unpacked copy,
+# its control fields (Depends on glibc alone) and maintainer scripts (preinst and postrm, which
+# divert Flink's own scripts), its systemd-tmpfiles line, the programs run from an unpacked copy,
 # that the completion scripts and the manual page are the packaged flink-gpu's, and lintian's
 # verdict (no error, no warning; its whole report is printed). The package and its unpacked copy
-# stay in WORK_DIR (out/, root/) for the tests that need them (PackageUnits.cmake). It writes nothing outside WORK_DIR: lintian runs with
+# stay in WORK_DIR (out/, root/) for the tests that need them (PackageUnits.cmake,
+# PackageInstall.cmake). It writes nothing outside WORK_DIR: lintian runs with
 # a TMPDIR there, removed at the end (lintian leaves its mldbm-elf-* files behind in its TMPDIR).
 #
 #   cmake -DBUILD_DIR=... -DWORK_DIR=... -DCPACK=... -DPREFIX=... -DBINDIR=... -DPLUGIN_DIR=...
@@ -107,6 +109,27 @@ string(STRIP "${depends}" depends)
 if(NOT depends MATCHES "^libc6 \\(>= [0-9.]+\\)$")
   message(FATAL_ERROR "the package depends on '${depends}', expected glibc (libc6) alone")
 endif()
+
+# The maintainer scripts: preinst and postrm, executable, and nothing that starts a service.
+run_checked("dpkg-deb --info" info "${dpkg-deb_path}" --info "${debs}")
+foreach(script preinst postrm)
+  if(NOT info MATCHES "[0-9]+ bytes, +[0-9]+ lines +\\* +${script} +#!/bin/sh\n")
+    message(FATAL_ERROR "the package has no executable ${script} starting #!/bin/sh:\n${info}")
+  endif()
+endforeach()
+file(MAKE_DIRECTORY "${WORK_DIR}/control")
+run_checked("dpkg-deb --control" "" "${dpkg-deb_path}" --control "${debs}" "${WORK_DIR}/control")
+foreach(script preinst postrm)
+  file(READ "${WORK_DIR}/control/${script}" text)
+  if(text MATCHES "systemctl|deb-systemd")
+    message(FATAL_ERROR "the ${script} enables or starts a unit; the units are installed disabled")
+  endif()
+  foreach(name nvidia-gpu-discovery.sh gpu-discovery-common.sh)
+    if(NOT text MATCHES "--divert ${PREFIX}/${PLUGIN_DIR}/${name}\\.flink-distribution")
+      message(FATAL_ERROR "the ${script} does not divert ${name}:\n${text}")
+    endif()
+  endforeach()
+endforeach()
 
 # --- the programs, unpacked ---------------------------------------------------
 set(root "${WORK_DIR}/root")
