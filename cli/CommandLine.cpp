@@ -424,6 +424,8 @@ struct Subcommand {
   CLI::App* (*add)(CLI::App&, CommandLine&, AfterParse&);
 };
 
+CLI::App* addCompletion(CLI::App& app, CommandLine& line, AfterParse& after);  // at the end
+
 /// In the order --help lists them.
 constexpr std::array kSubcommands{
     Subcommand{"discover", Command::kDiscover, addDiscover},
@@ -438,6 +440,7 @@ constexpr std::array kSubcommands{
     Subcommand{"watch", Command::kWatch, addWatch},
     Subcommand{"share", Command::kShare, addShare},
     Subcommand{"unshare", Command::kUnshare, addUnshare},
+    Subcommand{"completion", Command::kCompletion, addCompletion},
 };
 
 /// The subcommand argv names: its first argument that is not a flag (the global ones, -v and -q,
@@ -616,9 +619,128 @@ CoordinationFileOptions* coordinationFileOptionsOf(CommandLine& line) {
     case Command::kDiscover:
     case Command::kConfig:
     case Command::kTopology:
+    case Command::kCompletion:
       return nullptr;
   }
   return nullptr;
 }
 
+}  // namespace flink::cli
+
+// ---- completion: the command line described for the shells ---------------------------------
+// `flink-gpu completion bash|zsh` prints scripts made from the same set-up as the parser's
+// (commands/CompletionCommand.h), so that they offer exactly what it accepts.
+
+namespace flink::cli {
+namespace {
+
+/// The choices a validator of `option` names: CLI11 describes an IsMember check as "{a,b,c}" after
+/// the type ("TEXT:{text,json}"). An option read as text that names its values in its type
+/// instead, each a lower-case word ("pack|spread"), has those; "ID|all" names a placeholder too,
+/// and has none.
+std::vector<std::string> choicesOf(const CLI::Option& option, const std::string& type) {
+  std::vector<std::string> choices;
+  const std::string full = option.get_type_name();
+  const std::size_t open = full.find(":{");
+  if (open != std::string::npos && full.back() == '}') {
+    std::string_view list(full);
+    list = list.substr(open + 2, list.size() - open - 3);
+    while (!list.empty()) {
+      const std::size_t comma = list.find(',');
+      choices.emplace_back(list.substr(0, comma));
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+    }
+    return choices;
+  }
+  if (type.find('|') == std::string::npos) return {};
+  std::string_view rest(type);
+  while (true) {
+    const std::string_view word = rest.substr(0, rest.find('|'));
+    if (word.empty() || !std::all_of(word.begin(), word.end(),
+                                     [](char c) { return (c >= 'a' && c <= 'z') || c == '-'; })) {
+      return {};
+    }
+    choices.emplace_back(word);
+    if (word.size() == rest.size()) return choices;
+    rest.remove_prefix(word.size() + 1);
+  }
+}
+
+CompletionOption describeOption(const CLI::App& command, const CLI::Option& option) {
+  CompletionOption described;
+  for (const std::string& name : option.get_snames()) described.names.push_back("-" + name);
+  for (const std::string& name : option.get_lnames()) described.names.push_back("--" + name);
+  described.description = option.get_description();
+  if (option.get_expected_max() == 0) return described;  // a flag
+  const std::string full = option.get_type_name();
+  // The type as --help shows it before any validator's description: "UINT", "PATH", "[DIR]".
+  std::string type = full.substr(0, full.find(":{"));
+  // A positional argument's own name says more than CLI11's "TEXT": "shell".
+  described.valueName = described.names.empty() && type == "TEXT" ? option.get_name() : type;
+  described.valueOptional = option.get_expected_min() == 0;
+  if (type.size() > 2 && type.front() == '[' && type.back() == ']')
+    type = type.substr(1, type.size() - 2);
+  described.choices = choicesOf(option, type);
+  if (!described.choices.empty()) {
+    described.value = ValueKind::kChoice;
+  } else if (described.names.empty() && command.get_positionals_at_end() &&
+             option.get_items_expected_max() > 1) {
+    described.value = ValueKind::kCommandLine;
+  } else if (type == "PATH") {
+    described.value = ValueKind::kFile;
+  } else if (type == "DIR") {
+    described.value = ValueKind::kDirectory;
+  } else {
+    described.value = ValueKind::kOther;
+  }
+  return described;
+}
+
+/// `command`'s options and positionals.
+void describeOptions(const CLI::App& command, std::vector<CompletionOption>& options,
+                     std::vector<CompletionOption>* positionals) {
+  for (const CLI::Option* option : command.get_options()) {
+    CompletionOption described = describeOption(command, *option);
+    if (!described.names.empty()) {
+      options.push_back(std::move(described));
+    } else if (positionals != nullptr) {
+      positionals->push_back(std::move(described));
+    }
+  }
+}
+
+/// The whole command line: the global options of `app` (parsed, with the one subcommand it set
+/// up), and every subcommand as parseCommandLine sets each up, in a CLI::App of its own.
+CompletionModel describeCommandLine(const CLI::App& app) {
+  CompletionModel model;
+  describeOptions(app, model.globalOptions, nullptr);
+  CLI::App all;
+  CommandLine scratch;
+  AfterParse ignored;
+  for (const Subcommand& subcommand : kSubcommands) {
+    const CLI::App* added = subcommand.add(all, scratch, ignored);
+    CompletionSubcommand described;
+    described.name = subcommand.name;
+    described.description = added->get_description();
+    describeOptions(*added, described.options, &described.positionals);
+    model.subcommands.push_back(std::move(described));
+  }
+  return model;
+}
+
+CLI::App* addCompletion(CLI::App& app, CommandLine& line, AfterParse& after) {
+  CLI::App* command = app.add_subcommand(
+      "completion",
+      "Print a completion script for bash (for /usr/share/bash-completion/completions/flink-gpu, "
+      "or to source) or zsh (_flink-gpu, for a folder of $fpath).");
+  addChoiceOption(*command, "shell", line.completion.shell,
+                  {{"bash", CompletionShell::kBash}, {"zsh", CompletionShell::kZsh}},
+                  "The shell: bash or zsh")
+      ->required();
+  after.push_back([&app, &line] { line.completion.model = describeCommandLine(app); });
+  return command;
+}
+
+}  // namespace
 }  // namespace flink::cli

@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "commands/CompletionCommand.h"
 #include "commands/ConfigCommand.h"
 #include "commands/DiscoverCommand.h"
 #include "commands/ExecCommand.h"
@@ -29,6 +30,7 @@ enum class Command {
   kWatch,
   kShare,
   kUnshare,
+  kCompletion,
 };
 
 /// What argv asks for. Only the options of `command` are read from it; the others keep their
@@ -51,6 +53,7 @@ struct CommandLine {
   WatchCommandOptions watch;
   ShareOptions share;
   UnshareOptions unshare;
+  CompletionOptions completion;
 };
 
 /// Parses argv into `line`. Only the subcommand asked for has its options set up (start-up work

@@ -1,6 +1,10 @@
 #include "Console.h"
 
+#include <time.h>
+
 #include <cctype>
+#include <chrono>
+#include <ctime>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -11,6 +15,25 @@
 namespace flink::cli {
 namespace {
 Verbosity currentVerbosity = Verbosity::kNormal;
+bool stampLines = false;
+
+/// Each line of `text` on stderr, after `prefix`, each with the time when stamps are on.
+void writeLines(std::string_view prefix, std::string_view text) {
+  const std::string stamp =
+      stampLines ? localTimestamp(std::chrono::system_clock::now()) + ' ' : std::string();
+  std::string out;
+  bool first = true;
+  while (true) {
+    const std::size_t newline = text.find('\n');
+    out.append(stamp).append(first ? prefix : std::string_view()).append(text.substr(0, newline));
+    out.push_back('\n');
+    if (newline == std::string_view::npos) break;
+    text.remove_prefix(newline + 1);
+    first = false;
+  }
+  // One write per message, so that lines of two processes on one stream do not interleave.
+  std::cerr << out << std::flush;
+}
 
 std::mutex heldMutex;
 bool holding = false;
@@ -86,28 +109,45 @@ void setVerbosity(Verbosity verbosity) {
 
 Verbosity verbosity() { return currentVerbosity; }
 
+void setStderrTimestamps(bool on) { stampLines = on; }
+
+std::string localTimestamp(std::chrono::system_clock::time_point time) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(time);
+  struct tm local {};
+  if (::localtime_r(&seconds, &local) == nullptr) return "?";
+  char text[40];
+  // %z is "+0100"; ISO 8601's extended form, which the date has, wants "+01:00".
+  const std::size_t length = std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S%z", &local);
+  std::string stamp(text, length);
+  if (stamp.size() >= 5) stamp.insert(stamp.size() - 2, 1, ':');
+  return stamp;
+}
+
+void printLine(std::string_view line) { writeLines("", line); }
+
 void printError(std::string_view message) {
   const std::size_t newline = message.find('\n');
-  std::cerr << "flink-gpu: error: " << message.substr(0, newline) << '\n';
-  if (newline != std::string_view::npos && currentVerbosity != Verbosity::kQuiet) {
-    std::cerr << message.substr(newline + 1) << '\n';
+  if (newline == std::string_view::npos || currentVerbosity == Verbosity::kQuiet) {
+    writeLines("flink-gpu: error: ", message.substr(0, newline));
+  } else {
+    writeLines("flink-gpu: error: ", message);
   }
 }
 
 void printWarning(std::string_view message) {
-  if (currentVerbosity != Verbosity::kQuiet) std::cerr << "flink-gpu: warning: " << message << '\n';
+  if (currentVerbosity != Verbosity::kQuiet) writeLines("flink-gpu: warning: ", message);
 }
 
 void printNote(std::string_view message) {
-  if (currentVerbosity != Verbosity::kQuiet) std::cerr << "flink-gpu: note: " << message << '\n';
+  if (currentVerbosity != Verbosity::kQuiet) writeLines("flink-gpu: note: ", message);
 }
 
 void printInfo(std::string_view message) {
-  if (currentVerbosity >= Verbosity::kVerbose) std::cerr << "flink-gpu: " << message << '\n';
+  if (currentVerbosity >= Verbosity::kVerbose) writeLines("flink-gpu: ", message);
 }
 
 void printHint(std::string_view message) {
-  if (currentVerbosity != Verbosity::kQuiet) std::cerr << "hint: " << message << '\n';
+  if (currentVerbosity != Verbosity::kQuiet) writeLines("hint: ", message);
 }
 
 }  // namespace flink::cli

@@ -1,6 +1,8 @@
 // How flink-gpu talks to a person on stderr: one clear first line, details after.
 #pragma once
 
+#include <chrono>
+#include <string>
 #include <string_view>
 
 namespace flink::cli {
@@ -28,6 +30,17 @@ class HeldLibraryWarnings {
   /// holds no more.
   void print(std::string_view failure = {});
 };
+
+/// From now on, every line the functions below print starts with the local time and a space
+/// (localTimestamp), for a long-running command (`watch`) whose stderr is a file or a terminal.
+/// Off by default: one-shot commands print none.
+void setStderrTimestamps(bool on);
+
+/// `time` as ISO 8601 local time with the UTC offset, to the second: "2026-12-05T04:10:00+01:00".
+std::string localTimestamp(std::chrono::system_clock::time_point time);
+
+/// `line` (no '\n') on stderr as it is, but for the time stamp; whatever the verbosity.
+void printLine(std::string_view line);
 
 /// "flink-gpu: error: <first line of message>", then the remaining lines of `message` unless quiet.
 /// The first line must make sense alone, the cause in it: -q prints only it, and Flink's Java

@@ -114,6 +114,8 @@ int runCommand(const flink::cli::CommandLine& line) {
       return runShare(line.share);
     case Command::kUnshare:
       return runUnshare(line.unshare);
+    case Command::kCompletion:
+      return runCompletion(line.completion);
   }
   return kUsageError;
 }

@@ -27,6 +27,9 @@ test_packages=(
   libbenchmark-dev                         # benchmarks
   prometheus                               # promtool, for the metrics tests
   dpkg-dev lintian                         # make package (CPack's DEB) and its check
+  help2man                                 # the package's manual page, flink-gpu(1)
+  systemd                                  # systemd-analyze, which verifies the package's units
+  zsh                                      # parses the zsh completion script
 )
 case $profile in
   run) packages=("${run_packages[@]}") ;;

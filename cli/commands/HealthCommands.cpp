@@ -15,6 +15,8 @@
 #include <iostream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <variant>
 #include <vector>
 
@@ -22,6 +24,7 @@
 
 #include "Console.h"
 #include "ExitCode.h"
+#include "Systemd.h"
 #include "commands/HostGpuListing.h"
 #include "commands/JsonObjectPrinter.h"
 #include "host/coordination/Coordination.h"
@@ -456,6 +459,9 @@ void requestStop(int) { gStop.store(true); }
 }  // namespace
 
 int runWatch(const WatchCommandOptions& options) {
+  // A line that reaches the journal gets its time there; in a file or on a terminal it carries
+  // its own, since watch runs for months.
+  setStderrTimestamps(!systemd::stderrIsJournal());
   health::WatchOptions watch;
   watch.coordinationFile = options.coordination.path;
   try {
@@ -493,10 +499,24 @@ int runWatch(const WatchCommandOptions& options) {
   ::sigaction(SIGTERM, &action, nullptr);
   ::sigaction(SIGINT, &action, nullptr);
   watch.stopRequested = [] { return gStop.load(); };
-  watch.log = [](const std::string& line) {
-    std::cerr << "flink-gpu watch: " << line << std::endl;
+  watch.log = [](const std::string& line) { printLine("flink-gpu watch: " + line); };
+  // Type=notify: the unit is started once the GPUs are registered, not when the program is.
+  bool ready = false;
+  const auto tellSystemd = [](std::string_view state) {
+    if (const std::error_code error = systemd::notify(state)) {
+      const char* socket = std::getenv("NOTIFY_SOCKET");
+      printWarning("cannot tell systemd " + std::string(state) + " at $NOTIFY_SOCKET (" +
+                   strings::quoteForMessage(socket == nullptr ? "" : socket) +
+                   "): " + error.message());
+    }
   };
-  return health::watch(watch);
+  watch.watching = [&ready, &tellSystemd] {
+    ready = true;
+    tellSystemd("READY=1");
+  };
+  const int code = health::watch(watch);
+  if (ready) tellSystemd("STOPPING=1");
+  return code;
 }
 
 }  // namespace flink::cli

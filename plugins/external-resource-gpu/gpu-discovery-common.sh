@@ -24,6 +24,8 @@
 #
 # Works in bash and in POSIX shells; defines only gpu_discovery and
 # variables starting with _gpu_discovery.
+#
+# flink-gpu's own copy: `cmake --install` tells it from a Flink distribution's by this line.
 
 # Where this file is: bash knows it even when sourced from elsewhere; other
 # shells only know the sourcing script ($0), expected to sit beside it.

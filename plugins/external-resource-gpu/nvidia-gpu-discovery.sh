@@ -10,6 +10,8 @@
 # exec keeps the worker as the program's parent, which coordination mode records
 # as the owner of the GPUs. Kept to POSIX sh builtins: its start-up is part of
 # every discovery.
+#
+# flink-gpu's own copy: `cmake --install` tells it from a Flink distribution's by this line.
 
 case $0 in
     */*) program=${0%/*}/nvidia-gpu-discovery ;;

@@ -4,16 +4,24 @@
 // the watch's first wait, and the answers of row remapping, retired pages and persistence mode.
 // Waits are for what a process wrote (a log line, a record), never for a fixed time.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -103,11 +111,14 @@ class HealthCliTest : public ::testing::Test {
     return runCli(args, environment());
   }
 
-  /// `flink-gpu watch` in the background, once it has said what it watches.
+  /// `flink-gpu watch` in the background, once it has said what it watches; `extra`: more
+  /// "NAME=value" of its environment.
   std::unique_ptr<Background> startWatch(const std::vector<std::string>& options = {},
-                                         const char* library = FAKE_NVML_FULL) const {
+                                         const char* library = FAKE_NVML_FULL,
+                                         const std::vector<std::string>& extra = {}) const {
     std::vector<std::string> args{"/usr/bin/env"};
     for (const std::string& variable : environment(library)) args.push_back(variable);
+    args.insert(args.end(), extra.begin(), extra.end());
     args.insert(args.end(), {kCli, "watch", "--coordination-file", coordinationFile()});
     args.insert(args.end(), options.begin(), options.end());
     auto watch = std::make_unique<Background>(args, watchLog());
@@ -404,6 +415,110 @@ TEST_F(HealthCliTest, SigtermAndSigintEndTheWatchWithExitZero) {
     EXPECT_TRUE(contains(readFile(watchLog()), "flink-gpu watch: stopped")) << readFile(watchLog());
     fs::remove(watchLog());
   }
+}
+
+// --- watch as a systemd service
+// -------------------------------------------------------------------
+
+// In a file or on a terminal, each line of watch starts with the local time (ISO 8601, with the
+// offset); TZ=IST-5:30 (POSIX form, no time zone database needed) is five and a half hours east.
+TEST_F(HealthCliTest, WatchLinesCarryTheLocalTimeOutsideTheJournal) {
+  host(2);
+  auto watch = startWatch({}, FAKE_NVML_FULL, {"TZ=IST-5:30"});
+  ::kill(watch->pid(), SIGTERM);
+  ASSERT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
+  const std::vector<std::string> lines = linesOf(readFile(watchLog()));
+  ASSERT_GE(lines.size(), 2u) << readFile(watchLog());
+  const std::regex stamped(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+05:30 flink-gpu watch: .*)");
+  for (const std::string& line : lines) EXPECT_TRUE(std::regex_match(line, stamped)) << line;
+  EXPECT_TRUE(contains(lines.front(), " flink-gpu watch: watching GPU(s) 0,1 of 2"))
+      << lines.front();
+  EXPECT_TRUE(contains(lines.back(), " flink-gpu watch: stopped")) << lines.back();
+}
+
+// The journal stamps each line itself: where $JOURNAL_STREAM names the file stderr is (device and
+// inode, as systemd sets it), the lines carry no time; where it names another, they do.
+TEST_F(HealthCliTest, WatchLeavesTheTimeToTheJournal) {
+  host(2);
+  std::ofstream(watchLog()).flush();  // the file the watch's stderr will be, made now to know it
+  struct stat log {};
+  ASSERT_EQ(::stat(watchLog().c_str(), &log), 0);
+  const std::string stream =
+      "JOURNAL_STREAM=" + std::to_string(log.st_dev) + ":" + std::to_string(log.st_ino);
+  {
+    auto watch = startWatch({}, FAKE_NVML_FULL, {stream});
+    ::kill(watch->pid(), SIGTERM);
+    ASSERT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
+    for (const std::string& line : linesOf(readFile(watchLog()))) {
+      EXPECT_TRUE(line.starts_with("flink-gpu watch: ")) << line;
+    }
+  }
+  const std::string other =
+      "JOURNAL_STREAM=" + std::to_string(log.st_dev) + ":" + std::to_string(log.st_ino + 1);
+  auto watch = startWatch({}, FAKE_NVML_FULL, {other});
+  const std::string first = linesOf(readFile(watchLog())).front();
+  EXPECT_TRUE(std::regex_match(first, std::regex(R"(\d{4}-\d\d-\d\dT\S+ flink-gpu watch: .*)")))
+      << first;
+}
+
+/// A datagram socket bound where a service manager's would be: a path, or an abstract name
+/// ("@…"), as $NOTIFY_SOCKET gives it.
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& address)
+      : fd_(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_un name{};
+    name.sun_family = AF_UNIX;
+    EXPECT_LT(address.size(), sizeof(name.sun_path));
+    std::memcpy(name.sun_path, address.data(), std::min(address.size(), sizeof(name.sun_path) - 1));
+    if (address.front() == '@') name.sun_path[0] = '\0';
+    const socklen_t length = static_cast<socklen_t>(
+        offsetof(sockaddr_un, sun_path) + address.size() + (address.front() == '@' ? 0 : 1));
+    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<const sockaddr*>(&name), length), 0)
+        << std::strerror(errno);
+  }
+
+  /// The next datagram, or "" after 20 s.
+  std::string next() const {
+    pollfd ready{fd_.get(), POLLIN, 0};
+    if (::poll(&ready, 1, 20'000) != 1) return "";
+    char buffer[4096];
+    const ssize_t size = ::recv(fd_.get(), buffer, sizeof(buffer), 0);
+    return size < 0 ? "" : std::string(buffer, static_cast<std::size_t>(size));
+  }
+
+ private:
+  flink::process::FileDescriptor fd_;
+};
+
+// Type=notify: READY=1 once the GPUs are registered (after the line that says so), STOPPING=1 on
+// a clean stop; to a path and to an abstract socket alike.
+TEST_F(HealthCliTest, WatchTellsSystemdWhenItIsReadyAndWhenItStops) {
+  host(2);
+  const std::string abstract = "@flink-gpu-health-cli-test-" + std::to_string(::getpid());
+  for (const std::string& address : {(dir_ / "notify").string(), abstract}) {
+    SCOPED_TRACE(address);
+    const NotifySocket manager(address);
+    auto watch = startWatch({}, FAKE_NVML_FULL, {"NOTIFY_SOCKET=" + address});
+    EXPECT_EQ(manager.next(), "READY=1");
+    EXPECT_TRUE(contains(readFile(watchLog()), "flink-gpu watch: watching GPU(s) 0,1 of 2"));
+    ::kill(watch->pid(), SIGTERM);
+    EXPECT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
+    EXPECT_EQ(manager.next(), "STOPPING=1");
+    EXPECT_FALSE(contains(readFile(watchLog()), "warning")) << readFile(watchLog());
+  }
+}
+
+// A $NOTIFY_SOCKET nobody listens on is said once per message, and the watch goes on.
+TEST_F(HealthCliTest, AWatchThatCannotNotifySaysSoAndWatches) {
+  host(2, {}, R"([{"after_ms": 50, "gpu": 1, "xid": 79}])");
+  auto watch = startWatch({}, FAKE_NVML_FULL, {"NOTIFY_SOCKET=" + (dir_ / "nobody").string()});
+  ASSERT_TRUE(waitForText(healthFile(), "xid=79")) << readFile(watchLog());
+  EXPECT_TRUE(contains(readFile(watchLog()),
+                       "warning: cannot tell systemd READY=1 at "
+                       "$NOTIFY_SOCKET (" +
+                           (dir_ / "nobody").string() + "): "))
+      << readFile(watchLog());
 }
 
 // --- drain, undrain ---------------------------------------------------------------------------

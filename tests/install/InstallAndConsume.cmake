@@ -94,17 +94,42 @@ foreach(absent "${BINDIR}" "${PLUGIN_DIR}")
 endforeach()
 list_files("${prefix}" dev_files)
 
-# plugin: laid over a Flink distribution. Only its five files may appear there: no headers, no
-# CMake files, no library of ours in Flink's lib/.
+# plugin: laid over a Flink distribution. Only its files may appear there: no headers, no
+# CMake files, no library of ours in Flink's lib/. Flink's own two scripts of the plugin folder,
+# which ours replace, are named and kept beside as <name>.flink-distribution.
 set(flink_home "${WORK_DIR}/flink-home")
 foreach(file "bin/flink" "bin/config.sh" "lib/flink-dist.jar" "conf/config.yaml"
              "plugins/README.txt")
   file(WRITE "${flink_home}/${file}" "part of the stand-in Flink distribution\n")
 endforeach()
+set(flink_scripts "${PLUGIN_DIR}/nvidia-gpu-discovery.sh" "${PLUGIN_DIR}/gpu-discovery-common.sh")
+foreach(script IN LISTS flink_scripts)
+  file(WRITE "${flink_home}/${script}" "Flink's own ${script}\n")
+endforeach()
 list_files("${flink_home}" flink_before)
-run_checked("cmake --install --component plugin" 0 "" "${CMAKE_COMMAND}" --install "${BUILD_DIR}"
-            --component plugin --prefix "${flink_home}" ${config_args})
+run_checked("cmake --install --component plugin" 0 install_out "${CMAKE_COMMAND}" --install
+            "${BUILD_DIR}" --component plugin --prefix "${flink_home}" ${config_args})
 list_files("${flink_home}" flink_after)
+foreach(script IN LISTS flink_scripts)
+  set(line "-- Replacing ${flink_home}/${script} (Flink's own copy moved to "
+           "${flink_home}/${script}.flink-distribution)\n")
+  string(CONCAT line ${line})
+  string(FIND "${install_out}" "${line}" position)
+  if(position EQUAL -1)
+    message(FATAL_ERROR "installing over Flink's own ${script} did not say [${line}]:\n"
+                        "${install_out}")
+  endif()
+  file(READ "${flink_home}/${script}.flink-distribution" kept)
+  expect_output("Flink's own ${script}, kept" "${kept}" "Flink's own ${script}\n")
+  list(APPEND flink_before "${script}.flink-distribution")
+  list(REMOVE_ITEM flink_before "${script}")
+endforeach()
+# Installed again over our own copies: nothing to say.
+run_checked("cmake --install --component plugin, again" 0 install_out "${CMAKE_COMMAND}"
+            --install "${BUILD_DIR}" --component plugin --prefix "${flink_home}" ${config_args})
+if(install_out MATCHES "Replacing")
+  message(FATAL_ERROR "installing over our own scripts said it replaced them:\n${install_out}")
+endif()
 set(plugin_files
   "${BINDIR}/flink-gpu"
   "${PLUGIN_DIR}/amd-gpu-discovery"

@@ -1,9 +1,13 @@
 # Builds the Debian package as `make package` does (CPack, from the build's CPackConfig.cmake)
 # into a scratch folder and checks what a user of it gets: its files (the plugin component under
 # the package's prefix, Debian's copyright, changelog and lintian overrides, the tmpfiles.d file,
-# nothing else, all owned by root), its control fields (Depends on glibc alone), its
-# systemd-tmpfiles line, the programs run from an unpacked copy, and lintian's verdict (no error,
-# no warning; its whole report is printed). It writes nothing outside WORK_DIR: lintian runs with
+# the systemd units, bash and zsh completion, the manual page, nothing else, all owned by root),
+# its control fields (Depends on glibc alone) and maintainer scripts (preinst and postrm, which
+# divert Flink's own scripts), its systemd-tmpfiles line, the programs run from an unpacked copy,
+# that the completion scripts and the manual page are the packaged flink-gpu's, and lintian's
+# verdict (no error, no warning; its whole report is printed). The package and its unpacked copy
+# stay in WORK_DIR (out/, root/) for the tests that need them (PackageUnits.cmake,
+# PackageInstall.cmake). It writes nothing outside WORK_DIR: lintian runs with
 # a TMPDIR there, removed at the end (lintian leaves its mldbm-elf-* files behind in its TMPDIR).
 #
 #   cmake -DBUILD_DIR=... -DWORK_DIR=... -DCPACK=... -DPREFIX=... -DBINDIR=... -DPLUGIN_DIR=...
@@ -83,10 +87,16 @@ set(expected
   "${PREFIX}/${PLUGIN_DIR}/intel-gpu-discovery.sh"
   "${PREFIX}/${PLUGIN_DIR}/nvidia-gpu-discovery"
   "${PREFIX}/${PLUGIN_DIR}/nvidia-gpu-discovery.sh"
+  "/usr/lib/systemd/system/${PACKAGE}-metrics.service"
+  "/usr/lib/systemd/system/${PACKAGE}-metrics.timer"
+  "/usr/lib/systemd/system/${PACKAGE}-watch.service"
   "/usr/lib/tmpfiles.d/${PACKAGE}.conf"
+  "/usr/share/bash-completion/completions/${PACKAGE}"
   "/usr/share/doc/${PACKAGE}/changelog.gz"
   "/usr/share/doc/${PACKAGE}/copyright"
-  "/usr/share/lintian/overrides/${PACKAGE}")
+  "/usr/share/lintian/overrides/${PACKAGE}"
+  "/usr/share/man/man1/${PACKAGE}.1.gz"
+  "/usr/share/zsh/vendor-completions/_${PACKAGE}")
 list(SORT expected)
 if(NOT files STREQUAL expected)
   list(JOIN files "\n  " got)
@@ -99,6 +109,27 @@ string(STRIP "${depends}" depends)
 if(NOT depends MATCHES "^libc6 \\(>= [0-9.]+\\)$")
   message(FATAL_ERROR "the package depends on '${depends}', expected glibc (libc6) alone")
 endif()
+
+# The maintainer scripts: preinst and postrm, executable, and nothing that starts a service.
+run_checked("dpkg-deb --info" info "${dpkg-deb_path}" --info "${debs}")
+foreach(script preinst postrm)
+  if(NOT info MATCHES "[0-9]+ bytes, +[0-9]+ lines +\\* +${script} +#!/bin/sh\n")
+    message(FATAL_ERROR "the package has no executable ${script} starting #!/bin/sh:\n${info}")
+  endif()
+endforeach()
+file(MAKE_DIRECTORY "${WORK_DIR}/control")
+run_checked("dpkg-deb --control" "" "${dpkg-deb_path}" --control "${debs}" "${WORK_DIR}/control")
+foreach(script preinst postrm)
+  file(READ "${WORK_DIR}/control/${script}" text)
+  if(text MATCHES "systemctl|deb-systemd")
+    message(FATAL_ERROR "the ${script} enables or starts a unit; the units are installed disabled")
+  endif()
+  foreach(name nvidia-gpu-discovery.sh gpu-discovery-common.sh)
+    if(NOT text MATCHES "--divert ${PREFIX}/${PLUGIN_DIR}/${name}\\.flink-distribution")
+      message(FATAL_ERROR "the ${script} does not divert ${name}:\n${text}")
+    endif()
+  endforeach()
+endforeach()
 
 # --- the programs, unpacked ---------------------------------------------------
 set(root "${WORK_DIR}/root")
@@ -137,6 +168,57 @@ if(NOT tmpfiles_lines STREQUAL "x /var/tmp/flink-gpu-coordination*")
   message(FATAL_ERROR "the package's tmpfiles.d lines are [${tmpfiles_lines}], expected one: "
                       "x /var/tmp/flink-gpu-coordination*")
 endif()
+
+# --- systemd units, completion, manual page -------------------------------------------------
+# The units run the packaged flink-gpu (systemd-analyze verifies them: PackageUnits.cmake).
+set(unit_dir "${root}/usr/lib/systemd/system")
+file(STRINGS "${unit_dir}/${PACKAGE}-watch.service" exec_start REGEX "^ExecStart=")
+if(NOT exec_start STREQUAL "ExecStart=${PREFIX}/${BINDIR}/flink-gpu watch")
+  message(FATAL_ERROR "the watch unit runs [${exec_start}], not ${PREFIX}/${BINDIR}/flink-gpu watch")
+endif()
+file(STRINGS "${unit_dir}/${PACKAGE}-watch.service" type REGEX "^Type=")
+if(NOT type STREQUAL "Type=notify")
+  message(FATAL_ERROR "the watch unit is [${type}], not Type=notify (watch sends READY=1)")
+endif()
+file(READ "${unit_dir}/${PACKAGE}-metrics.service" metrics_unit)
+if(NOT metrics_unit MATCHES "${PREFIX}/${BINDIR}/flink-gpu status --format prometheus > ([^ ]+) && exec mv -f ([^ ]+) ([^ ']+)'")
+  message(FATAL_ERROR "the metrics unit does not write the metrics whole and rename them:\n"
+                      "${metrics_unit}")
+endif()
+get_filename_component(temporary_dir "${CMAKE_MATCH_1}" DIRECTORY)
+get_filename_component(final_dir "${CMAKE_MATCH_3}" DIRECTORY)
+if(NOT CMAKE_MATCH_1 STREQUAL CMAKE_MATCH_2 OR NOT temporary_dir STREQUAL final_dir
+   OR CMAKE_MATCH_1 MATCHES "\\.prom$")
+  message(FATAL_ERROR "the metrics unit must write a file the collector does not read (not "
+                      "*.prom) in the folder of the final one, then rename it: ${CMAKE_MATCH_0}")
+endif()
+
+# The completion scripts are what the packaged flink-gpu prints.
+foreach(shell bash zsh)
+  run_checked("flink-gpu completion ${shell}" script "${flink_gpu}" completion ${shell})
+  if(shell STREQUAL "bash")
+    file(READ "${root}/usr/share/bash-completion/completions/${PACKAGE}" packaged)
+  else()
+    file(READ "${root}/usr/share/zsh/vendor-completions/_${PACKAGE}" packaged)
+  endif()
+  if(NOT packaged STREQUAL script)
+    message(FATAL_ERROR "the packaged ${shell} completion is not flink-gpu completion ${shell}")
+  endif()
+endforeach()
+
+# The manual page: a section per subcommand, with its options; lintian reads it with man.
+run_checked("gzip -dc" manual gzip -dc "${root}/usr/share/man/man1/${PACKAGE}.1.gz")
+foreach(subcommand IN LISTS subcommands)
+  if(NOT manual MATCHES "\n\\.SS \"${subcommand}\"\n\\.B flink\\\\-gpu ${subcommand}")
+    message(FATAL_ERROR "the manual page has no section for the subcommand ${subcommand}")
+  endif()
+endforeach()
+foreach(option coordination\\-file critical\\-xids placement)
+  string(FIND "${manual}" "\\fB\\-\\-${option}\\fR" position)
+  if(position EQUAL -1)
+    message(FATAL_ERROR "the manual page does not name the option --${option}")
+  endif()
+endforeach()
 
 # --- lintian ----------------------------------------------------------------
 # --fail-on error,warning: lintian exits non-zero for those; info tags (--display-info) are shown

@@ -141,6 +141,7 @@ class Watcher {
         std::to_string(count.value) + " through " +
         (api.hasWaitV2() ? "nvmlEventSetWait_v2" : "nvmlEventSetWait (no MIG attribution)") +
         "; health records: " + healthPathOf(options_.coordinationFile).string());
+    if (options_.watching) options_.watching();
 
     auto backoff = options_.firstBackoff;
     while (!options_.stopRequested()) {

@@ -59,6 +59,10 @@ struct WatchOptions {
   std::function<bool()> stopRequested;
   /// Where the watch's lines go (one line each, no '\n').
   std::function<void(const std::string&)> log;
+  /// Called once, after the line that says what is watched: NVML is open, every GPU that can be
+  /// is registered for events, and the first wait follows (a service manager's "ready"). Not
+  /// called when NVML cannot be used. May be empty.
+  std::function<void()> watching;
   /// How long one nvmlEventSetWait may block: the longest a stop request waits.
   unsigned waitSliceMs = 200;
   /// The first and the longest pause after a wait error.
