@@ -188,6 +188,19 @@ CLI::App* addStatus(CLI::App& app, CommandLine& line, AfterParse& after) {
                          "memory when NVML can tell).");
   addCoordinationFileOptions(*command, options.coordination, after);
   addFormatOption(*command, options.format, /*prometheus=*/true);
+  command
+      ->add_option("--gpu", options.gpu,
+                   "Only this GPU and its records: an index, a GPU-/MIG- UUID or a PCI bus id")
+      ->type_name("GPU");
+  std::vector<std::pair<std::string, std::optional<GpuState>>> states;
+  for (const GpuState state : {GpuState::kFree, GpuState::kHeld, GpuState::kShared, GpuState::kBusy,
+                               GpuState::kUnhealthy, GpuState::kDrained}) {
+    states.emplace_back(std::string(gpuStateWord(state)), state);
+  }
+  addChoiceOption(*command, "--state", options.state, std::move(states),
+                  "Only the GPUs in this state, and their records")
+      ->type_name("STATE");
+  command->add_flag("--no-headers", options.noHeaders, "Print the tables without their header");
   return command;
 }
 
@@ -215,6 +228,7 @@ CLI::App* addRelease(CLI::App& app, CommandLine& line, AfterParse& after) {
                     "Also remove records whose owner is running (it may still use the GPU; "
                     "one whose lease is held stays held by the lease until what holds it ends)");
   addCoordinationFileOptions(*command, options.coordination, after);
+  addFormatOption(*command, options.format);
   return command;
 }
 
@@ -323,6 +337,7 @@ void addDrainOptions(CLI::App& command, DrainOptions& options, const std::string
       ->required();
   command.add_option("--reason", options.reason, reason);
   addCoordinationFileOptions(command, options.coordination, after);
+  addFormatOption(command, options.format);
 }
 
 CLI::App* addDrain(CLI::App& app, CommandLine& line, AfterParse& after) {
@@ -407,6 +422,7 @@ CLI::App* addShare(CLI::App& app, CommandLine& line, AfterParse& after) {
                    "these GPUs (an absolute path); without it the GPUs are time-sliced")
       ->type_name("DIR");
   addCoordinationFileOptions(*command, options.coordination, after);
+  addFormatOption(*command, options.format);
   return command;
 }
 
@@ -415,6 +431,7 @@ CLI::App* addUnshare(CLI::App& app, CommandLine& line, AfterParse& after) {
       "unshare", "Take a GPU's sharing declaration out (shares already held are never revoked).");
   addShareGpuOption(*command, line.unshare.gpu);
   addCoordinationFileOptions(*command, line.unshare.coordination, after);
+  addFormatOption(*command, line.unshare.format);
   return command;
 }
 

@@ -25,6 +25,7 @@
 #include "Console.h"
 #include "ExitCode.h"
 #include "Systemd.h"
+#include "commands/ChangeDocument.h"
 #include "commands/HostGpuListing.h"
 #include "commands/JsonObjectPrinter.h"
 #include "host/coordination/Coordination.h"
@@ -214,6 +215,19 @@ int runDrain(const DrainOptions& options) {
     return kDiscoveryFailed;
   }
   for (const std::string& line : written.warnings) printWarning(line);
+  const std::string healthPath = health::healthFileOf(options.coordination.path).path().string();
+  if (options.format == OutputFormat::kJson) {
+    nlohmann::ordered_json members;
+    members["gpu"] = unit->gpu;
+    members["uuid"] = unit->uuid ? nlohmann::ordered_json(*unit->uuid) : nullptr;
+    members["since"] = drain.since;
+    members["reason"] = options.reason;
+    members["already_drained"] = previous.has_value();
+    printChangeDocument(std::cout, options.coordination.path, healthPath, true, members);
+    return kSuccess;
+  }
+  printNote("recorded in " + healthPath + ", beside the coordination file " +
+            options.coordination.path);
   if (previous) {
     std::cout << nameOf(*unit) << " was already drained since " << health::isoTime(previous->since)
               << (previous->uid ? " by uid " + health::describeUid(*previous->uid) : "")
@@ -231,6 +245,29 @@ int runDrain(const DrainOptions& options) {
   return kSuccess;
 }
 
+namespace {
+
+/// undrain's members of its JSON document: the GPU, and what it cleared.
+nlohmann::ordered_json undrainMembers(const Unit& unit,
+                                      const std::vector<health::HealthRecord>& cleared) {
+  nlohmann::ordered_json members;
+  members["gpu"] = unit.gpu;
+  members["uuid"] = unit.uuid ? nlohmann::ordered_json(*unit.uuid) : nullptr;
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const health::HealthRecord& record : cleared) {
+    nlohmann::ordered_json entry;
+    entry["kind"] = std::string(health::kindName(record.kind));
+    entry["since"] = record.since;
+    entry["xid"] = record.xid ? nlohmann::ordered_json(*record.xid) : nullptr;
+    entry["reason"] = record.reason;
+    list.push_back(std::move(entry));
+  }
+  members["cleared"] = std::move(list);
+  return members;
+}
+
+}  // namespace
+
 int runUndrain(const DrainOptions& options) {
   if (!validReason(options.reason)) return kUsageError;
   const std::optional<Unit> unit = unitOf(options.gpu);
@@ -247,6 +284,11 @@ int runUndrain(const DrainOptions& options) {
     const health::HealthFile read = health::readHealth(options.coordination.path);
     if (std::none_of(read.parsed.records.begin(), read.parsed.records.end(), clears)) {
       for (const std::string& line : read.warnings) printWarning(line);
+      if (options.format == OutputFormat::kJson) {
+        printChangeDocument(std::cout, options.coordination.path, read.path.string(), false,
+                            undrainMembers(*unit, {}));
+        return kSuccess;
+      }
       std::cout << nameOf(*unit) << " was neither drained nor unhealthy: nothing to do\n";
       return kSuccess;
     }
@@ -276,10 +318,17 @@ int runUndrain(const DrainOptions& options) {
     return kDiscoveryFailed;
   }
   for (const std::string& line : written.warnings) printWarning(line);
-  if (cleared.empty()) {
-    std::cout << nameOf(*unit) << " was neither drained nor unhealthy\n";
+  if (options.format == OutputFormat::kJson) {
+    printChangeDocument(std::cout, options.coordination.path, written.path.string(),
+                        !cleared.empty(), undrainMembers(*unit, cleared));
     return kSuccess;
   }
+  if (cleared.empty()) {
+    std::cout << nameOf(*unit) << " was neither drained nor unhealthy: nothing to do\n";
+    return kSuccess;
+  }
+  printNote("recorded in " + written.path.string() + ", beside the coordination file " +
+            options.coordination.path);
   for (const health::HealthRecord& record : cleared) {
     std::cout << "cleared " << health::kindName(record.kind) << " of " << nameOf(*unit)
               << " (since " << health::isoTime(record.since)

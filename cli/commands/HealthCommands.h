@@ -15,6 +15,8 @@ namespace flink::cli {
 struct DrainOptions {
   std::string gpu;
   std::string reason;
+  /// text: lines for a person; json: what changed (ChangeDocument.h).
+  OutputFormat format = OutputFormat::kText;
   CoordinationFileOptions coordination;
 };
 

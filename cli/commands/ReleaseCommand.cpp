@@ -16,8 +16,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "Console.h"
 #include "ExitCode.h"
+#include "commands/ChangeDocument.h"
 #include "host/coordination/Coordination.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/GpuEnumerator.h"
@@ -37,6 +40,30 @@ std::string recordedGpu(const coordination::Record& record) {
   return text;
 }
 
+/// Records in release's JSON document: each with its owner and its verdict.
+nlohmann::ordered_json recordsJson(const std::vector<coordination::RecordStatus>& entries) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const coordination::RecordStatus& entry : entries) {
+    list.push_back(nlohmann::ordered_json{
+        {"gpu", entry.record.gpu},
+        {"uuid", entry.record.uuid ? nlohmann::ordered_json(*entry.record.uuid)
+                                   : nlohmann::ordered_json(nullptr)},
+        {"owner_pid", entry.record.owner.pid},
+        {"owner_state", std::string(liveness::livenessName(entry.liveness))}});
+  }
+  return list;
+}
+
+/// release's JSON document: the records released and refused.
+void printReleased(const ReleaseOptions& options,
+                   const std::vector<coordination::RecordStatus>& released,
+                   const std::vector<coordination::RecordStatus>& refused) {
+  printChangeDocument(std::cout, options.coordination.path, options.coordination.path,
+                      !released.empty(),
+                      nlohmann::ordered_json{{"released", recordsJson(released)},
+                                             {"refused", recordsJson(refused)}});
+}
+
 }  // namespace
 
 int runJunkRelease(const ReleaseOptions& options) {
@@ -48,6 +75,17 @@ int runJunkRelease(const ReleaseOptions& options) {
   } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
+  }
+  if (options.format == OutputFormat::kJson) {
+    nlohmann::ordered_json lines = nlohmann::ordered_json::array();
+    for (const store::JunkLine& line : removed.lines) {
+      lines.push_back(nlohmann::ordered_json{{"line", line.lineNumber}, {"text", line.text}});
+    }
+    // `lines`: the first 20 of them.
+    printChangeDocument(
+        std::cout, options.coordination.path, options.coordination.path, removed.count > 0,
+        nlohmann::ordered_json{{"removed_lines", removed.count}, {"lines", std::move(lines)}});
+    return kSuccess;
   }
   if (removed.count == 0) {
     std::cout << "no line to remove: every line is a record (coordination file "
@@ -71,6 +109,10 @@ int runGoneRelease(const ReleaseOptions& options) {
   } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
+  }
+  if (options.format == OutputFormat::kJson) {
+    printReleased(options, removed, {});
+    return kSuccess;
   }
   for (const coordination::RecordStatus& entry : removed) {
     std::cout << "released GPU " << recordedGpu(entry.record) << " (owner pid "
@@ -165,6 +207,8 @@ int runRelease(const ReleaseOptions& options) {
     return kDiscoveryFailed;
   }
 
+  if (options.format == OutputFormat::kJson)
+    printReleased(options, result.released, result.refused);
   if (!result.refused.empty()) {
     std::string message = "refusing to release: ";
     for (std::size_t i = 0; i < result.refused.size(); ++i) {
@@ -185,15 +229,17 @@ int runRelease(const ReleaseOptions& options) {
   if (result.released.empty()) {
     const std::string line = what + " (coordination file " + options.coordination.path + ")";
     if (!options.owner) {
-      std::cout << line << '\n';
+      if (options.format != OutputFormat::kJson) std::cout << line << '\n';
       return kSuccess;
     }
     printError(line + ": nothing was released");
     return kDiscoveryFailed;
   }
-  for (const coordination::RecordStatus& entry : result.released) {
-    std::cout << "released GPU " << recordedGpu(entry.record) << " (owner pid "
-              << entry.record.owner.pid << ")\n";
+  if (options.format != OutputFormat::kJson) {
+    for (const coordination::RecordStatus& entry : result.released) {
+      std::cout << "released GPU " << recordedGpu(entry.record) << " (owner pid "
+                << entry.record.owner.pid << ")\n";
+    }
   }
   for (const coordination::RecordStatus& entry : result.released) {
     const std::string gpu = recordedGpu(entry.record);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "commands/CoordinationFileOption.h"
+#include "commands/OutputFormat.h"
 
 namespace flink::cli {
 
@@ -19,6 +20,8 @@ struct ReleaseOptions {
   bool gone = false;
   /// Remove records whose owner is known to run, too.
   bool force = false;
+  /// text: a line per record; json: what changed (ChangeDocument.h).
+  OutputFormat format = OutputFormat::kText;
   CoordinationFileOptions coordination;
 };
 

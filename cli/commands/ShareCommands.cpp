@@ -11,8 +11,11 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "Console.h"
 #include "ExitCode.h"
+#include "commands/ChangeDocument.h"
 #include "commands/HostGpuListing.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/GpuEnumerator.h"
@@ -152,6 +155,19 @@ std::optional<sharing::Declaration> declarationFor(const discovery::GpuDevice& d
   return declaration;
 }
 
+/// A declaration in share's and unshare's JSON documents.
+nlohmann::ordered_json declarationJson(const sharing::Declaration& declaration) {
+  using Json = nlohmann::ordered_json;
+  return Json{
+      {"gpu", declaration.gpu},
+      {"uuid", declaration.uuid ? Json(*declaration.uuid) : Json(nullptr)},
+      {"replicas", declaration.replicas},
+      {"memory_per_share",
+       declaration.memoryPerShareMiB ? Json(*declaration.memoryPerShareMiB) : Json(nullptr)},
+      {"mps_pipe_directory",
+       declaration.mpsPipeDirectory ? Json(*declaration.mpsPipeDirectory) : Json(nullptr)}};
+}
+
 }  // namespace
 
 int runShare(const ShareOptions& given) {
@@ -281,6 +297,20 @@ int runShare(const ShareOptions& given) {
     return kDiscoveryFailed;
   }
   for (const std::string& line : written.warnings) printWarning(line);
+  const std::string sharingPath = sharing::sharingFileOf(options.coordination.path).path().string();
+  if (options.format == OutputFormat::kJson) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < declarations.size(); ++i) {
+      nlohmann::ordered_json entry = declarationJson(declarations[i]);
+      entry["replaced"] = replaced[i] ? declarationJson(*replaced[i]) : nullptr;
+      list.push_back(std::move(entry));
+    }
+    printChangeDocument(std::cout, options.coordination.path, sharingPath, true,
+                        nlohmann::ordered_json{{"declared", std::move(list)}});
+    return kSuccess;
+  }
+  printNote("recorded in " + sharingPath + ", beside the coordination file " +
+            options.coordination.path);
   for (std::size_t i = 0; i < declarations.size(); ++i) {
     std::cout << "shared " << nameOf(declarations[i]) << ": " << describeShares(declarations[i])
               << (replaced[i] ? " (was " + describeShares(*replaced[i]) + ")" : "") << '\n';
@@ -316,6 +346,16 @@ int runUnshare(const UnshareOptions& options) {
     return kDiscoveryFailed;
   }
   for (const std::string& line : warnings) printWarning(line);
+  if (options.format == OutputFormat::kJson) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const sharing::Declaration& declaration : removed) {
+      list.push_back(declarationJson(declaration));
+    }
+    printChangeDocument(std::cout, options.coordination.path,
+                        sharing::sharingFileOf(options.coordination.path).path().string(),
+                        !removed.empty(), nlohmann::ordered_json{{"removed", std::move(list)}});
+    return kSuccess;
+  }
   if (removed.empty()) {
     std::cout << (choice->all ? std::string("no GPU was declared shared")
                               : (device::isUuid(choice->gpu) ? "" : "GPU ") + choice->gpu +

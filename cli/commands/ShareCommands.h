@@ -9,6 +9,7 @@
 #include <string>
 
 #include "commands/CoordinationFileOption.h"
+#include "commands/OutputFormat.h"
 
 namespace flink::cli {
 
@@ -19,11 +20,14 @@ struct ShareOptions {
   std::optional<std::string> replicas;
   std::optional<std::string> shareMemory;
   std::optional<std::string> mps;
+  /// text: a line per GPU; json: what changed (ChangeDocument.h).
+  OutputFormat format = OutputFormat::kText;
   CoordinationFileOptions coordination;
 };
 
 struct UnshareOptions {
   std::string gpu;
+  OutputFormat format = OutputFormat::kText;
   CoordinationFileOptions coordination;
 };
 

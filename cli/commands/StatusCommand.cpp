@@ -11,6 +11,7 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -343,7 +344,8 @@ void printJson(const std::string& file, const coordination::Status& status,
 /// cell is quoted (strings::quoteForMessage): what the records, the health records and NVML
 /// tell (a GPU's name, a reason) may hold a line break or an escape sequence, and a row is one
 /// line on a terminal.
-void printTable(std::vector<std::vector<std::string>> rows) {
+void printTable(std::vector<std::vector<std::string>> rows, bool header) {
+  if (!header && !rows.empty()) rows.erase(rows.begin());
   for (auto& row : rows) {
     for (std::string& cell : row) cell = strings::quoteForMessage(cell, std::string::npos);
   }
@@ -378,8 +380,9 @@ void warnAboutTheFile(const std::string& file, const coordination::Status& statu
 
 /// Every GPU of the host, when more is known of it than the records: NVML lists GPUs, there are
 /// health records or sharing declarations, or leases hold GPUs without a record.
-void printHost(const HostView& host, const Sharing& sharing) {
-  const bool known = host.probe.usable || (host.health && !host.health->parsed.records.empty()) ||
+void printHost(const HostView& host, const Sharing& sharing, const StatusOptions& options) {
+  const bool known = host.probe.usable || options.gpu || options.state ||
+                     (host.health && !host.health->parsed.records.empty()) ||
                      sharing.anyDeclared() ||
                      std::any_of(host.gpus.begin(), host.gpus.end(), [](const GpuView& view) {
                        return view.heldByLease || !view.shareLeases.empty();
@@ -392,11 +395,12 @@ void printHost(const HostView& host, const Sharing& sharing) {
     rows.push_back({view.gpu, std::string(gpuStateWord(view.state)),
                     describeGpu(view, sharing.declarationOf[i])});
   }
-  printTable(std::move(rows));
+  printTable(std::move(rows), !options.noHeaders);
 }
 
 void printText(const std::string& file, const coordination::Status& status,
-               const std::vector<DeviceProperties>& properties, const Sharing& sharing) {
+               const std::vector<DeviceProperties>& properties, const Sharing& sharing,
+               const StatusOptions& options) {
   for (const std::string& line : coordination::describeJunk(status.junk, file)) {
     printWarning(line);
   }
@@ -407,6 +411,7 @@ void printText(const std::string& file, const coordination::Status& status,
     }
   }
   if (status.records.empty()) {
+    if (options.gpu || options.state) return;  // nothing matches: nothing to show
     std::error_code error;
     const bool exists = std::filesystem::exists(std::filesystem::symlink_status(file, error));
     std::cout << "no GPU is held: coordination file " << file
@@ -436,7 +441,51 @@ void printText(const std::string& file, const coordination::Status& status,
                        {std::to_string(entry.record.owner.pid), ownerState(entry)});
     if (anyDevice) rows.back().push_back(describe(properties[i]));
   }
-  printTable(std::move(rows));
+  printTable(std::move(rows), !options.noHeaders);
+}
+
+/// --gpu and --state: keeps the GPUs of the host that are `gpu` (any spelling of it) and in
+/// `state`, and the records that name them. The metrics are never filtered.
+void keepOnly(coordination::Status& status, std::vector<DeviceProperties>& properties,
+              HostView& host, Sharing& sharing, const std::optional<std::string>& gpu,
+              const std::optional<GpuState>& state) {
+  // No such GPU: a unit no view has.
+  discovery::UnitRef unit = std::numeric_limits<discovery::UnitRef>::max();
+  if (gpu && host.index) {
+    if (const std::optional<discovery::UnitRef> named = host.index->entry(*gpu).unit) unit = *named;
+  }
+  std::vector<GpuView> views;
+  std::vector<discovery::UnitRef> refs;
+  std::vector<std::optional<sharing::Declaration>> declarations;
+  for (std::size_t i = 0; i < host.gpus.size(); ++i) {
+    if (gpu && host.refs[i] != unit) continue;
+    if (state && host.gpus[i].state != *state) continue;
+    views.push_back(host.gpus[i]);
+    refs.push_back(host.refs[i]);
+    declarations.push_back(sharing.declarationOf[i]);
+  }
+  host.gpus = std::move(views);
+  host.refs = std::move(refs);
+  sharing.declarationOf = std::move(declarations);
+  // A record is shown when it is a holder of a GPU kept.
+  const auto kept = [&host](const coordination::RecordStatus& entry) {
+    return std::any_of(host.gpus.begin(), host.gpus.end(), [&entry](const GpuView& view) {
+      return std::any_of(view.holders.begin(), view.holders.end(),
+                         [&entry](const coordination::RecordStatus& holder) {
+                           return holder.record.gpu == entry.record.gpu &&
+                                  holder.record.owner.pid == entry.record.owner.pid;
+                         });
+    });
+  };
+  std::vector<coordination::RecordStatus> records;
+  std::vector<DeviceProperties> shown;
+  for (std::size_t i = 0; i < status.records.size(); ++i) {
+    if (!kept(status.records[i])) continue;
+    records.push_back(status.records[i]);
+    shown.push_back(properties[i]);
+  }
+  status.records = std::move(records);
+  properties = std::move(shown);
 }
 
 }  // namespace
@@ -453,7 +502,18 @@ int runStatus(const StatusOptions& options) {
   const std::vector<discovery::GpuDevice> devices = nvmlDevices();
   const std::vector<DeviceProperties> properties = propertiesOfRecords(status, devices);
   HostView host = viewHost(options.coordination.path, status, devices, true);
-  const Sharing sharing = readSharing(options.coordination.path, host);
+  Sharing sharing = readSharing(options.coordination.path, host);
+  std::vector<DeviceProperties> shownProperties = properties;
+  if (options.gpu || options.state) {
+    const std::optional<std::string> gpu =
+        options.gpu ? discovery::parseOneGpu(*options.gpu) : std::nullopt;
+    if (options.gpu && !gpu) {
+      printError("invalid --gpu '" + strings::quoteForMessage(*options.gpu) +
+                 "': expected one GPU, an index (e.g. 0), a GPU-/MIG- UUID or a PCI bus id");
+      return kUsageError;
+    }
+    keepOnly(status, shownProperties, host, sharing, gpu, options.state);
+  }
   if (options.format == OutputFormat::kPrometheus) {
     // For node_exporter's textfile collector: nothing but the exposition format on stdout, and
     // exit 0 whatever it says, so that the collector publishes it (flink_gpu_nvml_up 0 too).
@@ -490,10 +550,10 @@ int runStatus(const StatusOptions& options) {
     printWarning("cannot read the sharing declarations: " + sharing.error);
   }
   if (options.format == OutputFormat::kJson) {
-    printJson(options.coordination.path, status, properties, host, sharing);
+    printJson(options.coordination.path, status, shownProperties, host, sharing);
   } else {
-    printText(options.coordination.path, status, properties, sharing);
-    printHost(host, sharing);
+    printText(options.coordination.path, status, shownProperties, sharing, options);
+    printHost(host, sharing, options);
   }
   return nvmlBroken ? kDiscoveryFailed : kSuccess;
 }

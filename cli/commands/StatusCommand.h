@@ -3,16 +3,24 @@
 // allocation).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "commands/CoordinationFileOption.h"
 #include "commands/OutputFormat.h"
+#include "host/health/HostView.h"
 
 namespace flink::cli {
 
 struct StatusOptions {
   CoordinationFileOptions coordination;
   OutputFormat format = OutputFormat::kText;
+  /// --gpu: only this GPU (any of its spellings) and its records.
+  std::optional<std::string> gpu;
+  /// --state: only the GPUs in this state, and their records.
+  std::optional<GpuState> state;
+  /// --no-headers: the tables without their header line.
+  bool noHeaders = false;
 };
 
 /// Prints the records on stdout (table or JSON), junk lines as warnings. Each record also gets the

@@ -1101,3 +1101,102 @@ TEST_F(HealthCliTest, FlinkScriptBesideTheHealthRecordsLosesNothing) {
 }
 
 }  // namespace
+
+// ---- output a program can rely on: --format json of the commands that change something ------
+
+namespace {
+
+TEST_F(HealthCliTest, TheCommandsThatChangeSomethingSayWhatAsJsonAndWhichFile) {
+  host(3);
+  CliRun run = cli({"drain", "--gpu", "1", "--reason", "fan", "--format", "json"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  nlohmann::json document = nlohmann::json::parse(run.out);
+  EXPECT_EQ(document.at("format"), 1);
+  EXPECT_EQ(document.at("coordination_file"), coordinationFile());
+  EXPECT_EQ(document.at("file"), healthFile().string());
+  EXPECT_EQ(document.at("changed"), true);
+  EXPECT_EQ(document.at("gpu"), "1");
+  EXPECT_EQ(document.at("uuid"), uuidOf(1));
+  EXPECT_EQ(document.at("reason"), "fan");
+  EXPECT_EQ(document.at("already_drained"), false);
+  EXPECT_EQ(run.err, "") << run;
+
+  // In text, a note on stderr says which file was written beside which coordination file.
+  run = cli({"drain", "--gpu", "2"});
+  EXPECT_EQ(run.err, "flink-gpu: note: recorded in " + healthFile().string() +
+                         ", beside the coordination file " + coordinationFile() + "\n")
+      << run;
+
+  run = cli({"undrain", "--gpu", "1", "--format", "json"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  document = nlohmann::json::parse(run.out);
+  EXPECT_EQ(document.at("changed"), true);
+  EXPECT_EQ(document.at("cleared").size(), 1u) << run;
+  EXPECT_EQ(document.at("cleared").at(0).at("kind"), "drained");
+  EXPECT_EQ(document.at("cleared").at(0).at("reason"), "fan");
+  const std::string before = readFile(healthFile());
+  run = cli({"undrain", "--gpu", "0", "--format", "json"});
+  document = nlohmann::json::parse(run.out);
+  EXPECT_EQ(document.at("changed"), false);
+  EXPECT_TRUE(document.at("cleared").empty());
+  EXPECT_EQ(readFile(healthFile()), before);
+
+  run = cli({"share", "--gpu", "0", "--replicas", "4", "--format", "json"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  document = nlohmann::json::parse(run.out);
+  EXPECT_EQ(document.at("file"), coordinationFile() + ".sharing");
+  EXPECT_EQ(document.at("declared").at(0).at("gpu"), "0");
+  EXPECT_EQ(document.at("declared").at(0).at("replicas"), 4);
+  EXPECT_TRUE(document.at("declared").at(0).at("replaced").is_null());
+  run = cli({"unshare", "--gpu", "0", "--format", "json"});
+  document = nlohmann::json::parse(run.out);
+  EXPECT_EQ(document.at("changed"), true);
+  EXPECT_EQ(document.at("removed").at(0).at("replicas"), 4);
+  run = cli({"unshare", "--gpu", "0", "--format", "json"});
+  EXPECT_EQ(nlohmann::json::parse(run.out).at("changed"), false) << run;
+
+  std::ofstream(coordinationFile()) << "0 999999999\n1 " << ::getpid() << "\n";
+  run = cli({"release", "--gone", "--format", "json"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  document = nlohmann::json::parse(run.out);
+  EXPECT_EQ(document.at("file"), coordinationFile());
+  EXPECT_EQ(document.at("released").size(), 1u) << run;
+  EXPECT_EQ(document.at("released").at(0).at("owner_pid"), 999999999);
+  EXPECT_EQ(document.at("released").at(0).at("owner_state"), "gone");
+  run = cli({"release", "--gpu", "1", "--format", "json"});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  document = nlohmann::json::parse(run.out);
+  EXPECT_EQ(document.at("changed"), false);
+  EXPECT_EQ(document.at("refused").at(0).at("owner_state"), "running");
+}
+
+TEST_F(HealthCliTest, StatusFiltersByGpuAndStateAndLeavesOutItsHeaders) {
+  host(3);
+  ASSERT_EQ(cli({"drain", "--gpu", "2"}).exitCode, 0);
+  std::ofstream(coordinationFile()) << "0 " << ::getpid() << "\n1 999999999\n";
+  const std::string self = std::to_string(::getpid());
+
+  CliRun run = cli({"status", "--state", "held", "--no-headers"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  const std::vector<std::string> lines = linesOf(run.out);
+  ASSERT_EQ(lines.size(), 3u) << run;  // the record, a blank line, the GPU
+  EXPECT_TRUE(lines[0].starts_with("0  " + self)) << run;
+  EXPECT_TRUE(lines[2].starts_with("0  held")) << run;
+
+  // By UUID, in JSON: GPU 2 (drained) and nothing else; it has no record.
+  run = cli({"status", "--gpu", uuidOf(2), "--format", "json"});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  const nlohmann::json document = nlohmann::json::parse(run.out);
+  EXPECT_EQ(document.at("gpus").size(), 1u) << run;
+  EXPECT_EQ(document.at("gpus").at(0).at("state"), "drained");
+  EXPECT_TRUE(document.at("records").empty()) << run;
+
+  run = cli({"status", "--state", "free"});
+  EXPECT_TRUE(contains(run.out, "\n1    free")) << run;
+  EXPECT_TRUE(contains(run.out, "999999999")) << run;  // GPU 1's record, of a gone owner
+  EXPECT_FALSE(contains(run.out, self)) << run;
+  EXPECT_EQ(cli({"status", "--state", "lost"}).exitCode, 2);
+  EXPECT_EQ(cli({"status", "--gpu", "0,1"}).exitCode, 2);
+}
+
+}  // namespace

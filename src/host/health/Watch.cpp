@@ -140,7 +140,8 @@ class Watcher {
     log("watching GPU(s) " + (watched.empty() ? std::string("none") : watched) + " of " +
         std::to_string(count.value) + " through " +
         (api.hasWaitV2() ? "nvmlEventSetWait_v2" : "nvmlEventSetWait (no MIG attribution)") +
-        "; health records: " + healthPathOf(options_.coordinationFile).string());
+        "; verdicts are recorded in " + healthPathOf(options_.coordinationFile).string() +
+        ", beside the coordination file " + options_.coordinationFile.string());
     if (options_.watching) options_.watching();
 
     auto backoff = options_.firstBackoff;
