@@ -75,6 +75,15 @@ std::vector<NamedCoordinationFile> coordinationFilesOf(const FlinkConfigurationO
   return named;
 }
 
+std::vector<NamedCoordinationFile> coordinationFilesOfTheHost(
+    const FlinkConfigurationOptions& options) {
+  try {
+    return coordinationFilesOf(options, readFlinkConfiguration(options));
+  } catch (const std::exception&) {
+    return {};  // no configuration here, or one that cannot be read: nothing named
+  }
+}
+
 bool resolveCoordinationFile(CoordinationFileOptions& options) {
   try {
     const coordination::CoordinationFileChoice choice = coordination::chooseCoordinationFile(

@@ -42,4 +42,11 @@ struct NamedCoordinationFile {
 std::vector<NamedCoordinationFile> coordinationFilesOf(const FlinkConfigurationOptions& options,
                                                        const LoadedConfiguration& loaded);
 
+/// The coordination files the host's Flink configuration names: the one the options ask for,
+/// else $FLINK_CONF_DIR's, else $FLINK_HOME/conf's (which flink-gpu may have set itself). Best
+/// effort: none when there is no configuration or it cannot be read. For `check`, which warns
+/// when the file it reads was never written while one of these was.
+std::vector<NamedCoordinationFile> coordinationFilesOfTheHost(
+    const FlinkConfigurationOptions& options);
+
 }  // namespace flink::cli

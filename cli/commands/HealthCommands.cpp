@@ -392,6 +392,31 @@ void checkCoordinationFile(const std::string& file, std::vector<Finding>& proble
   }
 }
 
+/// Whether a worker ever wrote `file`: it exists and is not empty.
+bool everWritten(const std::string& file) {
+  std::error_code error;
+  return std::filesystem::file_size(file, error) > 0 && !error;
+}
+
+/// The classic silent mistake: a check (and drains, shares) of a file no worker uses, while the
+/// file the Flink configuration names is the one in use. Said as a note.
+void noteAConfiguredFileInUse(const CoordinationFileOptions& coordination,
+                              std::vector<Finding>& notes) {
+  if (everWritten(coordination.path)) return;
+  for (const NamedCoordinationFile& named : coordinationFilesOfTheHost(coordination.flinkConfig)) {
+    if (named.path == std::filesystem::path(coordination.path) ||
+        !everWritten(named.path.string())) {
+      continue;
+    }
+    notes.push_back({"coordination", std::nullopt,
+                     "coordination file " + coordination.path +
+                         " has never been written by a worker, but " + named.path.string() +
+                         ", which " + named.where + " names, has: give --coordination-file " +
+                         named.path.string() + " or --config to check the file in use"});
+    return;
+  }
+}
+
 }  // namespace
 
 int runCheck(const CheckOptions& options) {
@@ -424,6 +449,8 @@ int runCheck(const CheckOptions& options) {
                          ", which is no longer running; an allocation takes it back when the "
                          "GPUs no record names are not enough"});
   }
+
+  noteAConfiguredFileInUse(options.coordination, notes);
 
   const HostView host = viewHost(options.coordination.path, status, nvmlDevicesOrNone(), true);
   if (!host.probe.usable) {

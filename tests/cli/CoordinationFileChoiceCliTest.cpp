@@ -183,3 +183,26 @@ TEST_F(CoordinationFileChoiceTest, TheDiscoveryProgramTakesTheVariableToo) {
 }
 
 }  // namespace
+
+namespace {
+
+// check on a file no worker ever wrote, while the file the Flink configuration names is in use:
+// the classic silent mistake, said.
+TEST_F(CoordinationFileChoiceTest, CheckSaysWhenTheFileItReadsIsNotTheOneInUse) {
+  writeRecord(path("in-use"), 0);
+  writeConfiguration({{"gpu", "--enable-coordination-mode --coordination-file " + path("in-use")}});
+  // The configuration merely in $FLINK_HOME/conf: not used to pick the file, but looked at.
+  const CliRun run = runCli({"check", "--coordination-file", path("never-written")},
+                            {"FLINK_HOME=" + dir_.path().string()});
+  EXPECT_THAT(run.out, HasSubstr("note: coordination file " + path("never-written") +
+                                 " has never been written by a worker, but " + path("in-use") +
+                                 ", which external-resource.gpu.param.discovery-script.args in " +
+                                 conf() + "/config.yaml names, has"))
+      << run;
+  // Reading the file in use: no such note.
+  const CliRun right = runCli({"check", "--coordination-file", path("in-use")},
+                              {"FLINK_HOME=" + dir_.path().string()});
+  EXPECT_THAT(right.out, Not(HasSubstr("never been written"))) << right;
+}
+
+}  // namespace
