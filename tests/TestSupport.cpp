@@ -105,6 +105,24 @@ std::size_t openDescriptorCount() {
   return count - 1;  // the iterator's own descriptor
 }
 
+std::size_t threadCount() {
+  std::size_t count = 0;
+  std::error_code error;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator("/proc/self/task", error)) {
+    ++count;
+  }
+  return count;
+}
+
+bool waitForThreadsAtMost(std::size_t threads, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (threadCount() > threads) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 bool hasChildren() {
   siginfo_t info{};
   // Running or zombie, any child makes this succeed; only "no child at all" is ECHILD.

@@ -450,10 +450,18 @@ TEST_F(GPUDriverInProcessTest, ItsGpusAreLeasedUntilTheDriverGoes) {
 TEST_F(GPUDriverInProcessTest, AChildOfForkNeverGivesBackItsParentsGpus) {
   const std::string args =
       "--enable-coordination-mode --coordination-file " + coordinationFile().string();
+  // The threads of this process but a discovery's: a thread started and joined first, so that a
+  // runtime's own (ThreadSanitizer starts one with the first thread) is counted.
+  std::thread([] {}).join();
+  const std::size_t threads = testing::threadCount();
   std::unique_ptr<GPUDriver> gpuDriver = driver(true, args);
   ASSERT_EQ(gpuDriver->retrieveResourceInfo(1).size(), 1u);
   const std::vector<std::string> before = testing::readLines(coordinationFile());
   ASSERT_EQ(before.size(), 1u);
+  // The discovery's thread, its answer given, may still be ending: fork once it has, as a worker
+  // that forks long after its start does (under TSan a child of a multi-threaded fork may start
+  // no thread).
+  ASSERT_TRUE(testing::waitForThreadsAtMost(threads, std::chrono::seconds(10)));
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
