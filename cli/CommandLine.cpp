@@ -101,8 +101,10 @@ void addCoordinationFileOptions(CLI::App& command, CoordinationFileOptions& opti
       .add_option("--coordination-file", options.option,
                   "The coordination file shared by the workers of this host (default: $" +
                       std::string(coordination::kCoordinationFileVariable) +
-                      (configuration ? ", else the one the GPU resources of --config name" : "") +
-                      ", else " + coordination::kDefaultCoordinationFile + ")")
+                      ", else the one the GPU resources of the Flink configuration name (" +
+                      (configuration ? "--config, " : "") +
+                      "$FLINK_CONF_DIR, $FLINK_HOME/conf), else " +
+                      coordination::kDefaultCoordinationFile + ")")
       ->type_name("PATH");
   if (configuration) addFlinkConfigurationOptions(command, options.flinkConfig, after);
 }

@@ -3,7 +3,9 @@
 
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <stdexcept>
+#include <system_error>
 
 #include "Console.h"
 #include "flink/externalresource/ExternalResourceOptions.h"
@@ -20,11 +22,41 @@ namespace {
 using externalresource::gpu::GPUDriverFactory;
 using externalresource::gpu::GPUDriverOptions;
 
-/// A configuration is read when the command line asks for one, or $FLINK_CONF_DIR names one;
-/// never only because $FLINK_HOME/conf holds one (flink-gpu sets FLINK_HOME itself).
-bool configurationWanted(const FlinkConfigurationOptions& options) {
+/// Whether the configuration is asked for: on the command line, or by $FLINK_CONF_DIR. One that
+/// cannot be read is then an error. Otherwise the one of $FLINK_HOME/conf is read when it is
+/// there (a Flink that flink-gpu is installed in: /opt/flink/conf of the Debian package), and
+/// one that cannot be read there is a warning.
+bool configurationAskedFor(const FlinkConfigurationOptions& options) {
   const char* confDir = std::getenv("FLINK_CONF_DIR");
   return options.wanted() || (confDir != nullptr && *confDir != '\0');
+}
+
+/// Whether $FLINK_HOME/conf holds a Flink configuration file.
+bool configurationInFlinkHome() {
+  const char* home = std::getenv("FLINK_HOME");
+  if (home == nullptr || *home == '\0') return false;
+  const std::filesystem::path conf = std::filesystem::path(home) / "conf";
+  std::error_code error;
+  return std::filesystem::exists(conf / GlobalConfiguration::FLINK_CONF_FILENAME, error) ||
+         std::filesystem::exists(conf / GlobalConfiguration::LEGACY_FLINK_CONF_FILENAME, error);
+}
+
+/// The configuration, as configurationAskedFor says; nullopt when there is none (or one not
+/// asked for that cannot be read: warned about).
+/// @throws std::invalid_argument for one asked for that cannot be read.
+std::optional<LoadedConfiguration> hostConfiguration(const FlinkConfigurationOptions& options) {
+  const bool asked = configurationAskedFor(options);
+  if (!asked && !configurationInFlinkHome()) return std::nullopt;
+  try {
+    LoadedConfiguration loaded = readFlinkConfiguration(options);
+    for (const std::string& warning : loaded.warnings) printWarning(warning);
+    return loaded;
+  } catch (const std::exception& e) {
+    if (asked) throw std::invalid_argument(std::string("configuration error: ") + e.what());
+    printWarning(std::string("the Flink configuration in $FLINK_HOME/conf is not used: ") +
+                 e.what());
+    return std::nullopt;
+  }
 }
 
 /// The one file the configuration's GPU resources name, or nullopt when none names one.
@@ -60,7 +92,12 @@ std::vector<NamedCoordinationFile> coordinationFilesOf(const FlinkConfigurationO
     for (std::string& arg : strings::splitWhitespace(*args)) argv.push_back(std::move(arg));
     std::optional<std::string> file;
     try {
-      file = defaultdiscovery::parseDiscoveryArguments(argv).coordinationFileOption;
+      const defaultdiscovery::DiscoveryArguments parsed =
+          defaultdiscovery::parseDiscoveryArguments(argv);
+      file = parsed.coordinationFileOption;
+      // A resource in coordination mode that names no file uses Flink's default (unless its
+      // TaskManager has $FLINK_GPU_COORDINATION_FILE, which cannot be known from here).
+      if (!file && parsed.coordination) file = coordination::kDefaultCoordinationFile;
     } catch (const std::exception&) {
       continue;  // the worker's discovery fails on them too; discover --config says why
     }
@@ -86,25 +123,49 @@ std::vector<NamedCoordinationFile> coordinationFilesOfTheHost(
 
 bool resolveCoordinationFile(CoordinationFileOptions& options) {
   try {
-    const coordination::CoordinationFileChoice choice = coordination::chooseCoordinationFile(
-        options.option, [&]() -> std::optional<coordination::ConfiguredCoordinationFile> {
-          if (!configurationWanted(options.flinkConfig)) return std::nullopt;
-          LoadedConfiguration loaded;
-          try {
-            loaded = readFlinkConfiguration(options.flinkConfig);
-          } catch (const std::exception& e) {
-            // Asked for on the command line: an error. Named by $FLINK_CONF_DIR alone: said,
-            // and the default taken.
-            if (options.flinkConfig.wanted()) {
-              throw std::invalid_argument(std::string("configuration error: ") + e.what());
-            }
-            printWarning(std::string("the Flink configuration of $FLINK_CONF_DIR is not used: ") +
-                         e.what());
-            return std::nullopt;
-          }
-          for (const std::string& warning : loaded.warnings) printWarning(warning);
-          return fileOfTheConfiguration(options.flinkConfig, loaded);
-        });
+    // Read once, when the rule gets to it or to compare it with the variable.
+    bool read = false;
+    std::optional<coordination::ConfiguredCoordinationFile> configured;
+    const auto ofTheConfiguration =
+        [&]() -> std::optional<coordination::ConfiguredCoordinationFile> {
+      if (!read) {
+        read = true;
+        if (const std::optional<LoadedConfiguration> loaded =
+                hostConfiguration(options.flinkConfig)) {
+          configured = fileOfTheConfiguration(options.flinkConfig, *loaded);
+        }
+      }
+      return configured;
+    };
+    coordination::CoordinationFileChoice choice =
+        coordination::chooseCoordinationFile(options.option, ofTheConfiguration);
+    if (choice.source == coordination::CoordinationFileSource::kConfiguration &&
+        choice.path.is_relative()) {
+      // Each TaskManager reads it from its own working directory: not one file.
+      throw std::invalid_argument("the Flink configuration names the coordination file " +
+                                  choice.path.string() + " (" + choice.where +
+                                  "), a relative path, which each TaskManager reads from its "
+                                  "own working directory: name an absolute path there");
+    }
+    // The operator's typed path means the file in the working directory.
+    if (choice.path.is_relative()) choice.path = std::filesystem::absolute(choice.path);
+    if (choice.source == coordination::CoordinationFileSource::kVariable) {
+      if (const std::optional<coordination::ConfiguredCoordinationFile> other =
+              ofTheConfiguration();
+          other && other->path != choice.path) {
+        printWarning("$" + std::string(coordination::kCoordinationFileVariable) + " names " +
+                     choice.path.string() + ", but the Flink configuration's GPU resources name " +
+                     other->path.string() + " (" + other->where +
+                     "), which their discovery uses; using " + choice.path.string() +
+                     " (give --coordination-file to say which)");
+      }
+    }
+    std::error_code error;
+    const std::filesystem::file_status status = std::filesystem::status(choice.path, error);
+    if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+      throw std::invalid_argument("the coordination file " + choice.path.string() +
+                                  " is not a regular file");
+    }
     options.path = choice.path.string();
     printInfo(choice.describe());
     return true;

@@ -1,6 +1,7 @@
 // Which coordination file a flink-gpu command uses: `--coordination-file PATH`, else
 // $FLINK_GPU_COORDINATION_FILE, else the one the GPU resources of a Flink configuration name in
-// their discovery-script.args (--config, -D, or $FLINK_CONF_DIR), else Flink's default
+// their discovery-script.args (--config, -D, $FLINK_CONF_DIR, else $FLINK_HOME/conf when it holds
+// one), else Flink's default
 // (host/coordination/CoordinationFile.h holds the rule; this adds the configuration's step).
 #pragma once
 
@@ -18,14 +19,16 @@ struct CoordinationFileOptions {
   std::optional<std::string> option;
   /// --config, --config-file, -D (for the commands that take them).
   FlinkConfigurationOptions flinkConfig;
-  /// The file chosen: set by resolveCoordinationFile before the command runs.
+  /// The file chosen (absolute): set by resolveCoordinationFile before the command runs.
   std::string path;
 };
 
 /// Chooses the file (-v says which, and why) and sets `options.path`. A configuration asked for
-/// (--config, -D) that cannot be read, or whose GPU resources name two different files, and an
-/// empty --coordination-file or $FLINK_GPU_COORDINATION_FILE, are errors: printed, false (exit
-/// 2). A configuration found through $FLINK_CONF_DIR alone that cannot be read is a warning.
+/// (--config, -D, $FLINK_CONF_DIR) that cannot be read, GPU resources that name two different
+/// files (one in coordination mode naming none names the default), a relative file named by the
+/// configuration or the variable, an empty --coordination-file or variable, and a file that is
+/// not a regular file are errors: printed, false (exit 2). The one of $FLINK_HOME/conf that
+/// cannot be read is a warning; a variable that names another file than the configuration too.
 bool resolveCoordinationFile(CoordinationFileOptions& options);
 
 /// A coordination file a Flink configuration's GPU resource names, and where.

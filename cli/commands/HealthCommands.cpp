@@ -495,7 +495,8 @@ int runCheck(const CheckOptions& options) {
     const auto entry = [](const Finding& finding) {
       nlohmann::ordered_json json;
       json["kind"] = finding.kind;
-      if (finding.cause) json["cause"] = *finding.cause;
+      // What it is, for a program: a GPU's problem by health::causeWord, another by its kind.
+      json["cause"] = finding.cause.value_or(finding.kind);
       json["gpu"] = finding.gpu ? nlohmann::ordered_json(*finding.gpu) : nullptr;
       json["text"] = finding.text;
       return json;

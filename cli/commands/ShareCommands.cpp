@@ -340,7 +340,16 @@ int runUnshare(const UnshareOptions& options) {
   std::vector<sharing::Declaration> removed;
   std::vector<std::string> warnings;
   try {
-    removed = sharing::removeDeclarations(options.coordination.path, gpu, uuid, &warnings);
+    // Nothing to take out: nothing is written (no sharing file made for a GPU never shared).
+    const sharing::DeclarationsFile read = sharing::readDeclarations(options.coordination.path);
+    const bool any = std::any_of(read.parsed.declarations.begin(), read.parsed.declarations.end(),
+                                 [&](const sharing::Declaration& declaration) {
+                                   return !gpu || sharing::names(declaration, *gpu, uuid);
+                                 });
+    if (any)
+      removed = sharing::removeDeclarations(options.coordination.path, gpu, uuid, &warnings);
+    else
+      warnings = read.warnings;
   } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;

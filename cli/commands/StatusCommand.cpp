@@ -525,8 +525,9 @@ int runStatus(const StatusOptions& options) {
   // (no NVIDIA driver: AMD, Intel, a custom script's GPUs) shows its records as it always did.
   const bool nvmlBroken = !host.probe.usable && !host.probe.libraryAbsent;
   if (nvmlBroken) {
-    printWarning(host.probe.problem +
-                 "; the GPUs' health is unknown, and GPUs that no record names are not shown");
+    // An error, not a warning: it is why status exits 1, and -q must still say it.
+    printError(host.probe.problem +
+               "; the GPUs' health is unknown, and GPUs that no record names are not shown");
   }
   warnAboutTheFile(options.coordination.path, status);
   // Files beside it that failed the trust rules and were moved aside (store::admitSibling).

@@ -137,11 +137,46 @@ TEST_F(CoordinationFileChoiceTest, TheConfigurationIsFoundAsDiscoverFindsIt) {
                   .err,
               HasSubstr("the coordination file is " + path("other") +
                         " (from -D external-resource.gpu.param.discovery-script.args="));
-  // A configuration merely present in $FLINK_HOME/conf is not read: flink-gpu sets FLINK_HOME
-  // itself.
+  // The one of $FLINK_HOME/conf too (the Flink flink-gpu is installed in: /opt/flink/conf of the
+  // Debian package), whose TaskManagers use the file it names.
   const CliRun home = status({}, {"FLINK_HOME=" + dir_.path().string()});
-  EXPECT_THAT(home.err, HasSubstr("the coordination file is /var/tmp/flink-gpu-coordination (the "
-                                  "default"));
+  EXPECT_THAT(home.err, HasSubstr(expected +
+                                  " (from external-resource.gpu.param.discovery-script"
+                                  ".args in " +
+                                  conf() + "/config.yaml)"));
+  // The variable wins, and a warning says that the configuration names another file.
+  const CliRun both =
+      status({}, {"FLINK_HOME=" + dir_.path().string(), variable(path("from-variable"))});
+  EXPECT_THAT(both.err, HasSubstr("the coordination file is " + path("from-variable")));
+  EXPECT_THAT(
+      both.err,
+      HasSubstr("flink-gpu: warning: $FLINK_GPU_COORDINATION_FILE names " + path("from-variable") +
+                ", but the Flink configuration's GPU resources name " + path("configured")));
+}
+
+TEST_F(CoordinationFileChoiceTest, AResourceInCoordinationModeNamingNoFileNamesTheDefault) {
+  writeConfiguration({{"gpu", "--enable-coordination-mode --coordination-file " + path("a")},
+                      {"gpu2", "--enable-coordination-mode"}});
+  const CliRun run = runCli({"drain", "--gpu", "0", "--config", conf()});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(run.err, HasSubstr("the Flink configuration names two coordination files: " +
+                                 path("a") + " (resource 'gpu') and " +
+                                 "/var/tmp/flink-gpu-coordination (resource 'gpu2')"));
+}
+
+TEST_F(CoordinationFileChoiceTest, RelativeFilesOfTheVariableOrConfigurationAreRefused) {
+  // Each process would read them from its own working directory.
+  CliRun run = runCli({"status"}, {variable("gpus")});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(run.err, HasSubstr("$FLINK_GPU_COORDINATION_FILE is 'gpus', a relative path"));
+  writeConfiguration({{"gpu", "--enable-coordination-mode --coordination-file gpus"}});
+  run = runCli({"status", "--config", conf()});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(run.err, HasSubstr("a relative path, which each TaskManager reads from its own"));
+  // A folder is no coordination file.
+  run = runCli({"drain", "--gpu", "0", "--coordination-file", dir_.path().string()});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_THAT(run.err, HasSubstr("is not a regular file"));
 }
 
 TEST_F(CoordinationFileChoiceTest, MistakesAreErrorsNotTheHostsFile) {

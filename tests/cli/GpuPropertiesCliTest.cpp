@@ -494,7 +494,7 @@ TEST_F(GpuPropertiesCliTest, StatusWithoutUsableNvmlShowsTheRecordsAloneAndRunsN
   EXPECT_EQ(text.exitCode, 1) << text;
   EXPECT_EQ(text.out, table({{"GPU", "OWNER PID", "OWNER"}, {"0", pid, "gone"}})) << text;
   EXPECT_EQ(text.err,
-            "flink-gpu: warning: NVML is not usable: nvmlInitWithFlags failed: Driver/library "
+            "flink-gpu: error: NVML is not usable: nvmlInitWithFlags failed: Driver/library "
             "version mismatch (NVML_ERROR_LIB_RM_VERSION_MISMATCH, 18); the GPUs' health is "
             "unknown, and GPUs that no record names are not shown\n")
       << text;

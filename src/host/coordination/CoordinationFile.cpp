@@ -39,6 +39,12 @@ CoordinationFileChoice chooseCoordinationFile(
                                   " is set but empty: name a file in it, or unset it for " +
                                   kDefaultCoordinationFile);
     }
+    if (!std::filesystem::path(variable).is_absolute()) {
+      throw std::invalid_argument(std::string("$") + kCoordinationFileVariable + " is '" +
+                                  variable +
+                                  "', a relative path, which each process would read from its "
+                                  "own working directory: name an absolute path");
+    }
     return {variable, CoordinationFileSource::kVariable, {}};
   }
   if (fromConfiguration) {

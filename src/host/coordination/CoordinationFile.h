@@ -47,7 +47,8 @@ struct CoordinationFileChoice {
 /// The rule above. `fromConfiguration` is asked only when neither the option nor the variable
 /// names a file; it returns nullopt when the configuration names none (or there is none).
 /// @throws std::invalid_argument when --coordination-file or the variable is set but empty
-///         (never the host's shared file when another was meant), naming which and the fix.
+///         (never the host's shared file when another was meant), or the variable is relative
+///         (each process would read it from its own working directory), naming which and the fix.
 CoordinationFileChoice chooseCoordinationFile(
     const std::optional<std::string>& option,
     const std::function<std::optional<ConfiguredCoordinationFile>()>& fromConfiguration = {});
