@@ -424,6 +424,10 @@ struct Subcommand {
   CLI::App* (*add)(CLI::App&, CommandLine&, AfterParse&);
 };
 
+/// `flink-gpu help [COMMAND]`: the help of flink-gpu or of COMMAND, as `git help` gives it; not a
+/// command of kSubcommands, since it runs nothing (parseHelpCommand).
+constexpr std::string_view kHelpCommand = "help";
+
 /// In the order --help lists them.
 constexpr std::array kSubcommands{
     Subcommand{"discover", Command::kDiscover, addDiscover},
@@ -510,6 +514,20 @@ std::optional<std::string> firstUnknownOption(int argc, char** argv, const CLI::
   return std::nullopt;
 }
 
+/// The commands, `help` among them: the nearest to an unknown one.
+std::vector<std::string> commandNames() {
+  std::vector<std::string> names;
+  for (const Subcommand& subcommand : kSubcommands) names.emplace_back(subcommand.name);
+  names.emplace_back(kHelpCommand);
+  return names;
+}
+
+/// "unknown command 'dicsover'; did you mean 'discover'?"
+std::string unknownCommand(std::string_view word) {
+  return "unknown command '" + strings::quoteForMessage(word) + "'" +
+         didYouMean(word, commandNames());
+}
+
 /// The usage error of `error`, as two lines: what is wrong, standing alone (an unknown command
 /// or option named, with the nearest known one), then where the help for it is.
 void printUsageError(int argc, char** argv, const CLI::App& app,
@@ -517,9 +535,7 @@ void printUsageError(int argc, char** argv, const CLI::App& app,
                      const CLI::App* command, const CLI::ParseError& error) {
   std::string what;
   if (word && requested == nullptr) {
-    std::vector<std::string> names;
-    for (const Subcommand& subcommand : kSubcommands) names.emplace_back(subcommand.name);
-    what = "unknown command '" + strings::quoteForMessage(*word) + "'" + didYouMean(*word, names);
+    what = unknownCommand(*word);
   } else if (const std::optional<std::string> unknown =
                  firstUnknownOption(argc, argv, app, command)) {
     std::vector<std::string> names;
@@ -538,9 +554,42 @@ void printUsageError(int argc, char** argv, const CLI::App& app,
   std::cerr << "flink-gpu: error: " << what << '\n' << help << '\n';
 }
 
+// ---- help: `flink-gpu help` ------------------------------------------------------------------
+
+/// `flink-gpu [options] help [COMMAND] [...]`: parsed as `flink-gpu [options] [COMMAND] --help`;
+/// `help help` is the top-level help, which lists `help`. A COMMAND that is none is a usage
+/// error naming the nearest.
+std::optional<int> parseHelpCommand(int argc, char** argv, CommandLine& line) {
+  std::vector<char*> args(argv, argv + argc);
+  // Where commandWord found its word: the string_view it returns is a view of that argument.
+  const auto wordAt = [&args]() -> std::optional<std::vector<char*>::iterator> {
+    const std::optional<std::string_view> word =
+        commandWord(static_cast<int>(args.size()), args.data());
+    if (!word) return std::nullopt;
+    return std::find(args.begin() + 1, args.end(), word->data());
+  };
+  // `help`, then COMMAND too when it is `help` again.
+  for (int round = 0; round < 2; ++round) {
+    const auto at = wordAt();
+    if (!at || *at == args.end() || std::string_view(**at) != kHelpCommand) break;
+    args.erase(*at);
+  }
+  const auto topic = wordAt();
+  if (topic && *topic != args.end() && findSubcommand(**topic) == nullptr) {
+    std::cerr << "flink-gpu: error: " << unknownCommand(**topic)
+              << "\nRun 'flink-gpu --help' for the commands.\n";
+    return kUsageError;
+  }
+  // Right after COMMAND (or flink-gpu): never after a `--`, where it would be an argument.
+  static char helpOption[] = "--help";
+  args.insert(topic && *topic != args.end() ? *topic + 1 : args.begin() + 1, helpOption);
+  return parseCommandLine(static_cast<int>(args.size()), args.data(), line);
+}
+
 }  // namespace
 
 std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
+  if (commandWord(argc, argv) == kHelpCommand) return parseHelpCommand(argc, argv, line);
   CLI::App app(
       "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them; the "
       "external resources of a Flink configuration (discover --config, config); and the host's "
@@ -569,6 +618,12 @@ std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
     if (requested != nullptr && requested != &subcommand) continue;
     CLI::App* added = subcommand.add(app, line, after);
     if (requested == &subcommand) requestedApp = added;
+  }
+  if (requested == nullptr) {
+    // Listed by --help; parseHelpCommand reads it before CLI11 sees it.
+    app.add_subcommand(std::string(kHelpCommand),
+                       "Show the help of flink-gpu, or of one command: flink-gpu help COMMAND is "
+                       "flink-gpu COMMAND --help.");
   }
 
   try {

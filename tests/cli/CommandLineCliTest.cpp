@@ -175,6 +175,48 @@ TEST(CommandLineCliTest, HelpGivesEachOptionsType) {
   }
 }
 
+// --- help ------------------------------------------------------------------------------------
+
+TEST(CommandLineCliTest, HelpPrintsTheHelpOfFlinkGpuOrOfACommand) {
+  // As `git help`: `help` is --help, `help COMMAND` is COMMAND --help.
+  const CliRun top = runCli({"--help"});
+  ASSERT_EQ(top.exitCode, 0) << top;
+  EXPECT_THAT(top.out, HasSubstr("\n  help ")) << top;  // listed with the commands
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"help"}, {"help", "help"}, {"-q", "help"}}) {
+    const CliRun run = runCli(args);
+    EXPECT_EQ(run.exitCode, 0) << run;
+    EXPECT_EQ(run.out, top.out) << run;
+    EXPECT_EQ(run.err, "") << run;
+  }
+  for (const std::string command : {"discover", "exec", "share"}) {
+    const CliRun own = runCli({command, "--help"});
+    ASSERT_EQ(own.exitCode, 0) << own;
+    const CliRun run = runCli({"help", command});
+    EXPECT_EQ(run.exitCode, 0) << run;
+    EXPECT_EQ(run.out, own.out) << run;
+    EXPECT_EQ(runCli({"-v", "help", command}).out, own.out);
+  }
+}
+
+TEST(CommandLineCliTest, HelpOfAnUnknownCommandNamesTheNearest) {
+  CliRun run = runCli({"help", "dicsover"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_EQ(linesOf(run.err),
+            (std::vector<std::string>{
+                "flink-gpu: error: unknown command 'dicsover'; did you mean 'discover'?",
+                "Run 'flink-gpu --help' for the commands."}))
+      << run;
+  run = runCli({"help", "nosuch"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(firstLine(run.err), "flink-gpu: error: unknown command 'nosuch'") << run;
+  // `help` itself is a command the nearest can be.
+  run = runCli({"hlep"});
+  EXPECT_EQ(firstLine(run.err), "flink-gpu: error: unknown command 'hlep'; did you mean 'help'?")
+      << run;
+}
+
 // --- Flink's home from flink-gpu's place ----------------------------------------------------
 
 /// A Flink distribution in a temporary folder, with flink-gpu in its bin/ (a hard link to the
