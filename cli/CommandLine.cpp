@@ -7,6 +7,7 @@
 #include <array>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +35,17 @@ using externalresource::gpu::GPUDriverOptions;
 /// (whether an option was given at all).
 using AfterParse = std::vector<std::function<void()>>;
 
+/// The names each option of a fixed set of values takes (addChoiceOption, --config-file), for
+/// the words of its usage errors ("expected text or json"). Filled as the options are set up, by
+/// parseCommandLine's one run, which clears it first.
+std::map<const CLI::Option*, std::vector<std::string>> choiceNames;
+
+/// `option` takes one of `names`: CLI11 checks it, and a usage error lists them.
+CLI::Option* withChoices(CLI::Option* option, std::vector<std::string> names) {
+  choiceNames[option] = names;
+  return option->check(CLI::IsMember(std::move(names)));
+}
+
 /// An option whose value is one of `choices`' names, stored as the value it names: the one place
 /// an option's words are compared. Help shows the names (TEXT:{a,b}); anything else is a usage
 /// error. The default shown is the caller's (default_str).
@@ -43,16 +55,15 @@ CLI::Option* addChoiceOption(CLI::App& command, const std::string& name, Value& 
                              const std::string& description) {
   std::vector<std::string> names;
   for (const auto& choice : choices) names.push_back(choice.first);
-  return command
-      .add_option_function<std::string>(
-          name,
-          [&value, choices = std::move(choices)](const std::string& text) {
-            for (const auto& [choiceName, choice] : choices) {
-              if (choiceName == text) value = choice;
-            }
-          },
-          description)
-      ->check(CLI::IsMember(std::move(names)));
+  return withChoices(command.add_option_function<std::string>(
+                         name,
+                         [&value, choices = std::move(choices)](const std::string& text) {
+                           for (const auto& [choiceName, choice] : choices) {
+                             if (choiceName == text) value = choice;
+                           }
+                         },
+                         description),
+                     std::move(names));
 }
 
 /// `--format`, one of `formats` (text, json; prometheus for status).
@@ -76,13 +87,13 @@ void addFlinkConfigurationOptions(CLI::App& command, FlinkConfigurationOptions& 
           ->expected(0, 1)
           ->type_name("[DIR|FILE]");
   after.push_back([config, &options] { options.configGiven = config->count() > 0; });
-  command
-      .add_option("--config-file", options.configFile,
+  withChoices(command.add_option(
+                  "--config-file", options.configFile,
                   "When the folder holds both config.yaml and flink-conf.yaml, read this one "
                   "(default: $FLINK_GPU_CONF_FILE, else what the folder's Flink version reads: "
-                  "1.19 and 1.20 flink-conf.yaml, 2.x config.yaml; else config.yaml)")
-      ->check(CLI::IsMember({std::string(GlobalConfiguration::FLINK_CONF_FILENAME),
-                             std::string(GlobalConfiguration::LEGACY_FLINK_CONF_FILENAME)}))
+                  "1.19 and 1.20 flink-conf.yaml, 2.x config.yaml; else config.yaml)"),
+              {std::string(GlobalConfiguration::FLINK_CONF_FILENAME),
+               std::string(GlobalConfiguration::LEGACY_FLINK_CONF_FILENAME)})
       ->type_name("NAME");
   command
       .add_option("-D", options.dynamicProperties,
@@ -514,7 +525,237 @@ std::optional<std::string> firstUnknownOption(int argc, char** argv, const CLI::
   return std::nullopt;
 }
 
-/// The commands, `help` among them: the nearest to an unknown one.
+// ---- CLI11's parse errors in our words -------------------------------------------------------
+// CLI11 says what went wrong in its own words ("--amount: 1 required UINT missing", "Could not
+// convert: --expect = abc"); a person gets ours instead, naming the option as it was typed. The
+// error's type tells what went wrong; which option it was about is found again from CLI11's state
+// (what each option was given), never read from its message.
+
+/// One place argv names `option`: as typed ("-n", "--amount"), and the value when the same
+/// argument holds it ("--amount=2", "-n2").
+struct TypedOption {
+  std::string name;
+  std::optional<std::string> value;
+  int index = 0;
+};
+
+/// Where argv names `option`, before any `--`.
+std::vector<TypedOption> occurrencesOf(int argc, char** argv, const CLI::Option& option) {
+  std::vector<TypedOption> found;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.starts_with("--")) {
+      const std::size_t equals = arg.find('=');
+      const std::string_view name = arg.substr(2, equals == arg.npos ? arg.npos : equals - 2);
+      for (const std::string& known : option.get_lnames()) {
+        if (name != known) continue;
+        found.push_back(
+            {"--" + known,
+             equals == arg.npos ? std::nullopt : std::optional<std::string>(arg.substr(equals + 1)),
+             i});
+      }
+    } else if (arg.size() >= 2 && arg.front() == '-') {
+      for (const std::string& known : option.get_snames()) {
+        if (arg.substr(1, known.size()) != known) continue;
+        std::string_view rest = arg.substr(1 + known.size());
+        if (rest.starts_with('=')) rest.remove_prefix(1);
+        found.push_back(
+            {"-" + known, rest.empty() ? std::nullopt : std::optional<std::string>(rest), i});
+      }
+    }
+  }
+  return found;
+}
+
+/// The name --help shows first for `option`: its long name, else its short one, else (a
+/// positional argument) its own.
+std::string displayName(const CLI::Option& option) {
+  if (!option.get_lnames().empty()) return "--" + option.get_lnames().front();
+  if (!option.get_snames().empty()) return "-" + option.get_snames().front();
+  return option.get_name(/*positional=*/true);
+}
+
+/// `option` as the user typed it (the occurrence whose value is `value`, when one is given),
+/// else as --help names it.
+std::string typedName(int argc, char** argv, const CLI::Option& option,
+                      const std::optional<std::string>& value = std::nullopt) {
+  const std::vector<TypedOption> typed = occurrencesOf(argc, argv, option);
+  for (const TypedOption& each : typed) {
+    const std::optional<std::string> given =
+        each.value ? each.value
+                   : (each.index + 1 < argc ? std::optional<std::string>(argv[each.index + 1])
+                                            : std::nullopt);
+    if (value && given == value) return each.name;
+  }
+  return typed.empty() ? displayName(option) : typed.front().name;
+}
+
+/// "a or b", "a, b or c".
+std::string orList(const std::vector<std::string>& words) {
+  std::string text;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) text += i + 1 == words.size() ? " or " : ", ";
+    text += words[i];
+  }
+  return text;
+}
+
+/// What `option` takes, in words: its choices ("text or json"), else what a number of ours is,
+/// else the type --help shows for it ("PATH", "DURATION").
+std::string expectedValue(const CLI::Option& option) {
+  if (const auto choices = choiceNames.find(&option); choices != choiceNames.end()) {
+    return orList(choices->second);
+  }
+  const std::string type = option.get_type_name();
+  if (type == "UINT") return "a whole number";
+  if (type == "INT") return "a whole number";
+  if (type == "PID") return "a process id";
+  return type.empty() ? "a value" : type;
+}
+
+/// The options `app` and `command` know: the command's first, as --help lists them.
+std::vector<CLI::Option*> knownOptions(CLI::App& app, CLI::App* command) {
+  std::vector<CLI::Option*> options;
+  if (command != nullptr) options = command->get_options();
+  for (CLI::Option* option : app.get_options()) options.push_back(option);
+  return options;
+}
+
+/// The option CLI11 refused the values of, and how: each option given is checked again (its
+/// validators, the conversion to its type, how many times it may be given), as CLI11 checked it
+/// when it failed. nullptr when none fails again.
+template <typename Refusal>
+CLI::Option* refusedOption(const std::vector<CLI::Option*>& options) {
+  for (CLI::Option* option : options) {
+    if (option->count() == 0) continue;
+    try {
+      option->run_callback();
+    } catch (const Refusal&) {
+      return option;
+    } catch (const CLI::ParseError&) {
+    }
+  }
+  return nullptr;
+}
+
+/// The first value of `option` that one of its validators refuses; else its first value.
+std::string refusedValue(CLI::Option& option) {
+  for (const std::string& result : option.results()) {
+    for (int i = 0;; ++i) {
+      CLI::Validator* validator = nullptr;
+      try {
+        validator = option.get_validator(i);
+      } catch (const CLI::OptionNotFound&) {
+        break;
+      }
+      std::string copy = result;
+      if (!(*validator)(copy).empty()) return result;
+    }
+  }
+  return option.results().empty() ? std::string() : option.results().front();
+}
+
+/// `invalid --format 'yaml': expected text or json`.
+std::string describeInvalidValue(int argc, char** argv, CLI::Option& option) {
+  const std::string value = refusedValue(option);
+  const std::string name = typedName(argc, argv, option, value);
+  const std::string invalid = "invalid " + name + " '" + strings::quoteForMessage(value) + "': ";
+  // A flag given a value it cannot read as true or false (`--strict=maybe`).
+  if (option.get_expected_max() == 0 || option.get_type_size_max() == 0) {
+    return invalid + name + " takes no value";
+  }
+  return invalid + "expected " + expectedValue(option);
+}
+
+/// A missing value (`--amount` as the last argument), else an option given more often than it
+/// may be.
+std::string describeArgumentMismatch(int argc, char** argv,
+                                     const std::vector<CLI::Option*>& options,
+                                     const std::string& commandName) {
+  // CLI11 takes the next argument as the value whatever it is: only the last one can lack it.
+  const int last = argc - 1;
+  for (CLI::Option* option : options) {
+    if (option->get_expected_min() == 0 && option->get_type_size_min() == 0) continue;
+    for (const TypedOption& typed : occurrencesOf(argc, argv, *option)) {
+      if (typed.index == last && !typed.value) {
+        return typed.name + " needs a value (" + expectedValue(*option) + ")";
+      }
+    }
+  }
+  if (CLI::Option* option = refusedOption<CLI::ArgumentMismatch>(options)) {
+    const std::vector<TypedOption> typed = occurrencesOf(argc, argv, *option);
+    return (typed.empty() ? displayName(*option) : typed.front().name) + " is given " +
+           std::to_string(std::max<std::size_t>(typed.size(), 2)) + " times; " + commandName +
+           " takes it once";
+  }
+  return "cannot read the command line";
+}
+
+/// A required option that was not given: `drain needs --gpu GPU`.
+std::string describeMissingOption(const std::vector<CLI::Option*>& options,
+                                  const std::string& commandName) {
+  for (const CLI::Option* option : options) {
+    if (!option->get_required() || option->count() > 0) continue;
+    const std::string type = option->get_type_name();
+    return commandName + " needs " + displayName(*option) + (type.empty() ? "" : " " + type);
+  }
+  return "cannot read the command line";
+}
+
+/// Arguments no option took: `unexpected argument 'extra': status takes only options`.
+std::string describeExtras(int argc, char** argv, const CLI::App& app, const CLI::App* command) {
+  std::vector<std::string> left = app.remaining();
+  if (command != nullptr) {
+    const std::vector<std::string> own = command->remaining();
+    left.insert(left.end(), own.begin(), own.end());
+  }
+  std::vector<std::string> shown;
+  for (const std::string& extra : left) {
+    std::string typed = extra;
+    // `-q=3` is left over as "-=3": name the argument it came from.
+    if (std::find(argv + 1, argv + argc, extra) == argv + argc) {
+      for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        if (arg.size() > 2 && arg[0] == '-' && arg[1] != '-' && extra.starts_with('-') &&
+            arg.substr(2) == std::string_view(extra).substr(1)) {
+          typed = arg;
+        }
+      }
+    }
+    shown.push_back("'" + strings::quoteForMessage(typed) + "'");
+  }
+  if (shown.empty()) return "cannot read the command line";
+  std::string what =
+      std::string(shown.size() == 1 ? "unexpected argument " : "unexpected arguments ") +
+      strings::join(shown, ", ");
+  const bool takesArguments =
+      command != nullptr &&
+      !command->get_options([](const CLI::Option* option) { return option->get_positional(); })
+           .empty();
+  if (command != nullptr && !takesArguments) {
+    what += ": " + command->get_name() + " takes only options";
+  }
+  return what;
+}
+
+/// Two options that exclude or need each other (Option::excludes, Option::needs).
+std::string describeCombination(int argc, char** argv, const std::vector<CLI::Option*>& options,
+                                bool excludes) {
+  for (const CLI::Option* option : options) {
+    if (option->count() == 0) continue;
+    for (const CLI::Option* other : excludes ? option->get_excludes() : option->get_needs()) {
+      if (excludes != (other->count() > 0)) continue;
+      const std::string first = typedName(argc, argv, *option);
+      const std::string second = typedName(argc, argv, *other);
+      return excludes ? first + " cannot be combined with " + second
+                      : first + " needs " + second + " too";
+    }
+  }
+  return "cannot read the command line";
+}
+
+/// The commands `help` names, for a missing command and the nearest to an unknown one.
 std::vector<std::string> commandNames() {
   std::vector<std::string> names;
   for (const Subcommand& subcommand : kSubcommands) names.emplace_back(subcommand.name);
@@ -528,11 +769,48 @@ std::string unknownCommand(std::string_view word) {
          didYouMean(word, commandNames());
 }
 
+/// `error`, a parse error of CLI11 other than an unknown command or option, in our words.
+std::string describeParseError(int argc, char** argv, CLI::App& app, CLI::App* command,
+                               const CLI::ParseError& error) {
+  const std::vector<CLI::Option*> options = knownOptions(app, command);
+  const std::string commandName = command != nullptr ? command->get_name() : "flink-gpu";
+  if (dynamic_cast<const CLI::RequiredError*>(&error) != nullptr) {
+    if (app.get_subcommands().empty()) {
+      return "no command given; the commands are " + orList(commandNames());
+    }
+    return describeMissingOption(options, commandName);
+  }
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&error) != nullptr) {
+    return describeArgumentMismatch(argc, argv, options, commandName);
+  }
+  if (dynamic_cast<const CLI::ValidationError*>(&error) != nullptr) {
+    if (CLI::Option* option = refusedOption<CLI::ValidationError>(options)) {
+      return describeInvalidValue(argc, argv, *option);
+    }
+  }
+  if (dynamic_cast<const CLI::ConversionError*>(&error) != nullptr) {
+    if (CLI::Option* option = refusedOption<CLI::ConversionError>(options)) {
+      return describeInvalidValue(argc, argv, *option);
+    }
+  }
+  if (dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr) {
+    return describeExtras(argc, argv, app, command);
+  }
+  if (dynamic_cast<const CLI::ExcludesError*>(&error) != nullptr) {
+    return describeCombination(argc, argv, options, /*excludes=*/true);
+  }
+  if (dynamic_cast<const CLI::RequiresError*>(&error) != nullptr) {
+    return describeCombination(argc, argv, options, /*excludes=*/false);
+  }
+  // What flink-gpu never sets up (configuration files, positional sets): not for a person.
+  return "cannot read the command line";
+}
+
 /// The usage error of `error`, as two lines: what is wrong, standing alone (an unknown command
 /// or option named, with the nearest known one), then where the help for it is.
-void printUsageError(int argc, char** argv, const CLI::App& app,
+void printUsageError(int argc, char** argv, CLI::App& app,
                      const std::optional<std::string_view>& word, const Subcommand* requested,
-                     const CLI::App* command, const CLI::ParseError& error) {
+                     CLI::App* command, const CLI::ParseError& error) {
   std::string what;
   if (word && requested == nullptr) {
     what = unknownCommand(*word);
@@ -544,7 +822,7 @@ void printUsageError(int argc, char** argv, const CLI::App& app,
     what =
         "unknown option '" + strings::quoteForMessage(*unknown) + "'" + didYouMean(*unknown, names);
   } else {
-    what = error.what();
+    what = describeParseError(argc, argv, app, command, error);
   }
   const std::string help =
       requested == nullptr
@@ -590,6 +868,7 @@ std::optional<int> parseHelpCommand(int argc, char** argv, CommandLine& line) {
 
 std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
   if (commandWord(argc, argv) == kHelpCommand) return parseHelpCommand(argc, argv, line);
+  choiceNames.clear();
   CLI::App app(
       "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them; the "
       "external resources of a Flink configuration (discover --config, config); and the host's "
@@ -613,7 +892,7 @@ std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
   const std::optional<std::string_view> word = commandWord(argc, argv);
   const Subcommand* requested = word ? findSubcommand(*word) : nullptr;
   AfterParse after;
-  const CLI::App* requestedApp = nullptr;
+  CLI::App* requestedApp = nullptr;
   for (const Subcommand& subcommand : kSubcommands) {
     if (requested != nullptr && requested != &subcommand) continue;
     CLI::App* added = subcommand.add(app, line, after);

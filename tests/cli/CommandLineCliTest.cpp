@@ -106,7 +106,7 @@ TEST(CommandLineCliTest, AUsageErrorPointsToTheHelpOfItsCommand) {
   CliRun run = runCli({"drain"});
   EXPECT_EQ(run.exitCode, 2) << run;
   EXPECT_EQ(linesOf(run.err),
-            (std::vector<std::string>{"flink-gpu: error: --gpu is required",
+            (std::vector<std::string>{"flink-gpu: error: drain needs --gpu GPU",
                                       "Run 'flink-gpu drain --help' for its options."}))
       << run;
   run = runCli({"discover", "--format", "yaml"});
@@ -116,6 +116,59 @@ TEST(CommandLineCliTest, AUsageErrorPointsToTheHelpOfItsCommand) {
   run = runCli({});
   EXPECT_EQ(run.exitCode, 2) << run;
   EXPECT_EQ(linesOf(run.err).back(), "Run 'flink-gpu --help' for usage.") << run;
+}
+
+TEST(CommandLineCliTest, NoParserTextReachesTheUser) {
+  // Each kind of error CLI11 finds, in our words: the option named as typed, then the pointer to
+  // the command's help. CLI11's own ("1 required UINT missing", "yaml not in {text,json}",
+  // "Could not convert", "A subcommand is required") never shows.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      // A required option (CLI::RequiredError).
+      {{"exec"}, "exec needs --amount UINT"},
+      {{"share", "--replicas", "2"}, "share needs --gpu ID|all"},
+      // A missing value (CLI::ArgumentMismatch), as typed.
+      {{"exec", "--amount"}, "--amount needs a value (a whole number)"},
+      {{"exec", "-n"}, "-n needs a value (a whole number)"},
+      {{"status", "--format"}, "--format needs a value (text, json or prometheus)"},
+      {{"discover", "--timeout"}, "--timeout needs a value (DURATION)"},
+      {{"exec", "-n", "1", "--visible-devices"}, "--visible-devices needs a value (index or uuid)"},
+      // Given twice (CLI::ArgumentMismatch).
+      {{"drain", "--gpu", "0", "--gpu", "1"}, "--gpu is given 2 times; drain takes it once"},
+      // Not one of the choices (CLI::ValidationError).
+      {{"discover", "--format", "yaml"}, "invalid --format 'yaml': expected text or json"},
+      {{"status", "--format=yaml"}, "invalid --format 'yaml': expected text, json or prometheus"},
+      {{"exec", "-n", "1", "--placement=near", "--", "true"},
+       "invalid --placement 'near': expected topology or index"},
+      {{"config", "--config-file", "flink.yml"},
+       "invalid --config-file 'flink.yml': expected config.yaml or flink-conf.yaml"},
+      // Not of the option's type (CLI::ConversionError).
+      {{"check", "--expect", "abc"}, "invalid --expect 'abc': expected a whole number"},
+      {{"release", "--owner=abc"}, "invalid --owner 'abc': expected a process id"},
+      {{"discover", "--strict=maybe"}, "invalid --strict 'maybe': --strict takes no value"},
+      // Arguments no option takes (CLI::ExtrasError).
+      {{"discover", "extra"}, "unexpected argument 'extra': discover takes only options"},
+      {{"status", "one", "two"}, "unexpected arguments 'one', 'two': status takes only options"},
+      {{"discover", "--", "x"}, "unexpected argument 'x': discover takes only options"},
+      {{"status", "-q=3"}, "unexpected argument '-q=3': status takes only options"},
+  };
+  for (const auto& [args, said] : cases) {
+    const CliRun run = runCli(args);
+    EXPECT_EQ(run.exitCode, 2) << run;
+    EXPECT_EQ(run.out, "") << run;
+    EXPECT_EQ(linesOf(run.err), (std::vector<std::string>{"flink-gpu: error: " + said,
+                                                          "Run 'flink-gpu " + args.front() +
+                                                              " --help' for its options."}))
+        << run;
+  }
+  // No command at all (CLI::RequiredError of the subcommand).
+  const CliRun none = runCli({"-v"});
+  EXPECT_EQ(none.exitCode, 2) << none;
+  EXPECT_EQ(linesOf(none.err),
+            (std::vector<std::string>{
+                "flink-gpu: error: no command given; the commands are discover, status, release, "
+                "exec, config, topology, drain, undrain, check, watch, share, unshare or help",
+                "Run 'flink-gpu --help' for usage."}))
+      << none;
 }
 
 /// The help line of `option` in `help`: the line that starts with it, after the indent.

@@ -169,7 +169,7 @@ TEST_F(ShareCliTest, BadValuesAreUsageErrorsThatQuoteThemAndWriteNothing) {
       {{"--gpu", "MIG-aa000000-0000-4000-8000-000000000001", "--replicas", "2"},
        "invalid --gpu 'MIG-aa000000-0000-4000-8000-000000000001': "},
       {{"--gpu", "0,1", "--replicas", "2"}, "invalid --gpu '0,1': "},
-      {{"--replicas", "2"}, "--gpu is required"},
+      {{"--replicas", "2"}, "share needs --gpu ID|all"},
   };
   for (const auto& [args, error] : cases) {
     std::vector<std::string> argv{"share"};
