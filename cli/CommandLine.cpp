@@ -234,7 +234,7 @@ CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse& after) {
   CLI::App* command = app.add_subcommand(
       "exec",
       "Run a command with GPUs of its own: allocate them in the coordination file, set "
-      "CUDA_VISIBLE_DEVICES, and exec the command.");
+      "CUDA_VISIBLE_DEVICES, and run the command, holding them until it ends.");
   // Read as text, as discover reads its own (commands/AmountOption.h).
   command->add_option("-n,--amount", options.amount, "How many GPUs to allocate (must be > 0)")
       ->type_name("UINT")
@@ -299,10 +299,11 @@ CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse& after) {
   // `flink-gpu exec -n 1 python -u train.py -v`: -u and -v are python's and train.py's.
   command->positionals_at_end();
   command->footer(
-      "The command replaces flink-gpu in the same process (same pid), so it inherits the GPUs:\n"
-      "they are recorded for that pid, stay taken while the command runs, and are free again\n"
-      "once it ends. If the command cannot be run, the GPUs are released and flink-gpu exits\n"
-      "with 127 (not found) or 126 (cannot be executed), as a shell does.\n");
+      "The command runs as flink-gpu's child, which holds the GPUs for it: they are recorded\n"
+      "for flink-gpu's pid (the command's $PPID), stay taken while the command runs, and are\n"
+      "free again once it ends; flink-gpu then exits with the command's status. If the command\n"
+      "cannot be run, the GPUs are released and flink-gpu exits with 127 (not found) or 126\n"
+      "(cannot be executed), as a shell does.\n");
   return command;
 }
 

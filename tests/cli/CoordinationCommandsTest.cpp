@@ -442,11 +442,13 @@ TEST_F(CoordinationCommandsTest, ExecWhenNvidiaSmiFailsExitsOne) {
   EXPECT_FALSE(fs::exists(coordinationFile()));
 }
 
-TEST_F(CoordinationCommandsTest, ExecHelpSaysTheCommandInheritsTheGpus) {
+TEST_F(CoordinationCommandsTest, ExecHelpSaysTheCommandRunsAsItsChild) {
   const CliRun run = runCli({"exec", "--help"});
   EXPECT_EQ(run.exitCode, 0) << run;
-  EXPECT_TRUE(contains(run.out, "same process (same pid)")) << run;
-  EXPECT_TRUE(contains(run.out, "inherits the GPUs")) << run;
+  // Not "replaces flink-gpu in the same process (same pid)", as it once did.
+  EXPECT_FALSE(contains(run.out, "same pid")) << run;
+  EXPECT_TRUE(contains(run.out, "The command runs as flink-gpu's child")) << run;
+  EXPECT_TRUE(contains(run.out, "the command's $PPID")) << run;
   const CliRun top = runCli({"--help"});
   for (const char* command : {"status", "release", "exec"}) {
     EXPECT_TRUE(contains(top.out, command)) << top;
