@@ -83,7 +83,8 @@ void addFlinkConfigurationOptions(CLI::App& command, FlinkConfigurationOptions& 
           .add_option(
               "--config", options.configDir,
               "Read the Flink configuration folder DIR (config.yaml, else flink-conf.yaml), "
-              "or its FILE; without either: $FLINK_CONF_DIR, else $FLINK_HOME/conf")
+              "or its FILE; without either: $FLINK_CONF_DIR, else $FLINK_HOME/conf (FLINK_HOME, "
+              "when unset, is the folder above flink-gpu's bin/)")
           ->expected(0, 1)
           ->type_name("[DIR|FILE]");
   after.push_back([config, &options] { options.configGiven = config->count() > 0; });
@@ -833,7 +834,85 @@ void printUsageError(int argc, char** argv, CLI::App& app,
   std::cerr << "flink-gpu: error: " << what << '\n' << help << '\n';
 }
 
-// ---- help: `flink-gpu help` ------------------------------------------------------------------
+// ---- help: `flink-gpu help`, and what each command's help ends with ---------------------------
+
+/// What FLINK_HOME is when it is unset: told where flink-gpu reads it (the top-level help,
+/// discover, config).
+constexpr std::string_view kFlinkHomeParagraph =
+    "When FLINK_HOME is not set, flink-gpu sets it to the folder above its own bin/, as Flink's\n"
+    "bin/config.sh does: $FLINK_HOME/conf, $FLINK_HOME/plugins and the relative\n"
+    "discovery-script paths of a configuration are then found there.\n";
+
+/// The end of a command's help: command lines that work as shown (a test runs each).
+struct CommandHelp {
+  std::string_view command;
+  /// One command line a line, each indented by two spaces.
+  std::string_view examples;
+  /// Whether the command reads FLINK_HOME (kFlinkHomeParagraph).
+  bool readsFlinkHome = false;
+};
+
+constexpr std::array kCommandHelp{
+    CommandHelp{"discover",
+                "  flink-gpu discover --amount 2\n"
+                "  flink-gpu discover --discovery-script ./my-gpus.sh --amount 2 --format json\n"
+                "  flink-gpu discover --config\n",
+                true},
+    CommandHelp{"status",
+                "  flink-gpu status\n"
+                "  flink-gpu status --format json\n"
+                "  flink-gpu status --format prometheus\n"},
+    CommandHelp{"release",
+                "  flink-gpu release --gone\n"
+                "  flink-gpu release --owner 4242\n"
+                "  flink-gpu release --gpu 3 --force\n"},
+    CommandHelp{"exec",
+                "  flink-gpu exec --amount 2 -- python train.py\n"
+                "  flink-gpu exec -n 1 --bind-cpus -- nvidia-smi\n"
+                "  flink-gpu exec -n 1 --share -- python serve.py\n"},
+    CommandHelp{"config",
+                "  flink-gpu config\n"
+                "  flink-gpu config --format json\n"
+                "  flink-gpu config -Dexternal-resource.gpu.amount=2\n",
+                true},
+    CommandHelp{"topology",
+                "  flink-gpu topology\n"
+                "  flink-gpu topology --format json\n"},
+    CommandHelp{"drain",
+                "  flink-gpu drain --gpu 3 --reason 'fan failure, ticket 1234'\n"
+                "  flink-gpu drain --gpu 0000:3b:00.0\n"},
+    CommandHelp{"undrain",
+                "  flink-gpu undrain --gpu 3 --reason 'fan replaced'\n"
+                "  flink-gpu undrain --gpu 0000:3b:00.0\n"},
+    CommandHelp{"check",
+                "  flink-gpu check\n"
+                "  flink-gpu check --expect 8 --format json\n"},
+    CommandHelp{"watch",
+                "  flink-gpu watch\n"
+                "  flink-gpu watch --ignore-xids 13,31,43\n"},
+    CommandHelp{"share",
+                "  flink-gpu share --gpu 0 --replicas 4\n"
+                "  flink-gpu share --gpu all --share-memory 40000\n"
+                "  flink-gpu share --gpu 1 --replicas 3 --mps /run/nvidia-mps-1\n"},
+    CommandHelp{"unshare",
+                "  flink-gpu unshare --gpu 0\n"
+                "  flink-gpu unshare --gpu all\n"},
+};
+
+/// Ends the help of `command` (a subcommand of kSubcommands) with what it says of FLINK_HOME,
+/// where it reads it, and its examples, after the footer of its own.
+void endHelpWithExamples(CLI::App& command) {
+  for (const CommandHelp& help : kCommandHelp) {
+    if (help.command != command.get_name()) continue;
+    std::string footer = command.get_footer();
+    if (help.readsFlinkHome) {
+      footer += (footer.empty() ? "" : "\n") + std::string(kFlinkHomeParagraph);
+    }
+    footer +=
+        (footer.empty() ? "" : "\n") + std::string("Examples:\n") + std::string(help.examples);
+    command.footer(footer);
+  }
+}
 
 /// `flink-gpu [options] help [COMMAND] [...]`: parsed as `flink-gpu [options] [COMMAND] --help`;
 /// `help help` is the top-level help, which lists `help`. A COMMAND that is none is a usage
@@ -882,10 +961,6 @@ std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
   app.fallthrough();
   app.add_flag("-v,--verbose", line.verboseCount, "Show the library's log (info; twice for debug)");
   app.add_flag("-q,--quiet", line.quiet, "Print only the result and one line per error");
-  app.footer(
-      "When FLINK_HOME is not set, flink-gpu sets it to the folder above its own bin/, as Flink's\n"
-      "bin/config.sh does: $FLINK_HOME/conf, $FLINK_HOME/plugins and the relative\n"
-      "discovery-script paths of a configuration are then found there.\n");
 
   // Only the requested command is set up: building every command's options is start-up work
   // (allocations, first touches of memory) that every run would pay. All are for --help, and
@@ -897,6 +972,7 @@ std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
   for (const Subcommand& subcommand : kSubcommands) {
     if (requested != nullptr && requested != &subcommand) continue;
     CLI::App* added = subcommand.add(app, line, after);
+    endHelpWithExamples(*added);
     if (requested == &subcommand) requestedApp = added;
   }
   if (requested == nullptr) {
@@ -905,6 +981,8 @@ std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
                        "Show the help of flink-gpu, or of one command: flink-gpu help COMMAND is "
                        "flink-gpu COMMAND --help.");
   }
+  // Set after the subcommands, which would otherwise take it as theirs.
+  app.footer(std::string(kFlinkHomeParagraph));
 
   try {
     app.parse(argc, argv);

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -268,6 +269,88 @@ TEST(CommandLineCliTest, HelpOfAnUnknownCommandNamesTheNearest) {
   run = runCli({"hlep"});
   EXPECT_EQ(firstLine(run.err), "flink-gpu: error: unknown command 'hlep'; did you mean 'help'?")
       << run;
+}
+
+/// The command lines after "Examples:" at the end of `help`, each split into its words (single
+/// quotes group words, as a shell reads them); empty when the help does not end with them.
+std::vector<std::vector<std::string>> examplesOf(const std::string& help) {
+  const std::vector<std::string> lines = linesOf(help);
+  const auto start = std::find(lines.begin(), lines.end(), "Examples:");
+  std::vector<std::vector<std::string>> examples;
+  if (start == lines.end()) return examples;
+  for (auto line = start + 1; line != lines.end(); ++line) {
+    if (line->empty()) continue;
+    std::vector<std::string> words;
+    std::string word;
+    bool quoted = false;
+    bool any = false;
+    for (const char c : *line) {
+      if (c == '\'') {
+        quoted = !quoted;
+        any = true;
+      } else if (c == ' ' && !quoted) {
+        if (any) words.push_back(word);
+        word.clear();
+        any = false;
+      } else {
+        word += c;
+        any = true;
+      }
+    }
+    if (any) words.push_back(word);
+    examples.push_back(words);
+  }
+  return examples;
+}
+
+TEST(CommandLineCliTest, EachCommandsHelpEndsWithExamplesThatWork) {
+  TempDir dir("flink-gpu-examples");
+  // What the examples name: a discovery script of the user's in the working folder, a Flink
+  // configuration ($FLINK_CONF_DIR) and a coordination file of the test's own. No NVML and no
+  // PATH, so that no example finds GPUs, runs a program or watches for ever.
+  writeScript(dir.path() / "my-gpus.sh", "#!/bin/sh\necho 0,1\n");
+  writeScript(dir.path() / "conf/config.yaml",
+              std::string("external-resources: gpu\nexternal-resource.gpu.amount: 1\n"
+                          "external-resource.gpu.driver-factory.class: ") +
+                  kGpuFactory + "\nexternal-resource.gpu.param.discovery-script.path: " +
+                  (dir.path() / "my-gpus.sh").string() + "\n",
+              fs::perms::owner_read | fs::perms::owner_write);
+  fs::create_directories(dir.path() / "empty-path");
+  const std::vector<std::string> environment{
+      "FLINK_CONF_DIR=" + (dir.path() / "conf").string(),
+      "FLINK_GPU_COORDINATION_FILE=" + (dir.path() / "coordination").string(),
+      "FLINK_GPU_NVML_LIBRARY=" + (dir.path() / "no-nvml/libnvidia-ml.so.1").string(),
+      "PATH=" + (dir.path() / "empty-path").string()};
+  for (const std::string command : {"discover", "status", "release", "exec", "config", "topology",
+                                    "drain", "undrain", "check", "watch", "share", "unshare"}) {
+    const CliRun help = runCli({command, "--help"});
+    ASSERT_EQ(help.exitCode, 0) << help;
+    const std::vector<std::vector<std::string>> examples = examplesOf(help.out);
+    EXPECT_GE(examples.size(), 2u) << command << help;
+    EXPECT_LE(examples.size(), 3u) << command << help;
+    for (const std::vector<std::string>& example : examples) {
+      ASSERT_GE(example.size(), 2u) << command << help;
+      EXPECT_EQ(example[0], "flink-gpu") << command << help;
+      EXPECT_EQ(example[1], command) << command << help;
+      // Run as shown: whatever it finds on this host, the command line itself is right.
+      const CliRun run =
+          runCliAt(kCli, dir.path(), {example.begin() + 1, example.end()}, environment);
+      EXPECT_NE(run.exitCode, 2) << command << run;
+      EXPECT_THAT(run.err, Not(HasSubstr("--help'"))) << command << run;
+    }
+  }
+}
+
+TEST(CommandLineCliTest, TheFlinkHomeParagraphIsWhereFlinkHomeIsRead) {
+  const std::string paragraph = "When FLINK_HOME is not set, flink-gpu sets it to the folder";
+  EXPECT_THAT(runCli({"--help"}).out, HasSubstr(paragraph));
+  for (const std::string command : {"discover", "config"}) {
+    EXPECT_THAT(runCli({command, "--help"}).out, HasSubstr(paragraph)) << command;
+  }
+  for (const std::string command : {"status", "release", "exec", "topology", "drain", "undrain",
+                                    "check", "watch", "share", "unshare"}) {
+    EXPECT_THAT(runCli({command, "--help"}).out, Not(HasSubstr(paragraph))) << command;
+  }
 }
 
 // --- Flink's home from flink-gpu's place ----------------------------------------------------
