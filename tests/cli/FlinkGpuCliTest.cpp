@@ -349,6 +349,21 @@ TEST_F(FlinkGpuCliTest, KillingFlinkGpuEndsTheScriptItRuns) {
   }
 }
 
+TEST_F(FlinkGpuCliTest, HelpAndVersionThatCannotBeWrittenSayWhy) {
+  // stdout on /dev/full: --version is written and flushed at once (std::endl), --help too.
+  for (const char* args : {"--version", "--help", "status --help", "help exec"}) {
+    flink::process::RunOptions options;
+    options.timeout = 30s;
+    const auto result = flink::process::run(
+        {"/bin/sh", "-c", std::string("exec '") + kCli + "' " + args + " > /dev/full"}, options);
+    EXPECT_EQ(result.outcome, flink::process::ProcessOutcome::exited(1)) << args;
+    EXPECT_EQ(result.stderrOutput.data,
+              "flink-gpu: error: cannot write the result to standard output: No space left on "
+              "device\n")
+        << args;
+  }
+}
+
 TEST_F(FlinkGpuCliTest, AResultThatCannotBeWrittenIsNoSuccess) {
   // stdout on /dev/full: every write fails with ENOSPC.
   flink::process::RunOptions options;
