@@ -21,8 +21,10 @@
 #include "flink/externalresource/gpu/GPUDriverFactory.h"
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
 #include "flink/util/Exceptions.h"
+#include "flink/util/TimeUtils.h"
 #include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/enumeration/GpuEnumerator.h"
+#include "util/Strings.h"
 
 namespace flink::cli {
 namespace {
@@ -71,6 +73,19 @@ void printGpus(const ExternalResourceInfoSet& gpus, OutputFormat format) {
     return;
   }
   for (const auto& gpu : gpus) std::cout << gpu->toString() << '\n';
+}
+
+/// --timeout checked as the driver reads discovery-script.timeout, so that its error names the
+/// option typed rather than the configuration key it becomes. Prints the error; false when bad.
+bool timeoutOptionIsValid(const std::string& text) {
+  const std::string invalid = "invalid --timeout '" + strings::quoteForMessage(text) + "': ";
+  try {
+    if (parseDuration(text).count() > 0) return true;
+    printError(invalid + "the time-out must be positive");
+  } catch (const InvalidDurationException& e) {
+    printError(invalid + e.reason());
+  }
+  return false;
 }
 
 /// The option as --help names it.
@@ -319,8 +334,10 @@ int runDiscover(const DiscoverOptions& options) {
     if (options.mig) args += args.empty() ? "--mig" : " --mig";
     config.set(GPUDriverOptions::DISCOVERY_SCRIPT_ARG, args);
   }
-  if (options.timeout)
+  if (options.timeout) {
+    if (!timeoutOptionIsValid(*options.timeout)) return kUsageError;
     config.setString(GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT.key(), *options.timeout);
+  }
 
   std::unique_ptr<ExternalResourceDriver> driver;
   try {

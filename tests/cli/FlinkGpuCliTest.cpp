@@ -99,6 +99,24 @@ TEST_F(FlinkGpuCliTest, FailingScriptExitsOneWithItsMessage) {
   EXPECT_NE(first.find("cannot reach the GPU daemon"), std::string::npos) << run;
 }
 
+TEST_F(FlinkGpuCliTest, ATimeoutThatIsNoDurationNamesTheOption) {
+  // Not the configuration key it becomes (discovery-script.timeout), nor its "Invalid duration".
+  CliRun run = runCli({"discover", "--discovery-script", twoGpus(), "--timeout", "5x"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.err,
+            "flink-gpu: error: invalid --timeout '5x': unknown time unit 'x' (use ms, s, min, h "
+            "or d)\n")
+      << run;
+  run = runCli({"discover", "--discovery-script", twoGpus(), "--timeout", "0 s"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.err, "flink-gpu: error: invalid --timeout '0 s': the time-out must be positive\n")
+      << run;
+  run = runCli({"discover", "--discovery-script", twoGpus(), "--timeout", "fast"});
+  EXPECT_EQ(run.err,
+            "flink-gpu: error: invalid --timeout 'fast': it does not start with a number\n")
+      << run;
+}
+
 TEST_F(FlinkGpuCliTest, SlowScriptIsStoppedAtTheTimeout) {
   const std::string slow = script("slow.sh", "sleep 30\necho 0\n");
   const CliRun run = runCli({"discover", "--discovery-script", slow, "--timeout", "300ms"});
