@@ -436,8 +436,8 @@ TEST_F(CoordinationCommandsTest, ExecRefusesTheAmountsDiscoverRefusesInItsWords)
     EXPECT_EQ(run.exitCode, 2) << run;
     EXPECT_EQ(run.out, "") << run;
     EXPECT_EQ(run.err, discover.err) << run;
-    const std::string wanted = "flink-gpu: error: invalid --amount " + amount +
-                               ": the amount of GPUs must be a positive integer" +
+    const std::string wanted = "flink-gpu: error: invalid --amount '" + amount +
+                               "': the amount of GPUs must be a positive integer" +
                                (amount == "99999999999999999999" ? " below 2^63\n" : "\n");
     EXPECT_EQ(run.err, wanted) << run;
   }

@@ -340,7 +340,7 @@ TEST_F(FlinkGpuCliTest, QuietAndVerboseMayFollowTheSubcommand) {
 TEST_F(FlinkGpuCliTest, BadAmountIsReportedBeforeTheScriptIsLookedAt) {
   const CliRun run = runCli({"discover", "--discovery-script", "/nonexistent.sh", "--amount", "0"});
   EXPECT_EQ(run.exitCode, 2) << run;
-  EXPECT_NE(firstLine(run.err).find("--amount 0"), std::string::npos) << run;
+  EXPECT_NE(firstLine(run.err).find("--amount '0'"), std::string::npos) << run;
 }
 
 TEST_F(FlinkGpuCliTest, FewerGpusThanAskedIsAWarning) {
