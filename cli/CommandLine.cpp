@@ -915,7 +915,7 @@ void endHelpWithExamples(CLI::App& command) {
 }
 
 /// `flink-gpu [options] help [COMMAND] [...]`: parsed as `flink-gpu [options] [COMMAND] --help`;
-/// `help help` is the top-level help, which lists `help`. A COMMAND that is none is a usage
+/// `help help` is the top-level help, which tells of `help`. A COMMAND that is none is a usage
 /// error naming the nearest.
 std::optional<int> parseHelpCommand(int argc, char** argv, CommandLine& line) {
   std::vector<char*> args(argv, argv + argc);
@@ -975,14 +975,13 @@ std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
     endHelpWithExamples(*added);
     if (requested == &subcommand) requestedApp = added;
   }
-  if (requested == nullptr) {
-    // Listed by --help; parseHelpCommand reads it before CLI11 sees it.
-    app.add_subcommand(std::string(kHelpCommand),
-                       "Show the help of flink-gpu, or of one command: flink-gpu help COMMAND is "
-                       "flink-gpu COMMAND --help.");
-  }
-  // Set after the subcommands, which would otherwise take it as theirs.
-  app.footer(std::string(kFlinkHomeParagraph));
+  // Set after the subcommands, which would otherwise take it as theirs. `help` is told here
+  // rather than listed among the subcommands, which are the commands that do something (the
+  // package's description names each).
+  app.footer(
+      "Run 'flink-gpu help COMMAND' (or 'flink-gpu COMMAND --help') for a command's "
+      "options and examples.\n\n" +
+      std::string(kFlinkHomeParagraph));
 
   try {
     app.parse(argc, argv);
