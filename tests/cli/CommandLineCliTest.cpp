@@ -305,6 +305,19 @@ std::vector<std::vector<std::string>> examplesOf(const std::string& help) {
   return examples;
 }
 
+/// The commands the top-level `help` lists, under "Subcommands:".
+std::vector<std::string> commandsOf(const std::string& help) {
+  const std::vector<std::string> lines = linesOf(help);
+  std::vector<std::string> commands;
+  auto line = std::find(lines.begin(), lines.end(), "Subcommands:");
+  if (line == lines.end()) return commands;
+  for (++line; line != lines.end() && line->starts_with("  "); ++line) {
+    const std::size_t end = line->find(' ', 2);
+    commands.push_back(line->substr(2, end == std::string::npos ? end : end - 2));
+  }
+  return commands;
+}
+
 TEST(CommandLineCliTest, EachCommandsHelpEndsWithExamplesThatWork) {
   TempDir dir("flink-gpu-examples");
   // What the examples name: a discovery script of the user's in the working folder, a Flink
@@ -323,8 +336,10 @@ TEST(CommandLineCliTest, EachCommandsHelpEndsWithExamplesThatWork) {
       "FLINK_GPU_COORDINATION_FILE=" + (dir.path() / "coordination").string(),
       "FLINK_GPU_NVML_LIBRARY=" + (dir.path() / "no-nvml/libnvidia-ml.so.1").string(),
       "PATH=" + (dir.path() / "empty-path").string()};
-  for (const std::string command : {"discover", "status", "release", "exec", "config", "topology",
-                                    "drain", "undrain", "check", "watch", "share", "unshare"}) {
+  // Every command --help lists, so that a new one needs its examples too.
+  const std::vector<std::string> commands = commandsOf(runCli({"--help"}).out);
+  EXPECT_GE(commands.size(), 12u) << "--help lists too few commands";
+  for (const std::string& command : commands) {
     const CliRun help = runCli({command, "--help"});
     ASSERT_EQ(help.exitCode, 0) << help;
     const std::vector<std::vector<std::string>> examples = examplesOf(help.out);
