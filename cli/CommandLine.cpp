@@ -694,13 +694,18 @@ std::string describeArgumentMismatch(int argc, char** argv,
   return "cannot read the command line";
 }
 
-/// A required option that was not given: `drain needs --gpu GPU`.
+/// A required option that was not given: `drain needs --gpu GPU`, `share needs --format (text or
+/// json)`; a required argument: `completion needs its shell (bash or zsh)`.
 std::string describeMissingOption(const std::vector<CLI::Option*>& options,
                                   const std::string& commandName) {
   for (const CLI::Option* option : options) {
     if (!option->get_required() || option->count() > 0) continue;
+    const std::string name = (option->get_positional() ? "its " : "") + displayName(*option);
+    if (choiceNames.contains(option)) {
+      return commandName + " needs " + name + " (" + expectedValue(*option) + ")";
+    }
     const std::string type = option->get_type_name();
-    return commandName + " needs " + displayName(*option) + (type.empty() ? "" : " " + type);
+    return commandName + " needs " + name + (type.empty() ? "" : " " + type);
   }
   return "cannot read the command line";
 }
