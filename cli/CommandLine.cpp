@@ -902,6 +902,10 @@ constexpr std::array kCommandHelp{
     CommandHelp{"unshare",
                 "  flink-gpu unshare --gpu 0\n"
                 "  flink-gpu unshare --gpu all\n"},
+    // The completion command of its own branch: its help ends so once both are merged.
+    CommandHelp{"completion",
+                "  flink-gpu completion bash\n"
+                "  flink-gpu completion zsh\n"},
 };
 
 /// Ends the help of `command` (a subcommand of kSubcommands) with what it says of FLINK_HOME,

@@ -119,6 +119,19 @@ TEST(CommandLineCliTest, AUsageErrorPointsToTheHelpOfItsCommand) {
   EXPECT_EQ(linesOf(run.err).back(), "Run 'flink-gpu --help' for usage.") << run;
 }
 
+/// The commands the top-level `help` lists, under "Subcommands:".
+std::vector<std::string> commandsOf(const std::string& help) {
+  const std::vector<std::string> lines = linesOf(help);
+  std::vector<std::string> commands;
+  auto line = std::find(lines.begin(), lines.end(), "Subcommands:");
+  if (line == lines.end()) return commands;
+  for (++line; line != lines.end() && line->starts_with("  "); ++line) {
+    const std::size_t end = line->find(' ', 2);
+    commands.push_back(line->substr(2, end == std::string::npos ? end : end - 2));
+  }
+  return commands;
+}
+
 TEST(CommandLineCliTest, NoParserTextReachesTheUser) {
   // Each kind of error CLI11 finds, in our words: the option named as typed, then the pointer to
   // the command's help. CLI11's own ("1 required UINT missing", "yaml not in {text,json}",
@@ -161,15 +174,20 @@ TEST(CommandLineCliTest, NoParserTextReachesTheUser) {
                                                               " --help' for its options."}))
         << run;
   }
-  // No command at all (CLI::RequiredError of the subcommand).
+  // No command at all (CLI::RequiredError of the subcommand): the commands --help lists, and help.
+  std::string commands;
+  for (const std::string& command : commandsOf(runCli({"--help"}).out)) commands += command + ", ";
   const CliRun none = runCli({"-v"});
   EXPECT_EQ(none.exitCode, 2) << none;
   EXPECT_EQ(linesOf(none.err),
-            (std::vector<std::string>{
-                "flink-gpu: error: no command given; the commands are discover, status, release, "
-                "exec, config, topology, drain, undrain, check, watch, share, unshare or help",
-                "Run 'flink-gpu --help' for usage."}))
+            (std::vector<std::string>{"flink-gpu: error: no command given; the commands are " +
+                                          commands.substr(0, commands.size() - 2) + " or help",
+                                      "Run 'flink-gpu --help' for usage."}))
       << none;
+  EXPECT_TRUE(
+      commands.starts_with("discover, status, release, exec, config, topology, drain, "
+                           "undrain, check, watch, share, unshare"))
+      << commands;
 }
 
 /// The help line of `option` in `help`: the line that starts with it, after the indent.
@@ -303,19 +321,6 @@ std::vector<std::vector<std::string>> examplesOf(const std::string& help) {
     examples.push_back(words);
   }
   return examples;
-}
-
-/// The commands the top-level `help` lists, under "Subcommands:".
-std::vector<std::string> commandsOf(const std::string& help) {
-  const std::vector<std::string> lines = linesOf(help);
-  std::vector<std::string> commands;
-  auto line = std::find(lines.begin(), lines.end(), "Subcommands:");
-  if (line == lines.end()) return commands;
-  for (++line; line != lines.end() && line->starts_with("  "); ++line) {
-    const std::size_t end = line->find(' ', 2);
-    commands.push_back(line->substr(2, end == std::string::npos ? end : end - 2));
-  }
-  return commands;
 }
 
 TEST(CommandLineCliTest, EachCommandsHelpEndsWithExamplesThatWork) {
