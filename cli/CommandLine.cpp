@@ -7,6 +7,7 @@
 #include <array>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +35,17 @@ using externalresource::gpu::GPUDriverOptions;
 /// (whether an option was given at all).
 using AfterParse = std::vector<std::function<void()>>;
 
+/// The names each option of a fixed set of values takes (addChoiceOption, --config-file), for
+/// the words of its usage errors ("expected text or json"). Filled as the options are set up, by
+/// parseCommandLine's one run, which clears it first.
+std::map<const CLI::Option*, std::vector<std::string>> choiceNames;
+
+/// `option` takes one of `names`: CLI11 checks it, and a usage error lists them.
+CLI::Option* withChoices(CLI::Option* option, std::vector<std::string> names) {
+  choiceNames[option] = names;
+  return option->check(CLI::IsMember(std::move(names)));
+}
+
 /// An option whose value is one of `choices`' names, stored as the value it names: the one place
 /// an option's words are compared. Help shows the names (TEXT:{a,b}); anything else is a usage
 /// error. The default shown is the caller's (default_str).
@@ -43,16 +55,15 @@ CLI::Option* addChoiceOption(CLI::App& command, const std::string& name, Value& 
                              const std::string& description) {
   std::vector<std::string> names;
   for (const auto& choice : choices) names.push_back(choice.first);
-  return command
-      .add_option_function<std::string>(
-          name,
-          [&value, choices = std::move(choices)](const std::string& text) {
-            for (const auto& [choiceName, choice] : choices) {
-              if (choiceName == text) value = choice;
-            }
-          },
-          description)
-      ->check(CLI::IsMember(std::move(names)));
+  return withChoices(command.add_option_function<std::string>(
+                         name,
+                         [&value, choices = std::move(choices)](const std::string& text) {
+                           for (const auto& [choiceName, choice] : choices) {
+                             if (choiceName == text) value = choice;
+                           }
+                         },
+                         description),
+                     std::move(names));
 }
 
 /// `--format`, one of `formats` (text, json; prometheus for status).
@@ -72,17 +83,18 @@ void addFlinkConfigurationOptions(CLI::App& command, FlinkConfigurationOptions& 
           .add_option(
               "--config", options.configDir,
               "Read the Flink configuration folder DIR (config.yaml, else flink-conf.yaml), "
-              "or its FILE; without either: $FLINK_CONF_DIR, else $FLINK_HOME/conf")
+              "or its FILE; without either: $FLINK_CONF_DIR, else $FLINK_HOME/conf (FLINK_HOME, "
+              "when unset, is the folder above flink-gpu's bin/)")
           ->expected(0, 1)
           ->type_name("[DIR|FILE]");
   after.push_back([config, &options] { options.configGiven = config->count() > 0; });
-  command
-      .add_option("--config-file", options.configFile,
+  withChoices(command.add_option(
+                  "--config-file", options.configFile,
                   "When the folder holds both config.yaml and flink-conf.yaml, read this one "
                   "(default: $FLINK_GPU_CONF_FILE, else what the folder's Flink version reads: "
-                  "1.19 and 1.20 flink-conf.yaml, 2.x config.yaml; else config.yaml)")
-      ->check(CLI::IsMember({std::string(GlobalConfiguration::FLINK_CONF_FILENAME),
-                             std::string(GlobalConfiguration::LEGACY_FLINK_CONF_FILENAME)}))
+                  "1.19 and 1.20 flink-conf.yaml, 2.x config.yaml; else config.yaml)"),
+              {std::string(GlobalConfiguration::FLINK_CONF_FILENAME),
+               std::string(GlobalConfiguration::LEGACY_FLINK_CONF_FILENAME)})
       ->type_name("NAME");
   command
       .add_option("-D", options.dynamicProperties,
@@ -239,7 +251,7 @@ CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse& after) {
   CLI::App* command = app.add_subcommand(
       "exec",
       "Run a command with GPUs of its own: allocate them in the coordination file, set "
-      "CUDA_VISIBLE_DEVICES, and exec the command.");
+      "CUDA_VISIBLE_DEVICES, and run the command, holding them until it ends.");
   // Read as text, as discover reads its own (commands/AmountOption.h).
   command->add_option("-n,--amount", options.amount, "How many GPUs to allocate (must be > 0)")
       ->type_name("UINT")
@@ -304,10 +316,11 @@ CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse& after) {
   // `flink-gpu exec -n 1 python -u train.py -v`: -u and -v are python's and train.py's.
   command->positionals_at_end();
   command->footer(
-      "The command replaces flink-gpu in the same process (same pid), so it inherits the GPUs:\n"
-      "they are recorded for that pid, stay taken while the command runs, and are free again\n"
-      "once it ends. If the command cannot be run, the GPUs are released and flink-gpu exits\n"
-      "with 127 (not found) or 126 (cannot be executed), as a shell does.\n");
+      "The command runs as flink-gpu's child, which holds the GPUs for it: they are recorded\n"
+      "for flink-gpu's pid (the command's $PPID), stay taken while the command runs, and are\n"
+      "free again once it ends; flink-gpu then exits with the command's status. If the command\n"
+      "cannot be run, the GPUs are released and flink-gpu exits with 127 (not found) or 126\n"
+      "(cannot be executed), as a shell does.\n");
   return command;
 }
 
@@ -445,6 +458,10 @@ struct Subcommand {
 
 CLI::App* addCompletion(CLI::App& app, CommandLine& line, AfterParse& after);  // at the end
 
+/// `flink-gpu help [COMMAND]`: the help of flink-gpu or of COMMAND, as `git help` gives it; not a
+/// command of kSubcommands, since it runs nothing (parseHelpCommand).
+constexpr std::string_view kHelpCommand = "help";
+
 /// In the order --help lists them.
 constexpr std::array kSubcommands{
     Subcommand{"discover", Command::kDiscover, addDiscover},
@@ -532,16 +549,300 @@ std::optional<std::string> firstUnknownOption(int argc, char** argv, const CLI::
   return std::nullopt;
 }
 
+// ---- CLI11's parse errors in our words -------------------------------------------------------
+// CLI11 says what went wrong in its own words ("--amount: 1 required UINT missing", "Could not
+// convert: --expect = abc"); a person gets ours instead, naming the option as it was typed. The
+// error's type tells what went wrong; which option it was about is found again from CLI11's state
+// (what each option was given), never read from its message.
+
+/// One place argv names `option`: as typed ("-n", "--amount"), and the value when the same
+/// argument holds it ("--amount=2", "-n2").
+struct TypedOption {
+  std::string name;
+  std::optional<std::string> value;
+  int index = 0;
+};
+
+/// Where argv names `option`, before any `--`.
+std::vector<TypedOption> occurrencesOf(int argc, char** argv, const CLI::Option& option) {
+  std::vector<TypedOption> found;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.starts_with("--")) {
+      const std::size_t equals = arg.find('=');
+      const std::string_view name = arg.substr(2, equals == arg.npos ? arg.npos : equals - 2);
+      for (const std::string& known : option.get_lnames()) {
+        if (name != known) continue;
+        found.push_back(
+            {"--" + known,
+             equals == arg.npos ? std::nullopt : std::optional<std::string>(arg.substr(equals + 1)),
+             i});
+      }
+    } else if (arg.size() >= 2 && arg.front() == '-') {
+      for (const std::string& known : option.get_snames()) {
+        if (arg.substr(1, known.size()) != known) continue;
+        std::string_view rest = arg.substr(1 + known.size());
+        if (rest.starts_with('=')) rest.remove_prefix(1);
+        found.push_back(
+            {"-" + known, rest.empty() ? std::nullopt : std::optional<std::string>(rest), i});
+      }
+    }
+  }
+  return found;
+}
+
+/// The name --help shows first for `option`: its long name, else its short one, else (a
+/// positional argument) its own.
+std::string displayName(const CLI::Option& option) {
+  if (!option.get_lnames().empty()) return "--" + option.get_lnames().front();
+  if (!option.get_snames().empty()) return "-" + option.get_snames().front();
+  return option.get_name(/*positional=*/true);
+}
+
+/// `option` as the user typed it (the occurrence whose value is `value`, when one is given),
+/// else as --help names it.
+std::string typedName(int argc, char** argv, const CLI::Option& option,
+                      const std::optional<std::string>& value = std::nullopt) {
+  const std::vector<TypedOption> typed = occurrencesOf(argc, argv, option);
+  for (const TypedOption& each : typed) {
+    const std::optional<std::string> given =
+        each.value ? each.value
+                   : (each.index + 1 < argc ? std::optional<std::string>(argv[each.index + 1])
+                                            : std::nullopt);
+    if (value && given == value) return each.name;
+  }
+  return typed.empty() ? displayName(option) : typed.front().name;
+}
+
+/// "a or b", "a, b or c".
+std::string orList(const std::vector<std::string>& words) {
+  std::string text;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) text += i + 1 == words.size() ? " or " : ", ";
+    text += words[i];
+  }
+  return text;
+}
+
+/// What `option` takes, in words: its choices ("text or json"), else what a number of ours is,
+/// else the type --help shows for it ("PATH", "DURATION").
+std::string expectedValue(const CLI::Option& option) {
+  if (const auto choices = choiceNames.find(&option); choices != choiceNames.end()) {
+    return orList(choices->second);
+  }
+  const std::string type = option.get_type_name();
+  if (type == "UINT") return "a whole number";
+  if (type == "INT") return "a whole number";
+  if (type == "PID") return "a process id";
+  return type.empty() ? "a value" : type;
+}
+
+/// The options `app` and `command` know: the command's first, as --help lists them.
+std::vector<CLI::Option*> knownOptions(CLI::App& app, CLI::App* command) {
+  std::vector<CLI::Option*> options;
+  if (command != nullptr) options = command->get_options();
+  for (CLI::Option* option : app.get_options()) options.push_back(option);
+  return options;
+}
+
+/// The option CLI11 refused the values of, and how: each option given is checked again (its
+/// validators, the conversion to its type, how many times it may be given), as CLI11 checked it
+/// when it failed. nullptr when none fails again.
+template <typename Refusal>
+CLI::Option* refusedOption(const std::vector<CLI::Option*>& options) {
+  for (CLI::Option* option : options) {
+    if (option->count() == 0) continue;
+    try {
+      option->run_callback();
+    } catch (const Refusal&) {
+      return option;
+    } catch (const CLI::ParseError&) {
+    }
+  }
+  return nullptr;
+}
+
+/// The first value of `option` that one of its validators refuses; else its first value.
+std::string refusedValue(CLI::Option& option) {
+  for (const std::string& result : option.results()) {
+    for (int i = 0;; ++i) {
+      CLI::Validator* validator = nullptr;
+      try {
+        validator = option.get_validator(i);
+      } catch (const CLI::OptionNotFound&) {
+        break;
+      }
+      std::string copy = result;
+      if (!(*validator)(copy).empty()) return result;
+    }
+  }
+  return option.results().empty() ? std::string() : option.results().front();
+}
+
+/// `invalid --format 'yaml': expected text or json`.
+std::string describeInvalidValue(int argc, char** argv, CLI::Option& option) {
+  const std::string value = refusedValue(option);
+  const std::string name = typedName(argc, argv, option, value);
+  const std::string invalid = "invalid " + name + " '" + strings::quoteForMessage(value) + "': ";
+  // A flag given a value it cannot read as true or false (`--strict=maybe`).
+  if (option.get_expected_max() == 0 || option.get_type_size_max() == 0) {
+    return invalid + name + " takes no value";
+  }
+  return invalid + "expected " + expectedValue(option);
+}
+
+/// A missing value (`--amount` as the last argument), else an option given more often than it
+/// may be.
+std::string describeArgumentMismatch(int argc, char** argv,
+                                     const std::vector<CLI::Option*>& options,
+                                     const std::string& commandName) {
+  // CLI11 takes the next argument as the value whatever it is: only the last one can lack it.
+  const int last = argc - 1;
+  for (CLI::Option* option : options) {
+    if (option->get_expected_min() == 0 && option->get_type_size_min() == 0) continue;
+    for (const TypedOption& typed : occurrencesOf(argc, argv, *option)) {
+      if (typed.index == last && !typed.value) {
+        return typed.name + " needs a value (" + expectedValue(*option) + ")";
+      }
+    }
+  }
+  if (CLI::Option* option = refusedOption<CLI::ArgumentMismatch>(options)) {
+    const std::vector<TypedOption> typed = occurrencesOf(argc, argv, *option);
+    return (typed.empty() ? displayName(*option) : typed.front().name) + " is given " +
+           std::to_string(std::max<std::size_t>(typed.size(), 2)) + " times; " + commandName +
+           " takes it once";
+  }
+  return "cannot read the command line";
+}
+
+/// A required option that was not given: `drain needs --gpu GPU`, `share needs --format (text or
+/// json)`; a required argument: `completion needs its shell (bash or zsh)`.
+std::string describeMissingOption(const std::vector<CLI::Option*>& options,
+                                  const std::string& commandName) {
+  for (const CLI::Option* option : options) {
+    if (!option->get_required() || option->count() > 0) continue;
+    const std::string name = (option->get_positional() ? "its " : "") + displayName(*option);
+    if (choiceNames.contains(option)) {
+      return commandName + " needs " + name + " (" + expectedValue(*option) + ")";
+    }
+    const std::string type = option->get_type_name();
+    return commandName + " needs " + name + (type.empty() ? "" : " " + type);
+  }
+  return "cannot read the command line";
+}
+
+/// Arguments no option took: `unexpected argument 'extra': status takes only options`.
+std::string describeExtras(int argc, char** argv, const CLI::App& app, const CLI::App* command) {
+  std::vector<std::string> left = app.remaining();
+  if (command != nullptr) {
+    const std::vector<std::string> own = command->remaining();
+    left.insert(left.end(), own.begin(), own.end());
+  }
+  std::vector<std::string> shown;
+  for (const std::string& extra : left) {
+    std::string typed = extra;
+    // `-q=3` is left over as "-=3": name the argument it came from.
+    if (std::find(argv + 1, argv + argc, extra) == argv + argc) {
+      for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        if (arg.size() > 2 && arg[0] == '-' && arg[1] != '-' && extra.starts_with('-') &&
+            arg.substr(2) == std::string_view(extra).substr(1)) {
+          typed = arg;
+        }
+      }
+    }
+    shown.push_back("'" + strings::quoteForMessage(typed) + "'");
+  }
+  if (shown.empty()) return "cannot read the command line";
+  std::string what =
+      std::string(shown.size() == 1 ? "unexpected argument " : "unexpected arguments ") +
+      strings::join(shown, ", ");
+  const bool takesArguments =
+      command != nullptr &&
+      !command->get_options([](const CLI::Option* option) { return option->get_positional(); })
+           .empty();
+  if (command != nullptr && !takesArguments) {
+    what += ": " + command->get_name() + " takes only options";
+  }
+  return what;
+}
+
+/// Two options that exclude or need each other (Option::excludes, Option::needs).
+std::string describeCombination(int argc, char** argv, const std::vector<CLI::Option*>& options,
+                                bool excludes) {
+  for (const CLI::Option* option : options) {
+    if (option->count() == 0) continue;
+    for (const CLI::Option* other : excludes ? option->get_excludes() : option->get_needs()) {
+      if (excludes != (other->count() > 0)) continue;
+      const std::string first = typedName(argc, argv, *option);
+      const std::string second = typedName(argc, argv, *other);
+      return excludes ? first + " cannot be combined with " + second
+                      : first + " needs " + second + " too";
+    }
+  }
+  return "cannot read the command line";
+}
+
+/// The commands `help` names, for a missing command and the nearest to an unknown one.
+std::vector<std::string> commandNames() {
+  std::vector<std::string> names;
+  for (const Subcommand& subcommand : kSubcommands) names.emplace_back(subcommand.name);
+  names.emplace_back(kHelpCommand);
+  return names;
+}
+
+/// "unknown command 'dicsover'; did you mean 'discover'?"
+std::string unknownCommand(std::string_view word) {
+  return "unknown command '" + strings::quoteForMessage(word) + "'" +
+         didYouMean(word, commandNames());
+}
+
+/// `error`, a parse error of CLI11 other than an unknown command or option, in our words.
+std::string describeParseError(int argc, char** argv, CLI::App& app, CLI::App* command,
+                               const CLI::ParseError& error) {
+  const std::vector<CLI::Option*> options = knownOptions(app, command);
+  const std::string commandName = command != nullptr ? command->get_name() : "flink-gpu";
+  if (dynamic_cast<const CLI::RequiredError*>(&error) != nullptr) {
+    if (app.get_subcommands().empty()) {
+      return "no command given; the commands are " + orList(commandNames());
+    }
+    return describeMissingOption(options, commandName);
+  }
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&error) != nullptr) {
+    return describeArgumentMismatch(argc, argv, options, commandName);
+  }
+  if (dynamic_cast<const CLI::ValidationError*>(&error) != nullptr) {
+    if (CLI::Option* option = refusedOption<CLI::ValidationError>(options)) {
+      return describeInvalidValue(argc, argv, *option);
+    }
+  }
+  if (dynamic_cast<const CLI::ConversionError*>(&error) != nullptr) {
+    if (CLI::Option* option = refusedOption<CLI::ConversionError>(options)) {
+      return describeInvalidValue(argc, argv, *option);
+    }
+  }
+  if (dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr) {
+    return describeExtras(argc, argv, app, command);
+  }
+  if (dynamic_cast<const CLI::ExcludesError*>(&error) != nullptr) {
+    return describeCombination(argc, argv, options, /*excludes=*/true);
+  }
+  if (dynamic_cast<const CLI::RequiresError*>(&error) != nullptr) {
+    return describeCombination(argc, argv, options, /*excludes=*/false);
+  }
+  // What flink-gpu never sets up (configuration files, positional sets): not for a person.
+  return "cannot read the command line";
+}
+
 /// The usage error of `error`, as two lines: what is wrong, standing alone (an unknown command
 /// or option named, with the nearest known one), then where the help for it is.
-void printUsageError(int argc, char** argv, const CLI::App& app,
+void printUsageError(int argc, char** argv, CLI::App& app,
                      const std::optional<std::string_view>& word, const Subcommand* requested,
-                     const CLI::App* command, const CLI::ParseError& error) {
+                     CLI::App* command, const CLI::ParseError& error) {
   std::string what;
   if (word && requested == nullptr) {
-    std::vector<std::string> names;
-    for (const Subcommand& subcommand : kSubcommands) names.emplace_back(subcommand.name);
-    what = "unknown command '" + strings::quoteForMessage(*word) + "'" + didYouMean(*word, names);
+    what = unknownCommand(*word);
   } else if (const std::optional<std::string> unknown =
                  firstUnknownOption(argc, argv, app, command)) {
     std::vector<std::string> names;
@@ -550,7 +851,7 @@ void printUsageError(int argc, char** argv, const CLI::App& app,
     what =
         "unknown option '" + strings::quoteForMessage(*unknown) + "'" + didYouMean(*unknown, names);
   } else {
-    what = error.what();
+    what = describeParseError(argc, argv, app, command, error);
   }
   const std::string help =
       requested == nullptr
@@ -560,9 +861,125 @@ void printUsageError(int argc, char** argv, const CLI::App& app,
   std::cerr << "flink-gpu: error: " << what << '\n' << help << '\n';
 }
 
+// ---- help: `flink-gpu help`, and what each command's help ends with ---------------------------
+
+/// What FLINK_HOME is when it is unset: told where flink-gpu reads it (the top-level help,
+/// discover, config).
+constexpr std::string_view kFlinkHomeParagraph =
+    "When FLINK_HOME is not set, flink-gpu sets it to the folder above its own bin/, as Flink's\n"
+    "bin/config.sh does: $FLINK_HOME/conf, $FLINK_HOME/plugins and the relative\n"
+    "discovery-script paths of a configuration are then found there.\n";
+
+/// The end of a command's help: command lines that work as shown (a test runs each).
+struct CommandHelp {
+  std::string_view command;
+  /// One command line a line, each indented by two spaces.
+  std::string_view examples;
+  /// Whether the command reads FLINK_HOME (kFlinkHomeParagraph).
+  bool readsFlinkHome = false;
+};
+
+constexpr std::array kCommandHelp{
+    CommandHelp{"discover",
+                "  flink-gpu discover --amount 2\n"
+                "  flink-gpu discover --discovery-script ./my-gpus.sh --amount 2 --format json\n"
+                "  flink-gpu discover --config\n",
+                true},
+    CommandHelp{"status",
+                "  flink-gpu status\n"
+                "  flink-gpu status --format json\n"
+                "  flink-gpu status --format prometheus\n"},
+    CommandHelp{"release",
+                "  flink-gpu release --gone\n"
+                "  flink-gpu release --owner 4242\n"
+                "  flink-gpu release --gpu 3 --force\n"},
+    CommandHelp{"exec",
+                "  flink-gpu exec --amount 2 -- python train.py\n"
+                "  flink-gpu exec -n 1 --bind-cpus -- nvidia-smi\n"
+                "  flink-gpu exec -n 1 --share -- python serve.py\n"},
+    CommandHelp{"config",
+                "  flink-gpu config\n"
+                "  flink-gpu config --format json\n"
+                "  flink-gpu config -Dexternal-resource.gpu.amount=2\n",
+                true},
+    CommandHelp{"topology",
+                "  flink-gpu topology\n"
+                "  flink-gpu topology --format json\n"},
+    CommandHelp{"drain",
+                "  flink-gpu drain --gpu 3 --reason 'fan failure, ticket 1234'\n"
+                "  flink-gpu drain --gpu 0000:3b:00.0\n"},
+    CommandHelp{"undrain",
+                "  flink-gpu undrain --gpu 3 --reason 'fan replaced'\n"
+                "  flink-gpu undrain --gpu 0000:3b:00.0\n"},
+    CommandHelp{"check",
+                "  flink-gpu check\n"
+                "  flink-gpu check --expect 8 --format json\n"},
+    CommandHelp{"watch",
+                "  flink-gpu watch\n"
+                "  flink-gpu watch --ignore-xids 13,31,43\n"},
+    CommandHelp{"share",
+                "  flink-gpu share --gpu 0 --replicas 4\n"
+                "  flink-gpu share --gpu all --share-memory 40000\n"
+                "  flink-gpu share --gpu 1 --replicas 3 --mps /run/nvidia-mps-1\n"},
+    CommandHelp{"unshare",
+                "  flink-gpu unshare --gpu 0\n"
+                "  flink-gpu unshare --gpu all\n"},
+    // The completion command of its own branch: its help ends so once both are merged.
+    CommandHelp{"completion",
+                "  flink-gpu completion bash\n"
+                "  flink-gpu completion zsh\n"},
+};
+
+/// Ends the help of `command` (a subcommand of kSubcommands) with what it says of FLINK_HOME,
+/// where it reads it, and its examples, after the footer of its own.
+void endHelpWithExamples(CLI::App& command) {
+  for (const CommandHelp& help : kCommandHelp) {
+    if (help.command != command.get_name()) continue;
+    std::string footer = command.get_footer();
+    if (help.readsFlinkHome) {
+      footer += (footer.empty() ? "" : "\n") + std::string(kFlinkHomeParagraph);
+    }
+    footer +=
+        (footer.empty() ? "" : "\n") + std::string("Examples:\n") + std::string(help.examples);
+    command.footer(footer);
+  }
+}
+
+/// `flink-gpu [options] help [COMMAND] [...]`: parsed as `flink-gpu [options] [COMMAND] --help`;
+/// `help help` is the top-level help, which tells of `help`. A COMMAND that is none is a usage
+/// error naming the nearest.
+std::optional<int> parseHelpCommand(int argc, char** argv, CommandLine& line) {
+  std::vector<char*> args(argv, argv + argc);
+  // Where commandWord found its word: the string_view it returns is a view of that argument.
+  const auto wordAt = [&args]() -> std::optional<std::vector<char*>::iterator> {
+    const std::optional<std::string_view> word =
+        commandWord(static_cast<int>(args.size()), args.data());
+    if (!word) return std::nullopt;
+    return std::find(args.begin() + 1, args.end(), word->data());
+  };
+  // `help`, then COMMAND too when it is `help` again.
+  for (int round = 0; round < 2; ++round) {
+    const auto at = wordAt();
+    if (!at || *at == args.end() || std::string_view(**at) != kHelpCommand) break;
+    args.erase(*at);
+  }
+  const auto topic = wordAt();
+  if (topic && *topic != args.end() && findSubcommand(**topic) == nullptr) {
+    std::cerr << "flink-gpu: error: " << unknownCommand(**topic)
+              << "\nRun 'flink-gpu --help' for the commands.\n";
+    return kUsageError;
+  }
+  // Right after COMMAND (or flink-gpu): never after a `--`, where it would be an argument.
+  static char helpOption[] = "--help";
+  args.insert(topic && *topic != args.end() ? *topic + 1 : args.begin() + 1, helpOption);
+  return parseCommandLine(static_cast<int>(args.size()), args.data(), line);
+}
+
 }  // namespace
 
 std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
+  if (commandWord(argc, argv) == kHelpCommand) return parseHelpCommand(argc, argv, line);
+  choiceNames.clear();
   CLI::App app(
       "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them; the "
       "external resources of a Flink configuration (discover --config, config); and the host's "
@@ -575,10 +992,6 @@ std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
   app.fallthrough();
   app.add_flag("-v,--verbose", line.verboseCount, "Show the library's log (info; twice for debug)");
   app.add_flag("-q,--quiet", line.quiet, "Print only the result and one line per error");
-  app.footer(
-      "When FLINK_HOME is not set, flink-gpu sets it to the folder above its own bin/, as Flink's\n"
-      "bin/config.sh does: $FLINK_HOME/conf, $FLINK_HOME/plugins and the relative\n"
-      "discovery-script paths of a configuration are then found there.\n");
 
   // Only the requested command is set up: building every command's options is start-up work
   // (allocations, first touches of memory) that every run would pay. All are for --help, and
@@ -586,12 +999,20 @@ std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
   const std::optional<std::string_view> word = commandWord(argc, argv);
   const Subcommand* requested = word ? findSubcommand(*word) : nullptr;
   AfterParse after;
-  const CLI::App* requestedApp = nullptr;
+  CLI::App* requestedApp = nullptr;
   for (const Subcommand& subcommand : kSubcommands) {
     if (requested != nullptr && requested != &subcommand) continue;
     CLI::App* added = subcommand.add(app, line, after);
+    endHelpWithExamples(*added);
     if (requested == &subcommand) requestedApp = added;
   }
+  // Set after the subcommands, which would otherwise take it as theirs. `help` is told here
+  // rather than listed among the subcommands, which are the commands that do something (the
+  // package's description names each).
+  app.footer(
+      "Run 'flink-gpu help COMMAND' (or 'flink-gpu COMMAND --help') for a command's "
+      "options and examples.\n\n" +
+      std::string(kFlinkHomeParagraph));
 
   try {
     app.parse(argc, argv);

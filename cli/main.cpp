@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <streambuf>
 #include <string>
 #include <system_error>
 
@@ -74,14 +75,61 @@ void keepTypedScriptInTheWorkingDirectory(flink::cli::DiscoverOptions& options) 
   if (!error) options.discoveryScript = absolute.string();
 }
 
+/// std::cout's buffer, wrapped so that the errno of the first write that failed is kept: the
+/// stream only remembers that one failed (badbit), and flushing a failed stream writes nothing,
+/// so that by the time checkedStdout looks, errno no longer tells why (`--version`, whose
+/// std::endl flushes at once). Everything is passed on unbuffered, in order, to the buffer it
+/// wraps, which writes to C's stdout as before. Put back on destruction.
+class StdoutErrorKeeper : public std::streambuf {
+ public:
+  StdoutErrorKeeper() : target_(std::cout.rdbuf(this)) {}
+  StdoutErrorKeeper(const StdoutErrorKeeper&) = delete;
+  StdoutErrorKeeper& operator=(const StdoutErrorKeeper&) = delete;
+  ~StdoutErrorKeeper() override {
+    std::cout.flush();
+    std::cout.rdbuf(target_);
+  }
+
+  /// The errno of the first write that failed; 0 when none did, or it set none.
+  int firstError() const { return error_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) {
+      return sync() == 0 ? traits_type::not_eof(c) : traits_type::eof();
+    }
+    return kept(target_->sputc(traits_type::to_char_type(c)), [](int_type written) {
+      return traits_type::eq_int_type(written, traits_type::eof());
+    });
+  }
+  std::streamsize xsputn(const char* text, std::streamsize size) override {
+    return kept(target_->sputn(text, size),
+                [size](std::streamsize written) { return written < size; });
+  }
+  int sync() override {
+    return kept(target_->pubsync(), [](int result) { return result != 0; });
+  }
+
+ private:
+  template <typename Result, typename Failed>
+  Result kept(Result result, Failed failed) {
+    if (failed(result) && error_ == 0) error_ = errno;
+    return result;
+  }
+
+  std::streambuf* target_;
+  int error_ = 0;
+};
+
 /// What was printed on stdout must have arrived: a full disk and a reader that went away (a
 /// closed pipe, `| head -c0`) both fail the command with one line, exit 1.
-int checkedStdout(int code) {
+int checkedStdout(int code, const StdoutErrorKeeper& errors) {
   using namespace flink::cli;
   errno = 0;
   if (!std::cout.flush()) {
+    const int error = errors.firstError() != 0 ? errors.firstError() : errno;
     printError(std::string("cannot write the result to standard output") +
-               (errno == 0 ? "" : std::string(": ") + std::strerror(errno)));
+               (error == 0 ? "" : std::string(": ") + std::strerror(error)));
     return code == kSuccess ? kDiscoveryFailed : code;
   }
   return code;
@@ -172,9 +220,10 @@ int main(int argc, char** argv) {
   const bool flinkHomeEmpty = std::getenv("FLINK_HOME") != nullptr;
   const std::optional<std::string> derivedHome = setFlinkHomeFromOurPlace();
 
+  const StdoutErrorKeeper stdoutErrors;
   CommandLine line;
   if (const std::optional<int> code = parseCommandLine(argc, argv, line)) {
-    return checkedStdout(*code);
+    return checkedStdout(*code, stdoutErrors);
   }
   setVerbosity(line.quiet               ? Verbosity::kQuiet
                : line.verboseCount >= 2 ? Verbosity::kDebug
@@ -192,7 +241,7 @@ int main(int argc, char** argv) {
     if (!resolveCoordinationFile(*coordination)) return kUsageError;
   }
   try {
-    return checkedStdout(runCommand(line));
+    return checkedStdout(runCommand(line), stdoutErrors);
   } catch (const std::exception& e) {
     // Anything the commands do not map themselves (a vanished working directory, out of
     // memory): still one clear line, never an abort.

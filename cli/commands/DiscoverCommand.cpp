@@ -20,9 +20,12 @@
 #include "flink/externalresource/ExternalResourceUtils.h"
 #include "flink/externalresource/gpu/GPUDriverFactory.h"
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
+#include "flink/externalresource/gpu/ScriptFailure.h"
 #include "flink/util/Exceptions.h"
+#include "flink/util/TimeUtils.h"
 #include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/enumeration/GpuEnumerator.h"
+#include "util/Strings.h"
 
 namespace flink::cli {
 namespace {
@@ -71,6 +74,88 @@ void printGpus(const ExternalResourceInfoSet& gpus, OutputFormat format) {
     return;
   }
   for (const auto& gpu : gpus) std::cout << gpu->toString() << '\n';
+}
+
+/// How much of a failed script's stream its first line shows (of the stream's first line), and
+/// the details after it (of the whole stream).
+constexpr std::size_t kShownInSummary = 200;
+constexpr std::size_t kShownInDetails = 2000;
+
+/// What a failed script printed on one stream, for discoveryFailure: `summary` for the first
+/// line ("; its stdout: '0'", its first line only, "(and 2 more lines below)" when there is
+/// more), `details` the whole stream when there is more ("stderr:", then its lines); both empty
+/// when it printed nothing.
+struct StreamOfFailure {
+  std::string summary;
+  std::string details;
+};
+
+StreamOfFailure streamOfFailure(std::string_view name, const process::CapturedOutput& captured) {
+  std::vector<std::string_view> lines;
+  for (const std::string_view line : strings::split(captured.data, '\n')) {
+    if (!strings::isBlank(line)) lines.push_back(strings::trim(line));
+  }
+  if (lines.empty() && captured.discardedBytes == 0) return {};
+  StreamOfFailure stream;
+  const std::string_view first = lines.empty() ? std::string_view() : lines.front();
+  stream.summary =
+      "; its " + std::string(name) + ": '" + strings::quoteForMessage(first, kShownInSummary) + "'";
+  const bool more =
+      lines.size() > 1 || first.size() > kShownInSummary || captured.discardedBytes > 0;
+  if (!more) return stream;
+  stream.summary += lines.size() > 1 ? " (and " + std::to_string(lines.size() - 1) + " more line" +
+                                           (lines.size() > 2 ? "s" : "") + " below)"
+                                     : " (more below)";
+  stream.details = std::string(name) + ":";
+  std::size_t shown = 0;
+  std::size_t hidden = captured.discardedBytes;
+  for (const std::string_view line : lines) {
+    if (shown >= kShownInDetails) {
+      hidden += line.size() + 1;
+      continue;
+    }
+    const std::string_view part = line.substr(0, kShownInDetails - shown);
+    hidden += line.size() - part.size();
+    shown += part.size() + 1;
+    stream.details += "\n" + strings::quoteForMessage(part, std::string::npos);
+  }
+  if (hidden > 0) stream.details += "\n... (" + std::to_string(hidden) + " more bytes)";
+  return stream;
+}
+
+/// Why the discovery of `e` failed, as flink-gpu prints it. A script that exited non-zero or was
+/// killed: one line that says how it ended, then what it printed, each stream labelled, so that
+/// the exit code is never read as part of the output (the first line of each stream; the whole of
+/// a stream that printed more follows on the next lines). Anything else as the driver words it.
+std::string discoveryFailure(const std::exception& e) {
+  try {
+    std::rethrow_if_nested(e);
+  } catch (const externalresource::gpu::ScriptFailure& failure) {
+    const StreamOfFailure out = streamOfFailure("stdout", failure.stdoutOutput());
+    const StreamOfFailure err = streamOfFailure("stderr", failure.stderrOutput());
+    std::string text = failure.what();
+    text += out.summary.empty() && err.summary.empty() ? " and printed nothing"
+                                                       : out.summary + err.summary;
+    for (const std::string* details : {&out.details, &err.details}) {
+      if (!details->empty()) text += "\n" + *details;
+    }
+    return text;
+  } catch (...) {
+  }
+  return e.what();
+}
+
+/// --timeout checked as the driver reads discovery-script.timeout, so that its error names the
+/// option typed rather than the configuration key it becomes. Prints the error; false when bad.
+bool timeoutOptionIsValid(const std::string& text) {
+  const std::string invalid = "invalid --timeout '" + strings::quoteForMessage(text) + "': ";
+  try {
+    if (parseDuration(text).count() > 0) return true;
+    printError(invalid + "the time-out must be positive");
+  } catch (const InvalidDurationException& e) {
+    printError(invalid + e.reason());
+  }
+  return false;
 }
 
 /// The option as --help names it.
@@ -196,7 +281,7 @@ int runDiscoverConfigured(const DiscoverOptions& options, const LoadedConfigurat
       } catch (const std::exception& e) {
         warnings.print(e.what());
         printError("discovery of the external resource '" + resource.name +
-                   "' failed: " + e.what());
+                   "' failed: " + discoveryFailure(e));
         code = kDiscoveryFailed;
         continue;  // left out: an empty list would read as "no devices"
       }
@@ -324,8 +409,10 @@ int runDiscover(const DiscoverOptions& options) {
     if (options.mig) args += args.empty() ? "--mig" : " --mig";
     config.set(GPUDriverOptions::DISCOVERY_SCRIPT_ARG, args);
   }
-  if (options.timeout)
+  if (options.timeout) {
+    if (!timeoutOptionIsValid(*options.timeout)) return kUsageError;
     config.setString(GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT.key(), *options.timeout);
+  }
 
   std::unique_ptr<ExternalResourceDriver> driver;
   try {
@@ -351,7 +438,7 @@ int runDiscover(const DiscoverOptions& options) {
     return kDiscoveryFailed;
   } catch (const FlinkException& e) {
     warnings.print(e.what());
-    printError(std::string("discovery failed: ") + e.what());
+    printError("discovery failed: " + discoveryFailure(e));
     using Kind = discovery::DiscoveryError::Kind;
     const std::optional<Kind> kind = defaultDiscoveryFailureKind(e);
     if (usingDefaultScript && vendor == discovery::Vendor::kNvidia &&

@@ -40,6 +40,7 @@
 #include "host/health/Watch.h"
 #include "host/store/LockedFile.h"
 #include "host/store/StoreError.h"
+#include "util/FileOwnership.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -365,11 +366,12 @@ void checkCoordinationFile(const std::string& file, std::vector<Finding>& proble
     // Missing: the first allocation creates it, if this user may create files there.
     const std::filesystem::path parent = std::filesystem::path(file).parent_path();
     if (::access(parent.empty() ? "." : parent.c_str(), W_OK | X_OK) != 0) {
+      const int error = errno;
       problems.push_back({"coordination", std::nullopt,
-                          "coordination file " + file +
-                              " does not exist and cannot be created "
-                              "by this user (uid " +
-                              std::to_string(::getuid()) + ")"});
+                          "coordination file " + file + " does not exist and cannot be created" +
+                              (error == ENOENT || error == ENOTDIR
+                                   ? ": " + files::whyCannotOpen(file, error)
+                                   : " by this user (uid " + std::to_string(::getuid()) + ")")});
     }
     return;
   }

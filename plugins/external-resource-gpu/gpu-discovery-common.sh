@@ -17,6 +17,14 @@
 # /var/tmp/flink-gpu-coordination) for the worker that started the custom
 # script; anything else gives the first <amount> GPUs.
 #
+# gpu_discovery runs the program with --gpus, --owner-pid $PPID and, as asked,
+# --enable-coordination-mode and --coordination-file; the coordination file is
+# otherwise $FLINK_GPU_COORDINATION_FILE, else /var/tmp/flink-gpu-coordination.
+# The program's other options (--mig, --placement topology|index, --health
+# skip|warn|ignore, --share, --share-placement pack|spread) are listed by
+# `nvidia-gpu-discovery.sh --help`; a script that needs them runs the program
+# itself, as gpu_discovery does.
+#
 # It prints the allocated GPUs on one line, or the cause of a failure on
 # stderr, and returns the program's exit status (0 or 1): as the last command of
 # the script, that is the script's answer. The work is done by the

@@ -8,7 +8,8 @@
 //
 //     nvidia-gpu-discovery <amount> [--enable-coordination-mode] [--coordination-file PATH]
 //                          [--gpus LIST] [--owner-pid PID] [--mig] [--placement topology|index]
-//                          [--health skip|warn|ignore]
+//                          [--health skip|warn|ignore] [--share] [--share-placement pack|spread]
+//     nvidia-gpu-discovery --help       (or -h, as the first argument only: the options)
 //
 // It answers by the discovery-script protocol: one line of comma-separated GPU indices on stdout
 // and exit 0, or exit 1 with the cause on the first stderr line (details and notes follow).
@@ -78,6 +79,8 @@ namespace discovery = flink::discovery;
 using defaultdiscovery::Report;
 
 constexpr const char* kProgramName = FLINK_GPU_VENDOR "-gpu-discovery";
+/// The script that runs this program, as Flink's configurations name it.
+constexpr const char* kScriptName = FLINK_GPU_VENDOR "-gpu-discovery.sh";
 const discovery::Vendor kVendor = discovery::parseVendor(FLINK_GPU_VENDOR).value();
 
 /// What goes to stderr after the first line (or after the answer, on success): details about
@@ -99,18 +102,22 @@ int fail(const std::string& cause, const Report& report) {
 /// print reaches anyone, and descriptor 1 holds /dev/null so that no file we open lands there.
 bool stdoutWasOpen = true;
 
-/// Writes the answer line; returns 0, or the errno of why it could not be written whole.
-int writeAnswer(const std::vector<std::string>& gpus) {
+/// Writes `text` to standard output; returns 0, or the errno of why it could not be written whole.
+int writeText(const std::string& text) {
   if (!stdoutWasOpen) return EBADF;
-  const std::string line = flink::strings::join(gpus, ",") + '\n';
   std::size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(STDOUT_FILENO, line.data() + done, line.size() - done);
+  while (done < text.size()) {
+    const ssize_t n = ::write(STDOUT_FILENO, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return n < 0 ? errno : EIO;
     done += static_cast<std::size_t>(n);
   }
   return 0;
+}
+
+/// Writes the answer line; returns 0, or the errno of why it could not be written whole.
+int writeAnswer(const std::vector<std::string>& gpus) {
+  return writeText(flink::strings::join(gpus, ",") + '\n');
 }
 
 int cannotWriteAnswer(int error, const Report& report) {
@@ -172,8 +179,17 @@ int main(int argc, char** argv) {
     const int opened = ::open("/dev/null", O_RDWR);
     if (opened > STDERR_FILENO) ::close(opened);
   }
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (flink::defaultdiscovery::asksForUsage(args)) {
+    // As any answer: one that cannot be written is no success.
+    if (const int error = writeText(defaultdiscovery::discoveryUsage(kScriptName, kVendor))) {
+      std::fprintf(stderr, "%s: cannot write the help: %s\n", kProgramName, std::strerror(error));
+      return 1;
+    }
+    return 0;
+  }
   try {
-    return discover(std::vector<std::string>(argv + 1, argv + argc));
+    return discover(args);
   } catch (const flink::discovery::DiscoveryError& e) {
     // A bad command line: nothing was looked at yet, so the trailer is the error's own.
     std::string text = std::string(e.what()) + '\n';

@@ -4,9 +4,26 @@
 # program installed beside it, with the same arguments, so that every existing
 # configuration (Flink's Java driver included) gets the program unchanged:
 #
-#     nvidia-gpu-discovery.sh <amount> [--enable-coordination-mode]
-#                             [--coordination-file PATH] [--gpus LIST] [--owner-pid PID]
+#     nvidia-gpu-discovery.sh <amount> [options]
+#     nvidia-gpu-discovery.sh --help       (or -h: the options; only as the first argument)
 #
+# <amount>: how many GPUs, always the first argument (Flink passes it so). The options:
+#
+#     --enable-coordination-mode   allocate through the coordination file, for the
+#                                  worker that runs this script (also --enable-coordination)
+#     --coordination-file PATH     that file (default: $FLINK_GPU_COORDINATION_FILE,
+#                                  else /var/tmp/flink-gpu-coordination)
+#     --gpus LIST                  the host's GPUs, instead of asking NVML or nvidia-smi
+#     --owner-pid PID              the process the GPUs are recorded for (default: the
+#                                  worker, this script's parent)
+#     --mig                        hand out MIG instances instead of GPUs in MIG mode
+#     --placement topology|index   the best-connected free GPUs (default), or the first
+#     --health skip|warn|ignore    unhealthy or drained GPUs: skip (default), warn, ignore
+#     --share                      one share of each of <amount> GPUs declared shared
+#                                  (flink-gpu share); needs coordination mode
+#     --share-placement pack|spread  with --share: shared GPUs first (default), or unshared
+#
+# Other arguments are ignored with a note (`null`, Flink's "no arguments", silently).
 # exec keeps the worker as the program's parent, which coordination mode records
 # as the owner of the GPUs. Kept to POSIX sh builtins: its start-up is part of
 # every discovery.

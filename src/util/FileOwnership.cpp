@@ -2,8 +2,11 @@
 
 #include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 namespace flink::files {
 
@@ -55,6 +58,25 @@ std::string kindOf(mode_t mode) {
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
   return "a file of another kind";
+}
+
+std::string whyCannotOpen(const std::filesystem::path& path, int error) {
+  if (error == ENOENT || error == ENOTDIR) {
+    std::filesystem::path folder = path.parent_path();
+    if (folder.empty()) folder = ".";
+    struct stat info {};
+    if (error == ENOENT && ::stat(folder.c_str(), &info) != 0 && errno == ENOENT) {
+      return "the folder " + folder.string() + " does not exist";
+    }
+    // ENOTDIR: the nearest of its folders that is something else.
+    for (; !folder.empty(); folder = folder.parent_path()) {
+      if (::stat(folder.c_str(), &info) == 0 && !S_ISDIR(info.st_mode)) {
+        return folder.string() + " is not a folder: it is " + kindOf(info.st_mode);
+      }
+      if (folder == folder.parent_path()) break;
+    }
+  }
+  return std::strerror(error);
 }
 
 }  // namespace flink::files

@@ -1,10 +1,11 @@
 // Who owns a file and what it is, in words for a message: "owner alice, group render, mode
-// 0660", "a directory".
+// 0660", "a directory"; and why a path could not be opened, when a folder on its way is to blame.
 #pragma once
 
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -28,5 +29,12 @@ std::string describeOwnership(const struct stat& info);
 /// What st_mode says a file is: "a regular file", "a directory", "a symbolic link", "a socket",
 /// "a FIFO", "a character device", "a block device", else "a file of another kind".
 std::string kindOf(mode_t mode);
+
+/// Why `path` could not be opened or created, `error` being the errno of that open: when a folder
+/// on its way is to blame, that folder named ("the folder /nodir does not exist" for ENOENT where
+/// the file's folder is missing; "/etc/passwd is not a folder: it is a regular file" for ENOTDIR),
+/// so that a mistyped path reads as one; else strerror(error). The one wording of it for every
+/// file the store opens or creates.
+std::string whyCannotOpen(const std::filesystem::path& path, int error);
 
 }  // namespace flink::files

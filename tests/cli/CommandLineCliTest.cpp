@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -106,7 +107,7 @@ TEST(CommandLineCliTest, AUsageErrorPointsToTheHelpOfItsCommand) {
   CliRun run = runCli({"drain"});
   EXPECT_EQ(run.exitCode, 2) << run;
   EXPECT_EQ(linesOf(run.err),
-            (std::vector<std::string>{"flink-gpu: error: --gpu is required",
+            (std::vector<std::string>{"flink-gpu: error: drain needs --gpu GPU",
                                       "Run 'flink-gpu drain --help' for its options."}))
       << run;
   run = runCli({"discover", "--format", "yaml"});
@@ -116,6 +117,77 @@ TEST(CommandLineCliTest, AUsageErrorPointsToTheHelpOfItsCommand) {
   run = runCli({});
   EXPECT_EQ(run.exitCode, 2) << run;
   EXPECT_EQ(linesOf(run.err).back(), "Run 'flink-gpu --help' for usage.") << run;
+}
+
+/// The commands the top-level `help` lists, under "Subcommands:".
+std::vector<std::string> commandsOf(const std::string& help) {
+  const std::vector<std::string> lines = linesOf(help);
+  std::vector<std::string> commands;
+  auto line = std::find(lines.begin(), lines.end(), "Subcommands:");
+  if (line == lines.end()) return commands;
+  for (++line; line != lines.end() && line->starts_with("  "); ++line) {
+    const std::size_t end = line->find(' ', 2);
+    commands.push_back(line->substr(2, end == std::string::npos ? end : end - 2));
+  }
+  return commands;
+}
+
+TEST(CommandLineCliTest, NoParserTextReachesTheUser) {
+  // Each kind of error CLI11 finds, in our words: the option named as typed, then the pointer to
+  // the command's help. CLI11's own ("1 required UINT missing", "yaml not in {text,json}",
+  // "Could not convert", "A subcommand is required") never shows.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      // A required option (CLI::RequiredError).
+      {{"exec"}, "exec needs --amount UINT"},
+      {{"share", "--replicas", "2"}, "share needs --gpu ID|all"},
+      // A missing value (CLI::ArgumentMismatch), as typed.
+      {{"exec", "--amount"}, "--amount needs a value (a whole number)"},
+      {{"exec", "-n"}, "-n needs a value (a whole number)"},
+      {{"status", "--format"}, "--format needs a value (text, json or prometheus)"},
+      {{"discover", "--timeout"}, "--timeout needs a value (DURATION)"},
+      {{"exec", "-n", "1", "--visible-devices"}, "--visible-devices needs a value (index or uuid)"},
+      // Given twice (CLI::ArgumentMismatch).
+      {{"drain", "--gpu", "0", "--gpu", "1"}, "--gpu is given 2 times; drain takes it once"},
+      // Not one of the choices (CLI::ValidationError).
+      {{"discover", "--format", "yaml"}, "invalid --format 'yaml': expected text or json"},
+      {{"status", "--format=yaml"}, "invalid --format 'yaml': expected text, json or prometheus"},
+      {{"exec", "-n", "1", "--placement=near", "--", "true"},
+       "invalid --placement 'near': expected topology or index"},
+      {{"config", "--config-file", "flink.yml"},
+       "invalid --config-file 'flink.yml': expected config.yaml or flink-conf.yaml"},
+      // Not of the option's type (CLI::ConversionError).
+      {{"check", "--expect", "abc"}, "invalid --expect 'abc': expected a whole number"},
+      {{"release", "--owner=abc"}, "invalid --owner 'abc': expected a process id"},
+      {{"discover", "--strict=maybe"}, "invalid --strict 'maybe': --strict takes no value"},
+      // Arguments no option takes (CLI::ExtrasError).
+      {{"discover", "extra"}, "unexpected argument 'extra': discover takes only options"},
+      {{"status", "one", "two"}, "unexpected arguments 'one', 'two': status takes only options"},
+      {{"discover", "--", "x"}, "unexpected argument 'x': discover takes only options"},
+      {{"status", "-q=3"}, "unexpected argument '-q=3': status takes only options"},
+  };
+  for (const auto& [args, said] : cases) {
+    const CliRun run = runCli(args);
+    EXPECT_EQ(run.exitCode, 2) << run;
+    EXPECT_EQ(run.out, "") << run;
+    EXPECT_EQ(linesOf(run.err), (std::vector<std::string>{"flink-gpu: error: " + said,
+                                                          "Run 'flink-gpu " + args.front() +
+                                                              " --help' for its options."}))
+        << run;
+  }
+  // No command at all (CLI::RequiredError of the subcommand): the commands --help lists, and help.
+  std::string commands;
+  for (const std::string& command : commandsOf(runCli({"--help"}).out)) commands += command + ", ";
+  const CliRun none = runCli({"-v"});
+  EXPECT_EQ(none.exitCode, 2) << none;
+  EXPECT_EQ(linesOf(none.err),
+            (std::vector<std::string>{"flink-gpu: error: no command given; the commands are " +
+                                          commands.substr(0, commands.size() - 2) + " or help",
+                                      "Run 'flink-gpu --help' for usage."}))
+      << none;
+  EXPECT_TRUE(
+      commands.starts_with("discover, status, release, exec, config, topology, drain, "
+                           "undrain, check, watch, share, unshare"))
+      << commands;
 }
 
 /// The help line of `option` in `help`: the line that starts with it, after the indent.
@@ -172,6 +244,134 @@ TEST(CommandLineCliTest, HelpGivesEachOptionsType) {
     ASSERT_EQ(run.exitCode, 0) << run;
     const std::string line = helpLine(run.out, option);
     EXPECT_THAT(line, HasSubstr(option + " " + type)) << command << " " << option << run;
+  }
+}
+
+// --- help ------------------------------------------------------------------------------------
+
+TEST(CommandLineCliTest, HelpPrintsTheHelpOfFlinkGpuOrOfACommand) {
+  // As `git help`: `help` is --help, `help COMMAND` is COMMAND --help.
+  const CliRun top = runCli({"--help"});
+  ASSERT_EQ(top.exitCode, 0) << top;
+  EXPECT_THAT(top.out, HasSubstr("Run 'flink-gpu help COMMAND' (or 'flink-gpu COMMAND --help') "
+                                 "for a command's options and examples."))
+      << top;
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"help"}, {"help", "help"}, {"-q", "help"}}) {
+    const CliRun run = runCli(args);
+    EXPECT_EQ(run.exitCode, 0) << run;
+    EXPECT_EQ(run.out, top.out) << run;
+    EXPECT_EQ(run.err, "") << run;
+  }
+  for (const std::string command : {"discover", "exec", "share"}) {
+    const CliRun own = runCli({command, "--help"});
+    ASSERT_EQ(own.exitCode, 0) << own;
+    const CliRun run = runCli({"help", command});
+    EXPECT_EQ(run.exitCode, 0) << run;
+    EXPECT_EQ(run.out, own.out) << run;
+    EXPECT_EQ(runCli({"-v", "help", command}).out, own.out);
+  }
+}
+
+TEST(CommandLineCliTest, HelpOfAnUnknownCommandNamesTheNearest) {
+  CliRun run = runCli({"help", "dicsover"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_EQ(linesOf(run.err),
+            (std::vector<std::string>{
+                "flink-gpu: error: unknown command 'dicsover'; did you mean 'discover'?",
+                "Run 'flink-gpu --help' for the commands."}))
+      << run;
+  run = runCli({"help", "nosuch"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(firstLine(run.err), "flink-gpu: error: unknown command 'nosuch'") << run;
+  // `help` itself is a command the nearest can be.
+  run = runCli({"hlep"});
+  EXPECT_EQ(firstLine(run.err), "flink-gpu: error: unknown command 'hlep'; did you mean 'help'?")
+      << run;
+}
+
+/// The command lines after "Examples:" at the end of `help`, each split into its words (single
+/// quotes group words, as a shell reads them); empty when the help does not end with them.
+std::vector<std::vector<std::string>> examplesOf(const std::string& help) {
+  const std::vector<std::string> lines = linesOf(help);
+  const auto start = std::find(lines.begin(), lines.end(), "Examples:");
+  std::vector<std::vector<std::string>> examples;
+  if (start == lines.end()) return examples;
+  for (auto line = start + 1; line != lines.end(); ++line) {
+    if (line->empty()) continue;
+    std::vector<std::string> words;
+    std::string word;
+    bool quoted = false;
+    bool any = false;
+    for (const char c : *line) {
+      if (c == '\'') {
+        quoted = !quoted;
+        any = true;
+      } else if (c == ' ' && !quoted) {
+        if (any) words.push_back(word);
+        word.clear();
+        any = false;
+      } else {
+        word += c;
+        any = true;
+      }
+    }
+    if (any) words.push_back(word);
+    examples.push_back(words);
+  }
+  return examples;
+}
+
+TEST(CommandLineCliTest, EachCommandsHelpEndsWithExamplesThatWork) {
+  TempDir dir("flink-gpu-examples");
+  // What the examples name: a discovery script of the user's in the working folder, a Flink
+  // configuration ($FLINK_CONF_DIR) and a coordination file of the test's own. No NVML and no
+  // PATH, so that no example finds GPUs, runs a program or watches for ever.
+  writeScript(dir.path() / "my-gpus.sh", "#!/bin/sh\necho 0,1\n");
+  writeScript(dir.path() / "conf/config.yaml",
+              std::string("external-resources: gpu\nexternal-resource.gpu.amount: 1\n"
+                          "external-resource.gpu.driver-factory.class: ") +
+                  kGpuFactory + "\nexternal-resource.gpu.param.discovery-script.path: " +
+                  (dir.path() / "my-gpus.sh").string() + "\n",
+              fs::perms::owner_read | fs::perms::owner_write);
+  fs::create_directories(dir.path() / "empty-path");
+  const std::vector<std::string> environment{
+      "FLINK_CONF_DIR=" + (dir.path() / "conf").string(),
+      "FLINK_GPU_COORDINATION_FILE=" + (dir.path() / "coordination").string(),
+      "FLINK_GPU_NVML_LIBRARY=" + (dir.path() / "no-nvml/libnvidia-ml.so.1").string(),
+      "PATH=" + (dir.path() / "empty-path").string()};
+  // Every command --help lists, so that a new one needs its examples too.
+  const std::vector<std::string> commands = commandsOf(runCli({"--help"}).out);
+  EXPECT_GE(commands.size(), 12u) << "--help lists too few commands";
+  for (const std::string& command : commands) {
+    const CliRun help = runCli({command, "--help"});
+    ASSERT_EQ(help.exitCode, 0) << help;
+    const std::vector<std::vector<std::string>> examples = examplesOf(help.out);
+    EXPECT_GE(examples.size(), 2u) << command << help;
+    EXPECT_LE(examples.size(), 3u) << command << help;
+    for (const std::vector<std::string>& example : examples) {
+      ASSERT_GE(example.size(), 2u) << command << help;
+      EXPECT_EQ(example[0], "flink-gpu") << command << help;
+      EXPECT_EQ(example[1], command) << command << help;
+      // Run as shown: whatever it finds on this host, the command line itself is right.
+      const CliRun run =
+          runCliAt(kCli, dir.path(), {example.begin() + 1, example.end()}, environment);
+      EXPECT_NE(run.exitCode, 2) << command << run;
+      EXPECT_THAT(run.err, Not(HasSubstr("--help'"))) << command << run;
+    }
+  }
+}
+
+TEST(CommandLineCliTest, TheFlinkHomeParagraphIsWhereFlinkHomeIsRead) {
+  const std::string paragraph = "When FLINK_HOME is not set, flink-gpu sets it to the folder";
+  EXPECT_THAT(runCli({"--help"}).out, HasSubstr(paragraph));
+  for (const std::string command : {"discover", "config"}) {
+    EXPECT_THAT(runCli({command, "--help"}).out, HasSubstr(paragraph)) << command;
+  }
+  for (const std::string command : {"status", "release", "exec", "topology", "drain", "undrain",
+                                    "check", "watch", "share", "unshare"}) {
+    EXPECT_THAT(runCli({command, "--help"}).out, Not(HasSubstr(paragraph))) << command;
   }
 }
 

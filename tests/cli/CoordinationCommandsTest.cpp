@@ -228,6 +228,45 @@ TEST_F(CoordinationCommandsTest, StatusRejectsAnUnknownFormat) {
   EXPECT_EQ(run.out, "") << run;
 }
 
+TEST_F(CoordinationCommandsTest, AMissingFolderIsNamedAsMissing) {
+  // A mistyped --coordination-file: its folder, not a bare "No such file or directory".
+  const std::string missing = (dir_ / "nodir").string();
+  const std::string file = missing + "/coordination";
+  std::vector<std::string> args{"exec", "--coordination-file", file, "--amount", "1", "--gpus", "0",
+                                "--"};
+  for (const std::string& word : touchMarker()) args.push_back(word);
+  CliRun run = runCli(args);
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_EQ(run.err, "flink-gpu: error: coordination file " + file +
+                         ": cannot create it: the folder " + missing + " does not exist\n")
+      << run;
+  EXPECT_FALSE(fs::exists(marker()));
+
+  run = runCli({"status", "--coordination-file", file});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(firstLine(run.out), "no GPU is held: coordination file " + file +
+                                    " does not exist, nor does its folder " + missing)
+      << run;
+
+  run = runCli({"check", "--coordination-file", file});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_TRUE(contains(run.out, "coordination file " + file +
+                                    " does not exist and cannot be created: the folder " + missing +
+                                    " does not exist"))
+      << run;
+
+  // A file where a folder should be.
+  std::ofstream(dir_ / "plain") << "x\n";
+  const std::string underAFile = (dir_ / "plain/coordination").string();
+  args[2] = underAFile;
+  args.insert(args.begin() + 7, {"--health", "ignore"});
+  run = runCli(args);
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_EQ(run.err, "flink-gpu: error: coordination file " + underAFile + ": cannot open it: " +
+                         (dir_ / "plain").string() + " is not a folder: it is a regular file\n")
+      << run;
+}
+
 // --- exec ---------------------------------------------------------------------------------
 
 /// The records a command printed (`cat` of the coordination file, after its first line).
@@ -401,8 +440,8 @@ TEST_F(CoordinationCommandsTest, ExecRefusesTheAmountsDiscoverRefusesInItsWords)
     EXPECT_EQ(run.exitCode, 2) << run;
     EXPECT_EQ(run.out, "") << run;
     EXPECT_EQ(run.err, discover.err) << run;
-    const std::string wanted = "flink-gpu: error: invalid --amount " + amount +
-                               ": the amount of GPUs must be a positive integer" +
+    const std::string wanted = "flink-gpu: error: invalid --amount '" + amount +
+                               "': the amount of GPUs must be a positive integer" +
                                (amount == "99999999999999999999" ? " below 2^63\n" : "\n");
     EXPECT_EQ(run.err, wanted) << run;
   }
@@ -446,11 +485,13 @@ TEST_F(CoordinationCommandsTest, ExecWhenNvidiaSmiFailsExitsOne) {
   EXPECT_FALSE(fs::exists(coordinationFile()));
 }
 
-TEST_F(CoordinationCommandsTest, ExecHelpSaysTheCommandInheritsTheGpus) {
+TEST_F(CoordinationCommandsTest, ExecHelpSaysTheCommandRunsAsItsChild) {
   const CliRun run = runCli({"exec", "--help"});
   EXPECT_EQ(run.exitCode, 0) << run;
-  EXPECT_TRUE(contains(run.out, "same process (same pid)")) << run;
-  EXPECT_TRUE(contains(run.out, "inherits the GPUs")) << run;
+  // Not "replaces flink-gpu in the same process (same pid)", as it once did.
+  EXPECT_FALSE(contains(run.out, "same pid")) << run;
+  EXPECT_TRUE(contains(run.out, "The command runs as flink-gpu's child")) << run;
+  EXPECT_TRUE(contains(run.out, "the command's $PPID")) << run;
   const CliRun top = runCli({"--help"});
   for (const char* command : {"status", "release", "exec"}) {
     EXPECT_TRUE(contains(top.out, command)) << top;

@@ -99,6 +99,83 @@ TEST_F(FlinkGpuCliTest, FailingScriptExitsOneWithItsMessage) {
   EXPECT_NE(first.find("cannot reach the GPU daemon"), std::string::npos) << run;
 }
 
+TEST_F(FlinkGpuCliTest, AScriptThatExitsNonZeroIsOneLineThatLabelsWhatItPrinted) {
+  // "exited with code 3: 0" read as if 0 were the cause: the code, then each stream by its name.
+  const std::string zero = script("zero.sh", "echo 0\nexit 3\n");
+  CliRun run = runCli({"discover", "--discovery-script", zero});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_EQ(run.err, "flink-gpu: error: discovery failed: the discovery script " + zero +
+                         " exited with code 3; its stdout: '0'\n")
+      << run;
+
+  const std::string both = script("both.sh", "echo 0\necho 'no GPU daemon' >&2\nexit 3\n");
+  run = runCli({"discover", "--discovery-script", both});
+  EXPECT_EQ(run.err, "flink-gpu: error: discovery failed: the discovery script " + both +
+                         " exited with code 3; its stdout: '0'; its stderr: 'no GPU daemon'\n")
+      << run;
+
+  const std::string silent = script("silent.sh", "exit 4\n");
+  run = runCli({"discover", "--discovery-script", silent});
+  EXPECT_EQ(run.err, "flink-gpu: error: discovery failed: the discovery script " + silent +
+                         " exited with code 4 and printed nothing\n")
+      << run;
+
+  const std::string killed = script("killed.sh", "echo 'going' >&2\nkill -9 $$\n");
+  run = runCli({"discover", "--discovery-script", killed});
+  EXPECT_EQ(run.err, "flink-gpu: error: discovery failed: the discovery script " + killed +
+                         " was killed by signal 9 (SIGKILL); its stderr: 'going'\n")
+      << run;
+}
+
+TEST_F(FlinkGpuCliTest, AScriptThatPrintedMoreShowsItAfterTheFirstLine) {
+  // The first line stands alone (-q keeps only it): each stream's first line, and how much more
+  // follows; then the whole of that stream.
+  const std::string more =
+      script("more.sh", "echo 0\necho 'no GPU daemon' >&2\necho 'try later' >&2\nexit 3\n");
+  CliRun run = runCli({"discover", "--discovery-script", more});
+  EXPECT_EQ(
+      linesOf(run.err),
+      (std::vector<std::string>{"flink-gpu: error: discovery failed: the discovery script " + more +
+                                    " exited with code 3; its stdout: '0'; its stderr: 'no "
+                                    "GPU daemon' (and 1 more line below)",
+                                "stderr:", "no GPU daemon", "try later"}))
+      << run;
+  run = runCli({"-q", "discover", "--discovery-script", more});
+  EXPECT_EQ(linesOf(run.err).size(), 1u) << run;
+
+  // A long output is cut, and says how much more there was.
+  const std::string chatty =
+      script("chatty.sh", "head -c 3000 /dev/zero | tr '\\0' x >&2\nexit 5\n");
+  run = runCli({"discover", "--discovery-script", chatty});
+  const std::vector<std::string> lines = linesOf(run.err);
+  ASSERT_EQ(lines.size(), 4u) << run;
+  EXPECT_EQ(lines[0], "flink-gpu: error: discovery failed: the discovery script " + chatty +
+                          " exited with code 5; its stderr: '" + std::string(200, 'x') +
+                          "... (2800 more bytes)' (more below)")
+      << run;
+  EXPECT_EQ(lines[2], std::string(2000, 'x')) << run;
+  EXPECT_EQ(lines[3], "... (1000 more bytes)") << run;
+}
+
+TEST_F(FlinkGpuCliTest, ATimeoutThatIsNoDurationNamesTheOption) {
+  // Not the configuration key it becomes (discovery-script.timeout), nor its "Invalid duration".
+  CliRun run = runCli({"discover", "--discovery-script", twoGpus(), "--timeout", "5x"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.err,
+            "flink-gpu: error: invalid --timeout '5x': unknown time unit 'x' (use ms, s, min, h "
+            "or d)\n")
+      << run;
+  run = runCli({"discover", "--discovery-script", twoGpus(), "--timeout", "0 s"});
+  EXPECT_EQ(run.exitCode, 2) << run;
+  EXPECT_EQ(run.err, "flink-gpu: error: invalid --timeout '0 s': the time-out must be positive\n")
+      << run;
+  run = runCli({"discover", "--discovery-script", twoGpus(), "--timeout", "fast"});
+  EXPECT_EQ(run.err,
+            "flink-gpu: error: invalid --timeout 'fast': it does not start with a number\n")
+      << run;
+}
+
 TEST_F(FlinkGpuCliTest, SlowScriptIsStoppedAtTheTimeout) {
   const std::string slow = script("slow.sh", "sleep 30\necho 0\n");
   const CliRun run = runCli({"discover", "--discovery-script", slow, "--timeout", "300ms"});
@@ -263,7 +340,7 @@ TEST_F(FlinkGpuCliTest, QuietAndVerboseMayFollowTheSubcommand) {
 TEST_F(FlinkGpuCliTest, BadAmountIsReportedBeforeTheScriptIsLookedAt) {
   const CliRun run = runCli({"discover", "--discovery-script", "/nonexistent.sh", "--amount", "0"});
   EXPECT_EQ(run.exitCode, 2) << run;
-  EXPECT_NE(firstLine(run.err).find("--amount 0"), std::string::npos) << run;
+  EXPECT_NE(firstLine(run.err).find("--amount '0'"), std::string::npos) << run;
 }
 
 TEST_F(FlinkGpuCliTest, FewerGpusThanAskedIsAWarning) {
@@ -346,6 +423,21 @@ TEST_F(FlinkGpuCliTest, KillingFlinkGpuEndsTheScriptItRuns) {
     for (const auto& line : lines) pids.push_back(static_cast<pid_t>(std::stol(line)));
     EXPECT_EQ(flink::testing::waitUntilGone(pids, 5s), std::vector<pid_t>{})
         << "the script outlived flink-gpu (signal " << signal << ")";
+  }
+}
+
+TEST_F(FlinkGpuCliTest, HelpAndVersionThatCannotBeWrittenSayWhy) {
+  // stdout on /dev/full: --version is written and flushed at once (std::endl), --help too.
+  for (const char* args : {"--version", "--help", "status --help", "help exec"}) {
+    flink::process::RunOptions options;
+    options.timeout = 30s;
+    const auto result = flink::process::run(
+        {"/bin/sh", "-c", std::string("exec '") + kCli + "' " + args + " > /dev/full"}, options);
+    EXPECT_EQ(result.outcome, flink::process::ProcessOutcome::exited(1)) << args;
+    EXPECT_EQ(result.stderrOutput.data,
+              "flink-gpu: error: cannot write the result to standard output: No space left on "
+              "device\n")
+        << args;
   }
 }
 

@@ -90,6 +90,20 @@ TEST_F(ShareCliTest, ReplicasSplitTheMemoryRoundedDown) {
   EXPECT_FALSE(fs::exists(coordinationFile()));
 }
 
+TEST_F(ShareCliTest, AMissingFolderOfTheCoordinationFileIsNamed) {
+  host(2);
+  const std::string missing = (dir_ / "nodir").string();
+  const CliRun share =
+      runCli({"share", "--gpu", "0", "--replicas", "2", "--coordination-file", missing + "/c"},
+             {std::string("FLINK_GPU_NVML_LIBRARY=") + FAKE_NVML_FULL,
+              "FAKE_NVML_DEVICES=" + hostFile_.string(), "PATH=/usr/bin:/bin"});
+  EXPECT_EQ(share.exitCode, 1) << share;
+  EXPECT_TRUE(firstLine(share.err).ends_with(": cannot create it: the folder " + missing +
+                                             " does not exist"))
+      << share;
+  EXPECT_FALSE(fs::exists(missing));
+}
+
 TEST_F(ShareCliTest, ShareMemoryGivesKRoundedDownAndAUuidNamesTheGpu) {
   host(2);
   const CliRun share = cli({"share", "--gpu", standInUuid(1), "--share-memory", "40960"});
@@ -169,7 +183,7 @@ TEST_F(ShareCliTest, BadValuesAreUsageErrorsThatQuoteThemAndWriteNothing) {
       {{"--gpu", "MIG-aa000000-0000-4000-8000-000000000001", "--replicas", "2"},
        "invalid --gpu 'MIG-aa000000-0000-4000-8000-000000000001': "},
       {{"--gpu", "0,1", "--replicas", "2"}, "invalid --gpu '0,1': "},
-      {{"--replicas", "2"}, "--gpu is required"},
+      {{"--replicas", "2"}, "share needs --gpu ID|all"},
   };
   for (const auto& [args, error] : cases) {
     std::vector<std::string> argv{"share"};

@@ -348,6 +348,74 @@ make_smi '0\n1\n' 0
 run_script "$smi_dir:/usr/bin:/bin"
 check "missing amount" 1 "" "" "invalid amount '': expected a positive integer"
 
+# --- --help -----------------------------------------------------------------------
+
+# The options parseDiscoveryArguments reads (DiscoveryArguments.cpp), each of which the usage and
+# the script's header comment must list.
+every_option=(--enable-coordination-mode --enable-coordination --coordination-file --gpus
+    --owner-pid --mig --placement --health --share --share-placement)
+vendor_options=(--enable-coordination-mode --enable-coordination --coordination-file
+    --owner-pid --placement --health)
+
+# check_usage NAME EXPECTED_FIRST_LINE OPTION...: the last run printed its usage, exit 0.
+check_usage() {
+    local name=$1 first=$2
+    shift 2
+    local problems=() option
+    [[ $rc == 0 ]] || problems+=("exit code $rc")
+    [[ -z $err ]] || problems+=("stderr $(printf '%q' "$err")")
+    [[ ${out%%$'\n'*} == "$first" ]] || problems+=("first line $(printf '%q' "${out%%$'\n'*}")")
+    for option in "$@"; do
+        [[ $out == *"  $option"* || $out == *"also $option"* ]] || problems+=("no $option")
+    done
+    if (( ${#problems[@]} == 0 )); then
+        pass "$name"
+    else
+        fail_case "$name" "$(IFS=';'; printf '%s' "${problems[*]}")"
+    fi
+}
+
+for flag in --help -h; do
+    run_script "/usr/bin:/bin" "$flag"
+    check_usage "nvidia-gpu-discovery.sh $flag prints its options" \
+        "Usage: nvidia-gpu-discovery.sh AMOUNT [OPTIONS]" "${every_option[@]}"
+    run_command "/usr/bin:/bin" "$program" "$flag"
+    check_usage "the program's $flag prints its options" \
+        "Usage: nvidia-gpu-discovery.sh AMOUNT [OPTIONS]" "${every_option[@]}"
+done
+for vendor in amd intel; do
+    if [[ ! -x $plugin_dir/$vendor-gpu-discovery ]]; then
+        fail_case "$vendor-gpu-discovery.sh --help" "$plugin_dir/$vendor-gpu-discovery is not built"
+        continue
+    fi
+    run_command "/usr/bin:/bin" "$plugin_dir/$vendor-gpu-discovery.sh" --help
+    check_usage "$vendor-gpu-discovery.sh --help prints its options" \
+        "Usage: $vendor-gpu-discovery.sh AMOUNT [OPTIONS]" "${vendor_options[@]}"
+    run_command "/usr/bin:/bin" "$plugin_dir/$vendor-gpu-discovery.sh" -h
+    check_usage "$vendor-gpu-discovery.sh -h prints its options" \
+        "Usage: $vendor-gpu-discovery.sh AMOUNT [OPTIONS]" "${vendor_options[@]}"
+done
+
+# Only as the first argument: after the amount, --help is an argument like any other.
+with_smi '0\n1\n' 0 1 --help
+check "--help after the amount is no request for help" 0 "0" "ignoring unknown argument '--help'"
+
+# The header comment of each script names every option the program takes.
+for file in nvidia-gpu-discovery.sh amd-gpu-discovery.sh intel-gpu-discovery.sh \
+    gpu-discovery-common.sh; do
+    [[ -f $plugin_dir/$file ]] || continue
+    missing=()
+    header=$(sed -n '/^#/p' "$plugin_dir/$file")
+    for option in "${every_option[@]}" FLINK_GPU_COORDINATION_FILE; do
+        [[ $header == *"$option"* ]] || missing+=("$option")
+    done
+    if (( ${#missing[@]} == 0 )); then
+        pass "$file's header lists every option"
+    else
+        fail_case "$file's header lists every option" "missing ${missing[*]}"
+    fi
+done
+
 # --- coordination mode ---------------------------------------------------------
 
 # start_owner: starts a process that lives until the test ends; sets owner_pid.

@@ -57,7 +57,7 @@ constexpr std::array kUnits{
 };
 
 [[noreturn]] void fail(std::string_view text, std::string_view why) {
-  throw std::invalid_argument("Invalid duration '" + std::string(text) + "': " + std::string(why));
+  throw InvalidDurationException(text, std::string(why));
 }
 
 }  // namespace

@@ -242,4 +242,81 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
   return parsed;
 }
 
+bool asksForUsage(const std::vector<std::string>& args) {
+  return !args.empty() && (args.front() == "--help" || args.front() == "-h");
+}
+
+std::string discoveryUsage(std::string_view script, discovery::Vendor vendor) {
+  const bool nvidia = vendor == discovery::Vendor::kNvidia;
+  const std::string vendorName = vendor == discovery::Vendor::kAmd ? "AMD" : "Intel";
+  // An option, and what it does: the text's first line, then one per further line.
+  struct Option {
+    std::string name;
+    std::vector<std::string> lines;
+  };
+  std::vector<Option> options{
+      {"AMOUNT", {"how many GPUs, a positive integer: always the first argument"}},
+      {"--enable-coordination-mode",
+       {"allocate them through the coordination file, for the worker that",
+        "runs the script (also --enable-coordination)"}},
+      {"--coordination-file PATH",
+       {"the coordination file (default: $" + std::string(coordination::kCoordinationFileVariable) +
+            ",",
+        "else " + std::string(coordination::kDefaultCoordinationFile) + ")"}},
+  };
+  if (nvidia) {
+    options.push_back(
+        {"--gpus LIST",
+         {"the host's GPUs, comma or space separated, instead of asking NVML", "or nvidia-smi"}});
+  }
+  options.push_back({"--owner-pid PID",
+                     {"the process the GPUs are recorded for (default: the script's", "parent)"}});
+  if (nvidia) {
+    options.push_back(
+        {"--mig",
+         {"hand out MIG instances (by their MIG-... UUIDs) instead of the", "GPUs in MIG mode"}});
+    options.push_back(
+        {"--placement topology|index",
+         {"which free GPUs: the best-connected set (the default), or the", "first free ones"}});
+    options.push_back({"--health skip|warn|ignore",
+                       {"unhealthy or drained GPUs: skip them (the default), warn and use",
+                        "them, or ignore health"}});
+    options.push_back({"--share",
+                       {"one share on each of AMOUNT GPUs declared shared (flink-gpu",
+                        "share), instead of whole GPUs; needs coordination mode"}});
+    options.push_back({"--share-placement pack|spread",
+                       {"with --share: the GPUs already shared first (the default), or the",
+                        "unshared ones first"}});
+  } else {
+    options.push_back({"--placement topology|index", {"read; the first free GPUs are taken"}});
+    options.push_back({"--health skip|warn|ignore",
+                       {"ignored, with a note: no health records for these GPUs yet"}});
+  }
+  options.push_back({"-h, --help", {"print this help (as the first argument only)"}});
+
+  std::string text = "Usage: " + std::string(script) + " AMOUNT [OPTIONS]\n";
+  text += nvidia ? "Prints AMOUNT of this host's GPUs on one line, their indices comma-separated "
+                   "(Flink's\ndiscovery-script protocol), or exits 1 with the cause on the first "
+                   "line of stderr.\n\n"
+                 : "Prints AMOUNT of this host's " + vendorName +
+                       " GPUs on one line, comma-separated, as the vendor's\nruntime numbers them "
+                       "in this process, or exits 1 with the cause on the first line of\nstderr.\n"
+                       "\n";
+  constexpr std::size_t kColumn = 34;
+  for (const Option& option : options) {
+    std::string name = "  " + option.name;
+    name.resize(std::max(kColumn, name.size() + 1), ' ');
+    text += name + option.lines.front() + "\n";
+    for (std::size_t i = 1; i < option.lines.size(); ++i) {
+      text += std::string(kColumn, ' ') + option.lines[i] + "\n";
+    }
+  }
+  text += "\n";
+  if (!nvidia) text += "--gpus, --mig and --share are NVIDIA's, and an error here.\n";
+  text +=
+      "Other arguments are ignored with a note (`null`, which Flink passes when no arguments "
+      "are\nconfigured, silently); one that looks like a misspelt option is an error.\n";
+  return text;
+}
+
 }  // namespace flink::defaultdiscovery

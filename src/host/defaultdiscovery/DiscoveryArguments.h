@@ -22,6 +22,7 @@
 
 #include "host/coordination/CoordinationFile.h"
 #include "host/coordination/ShareAllocation.h"
+#include "host/enumeration/Vendor.h"
 #include "host/health/HostHealth.h"
 #include "host/placement/Placement.h"
 #include "util/Notice.h"
@@ -74,5 +75,15 @@ struct DiscoveryArguments {
 ///         a misspelt option ("unknown option '--coordination-fle': did you mean
 ///         '--coordination-file'?", with the known options as a detail).
 DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args);
+
+/// Whether `args` (after the program name) ask for the usage: `--help` or `-h` as the first
+/// argument, and only there. Flink's drivers always pass the amount first, so an option there is
+/// never a discovery's argument.
+bool asksForUsage(const std::vector<std::string>& args);
+
+/// The usage of `script` (nvidia-gpu-discovery.sh, amd-gpu-discovery.sh, ...): the amount and
+/// every option parseDiscoveryArguments reads, for `vendor`'s discovery (AMD's and Intel's refuse
+/// NVIDIA's --gpus, --mig and --share).
+std::string discoveryUsage(std::string_view script, discovery::Vendor vendor);
 
 }  // namespace flink::defaultdiscovery

@@ -22,6 +22,7 @@
 #include "host/store/Journal.h"
 #include "host/store/LockWait.h"
 #include "host/store/ReplacedCopies.h"
+#include "util/FileOwnership.h"
 #include "util/Strings.h"
 
 namespace flink::store {
@@ -261,7 +262,10 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
                           : "cannot create it in",
                    error);
       }
-      result.fail(StoreError::Cause::kIo, "cannot open it", error);
+      result.fail(
+          StoreError::Cause::kIo,
+          std::string(write && error == ENOENT ? "cannot create it: " : "cannot open it: ") +
+              files::whyCannotOpen(file, error));
     }
     struct stat opened {};
     if (::fstat(fd.get(), &opened) != 0)

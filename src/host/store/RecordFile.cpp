@@ -170,9 +170,9 @@ process::FileDescriptor lockWriters(const std::filesystem::path& path, const std
   OpenedSibling opened = openAdmittedSibling(whose, lock, O_RDONLY, trust, warnings,
                                              /*create=*/true, SiblingReaders::kWritersOnly);
   if (!opened.fd) {
-    throw StoreError(
-        StoreError::causeOf(opened.error),
-        whose + " " + lock.string() + ": cannot open it: " + std::strerror(opened.error));
+    throw StoreError(StoreError::causeOf(opened.error),
+                     whose + " " + lock.string() +
+                         ": cannot open it: " + files::whyCannotOpen(lock, opened.error));
   }
   const auto deadline = std::chrono::steady_clock::now() + kDefaultLockTimeout;
   LockWait wait(lock, [&lock] { return flockHolder(lock); });

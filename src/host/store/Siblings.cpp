@@ -303,9 +303,9 @@ OpenedSibling openAdmittedSibling(const std::string& what, const fs::path& path,
       if (!made && errno == EEXIST) continue;
       if (!made || ::fstat(made.get(), &opened.info) != 0) {
         const int error = errno;
-        throw StoreError(
-            StoreError::causeOf(error),
-            what + " " + path.string() + ": cannot create it: " + std::strerror(error));
+        throw StoreError(StoreError::causeOf(error),
+                         what + " " + path.string() +
+                             ": cannot create it: " + files::whyCannotOpen(path, error));
       }
       opened.fd = std::move(made);
       opened.error = 0;

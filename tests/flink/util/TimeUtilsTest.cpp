@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace flink {
 namespace {
@@ -40,6 +43,24 @@ TEST(TimeUtilsTest, RejectsWhatIsNotADuration) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("'10 parsecs'"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("parsecs"), std::string::npos);
+  }
+}
+
+TEST(TimeUtilsTest, TheReasonIsTheCauseWithoutTheText) {
+  // For a caller that names the text its own way (flink-gpu's `invalid --timeout '5x': ...`).
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"5x", "unknown time unit 'x' (use ms, s, min, h or d)"},
+      {"", "it is empty"},
+      {"fast", "it does not start with a number"},
+  };
+  for (const auto& [text, reason] : cases) {
+    try {
+      parseDuration(text);
+      ADD_FAILURE() << "'" << text << "' was taken";
+    } catch (const InvalidDurationException& e) {
+      EXPECT_EQ(e.reason(), reason);
+      EXPECT_EQ(std::string(e.what()), "Invalid duration '" + text + "': " + reason);
+    }
   }
 }
 

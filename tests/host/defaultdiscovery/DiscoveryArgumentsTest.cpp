@@ -41,6 +41,41 @@ TEST(DiscoveryArguments, AmountOnly) {
   EXPECT_TRUE(parsed.notes.empty());
 }
 
+TEST(DiscoveryArguments, HelpOnlyAsTheFirstArgument) {
+  EXPECT_TRUE(asksForUsage({"--help"}));
+  EXPECT_TRUE(asksForUsage({"-h"}));
+  EXPECT_TRUE(asksForUsage({"--help", "2"}));
+  // After the amount, where Flink puts it, an argument like any other.
+  EXPECT_FALSE(asksForUsage({"1", "--help"}));
+  EXPECT_FALSE(asksForUsage({}));
+  EXPECT_FALSE(asksForUsage({"--HELP"}));
+}
+
+TEST(DiscoveryArguments, TheUsageListsEveryOptionItReads) {
+  const std::string nvidia = discoveryUsage("nvidia-gpu-discovery.sh", discovery::Vendor::kNvidia);
+  EXPECT_TRUE(nvidia.starts_with("Usage: nvidia-gpu-discovery.sh AMOUNT [OPTIONS]\n")) << nvidia;
+  for (const char* option :
+       {"--enable-coordination-mode", "--enable-coordination", "--coordination-file PATH",
+        "--gpus LIST", "--owner-pid PID", "--mig", "--placement topology|index",
+        "--health skip|warn|ignore", "--share", "--share-placement pack|spread", "-h, --help",
+        "$FLINK_GPU_COORDINATION_FILE", coordination::kDefaultCoordinationFile}) {
+    EXPECT_NE(nvidia.find(option), std::string::npos) << option << "\n" << nvidia;
+  }
+  // Every option the usage lists is one the parser takes.
+  for (const Args& args : std::vector<Args>{
+           {"1", "--enable-coordination-mode", "--share", "--share-placement", "spread"},
+           {"1", "--enable-coordination", "--coordination-file", "/tmp/c", "--gpus", "0",
+            "--owner-pid", "1", "--mig", "--placement", "index", "--health", "warn"}}) {
+    EXPECT_EQ(errorOf(args), "(no error)");
+    EXPECT_TRUE(parseDiscoveryArguments(args).notes.empty());
+  }
+  const std::string amd = discoveryUsage("amd-gpu-discovery.sh", discovery::Vendor::kAmd);
+  EXPECT_TRUE(amd.starts_with("Usage: amd-gpu-discovery.sh AMOUNT [OPTIONS]\n")) << amd;
+  EXPECT_NE(amd.find("AMD GPUs"), std::string::npos) << amd;
+  EXPECT_EQ(amd.find("--gpus LIST"), std::string::npos) << amd;
+  EXPECT_NE(amd.find("--gpus, --mig and --share are NVIDIA's"), std::string::npos) << amd;
+}
+
 TEST(DiscoveryArguments, MigIsAFlagBesideTheOthers) {
   const DiscoveryArguments parsed =
       parseDiscoveryArguments({"2", "--mig", "--enable-coordination-mode", "null"});

@@ -240,6 +240,21 @@ TEST_F(JournaledFileTest, AChangeCutShortIsRolledBackByTheNextAllocation) {
   EXPECT_EQ(onDisk.records.back().owner.pid, requester.pid());
 }
 
+TEST_F(JournaledFileTest, AFileInAMissingFolderNamesTheFolder) {
+  const fs::path missing = file().parent_path() / "nodir";
+  try {
+    LockedFile::open(missing / "coordination", LockedFile::Access::kWrite, 1s);
+    ADD_FAILURE() << "opened";
+  } catch (const store::StoreError& e) {
+    EXPECT_EQ(std::string(e.what()), "coordination file " + (missing / "coordination").string() +
+                                         ": cannot create it: the folder " + missing.string() +
+                                         " does not exist");
+  }
+  EXPECT_FALSE(fs::exists(missing));
+  // Read, a missing file is no records, whatever its folder.
+  EXPECT_FALSE(LockedFile::open(missing / "coordination", LockedFile::Access::kRead, 1s).exists());
+}
+
 TEST_F(JournaledFileTest, AnUnsealedJournalMeansTheFileWasNotTouched) {
   const std::string before = "0 1234\n";
   writeBytes(file(), before);

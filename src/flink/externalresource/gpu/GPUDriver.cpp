@@ -23,6 +23,7 @@
 #include "flink/externalresource/gpu/GPUInfo.h"
 #include "flink/externalresource/gpu/GpuProperties.h"
 #include "flink/externalresource/gpu/InProcessDiscovery.h"
+#include "flink/externalresource/gpu/ScriptFailure.h"
 #include "flink/externalresource/gpu/ScriptOutput.h"
 #include "flink/util/Exceptions.h"
 #include "flink/util/TimeUtils.h"
@@ -450,7 +451,12 @@ ExternalResourceInfoSet GPUDriver::retrieveResourceInfo(std::int64_t gpuAmount) 
                                 result.outcome.toString() + ": " + firstReason(result) + "\n" +
                                 describeOutputs(result);
     log().warn(message);
-    throw FlinkException(message);
+    // The outcome and the streams nested as values, for callers that word their own message.
+    try {
+      throw ScriptFailure(script_, std::move(result));
+    } catch (const ScriptFailure&) {
+      std::throw_with_nested(FlinkException(message));
+    }
   }
   logScriptStderr(result.stderrOutput.data);
 

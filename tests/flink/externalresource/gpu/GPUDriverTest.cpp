@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <unordered_set>
@@ -16,6 +17,7 @@
 #include "flink/externalresource/gpu/GPUDriverFactory.h"
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
 #include "flink/externalresource/gpu/GPUInfo.h"
+#include "flink/externalresource/gpu/ScriptFailure.h"
 #include "flink/util/Exceptions.h"
 
 namespace flink::externalresource::gpu {
@@ -337,6 +339,31 @@ TEST_F(GPUDriverTest, NonZeroExitNamesTheCodeAndShowsBothStreams) {
     EXPECT_NE(message.find("some detail"), std::string::npos) << message;
   }
   EXPECT_TRUE(log.contains("warning", "exited with code 18"));
+}
+
+TEST_F(GPUDriverTest, AFailedScriptIsNestedAsValues) {
+  // For a caller that words its own message (flink-gpu): the outcome and both streams, beside
+  // the driver's message, which stays as it was.
+  const fs::path path = script("echo 0\necho 'no daemon' >&2\nexit 3\n");
+  const auto driver = makeDriver(path.string());
+  try {
+    driver->retrieveResourceInfo(1);
+    FAIL();
+  } catch (const FlinkException& e) {
+    EXPECT_NE(std::string(e.what()).find("exited with code 3: no daemon"), std::string::npos)
+        << e.what();
+    try {
+      std::rethrow_if_nested(e);
+      ADD_FAILURE() << "nothing nested";
+    } catch (const ScriptFailure& failure) {
+      EXPECT_EQ(failure.outcome(), process::ProcessOutcome::exited(3));
+      EXPECT_EQ(failure.stdoutOutput().data, "0\n");
+      EXPECT_EQ(failure.stderrOutput().data, "no daemon\n");
+      EXPECT_EQ(failure.script(), fs::absolute(path));
+      EXPECT_EQ(std::string(failure.what()),
+                "the discovery script " + fs::absolute(path).string() + " exited with code 3");
+    }
+  }
 }
 
 TEST_F(GPUDriverTest, DeathBySignalNamesTheSignal) {
