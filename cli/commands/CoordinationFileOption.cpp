@@ -84,6 +84,8 @@ std::vector<NamedCoordinationFile> coordinationFilesOf(const FlinkConfigurationO
   const ExternalResources configured =
       ExternalResourceUtils::readExternalResources(loaded.configuration);
   for (const ExternalResourceSpec& resource : configured.resources) {
+    // A resource a TaskManager skips (a bad amount) discovers nothing.
+    if (!resource.amount) continue;
     if (resource.driverFactoryClass != std::string(GPUDriverFactory::CLASS_NAME)) continue;
     const std::optional<std::string> args =
         resource.driverConfiguration.getOptional(GPUDriverOptions::DISCOVERY_SCRIPT_ARG);
@@ -94,10 +96,12 @@ std::vector<NamedCoordinationFile> coordinationFilesOf(const FlinkConfigurationO
     try {
       const defaultdiscovery::DiscoveryArguments parsed =
           defaultdiscovery::parseDiscoveryArguments(argv);
-      file = parsed.coordinationFileOption;
-      // A resource in coordination mode that names no file uses Flink's default (unless its
-      // TaskManager has $FLINK_GPU_COORDINATION_FILE, which cannot be known from here).
-      if (!file && parsed.coordination) file = coordination::kDefaultCoordinationFile;
+      // Only a resource in coordination mode uses a file: one that names none uses Flink's
+      // default (unless its TaskManager has $FLINK_GPU_COORDINATION_FILE, which cannot be known
+      // from here).
+      if (parsed.coordination) {
+        file = parsed.coordinationFileOption.value_or(coordination::kDefaultCoordinationFile);
+      }
     } catch (const std::exception&) {
       continue;  // the worker's discovery fails on them too; discover --config says why
     }

@@ -39,9 +39,10 @@ struct NamedCoordinationFile {
   std::string where;
 };
 
-/// The coordination files the GPU resources of `loaded` name (their discovery-script.args'
-/// --coordination-file, or $FLINK_GPU_COORDINATION_FILE / the default for one that names none),
-/// in the order of the resources. A resource whose arguments cannot be read is left out.
+/// The coordination files the GPU resources of `loaded` in coordination mode use (their
+/// discovery-script.args' --coordination-file, the default for one that names none), in the
+/// order of the resources. A resource whose arguments cannot be read, one a TaskManager skips (a
+/// bad amount) and one not in coordination mode are left out.
 std::vector<NamedCoordinationFile> coordinationFilesOf(const FlinkConfigurationOptions& options,
                                                        const LoadedConfiguration& loaded);
 

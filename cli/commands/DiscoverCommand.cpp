@@ -15,6 +15,7 @@
 #include "Console.h"
 #include "ExitCode.h"
 #include "commands/AmountOption.h"
+#include "commands/CoordinationFileOption.h"
 #include "flink/core/plugin/PluginManager.h"
 #include "flink/externalresource/ExternalResourceOptions.h"
 #include "flink/externalresource/ExternalResourceUtils.h"
@@ -204,7 +205,28 @@ std::string whatTheConfigurationSets(SingleDriverOption option) {
 /// skips it, and the others are discovered; the exit code is then 2. With --strict every such
 /// problem is reported first and nothing runs. A failing discovery costs only its own resource
 /// (exit 1 at the end, unless a resource was skipped).
+/// GPU resources whose workers would coordinate through different files (or a relative one,
+/// a file per working directory) may each hand out the same GPU: said before they run.
+void warnAboutTheirCoordinationFiles(const DiscoverOptions& options,
+                                     const LoadedConfiguration& loaded) {
+  const std::vector<NamedCoordinationFile> named = coordinationFilesOf(options.flinkConfig, loaded);
+  for (const NamedCoordinationFile& each : named) {
+    if (each.path.is_relative()) {
+      printWarning("the GPU resource '" + each.resource + "' coordinates through " +
+                   each.path.string() + " (" + each.where +
+                   "), a relative path, which each TaskManager reads from its own working "
+                   "directory: name an absolute path");
+    }
+    if (each.path != named.front().path) {
+      printWarning("the GPU resources '" + named.front().resource + "' and '" + each.resource +
+                   "' coordinate through two files, " + named.front().path.string() + " and " +
+                   each.path.string() + ": each may hand out the same GPU; name one file in both");
+    }
+  }
+}
+
 int runDiscoverConfigured(const DiscoverOptions& options, const LoadedConfiguration& loaded) {
+  warnAboutTheirCoordinationFiles(options, loaded);
   const ExternalResources configured =
       ExternalResourceUtils::readExternalResources(loaded.configuration);
   for (const std::string& warning : configured.warnings) printWarning(warning);

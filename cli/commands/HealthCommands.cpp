@@ -224,7 +224,10 @@ int runDrain(const DrainOptions& options) {
     members["since"] = drain.since;
     members["reason"] = options.reason;
     members["already_drained"] = previous.has_value();
-    printChangeDocument(std::cout, options.coordination.path, healthPath, true, members);
+    // Drained before, by the same user for the same reason: the same record, nothing written.
+    const bool changed =
+        !previous || previous->reason != options.reason || previous->uid != drain.uid;
+    printChangeDocument(std::cout, options.coordination.path, healthPath, changed, members);
     return kSuccess;
   }
   printNote("recorded in " + healthPath + ", beside the coordination file " +

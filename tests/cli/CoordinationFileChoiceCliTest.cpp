@@ -132,7 +132,8 @@ TEST_F(CoordinationFileChoiceTest, TheConfigurationIsFoundAsDiscoverFindsIt) {
   EXPECT_THAT(status({}, {"FLINK_CONF_DIR=" + conf()}).err, HasSubstr(expected));
   // -D over the file.
   EXPECT_THAT(status({"--config", conf(),
-                      "-Dexternal-resource.gpu.param.discovery-script.args=--coordination-file " +
+                      "-Dexternal-resource.gpu.param.discovery-script.args="
+                      "--enable-coordination-mode --coordination-file " +
                           path("other")})
                   .err,
               HasSubstr("the coordination file is " + path("other") +
@@ -164,6 +165,29 @@ TEST_F(CoordinationFileChoiceTest, AResourceInCoordinationModeNamingNoFileNamesT
                                  "/var/tmp/flink-gpu-coordination (resource 'gpu2')"));
 }
 
+TEST_F(CoordinationFileChoiceTest, OnlyResourcesThatCoordinateAndThatATaskManagerStartsCount) {
+  // Not in coordination mode: its file is used by no one. A bad amount: the TaskManager skips it.
+  writeConfiguration({{"gpu", "--enable-coordination-mode --coordination-file " + path("a")},
+                      {"plain", "--coordination-file " + path("b")},
+                      {"broken", "--enable-coordination-mode --coordination-file " + path("c")}});
+  const CliRun run = status({"--config", conf(), "-Dexternal-resource.broken.amount=0"});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_THAT(run.err, HasSubstr("the coordination file is " + path("a")));
+}
+
+TEST_F(CoordinationFileChoiceTest, DiscoverConfigWarnsWhenItsResourcesCoordinateThroughTwoFiles) {
+  writeConfiguration(
+      {{"gpu", "--enable-coordination-mode --gpus 0,1 --coordination-file " + path("a")},
+       {"gpu2", "--enable-coordination-mode --gpus 0,1"}});
+  // Under unshare, the default file would be the host's: name the second one as the variable's
+  // (the discovery reads it) — and the warning names the default, which its TaskManagers use.
+  const CliRun run = runCli({"discover", "--config", conf()}, {variable(path("b"))});
+  EXPECT_THAT(run.err, HasSubstr("flink-gpu: warning: the GPU resources 'gpu' and 'gpu2' "
+                                 "coordinate through two files, " +
+                                 path("a") + " and /var/tmp/flink-gpu-coordination"))
+      << run;
+}
+
 TEST_F(CoordinationFileChoiceTest, RelativeFilesOfTheVariableOrConfigurationAreRefused) {
   // Each process would read them from its own working directory.
   CliRun run = runCli({"status"}, {variable("gpus")});
@@ -181,8 +205,9 @@ TEST_F(CoordinationFileChoiceTest, RelativeFilesOfTheVariableOrConfigurationAreR
 
 TEST_F(CoordinationFileChoiceTest, MistakesAreErrorsNotTheHostsFile) {
   // Two GPU resources with two different files: which one is meant is the operator's to say.
-  writeConfiguration({{"gpu", "--coordination-file " + path("a")},
-                      {"inference", "--coordination-file " + path("b")}});
+  writeConfiguration(
+      {{"gpu", "--enable-coordination-mode --coordination-file " + path("a")},
+       {"inference", "--enable-coordination-mode --coordination-file " + path("b")}});
   CliRun run = runCli({"drain", "--gpu", "0", "--config", conf()});
   EXPECT_EQ(run.exitCode, 2) << run;
   EXPECT_THAT(run.err, HasSubstr("the Flink configuration names two coordination files: " +

@@ -1121,6 +1121,11 @@ TEST_F(HealthCliTest, TheCommandsThatChangeSomethingSayWhatAsJsonAndWhichFile) {
   EXPECT_EQ(document.at("already_drained"), false);
   EXPECT_EQ(run.err, "") << run;
 
+  // The same drain again: the same record, nothing changed.
+  run = cli({"drain", "--gpu", "1", "--reason", "fan", "--format", "json"});
+  EXPECT_EQ(nlohmann::json::parse(run.out).at("changed"), false) << run;
+  EXPECT_EQ(nlohmann::json::parse(run.out).at("already_drained"), true) << run;
+
   // In text, a note on stderr says which file was written beside which coordination file.
   run = cli({"drain", "--gpu", "2"});
   EXPECT_EQ(run.err, "flink-gpu: note: recorded in " + healthFile().string() +
