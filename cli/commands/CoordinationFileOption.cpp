@@ -35,10 +35,7 @@ bool configurationAskedFor(const FlinkConfigurationOptions& options) {
 bool configurationInFlinkHome() {
   const char* home = std::getenv("FLINK_HOME");
   if (home == nullptr || *home == '\0') return false;
-  const std::filesystem::path conf = std::filesystem::path(home) / "conf";
-  std::error_code error;
-  return std::filesystem::exists(conf / GlobalConfiguration::FLINK_CONF_FILENAME, error) ||
-         std::filesystem::exists(conf / GlobalConfiguration::LEGACY_FLINK_CONF_FILENAME, error);
+  return holdsFlinkConfiguration(std::filesystem::path(home) / "conf");
 }
 
 /// The configuration, as configurationAskedFor says; nullopt when there is none (or one not

@@ -339,14 +339,7 @@ std::optional<std::pair<LoadedConfiguration, std::string>> hostConfigurationWith
   } catch (const IllegalConfigurationException&) {
     return std::nullopt;  // neither variable is set
   }
-  std::error_code error;
-  if (!fs::is_directory(dir, error)) return std::nullopt;
-  const fs::path standardFile = dir / GlobalConfiguration::FLINK_CONF_FILENAME;
-  const fs::path legacyFile = dir / GlobalConfiguration::LEGACY_FLINK_CONF_FILENAME;
-  if (!fs::exists(fs::symlink_status(standardFile, error)) &&
-      !fs::exists(fs::symlink_status(legacyFile, error))) {
-    return std::nullopt;
-  }
+  if (!holdsFlinkConfiguration(dir)) return std::nullopt;
   try {
     LoadedConfiguration loaded = GlobalConfiguration::loadConfiguration(dir);
     const ExternalResources read =
@@ -389,21 +382,21 @@ int runDiscover(const DiscoverOptions& options) {
     if (!loaded) return kUsageError;
     return runDiscoverConfigured(options, *loaded);
   }
-  if (auto host = hostConfigurationWithResources()) {
+  // Only plain discover looks: with a script's options the configuration is not the question.
+  if (auto host = options.singleDriverOptionsGiven.empty() ? hostConfigurationWithResources()
+                                                           : std::nullopt) {
     // $FLINK_CONF_DIR asks for the configuration as --config does; one that is merely there
     // ($FLINK_HOME/conf, which flink-gpu may have set itself) changes nothing, and is said.
-    if (host->second == "$FLINK_CONF_DIR" && options.singleDriverOptionsGiven.empty()) {
+    if (host->second == "$FLINK_CONF_DIR") {
       for (const std::string& warning : host->first.warnings) printWarning(warning);
       printNote("discovering the external resources of the Flink configuration " +
                 host->first.file.string() + " ($FLINK_CONF_DIR), as --config does; give " +
                 "--discovery-script to run one script instead");
       return runDiscoverConfigured(options, host->first);
     }
-    if (options.singleDriverOptionsGiven.empty()) {
-      printNote("the Flink configuration " + host->first.file.string() + " (" + host->second +
-                ") lists external resources and is not used: give --config to discover them as "
-                "a TaskManager does");
-    }
+    printNote("the Flink configuration " + host->first.file.string() + " (" + host->second +
+              ") lists external resources and is not used: give --config to discover them as "
+              "a TaskManager does");
   }
   if (options.strict) {
     printError("--strict applies to --config only");

@@ -12,6 +12,14 @@
 
 namespace flink::cli {
 
+bool holdsFlinkConfiguration(const std::filesystem::path& dir) {
+  std::error_code error;
+  return std::filesystem::exists(std::filesystem::symlink_status(
+             dir / GlobalConfiguration::FLINK_CONF_FILENAME, error)) ||
+         std::filesystem::exists(std::filesystem::symlink_status(
+             dir / GlobalConfiguration::LEGACY_FLINK_CONF_FILENAME, error));
+}
+
 LoadedConfiguration readFlinkConfiguration(const FlinkConfigurationOptions& options) {
   {
     const Configuration dynamic = parseDynamicProperties(options.dynamicProperties);

@@ -3,6 +3,7 @@
 // coordination file (CoordinationFileOption.h).
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,9 @@ struct FlinkConfigurationOptions {
   /// given.
   bool wanted() const { return configGiven || !dynamicProperties.empty() || !configFile.empty(); }
 };
+
+/// Whether the folder `dir` holds config.yaml or flink-conf.yaml (a link counts: Flink reads it).
+bool holdsFlinkConfiguration(const std::filesystem::path& dir);
 
 /// Finds and reads the configuration the options name. Prints nothing: its warnings are in the
 /// result.
