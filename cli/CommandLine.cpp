@@ -16,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "BuildInfo.h"
 #include "ExitCode.h"
 #include "flink/configuration/GlobalConfiguration.h"
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
@@ -986,7 +987,7 @@ std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
       "GPU coordination file (status, release, exec); how the GPUs are connected (topology); GPU "
       "health for operators (drain, undrain, check, watch); GPU sharing (share, unshare)",
       "flink-gpu");
-  app.set_version_flag("--version", std::string("flink-gpu ") + FLINK_GPU_VERSION);
+  app.set_version_flag("--version", std::string("flink-gpu ") + buildVersion());
   app.require_subcommand(1);
   // Let -v/-q come after the subcommand too (`flink-gpu discover -q`).
   app.fallthrough();
