@@ -27,6 +27,8 @@ constexpr unsigned kNoInstance = 0xFFFFFFFFu;
 static_assert(kEventSingleBitEcc == static_cast<std::uint64_t>(nvmlEventTypeSingleBitEccError));
 static_assert(kEventDoubleBitEcc == static_cast<std::uint64_t>(nvmlEventTypeDoubleBitEccError));
 static_assert(kEventXidCritical == static_cast<std::uint64_t>(nvmlEventTypeXidCriticalError));
+static_assert(kEventGpuRecoveryAction ==
+              static_cast<std::uint64_t>(nvmlEventTypeGpuRecoveryAction));
 
 }  // namespace
 

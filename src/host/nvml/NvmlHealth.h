@@ -22,6 +22,8 @@ namespace flink::nvml {
 inline constexpr std::uint64_t kEventSingleBitEcc = 0x1;
 inline constexpr std::uint64_t kEventDoubleBitEcc = 0x2;
 inline constexpr std::uint64_t kEventXidCritical = 0x8;
+/// The driver's recovery action changed (read it with DeviceStateApi::recoveryAction).
+inline constexpr std::uint64_t kEventGpuRecoveryAction = 0x8000;
 
 /// nvmlDeviceGetRemappedRows: rows remapped for correctable and uncorrectable errors, whether a
 /// remapping waits for the next GPU reset, and whether one failed.

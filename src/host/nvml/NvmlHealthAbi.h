@@ -20,6 +20,9 @@ typedef struct nvmlEventSet_st* nvmlEventSet_t;
 #define nvmlEventTypeDoubleBitEccError 0x0000000000000002LL
 #define nvmlEventTypePState 0x0000000000000004LL
 #define nvmlEventTypeXidCriticalError 0x0000000000000008LL
+/// The driver's recovery action changed (drivers from 570 on): read
+/// NVML_FI_DEV_GET_GPU_RECOVERY_ACTION.
+#define nvmlEventTypeGpuRecoveryAction 0x0000000000008000LL
 #define nvmlEventTypeNone 0x0000000000000000LL
 
 /// nvml.h's event, as nvmlEventSetWait_v2 fills it. eventData is the Xid for
