@@ -609,10 +609,11 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
       std::erase_if(units, [&](const discovery::GpuDevice& unit) {
         const discovery::KernelGpu* excluded = discovery::excludedGpuOf(unit, kernel);
         if (excluded == nullptr) return false;
-        report.notes.push_back(Notice::note(
-            "GPU " + unit.identifier + " (" + excluded->describe() +
-            ") is not handed out: the kernel's driver excludes it (GPU Excluded: Yes in " +
-            excluded->file.string() + ")"));
+        report.notes.push_back(
+            Notice::note("GPU " + unit.identifier +
+                         " is not handed out: the kernel's driver excludes it (\"GPU Excluded: "
+                         "Yes\" in " +
+                         excluded->file.string() + ")"));
         return true;
       });
     }
