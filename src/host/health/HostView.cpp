@@ -162,8 +162,11 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
   std::vector<discovery::GpuDevice> kernelDevices;
   std::vector<const discovery::KernelGpu*> kernelListed;
   if (askNvml && !host.probe.usable && host.probe.versionMismatch) {
-    host.kernel = discovery::readKernelGpus();
-    if (devices.empty()) {
+    // Only where the module's folder is there: else there is no list to show.
+    if (discovery::KernelGpus kernel = discovery::readKernelGpus(); kernel.present) {
+      host.kernel = std::move(kernel);
+    }
+    if (host.kernel && devices.empty()) {
       kernelDevices = host.kernel->devices();
       kernelListed = host.kernel->listed();
     }

@@ -82,9 +82,9 @@ struct HostView {
   std::vector<discovery::UnitRef> refs;
   /// NVML's own look (count, lost GPUs); `usable` false when it cannot be used.
   health::NvmlProbe probe;
-  /// The kernel's list of GPUs (/proc/driver/nvidia/gpus), read when NVML fails with a
-  /// driver/library version mismatch (probe.versionMismatch): then its GPUs are the view's
-  /// devices, unless the caller gave some.
+  /// The kernel's list of GPUs (/proc/driver/nvidia/gpus), when NVML fails with a driver/library
+  /// version mismatch (probe.versionMismatch) and the module's folder is there: then its GPUs
+  /// are the view's devices, unless the caller gave some.
   std::optional<discovery::KernelGpus> kernel;
   /// The health file as read; nullopt with `healthError` when it cannot be.
   std::optional<health::HealthFile> health;
