@@ -713,6 +713,20 @@ check_host() {
   if [ -n "$ldconfig" ]; then
     run_cmd --shown sh -c '"$1" -p | grep -F libnvidia-ml.so' sh "$ldconfig"
   fi
+  # The kernel's own list, one line per GPU: what status and drain read when NVML and nvidia-smi
+  # fail with a driver/library version mismatch (docs/operating.md, after a driver upgrade).
+  kernel_gpus=${FLINK_GPU_PROC_ROOT:-/proc/driver/nvidia}/gpus
+  if [ -d "$kernel_gpus" ]; then
+    run_cmd --shown sh -c 'for f in "$1"/*/information; do
+      [ -r "$f" ] && awk '"'"'{ i = index($0, ":"); if (!i) next
+        k = substr($0, 1, i - 1); v = substr($0, i + 1)
+        gsub(/^[ \t]+|[ \t]+$/, "", k); gsub(/^[ \t]+|[ \t]+$/, "", v); f[k] = v }
+        END { printf "%s  %s  %s  minor %s  excluded %s\n", f["Bus Location"], f["GPU UUID"],
+              f["Model"], f["Device Minor"], f["GPU Excluded"] }'"'"' "$f"
+    done' sh "$kernel_gpus"
+  else
+    note "the kernel's list: $kernel_gpus does not exist (no NVIDIA kernel module loaded)"
+  fi
   if [ -z "$smi" ]; then
     fail_check "$smi_missing"
     note "PATH=$PATH; and /usr/bin, /usr/local/bin, /usr/local/nvidia/bin, /usr/lib/wsl/lib, /opt/nvidia/bin"

@@ -32,6 +32,7 @@
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/HostGpus.h"
+#include "host/enumeration/KernelGpus.h"
 #include "host/enumeration/UnitIndex.h"
 #include "host/enumeration/VisibleDevices.h"
 #include "host/health/HealthRecords.h"
@@ -74,7 +75,7 @@ std::optional<Unit> unitOf(const std::string& text) {
   const std::optional<std::string> gpu = gpuOption(text);
   if (!gpu) return std::nullopt;
   if (device::isMigUuid(*gpu)) return Unit{*gpu, std::nullopt};
-  const std::vector<discovery::GpuDevice> devices = nvmlDevicesOrNone();
+  const std::vector<discovery::GpuDevice> devices = nvmlOrKernelDevices();
   const discovery::UnitIndex index = discovery::UnitIndex::of(devices);
   const discovery::EntryNaming named = index.entry(*gpu);
   if (named.unit && !index[*named.unit].isMigInstance()) {
@@ -167,7 +168,7 @@ int runDrain(const DrainOptions& options) {
   if (!gpu) return kUsageError;
   discovery::HostGpus host;
   try {
-    host = listHostGpus(device::isMigUuid(*gpu));
+    host = listHostGpus(device::isMigUuid(*gpu), true);
   } catch (const discovery::DiscoveryError& e) {
     // undrain needs no such look, and still works on this host.
     std::string message = "cannot drain GPU " + *gpu +
@@ -458,7 +459,16 @@ int runCheck(const CheckOptions& options) {
   noteAConfiguredFileInUse(options.coordination, notes);
 
   const HostView host = viewHost(options.coordination.path, status, nvmlDevicesOrNone(), true);
-  if (!host.probe.usable) {
+  if (!host.probe.usable && host.kernel) {
+    // A driver upgrade without a reboot: one line, with the GPUs the kernel still knows.
+    problems.push_back(
+        {"nvml", std::nullopt,
+         host.probe.problem +
+             ": the driver was upgraded and its old kernel module is still loaded; " +
+             discovery::describeKernelList(*host.kernel) + "; " +
+             std::string(discovery::versionMismatchRemedy()),
+         "version_mismatch"});
+  } else if (!host.probe.usable) {
     problems.push_back({"nvml", std::nullopt, host.probe.problem});
   } else if (options.expect && host.probe.count < static_cast<std::uint64_t>(*options.expect)) {
     // Slurm's own wording, so that a site's log filters find it.

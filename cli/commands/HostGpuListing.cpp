@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "Console.h"
+#include "host/enumeration/KernelGpus.h"
 #include "host/enumeration/NvidiaSmi.h"
 #include "host/enumeration/NvmlEnumerator.h"
 #include "host/enumeration/VisibleDevices.h"
@@ -21,14 +22,37 @@ std::vector<discovery::GpuDevice> nvmlDevicesOrNone() {
   }
 }
 
-discovery::HostGpus listHostGpus(bool mig) {
+std::vector<discovery::GpuDevice> nvmlOrKernelDevices() {
+  try {
+    return discovery::NvmlEnumerator().enumerate().devices;
+  } catch (const discovery::DiscoveryError& e) {
+    if (e.kind() == discovery::DiscoveryError::Kind::kNvmlVersionMismatch) {
+      return discovery::readKernelGpus().devices();
+    }
+    return {};
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+discovery::HostGpus listHostGpus(bool mig, bool kernelListOnMismatch) {
   discovery::HostGpuOptions options;
   options.mig = mig;
+  options.kernelListOnMismatch = kernelListOnMismatch;
   options.nvidiaSmi.timeout =
       discovery::parseNvidiaSmiTimeout(std::getenv("NVIDIA_SMI_TIMEOUT")).timeout;
   discovery::HostGpus host = discovery::enumerateHostGpus(options);
   for (const Notice& notice : host.found.notices) {
-    if (notice.kind == Notice::Kind::kGpuLeftOut) printWarning(notice.text);
+    if (notice.kind == Notice::Kind::kGpuLeftOut) {
+      printWarning(notice.text);
+    } else if (host.source == discovery::HostGpuSource::kKernel) {
+      // Why the kernel's list is used, and what reading it found: said every time.
+      if (notice.kind == Notice::Kind::kNote) {
+        printNote(notice.text);
+      } else {
+        printWarning(notice.text);
+      }
+    }
   }
   return host;
 }

@@ -13,10 +13,17 @@ namespace flink::cli {
 /// The host's devices through NVML; none when it cannot be used.
 std::vector<discovery::GpuDevice> nvmlDevicesOrNone();
 
+/// The host's devices through NVML; when it fails with a driver/library version mismatch, the
+/// kernel's list (host/enumeration/KernelGpus.h), whose indices are NVML's; else none. For
+/// turning a spelling of a GPU into its index and UUID.
+std::vector<discovery::GpuDevice> nvmlOrKernelDevices();
+
 /// The host's GPUs: NVML, else nvidia-smi (with its MIG listing when `mig`), nvidia-smi run under
 /// $NVIDIA_SMI_TIMEOUT. The GPUs an enumeration leaves out are printed as warnings.
-/// @throws discovery::DiscoveryError when neither can list them.
-discovery::HostGpus listHostGpus(bool mig);
+/// `kernelListOnMismatch`: when NVML and nvidia-smi fail with a driver/library version mismatch,
+/// the kernel's list instead, with a warning that says so (drain, which only names GPUs).
+/// @throws discovery::DiscoveryError when none can list them.
+discovery::HostGpus listHostGpus(bool mig, bool kernelListOnMismatch = false);
 
 /// The lines after an error about a GPU named that say what the host has: its GPUs (or MIG
 /// instances, with `mig`) as the source lists them, and those it left out.

@@ -30,6 +30,7 @@
 #include "host/coordination/Coordination.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/GpuEnumerator.h"
+#include "host/enumeration/KernelGpus.h"
 #include "host/enumeration/NvmlEnumerator.h"
 #include "host/enumeration/UnitIndex.h"
 #include "host/health/HostView.h"
@@ -257,6 +258,16 @@ nlohmann::ordered_json healthJson(const HostView& host, const GpuView& view) {
   return health;
 }
 
+/// What the kernel's list says of a GPU: {"pci_bus_id", "uuid", "model", "minor", "excluded"}.
+nlohmann::ordered_json kernelGpuJson(const discovery::KernelGpu& gpu) {
+  using Json = nlohmann::ordered_json;
+  return Json{{"pci_bus_id", gpu.pciBusId},
+              {"uuid", gpu.uuid ? Json(*gpu.uuid) : Json(nullptr)},
+              {"model", gpu.model ? Json(*gpu.model) : Json(nullptr)},
+              {"minor", gpu.minor ? Json(*gpu.minor) : Json(nullptr)},
+              {"excluded", gpu.excluded}};
+}
+
 /// JSON's entry of the `i`-th GPU of the host in `gpus`.
 nlohmann::ordered_json gpuJson(const HostView& host, const Sharing& sharing, std::size_t i) {
   const GpuView& view = host.gpus[i];
@@ -275,6 +286,8 @@ nlohmann::ordered_json gpuJson(const HostView& host, const Sharing& sharing, std
   gpu["held_by_lease"] = view.heldByLease;
   gpu["sharing"] = sharingJson(view, sharing.declarationOf[i]);
   gpu["health"] = healthJson(host, view);
+  // Known from the kernel's list alone (NVML failing with a version mismatch).
+  if (view.kernel) gpu["kernel"] = kernelGpuJson(*view.kernel);
   return gpu;
 }
 
@@ -337,6 +350,13 @@ void printJson(const std::string& file, const coordination::Status& status,
                        {"installed", !host.probe.libraryAbsent},
                        {"gpus", host.probe.usable ? Json(host.probe.count) : Json(nullptr)},
                        {"problem", host.probe.usable ? Json(nullptr) : Json(host.probe.problem)}});
+  // Only when NVML fails with a driver/library version mismatch: the GPUs the kernel knows,
+  // excluded ones included, and what reading them found.
+  if (host.kernel) {
+    document.arrayMember("kernel_gpus", host.kernel->gpus.size(),
+                         [&](std::size_t i) { return kernelGpuJson(host.kernel->gpus[i]); });
+    document.member("kernel_notes", linesOf(host.kernel->notices));
+  }
   document.end();
 }
 
@@ -381,7 +401,7 @@ void warnAboutTheFile(const std::string& file, const coordination::Status& statu
 /// Every GPU of the host, when more is known of it than the records: NVML lists GPUs, there are
 /// health records or sharing declarations, or leases hold GPUs without a record.
 void printHost(const HostView& host, const Sharing& sharing, const StatusOptions& options) {
-  const bool known = host.probe.usable || options.gpu || options.state ||
+  const bool known = host.probe.usable || host.kernel || options.gpu || options.state ||
                      (host.health && !host.health->parsed.records.empty()) ||
                      sharing.anyDeclared() ||
                      std::any_of(host.gpus.begin(), host.gpus.end(), [](const GpuView& view) {
@@ -507,8 +527,10 @@ int runStatus(const StatusOptions& options) {
   }
   // Read after the file's lock is let go: NVML may take a moment, and allocations must not wait.
   const std::vector<discovery::GpuDevice> devices = nvmlDevices();
-  const std::vector<DeviceProperties> properties = propertiesOfRecords(status, devices);
   HostView host = viewHost(options.coordination.path, status, devices, true);
+  // NVML failing with a version mismatch: the records' devices are the kernel's list.
+  const std::vector<DeviceProperties> properties = propertiesOfRecords(
+      status, devices.empty() && host.kernel ? host.kernel->devices() : devices);
   Sharing sharing = readSharing(options.coordination.path, host);
   std::vector<DeviceProperties> shownProperties = properties;
   if (options.gpu || options.state) {
@@ -531,7 +553,20 @@ int runStatus(const StatusOptions& options) {
   // record names are not shown. Said, and the exit code is check's. A host without NVML at all
   // (no NVIDIA driver: AMD, Intel, a custom script's GPUs) shows its records as it always did.
   const bool nvmlBroken = !host.probe.usable && !host.probe.libraryAbsent;
-  if (nvmlBroken) {
+  if (nvmlBroken && host.kernel) {
+    // An error, not a warning: it is why status exits 1, and -q must still say it.
+    printError(host.probe.problem +
+               ": the driver was upgraded and its old kernel module is still loaded; the GPUs' "
+               "health is unknown, and the GPUs shown are the kernel's list (" +
+               (discovery::nvidiaProcRoot() / "gpus").string() +
+               "), by index in PCI bus order; to use them again: " +
+               std::string(discovery::versionMismatchRemedy()));
+    for (const Notice& notice : host.kernel->notices) printWarning(notice.text);
+    for (const discovery::KernelGpu* gpu : host.kernel->excludedGpus()) {
+      printWarning("GPU " + gpu->describe() +
+                   " is excluded by the kernel's driver (GPU Excluded: Yes): never handed out");
+    }
+  } else if (nvmlBroken) {
     // An error, not a warning: it is why status exits 1, and -q must still say it.
     printError(host.probe.problem +
                "; the GPUs' health is unknown, and GPUs that no record names are not shown");

@@ -15,6 +15,7 @@
 
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/HostGpus.h"
+#include "host/enumeration/KernelGpus.h"
 #include "host/enumeration/NvidiaSmi.h"
 #include "host/enumeration/NvmlEnumerator.h"
 #include "host/enumeration/NvmlTopology.h"
@@ -599,6 +600,24 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
              : found.found.devices;
   } else {
     units = discovery::allocatableUnits(found.found.devices, options.mig);
+  }
+  // A GPU the kernel's driver excludes (NVreg_ExcludedGpus) is never handed out, whatever listed
+  // it: NVML lists none, but a --gpus list or another container's view may name one.
+  {
+    const discovery::KernelGpus kernel = discovery::readKernelGpus();
+    if (!kernel.excludedGpus().empty()) {
+      std::erase_if(units, [&](const discovery::GpuDevice& unit) {
+        const discovery::KernelGpu* excluded = discovery::excludedGpuOf(unit, kernel);
+        if (excluded == nullptr) return false;
+        report.notes.push_back(
+            Notice::note("GPU " + unit.identifier +
+                         " is not handed out: the kernel's driver excludes it (\"GPU Excluded: "
+                         "Yes\" in " +
+                         excluded->file.string() + ")"));
+        return true;
+      });
+    }
+    for (const Notice& notice : kernel.notices) report.notes.push_back(notice);
   }
   health::FilteredUnits healthy;
   try {

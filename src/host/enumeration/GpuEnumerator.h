@@ -28,8 +28,13 @@ class DiscoveryError : public std::runtime_error {
     kFailed,         ///< any other cause: a source failed or answered something unusable
     kNoDriver,       ///< no NVIDIA driver: nvidia-smi is nowhere to be found
     kNvmlNotUsable,  ///< the NVML library is absent or cannot be used ("NVML is not usable: …")
-    kNoGpu,          ///< the driver is there and lists no GPU
-    kNoUsableGpu,    ///< GPUs are listed, and every one is left out (lost, denied)
+    /// NVML cannot be used because the library and the kernel module are of different driver
+    /// versions (NVML_ERROR_LIB_RM_VERSION_MISMATCH: an upgrade without a reboot). A kind of
+    /// kNvmlNotUsable, told apart because nothing but a reboot or a reload of the module helps,
+    /// and because the kernel's list still names the GPUs (KernelGpus.h).
+    kNvmlVersionMismatch,
+    kNoGpu,        ///< the driver is there and lists no GPU
+    kNoUsableGpu,  ///< GPUs are listed, and every one is left out (lost, denied)
   };
 
   explicit DiscoveryError(const std::string& cause, std::vector<std::string> details = {},

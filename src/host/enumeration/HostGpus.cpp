@@ -1,5 +1,6 @@
 #include "host/enumeration/HostGpus.h"
 
+#include "host/enumeration/KernelGpus.h"
 #include "host/enumeration/NvmlEnumerator.h"
 
 namespace flink::discovery {
@@ -14,6 +15,8 @@ std::string_view sourceName(HostGpuSource source) noexcept {
       return "nvidia-smi";
     case HostGpuSource::kVendor:
       return "the AMD or Intel discovery";
+    case HostGpuSource::kKernel:
+      return "the kernel's driver";
   }
   return "?";
 }
@@ -45,7 +48,29 @@ HostGpus enumerateHostGpus(const HostGpuOptions& options) {
     std::vector<std::string> details{"nvidia-smi, asked instead, failed too: " +
                                      std::string(e.what())};
     details.insert(details.end(), e.details().begin(), e.details().end());
-    throw DiscoveryError(attempt.problem, std::move(details), DiscoveryError::Kind::kNvmlNotUsable);
+    if (!attempt.versionMismatch) {
+      throw DiscoveryError(attempt.problem, std::move(details),
+                           DiscoveryError::Kind::kNvmlNotUsable);
+    }
+    // An upgrade without a reboot: the kernel still knows the GPUs, and says which.
+    const KernelGpus kernel = readKernelGpus();
+    if (options.kernelListOnMismatch && !kernel.listed().empty()) {
+      HostGpus gpus{{}, HostGpuSource::kKernel};
+      gpus.found.devices = kernel.devices();
+      gpus.found.notices.push_back(Notice::warning(
+          attempt.problem + ": the GPUs are the kernel's driver's, in PCI bus order (" +
+          (nvidiaProcRoot() / "gpus").string() + "); " + std::string(versionMismatchRemedy())));
+      gpus.found.notices.insert(gpus.found.notices.end(), kernel.notices.begin(),
+                                kernel.notices.end());
+      return gpus;
+    }
+    details.insert(details.begin(), describeKernelList(kernel));
+    for (const Notice& notice : kernel.notices) details.push_back(notice.line());
+    throw DiscoveryError(attempt.problem +
+                             ": the driver was upgraded and its old kernel module is still "
+                             "loaded; CUDA fails the same way, so no GPU is handed out: " +
+                             std::string(versionMismatchRemedy()),
+                         std::move(details), DiscoveryError::Kind::kNvmlVersionMismatch);
   }
 }
 

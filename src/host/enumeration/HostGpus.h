@@ -28,6 +28,11 @@ struct HostGpuOptions {
   NvidiaSmiOptions nvidiaSmi;
   /// Also read how the GPUs are connected (Enumeration::topology), where NVML can tell.
   bool topology = false;
+  /// When NVML fails with a driver/library version mismatch and nvidia-smi fails too, list the
+  /// GPUs the kernel's driver knows (KernelGpus.h) instead of failing: for the operator's
+  /// commands (drain), which name GPUs, never for a discovery, which would hand out GPUs that
+  /// CUDA cannot open.
+  bool kernelListOnMismatch = false;
 };
 
 /// Where enumerateHostGpus found the GPUs.
@@ -36,9 +41,11 @@ enum class HostGpuSource {
   kNvml,       ///< NVML: every property, MIG instances, the topology
   kNvidiaSmi,  ///< nvidia-smi: uuid, name, pci.bus_id and memory.total, as it was asked
   kVendor,     ///< AMD's or Intel's enumeration (sysfs, else their tools): HostUnits::vendorHost
+  kKernel,     ///< the kernel's list (/proc/driver/nvidia/gpus): uuid, name, pci.bus_id, minor
 };
 
-/// "--gpus", "NVML", "nvidia-smi" or "the AMD or Intel discovery", for messages.
+/// "--gpus", "NVML", "nvidia-smi", "the AMD or Intel discovery" or "the kernel's driver", for
+/// messages.
 std::string_view sourceName(HostGpuSource source) noexcept;
 
 /// What enumerateHostGpus found, and from where.
@@ -49,7 +56,9 @@ struct HostGpus {
 
 /// @throws DiscoveryError when no source can tell. When the NVML library is there but fails, its
 ///         failure is the cause (what()) and nvidia-smi's is among the details; when the library
-///         is absent, nvidia-smi's failure is the cause and NVML's absence a detail.
+///         is absent, nvidia-smi's failure is the cause and NVML's absence a detail. A driver/
+///         library version mismatch (kind kNvmlVersionMismatch) says what fixes it, and the
+///         details name the GPUs the kernel knows.
 HostGpus enumerateHostGpus(const HostGpuOptions& options);
 
 }  // namespace flink::discovery

@@ -173,7 +173,9 @@ Enumeration NvmlEnumerator::enumerate() {
       }
     }
     throw DiscoveryError(kNvmlNotUsablePrefix + std::string(e.what()), std::move(details),
-                         DiscoveryError::Kind::kNvmlNotUsable);
+                         e.code() == Return::kLibRmVersionMismatch
+                             ? DiscoveryError::Kind::kNvmlVersionMismatch
+                             : DiscoveryError::Kind::kNvmlNotUsable);
   }
   // From here on the session is open: every way out, a throw included, shuts NVML down.
 
@@ -273,8 +275,12 @@ NvmlAttempt attemptNvmlEnumeration(bool withTopology) {
   try {
     attempt.found = NvmlEnumerator(std::nullopt, withTopology).enumerate();
   } catch (const DiscoveryError& e) {
-    if (e.kind() != DiscoveryError::Kind::kNvmlNotUsable) throw;
+    if (e.kind() != DiscoveryError::Kind::kNvmlNotUsable &&
+        e.kind() != DiscoveryError::Kind::kNvmlVersionMismatch) {
+      throw;
+    }
     attempt.problem = e.what();
+    attempt.versionMismatch = e.kind() == DiscoveryError::Kind::kNvmlVersionMismatch;
   }
   return attempt;
 }

@@ -45,9 +45,10 @@ class NvmlEnumerator : public GpuEnumerator {
   /// failure. Except: a GPU in MIG mode answers NO_PERMISSION for its memory to a caller without
   /// privileges, as NVML does; its memory.total is then unknown, without a word. Any other failed
   /// property is nullopt, with a warning "NVML: …" unless it is "not supported".
-  /// @throws DiscoveryError "NVML is not usable: …" when the library cannot be loaded
-  /// (with dlerror's text; "… is there but cannot be loaded" when the file exists), lacks a
-  /// required function (named), or the init or nvmlDeviceGetCount_v2 fails (with
+  /// @throws DiscoveryError "NVML is not usable: …" (kind kNvmlVersionMismatch when the init
+  /// fails with NVML_ERROR_LIB_RM_VERSION_MISMATCH, else kNvmlNotUsable) when the library cannot
+  /// be loaded (with dlerror's text; "… is there but cannot be loaded" when the file exists), lacks
+  /// a required function (named), or the init or nvmlDeviceGetCount_v2 fails (with
   /// nvmlErrorString's text and the code); "no NVIDIA GPU on this host: …" when NVML lists none
   /// (nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS) lets a host with the driver and no GPU say so);
   /// "no usable NVIDIA GPU: …", naming each GPU and its error, when every GPU is left out.
@@ -69,6 +70,9 @@ struct NvmlAttempt {
   /// failing (a driver/library version mismatch, a library that cannot be loaded: wrong
   /// architecture, missing dependency), which is worth a warning.
   bool libraryAbsent = false;
+  /// The init failed with NVML_ERROR_LIB_RM_VERSION_MISMATCH: the driver was upgraded and the
+  /// old kernel module is still loaded (DiscoveryError::Kind::kNvmlVersionMismatch).
+  bool versionMismatch = false;
 };
 
 /// Loads NVML ($FLINK_GPU_NVML_LIBRARY, else libnvidia-ml.so.1) and enumerates through it.

@@ -230,6 +230,7 @@ NvmlProbe probeNvml() {
   } catch (const nvml::NvmlError& e) {
     probe.usable = false;
     probe.libraryAbsent = e.code() == nvml::Return::kLibraryNotFound;
+    probe.versionMismatch = e.code() == nvml::Return::kLibRmVersionMismatch;
     probe.problem = std::string("NVML is not usable: ") + e.what();
     probe.gpus.clear();
   }

@@ -86,6 +86,9 @@ struct NvmlProbe {
   std::string problem;
   /// The library is not installed at all (no driver on this host).
   bool libraryAbsent = false;
+  /// The init failed with NVML_ERROR_LIB_RM_VERSION_MISMATCH: the driver was upgraded and its
+  /// old kernel module is still loaded (the kernel's list still names the GPUs: KernelGpus.h).
+  bool versionMismatch = false;
   /// nvmlDeviceGetCount.
   unsigned count = 0;
   std::vector<GpuProbe> gpus;

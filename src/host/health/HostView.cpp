@@ -157,6 +157,22 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
                   const std::vector<discovery::GpuDevice>& devices, bool askNvml) {
   HostView host;
   if (askNvml) host.probe = health::probeNvml();
+  // After a driver upgrade without a reboot NVML cannot answer, but the kernel still names its
+  // GPUs: those are the host's, by index in bus order (NVML's), UUID and bus id.
+  std::vector<discovery::GpuDevice> kernelDevices;
+  std::vector<const discovery::KernelGpu*> kernelListed;
+  if (askNvml && !host.probe.usable && host.probe.versionMismatch) {
+    // Only where the module's folder is there: else there is no list to show.
+    if (discovery::KernelGpus kernel = discovery::readKernelGpus(); kernel.present) {
+      host.kernel = std::move(kernel);
+    }
+    if (host.kernel && devices.empty()) {
+      kernelDevices = host.kernel->devices();
+      kernelListed = host.kernel->listed();
+    }
+  }
+  const std::vector<discovery::GpuDevice>& shownFirst =
+      kernelDevices.empty() ? devices : kernelDevices;
   try {
     host.health = health::readHealth(coordinationFile);
   } catch (const store::StoreError& e) {
@@ -166,7 +182,7 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
   // The units: every device NVML lists, the GPUs it could not give a handle for (lost), then
   // what only the records, health records and leases name, each read once by the index's rule:
   // linear in the records.
-  ViewUnits units(devices);
+  ViewUnits units(shownFirst);
   for (const health::GpuProbe& gpu : host.probe.gpus) {
     const std::string index = std::to_string(gpu.index);
     const bool listed = units.index.find(index) || (gpu.uuid && units.index.byUuid(*gpu.uuid));
@@ -210,7 +226,7 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
   // order before UUIDs.
   std::vector<discovery::UnitRef> order(units.shown.size());
   for (discovery::UnitRef ref = 0; ref < order.size(); ++ref) order[ref] = ref;
-  std::sort(order.begin() + static_cast<std::ptrdiff_t>(devices.size()), order.end(),
+  std::sort(order.begin() + static_cast<std::ptrdiff_t>(shownFirst.size()), order.end(),
             [&](discovery::UnitRef first, discovery::UnitRef second) {
               const std::string& a = units.shown[first].identifier;
               const std::string& b = units.shown[second].identifier;
@@ -241,7 +257,11 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
     view.isMigInstance = unit.isMigInstance();
     if (unit.mig) view.parent = std::to_string(unit.mig->parentIndex);
     view.problems = std::move(verdicts[i]);
-    view.listedByNvml = order[i] < devices.size() || probeOf.count(view.gpu) > 0;
+    if (order[i] < kernelListed.size()) {
+      view.kernel = *kernelListed[order[i]];
+    } else {
+      view.listedByNvml = order[i] < shownFirst.size() || probeOf.count(view.gpu) > 0;
+    }
     if (!view.isMigInstance) {
       if (const auto probe = probeOf.find(view.gpu); probe != probeOf.end()) {
         view.persistenceMode = probe->second->persistenceMode;
@@ -346,6 +366,11 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
 
 std::string describeView(const GpuView& view) {
   std::vector<std::string> parts;
+  if (view.kernel) {
+    // Known from the kernel alone: by its UUID and bus id, and why NVML does not answer.
+    parts.push_back((view.kernel->uuid ? *view.kernel->uuid + ", " : std::string()) +
+                    view.kernel->pciBusId + ": driver/library version mismatch");
+  }
   for (const health::Problem& problem : view.problems) parts.push_back(problem.text);
   for (const coordination::RecordStatus& holder : view.holders) {
     const std::string share =
@@ -442,18 +467,27 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
           (view.sharingError.empty() ? "1" : "0") + '\n';
   family("flink_gpu_nvml_up",
          "Whether NVML could be used (1): loaded, initialized, its GPUs counted. 0: GPU health is "
-         "unknown, and the GPUs are those the records name.");
+         "unknown, and the GPUs are those the records (or the kernel's list) name.");
   text += std::string("flink_gpu_nvml_up ") + (view.probe.usable ? "1" : "0") + '\n';
   family("flink_gpu_gpus",
          "The GPUs of this host by where they are known from: nvml (nvmlDeviceGetCount, when "
-         "NVML can be used) and records (units only the coordination, health or lease records "
-         "name).");
+         "NVML can be used), kernel (the kernel driver's list, when NVML fails with a "
+         "driver/library version mismatch) and records (units only the coordination, health or "
+         "lease records name).");
   std::size_t recordsOnly = 0;
+  std::size_t kernelListed = 0;
   for (std::size_t i = 0; i < view.gpus.size(); ++i) {
-    if (!view.gpus[i].listedByNvml) ++recordsOnly;
+    if (view.gpus[i].kernel) {
+      ++kernelListed;
+    } else if (!view.gpus[i].listedByNvml) {
+      ++recordsOnly;
+    }
   }
   if (view.probe.usable) {
     text += "flink_gpu_gpus{source=\"nvml\"} " + std::to_string(view.probe.count) + '\n';
+  }
+  if (view.kernel) {
+    text += "flink_gpu_gpus{source=\"kernel\"} " + std::to_string(kernelListed) + '\n';
   }
   text += "flink_gpu_gpus{source=\"records\"} " + std::to_string(recordsOnly) + '\n';
   family("flink_gpu_build_info", "The flink-gpu that wrote these metrics (always 1).");

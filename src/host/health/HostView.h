@@ -12,6 +12,7 @@
 
 #include "host/coordination/Coordination.h"
 #include "host/enumeration/GpuEnumerator.h"
+#include "host/enumeration/KernelGpus.h"
 #include "host/enumeration/UnitIndex.h"
 #include "host/health/HealthRecords.h"
 #include "host/health/HostHealth.h"
@@ -50,6 +51,10 @@ struct GpuView {
   std::optional<bool> persistenceMode;
   /// NVML lists it (enumerated, or counted and lost); false for a unit only records name.
   bool listedByNvml = false;
+  /// The kernel's driver lists it (HostView::kernel), NVML failing with a driver/library version
+  /// mismatch: what the kernel says of it (bus id, model, minor). Its index is its place in the
+  /// kernel's list by bus id, NVML's default order.
+  std::optional<discovery::KernelGpu> kernel;
   bool isMigInstance = false;
   /// For a MIG instance, its GPU's index.
   std::optional<std::string> parent;
@@ -77,6 +82,10 @@ struct HostView {
   std::vector<discovery::UnitRef> refs;
   /// NVML's own look (count, lost GPUs); `usable` false when it cannot be used.
   health::NvmlProbe probe;
+  /// The kernel's list of GPUs (/proc/driver/nvidia/gpus), when NVML fails with a driver/library
+  /// version mismatch (probe.versionMismatch) and the module's folder is there: then its GPUs
+  /// are the view's devices, unless the caller gave some.
+  std::optional<discovery::KernelGpus> kernel;
   /// The health file as read; nullopt with `healthError` when it cannot be.
   std::optional<health::HealthFile> health;
   std::string healthError;
@@ -86,7 +95,8 @@ struct HostView {
 };
 
 /// Builds the view from the coordination file's `status`, NVML (when `askNvml`) and the health
-/// records beside `coordinationFile`. `devices`: what NVML enumerated (may be empty).
+/// records beside `coordinationFile`. `devices`: what NVML enumerated (may be empty); when NVML
+/// fails with a driver/library version mismatch and `devices` is empty, the kernel's list.
 HostView viewHost(const std::string& coordinationFile, const coordination::Status& status,
                   const std::vector<discovery::GpuDevice>& devices, bool askNvml);
 
@@ -104,9 +114,9 @@ struct BuildLabels {
 /// flink_gpu_held (whole GPUs only), _shares (GpuView::declaredShares), _shares_held (of each
 /// GPU declared or with live shares), _healthy (NaN where NVML cannot tell and no record says
 /// unhealthy), _drained, _last_xid, _last_xid_timestamp_seconds, flink_gpu_nvml_up,
-/// flink_gpu_gpus (by source), flink_gpu_build_info, flink_gpu_coordination_records,
-/// flink_gpu_coordination_dead_owner_records. Every series of a GPU has the same labels, gpu and
-/// uuid (empty when unknown); no label grows without bound (no pid).
+/// flink_gpu_gpus (by source: nvml, kernel, records), flink_gpu_build_info,
+/// flink_gpu_coordination_records, flink_gpu_coordination_dead_owner_records. Every series of a GPU
+/// has the same labels, gpu and uuid (empty when unknown); no label grows without bound (no pid).
 std::string prometheusMetrics(const HostView& view, const coordination::Status& status,
                               const BuildLabels& build);
 

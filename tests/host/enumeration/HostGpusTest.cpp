@@ -57,7 +57,7 @@ TEST_F(HostGpusTest, WhenNvmlFailsItsFailureIsTheCauseAndNvidiaSmiADetail) {
   } catch (const DiscoveryError& e) {
     EXPECT_THAT(e.what(), HasSubstr("NVML is not usable"));
     EXPECT_THAT(e.what(), HasSubstr("Driver/library version mismatch"));
-    EXPECT_EQ(e.kind(), DiscoveryError::Kind::kNvmlNotUsable);
+    EXPECT_EQ(e.kind(), DiscoveryError::Kind::kNvmlVersionMismatch);
     EXPECT_THAT(e.details(), Contains(HasSubstr("nvidia-smi, asked instead, failed too: "
                                                 "nvidia-smi was not found")));
   }
