@@ -223,9 +223,9 @@ CLI::App* addRelease(CLI::App& app, CommandLine& line, AfterParse& after) {
   ReleaseOptions& options = line.release;
   CLI::App* command = app.add_subcommand(
       "release",
-      "Free GPUs by hand: remove the records of one owner process (--owner), of one GPU (--gpu) "
-      "or of every owner that is gone (--gone) from the coordination file, or the lines that are "
-      "not records (--junk).");
+      "Free GPUs by hand: remove the records of one owner process (--owner), of one GPU (--gpu), "
+      "of every owner that is gone (--gone) or of GPUs this host no longer has (--stale) from the "
+      "coordination file, or the lines that are not records (--junk).");
   command->add_option("--owner", options.owner, "Release every GPU held by this process id")
       ->type_name("PID");
   command
@@ -239,6 +239,9 @@ CLI::App* addRelease(CLI::App& app, CommandLine& line, AfterParse& after) {
   command->add_flag("--gone", options.gone,
                     "Remove every record whose owner is known to be gone (never one that cannot "
                     "be judged from here)");
+  command->add_flag("--stale", options.stale,
+                    "Remove every record of a GPU this host no longer has (a board replaced, a "
+                    "MIG layout changed), but those of an owner that runs");
   command->add_flag("--force", options.force,
                     "Also remove records whose owner is running (it may still use the GPU; "
                     "one whose lease is held stays held by the lease until what holds it ends)");
@@ -345,12 +348,13 @@ CLI::App* addTopology(CLI::App& app, CommandLine& line, AfterParse&) {
   return command;
 }
 
-/// `--gpu GPU` (required) and `--reason TEXT` of drain and undrain.
+/// `--gpu GPU` (required but for undrain, which takes --stale instead) and `--reason TEXT` of
+/// drain and undrain.
 void addDrainOptions(CLI::App& command, DrainOptions& options, const std::string& reason,
-                     AfterParse& after) {
+                     AfterParse& after, bool required = true) {
   command.add_option("--gpu", options.gpu, "The GPU: an index, a GPU-/MIG- UUID, or a PCI bus id")
       ->type_name("GPU")
-      ->required();
+      ->required(required);
   command.add_option("--reason", options.reason, reason);
   addCoordinationFileOptions(command, options.coordination, after);
   addFormatOption(command, options.format);
@@ -370,7 +374,10 @@ CLI::App* addUndrain(CLI::App& app, CommandLine& line, AfterParse& after) {
       "undrain",
       "Put a GPU back into allocations: clears a drain and a verdict of `flink-gpu watch` alike, "
       "recording the time, the reason and who.");
-  addDrainOptions(*command, line.undrain, "Why, for the record", after);
+  addDrainOptions(*command, line.undrain, "Why, for the record", after, false);
+  command->add_flag("--stale", line.undrain.stale,
+                    "Instead of --gpu: remove every drain and verdict of a GPU this host no "
+                    "longer has (a board replaced, a MIG layout changed)");
   return command;
 }
 
@@ -407,11 +414,11 @@ CLI::App* addWatch(CLI::App& app, CommandLine& line, AfterParse& after) {
   return command;
 }
 
-/// `--gpu ID|all` (required) of share and unshare.
-void addShareGpuOption(CLI::App& command, std::string& gpu) {
+/// `--gpu ID|all` (required but for unshare, which takes --stale instead) of share and unshare.
+void addShareGpuOption(CLI::App& command, std::string& gpu, bool required = true) {
   command.add_option("--gpu", gpu, "The GPU: an index, a GPU- UUID, or all (every whole GPU)")
       ->type_name("ID|all")
-      ->required();
+      ->required(required);
 }
 
 CLI::App* addShare(CLI::App& app, CommandLine& line, AfterParse& after) {
@@ -445,7 +452,10 @@ CLI::App* addShare(CLI::App& app, CommandLine& line, AfterParse& after) {
 CLI::App* addUnshare(CLI::App& app, CommandLine& line, AfterParse& after) {
   CLI::App* command = app.add_subcommand(
       "unshare", "Take a GPU's sharing declaration out (shares already held are never revoked).");
-  addShareGpuOption(*command, line.unshare.gpu);
+  addShareGpuOption(*command, line.unshare.gpu, false);
+  command->add_flag("--stale", line.unshare.stale,
+                    "Instead of --gpu: take out every declaration of a GPU this host no longer "
+                    "has (a board replaced)");
   addCoordinationFileOptions(*command, line.unshare.coordination, after);
   addFormatOption(*command, line.unshare.format);
   return command;
@@ -911,7 +921,8 @@ constexpr std::array kCommandHelp{
                 "  flink-gpu drain --gpu 0000:3b:00.0\n"},
     CommandHelp{"undrain",
                 "  flink-gpu undrain --gpu 3 --reason 'fan replaced'\n"
-                "  flink-gpu undrain --gpu 0000:3b:00.0\n"},
+                "  flink-gpu undrain --gpu 0000:3b:00.0\n"
+                "  flink-gpu undrain --stale\n"},
     CommandHelp{"check",
                 "  flink-gpu check\n"
                 "  flink-gpu check --expect 8 --format json\n"},
@@ -924,7 +935,8 @@ constexpr std::array kCommandHelp{
                 "  flink-gpu share --gpu 1 --replicas 3 --mps /run/nvidia-mps-1\n"},
     CommandHelp{"unshare",
                 "  flink-gpu unshare --gpu 0\n"
-                "  flink-gpu unshare --gpu all\n"},
+                "  flink-gpu unshare --gpu all\n"
+                "  flink-gpu unshare --stale\n"},
     // The completion command of its own branch: its help ends so once both are merged.
     CommandHelp{"completion",
                 "  flink-gpu completion bash\n"

@@ -39,6 +39,7 @@
 #include "host/health/HostHealth.h"
 #include "host/health/HostView.h"
 #include "host/health/Watch.h"
+#include "host/sharing/SharingDeclarations.h"
 #include "host/store/LockedFile.h"
 #include "host/store/StoreError.h"
 #include "util/FileOwnership.h"
@@ -273,8 +274,104 @@ nlohmann::ordered_json undrainMembers(const Unit& unit,
 
 }  // namespace
 
+namespace {
+
+/// `undrain --stale`: every drain and verdict of a GPU this host does not have, judged by the
+/// host's index (UnitIndex::presence); no re-admission is recorded for a GPU that is not here.
+int runStaleUndrain(const DrainOptions& options) {
+  using Json = nlohmann::ordered_json;
+  const auto document = [&](const std::string& file,
+                            const std::vector<health::HealthRecord>& cleared,
+                            const std::optional<std::string>& cannotTell) {
+    Json list = Json::array();
+    for (const health::HealthRecord& record : cleared) {
+      Json entry;
+      entry["kind"] = std::string(health::kindName(record.kind));
+      entry["since"] = record.since;
+      entry["xid"] = record.xid ? Json(*record.xid) : Json(nullptr);
+      entry["reason"] = record.reason;
+      entry["gpu"] = record.gpu;
+      entry["uuid"] = record.uuid ? Json(*record.uuid) : Json(nullptr);
+      list.push_back(std::move(entry));
+    }
+    Json members{{"gpu", nullptr}, {"uuid", nullptr}, {"cleared", std::move(list)}};
+    if (cannotTell) members["cannot_tell"] = *cannotTell;
+    printChangeDocument(std::cout, options.coordination.path, file, !cleared.empty(), members);
+  };
+  const std::string healthPath = health::healthFileOf(options.coordination.path).path().string();
+  const HostLook look = lookAtHost();
+  if (!look.coverage.whole()) {
+    if (options.format == OutputFormat::kJson) document(healthPath, {}, look.coverage.cannotTell);
+    printError("cannot tell which drains and verdicts name a GPU this host no longer has: " +
+               look.coverage.cannotTell + "; nothing was removed");
+    return kDiscoveryFailed;
+  }
+  const discovery::UnitIndex host = discovery::UnitIndex::of(look.devices);
+  const auto stale = [&](const health::HealthRecord& record) {
+    return record.kind != health::RecordKind::kReadmitted &&
+           host.presence(record.gpu, record.uuid, look.coverage) ==
+               discovery::Presence::kNotOnThisHost;
+  };
+  std::vector<health::HealthRecord> cleared;
+  health::HealthFile written;
+  try {
+    // None: nothing is written.
+    const health::HealthFile read = health::readHealth(options.coordination.path);
+    if (std::none_of(read.parsed.records.begin(), read.parsed.records.end(), stale)) {
+      for (const std::string& line : read.warnings) printWarning(line);
+      if (options.format == OutputFormat::kJson) {
+        document(read.path.string(), {}, std::nullopt);
+      } else {
+        std::cout << "no drain or verdict names a GPU this host does not have\n";
+      }
+      return kSuccess;
+    }
+    written = health::updateHealth(options.coordination.path,
+                                   [&](std::vector<health::HealthRecord>& records) {
+                                     cleared.clear();
+                                     for (const health::HealthRecord& record : records) {
+                                       if (stale(record)) cleared.push_back(record);
+                                     }
+                                     std::erase_if(records, stale);
+                                   });
+  } catch (const store::StoreError& e) {
+    printError(e.what());
+    return kDiscoveryFailed;
+  }
+  for (const std::string& line : written.warnings) printWarning(line);
+  if (options.format == OutputFormat::kJson) {
+    document(written.path.string(), cleared, std::nullopt);
+    return kSuccess;
+  }
+  if (cleared.empty()) {
+    std::cout << "no drain or verdict names a GPU this host does not have\n";
+    return kSuccess;
+  }
+  printNote("recorded in " + written.path.string() + ", beside the coordination file " +
+            options.coordination.path);
+  for (const health::HealthRecord& record : cleared) {
+    std::cout << "removed " << health::kindName(record.kind) << " of "
+              << strings::quoteForMessage(nameOf(Unit{record.gpu, record.uuid}), kWholeText)
+              << " (since " << health::isoTime(record.since)
+              << (record.xid ? ", Xid " + std::to_string(*record.xid) : "")
+              << (record.reason.empty()
+                      ? std::string()
+                      : ": " + strings::quoteForMessage(record.reason, kWholeText))
+              << "): this host does not have it\n";
+  }
+  return kSuccess;
+}
+
+}  // namespace
+
 int runUndrain(const DrainOptions& options) {
+  if (options.stale == !options.gpu.empty()) {
+    printError(options.stale ? "give --gpu or --stale, not both"
+                             : "undrain needs --gpu GPU or --stale");
+    return kUsageError;
+  }
   if (!validReason(options.reason)) return kUsageError;
+  if (options.stale) return runStaleUndrain(options);
   const std::optional<Unit> unit = unitOf(options.gpu);
   if (!unit) return kUsageError;
   std::vector<health::HealthRecord> cleared;
@@ -458,7 +555,14 @@ int runCheck(const CheckOptions& options) {
 
   noteAConfiguredFileInUse(options.coordination, notes);
 
-  const HostView host = viewHost(options.coordination.path, status, nvmlDevicesOrNone(), true);
+  const HostLook look = nvmlLookOrNone();
+  HostView host = viewHost(options.coordination.path, status, look.devices, true);
+  findStale(host, status, look.devices, look.coverage);
+  try {
+    addStaleDeclarations(sharing::readDeclarations(options.coordination.path).parsed, host);
+  } catch (const store::StoreError&) {
+    // Check says nothing else of sharing: a declarations file it cannot read is status's to say.
+  }
   if (!host.probe.usable && host.kernel) {
     // A driver upgrade without a reboot: one line, with the GPUs the kernel still knows.
     problems.push_back(
@@ -503,6 +607,10 @@ int runCheck(const CheckOptions& options) {
                            ": persistence mode is off: NVML initialization and nvidia-smi are "
                            "slow without it (nvidia-smi -pm 1, or run nvidia-persistenced)"});
     }
+  }
+  // State that outlived its GPU blocks nothing, but should not sit there unseen.
+  for (const StaleEntry& entry : host.stale) {
+    notes.push_back({"stale", entry.gpu, entry.text, std::string(staleKindWord(entry.kind))});
   }
 
   const bool ok = problems.empty();

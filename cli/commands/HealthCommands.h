@@ -14,6 +14,8 @@ namespace flink::cli {
 
 struct DrainOptions {
   std::string gpu;
+  /// undrain --stale: every drain and verdict of a GPU this host does not have, instead of --gpu.
+  bool stale = false;
   std::string reason;
   /// text: lines for a person; json: what changed (ChangeDocument.h).
   OutputFormat format = OutputFormat::kText;
@@ -39,7 +41,9 @@ struct WatchCommandOptions {
 int runDrain(const DrainOptions& options);
 
 /// `undrain --gpu ID [--reason TEXT]`: clears a drain and a verdict of watch alike, and records
-/// who re-admitted the GPU, when and why.
+/// who re-admitted the GPU, when and why. With --stale instead: removes every drain and verdict
+/// of a GPU this host does not have (discovery::UnitIndex::presence), and records no
+/// re-admission; refused (kDiscoveryFailed, nothing written) where the host's GPUs cannot tell.
 int runUndrain(const DrainOptions& options);
 
 /// `check [--expect N] [--format text|json]`: exit 0 when all is well, else 1 with one line per

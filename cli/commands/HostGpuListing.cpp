@@ -35,6 +35,40 @@ std::vector<discovery::GpuDevice> nvmlOrKernelDevices() {
   }
 }
 
+HostLook nvmlLookOrNone() {
+  HostLook look;
+  try {
+    discovery::Enumeration found = discovery::NvmlEnumerator().enumerate();
+    look.coverage = discovery::coverageOf(found, true);
+    look.devices = std::move(found.devices);
+  } catch (const std::exception& e) {
+    look.coverage.cannotTell = e.what();
+  }
+  return look;
+}
+
+HostLook lookAtHost() {
+  HostLook look;
+  try {
+    discovery::HostGpus host = listHostGpus(true);
+    look.coverage = discovery::coverageOf(host.found, true);
+    look.devices = std::move(host.found.devices);
+  } catch (const discovery::DiscoveryError& e) {
+    look.coverage.cannotTell = e.what();
+  }
+  return look;
+}
+
+void addStaleDeclarations(const sharing::ParsedDeclarations& parsed, HostView& host) {
+  if (!host.hostUnits || !host.coverage.whole()) return;
+  for (const sharing::Declaration& declaration : parsed.declarations) {
+    if (sharing::isStale(declaration, *host.hostUnits, host.coverage)) {
+      host.stale.push_back(
+          staleEntry(StaleEntry::Kind::kSharing, declaration.gpu, declaration.uuid));
+    }
+  }
+}
+
 discovery::HostGpus listHostGpus(bool mig, bool kernelListOnMismatch) {
   discovery::HostGpuOptions options;
   options.mig = mig;

@@ -7,6 +7,9 @@
 #include <vector>
 
 #include "host/enumeration/HostGpus.h"
+#include "host/enumeration/UnitIndex.h"
+#include "host/health/HostView.h"
+#include "host/sharing/SharingDeclarations.h"
 
 namespace flink::cli {
 
@@ -17,6 +20,25 @@ std::vector<discovery::GpuDevice> nvmlDevicesOrNone();
 /// kernel's list (host/enumeration/KernelGpus.h), whose indices are NVML's; else none. For
 /// turning a spelling of a GPU into its index and UUID.
 std::vector<discovery::GpuDevice> nvmlOrKernelDevices();
+
+/// The host's devices, and how much of the host they are for judging state that outlived its GPU
+/// (discovery::UnitIndex::presence).
+struct HostLook {
+  std::vector<discovery::GpuDevice> devices;
+  discovery::HostCoverage coverage;
+};
+
+/// Through NVML alone (status and check start no process): none, with a coverage that cannot
+/// tell and why, when NVML cannot be used.
+HostLook nvmlLookOrNone();
+
+/// The host's GPUs as listHostGpus(true) lists them (NVML, else nvidia-smi with its MIG listing),
+/// for the --stale removals; none, with a coverage that cannot tell and why, when neither can.
+HostLook lookAtHost();
+
+/// Adds to host.stale each declaration of `parsed` that names a GPU this host does not have
+/// (sharing::isStale against host.hostUnits and host.coverage, which findStale set).
+void addStaleDeclarations(const sharing::ParsedDeclarations& parsed, HostView& host);
 
 /// The host's GPUs: NVML, else nvidia-smi (with its MIG listing when `mig`), nvidia-smi run under
 /// $NVIDIA_SMI_TIMEOUT. The GPUs an enumeration leaves out are printed as warnings.

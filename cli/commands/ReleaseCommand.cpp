@@ -21,6 +21,7 @@
 #include "Console.h"
 #include "ExitCode.h"
 #include "commands/ChangeDocument.h"
+#include "commands/HostGpuListing.h"
 #include "host/coordination/Coordination.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/GpuEnumerator.h"
@@ -124,16 +125,112 @@ int runGoneRelease(const ReleaseOptions& options) {
   return kSuccess;
 }
 
+/// The warnings after records were released: an owner that still runs (--force), one that
+/// could not be judged from here.
+void warnAboutReleased(const std::vector<coordination::RecordStatus>& released) {
+  for (const coordination::RecordStatus& entry : released) {
+    const std::string gpu = recordedGpu(entry.record);
+    if (coordination::knownToRun(entry.liveness) && entry.record.lease) {
+      printWarning("process " + std::to_string(entry.record.owner.pid) +
+                   " is still running and may still be using GPU " + gpu +
+                   " (--force); while its lease is held (by the process or what it started), no "
+                   "worker gets the GPU");
+    } else if (coordination::knownToRun(entry.liveness)) {
+      printWarning("process " + std::to_string(entry.record.owner.pid) +
+                   " is still running and may still be using GPU " + gpu +
+                   " (--force); the next worker may get it too");
+    } else if (entry.liveness == coordination::Liveness::kUnjudgeable ||
+               entry.liveness == coordination::Liveness::kLeaseMissing) {
+      printWarning(
+          "process " + std::to_string(entry.record.owner.pid) + " of GPU " + gpu +
+          " could not be judged from here (" +
+          (entry.otherPidNamespace
+               ? "it is of another pid namespace, " +
+                     std::to_string(entry.record.owner.pidNamespace.value_or(0)) + ","
+               : std::string("no start time was recorded,")) +
+          (entry.record.lease ? " and its lease file is missing" : " and it holds no lease") +
+          "): if it still runs there, it may still be using the GPU");
+    }
+  }
+}
+
+/// --stale: every record of a GPU this host does not have, judged by the host's index
+/// (UnitIndex::presence) under the file's lock; a running owner's is kept, with an error.
+int runStaleRelease(const ReleaseOptions& options) {
+  const HostLook look = lookAtHost();
+  if (!look.coverage.whole()) {
+    if (options.format == OutputFormat::kJson) {
+      printChangeDocument(std::cout, options.coordination.path, options.coordination.path, false,
+                          nlohmann::ordered_json{{"released", nlohmann::ordered_json::array()},
+                                                 {"refused", nlohmann::ordered_json::array()},
+                                                 {"cannot_tell", look.coverage.cannotTell}});
+    }
+    printError("cannot tell which records name a GPU this host no longer has: " +
+               look.coverage.cannotTell + "; nothing was removed");
+    return kDiscoveryFailed;
+  }
+  const discovery::UnitIndex host = discovery::UnitIndex::of(look.devices);
+  coordination::Released result;
+  try {
+    result = coordination::releaseStale(
+        options.coordination.path, [&](const coordination::Record& record) {
+          return host.presence(record.gpu, record.uuid, look.coverage) ==
+                 discovery::Presence::kNotOnThisHost;
+        });
+  } catch (const store::StoreError& e) {
+    printError(e.what());
+    return kDiscoveryFailed;
+  }
+  if (options.format == OutputFormat::kJson) {
+    printReleased(options, result.released, result.refused);
+  } else {
+    for (const coordination::RecordStatus& entry : result.released) {
+      std::cout << "released GPU " << recordedGpu(entry.record) << " (owner pid "
+                << entry.record.owner.pid << ", " << liveness::livenessName(entry.liveness)
+                << "): this host does not have it\n";
+    }
+    if (result.released.empty() && result.refused.empty()) {
+      std::cout << "no record names a GPU this host does not have (coordination file "
+                << options.coordination.path << ")\n";
+    } else if (!result.released.empty()) {
+      std::cout << "removed " << result.released.size()
+                << " record(s) of GPUs this host does not have (coordination file "
+                << options.coordination.path << ")\n";
+    }
+  }
+  warnAboutReleased(result.released);
+  if (result.refused.empty()) return kSuccess;
+  std::string message;
+  for (const coordination::RecordStatus& entry : result.refused) {
+    const std::string pid = std::to_string(entry.record.owner.pid);
+    message += (message.empty() ? "" : "\n") + std::string("kept the record of process ") + pid +
+               " for GPU " + recordedGpu(entry.record) +
+               ", which this host does not have: the process, or what it started, still runs and "
+               "may still use what it holds; `flink-gpu release --owner " +
+               pid + "` removes its records once it no longer does";
+  }
+  printError(message);
+  return kDiscoveryFailed;
+}
+
 int runRelease(const ReleaseOptions& options) {
   const int chosen = (options.owner ? 1 : 0) + (options.gpu ? 1 : 0) + (options.junk ? 1 : 0) +
-                     (options.gone ? 1 : 0);
+                     (options.gone ? 1 : 0) + (options.stale ? 1 : 0);
   if (chosen != 1) {
-    printError(chosen > 1 ? "give one of --owner, --gpu, --gone and --junk, not several"
-                          : "nothing to release: give --owner PID, --gpu GPU, --gone or --junk");
+    printError(chosen > 1
+                   ? "give one of --owner, --gpu, --gone, --stale and --junk, not several"
+                   : "nothing to release: give --owner PID, --gpu GPU, --gone, --stale or --junk");
+    return kUsageError;
+  }
+  if (options.stale && options.force) {
+    printError(
+        "--stale never removes the record of an owner that runs, --force or not: give "
+        "--owner PID --force for that");
     return kUsageError;
   }
   if (options.junk) return runJunkRelease(options);
   if (options.gone) return runGoneRelease(options);
+  if (options.stale) return runStaleRelease(options);
 
   std::function<bool(const coordination::Record&)> matches;
   std::string what;
@@ -241,30 +338,7 @@ int runRelease(const ReleaseOptions& options) {
                 << entry.record.owner.pid << ")\n";
     }
   }
-  for (const coordination::RecordStatus& entry : result.released) {
-    const std::string gpu = recordedGpu(entry.record);
-    if (coordination::knownToRun(entry.liveness) && entry.record.lease) {
-      printWarning("process " + std::to_string(entry.record.owner.pid) +
-                   " is still running and may still be using GPU " + gpu +
-                   " (--force); while its lease is held (by the process or what it started), no "
-                   "worker gets the GPU");
-    } else if (coordination::knownToRun(entry.liveness)) {
-      printWarning("process " + std::to_string(entry.record.owner.pid) +
-                   " is still running and may still be using GPU " + gpu +
-                   " (--force); the next worker may get it too");
-    } else if (entry.liveness == coordination::Liveness::kUnjudgeable ||
-               entry.liveness == coordination::Liveness::kLeaseMissing) {
-      printWarning(
-          "process " + std::to_string(entry.record.owner.pid) + " of GPU " + gpu +
-          " could not be judged from here (" +
-          (entry.otherPidNamespace
-               ? "it is of another pid namespace, " +
-                     std::to_string(entry.record.owner.pidNamespace.value_or(0)) + ","
-               : std::string("no start time was recorded,")) +
-          (entry.record.lease ? " and its lease file is missing" : " and it holds no lease") +
-          "): if it still runs there, it may still be using the GPU");
-    }
-  }
+  warnAboutReleased(result.released);
   return kSuccess;
 }
 

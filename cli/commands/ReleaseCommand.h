@@ -18,6 +18,9 @@ struct ReleaseOptions {
   bool junk = false;
   /// --gone: every record whose owner is known to be gone.
   bool gone = false;
+  /// --stale: every record of a GPU this host does not have (discovery::UnitIndex::presence),
+  /// but those of an owner known to run.
+  bool stale = false;
   /// Remove records whose owner is known to run, too.
   bool force = false;
   /// text: a line per record; json: what changed (ChangeDocument.h).
@@ -30,7 +33,9 @@ struct ReleaseOptions {
 ///          fails for no such process: a mistyped pid must not pass for done), and when a record
 ///          of an owner known to run was refused (then nothing was removed); else success, also
 ///          for a --gpu that no record holds (the GPU is free, which is what was asked) and for
-///          --gone and --junk with nothing to remove.
+///          --gone and --junk with nothing to remove. --stale: kDiscoveryFailed when the host's
+///          GPUs cannot tell which records are stale (nothing removed), or when a stale record
+///          of an owner known to run was kept (the others are removed).
 int runRelease(const ReleaseOptions& options);
 
 }  // namespace flink::cli

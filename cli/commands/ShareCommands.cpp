@@ -318,7 +318,75 @@ int runShare(const ShareOptions& given) {
   return kSuccess;
 }
 
+namespace {
+
+/// `unshare --stale`: every declaration of a GPU this host does not have, judged by the host's
+/// index (sharing::isStale, UnitIndex::presence).
+int runStaleUnshare(const UnshareOptions& options) {
+  const std::string sharingPath = sharing::sharingFileOf(options.coordination.path).path().string();
+  const auto document = [&](const std::vector<sharing::Declaration>& removed,
+                            const std::optional<std::string>& cannotTell) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const sharing::Declaration& declaration : removed) {
+      list.push_back(declarationJson(declaration));
+    }
+    nlohmann::ordered_json members{{"removed", std::move(list)}};
+    if (cannotTell) members["cannot_tell"] = *cannotTell;
+    printChangeDocument(std::cout, options.coordination.path, sharingPath, !removed.empty(),
+                        members);
+  };
+  const HostLook look = lookAtHost();
+  if (!look.coverage.whole()) {
+    if (options.format == OutputFormat::kJson) document({}, look.coverage.cannotTell);
+    printError("cannot tell which sharing declarations name a GPU this host no longer has: " +
+               look.coverage.cannotTell + "; nothing was removed");
+    return kDiscoveryFailed;
+  }
+  const discovery::UnitIndex host = discovery::UnitIndex::of(look.devices);
+  std::vector<sharing::Declaration> removed;
+  std::vector<std::string> warnings;
+  try {
+    // None: nothing is written.
+    const sharing::DeclarationsFile read = sharing::readDeclarations(options.coordination.path);
+    const bool any = std::any_of(read.parsed.declarations.begin(), read.parsed.declarations.end(),
+                                 [&](const sharing::Declaration& declaration) {
+                                   return sharing::isStale(declaration, host, look.coverage);
+                                 });
+    if (any) {
+      removed = sharing::removeStaleDeclarations(options.coordination.path, host, look.coverage,
+                                                 &warnings);
+    } else {
+      warnings = read.warnings;
+    }
+  } catch (const store::StoreError& e) {
+    printError(e.what());
+    return kDiscoveryFailed;
+  }
+  for (const std::string& line : warnings) printWarning(line);
+  if (options.format == OutputFormat::kJson) {
+    document(removed, std::nullopt);
+    return kSuccess;
+  }
+  if (removed.empty()) {
+    std::cout << "no sharing declaration names a GPU this host does not have\n";
+    return kSuccess;
+  }
+  for (const sharing::Declaration& declaration : removed) {
+    std::cout << "unshared " << strings::quoteForMessage(nameOf(declaration), std::string::npos)
+              << ", which was " << describeShares(declaration) << ": this host does not have it\n";
+  }
+  return kSuccess;
+}
+
+}  // namespace
+
 int runUnshare(const UnshareOptions& options) {
+  if (options.stale == !options.gpu.empty()) {
+    printError(options.stale ? "give --gpu or --stale, not both"
+                             : "unshare needs --gpu ID|all or --stale");
+    return kUsageError;
+  }
+  if (options.stale) return runStaleUnshare(options);
   const std::optional<GpuChoice> choice = gpuChoiceOf(options.gpu);
   if (!choice) return kUsageError;
   std::optional<std::string> gpu;

@@ -27,6 +27,8 @@ struct ShareOptions {
 
 struct UnshareOptions {
   std::string gpu;
+  /// --stale: every declaration of a GPU this host does not have, instead of --gpu.
+  bool stale = false;
   OutputFormat format = OutputFormat::kText;
   CoordinationFileOptions coordination;
 };
@@ -45,7 +47,9 @@ int runShare(const ShareOptions& options);
 
 /// `unshare --gpu ID|all`: takes the GPU's declaration out (every declaration with `all`).
 /// Works for a GPU the host no longer has; NVML, where it answers, only turns a GPU-… UUID into
-/// its index. Shares already held are never revoked.
+/// its index. Shares already held are never revoked. With --stale instead: takes out every
+/// declaration of a GPU this host does not have (discovery::UnitIndex::presence); refused
+/// (kDiscoveryFailed, nothing written) where the host's GPUs cannot tell.
 int runUnshare(const UnshareOptions& options);
 
 }  // namespace flink::cli

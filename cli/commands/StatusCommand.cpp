@@ -24,6 +24,7 @@
 #include "BuildInfo.h"
 #include "Console.h"
 #include "ExitCode.h"
+#include "commands/HostGpuListing.h"
 #include "commands/JsonObjectPrinter.h"
 #include "flink/externalresource/gpu/GPUInfo.h"
 #include "flink/externalresource/gpu/GpuProperties.h"
@@ -43,10 +44,12 @@ namespace {
 
 using externalresource::gpu::GPUInfo;
 
-/// The host's devices as NVML lists them (MIG instances included); none when NVML cannot be used,
-/// which only -v mentions. A GPU left out (lost, denied) is named at every verbosity but -q:
-/// an operator reading the table should know why a GPU is missing from it.
-std::vector<discovery::GpuDevice> nvmlDevices() {
+/// The host's devices as NVML lists them (MIG instances included), and how much of the host they
+/// are (discovery::coverageOf); none when NVML cannot be used, which only -v mentions. A GPU left
+/// out (lost, denied) is named at every verbosity but -q: an operator reading the table should
+/// know why a GPU is missing from it.
+HostLook nvmlDevices() {
+  HostLook look;
   try {
     discovery::Enumeration found = discovery::NvmlEnumerator().enumerate();
     for (const Notice& notice : found.notices) {
@@ -56,20 +59,24 @@ std::vector<discovery::GpuDevice> nvmlDevices() {
         std::cerr << "flink-gpu: " << notice.line() << '\n';
       }
     }
-    return std::move(found.devices);
+    look.coverage = discovery::coverageOf(found, true);
+    look.devices = std::move(found.devices);
+    return look;
   } catch (const discovery::DiscoveryError& e) {
+    look.coverage.cannotTell = e.what();
     if (e.kind() == discovery::DiscoveryError::Kind::kNoUsableGpu) {
       // Every GPU is lost or denied: the records are still shown, without devices.
       printWarning(e.what());
     } else if (verbosity() >= Verbosity::kVerbose) {
       std::cerr << "flink-gpu: no GPU properties: " << e.what() << '\n';
     }
-    return {};
+    return look;
   } catch (const std::exception& e) {  // NvmlError
+    look.coverage.cannotTell = e.what();
     if (verbosity() >= Verbosity::kVerbose) {
       std::cerr << "flink-gpu: no GPU properties: " << e.what() << '\n';
     }
-    return {};
+    return look;
   }
 }
 
@@ -357,6 +364,18 @@ void printJson(const std::string& file, const coordination::Status& status,
                          [&](std::size_t i) { return kernelGpuJson(host.kernel->gpus[i]); });
     document.member("kernel_notes", linesOf(host.kernel->notices));
   }
+  // State that names a GPU this host does not have; why it cannot be told, where it cannot.
+  document.arrayMember("stale", host.stale.size(), [&](std::size_t i) {
+    const StaleEntry& entry = host.stale[i];
+    return Json{{"kind", std::string(staleKindWord(entry.kind))},
+                {"gpu", entry.gpu},
+                {"uuid", entry.uuid ? Json(*entry.uuid) : Json(nullptr)},
+                {"owner_pid", entry.ownerPid ? Json(*entry.ownerPid) : Json(nullptr)},
+                {"owner_running", entry.ownerPid ? Json(entry.ownerRunning) : Json(nullptr)},
+                {"text", entry.text}};
+  });
+  document.member("stale_cannot_tell",
+                  host.coverage.whole() ? Json(nullptr) : Json(host.coverage.cannotTell));
   document.end();
 }
 
@@ -526,12 +545,15 @@ int runStatus(const StatusOptions& options) {
     return kDiscoveryFailed;
   }
   // Read after the file's lock is let go: NVML may take a moment, and allocations must not wait.
-  const std::vector<discovery::GpuDevice> devices = nvmlDevices();
+  const HostLook look = nvmlDevices();
+  const std::vector<discovery::GpuDevice>& devices = look.devices;
   HostView host = viewHost(options.coordination.path, status, devices, true);
   // NVML failing with a version mismatch: the records' devices are the kernel's list.
   const std::vector<DeviceProperties> properties = propertiesOfRecords(
       status, devices.empty() && host.kernel ? host.kernel->devices() : devices);
+  findStale(host, status, devices, look.coverage);
   Sharing sharing = readSharing(options.coordination.path, host);
+  if (sharing.file) addStaleDeclarations(sharing.file->parsed, host);
   std::vector<DeviceProperties> shownProperties = properties;
   if (options.gpu || options.state) {
     const std::optional<std::string> gpu =
@@ -591,6 +613,11 @@ int runStatus(const StatusOptions& options) {
   // Status works on without them, as on a host that shares nothing.
   if (!sharing.error.empty()) {
     printWarning("cannot read the sharing declarations: " + sharing.error);
+  }
+  // State that outlived its GPU (a board replaced, a MIG layout changed) blocks nothing, but
+  // should not sit there unseen.
+  for (const StaleEntry& entry : host.stale) {
+    printNote(strings::quoteForMessage(entry.text, std::string::npos));
   }
   if (options.format == OutputFormat::kJson) {
     printJson(options.coordination.path, status, shownProperties, host, sharing);

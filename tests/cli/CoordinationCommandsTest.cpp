@@ -134,7 +134,8 @@ TEST_F(CoordinationCommandsTest, StatusOfAMissingFileSaysNoGpuIsHeld) {
             "{\"format\":1,\"coordination_file\":\"" + coordinationFile() +
                 "\",\"records\":[],\"junk\":[],\"gpus\":[],\"health_records_error\":null,"
                 "\"sharing_junk\":[],\"sharing_error\":null,\"nvml\":{\"usable\":false,"
-                "\"installed\":false,\"gpus\":null,\"problem\":\"NVML is not usable: …\"}}\n")
+                "\"installed\":false,\"gpus\":null,\"problem\":\"NVML is not usable: …\"},"
+                "\"stale\":[],\"stale_cannot_tell\":\"NVML is not usable: …\"}\n")
       << json;
 }
 

@@ -979,10 +979,12 @@ std::vector<Record> release(const fs::path& file,
 
 namespace {
 
-/// releaseChecked's and releaseGone's work: the records `predicate` picks, of those `goneOnly`
-/// leaves (all, or those whose owner is known to be gone).
+/// releaseChecked's, releaseGone's and releaseStale's work: the records `predicate` picks, of
+/// those `goneOnly` leaves (all, or those whose owner is known to be gone). A refused record
+/// stops every removal when `allOrNothing`, else only its own.
 Released releaseJudged(const fs::path& file, const std::function<bool(const Record&)>& predicate,
-                       bool force, bool goneOnly, std::chrono::milliseconds lockTimeout) {
+                       bool force, bool goneOnly, std::chrono::milliseconds lockTimeout,
+                       bool allOrNothing = true) {
   if (!fileExists(file)) return {};
   return detail::changeFile(
       file, lockTimeout, kMaxRepairableFileBytes, [&](LockedFile& opened, bool) {
@@ -1005,11 +1007,14 @@ Released releaseJudged(const fs::path& file, const std::function<bool(const Reco
           if (goneOnly && holdsGpu(liveness)) continue;
           RecordStatus judged{record, holdsGpu(liveness), inOtherPidNamespace(record.owner),
                               liveness};
-          (knownToRun(liveness) && !force ? result.refused : result.released)
-              .push_back(std::move(judged));
+          if (knownToRun(liveness) && !force) {
+            result.refused.push_back(std::move(judged));
+            continue;
+          }
+          result.released.push_back(std::move(judged));
           blank.push_back(parsed.recordSpans[i]);
         }
-        if (!result.refused.empty()) {
+        if (!result.refused.empty() && allOrNothing) {
           // All or nothing: the operator asked for these together.
           result.released.clear();
           return result;
@@ -1024,6 +1029,12 @@ Released releaseJudged(const fs::path& file, const std::function<bool(const Reco
 Released releaseChecked(const fs::path& file, const std::function<bool(const Record&)>& predicate,
                         bool force, std::chrono::milliseconds lockTimeout) {
   return releaseJudged(file, predicate, force, /*goneOnly=*/false, lockTimeout);
+}
+
+Released releaseStale(const fs::path& file, const std::function<bool(const Record&)>& predicate,
+                      std::chrono::milliseconds lockTimeout) {
+  return releaseJudged(file, predicate, /*force=*/false, /*goneOnly=*/false, lockTimeout,
+                       /*allOrNothing=*/false);
 }
 
 std::vector<RecordStatus> releaseGone(const fs::path& file, std::chrono::milliseconds lockTimeout) {

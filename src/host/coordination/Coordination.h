@@ -349,6 +349,15 @@ Released releaseChecked(const std::filesystem::path& file,
                         const std::function<bool(const Record&)>& predicate, bool force,
                         std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
 
+/// `flink-gpu release --stale`: removes the records `predicate` picks (those of a GPU this host
+/// does not have, by discovery::UnitIndex::presence) but those of an owner known to run
+/// (knownToRun), which are kept and returned in `refused`: unlike releaseChecked, the others are
+/// removed all the same. A missing file has none.
+/// @throws store::StoreError
+Released releaseStale(const std::filesystem::path& file,
+                      const std::function<bool(const Record&)>& predicate,
+                      std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
+
 /// `flink-gpu release --gone`: removes every record whose owner is known to be gone (a verdict
 /// that does not hold its GPU: kGone, kEarlierBoot), never one that cannot be judged; returns
 /// them. A missing file has none.

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/Vendor.h"
+#include "host/enumeration/VisibleDevices.h"
 #include "util/Strings.h"
 
 namespace flink::discovery {
@@ -366,6 +368,78 @@ std::optional<std::string> UnitIndex::gpuUuidOf(UnitRef ref) const {
   if (unit.parent) return units_[*unit.parent].uuid;
   if (unit.uuid && unit.uuid->starts_with("GPU-")) return unit.uuid;
   return std::nullopt;
+}
+
+std::string_view presenceWord(Presence presence) noexcept {
+  switch (presence) {
+    case Presence::kKnown:
+      return "known";
+    case Presence::kNotOnThisHost:
+      return "not on this host";
+    case Presence::kCannotTell:
+      return "cannot tell";
+  }
+  return "cannot tell";
+}
+
+HostCoverage coverageOf(const Enumeration& found, bool migListed) {
+  HostCoverage coverage;
+  coverage.migListed = migListed;
+  coverage.cannotTell.clear();
+  // A masked view sees some of the host's GPUs: the others are not gone. CUDA reads a set but
+  // empty CUDA_VISIBLE_DEVICES as a mask too (it hides every device).
+  if (const char* mask = std::getenv(kVisibleDevicesVariable); mask != nullptr) {
+    coverage.cannotTell = std::string(kVisibleDevicesVariable) + "=" +
+                          strings::quoteForMessage(mask) + " masks this view of the host's GPUs";
+  } else if (const char* runtime = std::getenv("NVIDIA_VISIBLE_DEVICES");
+             runtime != nullptr && std::string_view(runtime) != "all") {
+    coverage.cannotTell = "NVIDIA_VISIBLE_DEVICES=" + strings::quoteForMessage(runtime) +
+                          " (a container's) may show only some of the host's GPUs";
+  } else if (!found.leftOut.empty()) {
+    coverage.cannotTell = "GPU(s) left out of the enumeration have no known UUID (" +
+                          found.leftOut.front().gpu + (found.leftOut.size() > 1 ? ", …)" : ")");
+  } else if (std::any_of(found.devices.begin(), found.devices.end(), [](const GpuDevice& device) {
+               return !device.isMigInstance() && !device.uuid;
+             })) {
+    coverage.cannotTell = "a GPU's UUID is not known";
+  } else if (found.devices.empty()) {
+    coverage.cannotTell = "no GPU is listed";
+  }
+  return coverage;
+}
+
+Presence UnitIndex::presence(std::string_view gpu, const std::optional<std::string>& gpuUuid,
+                             const HostCoverage& coverage) const {
+  if (!coverage.whole() || device::isVendorUnitName(gpu)) return Presence::kCannotTell;
+  const std::string name = device::canonicalDeviceIdentifier(gpu);
+  const auto nvidia = [this](UnitRef ref) { return !units_[ref].vendorUnit; };
+  if (device::isMigUuid(name)) {
+    if (!coverage.migListed) return Presence::kCannotTell;
+    // The instance itself decides, whatever GPU UUID is written beside it (namedByRecord's rule).
+    return namedByRecord(name).empty() ? Presence::kNotOnThisHost : Presence::kKnown;
+  }
+  std::optional<std::string> claim;
+  if (device::isUuid(name)) {
+    claim = name;
+  } else if (gpuUuid) {
+    claim = device::canonicalDeviceIdentifier(*gpuUuid);
+  }
+  if (claim) {
+    if (!claim->starts_with("GPU-")) return Presence::kCannotTell;  // not a whole GPU's UUID
+    const std::optional<UnitRef> exact = byUuid(*claim);
+    if (exact && nvidia(*exact)) return Presence::kKnown;
+    const std::vector<UnitRef> prefixed = byUuidPrefix(*claim);
+    return std::any_of(prefixed.begin(), prefixed.end(), nvidia) ? Presence::kKnown
+                                                                 : Presence::kNotOnThisHost;
+  }
+  // An index: NVML's and nvidia-smi's decimal ones. Level Zero's <card>.<tile> is not NVIDIA's.
+  if (name.empty() ||
+      !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return Presence::kCannotTell;
+  }
+  const std::optional<UnitRef> ref = find(name);
+  return ref && nvidia(*ref) && !units_[*ref].isMigInstance() ? Presence::kKnown
+                                                              : Presence::kNotOnThisHost;
 }
 
 }  // namespace flink::discovery

@@ -71,6 +71,38 @@ struct EntryNaming {
   std::vector<UnitRef> ambiguous;
 };
 
+/// Whether what a record names (a coordination record, a drain, a verdict, a sharing declaration)
+/// is a unit of this host: UnitIndex::presence, the one rule of state that outlived its GPU.
+enum class Presence {
+  kKnown,          ///< a unit this host has
+  kNotOnThisHost,  ///< not among the host's GPUs or MIG instances: a board replaced, removed, a
+                   ///< MIG layout changed
+  kCannotTell,     ///< this look at the host cannot say (HostCoverage), or not an NVIDIA unit
+};
+
+/// "known", "not on this host", "cannot tell".
+std::string_view presenceWord(Presence presence) noexcept;
+
+/// How much of the host an index of devices is, for UnitIndex::presence: only the host's whole
+/// list of GPUs, by NVML or nvidia-smi, nothing left out and nothing masked, can say that a GPU
+/// is not here.
+struct HostCoverage {
+  /// Empty when the devices are the host's whole list; else why they may not be, for a person
+  /// ("NVML cannot be used: …", "CUDA_VISIBLE_DEVICES masks this view of the host").
+  std::string cannotTell = "this host's GPUs are not known";
+  /// Whether MIG instances are listed (NVML; nvidia-smi only with -L): else no MIG record is
+  /// judged.
+  bool migListed = false;
+
+  bool whole() const noexcept { return cannotTell.empty(); }
+};
+
+/// The coverage of `found`, this process's enumeration by NVML or nvidia-smi (`migListed` as
+/// above): whole unless it left a GPU out (lost, denied: its UUID is unknown), a whole GPU has no
+/// UUID, or this process's view is masked (CUDA_VISIBLE_DEVICES set; NVIDIA_VISIBLE_DEVICES set to
+/// other than `all`, as a container runtime sets it for a container that sees some GPUs).
+HostCoverage coverageOf(const Enumeration& found, bool migListed);
+
 class UnitIndex {
  public:
   UnitIndex() = default;
@@ -120,6 +152,19 @@ class UnitIndex {
 
   /// The whole GPU's UUID of `ref`: its own for a GPU, its parent's for a MIG instance.
   std::optional<std::string> gpuUuidOf(UnitRef ref) const;
+
+  /// Whether a record of `gpu` (with the whole GPU's UUID `gpuUuid` written beside it) names a
+  /// unit of this host, this index being the host's enumeration (`of(devices)`, nothing added)
+  /// as far as `coverage` says: the one rule of which state outlived its GPU. When the coverage
+  /// is not whole, and for AMD and Intel record names, kCannotTell. Else:
+  ///  - an index without a UUID: known when the host has a GPU of that index, else not here;
+  ///  - an index with a UUID, or a GPU-… UUID (or a prefix of one): known when a GPU of the host
+  ///    has that UUID (the record's index may be a container's), else not here, also where the
+  ///    host's GPU of that index has another UUID (a board replaced);
+  ///  - a MIG-… UUID, or MIG-GPU-<uuid>/<gi>/<ci>: known when the host has that instance, else
+  ///    not here (a MIG layout changed); kCannotTell where MIG instances are not listed.
+  Presence presence(std::string_view gpu, const std::optional<std::string>& gpuUuid,
+                    const HostCoverage& coverage) const;
 
  private:
   /// Units whose UUID (of the kind `uuid` is: GPU- or MIG-) begins with `uuid`, or is a prefix of

@@ -153,6 +153,89 @@ const health::HealthRecord* GpuView::lastXid() const {
   return last;
 }
 
+std::string_view staleKindWord(StaleEntry::Kind kind) {
+  switch (kind) {
+    case StaleEntry::Kind::kRecord:
+      return "record";
+    case StaleEntry::Kind::kDrain:
+      return "drain";
+    case StaleEntry::Kind::kUnhealthy:
+      return "unhealthy";
+    case StaleEntry::Kind::kSharing:
+      return "sharing";
+  }
+  return "record";
+}
+
+StaleEntry staleEntry(StaleEntry::Kind kind, const std::string& gpu,
+                      const std::optional<std::string>& uuid,
+                      const coordination::RecordStatus* record) {
+  StaleEntry entry;
+  entry.kind = kind;
+  entry.gpu = gpu;
+  entry.uuid = uuid;
+  // "GPU 5", "GPU 2 (GPU-…)", "MIG-…", "GPU-…": what it names, as written.
+  const std::string named = device::isUuid(gpu) ? gpu
+                            : uuid              ? "GPU " + gpu + " (" + *uuid + ")"
+                                                : "GPU " + gpu;
+  const std::string gone = " names " + named + " which this host does not have";
+  switch (kind) {
+    case StaleEntry::Kind::kRecord: {
+      const std::string pid = record ? std::to_string(record->record.owner.pid) : "?";
+      entry.ownerPid = record ? std::optional<pid_t>(record->record.owner.pid) : std::nullopt;
+      entry.ownerRunning = record && coordination::knownToRun(record->liveness);
+      entry.text = "record of process " + pid + gone +
+                   (entry.ownerRunning
+                        ? "; process " + pid +
+                              ", or what it started, still runs and may use what it holds, so "
+                              "`flink-gpu release --stale` keeps it: `flink-gpu release --owner " +
+                              pid + "` removes it"
+                        : std::string("; `flink-gpu release --stale` removes it"));
+      break;
+    }
+    case StaleEntry::Kind::kDrain:
+      entry.text = "drain" + gone + "; `flink-gpu undrain --stale` removes it";
+      break;
+    case StaleEntry::Kind::kUnhealthy:
+      entry.text = "unhealthy verdict" + gone + "; `flink-gpu undrain --stale` removes it";
+      break;
+    case StaleEntry::Kind::kSharing:
+      entry.text = "sharing declaration" + gone + "; `flink-gpu unshare --stale` removes it";
+      break;
+  }
+  return entry;
+}
+
+discovery::Presence HostView::presenceOf(std::string_view gpu,
+                                         const std::optional<std::string>& uuid) const {
+  if (!hostUnits) return discovery::Presence::kCannotTell;
+  return hostUnits->presence(gpu, uuid, coverage);
+}
+
+void findStale(HostView& host, const coordination::Status& status,
+               const std::vector<discovery::GpuDevice>& devices, discovery::HostCoverage coverage) {
+  host.hostUnits = std::make_shared<const discovery::UnitIndex>(discovery::UnitIndex::of(devices));
+  host.coverage = std::move(coverage);
+  if (!host.coverage.whole()) return;
+  const auto gone = [&host](const std::string& gpu, const std::optional<std::string>& uuid) {
+    return host.presenceOf(gpu, uuid) == discovery::Presence::kNotOnThisHost;
+  };
+  for (const coordination::RecordStatus& entry : status.records) {
+    if (gone(entry.record.gpu, entry.record.uuid)) {
+      host.stale.push_back(
+          staleEntry(StaleEntry::Kind::kRecord, entry.record.gpu, entry.record.uuid, &entry));
+    }
+  }
+  if (!host.health) return;
+  for (const health::HealthRecord& record : host.health->parsed.records) {
+    if (record.kind == health::RecordKind::kReadmitted || !gone(record.gpu, record.uuid)) continue;
+    host.stale.push_back(staleEntry(record.kind == health::RecordKind::kDrained
+                                        ? StaleEntry::Kind::kDrain
+                                        : StaleEntry::Kind::kUnhealthy,
+                                    record.gpu, record.uuid));
+  }
+}
+
 HostView viewHost(const std::string& coordinationFile, const coordination::Status& status,
                   const std::vector<discovery::GpuDevice>& devices, bool askNvml) {
   HostView host;
@@ -499,6 +582,18 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
          "Records of owners that are no longer running, not yet taken back (an allocation takes "
          "one back when it needs its GPU).");
   text += "flink_gpu_coordination_dead_owner_records " + std::to_string(dead) + '\n';
+  family("flink_gpu_stale_entries",
+         "Records, drains, unhealthy verdicts and sharing declarations that name a GPU this host "
+         "does not have (flink-gpu release, undrain and unshare --stale remove them); NaN when "
+         "this look at the host cannot tell (NVML not usable, a masked view).");
+  for (const StaleEntry::Kind kind : {StaleEntry::Kind::kRecord, StaleEntry::Kind::kDrain,
+                                      StaleEntry::Kind::kUnhealthy, StaleEntry::Kind::kSharing}) {
+    const auto count =
+        std::count_if(view.stale.begin(), view.stale.end(),
+                      [kind](const StaleEntry& entry) { return entry.kind == kind; });
+    text += "flink_gpu_stale_entries{kind=\"" + std::string(staleKindWord(kind)) + "\"} " +
+            (view.coverage.whole() ? std::to_string(count) : std::string("NaN")) + '\n';
+  }
   return text;
 }
 

@@ -74,6 +74,29 @@ struct GpuView {
   const health::HealthRecord* lastXid() const;
 };
 
+/// State that names a GPU this host does not have (discovery::UnitIndex::presence): it blocks
+/// nothing, and is listed so that it does not sit there unseen.
+struct StaleEntry {
+  enum class Kind { kRecord, kDrain, kUnhealthy, kSharing };
+  Kind kind = Kind::kRecord;
+  /// The GPU and the whole GPU's UUID as written.
+  std::string gpu;
+  std::optional<std::string> uuid;
+  /// A record's owner, and whether it holds its GPU (coordination::RecordStatus::running).
+  std::optional<pid_t> ownerPid;
+  bool ownerRunning = false;
+  /// The note: "sharing declaration names GPU 5 (GPU-…) which this host does not have; …".
+  std::string text;
+};
+
+/// "record", "drain", "unhealthy", "sharing": check's cause and the metric's `kind` label.
+std::string_view staleKindWord(StaleEntry::Kind kind);
+
+/// The entry of `kind` for a record of `gpu` (with `uuid`), its text included.
+StaleEntry staleEntry(StaleEntry::Kind kind, const std::string& gpu,
+                      const std::optional<std::string>& uuid,
+                      const coordination::RecordStatus* record = nullptr);
+
 struct HostView {
   std::vector<GpuView> gpus;
   /// Every unit of the view, with every spelling of it (host/enumeration/UnitIndex.h), and each
@@ -92,6 +115,17 @@ struct HostView {
   /// Set by the caller when the sharing declarations cannot be read (GpuView::declaredShares then
   /// says nothing): the metrics' flink_gpu_sharing_declarations_readable.
   std::string sharingError;
+  /// The host's own units (its enumeration alone) and how much of the host they are: what
+  /// presenceOf judges against. Set by findStale.
+  std::shared_ptr<const discovery::UnitIndex> hostUnits;
+  discovery::HostCoverage coverage;
+  /// The records, drains and verdicts that name a GPU this host does not have (findStale), then
+  /// the sharing declarations that do (added by the caller, a layer above, through presenceOf).
+  std::vector<StaleEntry> stale;
+
+  /// Whether a record of `gpu` (with `uuid`) names a unit of this host: UnitIndex::presence.
+  discovery::Presence presenceOf(std::string_view gpu,
+                                 const std::optional<std::string>& uuid) const;
 };
 
 /// Builds the view from the coordination file's `status`, NVML (when `askNvml`) and the health
@@ -99,6 +133,12 @@ struct HostView {
 /// fails with a driver/library version mismatch and `devices` is empty, the kernel's list.
 HostView viewHost(const std::string& coordinationFile, const coordination::Status& status,
                   const std::vector<discovery::GpuDevice>& devices, bool askNvml);
+
+/// Sets host.hostUnits and host.coverage from `devices` (the host's enumeration, as viewHost got
+/// it) and `coverage`, and lists in host.stale the records of `status` and the drains and verdicts
+/// of host.health that name a GPU this host does not have. Nothing when coverage cannot tell.
+void findStale(HostView& host, const coordination::Status& status,
+               const std::vector<discovery::GpuDevice>& devices, discovery::HostCoverage coverage);
 
 /// "Xid 79 (…) since 2026-…; held by process 12 (running)", "share 1/4 held by process 13
 /// (running)": the detail column of status, without what the sharing declarations say.
@@ -115,8 +155,10 @@ struct BuildLabels {
 /// GPU declared or with live shares), _healthy (NaN where NVML cannot tell and no record says
 /// unhealthy), _drained, _last_xid, _last_xid_timestamp_seconds, flink_gpu_nvml_up,
 /// flink_gpu_gpus (by source: nvml, kernel, records), flink_gpu_build_info,
-/// flink_gpu_coordination_records, flink_gpu_coordination_dead_owner_records. Every series of a GPU
-/// has the same labels, gpu and uuid (empty when unknown); no label grows without bound (no pid).
+/// flink_gpu_coordination_records, flink_gpu_coordination_dead_owner_records,
+/// flink_gpu_stale_entries (by kind; NaN where the host's coverage cannot tell). Every series of a
+/// GPU has the same labels, gpu and uuid (empty when unknown); no label grows without bound (no
+/// pid).
 std::string prometheusMetrics(const HostView& view, const coordination::Status& status,
                               const BuildLabels& build);
 

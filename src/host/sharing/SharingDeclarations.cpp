@@ -195,4 +195,29 @@ std::vector<Declaration> removeDeclarations(const std::filesystem::path& coordin
   return removed;
 }
 
+bool isStale(const Declaration& declaration, const discovery::UnitIndex& host,
+             const discovery::HostCoverage& coverage) {
+  return host.presence(declaration.gpu, declaration.uuid, coverage) ==
+         discovery::Presence::kNotOnThisHost;
+}
+
+std::vector<Declaration> removeStaleDeclarations(const std::filesystem::path& coordinationFile,
+                                                 const discovery::UnitIndex& host,
+                                                 const discovery::HostCoverage& coverage,
+                                                 std::vector<std::string>* warnings) {
+  std::vector<Declaration> removed;
+  if (!coverage.whole()) return removed;
+  DeclarationsFile file =
+      updateDeclarations(coordinationFile, [&](std::vector<Declaration>& declarations) {
+        removed.clear();
+        std::erase_if(declarations, [&](const Declaration& old) {
+          const bool stale = isStale(old, host, coverage);
+          if (stale) removed.push_back(old);
+          return stale;
+        });
+      });
+  if (warnings != nullptr) *warnings = std::move(file.warnings);
+  return removed;
+}
+
 }  // namespace flink::sharing

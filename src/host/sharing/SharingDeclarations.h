@@ -157,4 +157,18 @@ std::vector<Declaration> removeDeclarations(const std::filesystem::path& coordin
                                             const std::optional<std::string>& uuid,
                                             std::vector<std::string>* warnings = nullptr);
 
+/// Whether `declaration` names a GPU this host does not have: discovery::UnitIndex::presence
+/// against `host`, an index of the host's enumeration alone, as far as `coverage` says.
+bool isStale(const Declaration& declaration, const discovery::UnitIndex& host,
+             const discovery::HostCoverage& coverage);
+
+/// `unshare --stale`: takes out every declaration isStale says is of a GPU this host does not
+/// have, under the writers' lock; returns those taken out. Nothing when `coverage` cannot tell.
+/// The caller reads first and calls this only when there is one, so that nothing is written
+/// for nothing. @throws store::StoreError as updateDeclarations does.
+std::vector<Declaration> removeStaleDeclarations(const std::filesystem::path& coordinationFile,
+                                                 const discovery::UnitIndex& host,
+                                                 const discovery::HostCoverage& coverage,
+                                                 std::vector<std::string>* warnings = nullptr);
+
 }  // namespace flink::sharing

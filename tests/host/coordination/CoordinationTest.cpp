@@ -738,6 +738,28 @@ TEST_F(CoordinationFileTest, StatusAndRelease) {
   EXPECT_EQ(readStatus(file()).records.size(), 1u);
 }
 
+TEST_F(CoordinationFileTest, ReleaseStaleKeepsARunningOwnersRecordAndRemovesTheOthers) {
+  fs::create_directories(file().parent_path());
+  LiveProcess owner;
+  // GPUs 2 and 3 are stale (the predicate says which); 2 of a running owner, 3 of a gone one.
+  std::ofstream(file()) << "0 " << deadPid() << "\n2 " << owner.pid() << "\n3 " << deadPid()
+                        << "\n";
+  const auto stale = [](const Record& r) { return r.gpu == "2" || r.gpu == "3"; };
+  const Released result = releaseStale(file(), stale);
+  ASSERT_EQ(result.released.size(), 1u);
+  EXPECT_EQ(result.released[0].record.gpu, "3");
+  ASSERT_EQ(result.refused.size(), 1u);
+  EXPECT_EQ(result.refused[0].record.owner.pid, owner.pid());
+  const Status status = readStatus(file());
+  ASSERT_EQ(status.records.size(), 2u);
+  EXPECT_EQ(status.records[0].record.gpu, "0");
+  EXPECT_EQ(status.records[1].record.gpu, "2");
+  // releaseChecked, by contrast, removes none of them when one is refused.
+  std::ofstream(file(), std::ios::app) << "3 " << deadPid() << "\n";
+  EXPECT_TRUE(releaseChecked(file(), stale, false).released.empty());
+  EXPECT_EQ(readStatus(file()).records.size(), 3u);
+}
+
 // --- races and kill -9 -------------------------------------------------------------------------
 
 /// One round: `owners` processes start together and each asks for one of `gpus` GPUs. A process

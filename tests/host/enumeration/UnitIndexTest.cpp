@@ -2,7 +2,10 @@
 // reading (fail closed) and in an entry's (exactly one, or refused).
 #include "host/enumeration/UnitIndex.h"
 
+#include <cstdlib>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -163,6 +166,89 @@ TEST(UnitIndexTest, PciBusIdsAreReadInEitherWidthAndCase) {
   EXPECT_FALSE(canonicalPciBusId("0000:3b:00.8"));
   EXPECT_FALSE(canonicalPciBusId("3b:00.0"));
   EXPECT_FALSE(canonicalPciBusId("GPU-3b"));
+}
+
+// --- presence: state that outlived its GPU ---------------------------------------------------
+
+/// The host() above as the host's whole enumeration by NVML.
+HostCoverage whole() {
+  HostCoverage coverage;
+  coverage.cannotTell.clear();
+  coverage.migListed = true;
+  return coverage;
+}
+
+TEST(UnitIndexTest, PresenceTellsWhatTheHostHasFromWhatItNoLongerHas) {
+  const UnitIndex index = host();
+  const HostCoverage coverage = whole();
+  const auto presence = [&](std::string_view gpu, std::optional<std::string> uuid = {}) {
+    return index.presence(gpu, uuid, coverage);
+  };
+  // By index: GPUs 0 and 1 are here, in any spelling; 2 and 11 are past the count.
+  EXPECT_EQ(presence("0"), Presence::kKnown);
+  EXPECT_EQ(presence("01"), Presence::kKnown);
+  EXPECT_EQ(presence("2"), Presence::kNotOnThisHost);
+  EXPECT_EQ(presence("11"), Presence::kNotOnThisHost);
+  // By UUID, in either case, or a prefix: the UUID decides, whatever the index (a container's).
+  EXPECT_EQ(presence(kUuid0), Presence::kKnown);
+  EXPECT_EQ(presence("GPU-8932F937-D72C-4106-C12F-20BD9FAED9F6"), Presence::kKnown);
+  EXPECT_EQ(presence("GPU-8932f937"), Presence::kKnown);
+  EXPECT_EQ(presence("7", kUuid0), Presence::kKnown);
+  EXPECT_EQ(presence("GPU-00000000-0000-4000-8000-000000000000"), Presence::kNotOnThisHost);
+  // A board replaced: GPU 0 is here, with another UUID than the record's.
+  EXPECT_EQ(presence("0", std::string("GPU-00000000-0000-4000-8000-000000000000")),
+            Presence::kNotOnThisHost);
+  // MIG instances: those of the layout now, by UUID or the older name; another layout's not.
+  EXPECT_EQ(presence(kMigA), Presence::kKnown);
+  EXPECT_EQ(presence(kMigB, std::string(kUuid1)), Presence::kKnown);
+  EXPECT_EQ(presence(std::string("MIG-GPU-") + std::string(kUuid1).substr(4) + "/2/0"),
+            Presence::kKnown);
+  EXPECT_EQ(presence("MIG-3c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e"), Presence::kNotOnThisHost);
+  EXPECT_EQ(presence(std::string("MIG-GPU-") + std::string(kUuid1).substr(4) + "/3/0"),
+            Presence::kNotOnThisHost);
+  // Not NVIDIA's: never judged here.
+  EXPECT_EQ(presence("amd:00000000:05:00.3"), Presence::kCannotTell);
+  EXPECT_EQ(presence("1.0"), Presence::kCannotTell);
+}
+
+TEST(UnitIndexTest, PresenceCannotTellWithoutTheHostsWholeList) {
+  const UnitIndex index = host();
+  HostCoverage partial;  // NVML not usable, a --gpus list, a mask: its default says so
+  EXPECT_FALSE(partial.whole());
+  for (const std::string gpu : {"0", "2", "GPU-00000000-0000-4000-8000-000000000000",
+                                "MIG-3c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e"}) {
+    EXPECT_EQ(index.presence(gpu, std::nullopt, partial), Presence::kCannotTell) << gpu;
+  }
+  // nvidia-smi without its MIG listing: no MIG record is judged, the GPUs still are.
+  HostCoverage noMig = whole();
+  noMig.migListed = false;
+  EXPECT_EQ(index.presence("MIG-3c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e", std::nullopt, noMig),
+            Presence::kCannotTell);
+  EXPECT_EQ(index.presence("2", std::nullopt, noMig), Presence::kNotOnThisHost);
+}
+
+TEST(UnitIndexTest, CoverageIsWholeOnlyForAnUnmaskedListWithEveryUuid) {
+  Enumeration found;
+  found.devices = {gpu("0", kUuid0, "00000000:19:00.0")};
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  ::unsetenv("NVIDIA_VISIBLE_DEVICES");
+  EXPECT_TRUE(coverageOf(found, true).whole());
+  EXPECT_TRUE(coverageOf(found, true).migListed);
+  ::setenv("NVIDIA_VISIBLE_DEVICES", "all", 1);
+  EXPECT_TRUE(coverageOf(found, true).whole());
+  ::setenv("NVIDIA_VISIBLE_DEVICES", "GPU-8932f937", 1);
+  EXPECT_NE(coverageOf(found, true).cannotTell.find("NVIDIA_VISIBLE_DEVICES"), std::string::npos);
+  ::unsetenv("NVIDIA_VISIBLE_DEVICES");
+  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);  // set, even empty: a mask
+  EXPECT_NE(coverageOf(found, true).cannotTell.find("CUDA_VISIBLE_DEVICES="), std::string::npos);
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  Enumeration lost = found;
+  lost.leftOut.push_back({"GPU 1", "GPU is lost"});
+  EXPECT_FALSE(coverageOf(lost, true).whole());
+  Enumeration noUuid = found;
+  noUuid.devices.front().uuid.reset();
+  EXPECT_FALSE(coverageOf(noUuid, true).whole());
+  EXPECT_FALSE(coverageOf(Enumeration{}, true).whole());
 }
 
 }  // namespace

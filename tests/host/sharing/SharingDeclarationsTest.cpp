@@ -209,6 +209,39 @@ TEST_F(SharingFileTest, DeclaringReplacesAndRemovingTakesOut) {
   EXPECT_TRUE(readDeclarations(coordination()).parsed.declarations.empty());
 }
 
+TEST_F(SharingFileTest, StaleDeclarationsAreThoseOfGpusTheHostDoesNotHave) {
+  Declaration gone = mpsDeclaration();  // GPU 1 of kUuid1, which the host below does not have
+  Declaration here;
+  here.gpu = "0";
+  here.uuid = kUuid0;
+  here.replicas = 2;
+  here.since = 7;
+  declare(coordination(), gone);
+  declare(coordination(), here);
+  flink::discovery::GpuDevice gpu0;
+  gpu0.identifier = "0";
+  gpu0.uuid = kUuid0;
+  const auto host = flink::discovery::UnitIndex::of({gpu0});
+  flink::discovery::HostCoverage whole;
+  whole.cannotTell.clear();
+  whole.migListed = true;
+  EXPECT_TRUE(flink::sharing::isStale(gone, host, whole));
+  EXPECT_FALSE(flink::sharing::isStale(here, host, whole));
+
+  // A look that cannot tell removes nothing.
+  EXPECT_TRUE(flink::sharing::removeStaleDeclarations(coordination(), host,
+                                                      flink::discovery::HostCoverage{})
+                  .empty());
+  EXPECT_EQ(readDeclarations(coordination()).parsed.declarations.size(), 2u);
+  const std::vector<Declaration> removed =
+      flink::sharing::removeStaleDeclarations(coordination(), host, whole);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed.front(), gone);
+  const auto left = readDeclarations(coordination()).parsed.declarations;
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left.front(), here);
+}
+
 TEST_F(SharingFileTest, JunkStaysThroughEveryChange) {
   std::ofstream(sharing()) << "# hand-written\nshared\tgpu=0\treplicas=1\tsince=5\n";
   declare(coordination(), mpsDeclaration());
