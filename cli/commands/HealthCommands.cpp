@@ -487,6 +487,10 @@ int runCheck(const CheckOptions& options) {
            "GPU " + view.gpu + (view.uuid ? " (" + *view.uuid + ")" : "") + ": " + problem.text,
            std::string(health::causeWord(problem.kind))});
     }
+    for (const health::HealthNote& note : view.notes) {
+      notes.push_back({std::string(health::noteWord(note.kind)), view.gpu,
+                       "GPU " + view.gpu + ": " + note.text});
+    }
     if (view.persistenceMode && !*view.persistenceMode) {
       notes.push_back({"persistence_mode", view.gpu,
                        "GPU " + view.gpu +
