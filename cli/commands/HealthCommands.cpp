@@ -550,6 +550,7 @@ int runWatch(const WatchCommandOptions& options) {
   setStderrTimestamps(!systemd::stderrIsJournal());
   health::WatchOptions watch;
   watch.coordinationFile = options.coordination.path;
+  watch.readmit = options.readmit;
   try {
     if (options.ignoreXids) watch.ignoredXids = health::parseXidList(*options.ignoreXids);
     if (options.criticalXids) watch.criticalXids = health::parseXidList(*options.criticalXids);

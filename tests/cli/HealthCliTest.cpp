@@ -293,6 +293,116 @@ TEST_F(HealthCliTest, ABoardWithoutEventsIsReportedOnceAndNotCalledUnhealthy) {
   EXPECT_EQ(discover(1).out, "0\n");
 }
 
+// --- NVIDIA's recovery verdict under watch ---------------------------------------------------
+// The stand-in's recovery-action timelines count from the watch's first nvmlInit, its events from
+// its first wait: each test waits for what watch wrote, and the timelines leave seconds between
+// what must be read before and after.
+
+TEST_F(HealthCliTest, WatchReadmitsAGpuOnceTheDriverAsksNoRecoveryActionAndItAnswers) {
+  // GPU 1: an Xid 79, the driver asks a reset, then none (the reset done), with an event.
+  host(3,
+       {R"("recovery_action": 0)",
+        R"("recovery_action": [{"after_ms": 0, "action": 1}, {"after_ms": 4000, "action": 0}])"},
+       R"([{"after_ms": 100, "gpu": 1, "xid": 79},
+           {"after_ms": 4500, "gpu": 1, "type": "recovery_action", "action": 0}])");
+  auto watch = startWatch();
+  EXPECT_TRUE(contains(readFile(watchLog()), "re-admits GPU(s) 0,1 on the driver's word"))
+      << readFile(watchLog());
+  ASSERT_TRUE(waitForText(healthFile(), "readmitted\tgpu=1\t")) << readFile(watchLog());
+  const std::string log = readFile(watchLog());
+  EXPECT_TRUE(contains(log, "GPU 1: the driver's recovery action: requires a GPU reset")) << log;
+  EXPECT_TRUE(contains(log, "re-admitted GPU 1 (readmitted, source=watch): the driver asks no "
+                            "recovery action any more (it asked: requires a GPU reset) and the "
+                            "GPU answers"))
+      << log;
+  const std::string records = readFile(healthFile());
+  EXPECT_FALSE(contains(records, "unhealthy\t")) << records;
+  EXPECT_TRUE(contains(records, "\trecovery_action=1\tsource=watch\t")) << records;
+  // Handed out again, by every allocator. (Another process plays the timeline from its own start:
+  // the host is now as the driver left it.)
+  host(3, {R"("recovery_action": 0)", R"("recovery_action": 0)"});
+  EXPECT_EQ(discover(3).out, "0,1,2\n");
+  EXPECT_EQ(cli({"check"}).exitCode, 0) << cli({"check"});
+  ::kill(watch->pid(), SIGTERM);
+  EXPECT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
+}
+
+TEST_F(HealthCliTest, AVerdictDuringWhichTheDriverAskedNothingStays) {
+  host(3, {"", R"("recovery_action": 0)"}, R"([{"after_ms": 100, "gpu": 1, "xid": 79}])");
+  auto watch = startWatch();
+  ASSERT_TRUE(waitForText(watchLog(), "GPU 1 stays out: the driver asked no recovery action"))
+      << readFile(watchLog());
+  const std::string records = readFile(healthFile());
+  EXPECT_TRUE(contains(records, "unhealthy\tgpu=1\t")) << records;
+  EXPECT_FALSE(contains(records, "readmitted")) << records;
+  EXPECT_FALSE(contains(records, "recovery_action=")) << records;
+  EXPECT_EQ(discover(2).out, "0,2\n");
+  ::kill(watch->pid(), SIGTERM);
+  EXPECT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
+}
+
+TEST_F(HealthCliTest, AnOperatorsDrainStaysWhenWatchReadmitsItsOwnVerdict) {
+  host(2,
+       {"", R"("recovery_action": [{"after_ms": 0, "action": 2}, {"after_ms": 3000, "action": 0}])"},
+       R"([{"after_ms": 3500, "gpu": 1, "type": "recovery_action", "action": 0}])");
+  ASSERT_EQ(cli({"drain", "--gpu", "1", "--reason", "fan noise"}).exitCode, 0);
+  auto watch = startWatch();
+  ASSERT_TRUE(waitForText(healthFile(), "readmitted\tgpu=1\t")) << readFile(watchLog());
+  const std::string log = readFile(watchLog());
+  EXPECT_TRUE(contains(log, "recorded GPU 1 unhealthy (the driver's recovery action: requires a "
+                            "node reboot)"))
+      << log;
+  EXPECT_TRUE(contains(log, "it stays out for its other records")) << log;
+  const std::string records = readFile(healthFile());
+  EXPECT_TRUE(contains(records, "drained\tgpu=1\t")) << records;
+  EXPECT_TRUE(contains(records, "reason=fan noise")) << records;
+  EXPECT_FALSE(contains(records, "unhealthy\t")) << records;
+  host(2, {"", R"("recovery_action": 0)"});
+  const CliRun two = discover(2);
+  EXPECT_EQ(two.exitCode, 1) << two;
+  EXPECT_TRUE(contains(two.err, "GPU 1 is not handed out: drained since")) << two;
+  ::kill(watch->pid(), SIGTERM);
+  EXPECT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
+}
+
+TEST_F(HealthCliTest, ReadmitNeverKeepsEveryVerdict) {
+  host(2,
+       {"", R"("recovery_action": [{"after_ms": 0, "action": 1}, {"after_ms": 2000, "action": 0}])"},
+       R"([{"after_ms": 2500, "gpu": 1, "type": "recovery_action", "action": 0}])");
+  auto watch = startWatch({"--readmit", "never"});
+  EXPECT_TRUE(contains(readFile(watchLog()), "--readmit never: every verdict stays"))
+      << readFile(watchLog());
+  ASSERT_TRUE(waitForText(watchLog(), "GPU 1: the driver asks no recovery action now; --readmit "
+                                      "never: its verdict stays until `flink-gpu undrain --gpu 1`"))
+      << readFile(watchLog());
+  const std::string records = readFile(healthFile());
+  EXPECT_TRUE(contains(records, "unhealthy\tgpu=1\t")) << records;
+  EXPECT_TRUE(contains(records, "recovery_action=1")) << records;
+  EXPECT_FALSE(contains(records, "readmitted")) << records;
+  EXPECT_EQ(discover(1).out, "0\n");
+  EXPECT_EQ(discover(2).exitCode, 1);
+  // A bad value is a usage error naming the choices.
+  const CliRun bad = cli({"watch", "--readmit", "sometimes"});
+  EXPECT_EQ(bad.exitCode, 2) << bad;
+  ::kill(watch->pid(), SIGTERM);
+  EXPECT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
+}
+
+TEST_F(HealthCliTest, AVerdictWhereTheDriverHasNoRecoveryActionFieldStays) {
+  host(2, {}, R"([{"after_ms": 100, "gpu": 1, "xid": 79}, {"after_ms": 600, "gpu": 0, "xid": 79}])");
+  auto watch = startWatch();
+  EXPECT_TRUE(contains(readFile(watchLog()), "re-admits no GPU on the driver's word"))
+      << readFile(watchLog());
+  // The later verdict is recorded after the earlier one was: by then any re-admission was made.
+  ASSERT_TRUE(waitForText(healthFile(), "unhealthy\tgpu=0\t")) << readFile(watchLog());
+  const std::string records = readFile(healthFile());
+  EXPECT_TRUE(contains(records, "unhealthy\tgpu=1\t")) << records;
+  EXPECT_FALSE(contains(records, "readmitted")) << records;
+  EXPECT_FALSE(contains(readFile(watchLog()), "recovery action")) << readFile(watchLog());
+  ::kill(watch->pid(), SIGTERM);
+  EXPECT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
+}
+
 TEST_F(HealthCliTest, ASecondWatchExitsNamingTheFirst) {
   host(2);
   auto watch = startWatch();
