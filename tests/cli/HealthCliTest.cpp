@@ -311,9 +311,10 @@ TEST_F(HealthCliTest, WatchReadmitsAGpuOnceTheDriverAsksNoRecoveryActionAndItAns
   ASSERT_TRUE(waitForText(healthFile(), "readmitted\tgpu=1\t")) << readFile(watchLog());
   const std::string log = readFile(watchLog());
   EXPECT_TRUE(contains(log, "GPU 1: the driver's recovery action: requires a GPU reset")) << log;
-  EXPECT_TRUE(contains(log, "re-admitted GPU 1 (readmitted, source=watch): the driver asks no "
-                            "recovery action any more (it asked: requires a GPU reset) and the "
-                            "GPU answers"))
+  EXPECT_TRUE(contains(log,
+                       "re-admitted GPU 1 (readmitted, source=watch): the driver asks no "
+                       "recovery action any more (it asked: requires a GPU reset) and the "
+                       "GPU answers"))
       << log;
   const std::string records = readFile(healthFile());
   EXPECT_FALSE(contains(records, "unhealthy\t")) << records;
@@ -342,15 +343,17 @@ TEST_F(HealthCliTest, AVerdictDuringWhichTheDriverAskedNothingStays) {
 }
 
 TEST_F(HealthCliTest, AnOperatorsDrainStaysWhenWatchReadmitsItsOwnVerdict) {
-  host(2,
-       {"", R"("recovery_action": [{"after_ms": 0, "action": 2}, {"after_ms": 3000, "action": 0}])"},
-       R"([{"after_ms": 3500, "gpu": 1, "type": "recovery_action", "action": 0}])");
+  host(
+      2,
+      {"", R"("recovery_action": [{"after_ms": 0, "action": 2}, {"after_ms": 3000, "action": 0}])"},
+      R"([{"after_ms": 3500, "gpu": 1, "type": "recovery_action", "action": 0}])");
   ASSERT_EQ(cli({"drain", "--gpu", "1", "--reason", "fan noise"}).exitCode, 0);
   auto watch = startWatch();
   ASSERT_TRUE(waitForText(healthFile(), "readmitted\tgpu=1\t")) << readFile(watchLog());
   const std::string log = readFile(watchLog());
-  EXPECT_TRUE(contains(log, "recorded GPU 1 unhealthy (the driver's recovery action: requires a "
-                            "node reboot)"))
+  EXPECT_TRUE(contains(log,
+                       "recorded GPU 1 unhealthy (the driver's recovery action: requires a "
+                       "node reboot)"))
       << log;
   EXPECT_TRUE(contains(log, "it stays out for its other records")) << log;
   const std::string records = readFile(healthFile());
@@ -366,14 +369,16 @@ TEST_F(HealthCliTest, AnOperatorsDrainStaysWhenWatchReadmitsItsOwnVerdict) {
 }
 
 TEST_F(HealthCliTest, ReadmitNeverKeepsEveryVerdict) {
-  host(2,
-       {"", R"("recovery_action": [{"after_ms": 0, "action": 1}, {"after_ms": 2000, "action": 0}])"},
-       R"([{"after_ms": 2500, "gpu": 1, "type": "recovery_action", "action": 0}])");
+  host(
+      2,
+      {"", R"("recovery_action": [{"after_ms": 0, "action": 1}, {"after_ms": 2000, "action": 0}])"},
+      R"([{"after_ms": 2500, "gpu": 1, "type": "recovery_action", "action": 0}])");
   auto watch = startWatch({"--readmit", "never"});
   EXPECT_TRUE(contains(readFile(watchLog()), "--readmit never: every verdict stays"))
       << readFile(watchLog());
-  ASSERT_TRUE(waitForText(watchLog(), "GPU 1: the driver asks no recovery action now; --readmit "
-                                      "never: its verdict stays until `flink-gpu undrain --gpu 1`"))
+  ASSERT_TRUE(waitForText(watchLog(),
+                          "GPU 1: the driver asks no recovery action now; --readmit "
+                          "never: its verdict stays until `flink-gpu undrain --gpu 1`"))
       << readFile(watchLog());
   const std::string records = readFile(healthFile());
   EXPECT_TRUE(contains(records, "unhealthy\tgpu=1\t")) << records;
@@ -389,7 +394,8 @@ TEST_F(HealthCliTest, ReadmitNeverKeepsEveryVerdict) {
 }
 
 TEST_F(HealthCliTest, AVerdictWhereTheDriverHasNoRecoveryActionFieldStays) {
-  host(2, {}, R"([{"after_ms": 100, "gpu": 1, "xid": 79}, {"after_ms": 600, "gpu": 0, "xid": 79}])");
+  host(2, {},
+       R"([{"after_ms": 100, "gpu": 1, "xid": 79}, {"after_ms": 600, "gpu": 0, "xid": 79}])");
   auto watch = startWatch();
   EXPECT_TRUE(contains(readFile(watchLog()), "re-admits no GPU on the driver's word"))
       << readFile(watchLog());
@@ -1005,8 +1011,8 @@ TEST_F(HealthCliTest, EveryRecoveryActionButNoneKeepsTheGpuOutInNvidiasWords) {
   EXPECT_EQ(status.at("gpus").at(2).at("health").at("recovery_action"), 2);
   EXPECT_EQ(status.at("gpus").at(2).at("state"), "unhealthy");
   const std::string metrics = cli({"status", "--format", "prometheus"}).out;
-  EXPECT_TRUE(contains(metrics, "flink_gpu_recovery_action{gpu=\"6\",uuid=\"" + uuidOf(6) +
-                                    "\"} 9\n"))
+  EXPECT_TRUE(
+      contains(metrics, "flink_gpu_recovery_action{gpu=\"6\",uuid=\"" + uuidOf(6) + "\"} 9\n"))
       << metrics;
   EXPECT_TRUE(contains(metrics, "flink_gpu_healthy{gpu=\"1\",uuid=\"" + uuidOf(1) + "\"} 0\n"))
       << metrics;
