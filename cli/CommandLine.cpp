@@ -24,6 +24,7 @@
 #include "host/coordination/CoordinationFile.h"
 #include "host/enumeration/Vendor.h"
 #include "host/health/HostHealth.h"
+#include "host/health/Watch.h"
 #include "host/placement/Placement.h"
 #include "util/Strings.h"
 
@@ -411,6 +412,12 @@ CLI::App* addWatch(CLI::App& app, CommandLine& line, AfterParse& after) {
       ->add_option("--critical-xids", options.criticalXids,
                    "Only these Xids are critical (all others are ignored)")
       ->type_name("LIST");
+  addChoiceOption(*command, "--readmit", options.readmit,
+                  {{"driver", health::Readmit::kDriver}, {"never", health::Readmit::kNever}},
+                  "Whether a GPU this watch recorded unhealthy is handed out again once the "
+                  "driver, having asked a recovery action since the verdict, asks none and the GPU "
+                  "answers: driver, or never (every verdict stays until flink-gpu undrain)")
+      ->default_str("driver");
   return command;
 }
 
@@ -928,7 +935,8 @@ constexpr std::array kCommandHelp{
                 "  flink-gpu check --expect 8 --format json\n"},
     CommandHelp{"watch",
                 "  flink-gpu watch\n"
-                "  flink-gpu watch --ignore-xids 13,31,43\n"},
+                "  flink-gpu watch --ignore-xids 13,31,43\n"
+                "  flink-gpu watch --readmit never\n"},
     CommandHelp{"share",
                 "  flink-gpu share --gpu 0 --replicas 4\n"
                 "  flink-gpu share --gpu all --share-memory 40000\n"

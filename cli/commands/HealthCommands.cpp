@@ -601,6 +601,10 @@ int runCheck(const CheckOptions& options) {
            "GPU " + view.gpu + (view.uuid ? " (" + *view.uuid + ")" : "") + ": " + problem.text,
            std::string(health::causeWord(problem.kind))});
     }
+    for (const health::HealthNote& note : view.notes) {
+      notes.push_back({std::string(health::noteWord(note.kind)), view.gpu,
+                       "GPU " + view.gpu + ": " + note.text});
+    }
     if (view.persistenceMode && !*view.persistenceMode) {
       notes.push_back({"persistence_mode", view.gpu,
                        "GPU " + view.gpu +
@@ -664,6 +668,7 @@ int runWatch(const WatchCommandOptions& options) {
   setStderrTimestamps(!systemd::stderrIsJournal());
   health::WatchOptions watch;
   watch.coordinationFile = options.coordination.path;
+  watch.readmit = options.readmit;
   try {
     if (options.ignoreXids) watch.ignoredXids = health::parseXidList(*options.ignoreXids);
     if (options.criticalXids) watch.criticalXids = health::parseXidList(*options.criticalXids);

@@ -9,6 +9,7 @@
 
 #include "commands/CoordinationFileOption.h"
 #include "commands/OutputFormat.h"
+#include "host/health/Watch.h"
 
 namespace flink::cli {
 
@@ -32,6 +33,7 @@ struct WatchCommandOptions {
   CoordinationFileOptions coordination;
   std::optional<std::string> ignoreXids;
   std::optional<std::string> criticalXids;
+  health::Readmit readmit = health::Readmit::kDriver;
 };
 
 /// `drain --gpu ID [--reason TEXT]`: records the GPU drained (time, reason, uid) beside the
@@ -52,7 +54,8 @@ int runUndrain(const DrainOptions& options);
 /// do not change the exit code.
 int runCheck(const CheckOptions& options);
 
-/// `watch [--ignore-xids LIST | --critical-xids LIST]`: runs until SIGTERM or SIGINT (exit 0).
+/// `watch [--ignore-xids LIST | --critical-xids LIST] [--readmit driver|never]`: runs until
+/// SIGTERM or SIGINT (exit 0).
 int runWatch(const WatchCommandOptions& options);
 
 }  // namespace flink::cli

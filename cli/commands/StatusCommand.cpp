@@ -262,6 +262,14 @@ nlohmann::ordered_json healthJson(const HostView& host, const GpuView& view) {
     health["last_xid_time"] = xid->since;
   }
   if (view.persistenceMode) health["persistence_mode"] = *view.persistenceMode;
+  if (view.recoveryAction) health["recovery_action"] = *view.recoveryAction;
+  if (!view.notes.empty()) {
+    nlohmann::ordered_json notes = nlohmann::ordered_json::array();
+    for (const health::HealthNote& note : view.notes) {
+      notes.push_back({{"cause", health::noteWord(note.kind)}, {"text", note.text}});
+    }
+    health["notes"] = std::move(notes);
+  }
   return health;
 }
 

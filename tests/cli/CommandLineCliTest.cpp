@@ -238,6 +238,7 @@ TEST(CommandLineCliTest, HelpGivesEachOptionsType) {
       {"watch", "--coordination-file", "PATH"},
       {"watch", "--ignore-xids", "LIST"},
       {"watch", "--critical-xids", "LIST"},
+      {"watch", "--readmit", "TEXT:{driver,never}=driver"},
   };
   for (const auto& [command, option, type] : expected) {
     const CliRun run = runCli({command, "--help"});

@@ -114,6 +114,7 @@ TEST_F(CompletionCliTest, BashCompletesTheChoicesOfAnOption) {
   EXPECT_EQ(complete({"flink-gpu", "exec", "--visible-devices", ""}), Words({"index", "uuid"}));
   EXPECT_EQ(complete({"flink-gpu", "exec", "--share-placement", ""}), Words({"pack", "spread"}));
   EXPECT_EQ(complete({"flink-gpu", "completion", ""}), Words({"bash", "zsh"}));
+  EXPECT_EQ(complete({"flink-gpu", "watch", "--readmit", ""}), Words({"driver", "never"}));
   // A value no shell can guess: nothing, rather than the options.
   EXPECT_EQ(complete({"flink-gpu", "exec", "-n", ""}), Words());
 }

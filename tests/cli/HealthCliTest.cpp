@@ -20,11 +20,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <regex>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -289,6 +291,122 @@ TEST_F(HealthCliTest, ABoardWithoutEventsIsReportedOnceAndNotCalledUnhealthy) {
   ASSERT_TRUE(waitForText(healthFile(), "xid=79")) << readFile(watchLog());
   EXPECT_FALSE(contains(readFile(healthFile()), "gpu=0")) << readFile(healthFile());
   EXPECT_EQ(discover(1).out, "0\n");
+}
+
+// --- NVIDIA's recovery verdict under watch ---------------------------------------------------
+// The stand-in's recovery-action timelines count from the watch's first nvmlInit, its events from
+// its first wait: each test waits for what watch wrote, and the timelines leave seconds between
+// what must be read before and after.
+
+TEST_F(HealthCliTest, WatchReadmitsAGpuOnceTheDriverAsksNoRecoveryActionAndItAnswers) {
+  // GPU 1: an Xid 79, the driver asks a reset, then none (the reset done), with an event.
+  host(3,
+       {R"("recovery_action": 0)",
+        R"("recovery_action": [{"after_ms": 0, "action": 1}, {"after_ms": 4000, "action": 0}])"},
+       R"([{"after_ms": 100, "gpu": 1, "xid": 79},
+           {"after_ms": 4500, "gpu": 1, "type": "recovery_action", "action": 0}])");
+  auto watch = startWatch();
+  EXPECT_TRUE(contains(readFile(watchLog()), "re-admits GPU(s) 0,1 on the driver's word"))
+      << readFile(watchLog());
+  ASSERT_TRUE(waitForText(healthFile(), "readmitted\tgpu=1\t")) << readFile(watchLog());
+  const std::string log = readFile(watchLog());
+  EXPECT_TRUE(contains(log, "GPU 1: the driver's recovery action: requires a GPU reset")) << log;
+  EXPECT_TRUE(contains(log,
+                       "re-admitted GPU 1 (readmitted, source=watch): the driver asks no "
+                       "recovery action any more (it asked: requires a GPU reset) and the "
+                       "GPU answers"))
+      << log;
+  const std::string records = readFile(healthFile());
+  EXPECT_FALSE(contains(records, "unhealthy\t")) << records;
+  EXPECT_TRUE(contains(records, "\trecovery_action=1\tsource=watch\t")) << records;
+  // Handed out again, by every allocator. (Another process plays the timeline from its own start:
+  // the host is now as the driver left it.)
+  host(3, {R"("recovery_action": 0)", R"("recovery_action": 0)"});
+  EXPECT_EQ(discover(3).out, "0,1,2\n");
+  EXPECT_EQ(cli({"check"}).exitCode, 0) << cli({"check"});
+  ::kill(watch->pid(), SIGTERM);
+  EXPECT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
+}
+
+TEST_F(HealthCliTest, AVerdictDuringWhichTheDriverAskedNothingStays) {
+  host(3, {"", R"("recovery_action": 0)"}, R"([{"after_ms": 100, "gpu": 1, "xid": 79}])");
+  auto watch = startWatch();
+  ASSERT_TRUE(waitForText(watchLog(), "GPU 1 stays out: the driver asked no recovery action"))
+      << readFile(watchLog());
+  const std::string records = readFile(healthFile());
+  EXPECT_TRUE(contains(records, "unhealthy\tgpu=1\t")) << records;
+  EXPECT_FALSE(contains(records, "readmitted")) << records;
+  EXPECT_FALSE(contains(records, "recovery_action=")) << records;
+  EXPECT_EQ(discover(2).out, "0,2\n");
+  ::kill(watch->pid(), SIGTERM);
+  EXPECT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
+}
+
+TEST_F(HealthCliTest, AnOperatorsDrainStaysWhenWatchReadmitsItsOwnVerdict) {
+  host(
+      2,
+      {"", R"("recovery_action": [{"after_ms": 0, "action": 2}, {"after_ms": 3000, "action": 0}])"},
+      R"([{"after_ms": 3500, "gpu": 1, "type": "recovery_action", "action": 0}])");
+  ASSERT_EQ(cli({"drain", "--gpu", "1", "--reason", "fan noise"}).exitCode, 0);
+  auto watch = startWatch();
+  ASSERT_TRUE(waitForText(healthFile(), "readmitted\tgpu=1\t")) << readFile(watchLog());
+  const std::string log = readFile(watchLog());
+  EXPECT_TRUE(contains(log,
+                       "recorded GPU 1 unhealthy (the driver's recovery action: requires a "
+                       "node reboot)"))
+      << log;
+  EXPECT_TRUE(contains(log, "it stays out for its other records")) << log;
+  const std::string records = readFile(healthFile());
+  EXPECT_TRUE(contains(records, "drained\tgpu=1\t")) << records;
+  EXPECT_TRUE(contains(records, "reason=fan noise")) << records;
+  EXPECT_FALSE(contains(records, "unhealthy\t")) << records;
+  host(2, {"", R"("recovery_action": 0)"});
+  const CliRun two = discover(2);
+  EXPECT_EQ(two.exitCode, 1) << two;
+  EXPECT_TRUE(contains(two.err, "GPU 1 is not handed out: drained since")) << two;
+  ::kill(watch->pid(), SIGTERM);
+  EXPECT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
+}
+
+TEST_F(HealthCliTest, ReadmitNeverKeepsEveryVerdict) {
+  host(
+      2,
+      {"", R"("recovery_action": [{"after_ms": 0, "action": 1}, {"after_ms": 2000, "action": 0}])"},
+      R"([{"after_ms": 2500, "gpu": 1, "type": "recovery_action", "action": 0}])");
+  auto watch = startWatch({"--readmit", "never"});
+  EXPECT_TRUE(contains(readFile(watchLog()), "--readmit never: every verdict stays"))
+      << readFile(watchLog());
+  ASSERT_TRUE(waitForText(watchLog(),
+                          "GPU 1: the driver asks no recovery action now; --readmit "
+                          "never: its verdict stays until `flink-gpu undrain --gpu 1`"))
+      << readFile(watchLog());
+  const std::string records = readFile(healthFile());
+  EXPECT_TRUE(contains(records, "unhealthy\tgpu=1\t")) << records;
+  EXPECT_TRUE(contains(records, "recovery_action=1")) << records;
+  EXPECT_FALSE(contains(records, "readmitted")) << records;
+  EXPECT_EQ(discover(1).out, "0\n");
+  EXPECT_EQ(discover(2).exitCode, 1);
+  // A bad value is a usage error naming the choices.
+  const CliRun bad = cli({"watch", "--readmit", "sometimes"});
+  EXPECT_EQ(bad.exitCode, 2) << bad;
+  ::kill(watch->pid(), SIGTERM);
+  EXPECT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
+}
+
+TEST_F(HealthCliTest, AVerdictWhereTheDriverHasNoRecoveryActionFieldStays) {
+  host(2, {},
+       R"([{"after_ms": 100, "gpu": 1, "xid": 79}, {"after_ms": 600, "gpu": 0, "xid": 79}])");
+  auto watch = startWatch();
+  EXPECT_TRUE(contains(readFile(watchLog()), "re-admits no GPU on the driver's word"))
+      << readFile(watchLog());
+  // The later verdict is recorded after the earlier one was: by then any re-admission was made.
+  ASSERT_TRUE(waitForText(healthFile(), "unhealthy\tgpu=0\t")) << readFile(watchLog());
+  const std::string records = readFile(healthFile());
+  EXPECT_TRUE(contains(records, "unhealthy\tgpu=1\t")) << records;
+  EXPECT_FALSE(contains(records, "readmitted")) << records;
+  EXPECT_FALSE(contains(readFile(watchLog()), "recovery action")) << readFile(watchLog());
+  ::kill(watch->pid(), SIGTERM);
+  EXPECT_EQ(watch->waitForExit(20s), 0) << readFile(watchLog());
 }
 
 TEST_F(HealthCliTest, ASecondWatchExitsNamingTheFirst) {
@@ -846,6 +964,146 @@ TEST_F(HealthCliTest, ALostGpuIsNeverHandedOut) {
   EXPECT_EQ(json.at("ok"), false);
   EXPECT_EQ(json.at("problems").at(0).at("kind"), "lost");
   EXPECT_EQ(json.at("problems").at(0).at("gpu"), "1");
+}
+
+/// check --format json's problems: each GPU's causes, in order.
+std::map<std::string, std::vector<std::string>> causesOf(const std::string& checkJson) {
+  std::map<std::string, std::vector<std::string>> causes;
+  const nlohmann::json document = nlohmann::json::parse(checkJson);
+  for (const auto& problem : document.at("problems")) {
+    if (problem.at("gpu").is_string()) {
+      causes[problem.at("gpu").get<std::string>()].push_back(
+          problem.at("cause").get<std::string>());
+    }
+  }
+  return causes;
+}
+
+TEST_F(HealthCliTest, EveryRecoveryActionButNoneKeepsTheGpuOutInNvidiasWords) {
+  // GPU i asks action i (0: none … 5), GPU 6 one newer than this binding.
+  std::vector<std::string> extra;
+  for (unsigned i = 0; i < 6; ++i) extra.push_back(R"("recovery_action": )" + std::to_string(i));
+  extra.push_back(R"("recovery_action": 9)");
+  host(7, extra);
+  const CliRun run = discover(1);
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "0\n") << run;
+  const std::vector<std::pair<unsigned, std::string>> words = {
+      {1, "requires a GPU reset"},       {2, "requires a node reboot"},
+      {3, "drain peer-to-peer traffic"}, {4, "drain and reset"},
+      {5, "recover the IMEX domain"},    {6, "unknown recovery action 9"}};
+  for (const auto& [gpu, text] : words) {
+    EXPECT_TRUE(contains(run.err, "note: GPU " + std::to_string(gpu) +
+                                      " is not handed out: the driver's recovery action: " + text +
+                                      "\n"))
+        << run;
+  }
+  EXPECT_EQ(discover(2).exitCode, 1);
+  const CliRun check = cli({"check", "--format", "json"});
+  EXPECT_EQ(check.exitCode, 1) << check;
+  const auto causes = causesOf(check.out);
+  EXPECT_EQ(causes.count("0"), 0u) << check;
+  for (unsigned gpu = 1; gpu < 7; ++gpu) {
+    EXPECT_EQ(causes.at(std::to_string(gpu)), std::vector<std::string>{"recovery_action"}) << check;
+  }
+  const auto status = nlohmann::json::parse(cli({"status", "--format", "json"}).out);
+  EXPECT_EQ(status.at("gpus").at(0).at("health").at("recovery_action"), 0);
+  EXPECT_EQ(status.at("gpus").at(2).at("health").at("recovery_action"), 2);
+  EXPECT_EQ(status.at("gpus").at(2).at("state"), "unhealthy");
+  const std::string metrics = cli({"status", "--format", "prometheus"}).out;
+  EXPECT_TRUE(
+      contains(metrics, "flink_gpu_recovery_action{gpu=\"6\",uuid=\"" + uuidOf(6) + "\"} 9\n"))
+      << metrics;
+  EXPECT_TRUE(contains(metrics, "flink_gpu_healthy{gpu=\"1\",uuid=\"" + uuidOf(1) + "\"} 0\n"))
+      << metrics;
+}
+
+TEST_F(HealthCliTest, ResetRequiredFromAnyOneQueryKeepsTheGpuOut) {
+  host(4, {"", R"("remapped_rows": {"error": 16})", R"("persistence_mode": {"error": 16})",
+           R"("recovery_action": {"error": 16})"});
+  const CliRun run = discover(1);
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "0\n") << run;
+  EXPECT_TRUE(contains(run.err,
+                       "note: GPU 1 is not handed out: reset required: nvmlDeviceGetRemappedRows "
+                       "failed: GPU requires restart (NVML_ERROR_RESET_REQUIRED, 16)"))
+      << run;
+  EXPECT_TRUE(contains(run.err,
+                       "note: GPU 2 is not handed out: reset required: "
+                       "nvmlDeviceGetPersistenceMode failed"))
+      << run;
+  EXPECT_TRUE(contains(run.err,
+                       "note: GPU 3 is not handed out: reset required: nvmlDeviceGetFieldValues "
+                       "failed"))
+      << run;
+  const CliRun check = cli({"check", "--format", "json"});
+  EXPECT_EQ(check.exitCode, 1) << check;
+  const auto causes = causesOf(check.out);
+  for (const char* gpu : {"1", "2", "3"}) {
+    EXPECT_EQ(causes.at(gpu), std::vector<std::string>{"reset_required"}) << check;
+  }
+}
+
+TEST_F(HealthCliTest, AGpuWhoseNvlinkFabricHasNotRegisteredIsNotHandedOut) {
+  const std::string cluster = "c1a55e00-0000-4000-8000-00000000f00d";
+  host(6, {R"("fabric": {"state": 1})", R"("fabric": {"state": 2})",
+           R"("fabric": {"state": 3, "status": 27})",
+           R"("fabric": {"state": 3, "status": 0, "clique_id": 7, "cluster_uuid": ")" + cluster +
+               R"(", "struct": "v2"})",
+           R"("fabric": {"state": 0})", R"("fabric": {"error": 3})"});
+  const CliRun run = discover(3);
+  EXPECT_EQ(run.exitCode, 0) << run;
+  // A GPU without a fabric (4: not supported, 5: no such call) is unaffected.
+  EXPECT_EQ(run.out, "3,4,5\n") << run;
+  EXPECT_TRUE(contains(run.err,
+                       "note: GPU 0 is not handed out: NVLink fabric registration in progress "
+                       "(state: not started): CUDA would fail on it\n"))
+      << run;
+  EXPECT_TRUE(contains(run.err,
+                       "note: GPU 1 is not handed out: NVLink fabric registration in progress "
+                       "(state: in progress): CUDA would fail on it\n"))
+      << run;
+  EXPECT_TRUE(contains(run.err,
+                       "note: GPU 2 is not handed out: NVLink fabric registration failed (state: "
+                       "completed, status: NVML_ERROR_NOT_READY): CUDA would fail on it\n"))
+      << run;
+  const auto causes = causesOf(cli({"check", "--format", "json"}).out);
+  for (const char* gpu : {"0", "1", "2"}) {
+    EXPECT_EQ(causes.at(gpu), std::vector<std::string>{"fabric_not_ready"});
+  }
+  EXPECT_EQ(causes.size(), 3u);
+  // Its clique and cluster, once registered, are properties.
+  const CliRun json = runCli({"discover", "-n", "3", "--discovery-args",
+                              "--coordination-file " + coordinationFile(), "--format", "json"},
+                             environment());
+  ASSERT_EQ(json.exitCode, 0) << json;
+  const auto gpus = nlohmann::json::parse(json.out).at("gpu");
+  ASSERT_EQ(gpus.size(), 3u) << json;
+  EXPECT_EQ(gpus.at(0).at("index"), "3");
+  EXPECT_EQ(gpus.at(0).at("fabric.clique_id"), "7") << json;
+  EXPECT_EQ(gpus.at(0).at("fabric.cluster_uuid"), cluster) << json;
+  EXPECT_FALSE(gpus.at(1).contains("fabric.clique_id")) << json;
+  EXPECT_FALSE(gpus.at(2).contains("fabric.cluster_uuid")) << json;
+}
+
+TEST_F(HealthCliTest, ADegradedFabricIsANoteAndComesLastInPlacement) {
+  host(3, {R"("fabric": {"state": 3, "status": 0, "health_mask": 1})"});
+  const CliRun two = discover(2);
+  EXPECT_EQ(two.exitCode, 0) << two;
+  EXPECT_EQ(two.out, "1,2\n") << two;
+  EXPECT_TRUE(contains(two.err,
+                       "note: GPU 0: its NVLink fabric reports degraded bandwidth: placement "
+                       "ranks it after the others"))
+      << two;
+  EXPECT_EQ(discover(3).out, "0,1,2\n");
+  // Index placement does not read the fabric: Flink's rule, as asked.
+  EXPECT_EQ(discover(2, {"--placement", "index"}).out, "0,1\n");
+  const CliRun check = cli({"check", "--format", "json"});
+  EXPECT_EQ(check.exitCode, 0) << check;
+  const auto notes = nlohmann::json::parse(check.out).at("notes");
+  ASSERT_EQ(notes.size(), 1u) << check;
+  EXPECT_EQ(notes.at(0).at("cause"), "fabric_degraded");
+  EXPECT_EQ(notes.at(0).at("gpu"), "0");
 }
 
 // --- check --------------------------------------------------------------------------------------

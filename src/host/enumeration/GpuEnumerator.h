@@ -87,6 +87,10 @@ struct GpuDevice {
   /// The CPUs close to the GPU, ascending (a MIG instance: its GPU's).
   std::optional<std::vector<unsigned>> cpus;
   // ---- end of topology ----
+  /// Its NVLink fabric's clique and cluster UUID (nvmlDeviceGetGpuFabricInfoV), once its
+  /// registration has completed successfully; a MIG instance has its GPU's. NVML only.
+  std::optional<unsigned> fabricCliqueId;
+  std::optional<std::string> fabricClusterUuid;
 
   bool isMigInstance() const noexcept { return mig.has_value(); }
 };

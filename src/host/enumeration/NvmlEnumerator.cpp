@@ -9,6 +9,7 @@
 
 #include "host/enumeration/NvmlTopology.h"
 #include "host/nvml/Nvml.h"
+#include "host/nvml/NvmlDeviceState.h"
 #include "util/Strings.h"
 
 namespace flink::discovery {
@@ -194,6 +195,7 @@ Enumeration NvmlEnumerator::enumerate() {
   }
 
   Enumerating context(*library);
+  const nvml::DeviceStateApi deviceState(*library);
   Enumeration result;
   result.devices.reserve(count.value);
   std::vector<std::pair<std::string, Device>> topologyHandles;  // topology: the GPUs listed
@@ -236,13 +238,25 @@ Enumeration NvmlEnumerator::enumerate() {
     device.memoryTotalMiB = toMiB(context.property(memory, what));
     device.minorNumber = context.property(minor, what);
     device.migEnabled = context.property(migMode, what).has_value() && migEnabled;
+    // The fabric's clique and cluster, once registered (a GPU without a fabric has neither).
+    const Result<nvml::FabricInfo> fabric = deviceState.fabricInfo(gpu.value);
+    if (fabric.ok() && fabric.value.state == static_cast<unsigned>(nvml::FabricState::kCompleted) &&
+        fabric.value.status == Return::kSuccess) {
+      device.fabricCliqueId = fabric.value.cliqueId;
+      device.fabricClusterUuid = fabric.value.clusterUuidText();
+    }
     topologyHandles.emplace_back(device.identifier, gpu.value);  // topology
     const bool listInstances = device.migEnabled;
     result.devices.push_back(std::move(device));
     if (listInstances) {
       // A copy: listing the instances appends to result.devices, which may move the parent.
-      const std::optional<std::string> parentPciBusId = result.devices.back().pciBusId;
-      listMigInstances(gpu.value, index, parentPciBusId, context, result.devices);
+      const GpuDevice parent = result.devices.back();
+      const std::size_t first = result.devices.size();
+      listMigInstances(gpu.value, index, parent.pciBusId, context, result.devices);
+      for (std::size_t at = first; at < result.devices.size(); ++at) {
+        result.devices[at].fabricCliqueId = parent.fabricCliqueId;
+        result.devices[at].fabricClusterUuid = parent.fabricClusterUuid;
+      }
     }
   }
   result.notices = context.takeNotices();

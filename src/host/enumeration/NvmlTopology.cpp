@@ -9,6 +9,8 @@
 #include <string>
 #include <tuple>
 
+#include "host/nvml/NvmlDeviceState.h"
+
 namespace flink::discovery {
 
 using nvml::Device;
@@ -138,7 +140,9 @@ placement::Topology readTopology(const std::vector<Device>& gpus,
     if (info.ok()) pci[i] = PciKey{info.value.domain, info.value.bus, info.value.device};
   }
 
-  // Each GPU's own: its NVLinks, NUMA node and CPUs, until it is found lost.
+  // Each GPU's own: its NVLinks, NUMA node, CPUs and fabric, until it is found lost.
+  std::optional<nvml::DeviceStateApi> state;
+  if (n > 0 && gpus.front().library() != nullptr) state.emplace(*gpus.front().library());
   std::vector<Links> links(n);
   for (std::size_t i = 0; i < n; ++i) {
     if (lost[i]) continue;
@@ -147,6 +151,11 @@ placement::Topology readTopology(const std::vector<Device>& gpus,
     described[i].numaNode = numaNodeOf(gpus[i], lost[i]);
     if (lost[i]) continue;
     described[i].cpus = cpusOf(gpus[i], lost[i]);
+    if (lost[i] || !state) continue;
+    // Its fabric's health: a GPU whose bandwidth is degraded is placed after the others.
+    const Result<nvml::FabricInfo> fabric = state->fabricInfo(gpus[i]);
+    if (isLost(gpus[i], fabric, lost[i])) continue;
+    described[i].degradedBandwidth = fabric.ok() && fabric.value.degradedBandwidth();
   }
 
   // Each pair's PCIe relation, while neither is lost. NVML does not say which of the two a pair's

@@ -7,7 +7,8 @@
 // hosts, or a GPU) and nvmlDeviceGetNvLinkRemotePciInfo_v2, matched to a GPU by PCI domain, bus
 // and device;
 // nvmlDeviceGetCpuAffinityWithinScope (else nvmlDeviceGetCpuAffinity); nvmlDeviceGetNumaNodeId
-// (else the lowest node of nvmlDeviceGetMemoryAffinity). Per pair:
+// (else the lowest node of nvmlDeviceGetMemoryAffinity); nvmlDeviceGetGpuFabricInfoV, whether
+// its NVLink fabric's bandwidth is degraded (GpuTopology::degradedBandwidth). Per pair:
 // nvmlDeviceGetTopologyCommonAncestor.
 //
 // Nothing here fails: a call that fails, or a function the library lacks, leaves its relation

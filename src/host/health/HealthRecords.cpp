@@ -65,6 +65,10 @@ std::optional<HealthRecord> parseLine(std::string_view line) {
       const auto xid = store::parseFieldNumber<std::uint64_t>(value);
       if (!xid) return std::nullopt;
       record.xid = *xid;
+    } else if (key == "recovery_action") {
+      const auto action = store::parseFieldNumber<unsigned>(value);
+      if (!action) return std::nullopt;
+      record.recoveryAction = *action;
     } else if (key == "source") {
       const bool word = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
         return (c >= 'a' && c <= 'z') || c == '-';
@@ -125,6 +129,7 @@ std::string formatHealthRecord(const HealthRecord& record) {
   add("since", std::to_string(record.since));
   if (record.uid) add("uid", std::to_string(*record.uid));
   if (record.xid) add("xid", std::to_string(*record.xid));
+  if (record.recoveryAction) add("recovery_action", std::to_string(*record.recoveryAction));
   if (record.source) add("source", *record.source);
   if (!record.reason.empty()) add("reason", record.reason);
   for (const std::string& extra : record.extra) line += '\t' + extra;

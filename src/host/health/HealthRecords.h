@@ -14,14 +14,18 @@
 //   drained<TAB>gpu=1<TAB>uuid=GPU-…<TAB>since=1764581000<TAB>uid=1000<TAB>reason=fan%20noise
 //   unhealthy<TAB>gpu=MIG-…<TAB>since=…<TAB>xid=79<TAB>source=watch<TAB>reason=…
 //   readmitted<TAB>gpu=1<TAB>uuid=GPU-…<TAB>since=…<TAB>uid=0<TAB>reason=…
+//   readmitted<TAB>gpu=1<TAB>uuid=GPU-…<TAB>since=…<TAB>recovery_action=1<TAB>source=watch<TAB>…
 //
 // `gpu` is what discovery hands out (an index, or a MIG instance's MIG-… UUID); `uuid` the
 // whole GPU's GPU-… UUID where known, which decides over the index (a container numbers GPUs
 // from 0); `since` seconds since the epoch (UTC); values are percent-encoded ('%', tab, line
 // breaks and other control characters as %XX). `readmitted` records who undrained a GPU and
-// when; it takes nothing out. Lines starting with '#' are comments. A line that is none of
-// these (an unknown kind, no gpu, a bad number) is reported and kept as it is; fields of an
-// unknown key are kept too.
+// when (`source=watch`: watch, on the driver's word); it takes nothing out. `recovery_action` on
+// a verdict of watch is the action the driver asked since the verdict (NVML's value), which lets
+// watch re-admit the GPU once the driver asks none; readers before it keep it as an unknown
+// field, and the line means to them what it meant. Lines starting with '#' are comments. A line
+// that is none of these (an unknown kind, no gpu, a bad number) is reported and kept as it is;
+// fields of an unknown key are kept too.
 #pragma once
 
 #include <sys/types.h>
@@ -56,6 +60,10 @@ struct HealthRecord {
   std::optional<uid_t> uid = {};
   /// The Xid of a verdict of watch.
   std::optional<std::uint64_t> xid = {};
+  /// On a verdict of watch: the recovery action the driver asked since the verdict
+  /// (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, other than NONE); on a re-admission of watch, the one
+  /// it had asked. Absent otherwise.
+  std::optional<unsigned> recoveryAction = {};
   /// "watch", or absent for an operator's record.
   std::optional<std::string> source = {};
   /// Free text: the operator's reason, or NVML's text for a verdict.

@@ -16,6 +16,7 @@
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/UnitIndex.h"
 #include "host/nvml/Nvml.h"
+#include "host/nvml/NvmlDeviceState.h"
 #include "host/store/StoreError.h"
 #include "util/Strings.h"
 
@@ -164,6 +165,12 @@ std::string_view causeWord(Problem::Kind kind) {
   switch (kind) {
     case Problem::Kind::kLost:
       return "lost";
+    case Problem::Kind::kResetRequired:
+      return "reset_required";
+    case Problem::Kind::kRecoveryAction:
+      return "recovery_action";
+    case Problem::Kind::kFabricNotReady:
+      return "fabric_not_ready";
     case Problem::Kind::kRowRemapFailed:
       return "row_remap_failed";
     case Problem::Kind::kRowRemapPending:
@@ -178,12 +185,60 @@ std::string_view causeWord(Problem::Kind kind) {
   return "unhealthy";
 }
 
+GpuProber::GpuProber(const nvml::NvmlSession& session)
+    : session_(session), health_(session.library()), state_(session.library()) {}
+
+GpuProbe GpuProber::probe(unsigned index) const {
+  const nvml::NvmlLibrary& library = session_.library();
+  GpuProbe gpu;
+  gpu.index = index;
+  // The first failure of each kind is kept: it says which query answered so.
+  const auto verdictOf = [&](nvml::Return code, const char* function) {
+    if (code == nvml::Return::kGpuIsLost && !gpu.lost) {
+      gpu.lost = library.describeFailure(function, code);
+    } else if (code == nvml::Return::kResetRequired && !gpu.resetRequired) {
+      gpu.resetRequired = library.describeFailure(function, code);
+    }
+  };
+  const nvml::Result<nvml::Device> handle = session_.deviceByIndex(index);
+  if (!handle.ok()) {
+    // Only a lost GPU, or one that needs a reset, is a verdict; another failure is no answer
+    // about its health.
+    verdictOf(handle.code, handle.function);
+    return gpu;
+  }
+  const nvml::Device& device = handle.value;
+  const nvml::Result<std::string> uuid = device.uuid();
+  gpu.uuid = uuid.get();
+  verdictOf(uuid.code, uuid.function);
+  const nvml::Result<nvml::Memory> memory = device.memoryInfo();
+  verdictOf(memory.code, memory.function);
+  const nvml::Result<nvml::RemappedRows> rows = health_.remappedRows(device);
+  gpu.remappedRows = rows.get();
+  verdictOf(rows.code, rows.function);
+  if (!rows.ok()) {
+    // GPUs without row remapping (before Ampere) retire pages instead.
+    const nvml::Result<bool> pages = health_.retiredPagesPending(device);
+    gpu.retiredPagesPending = pages.get();
+    verdictOf(pages.code, pages.function);
+  }
+  const nvml::Result<bool> persistence = health_.persistenceMode(device);
+  gpu.persistenceMode = persistence.get();
+  verdictOf(persistence.code, persistence.function);
+  const nvml::Result<unsigned> action = state_.recoveryAction(device);
+  gpu.recoveryAction = action.get();
+  verdictOf(action.code, action.function);
+  const nvml::Result<nvml::FabricInfo> fabric = state_.fabricInfo(device);
+  gpu.fabric = fabric.get();
+  verdictOf(fabric.code, fabric.function);
+  return gpu;
+}
+
 NvmlProbe probeNvml() {
   NvmlProbe probe;
   try {
     const std::shared_ptr<const nvml::NvmlLibrary> library = nvml::NvmlLibrary::load();
     const nvml::NvmlSession session(library);
-    const nvml::NvmlHealthApi api(*library);
     const nvml::Result<unsigned> count = session.deviceCount();
     if (!count.ok()) {
       probe.problem = std::string("NVML is not usable: ") +
@@ -192,40 +247,9 @@ NvmlProbe probeNvml() {
     }
     probe.usable = true;
     probe.count = count.value;
+    const GpuProber prober(session);
     for (unsigned index = 0; index < count.value; ++index) {
-      GpuProbe gpu;
-      gpu.index = index;
-      const nvml::Result<nvml::Device> handle = session.deviceByIndex(index);
-      if (!handle.ok()) {
-        // Only a lost GPU is a verdict; another failure is no answer about its health.
-        if (handle.code == nvml::Return::kGpuIsLost) {
-          gpu.lost = library->describeFailure(handle.function, handle.code);
-        }
-        probe.gpus.push_back(std::move(gpu));
-        continue;
-      }
-      const nvml::Device& device = handle.value;
-      const auto lostBy = [&](nvml::Return code, const char* function) {
-        if (code == nvml::Return::kGpuIsLost && !gpu.lost) {
-          gpu.lost = library->describeFailure(function, code);
-        }
-      };
-      const nvml::Result<std::string> uuid = device.uuid();
-      gpu.uuid = uuid.get();
-      lostBy(uuid.code, uuid.function);
-      const nvml::Result<nvml::RemappedRows> rows = api.remappedRows(device);
-      gpu.remappedRows = rows.get();
-      lostBy(rows.code, rows.function);
-      if (!rows.ok()) {
-        // GPUs without row remapping (before Ampere) retire pages instead.
-        const nvml::Result<bool> pages = api.retiredPagesPending(device);
-        gpu.retiredPagesPending = pages.get();
-        lostBy(pages.code, pages.function);
-      }
-      const nvml::Result<bool> persistence = api.persistenceMode(device);
-      gpu.persistenceMode = persistence.get();
-      lostBy(persistence.code, persistence.function);
-      probe.gpus.push_back(std::move(gpu));
+      probe.gpus.push_back(prober.probe(index));
     }
   } catch (const nvml::NvmlError& e) {
     probe.usable = false;
@@ -237,9 +261,40 @@ NvmlProbe probeNvml() {
   return probe;
 }
 
+std::optional<Problem> fabricProblem(const nvml::FabricInfo& fabric) {
+  const auto notSupported = static_cast<unsigned>(nvml::FabricState::kNotSupported);
+  const auto completed = static_cast<unsigned>(nvml::FabricState::kCompleted);
+  if (fabric.state == notSupported) return std::nullopt;
+  if (fabric.state != completed) {
+    return Problem{Problem::Kind::kFabricNotReady,
+                   "NVLink fabric registration in progress (state: " +
+                       nvml::fabricStateText(fabric.state) + "): CUDA would fail on it"};
+  }
+  if (fabric.status != nvml::Return::kSuccess) {
+    return Problem{Problem::Kind::kFabricNotReady,
+                   "NVLink fabric registration failed (state: completed, status: " +
+                       nvml::returnName(fabric.status) + "): CUDA would fail on it"};
+  }
+  return std::nullopt;
+}
+
 std::vector<Problem> problemsOf(const GpuProbe& probe) {
   std::vector<Problem> problems;
   if (probe.lost) problems.push_back({Problem::Kind::kLost, "lost: " + *probe.lost});
+  if (probe.resetRequired) {
+    problems.push_back({Problem::Kind::kResetRequired, "reset required: " + *probe.resetRequired});
+  }
+  if (probe.recoveryAction &&
+      *probe.recoveryAction != static_cast<unsigned>(nvml::RecoveryAction::kNone)) {
+    problems.push_back(
+        {Problem::Kind::kRecoveryAction,
+         "the driver's recovery action: " + nvml::recoveryActionText(*probe.recoveryAction)});
+  }
+  if (probe.fabric) {
+    if (std::optional<Problem> fabric = fabricProblem(*probe.fabric)) {
+      problems.push_back(std::move(*fabric));
+    }
+  }
   if (probe.remappedRows && probe.remappedRows->failureOccurred) {
     problems.push_back({Problem::Kind::kRowRemapFailed,
                         "row remapping failed (" + std::to_string(probe.remappedRows->uncorrected) +
@@ -254,6 +309,24 @@ std::vector<Problem> problemsOf(const GpuProbe& probe) {
         {Problem::Kind::kRetiredPagesPending, "retired pages pending: the GPU needs a reset"});
   }
   return problems;
+}
+
+std::string_view noteWord(HealthNote::Kind kind) {
+  switch (kind) {
+    case HealthNote::Kind::kFabricDegraded:
+      return "fabric_degraded";
+  }
+  return "note";
+}
+
+std::vector<HealthNote> notesOf(const GpuProbe& probe) {
+  std::vector<HealthNote> notes;
+  if (probe.fabric && probe.fabric->degradedBandwidth()) {
+    notes.push_back({HealthNote::Kind::kFabricDegraded,
+                     "its NVLink fabric reports degraded bandwidth: placement ranks it after the "
+                     "others"});
+  }
+  return notes;
 }
 
 std::vector<std::vector<Problem>> assess(const discovery::UnitIndex& index,
@@ -357,6 +430,17 @@ FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
   filtered.units.reserve(units.size());
   for (std::size_t i = 0; i < units.size(); ++i) {
     if (verdicts[i].empty()) {
+      // What does not keep it out is said all the same (a MIG instance: its GPU's).
+      const GpuProbe* gpu =
+          probe && probe->usable
+              ? probeOf(&*probe, units[i].mig ? std::to_string(units[i].mig->parentIndex)
+                                              : units[i].identifier)
+              : nullptr;
+      if (gpu != nullptr) {
+        for (const HealthNote& note : notesOf(*gpu)) {
+          filtered.notices.push_back(Notice::note("GPU " + units[i].identifier + ": " + note.text));
+        }
+      }
       filtered.units.push_back(std::move(units[i]));
       continue;
     }

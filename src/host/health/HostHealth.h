@@ -2,13 +2,18 @@
 // now and from the host's health records (HealthRecords.h).
 //
 // A GPU is unhealthy when NVML says it is lost (NVML_ERROR_GPU_IS_LOST from its handle or a
-// query), when row remapping failed or is pending (nvmlDeviceGetRemappedRows: failureOccurred,
-// isPending), when retired pages are pending (nvmlDeviceGetRetiredPagesPendingStatus, asked only
-// of GPUs without row remapping: those with it report their pages there), when `watch` recorded
-// it unhealthy, or when an operator drained it. A query the GPU does not support gives no
-// verdict: no GPU is called unhealthy because a call is unsupported. A MIG instance is unhealthy
-// when its GPU is, or when a record names the instance itself; a whole GPU is also taken out
-// when a record names one of its instances (a whole-GPU owner would use the broken instance).
+// query) or that it needs a reset (NVML_ERROR_RESET_REQUIRED from its handle or a query), when
+// the driver asks for a recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION other than NONE),
+// when its NVLink fabric registration has not completed successfully (nvmlDeviceGetGpuFabricInfoV
+// on NVSwitch hosts: CUDA would fail on it), when row remapping failed or is pending
+// (nvmlDeviceGetRemappedRows: failureOccurred, isPending), when retired pages are pending
+// (nvmlDeviceGetRetiredPagesPendingStatus, asked only of GPUs without row remapping: those with it
+// report their pages there), when `watch` recorded it unhealthy, or when an operator drained it. A
+// query the GPU does not support gives no verdict: no GPU is called unhealthy because a call is
+// unsupported. A MIG instance is unhealthy when its GPU is, or when a record names the instance
+// itself; a whole GPU is also taken out when a record names one of its instances (a whole-GPU owner
+// would use the broken instance). A fabric that reports degraded bandwidth is a note, not a verdict
+// (placement ranks the GPU after the others: host/placement/).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +27,8 @@
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/UnitIndex.h"
 #include "host/health/HealthRecords.h"
+#include "host/nvml/Nvml.h"
+#include "host/nvml/NvmlDeviceState.h"
 #include "host/nvml/NvmlHealth.h"
 #include "util/Notice.h"
 
@@ -44,6 +51,9 @@ std::string_view healthModeName(HealthMode mode) noexcept;
 struct Problem {
   enum class Kind {
     kLost,
+    kResetRequired,
+    kRecoveryAction,
+    kFabricNotReady,
     kRowRemapFailed,
     kRowRemapPending,
     kRetiredPagesPending,
@@ -63,8 +73,9 @@ struct Problem {
 std::string_view stateWord(Problem::Kind kind);
 
 /// What the problem is, as a program tells problems apart (JSON's "cause"): "lost",
-/// "row_remap_failed", "row_remap_pending", "retired_pages_pending", "watch_verdict" (an Xid or
-/// ECC event flink-gpu watch recorded) or "drained".
+/// "reset_required", "recovery_action", "fabric_not_ready", "row_remap_failed",
+/// "row_remap_pending", "retired_pages_pending", "watch_verdict" (an Xid or ECC event flink-gpu
+/// watch recorded) or "drained".
 std::string_view causeWord(Problem::Kind kind);
 
 /// What NVML says of one whole GPU now.
@@ -73,9 +84,17 @@ struct GpuProbe {
   std::optional<std::string> uuid;
   /// NVML_ERROR_GPU_IS_LOST from its handle or a query: the failure's text.
   std::optional<std::string> lost;
+  /// NVML_ERROR_RESET_REQUIRED from its handle or a query: the failure's text.
+  std::optional<std::string> resetRequired;
   std::optional<nvml::RemappedRows> remappedRows;
   std::optional<bool> retiredPagesPending;
   std::optional<bool> persistenceMode;
+  /// NVML_FI_DEV_GET_GPU_RECOVERY_ACTION as the driver gave it (nvml::RecoveryAction's values, or
+  /// one newer than this binding); nullopt where the driver has no such field or did not answer.
+  std::optional<unsigned> recoveryAction;
+  /// nvmlDeviceGetGpuFabricInfoV (else the unversioned call); nullopt on a GPU without a fabric
+  /// (NVML_ERROR_NOT_SUPPORTED, or a library without the call).
+  std::optional<nvml::FabricInfo> fabric;
 };
 
 /// One NVML session's look at every GPU.
@@ -94,12 +113,49 @@ struct NvmlProbe {
   std::vector<GpuProbe> gpus;
 };
 
+/// The health queries of one NVML session, one GPU at a time: what probeNvml asks of every GPU,
+/// and what `watch` asks of a GPU before it re-admits it. Lives no longer than `session`.
+class GpuProber {
+ public:
+  explicit GpuProber(const nvml::NvmlSession& session);
+  /// GPU `index`'s handle and every health query (UUID, memory, row remapping or retired pages,
+  /// persistence mode, the recovery action, the NVLink fabric); never throws.
+  GpuProbe probe(unsigned index) const;
+
+ private:
+  const nvml::NvmlSession& session_;
+  nvml::NvmlHealthApi health_;
+  nvml::DeviceStateApi state_;
+};
+
 /// Loads NVML ($FLINK_GPU_NVML_LIBRARY, else libnvidia-ml.so.1), opens a session and asks each
-/// GPU's health; never throws.
+/// GPU's health (GpuProber); never throws.
 NvmlProbe probeNvml();
 
-/// The NVML problems of one GPU's probe (lost, row remapping, retired pages).
+/// The NVML problems of one GPU's probe (lost, reset required, the driver's recovery action, the
+/// NVLink fabric not ready, row remapping, retired pages): the one rule of what NVML's answers
+/// make of a GPU, for the allocators, status, check and watch alike.
 std::vector<Problem> problemsOf(const GpuProbe& probe);
+
+/// The problem a fabric's registration gives its GPU: none when it has completed successfully or
+/// the GPU has no fabric (NVML_GPU_FABRIC_STATE_NOT_SUPPORTED), else kFabricNotReady.
+std::optional<Problem> fabricProblem(const nvml::FabricInfo& fabric);
+
+/// What NVML says of a GPU that does not keep it out.
+struct HealthNote {
+  enum class Kind {
+    kFabricDegraded,  ///< its NVLink fabric's health mask reports degraded bandwidth
+  };
+  Kind kind;
+  /// One line for a person, without the GPU's name.
+  std::string text;
+};
+
+/// "fabric_degraded": the word for a note of this kind (check's and status's JSON).
+std::string_view noteWord(HealthNote::Kind kind);
+
+/// The notes of one GPU's probe (the one rule of them, as problemsOf is of problems).
+std::vector<HealthNote> notesOf(const GpuProbe& probe);
 
 /// The problems of each of `units` (in order), from `probe` (may be null: records only) and
 /// `records`. `devices` is every device enumerated, so that an instance finds its GPU and a GPU

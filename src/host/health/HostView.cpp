@@ -348,6 +348,12 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
     if (!view.isMigInstance) {
       if (const auto probe = probeOf.find(view.gpu); probe != probeOf.end()) {
         view.persistenceMode = probe->second->persistenceMode;
+        view.recoveryAction = probe->second->recoveryAction;
+        view.notes = health::notesOf(*probe->second);
+      }
+    } else if (view.parent) {
+      if (const auto probe = probeOf.find(*view.parent); probe != probeOf.end()) {
+        view.notes = health::notesOf(*probe->second);
       }
     }
     host.gpus.push_back(std::move(view));
@@ -469,6 +475,7 @@ std::string describeView(const GpuView& view) {
                     " held by a lease of another process, without a record");
   }
   parts.insert(parts.end(), view.busyBecause.begin(), view.busyBecause.end());
+  for (const health::HealthNote& note : view.notes) parts.push_back(note.text);
   std::string text;
   for (const std::string& part : parts) text += (text.empty() ? "" : "; ") + part;
   return text;
@@ -506,7 +513,8 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
     }
   }
   family("flink_gpu_healthy",
-         "Whether the GPU is healthy (1): not lost, no pending or failed row remapping or page "
+         "Whether the GPU is healthy (1): not lost, no reset required, no recovery action the "
+         "driver asks, its NVLink fabric registered, no pending or failed row remapping or page "
          "retirement, no verdict of flink-gpu watch; NaN when NVML cannot be asked and no record "
          "says it is unhealthy.");
   for (const GpuView& gpu : view.gpus) {
@@ -514,6 +522,16 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
             (!gpu.healthy()      ? " 0\n"
              : view.probe.usable ? " 1\n"
                                  : " NaN\n");
+  }
+  family("flink_gpu_recovery_action",
+         "The recovery action the NVIDIA driver asks of the GPU (NVML_FI_DEV_GET_GPU_RECOVERY_"
+         "ACTION): 0 none, 1 GPU reset, 2 node reboot, 3 drain peer-to-peer, 4 drain and reset, 5 "
+         "recover the IMEX domain; only where the driver tells.");
+  for (const GpuView& gpu : view.gpus) {
+    if (gpu.recoveryAction) {
+      text += "flink_gpu_recovery_action" + labels(gpu) + ' ' +
+              std::to_string(*gpu.recoveryAction) + '\n';
+    }
   }
   family("flink_gpu_drained", "Whether an operator drained the GPU (1): new allocations skip it.");
   for (const GpuView& gpu : view.gpus) {

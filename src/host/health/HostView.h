@@ -49,6 +49,12 @@ struct GpuView {
   std::vector<health::Problem> problems;
   /// nvmlDeviceGetPersistenceMode, where NVML tells (whole GPUs).
   std::optional<bool> persistenceMode;
+  /// The driver's recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION), where it tells (whole
+  /// GPUs): 0 none.
+  std::optional<unsigned> recoveryAction;
+  /// What NVML says of it that does not keep it out (health::notesOf: a degraded NVLink fabric),
+  /// one line each (a MIG instance: its GPU's).
+  std::vector<health::HealthNote> notes;
   /// NVML lists it (enumerated, or counted and lost); false for a unit only records name.
   bool listedByNvml = false;
   /// The kernel's driver lists it (HostView::kernel), NVML failing with a driver/library version

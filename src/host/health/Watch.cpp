@@ -6,11 +6,13 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -19,7 +21,9 @@
 
 #include "host/enumeration/UnitIndex.h"
 #include "host/health/HealthRecords.h"
+#include "host/health/HostHealth.h"
 #include "host/nvml/Nvml.h"
+#include "host/nvml/NvmlDeviceState.h"
 #include "host/nvml/NvmlHealth.h"
 #include "host/store/LockedFile.h"
 #include "host/store/RecordFile.h"
@@ -41,7 +45,16 @@ struct WatchedGpu {
   };
   std::vector<Instance> instances;
   bool lostRecorded = false;
+  /// The driver has NVML_FI_DEV_GET_GPU_RECOVERY_ACTION for it: its verdicts may end by the
+  /// driver's word.
+  bool recoveryField = false;
+  /// The recovery action last read (nullopt before the first read).
+  std::optional<unsigned> lastAction;
+  /// What was last said of its re-admission, so that a poll says it once, not every time.
+  std::string lastSaid;
 };
+
+constexpr unsigned kNoAction = static_cast<unsigned>(nvml::RecoveryAction::kNone);
 
 std::vector<WatchedGpu::Instance> migInstancesOf(const nvml::Device& device) {
   std::vector<WatchedGpu::Instance> instances;
@@ -88,6 +101,8 @@ class Watcher {
       return 1;
     }
     const nvml::NvmlHealthApi api(*library);
+    state_.emplace(*library);
+    prober_.emplace(*session);
     const nvml::Result<unsigned> count = session->deviceCount();
     if (!count.ok()) {
       log("error: NVML is not usable: " + library->describeFailure(count.function, count.code));
@@ -106,15 +121,24 @@ class Watcher {
         notWatched(index, library->describeFailure(handle.function, handle.code));
         continue;
       }
-      WatchedGpu gpu{index, handle.value, handle.value.uuid().get(), {}, false};
+      WatchedGpu gpu;
+      gpu.index = index;
+      gpu.device = handle.value;
+      gpu.uuid = handle.value.uuid().get();
       const nvml::Result<std::uint64_t> supported = api.supportedEventTypes(gpu.device);
       if (!supported.ok()) {
         notWatched(index, library->describeFailure(supported.function, supported.code));
         continue;
       }
+      // The field where the driver has it (a driver without it answers kNotSupported, a library
+      // without nvmlDeviceGetFieldValues kFunctionNotFound): its event too, where offered.
+      const nvml::Return field = state_->recoveryAction(gpu.device).code;
+      gpu.recoveryField =
+          field != nvml::Return::kNotSupported && field != nvml::Return::kFunctionNotFound;
       const std::uint64_t types =
-          supported.value & (nvml::kEventXidCritical | nvml::kEventDoubleBitEcc);
-      if (types == 0) {
+          supported.value & (nvml::kEventXidCritical | nvml::kEventDoubleBitEcc |
+                             (gpu.recoveryField ? nvml::kEventGpuRecoveryAction : 0));
+      if ((types & (nvml::kEventXidCritical | nvml::kEventDoubleBitEcc)) == 0) {
         notWatched(index, "it reports neither Xid nor double-bit ECC events");
         continue;
       }
@@ -142,11 +166,28 @@ class Watcher {
         (api.hasWaitV2() ? "nvmlEventSetWait_v2" : "nvmlEventSetWait (no MIG attribution)") +
         "; verdicts are recorded in " + healthPathOf(options_.coordinationFile).string() +
         ", beside the coordination file " + options_.coordinationFile.string());
+    std::string byDriver;
+    for (const WatchedGpu& gpu : gpus_) {
+      if (gpu.recoveryField) byDriver += (byDriver.empty() ? "" : ",") + std::to_string(gpu.index);
+    }
+    if (options_.readmit == Readmit::kNever) {
+      log("--readmit never: every verdict stays until an operator acts (`flink-gpu undrain`)");
+    } else if (byDriver.empty()) {
+      log("re-admits no GPU on the driver's word: no GPU watched has the recovery-action field; "
+          "verdicts stay until an operator acts (`flink-gpu undrain`)");
+    } else {
+      log("re-admits GPU(s) " + byDriver +
+          " on the driver's word: a verdict during which the driver asked a recovery action ends "
+          "when it asks none and the GPU answers; other verdicts and drains stay until an "
+          "operator acts");
+    }
+    reviewRecovery();
     if (options_.watching) options_.watching();
 
     auto backoff = options_.firstBackoff;
     while (!options_.stopRequested()) {
       flushPending();
+      if (std::chrono::steady_clock::now() >= nextReview_) reviewRecovery();
       if (gpus_.empty()) {
         // Nothing to wait for; stay, so that a systemd unit does not restart in a loop.
         if (sleepUnlessStopped(std::chrono::milliseconds(options_.waitSliceMs), options_)) break;
@@ -240,6 +281,10 @@ class Watcher {
       }
     } else if (event.type == nvml::kEventDoubleBitEcc) {
       record.reason = "double-bit ECC error event";
+    } else if (event.type == nvml::kEventGpuRecoveryAction) {
+      // The event's data is not trusted: the field is read again.
+      reviewRecovery(*gpu);
+      return;
     } else {
       return;
     }
@@ -249,6 +294,8 @@ class Watcher {
     record.since = nowSeconds();
     pending_.push_back(std::move(record));
     flushPending();
+    // Whether the driver asks for recovery now, after this verdict.
+    if (pending_.empty()) reviewRecovery(*gpu);
   }
 
   void lost(nvmlDevice_st* device, const std::string& failure) {
@@ -311,7 +358,226 @@ class Watcher {
     }
   }
 
+  /// Whether `record` is a verdict of this watch on `gpu` or one of its MIG instances.
+  static bool ownVerdict(const HealthRecord& record, const WatchedGpu& gpu,
+                         const discovery::OneUnit& unit) {
+    if (record.kind != RecordKind::kUnhealthy || record.source != "watch") return false;
+    if (unit.namedBy(record.gpu, record.uuid)) return true;
+    return std::any_of(
+        gpu.instances.begin(), gpu.instances.end(), [&](const WatchedGpu::Instance& instance) {
+          return discovery::namesUnit(record.gpu, record.uuid, instance.uuid, std::nullopt);
+        });
+  }
+
+  /// Says `line` of `gpu` unless it was the last thing said of it.
+  void sayOnce(WatchedGpu& gpu, const std::string& line) {
+    if (gpu.lastSaid == line) return;
+    gpu.lastSaid = line;
+    log(line);
+  }
+
+  /// The health records for a review, or nullopt after saying why not (once per failure).
+  std::optional<HealthFile> readForReview() {
+    try {
+      HealthFile file = readHealth(options_.coordinationFile);
+      reviewFailure_.clear();
+      return file;
+    } catch (const store::StoreError& e) {
+      if (e.what() != reviewFailure_) {
+        log(std::string("warning: cannot read the health records to follow the driver's "
+                        "recovery action: ") +
+            e.what() + "; trying again");
+        reviewFailure_ = e.what();
+      }
+      return std::nullopt;
+    }
+  }
+
+  /// Reads every GPU's recovery action (reviewRecovery(gpu)), and when to do it again.
+  void reviewRecovery() {
+    for (WatchedGpu& gpu : gpus_) reviewRecovery(gpu);
+    nextReview_ = std::chrono::steady_clock::now() + options_.recoveryPoll;
+  }
+
+  /// What the driver's recovery action says of `gpu` now: an action recorded (a verdict, or a
+  /// mark on watch's verdicts), or none asked, when watch's marked verdicts end (Readmit).
+  void reviewRecovery(WatchedGpu& gpu) {
+    if (!gpu.recoveryField) return;
+    const nvml::Result<unsigned> action = state_->recoveryAction(gpu.device);
+    // No answer (a lost GPU is the wait's to tell): nothing changes.
+    if (!action.ok()) return;
+    const std::optional<unsigned> before = gpu.lastAction;
+    gpu.lastAction = action.value;
+    const std::string name = "GPU " + std::to_string(gpu.index);
+    if (action.value != kNoAction) {
+      if (before != action.value) {
+        log(name + ": the driver's recovery action: " + nvml::recoveryActionText(action.value));
+      }
+      recordAction(gpu, action.value);
+      return;
+    }
+    if (before && *before != kNoAction) log(name + ": the driver asks no recovery action now");
+    readmit(gpu);
+  }
+
+  /// The driver asks `action` of `gpu`: watch's verdicts of it are marked with it, or, where it
+  /// has none, one is recorded.
+  void recordAction(WatchedGpu& gpu, unsigned action) {
+    const std::optional<HealthFile> read = readForReview();
+    if (!read) return;
+    const std::string index = std::to_string(gpu.index);
+    const discovery::OneUnit unit(index, gpu.uuid);
+    bool own = false;
+    bool marked = true;
+    for (const HealthRecord& record : read->parsed.records) {
+      if (!ownVerdict(record, gpu, unit)) continue;
+      own = true;
+      marked = marked && record.recoveryAction == action;
+    }
+    if (own && marked) return;  // as recorded already
+    const std::string words = nvml::recoveryActionText(action);
+    bool added = false;
+    try {
+      updateHealth(options_.coordinationFile, [&](std::vector<HealthRecord>& records) {
+        added = true;
+        for (HealthRecord& record : records) {
+          if (!ownVerdict(record, gpu, unit)) continue;
+          record.recoveryAction = action;
+          added = false;
+        }
+        if (!added) return;
+        HealthRecord verdict;
+        verdict.kind = RecordKind::kUnhealthy;
+        verdict.gpu = index;
+        verdict.uuid = gpu.uuid;
+        verdict.since = nowSeconds();
+        verdict.recoveryAction = action;
+        verdict.source = "watch";
+        verdict.reason = "the driver's recovery action: " + words;
+        records.push_back(std::move(verdict));
+      });
+    } catch (const store::StoreError& e) {
+      sayOnce(gpu, std::string("warning: cannot record the driver's recovery action for GPU ") +
+                       index + " yet: " + e.what() + "; trying again");
+      return;
+    }
+    const std::string until = options_.readmit == Readmit::kNever
+                                  ? "`flink-gpu undrain --gpu " + index + "`"
+                                  : "the driver asks no recovery action and it answers, or "
+                                    "`flink-gpu undrain --gpu " +
+                                        index + "`";
+    gpu.lastSaid.clear();
+    log(added ? "recorded GPU " + index + " unhealthy (the driver's recovery action: " + words +
+                    "): allocators skip it until " + until
+              : "GPU " + index + ": its verdict is kept until " + until);
+  }
+
+  /// The driver asks no recovery action of `gpu`: watch's verdicts of it marked with one end, if
+  /// the GPU answers (health::problemsOf, the allocators' rule, finds nothing, and its UUID is
+  /// the one watched).
+  void readmit(WatchedGpu& gpu) {
+    const std::optional<HealthFile> read = readForReview();
+    if (!read) return;
+    const std::string index = std::to_string(gpu.index);
+    const discovery::OneUnit unit(index, gpu.uuid);
+    std::size_t marked = 0;
+    std::size_t others = 0;
+    for (const HealthRecord& record : read->parsed.records) {
+      if (record.kind == RecordKind::kReadmitted) continue;
+      if (ownVerdict(record, gpu, unit) && record.recoveryAction) {
+        ++marked;
+      } else if (unit.namedBy(record.gpu, record.uuid) || ownVerdict(record, gpu, unit)) {
+        ++others;
+      }
+    }
+    const std::string name = "GPU " + index;
+    if (marked == 0) {
+      if (others > 0) {
+        sayOnce(gpu, name + " stays out: the driver asked no recovery action during its verdict, " +
+                         "or an operator drained it; it stays until `flink-gpu undrain --gpu " +
+                         index + "`");
+      }
+      return;
+    }
+    if (options_.readmit == Readmit::kNever) {
+      sayOnce(gpu, name +
+                       ": the driver asks no recovery action now; --readmit never: its verdict "
+                       "stays until `flink-gpu undrain --gpu " +
+                       index + "`");
+      return;
+    }
+    const GpuProbe probe = prober_->probe(gpu.index);
+    const std::vector<Problem> problems = problemsOf(probe);
+    std::string why;
+    if (!problems.empty()) {
+      why = problems.front().text;
+    } else if (!probe.uuid) {
+      why = "it does not answer with its UUID";
+    } else if (gpu.uuid && *probe.uuid != *gpu.uuid) {
+      why = "it answers with another UUID, " + *probe.uuid;
+    }
+    if (!why.empty()) {
+      sayOnce(gpu,
+              name + " is not re-admitted yet: the driver asks no recovery action, but " + why);
+      return;
+    }
+    std::optional<unsigned> asked;
+    std::size_t cleared = 0;
+    bool stillOut = false;
+    try {
+      updateHealth(options_.coordinationFile, [&](std::vector<HealthRecord>& records) {
+        cleared = 0;
+        asked.reset();
+        for (const HealthRecord& record : records) {
+          if (ownVerdict(record, gpu, unit) && record.recoveryAction) {
+            ++cleared;
+            asked = record.recoveryAction;
+          }
+        }
+        if (cleared == 0) return;
+        // Its marked verdicts, and an older re-admission of the GPU, which this one replaces.
+        std::erase_if(records, [&](const HealthRecord& record) {
+          return (ownVerdict(record, gpu, unit) && record.recoveryAction) ||
+                 (record.kind == RecordKind::kReadmitted && unit.namedBy(record.gpu, record.uuid));
+        });
+        stillOut = std::any_of(records.begin(), records.end(), [&](const HealthRecord& record) {
+          return record.kind != RecordKind::kReadmitted &&
+                 (unit.namedBy(record.gpu, record.uuid) || ownVerdict(record, gpu, unit));
+        });
+        HealthRecord readmitted;
+        readmitted.kind = RecordKind::kReadmitted;
+        readmitted.gpu = index;
+        readmitted.uuid = gpu.uuid;
+        readmitted.since = nowSeconds();
+        readmitted.recoveryAction = asked;
+        readmitted.source = "watch";
+        readmitted.reason = "the driver asks no recovery action any more (it asked: " +
+                            nvml::recoveryActionText(*asked) + "), and the GPU answers";
+        records.push_back(std::move(readmitted));
+      });
+    } catch (const store::StoreError& e) {
+      sayOnce(gpu, std::string("warning: cannot re-admit ") + name + " yet: " + e.what() +
+                       "; trying again");
+      return;
+    }
+    if (cleared == 0) return;
+    gpu.lastSaid.clear();
+    log("re-admitted " + name + " (readmitted, source=watch): the driver asks no recovery action " +
+        "any more (it asked: " + nvml::recoveryActionText(*asked) + ") and the GPU answers; " +
+        std::to_string(cleared) + " verdict(s) of watch cleared" +
+        (stillOut ? "; it stays out for its other records (an operator's drain, or a verdict "
+                    "during which the driver asked nothing) until `flink-gpu undrain --gpu " +
+                        index + "`"
+                  : ""));
+  }
+
   const WatchOptions& options_;
+  std::optional<nvml::DeviceStateApi> state_;
+  std::optional<GpuProber> prober_;
+  /// When the recovery actions are read next without an event.
+  std::chrono::steady_clock::time_point nextReview_{};
+  /// The last failure to read the health records for a review ("" while they are read).
+  std::string reviewFailure_;
   std::vector<WatchedGpu> gpus_;
   std::vector<HealthRecord> pending_;
   /// The failure to write pending_ last logged ("" while writes succeed), and when to try next.

@@ -10,6 +10,16 @@
 // attributes to a MIG instance makes that instance unhealthy, not its siblings.
 //
 // Never holds a lock while waiting: the health file is locked only to record a verdict.
+//
+// NVIDIA's own verdict: where the driver has NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, the watch
+// registers nvmlEventTypeGpuRecoveryAction too and reads the field at start, at each such event,
+// after each verdict and every recoveryPoll. An action other than NONE is recorded: a verdict of
+// its own where the GPU has none of watch's, else a mark (recovery_action=N) on watch's verdicts
+// of the GPU. With Readmit::kDriver, once the field reads NONE again and the GPU answers
+// (health::GpuProber finds no problem, and its UUID is the one watched), watch removes its
+// marked verdicts and writes a `readmitted` line with source=watch. It never removes an
+// operator's drain, nor a verdict it did not mark (the driver asked nothing since, or has no
+// such field).
 #pragma once
 
 #include <sys/types.h>
@@ -49,6 +59,13 @@ HealthFile recordVerdicts(const std::filesystem::path& coordinationFile,
 /// @throws std::invalid_argument naming the part that is not a number.
 std::set<std::uint64_t> parseXidList(const std::string& text);
 
+/// --readmit: whether watch re-admits a GPU it recorded unhealthy once the driver asks no
+/// recovery action any more.
+enum class Readmit {
+  kDriver,  ///< on the driver's word (the default)
+  kNever,   ///< never: every verdict stays until an operator acts
+};
+
 struct WatchOptions {
   std::filesystem::path coordinationFile;
   /// Xids that are not critical (--ignore-xids).
@@ -63,6 +80,11 @@ struct WatchOptions {
   /// is registered for events, and the first wait follows (a service manager's "ready"). Not
   /// called when NVML cannot be used. May be empty.
   std::function<void()> watching;
+  /// --readmit.
+  Readmit readmit = Readmit::kDriver;
+  /// How often the recovery action is read without an event (a driver may change it without
+  /// one, and an event can come while a verdict is being written).
+  std::chrono::milliseconds recoveryPoll{5000};
   /// How long one nvmlEventSetWait may block: the longest a stop request waits.
   unsigned waitSliceMs = 200;
   /// The first and the longest pause after a wait error.

@@ -3,7 +3,10 @@
 #include "host/placement/Placement.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <map>
+#include <string>
+#include <vector>
 
 namespace flink::placement {
 
@@ -325,8 +328,11 @@ Plan plan(const Candidates& candidates, std::size_t amount, std::optional<Search
   return result;
 }
 
-std::vector<std::string> choose(const Topology& topology, const std::vector<std::string>& free,
-                                std::size_t amount) {
+namespace {
+
+/// The rule among `free` alone (see choose).
+std::vector<std::string> chooseAmong(const Topology& topology, const std::vector<std::string>& free,
+                                     std::size_t amount) {
   if (amount == 0 || amount > free.size()) return {};
   std::vector<std::size_t> positions;
   positions.reserve(free.size());
@@ -359,6 +365,46 @@ std::vector<std::string> choose(const Topology& topology, const std::vector<std:
   result.reserve(chosen.chosen.size());
   for (std::size_t i : chosen.chosen) result.push_back(free[i]);
   return result;
+}
+
+}  // namespace
+
+std::vector<std::string> choose(const Topology& topology, const std::vector<std::string>& free,
+                                std::size_t amount) {
+  if (amount == 0 || amount > free.size()) return {};
+  // A GPU whose fabric reports degraded bandwidth works, but slower: taken only when the others
+  // are not enough, and then as few of them as the amount needs.
+  std::vector<std::string> preferred;
+  std::vector<std::string> degraded;
+  for (const std::string& unit : free) {
+    const std::optional<std::size_t> position = topology.positionOf(unit);
+    if (!position) return {};
+    (topology.gpus()[*position].degradedBandwidth ? degraded : preferred).push_back(unit);
+  }
+  if (degraded.empty()) return chooseAmong(topology, free, amount);
+  const auto firstOr = [](std::vector<std::string> chosen, const std::vector<std::string>& among,
+                          std::size_t count) {
+    if (chosen.empty())
+      chosen.assign(among.begin(), among.begin() + static_cast<std::ptrdiff_t>(count));
+    return chosen;
+  };
+  std::vector<std::string> chosen;
+  if (preferred.size() >= amount) {
+    chosen = firstOr(chooseAmong(topology, preferred, amount), preferred, amount);
+  } else {
+    const std::size_t rest = amount - preferred.size();
+    chosen = preferred;
+    for (std::string& unit : firstOr(chooseAmong(topology, degraded, rest), degraded, rest)) {
+      chosen.push_back(std::move(unit));
+    }
+  }
+  // In the host's order, as the rule answers.
+  std::vector<std::string> ordered;
+  ordered.reserve(chosen.size());
+  for (const std::string& unit : free) {
+    if (std::find(chosen.begin(), chosen.end(), unit) != chosen.end()) ordered.push_back(unit);
+  }
+  return ordered;
 }
 
 }  // namespace flink::placement

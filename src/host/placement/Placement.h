@@ -74,6 +74,9 @@ Plan plan(const Candidates& candidates, std::size_t amount,
 /// "no topology to go on: use the first free ones" — when a free unit is not a GPU of `topology`
 /// (a MIG instance, a GPU NVML did not list), when nothing of the free GPUs' topology is known,
 /// or when amount is 0 or more than `free` holds. Never throws for any topology.
+/// GPUs whose fabric reports degraded bandwidth (GpuTopology::degradedBandwidth) come last: the
+/// rule chooses among the others alone while they are enough, else takes them all and chooses
+/// the rest among the degraded ones (the first in the host's order where nothing else is known).
 std::vector<std::string> choose(const Topology& topology, const std::vector<std::string>& free,
                                 std::size_t amount);
 

@@ -60,7 +60,7 @@ std::optional<std::size_t> Topology::positionOf(std::string_view identifier) con
 
 bool Topology::anythingKnown() const noexcept {
   for (const GpuTopology& gpu : gpus_) {
-    if (gpu.numaNode) return true;
+    if (gpu.numaNode || gpu.degradedBandwidth) return true;
   }
   return std::any_of(links_.begin(), links_.end(), [](const PairLink& l) { return l.known(); });
 }

@@ -65,6 +65,9 @@ struct GpuTopology {
   /// what it answered before is dropped: its NUMA node, CPUs, switch links and PCIe relations are
   /// unknown (an NVLink another GPU saw into it still counts, as that GPU's answer).
   std::optional<std::string> lost;
+  /// Its NVLink fabric's health mask reports degraded bandwidth (nvmlDeviceGetGpuFabricInfoV, on
+  /// NVSwitch hosts): the placement rule takes it only after every other free GPU.
+  bool degradedBandwidth = false;
 };
 
 /// The host's GPUs and the relation of each pair.
@@ -86,8 +89,8 @@ class Topology {
   /// The position of the GPU named `identifier`, or nullopt.
   std::optional<std::size_t> positionOf(std::string_view identifier) const;
 
-  /// Whether any pair's relation, or any GPU's NUMA node, is known: when not, the placement rule
-  /// has nothing to go on and hands out GPUs by index.
+  /// Whether any pair's relation, any GPU's NUMA node, or a degraded fabric is known: when not,
+  /// the placement rule has nothing to go on and hands out GPUs by index.
   bool anythingKnown() const noexcept;
 
   /// Whether the GPUs' NVLinks lead to NVSwitches (every pair is then NVLink-connected).

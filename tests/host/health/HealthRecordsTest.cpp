@@ -36,6 +36,28 @@ TEST(HealthRecordsTest, ARecordIsOneTabSeparatedLineReadBackUnchanged) {
   EXPECT_TRUE(parsed.junk.empty());
 }
 
+TEST(HealthRecordsTest, TheRecoveryActionOfWatchIsAFieldOfItsOwn) {
+  HealthRecord verdict = xidRecord();
+  verdict.recoveryAction = 1;
+  const std::string line = formatHealthRecord(verdict);
+  EXPECT_EQ(line,
+            "unhealthy\tgpu=1\tuuid=GPU-11111111-1111-4111-8111-111111111111\tsince=1796119157"
+            "\txid=79\trecovery_action=1\tsource=watch\treason=GPU has fallen off the bus");
+  EXPECT_EQ(parseHealth(line).records.at(0), verdict);
+  // A re-admission of watch names its source and the action the driver had asked.
+  HealthRecord readmitted;
+  readmitted.kind = RecordKind::kReadmitted;
+  readmitted.gpu = "1";
+  readmitted.since = 1796119200;
+  readmitted.recoveryAction = 1;
+  readmitted.source = "watch";
+  EXPECT_EQ(parseHealth(formatHealthRecord(readmitted)).records.at(0), readmitted);
+  // A value that is not a number makes the line junk, as a bad xid does.
+  const auto bad = parseHealth("unhealthy\tgpu=1\tsince=5\trecovery_action=reset\n");
+  EXPECT_TRUE(bad.records.empty());
+  EXPECT_EQ(bad.junk.size(), 1u);
+}
+
 TEST(HealthRecordsTest, ReasonsWithTabsNewlinesAndPercentsSurvive) {
   HealthRecord record;
   record.kind = RecordKind::kDrained;

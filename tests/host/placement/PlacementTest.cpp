@@ -230,6 +230,34 @@ TEST(PlacementTest, NvswitchHostsChooseOneNumaNodeThenIndex) {
   EXPECT_EQ(choose(hgx, allBut(8, {0}), 1), (Ids{"1"}));
 }
 
+// --- a degraded NVLink fabric ---------------------------------------------------------------
+
+TEST(PlacementTest, AGpuWhoseFabricIsDegradedComesAfterEveryOther) {
+  Topology topology = nvswitchHost();
+  topology.gpus()[0].degradedBandwidth = true;
+  // GPU 0 would be first (NUMA node 0, then index): 1, 2, 3 instead.
+  EXPECT_EQ(choose(topology, allBut(8, {}), 3), (Ids{"1", "2", "3"}));
+  EXPECT_EQ(choose(topology, allBut(8, {}), 1), (Ids{"1"}));
+  // Every other free GPU first; the degraded one only for the last place.
+  EXPECT_EQ(choose(topology, Ids{"0", "5", "6"}, 2), (Ids{"5", "6"}));
+  EXPECT_EQ(choose(topology, Ids{"0", "5", "6"}, 3), (Ids{"0", "5", "6"}));
+  // Two degraded, one needed among them: the rule chooses it (index, here).
+  topology.gpus()[4].degradedBandwidth = true;
+  EXPECT_EQ(choose(topology, Ids{"0", "4", "7"}, 2), (Ids{"0", "7"}));
+}
+
+TEST(PlacementTest, ADegradedFabricIsKnownWhereNothingElseIs) {
+  Topology unknown = host(
+      3, [](std::size_t, std::size_t) { return PairLink{}; },
+      [](std::size_t) { return std::nullopt; });
+  EXPECT_FALSE(unknown.anythingKnown());
+  unknown.gpus()[0].degradedBandwidth = true;
+  EXPECT_TRUE(unknown.anythingKnown());
+  // Nothing else to go on: the first ones in the host's order, after the degraded one.
+  EXPECT_EQ(choose(unknown, allBut(3, {}), 2), (Ids{"1", "2"}));
+  EXPECT_EQ(choose(unknown, allBut(3, {}), 3), (Ids{"0", "1", "2"}));
+}
+
 // --- unknown topology, units that are not GPUs of the topology --------------------------------
 
 TEST(PlacementTest, NothingKnownMeansNoChoice) {

@@ -57,6 +57,12 @@ class GPUInfo final : public ExternalResourceInfo {
   /// nvmlDeviceGetCpuAffinityWithinScope, else nvmlDeviceGetCpuAffinity (a MIG instance: its
   /// GPU's). What `flink-gpu exec --bind-cpus` binds to.
   static constexpr std::string_view PROPERTY_KEY_CPU_AFFINITY = "cpu_affinity";
+  /// On hosts whose GPUs join an NVLink fabric (NVSwitch: HGX, GB200), once the GPU's fabric
+  /// registration has completed (nvmlDeviceGetGpuFabricInfoV): its clique's id, as a decimal, and
+  /// the fabric cluster's UUID (8-4-4-4-12 lower-case hex; absent when the driver gives none).
+  /// A MIG instance has its GPU's.
+  static constexpr std::string_view PROPERTY_KEY_FABRIC_CLIQUE_ID = "fabric.clique_id";
+  static constexpr std::string_view PROPERTY_KEY_FABRIC_CLUSTER_UUID = "fabric.cluster_uuid";
   /// AMD compute partitions only: the partition's number on its GPU (0, 1, …), and the GPU's
   /// compute partition mode in upper case ("CPX").
   static constexpr std::string_view PROPERTY_KEY_PARTITION_ID = "partition.id";

@@ -33,6 +33,8 @@ std::vector<std::pair<std::string, std::string>> propertiesOf(const discovery::G
     properties.emplace_back(GPUInfo::PROPERTY_KEY_CPU_AFFINITY,
                             placement::formatCpuList(*device.cpus));
   }
+  add(GPUInfo::PROPERTY_KEY_FABRIC_CLIQUE_ID, device.fabricCliqueId);
+  add(GPUInfo::PROPERTY_KEY_FABRIC_CLUSTER_UUID, device.fabricClusterUuid);
   return properties;
 }
 
