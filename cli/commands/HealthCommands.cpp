@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -38,8 +39,11 @@
 #include "host/health/HostHealth.h"
 #include "host/health/HostView.h"
 #include "host/health/Watch.h"
+#include "host/sharing/SharingDeclarations.h"
 #include "host/store/LockedFile.h"
 #include "host/store/StoreError.h"
+#include "host/usage/GpuUse.h"
+#include "host/usage/OtherAllocators.h"
 #include "util/FileOwnership.h"
 #include "util/Strings.h"
 
@@ -457,7 +461,31 @@ int runCheck(const CheckOptions& options) {
 
   noteAConfiguredFileInUse(options.coordination, notes);
 
-  const HostView host = viewHost(options.coordination.path, status, nvmlDevicesOrNone(), true);
+  const std::vector<discovery::GpuDevice> devices = nvmlDevicesOrNone();
+  HostView host = viewHost(options.coordination.path, status, devices, true);
+  // Processes no record explains (host/usage/GpuUse.h), judged as the allocators judge them.
+  std::unordered_set<std::string> mpsShared;
+  try {
+    const sharing::DeclarationsFile declarations =
+        sharing::readDeclarations(options.coordination.path);
+    const std::vector<const sharing::Declaration*> declared =
+        sharing::declarationsOf(declarations.parsed, *host.index);
+    for (std::size_t i = 0; i < host.gpus.size(); ++i) {
+      const sharing::Declaration* declaration = declared[host.refs[i]];
+      if (declaration != nullptr && declaration->isMps()) mpsShared.insert(host.gpus[i].gpu);
+    }
+  } catch (const store::StoreError&) {
+    // Said by status and by the allocators of shares; here an MPS server then counts as foreign.
+  }
+  if (const std::optional<Notice> note = judgeUse(host, status, devices, mpsShared)) {
+    notes.push_back({"foreign_process", std::nullopt, note->text});
+  }
+  for (const std::string& allocator : usage::otherAllocators(usage::hostRoot())) {
+    notes.push_back({"other_allocator", std::nullopt,
+                     "another GPU allocator runs on this host: " + allocator +
+                         "; the coordination file does not know which GPUs it hands out, so "
+                         "allocators see them only as processes no record names"});
+  }
   if (!host.probe.usable) {
     problems.push_back({"nvml", std::nullopt, host.probe.problem});
   } else if (options.expect && host.probe.count < static_cast<std::uint64_t>(*options.expect)) {
@@ -486,6 +514,11 @@ int runCheck(const CheckOptions& options) {
           {std::string(health::stateWord(problem.kind)), view.gpu,
            "GPU " + view.gpu + (view.uuid ? " (" + *view.uuid + ")" : "") + ": " + problem.text,
            std::string(health::causeWord(problem.kind))});
+    }
+    for (const usage::ForeignProcess& process : view.foreignProcesses) {
+      notes.push_back({"foreign_process", view.gpu,
+                       "GPU " + view.gpu + " is used by " + usage::describeProcess(process) +
+                           ", which no record names: allocators skip it as busy"});
     }
     if (view.persistenceMode && !*view.persistenceMode) {
       notes.push_back({"persistence_mode", view.gpu,
