@@ -26,6 +26,7 @@
 #include "host/health/HostHealth.h"
 #include "host/health/Watch.h"
 #include "host/placement/Placement.h"
+#include "host/usage/GpuUse.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -312,6 +313,13 @@ CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse& after) {
                    {"ignore", health::HealthMode::kIgnore}},
                   "What to do with unhealthy or drained GPUs: skip them, warn and use them, "
                   "or ignore health")
+      ->default_str("skip");
+  addChoiceOption(*command, "--foreign", options.foreign,
+                  {{"skip", usage::ForeignMode::kSkip},
+                   {"warn", usage::ForeignMode::kWarn},
+                   {"ignore", usage::ForeignMode::kIgnore}},
+                  "What to do with GPUs that a process no record explains uses (NVML's process "
+                  "lists): skip them, warn and use them, or do not look")
       ->default_str("skip");
   command
       ->add_option("command", options.command,

@@ -481,6 +481,7 @@ int runExec(const ExecOptions& options) {
     request.share = options.share;
     request.sharePlacement = sharePlacement;
     request.warnWithoutMpsDaemon = false;  // exec refuses to run the command then, below
+    request.foreign = options.foreign;
     defaultdiscovery::Report report;
     try {
       grant = defaultdiscovery::grantUnits(*host, request, report);

@@ -15,6 +15,7 @@
 #include "host/enumeration/Vendor.h"
 #include "host/health/HostHealth.h"
 #include "host/placement/Placement.h"
+#include "host/usage/GpuUse.h"
 
 namespace flink::cli {
 
@@ -57,6 +58,9 @@ struct ExecOptions {
   bool bindCpus = false;
   /// --health skip|warn|ignore: what to do with unhealthy GPUs (host/health/HostHealth.h).
   health::HealthMode health = health::HealthMode::kSkip;
+  /// --foreign skip|warn|ignore: what to do with GPUs a process no record explains uses
+  /// (host/usage/GpuUse.h).
+  usage::ForeignMode foreign = usage::ForeignMode::kSkip;
   /// The command and its arguments.
   std::vector<std::string> command;
 };

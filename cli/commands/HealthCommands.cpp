@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -42,6 +43,8 @@
 #include "host/sharing/SharingDeclarations.h"
 #include "host/store/LockedFile.h"
 #include "host/store/StoreError.h"
+#include "host/usage/GpuUse.h"
+#include "host/usage/OtherAllocators.h"
 #include "util/FileOwnership.h"
 #include "util/Strings.h"
 
@@ -556,12 +559,33 @@ int runCheck(const CheckOptions& options) {
   noteAConfiguredFileInUse(options.coordination, notes);
 
   const HostLook look = nvmlLookOrNone();
-  HostView host = viewHost(options.coordination.path, status, look.devices, true);
-  findStale(host, status, look.devices, look.coverage);
+  const std::vector<discovery::GpuDevice>& devices = look.devices;
+  HostView host = viewHost(options.coordination.path, status, devices, true);
+  findStale(host, status, devices, look.coverage);
+  // Processes no record explains (host/usage/GpuUse.h), judged as the allocators judge them.
+  std::unordered_set<std::string> mpsShared;
   try {
-    addStaleDeclarations(sharing::readDeclarations(options.coordination.path).parsed, host);
+    const sharing::DeclarationsFile declarations =
+        sharing::readDeclarations(options.coordination.path);
+    addStaleDeclarations(declarations.parsed, host);
+    const std::vector<const sharing::Declaration*> declared =
+        sharing::declarationsOf(declarations.parsed, *host.index);
+    for (std::size_t i = 0; i < host.gpus.size(); ++i) {
+      const sharing::Declaration* declaration = declared[host.refs[i]];
+      if (declaration != nullptr && declaration->isMps()) mpsShared.insert(host.gpus[i].gpu);
+    }
   } catch (const store::StoreError&) {
-    // Check says nothing else of sharing: a declarations file it cannot read is status's to say.
+    // Check says nothing else of sharing: a declarations file it cannot read is status's to say
+    // (and the allocators' of shares); an MPS server then counts as foreign here.
+  }
+  if (const std::optional<Notice> note = judgeUse(host, status, devices, mpsShared)) {
+    notes.push_back({"foreign_process", std::nullopt, note->text});
+  }
+  for (const std::string& allocator : usage::otherAllocators(usage::hostRoot())) {
+    notes.push_back({"other_allocator", std::nullopt,
+                     "another GPU allocator runs on this host: " + allocator +
+                         "; the coordination file does not know which GPUs it hands out, so "
+                         "allocators see them only as processes no record names"});
   }
   if (!host.probe.usable && host.kernel) {
     // A driver upgrade without a reboot: one line, with the GPUs the kernel still knows.
@@ -604,6 +628,11 @@ int runCheck(const CheckOptions& options) {
     for (const health::HealthNote& note : view.notes) {
       notes.push_back({std::string(health::noteWord(note.kind)), view.gpu,
                        "GPU " + view.gpu + ": " + note.text});
+    }
+    for (const usage::ForeignProcess& process : view.foreignProcesses) {
+      notes.push_back({"foreign_process", view.gpu,
+                       "GPU " + view.gpu + " is used by " + usage::describeProcess(process) +
+                           ", which no record names: allocators skip it as busy"});
     }
     if (view.persistenceMode && !*view.persistenceMode) {
       notes.push_back({"persistence_mode", view.gpu,

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -36,6 +37,7 @@
 #include "host/enumeration/UnitIndex.h"
 #include "host/health/HostView.h"
 #include "host/sharing/SharingDeclarations.h"
+#include "host/usage/GpuUse.h"
 #include "util/Notice.h"
 #include "util/Strings.h"
 
@@ -169,6 +171,18 @@ Sharing readSharing(const std::string& coordinationFile, HostView& host) {
   return sharing;
 }
 
+/// The GPUs declared shared with MPS, by the view's name of each: their MPS server explains
+/// itself (host/usage/GpuUse.h).
+std::unordered_set<std::string> mpsSharedGpus(const HostView& host, const Sharing& sharing) {
+  std::unordered_set<std::string> shared;
+  for (std::size_t i = 0; i < host.gpus.size(); ++i) {
+    if (sharing.declarationOf[i] && sharing.declarationOf[i]->isMps()) {
+      shared.insert(host.gpus[i].gpu);
+    }
+  }
+  return shared;
+}
+
 /// JSON's `share` of a record: {"index", "count"}, or null for a whole GPU's.
 nlohmann::ordered_json shareJson(const coordination::Record& record) {
   if (!record.share) return nullptr;
@@ -299,6 +313,17 @@ nlohmann::ordered_json gpuJson(const HostView& host, const Sharing& sharing, std
   }
   gpu["holders"] = std::move(holders);
   gpu["held_by_lease"] = view.heldByLease;
+  nlohmann::ordered_json foreign = nlohmann::ordered_json::array();
+  for (const usage::ForeignProcess& process : view.foreignProcesses) {
+    foreign.push_back(nlohmann::ordered_json{
+        {"pid", process.pid},
+        {"name", process.name ? nlohmann::ordered_json(*process.name) : nullptr},
+        {"used_mib", process.usedMiB ? nlohmann::ordered_json(*process.usedMiB) : nullptr}});
+  }
+  gpu["foreign_processes"] = std::move(foreign);
+  gpu["memory_without_process_mib"] = view.memoryWithoutProcessMiB
+                                          ? nlohmann::ordered_json(*view.memoryWithoutProcessMiB)
+                                          : nlohmann::ordered_json(nullptr);
   gpu["sharing"] = sharingJson(view, sharing.declarationOf[i]);
   gpu["health"] = healthJson(host, view);
   // Known from the kernel's list alone (NVML failing with a version mismatch).
@@ -562,6 +587,10 @@ int runStatus(const StatusOptions& options) {
   findStale(host, status, devices, look.coverage);
   Sharing sharing = readSharing(options.coordination.path, host);
   if (sharing.file) addStaleDeclarations(sharing.file->parsed, host);
+  if (const std::optional<Notice> note =
+          judgeUse(host, status, devices, mpsSharedGpus(host, sharing))) {
+    printNote(note->text);
+  }
   std::vector<DeviceProperties> shownProperties = properties;
   if (options.gpu || options.state) {
     const std::optional<std::string> gpu =

@@ -557,6 +557,9 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
   for (const std::string& gpu : request.gpus) {
     if (held.whole.count(gpu) || held.shared.count(gpu)) passedOver.insert(gpu);
   }
+  if (request.unusable) {
+    for (std::string& gpu : request.unusable(current.records)) passedOver.insert(std::move(gpu));
+  }
   // The same for a unit whose related unit (a GPU's MIG instance, an instance's GPU) is held by a
   // lease that no record names: they share hardware.
   std::vector<std::pair<std::string, std::string>> blockedByLease;

@@ -196,6 +196,10 @@ struct AllocationRequest {
   std::function<std::vector<std::string>(const std::vector<std::string>& freeUnits,
                                          std::size_t amount)>
       choose = {};
+  /// Optional: units that the records leave free but that are not to be granted (host/usage/: a
+  /// GPU a process no record explains uses), decided with the records read under the file's
+  /// lock. Called once per plan, under the lock: nothing slow (no NVML) belongs in it.
+  std::function<std::vector<std::string>(const std::vector<Record>& records)> unusable = {};
 };
 
 /// A unit that no other running owner holds, but that cannot be granted because a unit related

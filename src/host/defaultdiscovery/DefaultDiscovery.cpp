@@ -99,7 +99,8 @@ std::size_t unitsNoRecordNames(const HostUnits& host, const std::vector<std::str
 /// (a related unit held), with each holder among the details.
 [[noreturn]] void failShort(const std::vector<std::string>& units,
                             const discovery::UnitIndex& index, const GrantRequest& request,
-                            const coordination::Allocation& allocation, Report& report) {
+                            const coordination::Allocation& allocation, const usage::Judgement* use,
+                            Report& report) {
   const std::unordered_set<std::string> hostGpus(units.begin(), units.end());
   std::unordered_set<std::string> heldGpus;
   std::unordered_set<std::string> busyGpus;
@@ -145,10 +146,25 @@ std::size_t unitsNoRecordNames(const HostUnits& host, const std::vector<std::str
   }
   std::size_t busy = 0;
   for (const std::string& gpu : busyGpus) busy += heldGpus.count(gpu) ? 0 : 1;
-  const std::size_t free = units.size() - heldGpus.size() - busy;
+  // Free by the records, but used by a process no record explains (passed over with --foreign
+  // skip).
+  std::vector<std::string> foreign;
+  if (use != nullptr && request.foreign == usage::ForeignMode::kSkip) {
+    for (const usage::UnitVerdict& verdict : use->units) {
+      if (!verdict.busy() || !hostGpus.count(verdict.unit) || heldGpus.count(verdict.unit) ||
+          busyGpus.count(verdict.unit)) {
+        continue;
+      }
+      foreign.push_back(usage::describeBusy(verdict));
+    }
+  }
+  const std::size_t free = units.size() - heldGpus.size() - busy - foreign.size();
   std::string cause = "not enough free GPUs: " + request.amountText + " requested, " +
                       std::to_string(free) + " free, " + std::to_string(heldGpus.size()) + " held";
   if (busy > 0) cause += ", " + std::to_string(busy) + " busy because a related unit is held";
+  if (!foreign.empty()) {
+    cause += ", " + std::to_string(foreign.size()) + " busy: " + strings::join(foreign, "; ");
+  }
   if (request.oneKind) cause += " (with --mig, whole GPUs and MIG instances are never mixed)";
   std::vector<Notice> heldDetails;
   for (std::string& line : held) heldDetails.push_back(Notice::detail(std::move(line)));
@@ -170,6 +186,71 @@ std::vector<std::vector<std::string>> unitsByKind(const std::vector<std::string>
   return {std::move(instances), std::move(whole)};
 }
 
+/// What NVML says `units` are doing, for GrantRequest::foreign: read where the units came from
+/// NVML and the request looks, before the coordination file's lock; empty otherwise.
+std::vector<usage::UnitUse> useOf(const HostUnits& host, const std::vector<std::string>& units,
+                                  const GrantRequest& request) {
+  if (request.foreign == usage::ForeignMode::kIgnore ||
+      host.source != discovery::HostGpuSource::kNvml || host.vendorHost) {
+    return {};
+  }
+  return usage::readUse(units, host.devices);
+}
+
+/// The GPUs declared shared with MPS beside `file`, by index, whose MPS server explains itself;
+/// read only when some process uses one of the units. Declarations that cannot be read declare
+/// none here: such a server is then a process no record names (the allocation of shares says
+/// why they cannot be read).
+std::unordered_set<std::string> mpsSharedGpus(const HostUnits& host,
+                                              const std::vector<usage::UnitUse>& use,
+                                              const std::filesystem::path& file) {
+  std::unordered_set<std::string> shared;
+  const bool anyProcess = std::any_of(use.begin(), use.end(), [](const usage::UnitUse& unit) {
+    return unit.processes && !unit.processes->empty();
+  });
+  if (!anyProcess || !host.index) return shared;
+  try {
+    const sharing::DeclarationsFile declarations = sharing::readDeclarations(file);
+    const std::vector<const sharing::Declaration*> of =
+        sharing::declarationsOf(declarations.parsed, *host.index);
+    for (discovery::UnitRef ref = 0; ref < of.size(); ++ref) {
+      if (of[ref] != nullptr && of[ref]->isMps()) shared.insert((*host.index)[ref].id);
+    }
+  } catch (const store::StoreError&) {
+    shared.clear();
+  }
+  return shared;
+}
+
+/// What a grant says of the use of its units: the note of units not judged (once), a warning for
+/// each unit `granted` that a process no record explains uses (plain mode, --foreign warn), a
+/// note for each passed over (--foreign skip in coordination mode), a note for memory in use
+/// without a process on a unit granted.
+void reportUse(const usage::Judgement& judgement, const std::vector<std::string>& granted,
+               const GrantRequest& request, Report& report) {
+  if (std::optional<Notice> note = usage::unjudgedNote(judgement)) {
+    report.notes.push_back(std::move(*note));
+  }
+  const std::unordered_set<std::string> given(granted.begin(), granted.end());
+  for (const usage::UnitVerdict& verdict : judgement.units) {
+    const bool handedOut = given.count(verdict.unit) > 0;
+    if (verdict.busy() && handedOut) {
+      report.notes.push_back(Notice::warning(
+          usage::describeBusy(verdict) + "; handed out anyway (" +
+          (request.coordination ? std::string("--foreign warn")
+                                : std::string("plain mode leaves no GPU out: every worker is "
+                                              "handed the first GPUs")) +
+          ")"));
+    } else if (verdict.busy() && request.coordination &&
+               request.foreign == usage::ForeignMode::kSkip) {
+      report.notes.push_back(Notice::note(usage::describeBusy(verdict) + "; not handed out"));
+    }
+    if (verdict.memoryWithoutProcessMiB && handedOut) {
+      report.notes.push_back(Notice::note(usage::describeMemoryWithoutProcess(verdict)));
+    }
+  }
+}
+
 Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units,
                     const GrantRequest& request, Report& report) {
   if (!coordination::isRunning(request.owner)) {
@@ -183,6 +264,18 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
   allocationRequest.index = host.index;
   allocationRequest.lease = request.lease;
   allocationRequest.choose = chooserFor(host, request.placement, /*readsTopology=*/false);
+  // NVML is asked now, before the lock; the processes are judged under it, with the records read.
+  const std::vector<usage::UnitUse> use = useOf(host, units, request);
+  const std::unordered_set<std::string> mpsShared =
+      mpsSharedGpus(host, use, request.coordinationFile);
+  std::optional<usage::Judgement> judgement;
+  if (!use.empty()) {
+    allocationRequest.unusable = [&](const std::vector<coordination::Record>& records) {
+      judgement = usage::judge(use, records, *host.index, mpsShared);
+      return request.foreign == usage::ForeignMode::kSkip ? judgement->busyUnits()
+                                                          : std::vector<std::string>();
+    };
+  }
 
   const std::vector<std::vector<std::string>> kinds = unitsByKind(units, request.oneKind);
   coordination::Allocation allocation;
@@ -234,8 +327,14 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
     append(shortOf.blockedByLeaseOnly, allocation.blockedByLeaseOnly);
   }
   if (!allocation.satisfied) {
-    failShort(units, *host.index, request, shortOf, report);
+    if (judgement) {
+      if (std::optional<Notice> unjudged = usage::unjudgedNote(*judgement)) {
+        report.notes.push_back(std::move(*unjudged));
+      }
+    }
+    failShort(units, *host.index, request, shortOf, judgement ? &*judgement : nullptr, report);
   }
+  if (judgement) reportUse(*judgement, allocation.granted, request, report);
 
   Grant grant;
   grant.answer = host.answerFor(allocation.granted);
@@ -750,6 +849,12 @@ Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& rep
     grant.granted.assign(units.begin(),
                          units.begin() + static_cast<std::ptrdiff_t>(request.amount));
   }
+  // Plain mode records nothing, so no record explains a process: a warning, never a GPU left out.
+  if (const std::vector<usage::UnitUse> use = useOf(host, grant.granted, request); !use.empty()) {
+    reportUse(
+        usage::judge(use, {}, *host.index, mpsSharedGpus(host, use, request.coordinationFile)),
+        grant.granted, request, report);
+  }
   grant.answer = host.answerFor(grant.granted);
   return grant;
 }
@@ -787,6 +892,7 @@ GrantRequest grantRequestFor(const DiscoveryArguments& args, const coordination:
   request.placement = args.placement;
   request.share = args.share;
   request.sharePlacement = args.sharePlacement;
+  request.foreign = args.foreign;
   return request;
 }
 

@@ -41,6 +41,7 @@
 #include "host/nvml/Nvml.h"
 #include "host/placement/Placement.h"
 #include "host/placement/Topology.h"
+#include "host/usage/GpuUse.h"
 #include "util/Notice.h"
 
 namespace flink::defaultdiscovery {
@@ -195,6 +196,9 @@ struct GrantRequest {
   /// `coordination`. See host/coordination/ShareAllocation.h for which GPUs give shares.
   bool share = false;
   coordination::SharePlacement sharePlacement = coordination::SharePlacement::kPack;
+  /// --foreign: what becomes of a unit a process no record explains uses (host/usage/GpuUse.h).
+  /// Asked of NVML only where the units came from it; in plain mode a warning at most.
+  usage::ForeignMode foreign = usage::ForeignMode::kSkip;
   /// With `share`: warn (a warning of the report) when an MPS share's control daemon is not there
   /// (host/sharing/MpsDaemon.h). A caller that refuses to go on then says so itself.
   bool warnWithoutMpsDaemon = true;
@@ -241,8 +245,10 @@ std::vector<std::string> unitsNotLost(const HostUnits& host, Report& report);
 /// coordination file's lock there is only the read, the liveness checks and the write: the
 /// topology a placement needs is read before the lock is taken (GrantRequest::oneKind: see
 /// there). A shortfall's cause counts the
-/// units free, held and busy (a related unit held): "not enough free GPUs: 2 requested, 1 free,
-/// 1 held".
+/// units free, held and busy (a related unit held; or a process no record explains uses it,
+/// asked of NVML before the lock and judged under it with the records read): "not enough free
+/// GPUs: 2 requested, 1 free, 1 held", "…, 1 busy: GPU 1 is used by process 4242 (8192 MiB),
+/// which no record names".
 /// With GrantRequest::share, shares of declared GPUs instead (a shortfall: "not enough free GPU
 /// shares: 2 requested, 1 free", each GPU's reason among the details; no GPU of the host
 /// declared: "no GPU of this host is declared shared (flink-gpu share)").

@@ -58,6 +58,7 @@ constexpr std::string_view kKnownOptions[] = {
     "mig",
     "placement",
     "health",
+    "foreign",
     "share",
     "share-placement",
 };
@@ -109,8 +110,8 @@ std::optional<std::string> misspeltOption(std::string_view arg) {
 std::string knownOptionsLine() {
   return "the default discovery's options: --enable-coordination-mode (or "
          "--enable-coordination), --coordination-file PATH, --gpus LIST, --owner-pid PID, --mig, "
-         "--placement topology|index, --health skip|warn|ignore, --share, --share-placement "
-         "pack|spread; an argument that looks like none "
+         "--placement topology|index, --health skip|warn|ignore, --foreign skip|warn|ignore, "
+         "--share, --share-placement pack|spread; an argument that looks like none "
          "of them is ignored with a note";
 }
 
@@ -209,6 +210,16 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
                              (mode ? ", not " + inQuotes(*mode) : std::string()));
       }
       parsed.health = *health;
+    } else if (arg == "--foreign" || arg.starts_with("--foreign=")) {
+      const std::optional<std::string> mode =
+          arg == "--foreign" ? nextValue() : arg.substr(std::string_view("--foreign=").size());
+      const std::optional<usage::ForeignMode> foreign =
+          mode ? usage::parseForeignMode(*mode) : std::nullopt;
+      if (!foreign) {
+        throw DiscoveryError("--foreign needs skip, warn or ignore" +
+                             (mode ? ", not " + inQuotes(*mode) : std::string()));
+      }
+      parsed.foreign = *foreign;
     } else if (arg == "null" || arg.empty()) {
       // What the drivers pass when no discovery-script.args are configured.
     } else if (std::optional<std::string> misspelt = misspeltOption(arg)) {
@@ -281,6 +292,9 @@ std::string discoveryUsage(std::string_view script, discovery::Vendor vendor) {
     options.push_back({"--health skip|warn|ignore",
                        {"unhealthy or drained GPUs: skip them (the default), warn and use",
                         "them, or ignore health"}});
+    options.push_back({"--foreign skip|warn|ignore",
+                       {"GPUs a process no record explains uses: skip them in",
+                        "coordination mode (the default), warn and use them, or do not look"}});
     options.push_back({"--share",
                        {"one share on each of AMOUNT GPUs declared shared (flink-gpu",
                         "share), instead of whole GPUs; needs coordination mode"}});
@@ -291,6 +305,8 @@ std::string discoveryUsage(std::string_view script, discovery::Vendor vendor) {
     options.push_back({"--placement topology|index", {"read; the first free GPUs are taken"}});
     options.push_back({"--health skip|warn|ignore",
                        {"ignored, with a note: no health records for these GPUs yet"}});
+    options.push_back({"--foreign skip|warn|ignore",
+                       {"read; nothing is judged: no process lists for these GPUs yet"}});
   }
   options.push_back({"-h, --help", {"print this help (as the first argument only)"}});
 

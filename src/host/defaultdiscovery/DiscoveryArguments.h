@@ -25,6 +25,7 @@
 #include "host/enumeration/Vendor.h"
 #include "host/health/HostHealth.h"
 #include "host/placement/Placement.h"
+#include "host/usage/GpuUse.h"
 #include "util/Notice.h"
 
 namespace flink::defaultdiscovery {
@@ -52,6 +53,9 @@ struct DiscoveryArguments {
   placement::Policy placement = placement::Policy::kTopology;
   /// --health skip|warn|ignore: what to do with unhealthy GPUs (see host/health/HostHealth.h).
   health::HealthMode health = health::HealthMode::kSkip;
+  /// --foreign skip|warn|ignore: what to do with GPUs a process no record explains uses (see
+  /// host/usage/GpuUse.h).
+  usage::ForeignMode foreign = usage::ForeignMode::kSkip;
   /// --share: one share on each of `amount` distinct GPUs the operator declared shared
   /// (host/coordination/ShareAllocation.h), instead of whole GPUs. Needs coordination mode; not
   /// with --mig.

@@ -14,6 +14,7 @@
 #include "host/coordination/Leases.h"
 #include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/UnitIndex.h"
+#include "host/liveness/HostFacts.h"
 #include "host/store/StoreError.h"
 #include "util/Strings.h"
 
@@ -453,6 +454,35 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
   return host;
 }
 
+void addUse(HostView& host, const usage::Judgement& judgement, bool judged) {
+  host.useJudged = judged;
+  for (GpuView& view : host.gpus) {
+    const usage::UnitVerdict* verdict = judgement.find(view.gpu);
+    if (verdict == nullptr) continue;
+    view.foreignProcesses = verdict->foreign;
+    view.memoryWithoutProcessMiB = verdict->memoryWithoutProcessMiB;
+    if (verdict->busy() && view.state == GpuState::kFree) view.state = GpuState::kBusy;
+  }
+}
+
+std::optional<Notice> judgeUse(HostView& host, const coordination::Status& status,
+                               const std::vector<discovery::GpuDevice>& devices,
+                               const std::unordered_set<std::string>& mpsShared) {
+  if (!host.probe.usable || devices.empty() || !host.index) return std::nullopt;
+  std::vector<std::string> units;
+  units.reserve(devices.size());
+  for (const discovery::GpuDevice& device : devices) units.push_back(device.identifier);
+  const std::vector<usage::UnitUse> use = usage::readUse(units, devices);
+  if (use.empty()) return std::nullopt;
+  std::vector<coordination::Record> records;
+  records.reserve(status.records.size());
+  for (const coordination::RecordStatus& entry : status.records) records.push_back(entry.record);
+  liveness::HostFacts& facts = liveness::HostFacts::system();
+  const usage::Judgement judgement = usage::judge(use, records, *host.index, mpsShared, facts);
+  addUse(host, judgement, liveness::seesHostPids(facts.reader()));
+  return usage::unjudgedNote(judgement);
+}
+
 std::string describeView(const GpuView& view) {
   std::vector<std::string> parts;
   if (view.kernel) {
@@ -476,6 +506,13 @@ std::string describeView(const GpuView& view) {
   }
   parts.insert(parts.end(), view.busyBecause.begin(), view.busyBecause.end());
   for (const health::HealthNote& note : view.notes) parts.push_back(note.text);
+  for (const usage::ForeignProcess& process : view.foreignProcesses) {
+    parts.push_back("used by " + usage::describeProcess(process) + ", which no record names");
+  }
+  if (view.memoryWithoutProcessMiB) {
+    parts.push_back(std::to_string(*view.memoryWithoutProcessMiB) +
+                    " MiB in use without a process NVML lists");
+  }
   std::string text;
   for (const std::string& part : parts) text += (text.empty() ? "" : "; ") + part;
   return text;
@@ -591,6 +628,17 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
     text += "flink_gpu_gpus{source=\"kernel\"} " + std::to_string(kernelListed) + '\n';
   }
   text += "flink_gpu_gpus{source=\"records\"} " + std::to_string(recordsOnly) + '\n';
+  if (view.useJudged) {
+    family("flink_gpu_foreign_processes",
+           "Processes NVML lists on the GPU that no record explains (not a record's running owner "
+           "or its descendant, nor the MPS server of a GPU declared shared with MPS): above 0, "
+           "allocators skip the GPU as busy.");
+    for (const GpuView& gpu : view.gpus) {
+      if (!gpu.listedByNvml) continue;
+      text += "flink_gpu_foreign_processes" + labels(gpu) + ' ' +
+              std::to_string(gpu.foreignProcesses.size()) + '\n';
+    }
+  }
   family("flink_gpu_build_info", "The flink-gpu that wrote these metrics (always 1).");
   text += "flink_gpu_build_info{version=\"" + label(build.version) + "\",commit=\"" +
           label(build.commit) + "\"} 1\n";

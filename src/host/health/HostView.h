@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "host/coordination/Coordination.h"
@@ -16,12 +17,14 @@
 #include "host/enumeration/UnitIndex.h"
 #include "host/health/HealthRecords.h"
 #include "host/health/HostHealth.h"
+#include "host/usage/GpuUse.h"
+#include "util/Notice.h"
 
 namespace flink::cli {
 
 /// What a unit of the host is now, the first that applies in this order: unhealthy (lost
 /// included), drained, held (whole), shared (live shares, none whole), busy (a unit that shares
-/// its hardware is held or shared), free.
+/// its hardware is held or shared, or a process no record explains uses it), free.
 enum class GpuState { kFree, kHeld, kShared, kBusy, kUnhealthy, kDrained };
 
 /// "free", "held", "shared", "busy", "unhealthy", "drained": the word status prints (its STATE
@@ -67,6 +70,11 @@ struct GpuView {
   /// Free of holders, but sharing hardware with a unit that is held (a GPU's MIG instance, an
   /// instance's GPU held whole): GpuState::kBusy, and why, one line each.
   std::vector<std::string> busyBecause;
+  /// The processes NVML lists on it that no record explains (host/usage/GpuUse.h; set by
+  /// addUse): a free unit with one is GpuState::kBusy.
+  std::vector<usage::ForeignProcess> foreignProcesses;
+  /// Memory in use while NVML lists no process on it: said, no state of its own.
+  std::optional<std::uint64_t> memoryWithoutProcessMiB;
 
   bool healthy() const;
   bool drained() const;
@@ -132,6 +140,9 @@ struct HostView {
   /// Whether a record of `gpu` (with `uuid`) names a unit of this host: UnitIndex::presence.
   discovery::Presence presenceOf(std::string_view gpu,
                                  const std::optional<std::string>& uuid) const;
+  /// Whether addUse judged the processes NVML lists (NVML usable, and this process sees the
+  /// host's pids): only then is flink_gpu_foreign_processes written.
+  bool useJudged = false;
 };
 
 /// Builds the view from the coordination file's `status`, NVML (when `askNvml`) and the health
@@ -145,6 +156,18 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
 /// of host.health that name a GPU this host does not have. Nothing when coverage cannot tell.
 void findStale(HostView& host, const coordination::Status& status,
                const std::vector<discovery::GpuDevice>& devices, discovery::HostCoverage coverage);
+/// The processes `judgement` found on the units of `host` that no record explains, and the
+/// memory in use without a process: a free unit with such a process becomes busy. `judged`:
+/// whether the judgement could be made at all (HostView::useJudged).
+void addUse(HostView& host, const usage::Judgement& judgement, bool judged);
+
+/// What status and check ask: NVML's processes and memory of `devices` (none when the probe
+/// found NVML unusable), judged by usage::judge with `status`'s records and the GPUs declared
+/// shared with MPS (`mpsShared`, by GpuView::gpu), into `host` (addUse). Returns the note of the
+/// units not judged, where this process does not see the host's pids.
+std::optional<Notice> judgeUse(HostView& host, const coordination::Status& status,
+                               const std::vector<discovery::GpuDevice>& devices,
+                               const std::unordered_set<std::string>& mpsShared);
 
 /// "Xid 79 (…) since 2026-…; held by process 12 (running)", "share 1/4 held by process 13
 /// (running)": the detail column of status, without what the sharing declarations say.
@@ -160,11 +183,11 @@ struct BuildLabels {
 /// flink_gpu_held (whole GPUs only), _shares (GpuView::declaredShares), _shares_held (of each
 /// GPU declared or with live shares), _healthy (NaN where NVML cannot tell and no record says
 /// unhealthy), _drained, _last_xid, _last_xid_timestamp_seconds, flink_gpu_nvml_up,
-/// flink_gpu_gpus (by source: nvml, kernel, records), flink_gpu_build_info,
-/// flink_gpu_coordination_records, flink_gpu_coordination_dead_owner_records,
-/// flink_gpu_stale_entries (by kind; NaN where the host's coverage cannot tell). Every series of a
-/// GPU has the same labels, gpu and uuid (empty when unknown); no label grows without bound (no
-/// pid).
+/// flink_gpu_gpus (by source: nvml, kernel, records), flink_gpu_foreign_processes (where
+/// HostView::useJudged), flink_gpu_build_info, flink_gpu_coordination_records,
+/// flink_gpu_coordination_dead_owner_records, flink_gpu_stale_entries (by kind; NaN where the
+/// host's coverage cannot tell). Every series of a GPU has the same labels, gpu and uuid (empty
+/// when unknown); no label grows without bound (no pid).
 std::string prometheusMetrics(const HostView& view, const coordination::Status& status,
                               const BuildLabels& build);
 

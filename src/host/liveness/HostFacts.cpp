@@ -1,6 +1,7 @@
 // The host's facts as /proc tells them. See HostFacts.h.
 #include "host/liveness/HostFacts.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -163,6 +164,46 @@ class SystemFacts final : public HostFacts {
   }
 
   std::optional<FlockTable> flocks() override { return FlockTable::read(); }
+
+  std::optional<std::string> processName(pid_t pid) override {
+    if (pid <= 0 || !reader_.ownProc) return std::nullopt;
+    char path[40];
+    std::snprintf(path, sizeof path, "/proc/%d/comm", static_cast<int>(pid));
+    char buffer[64];
+    const std::optional<std::string_view> text = readProcFile(path, buffer);
+    if (!text) return std::nullopt;
+    std::string name(strings::trim(*text));
+    if (name.empty()) return std::nullopt;
+    // TASK_COMM_LEN is 16 with its NUL: a longer name was cut, and argv[0] may tell it whole.
+    if (name.size() == 15) {
+      std::snprintf(path, sizeof path, "/proc/%d/cmdline", static_cast<int>(pid));
+      char command[4096];
+      if (const std::optional<std::string_view> line = readProcFile(path, command)) {
+        std::string_view first = line->substr(0, line->find('\0'));
+        first = first.substr(first.rfind('/') == std::string_view::npos ? 0 : first.rfind('/') + 1);
+        if (first.size() > name.size() && first.starts_with(name)) name = std::string(first);
+      }
+    }
+    return name;
+  }
+
+  std::vector<pid_t> processesNamed(std::string_view wanted) override {
+    std::vector<pid_t> found;
+    if (!reader_.ownProc) return found;
+    DIR* folder = ::opendir("/proc");
+    if (folder == nullptr) return found;
+    while (const struct dirent* entry = ::readdir(folder)) {
+      const std::optional<pid_t> pid = parseDecimal<pid_t>(entry->d_name);
+      if (!pid) continue;
+      char path[40];
+      std::snprintf(path, sizeof path, "/proc/%d/comm", static_cast<int>(*pid));
+      char buffer[64];
+      const std::optional<std::string_view> text = readProcFile(path, buffer);
+      if (text && strings::trim(*text) == wanted) found.push_back(*pid);
+    }
+    ::closedir(folder);
+    return found;
+  }
 
  private:
   Reader reader_ = readReader();

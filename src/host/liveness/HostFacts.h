@@ -1,6 +1,7 @@
 // The facts of the host that the liveness rule reads, behind one small interface, as leveldb puts
 // the operating system behind `Env`: which process a pid names and when it started, who its parent
-// is, which pid namespace and boot this process is in, and which flocks are held. The real
+// is and what it is called, which pid namespace and boot this process is in (and whether that is
+// the host's own, whose pids NVML reports), and which flocks are held. The real
 // implementation (HostFacts::system) reads /proc; the tests give the rule a simulated host
 // (tests/host/liveness/), which plays every case a real one can only show by chance: a pid reused,
 // a reader without /proc, a time namespace whose offset is not a whole number of clock ticks.
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -98,6 +100,20 @@ class HostFacts {
   virtual ProcessLook process(pid_t pid) = 0;
   /// The flocks held on the host; nullopt where they cannot be read.
   virtual std::optional<FlockTable> flocks() = 0;
+  /// What the process `pid` of the reader's namespace is called: its command name
+  /// (/proc/<pid>/comm), or where the kernel cut that to 15 characters, the file name of its
+  /// argv[0] when that begins with it ("nvidia-cuda-mps-server", not "nvidia-cuda-mps"). nullopt
+  /// where it cannot be read (gone, hidden, no /proc of the reader's namespace).
+  virtual std::optional<std::string> processName(pid_t pid) {
+    (void)pid;
+    return std::nullopt;
+  }
+  /// The running processes of the reader's namespace whose command name (/proc/<pid>/comm) is
+  /// `name` (at most 15 characters); empty where /proc of its namespace cannot be read.
+  virtual std::vector<pid_t> processesNamed(std::string_view name) {
+    (void)name;
+    return {};
+  }
 
   /// The real host, read through /proc (the reader's facts read once). Thread-safe.
   static HostFacts& system();
@@ -105,6 +121,17 @@ class HostFacts {
   /// the real host reads it.
   static const Reader& readerOr(const std::optional<Reader>& given);
 };
+
+/// The inode of the host's own (initial) pid namespace: the kernel's PROC_PID_INIT_INO, the same
+/// on every Linux host.
+inline constexpr std::uint64_t kInitialPidNamespace = 4026531836;
+
+/// Whether `reader` sees the host's pids: it is in the initial pid namespace and has /proc of it.
+/// NVML reports processes by these pids (the driver's), whatever namespace its caller is in; a
+/// reader in a pid namespace of its own (a container) cannot tell which process such a pid is.
+constexpr bool seesHostPids(const Reader& reader) noexcept {
+  return reader.ownProc && reader.pidNamespace == kInitialPidNamespace;
+}
 
 /// Whether two start times, each read by some reader of the host, can be one process's. The
 /// kernel shows a start time in the reader's time namespace, rounded down to a clock tick, and a

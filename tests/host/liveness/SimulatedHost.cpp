@@ -54,6 +54,15 @@ class SimulatedHost::Facts final : public liveness::HostFacts {
     return look;
   }
 
+  std::optional<std::string> processName(pid_t pid) override {
+    const Process& self = host_.processes_.at(self_);
+    const std::optional<ProcessId> found = host_.processOf(self.spawn.pidNamespace, pid);
+    if (!found || self.spawn.proc != Proc::kOwn) return std::nullopt;
+    const std::string& name = host_.processes_[*found].spawn.name;
+    if (name.empty()) return std::nullopt;
+    return name;
+  }
+
   std::optional<liveness::FlockTable> flocks() override {
     if (!host_.procNamespaceOf(self_)) return std::nullopt;
     return liveness::FlockTable::parse(host_.procLocksText(self_));

@@ -50,6 +50,8 @@ class SimulatedHost {
     std::int64_t boottimeOffsetNs = 0;
     Proc proc = Proc::kOwn;
     std::uint64_t mountNamespace = kHostMountNamespace;
+    /// What /proc/<pid>/comm calls it (HostFacts::processName); empty: unknown.
+    std::string name = {};
   };
 
   /// A flock of the file system: held, or waited for by a blocked flock() call. `taker` is the
