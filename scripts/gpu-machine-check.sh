@@ -42,7 +42,12 @@
 #                     exec passing it on with CUDA_DEVICE_ORDER=PCI_BUS_ID
 #   topology          flink-gpu topology next to nvidia-smi topo -m, its JSON, what placement
 #                     hands out against --placement index
-#   check, status     flink-gpu check --expect N and flink-gpu status (text, JSON, Prometheus)
+#   check, status     flink-gpu check --expect N and flink-gpu status (text, JSON, Prometheus);
+#                     beside them what the driver says: nvidia-smi's process list and its -q
+#                     lines of recovery action, NVLink fabric and compute mode; then a CUDA
+#                     process of our own on GPU 0 that no record names (tools/cuda-mps-client):
+#                     status must show GPU 0 busy with it, exec of every GPU must be refused
+#                     (not tried without libcuda.so.1, or where the driver does not list it)
 #   watch             flink-gpu watch for GPU_CHECK_WATCH_SECONDS, then SIGTERM: exit 0
 #   mps               two exec -n 1 --share clients under an MPS control daemon, a third refused,
 #                     one asking beyond its share failing (skipped without nvidia-cuda-mps-control)
@@ -472,6 +477,7 @@ record() {
 # The command under way, in the background so that a signal's trap need not wait for it (wait
 # returns at once when a trapped signal comes).
 running_pid=
+foreign_pid=
 
 # NVIDIA_SMI_TIMEOUT for a command that may run $1 s: half of it, at least 1 s, so that our
 # programs stop a hung nvidia-smi themselves (SIGKILL 0.2 s after their limit) before timeout
@@ -1019,6 +1025,74 @@ check_status() {
   run_cmd "$flink_gpu" status --coordination-file "$coordination"
   run_cmd "$flink_gpu" status --coordination-file "$coordination" --format json
   run_cmd "$flink_gpu" status --coordination-file "$coordination" --format prometheus
+  # What the driver says, beside those verdicts: the processes it lists, and what nvidia-smi -q
+  # says of each GPU's recovery action, NVLink fabric and compute mode (where nvidia-smi gave
+  # GPU 0's UUID in the host check: one that did not answer then is not asked again).
+  if [ -n "$smi" ] && [ -n "$uuid0" ]; then
+    run_cmd --shown "$smi" --query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv
+    # shellcheck disable=SC2016 # for the child to expand
+    run_cmd --shown sh -c '"$0" -q | grep -i -E "^GPU |UUID|Recovery|Fabric|State|Status|Clique|Cluster|Compute Mode|Health"' "$smi"
+  fi
+  foreign_process_look
+}
+
+# A CUDA process on GPU 0 that no record names, started here: where the driver lists it, status
+# must show GPU 0 busy with it (or say once that it cannot judge, in a pid namespace of its own),
+# and exec of every GPU must be refused for it. Without libcuda.so.1, nvidia-smi, or GPU 0's UUID,
+# a note says why it is not tried.
+foreign_process_look() {
+  if [ -z "$uuid0" ] || [ -z "$smi" ]; then
+    note "no CUDA process of our own is tried: no nvidia-smi or no UUID of GPU 0"
+    return
+  fi
+  foreign_dir=$work/foreign
+  foreign_coordination=$foreign_dir/coordination
+  mkdir -p "$foreign_dir"
+  hold=$(($(time_left) - 2))
+  [ "$hold" -ge 1 ] || hold=1
+  CUDA_VISIBLE_DEVICES=$uuid0 timeout -k "$kill_grace" "$hold" "$client" 256 "$hold" \
+    </dev/null >"$foreign_dir/client.out" 2>"$foreign_dir/client.err" &
+  foreign_pid=$!
+  waited=0
+  while [ "$waited" -lt 15 ] && [ "$(time_left)" -gt 5 ] &&
+    ! grep -q allocated "$foreign_dir/client.out" && kill -0 "$foreign_pid" 2>/dev/null; do
+    sleep 1
+    waited=$((waited + 1))
+  done
+  client_pid=$(sed -n 's/^client \([0-9]*\): allocated.*/\1/p' "$foreign_dir/client.out")
+  if [ -z "$client_pid" ]; then
+    note "no CUDA process of our own is tried: the client did not allocate: $(cat "$foreign_dir/client.err" "$foreign_dir/client.out" | head -n 1)"
+    end_foreign
+    return
+  fi
+  run_cmd --shown "$smi" --query-compute-apps=pid --format=csv,noheader
+  if ! tr -d ' \r' <"$out" | grep -q "^$client_pid\$"; then
+    note "nvidia-smi does not list our CUDA process $client_pid (a pid namespace of its own?): not judged"
+    end_foreign
+    return
+  fi
+  run_cmd "$flink_gpu" status --coordination-file "$foreign_coordination" --gpu 0 --format json
+  if grep -q "pid namespace of its own" "$err"; then
+    note "flink-gpu cannot see the host's process ids here: $(grep 'pid namespace' "$err" | head -n 1)"
+    end_foreign
+    return
+  fi
+  grep -q "\"state\":\"busy\"" "$out" && grep -q "\"pid\":$client_pid[,}]" "$out" ||
+    fail_check "flink-gpu status does not show GPU 0 busy with process $client_pid, which the driver lists and no record names"
+  if [ -n "$gpu_count" ] && [ "$gpu_count" -gt 0 ]; then
+    run_cmd --any-exit "$flink_gpu" exec -n "$gpu_count" \
+      --coordination-file "$foreign_coordination" -- true
+    [ "$timed_out" = true ] || { [ "$rc" -ne 0 ] && grep -q busy "$err"; } ||
+      fail_check "exec of every GPU was not refused while process $client_pid used GPU 0 (exit $rc)"
+  fi
+  end_foreign
+}
+
+end_foreign() {
+  [ -n "${foreign_pid:-}" ] || return 0
+  kill -TERM "$foreign_pid" 2>/dev/null
+  wait "$foreign_pid" 2>/dev/null
+  foreign_pid=
 }
 
 check_watch() {
@@ -1216,6 +1290,7 @@ say "$program_name: report in $report (and .json)"
 stop_running() {
   [ -z "$running_pid" ] || kill -TERM "$running_pid" 2>/dev/null
   end_clients
+  end_foreign
 }
 
 # A signal ends the run with what it has: the report of the checks done (once the command under
