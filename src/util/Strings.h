@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,10 @@ bool isSpace(char c) noexcept;
 
 /// `text` without leading and trailing whitespace.
 std::string_view trim(std::string_view text) noexcept;
+
+/// `text` as a decimal number, the whole of it digits (no sign, no blanks); nullopt when it is
+/// not one, or does not fit an unsigned.
+std::optional<unsigned> parseUnsigned(std::string_view text) noexcept;
 
 /// Whether `text` is empty or whitespace only.
 bool isBlank(std::string_view text) noexcept;

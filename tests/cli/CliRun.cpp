@@ -27,19 +27,7 @@ std::ostream& operator<<(std::ostream& stream, const CliRun& run) {
                 << run.err;
 }
 
-namespace {
-
-CliRun runThroughEnv(std::vector<std::string> argv, const std::filesystem::path& program,
-                     const std::vector<std::string>& args,
-                     const std::vector<std::string>& environment) {
-  // Always through env, without the Flink variables of the environment the tests run in:
-  // `flink-gpu discover` without options reads the host's Flink configuration, and a test must
-  // see only the one it sets up (env unsets first, then applies `environment`).
-  argv.insert(argv.end(), {"-u", "FLINK_CONF_DIR", "-u", "FLINK_HOME"});
-  argv.insert(argv.end(), environment.begin(), environment.end());
-  argv.push_back(program.string());
-  argv.insert(argv.end(), args.begin(), args.end());
-
+CliRun runProgram(const std::vector<std::string>& argv) {
   process::RunOptions options;
   // Far above anything a test expects, so that a hang shows as a failure rather than a ctest
   // time-out.
@@ -54,9 +42,24 @@ CliRun runThroughEnv(std::vector<std::string> argv, const std::filesystem::path&
   if (result.outcome.kind() == process::ProcessOutcome::Kind::kExited) {
     run.exitCode = result.outcome.value();
   } else {
-    ADD_FAILURE() << "flink-gpu " << result.outcome.toString() << run;
+    ADD_FAILURE() << argv.front() << ' ' << result.outcome.toString() << run;
   }
   return run;
+}
+
+namespace {
+
+CliRun runThroughEnv(std::vector<std::string> argv, const std::filesystem::path& program,
+                     const std::vector<std::string>& args,
+                     const std::vector<std::string>& environment) {
+  // Always through env, without the Flink variables of the environment the tests run in:
+  // `flink-gpu discover` without options reads the host's Flink configuration, and a test must
+  // see only the one it sets up (env unsets first, then applies `environment`).
+  argv.insert(argv.end(), {"-u", "FLINK_CONF_DIR", "-u", "FLINK_HOME"});
+  argv.insert(argv.end(), environment.begin(), environment.end());
+  argv.push_back(program.string());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return runProgram(argv);
 }
 
 /// The pids of the processes of process group `group` that have not yet exited, as /proc lists

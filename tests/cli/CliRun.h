@@ -36,6 +36,11 @@ std::ostream& operator<<(std::ostream& stream, const CliRun& run);
 CliRun runCli(const std::vector<std::string>& args,
               const std::vector<std::string>& environment = {});
 
+/// Runs `argv` as given (a program and its arguments, `env NAME=value …` first where the
+/// environment matters) to completion, 30 s at most: for the programs beside flink-gpu (the
+/// discovery program). A run that does not exit normally is a test failure.
+CliRun runProgram(const std::vector<std::string>& argv);
+
 /// As runCli, but runs `program` (a copy of the binary elsewhere, e.g. in <prefix>/bin/) in the
 /// working directory `workingDirectory`.
 CliRun runCliAt(const std::filesystem::path& program, const std::filesystem::path& workingDirectory,

@@ -83,12 +83,7 @@ class ForeignProcessCliTest : public ::testing::Test {
     for (const std::string& variable : environment()) argv.push_back(variable);
     argv.insert(argv.end(), {FLINK_GPU_DISCOVERY, std::to_string(amount), "--placement", "index"});
     argv.insert(argv.end(), extra.begin(), extra.end());
-    const flink::process::ProcessResult result = flink::process::run(argv, {});
-    CliRun run;
-    run.exitCode = result.outcome.value();
-    run.out = result.stdoutOutput.data;
-    run.err = result.stderrOutput.data;
-    return run;
+    return flink::testing::runProgram(argv);
   }
 
   CliRun coordinated(unsigned amount, const std::vector<std::string>& extra = {}) const {

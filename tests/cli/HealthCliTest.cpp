@@ -135,12 +135,7 @@ class HealthCliTest : public ::testing::Test {
     argv.insert(argv.end(), {FLINK_GPU_DISCOVERY, std::to_string(amount), "--coordination-file",
                              coordinationFile()});
     argv.insert(argv.end(), extra.begin(), extra.end());
-    const flink::process::ProcessResult result = flink::process::run(argv, {});
-    CliRun run;
-    run.exitCode = result.outcome.value();
-    run.out = result.stdoutOutput.data;
-    run.err = result.stderrOutput.data;
-    return run;
+    return flink::testing::runProgram(argv);
   }
 
   TempDir dir_{"flink-gpu-health-cli-test"};

@@ -55,12 +55,7 @@ class KernelListCliTest : public ::testing::Test {
     for (const std::string& entry : environment(host)) argv.push_back(entry);
     argv.push_back(FLINK_GPU_DISCOVERY);
     argv.insert(argv.end(), args.begin(), args.end());
-    const flink::process::ProcessResult result = flink::process::run(argv, {});
-    CliRun run;
-    run.exitCode = result.outcome.value();
-    run.out = result.stdoutOutput.data;
-    run.err = result.stderrOutput.data;
-    return run;
+    return flink::testing::runProgram(argv);
   }
 
   TempDir dir_{"kernel-list-cli"};

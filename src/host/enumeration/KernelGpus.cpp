@@ -22,20 +22,6 @@ namespace fs = std::filesystem;
 namespace {
 
 /// Blanks around a key or a value: the driver pads with tabs and spaces.
-std::string_view blanksTrimmed(std::string_view text) {
-  const std::size_t first = text.find_first_not_of(" \t\r");
-  if (first == std::string_view::npos) return {};
-  const std::size_t last = text.find_last_not_of(" \t\r");
-  return text.substr(first, last - first + 1);
-}
-
-std::optional<unsigned> parseUnsigned(std::string_view text) {
-  unsigned value = 0;
-  if (text.empty()) return std::nullopt;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
 
 /// A GPU UUID as NVML writes them: GPU- and 32 hex digits in 8-4-4-4-12 groups.
 bool isGpuUuid(std::string_view text) {
@@ -108,8 +94,8 @@ std::optional<KernelGpu> parseKernelGpuInformation(std::string_view text,
   for (std::string_view line : strings::split(text, '\n')) {
     const std::size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
-    const std::string_view key = blanksTrimmed(line.substr(0, colon));
-    const std::string_view value = blanksTrimmed(line.substr(colon + 1));
+    const std::string_view key = strings::trim(line.substr(0, colon));
+    const std::string_view value = strings::trim(line.substr(colon + 1));
     if (key == "Model") {
       known = true;
       if (!value.empty()) gpu.model = std::string(value);
@@ -131,7 +117,7 @@ std::optional<KernelGpu> parseKernelGpuInformation(std::string_view text,
       }
     } else if (key == "Device Minor") {
       known = true;
-      gpu.minor = parseUnsigned(value);
+      gpu.minor = strings::parseUnsigned(value);
       if (!gpu.minor) {
         notices.push_back(Notice::note(where + ": 'Device Minor' is " + quoted(value) +
                                        ", not a number: the minor is not known"));

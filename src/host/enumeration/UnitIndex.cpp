@@ -29,14 +29,6 @@ std::string upperHex(std::string_view text) {
   return out;
 }
 
-std::optional<unsigned> parseUnsigned(std::string_view text) {
-  unsigned value = 0;
-  if (text.empty()) return std::nullopt;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
 /// Whether `a` and `b` are UUIDs of one kind: both a GPU's or both a MIG instance's.
 bool sameKind(std::string_view a, std::string_view b) noexcept {
   return (a.starts_with("GPU-") && b.starts_with("GPU-")) ||
@@ -250,8 +242,8 @@ std::optional<UnitRef> UnitIndex::byOldMigName(std::string_view name) const {
   // MIG-GPU-<gpu uuid>/<gpu instance id>/<compute instance id>
   const std::vector<std::string_view> parts = strings::split(name.substr(4), '/');
   if (parts.size() != 3) return std::nullopt;
-  const std::optional<unsigned> gi = parseUnsigned(parts[1]);
-  const std::optional<unsigned> ci = parseUnsigned(parts[2]);
+  const std::optional<unsigned> gi = strings::parseUnsigned(parts[1]);
+  const std::optional<unsigned> ci = strings::parseUnsigned(parts[2]);
   if (!gi || !ci) return std::nullopt;
   std::optional<UnitRef> gpu = byUuid(parts[0]);
   if (!gpu) {

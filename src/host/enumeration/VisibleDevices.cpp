@@ -17,14 +17,6 @@ bool isDigits(std::string_view text) noexcept {
          std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-std::optional<unsigned> parseUnsigned(std::string_view digits) noexcept {
-  if (!isDigits(digits)) return std::nullopt;
-  unsigned value = 0;
-  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
-  return value;
-}
-
 /// "domain:bus:device.function" as numbers, for ordering; nullopt when it is not that form.
 std::optional<std::tuple<unsigned long, unsigned long, unsigned long, unsigned long>> pciKey(
     const std::optional<std::string>& busId) {
@@ -65,8 +57,8 @@ EntryMatch byUuid(const std::vector<GpuDevice>& devices, const std::string& want
 EntryMatch byMigTriple(const std::vector<GpuDevice>& devices, std::string_view entry) {
   const std::vector<std::string_view> parts = strings::split(entry.substr(4), '/');
   if (parts.size() != 3) return {};
-  const std::optional<unsigned> gi = parseUnsigned(parts[1]);
-  const std::optional<unsigned> ci = parseUnsigned(parts[2]);
+  const std::optional<unsigned> gi = strings::parseUnsigned(parts[1]);
+  const std::optional<unsigned> ci = strings::parseUnsigned(parts[2]);
   if (!gi || !ci) return {};
   EntryMatch parent = byUuid(devices, strings::toLower(parts[0]), true);
   if (parent.device == nullptr) return parent;
@@ -137,7 +129,7 @@ std::vector<const GpuDevice*> cudaIndexOrder(const std::vector<GpuDevice>& devic
 
 EntryMatch matchVisibleDeviceEntry(std::string_view entry, const std::vector<GpuDevice>& devices) {
   if (isDigits(entry)) {
-    const std::optional<unsigned> index = parseUnsigned(entry);
+    const std::optional<unsigned> index = strings::parseUnsigned(entry);
     const std::vector<const GpuDevice*> order = cudaIndexOrder(devices);
     return {index && *index < order.size() ? order[*index] : nullptr, {}};
   }

@@ -13,9 +13,13 @@
 #include <utility>
 
 #include "host/nvml/NvmlAbi.h"
+#include "host/nvml/NvmlCall.h"
 #include "util/DlError.h"
 
 namespace flink::nvml {
+
+using call::missing;
+using call::toReturn;
 
 /// The functions found in the library. A required one is never null; an optional one is null
 /// when the library lacks it. Each *Name is the symbol that was found (for messages).
@@ -98,12 +102,6 @@ std::string fromBuffer(const char (&buffer)[N]) {
   return std::string(buffer, ::strnlen(buffer, N));
 }
 
-/// What a call to a function the library lacks gives (go-nvml does the same).
-template <typename T>
-Result<T> missing(const char* function) {
-  return Result<T>{Return::kFunctionNotFound, T{}, function};
-}
-
 // Return (Nvml.h) is a copy of nvml.h's nvmlReturn_t (NvmlAbi.h), converted by value: each copy
 // checked against the declaration, so that a typo in either fails the build instead of turning
 // one code into another.
@@ -143,8 +141,6 @@ static_assert(sameCode(Return::kInvalidState, NVML_ERROR_INVALID_STATE));
 static_assert(sameCode(Return::kUnknown, NVML_ERROR_UNKNOWN));
 // MigMode::enabled() compares with nvml.h's value of the mode.
 static_assert(NVML_DEVICE_MIG_ENABLE == 1 && NVML_DEVICE_MIG_DISABLE == 0);
-
-Return toReturn(nvmlReturn_t code) { return static_cast<Return>(static_cast<int>(code)); }
 nvmlReturn_t toC(Return code) { return static_cast<nvmlReturn_t>(static_cast<int>(code)); }
 
 }  // namespace

@@ -7,25 +7,16 @@
 #include <cstring>
 #include <type_traits>
 
+#include "host/nvml/NvmlCall.h"
 #include "host/nvml/NvmlDeviceStateAbi.h"
 
 namespace flink::nvml {
 namespace {
 
-template <typename Function>
-Function as(void* address) {
-  // POSIX guarantees that a dlsym result converts to a function pointer.
-  return reinterpret_cast<Function>(address);
-}
-
-Return toReturn(nvmlReturn_t code) { return static_cast<Return>(static_cast<int>(code)); }
-
-template <typename T>
-Result<T> missing(const char* function) {
-  return Result<T>{Return::kFunctionNotFound, T{}, function};
-}
-
-constexpr unsigned kNoInstance = 0xFFFFFFFFu;
+using call::as;
+using call::kNoInstance;
+using call::missing;
+using call::toReturn;
 constexpr unsigned long long kNotAvailable =
     static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE);
 

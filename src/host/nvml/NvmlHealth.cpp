@@ -2,25 +2,16 @@
 // dlsym and called through a pointer of the type nvml.h declares (NvmlHealthAbi.h).
 #include "host/nvml/NvmlHealth.h"
 
+#include "host/nvml/NvmlCall.h"
 #include "host/nvml/NvmlHealthAbi.h"
 
 namespace flink::nvml {
 namespace {
 
-template <typename Function>
-Function as(void* address) {
-  // POSIX guarantees that a dlsym result converts to a function pointer.
-  return reinterpret_cast<Function>(address);
-}
-
-Return toReturn(nvmlReturn_t code) { return static_cast<Return>(static_cast<int>(code)); }
-
-template <typename T>
-Result<T> missing(const char* function) {
-  return Result<T>{Return::kFunctionNotFound, T{}, function};
-}
-
-constexpr unsigned kNoInstance = 0xFFFFFFFFu;
+using call::as;
+using call::kNoInstance;
+using call::missing;
+using call::toReturn;
 
 // The event bits of NvmlHealth.h are copies of nvml.h's (NvmlHealthAbi.h): a typo in either copy
 // fails the build rather than registering for, or reading, another kind of event.

@@ -13,9 +13,13 @@
 #include <tuple>
 
 #include "host/nvml/NvmlAbi.h"
+#include "host/nvml/NvmlCall.h"
 #include "util/DlError.h"
 
 namespace flink::nvml {
+
+using call::missing;
+using call::toReturn;
 
 /// The topology functions the library has; null where it lacks one.
 struct NvmlLibrary::TopologyApi {
@@ -45,8 +49,6 @@ Function lookUp(void* handle, const char* symbol) {
   return reinterpret_cast<Function>(address);
 }
 
-Return toReturn(nvmlReturn_t code) { return static_cast<Return>(static_cast<int>(code)); }
-
 // TopologyLevel and NvLinkRemote (Nvml.h) are copies of nvml.h's nvmlGpuTopologyLevel_t and
 // nvmlIntNvLinkDeviceType_t (NvmlAbi.h): each value checked against the declaration, so that a
 // typo in either copy fails the build.
@@ -64,11 +66,6 @@ static_assert(same(NvLinkRemote::kGpu, NVML_NVLINK_DEVICE_TYPE_GPU));
 static_assert(same(NvLinkRemote::kIbmNpu, NVML_NVLINK_DEVICE_TYPE_IBMNPU));
 static_assert(same(NvLinkRemote::kSwitch, NVML_NVLINK_DEVICE_TYPE_SWITCH));
 static_assert(same(NvLinkRemote::kUnknown, NVML_NVLINK_DEVICE_TYPE_UNKNOWN));
-
-template <typename T>
-Result<T> missing(const char* function) {
-  return Result<T>{Return::kFunctionNotFound, T{}, function};
-}
 
 /// The set bits of a mask of `words` unsigned longs, ascending.
 std::vector<unsigned> bits(const unsigned long* mask, unsigned words) {
