@@ -63,11 +63,12 @@ std::string_view sharePlacementName(SharePlacement placement) {
 namespace {
 
 /// The rule over the records and lease files, the leases this allocation could not take counted
-/// live (`unobtainable`: (GPU, share index)).
+/// live (`unobtainable`: (GPU, share index)), the GPUs ShareRequest::unusable named giving none.
 ShareAllocation planShares(const ParsedRecords& current, const ShareRequest& request,
                            const discovery::UnitIndex& index, const liveness::Reader& reader,
                            const LivenessProbe& isRunningProbe, LeaseSpace& space,
-                           const std::vector<std::pair<std::string, unsigned>>& unobtainable) {
+                           const std::vector<std::pair<std::string, unsigned>>& unobtainable,
+                           const std::unordered_set<std::string>& unusable) {
   ShareAllocation allocation;
   allocation.junk = current.junk;
 
@@ -206,6 +207,8 @@ ShareAllocation planShares(const ParsedRecords& current, const ShareRequest& req
     } else if (state.relatedHeldBy) {
       why.reason = UnsharedGpu::Reason::kRelatedHeld;
       why.heldBy = state.relatedHeldBy;
+    } else if (unusable.count(gpu)) {
+      why.reason = UnsharedGpu::Reason::kUnusable;
     } else if (const std::optional<unsigned> slot = lowestFree(state.live, found->second->replicas);
                slot && state.liveCount() < found->second->replicas) {
       groups[found->second->group].push_back(Candidate{g, *slot});
@@ -361,9 +364,15 @@ ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareReq
   const liveness::Reader& reader = liveness::HostFacts::readerOr(request.reader);
   std::vector<std::pair<std::string, unsigned>> unobtainable;
   std::vector<std::string> notes;
+  // Asked once, with the records as read: a later round differs only in the leases it could take.
+  std::unordered_set<std::string> unusable;
+  if (request.unusable) {
+    for (std::string& gpu : request.unusable(current.records)) unusable.insert(std::move(gpu));
+  }
   ShareAllocation allocation;
   for (std::size_t round = 0;; ++round) {
-    allocation = planShares(current, request, *index, reader, isRunningProbe, space, unobtainable);
+    allocation =
+        planShares(current, request, *index, reader, isRunningProbe, space, unobtainable, unusable);
     if (!request.lease || allocation.granted.empty()) break;
     bool replan = false;
     std::vector<std::string> taken;
@@ -398,7 +407,8 @@ ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareReq
     if (round > request.gpus.size() * kMaxShareCount) {
       ShareRequest none = request;
       none.gpus.clear();
-      allocation = planShares(current, none, *index, reader, isRunningProbe, space, unobtainable);
+      allocation =
+          planShares(current, none, *index, reader, isRunningProbe, space, unobtainable, unusable);
       break;
     }
   }

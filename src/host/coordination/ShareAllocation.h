@@ -15,7 +15,9 @@
 //   - A GPU can give a share when it is declared, among the request's GPUs (the caller leaves
 //     out the unhealthy, drained and masked ones), no running owner holds it whole (a record of
 //     ours or of Flink's form, or a held whole lease), no running owner holds a unit related to
-//     it (a MIG instance), and fewer than its declared K shares are live. Live shares are share
+//     it (a MIG instance), the caller does not find it unusable with the records read
+//     (ShareRequest::unusable: a process no record explains uses it), and fewer than its declared
+//     K shares are live. Live shares are share
 //     records that hold their GPU by the liveness rule and held share leases, whatever K they
 //     were granted under. A share takes the lowest index no live share uses.
 //   - The GPUs of one request share one group: all time-sliced, or all behind one MPS pipe
@@ -90,6 +92,11 @@ struct ShareRequest {
   /// As AllocationRequest::choose, asked to pick among fresh GPUs only: (the fresh GPUs of one
   /// group in `gpus` order, how many) → that many of them. Unset or a wrong answer: the first.
   std::function<std::vector<std::string>(const std::vector<std::string>&, std::size_t)> choose = {};
+  /// As AllocationRequest::unusable: GPUs the records leave able to give a share that are not to
+  /// give one (host/usage/: a GPU a process no record explains uses), decided with the records
+  /// read under the file's lock. Called once per plan, under the lock: nothing slow (no NVML)
+  /// belongs in it.
+  std::function<std::vector<std::string>(const std::vector<Record>& records)> unusable = {};
 };
 
 /// A share granted.
@@ -106,6 +113,7 @@ struct UnsharedGpu {
     kHeldWhole,     ///< a running owner holds it whole (`heldBy`), or a whole lease does
     kRelatedHeld,   ///< a running owner holds a unit related to it (`heldBy`)
     kHeldByOwner,   ///< the requester holds it already, whole or a share (`heldBy`)
+    kUnusable,      ///< ShareRequest::unusable named it (a process no record explains uses it)
     kNoFreeShare,   ///< all of its shares are live
     kFreeButShort,  ///< it could give one, but its group had too few such GPUs
   };

@@ -197,6 +197,19 @@ std::vector<usage::UnitUse> useOf(const HostUnits& host, const std::vector<std::
   return usage::readUse(units, host.devices);
 }
 
+/// The GPUs of the host that `declarations` declare shared with MPS, by index: on them the MPS
+/// server explains itself.
+std::unordered_set<std::string> mpsSharedIn(const HostUnits& host,
+                                            const sharing::ParsedDeclarations& declarations) {
+  std::unordered_set<std::string> shared;
+  const std::vector<const sharing::Declaration*> of =
+      sharing::declarationsOf(declarations, *host.index);
+  for (discovery::UnitRef ref = 0; ref < of.size(); ++ref) {
+    if (of[ref] != nullptr && of[ref]->isMps()) shared.insert((*host.index)[ref].id);
+  }
+  return shared;
+}
+
 /// The GPUs declared shared with MPS beside `file`, by index, whose MPS server explains itself;
 /// read only when some process uses one of the units. Declarations that cannot be read declare
 /// none here: such a server is then a process no record names (the allocation of shares says
@@ -204,22 +217,15 @@ std::vector<usage::UnitUse> useOf(const HostUnits& host, const std::vector<std::
 std::unordered_set<std::string> mpsSharedGpus(const HostUnits& host,
                                               const std::vector<usage::UnitUse>& use,
                                               const std::filesystem::path& file) {
-  std::unordered_set<std::string> shared;
   const bool anyProcess = std::any_of(use.begin(), use.end(), [](const usage::UnitUse& unit) {
     return unit.processes && !unit.processes->empty();
   });
-  if (!anyProcess || !host.index) return shared;
+  if (!anyProcess || !host.index) return {};
   try {
-    const sharing::DeclarationsFile declarations = sharing::readDeclarations(file);
-    const std::vector<const sharing::Declaration*> of =
-        sharing::declarationsOf(declarations.parsed, *host.index);
-    for (discovery::UnitRef ref = 0; ref < of.size(); ++ref) {
-      if (of[ref] != nullptr && of[ref]->isMps()) shared.insert((*host.index)[ref].id);
-    }
+    return mpsSharedIn(host, sharing::readDeclarations(file).parsed);
   } catch (const store::StoreError&) {
-    shared.clear();
+    return {};
   }
-  return shared;
 }
 
 /// What a grant says of the use of its units: the note of units not judged (once), a warning for
@@ -347,9 +353,11 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
   return grant;
 }
 
-/// The words for why `gpu` gave no share, for a shortfall's details.
+/// The words for why `gpu` gave no share, for a shortfall's details; `use` says who uses a GPU
+/// given none for being busy.
 std::string whyUnshared(const coordination::UnsharedGpu& gpu, bool severalGroups,
-                        const std::unordered_set<std::string>& inMigMode) {
+                        const std::unordered_set<std::string>& inMigMode,
+                        const usage::Judgement* use) {
   using Reason = coordination::UnsharedGpu::Reason;
   const std::string name = "GPU " + gpu.gpu;
   if (gpu.reason == Reason::kNotDeclared && inMigMode.count(gpu.gpu)) {
@@ -371,6 +379,11 @@ std::string whyUnshared(const coordination::UnsharedGpu& gpu, bool severalGroups
       return name + " is held by this owner already" +
              std::string(gpu.heldBy && gpu.heldBy->share ? " (a share)" : " (whole)") +
              ": a request never takes two shares of one GPU";
+    case Reason::kUnusable:
+      if (const usage::UnitVerdict* verdict = use != nullptr ? use->find(gpu.gpu) : nullptr) {
+        return "busy: " + usage::describeBusy(*verdict);
+      }
+      return name + " is busy: a process no record names uses it";
     case Reason::kNoFreeShare:
       return name + " has no free share: " + shares;
     case Reason::kFreeButShort:
@@ -461,6 +474,22 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
   shareRequest.lease = request.lease;
   shareRequest.placement = request.sharePlacement;
   shareRequest.choose = chooserFor(host, request.placement, /*readsTopology=*/false);
+  // As for whole GPUs: NVML is asked now, before the lock, of the GPUs that may give a share; the
+  // processes are judged under it, with the records read (share holders' among them).
+  std::vector<std::string> declaredGpus;
+  for (const coordination::ShareableGpu& gpu : shareRequest.shareable) {
+    declaredGpus.push_back(gpu.gpu);
+  }
+  const std::vector<usage::UnitUse> use = useOf(host, declaredGpus, request);
+  std::optional<usage::Judgement> judgement;
+  if (!use.empty()) {
+    shareRequest.unusable = [&, mpsShared = mpsSharedIn(host, declarations.parsed)](
+                                const std::vector<coordination::Record>& records) {
+      judgement = usage::judge(use, records, *host.index, mpsShared);
+      return request.foreign == usage::ForeignMode::kSkip ? judgement->busyUnits()
+                                                          : std::vector<std::string>();
+    };
+  }
 
   if (!coordination::isRunning(request.owner)) {
     failWith(Stage::kOwner,
@@ -496,11 +525,17 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
     }
   }
   if (!allocation.satisfied) {
+    if (judgement) {
+      if (std::optional<Notice> unjudged = usage::unjudgedNote(*judgement)) {
+        report.notes.push_back(std::move(*unjudged));
+      }
+    }
     std::vector<Notice> details{
         Notice::detail("coordination file: " + file),
         Notice::detail("sharing declarations: " + declarations.path.string())};
     for (const coordination::UnsharedGpu& gpu : allocation.unshared) {
-      details.push_back(Notice::detail(whyUnshared(gpu, groups.size() > 1, inMigMode)));
+      details.push_back(Notice::detail(
+          whyUnshared(gpu, groups.size() > 1, inMigMode, judgement ? &*judgement : nullptr)));
     }
     report.details.insert(report.details.begin(), details.begin(), details.end());
     failWith(Stage::kShortfall,
@@ -510,9 +545,12 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
   }
 
   Grant grant;
-  std::set<std::string> warnedDirectories;
   for (const coordination::GrantedShare& share : allocation.granted) {
     grant.granted.push_back(share.gpu);
+  }
+  if (judgement) reportUse(*judgement, grant.granted, request, report);
+  std::set<std::string> warnedDirectories;
+  for (const coordination::GrantedShare& share : allocation.granted) {
     const sharing::Declaration& declaration = *declarationOf.at(share.gpu);
     // A client that cannot reach its daemon runs without MPS, so without the share's limits;
     // exec refuses to run then, a worker told only indices cannot be stopped, so it is told.

@@ -197,7 +197,8 @@ struct GrantRequest {
   bool share = false;
   coordination::SharePlacement sharePlacement = coordination::SharePlacement::kPack;
   /// --foreign: what becomes of a unit a process no record explains uses (host/usage/GpuUse.h).
-  /// Asked of NVML only where the units came from it; in plain mode a warning at most.
+  /// Asked of NVML only where the units came from it; in plain mode a warning at most. Shares are
+  /// judged alike.
   usage::ForeignMode foreign = usage::ForeignMode::kSkip;
   /// With `share`: warn (a warning of the report) when an MPS share's control daemon is not there
   /// (host/sharing/MpsDaemon.h). A caller that refuses to go on then says so itself.
@@ -249,8 +250,10 @@ std::vector<std::string> unitsNotLost(const HostUnits& host, Report& report);
 /// asked of NVML before the lock and judged under it with the records read): "not enough free
 /// GPUs: 2 requested, 1 free, 1 held", "…, 1 busy: GPU 1 is used by process 4242 (8192 MiB),
 /// which no record names".
-/// With GrantRequest::share, shares of declared GPUs instead (a shortfall: "not enough free GPU
-/// shares: 2 requested, 1 free", each GPU's reason among the details; no GPU of the host
+/// With GrantRequest::share, shares of declared GPUs instead, judged by the same rule of use (a
+/// GPU a process no share holder explains uses gives none under --foreign skip); a shortfall:
+/// "not enough free GPU shares: 2 requested, 1 free", each GPU's reason among the details ("busy:
+/// GPU 1 is used by process 4242 (8192 MiB), which no record names"); no GPU of the host
 /// declared: "no GPU of this host is declared shared (flink-gpu share)").
 /// @throws DiscoveryFailure kShortfall when fewer than `amount` units are there, allowed or free
 ///         (the details name each holder); kOwner when coordination is asked for an owner that

@@ -125,6 +125,41 @@ TEST(SharePlanTest, KOwnersShareOneGpuAndTheNextIsRefused) {
   EXPECT_EQ(fourth.records, parseRecords(file).records) << "nothing recorded";
 }
 
+TEST(SharePlanTest, AGpuTheCallerFindsUnusableGivesNoShareAndIsAskedOnceWithTheRecords) {
+  // GPU 0 has a live share; the caller finds it unusable (a process no record explains uses it):
+  // GPU 1 gives the share, although pack ranks GPU 0 first.
+  const ParsedRecords current = parseRecords("0 100\t1\tshare=0/2\n");
+  const auto live = [](const Owner& o) { return livePids(o, {100, 101}); };
+  ShareRequest request = sharesOf(2, {2, 2}, 1, 101);
+  int asked = 0;
+  request.unusable = [&](const std::vector<Record>& records) {
+    ++asked;
+    EXPECT_EQ(records, current.records);
+    return std::vector<std::string>{"0"};
+  };
+  const ShareAllocation one = planShareAllocation(current, request, live, {});
+  EXPECT_EQ(asked, 1);
+  ASSERT_TRUE(one.satisfied);
+  EXPECT_EQ(gpusOf(one), std::vector<std::string>{"1"});
+  // Two asked: short, GPU 0 named unusable with its live share counted.
+  request.amount = 2;
+  const ShareAllocation two = planShareAllocation(current, request, live, {});
+  EXPECT_FALSE(two.satisfied);
+  EXPECT_EQ(two.freeGpus, 1u);
+  ASSERT_EQ(two.unshared.size(), 2u);
+  EXPECT_EQ(two.unshared[0].gpu, "0");
+  EXPECT_EQ(two.unshared[0].reason, UnsharedGpu::Reason::kUnusable);
+  EXPECT_EQ(two.unshared[0].liveShares, 1u);
+  EXPECT_EQ(two.unshared[0].replicas, 2u);
+  EXPECT_EQ(two.unshared[1].reason, UnsharedGpu::Reason::kFreeButShort);
+  // The requester's own GPU says so first, whatever else uses it.
+  ShareRequest own = sharesOf(1, {2}, 1, 100);
+  own.unusable = [](const std::vector<Record>&) { return std::vector<std::string>{"0"}; };
+  const ShareAllocation held = planShareAllocation(current, own, live, {});
+  ASSERT_EQ(held.unshared.size(), 1u);
+  EXPECT_EQ(held.unshared[0].reason, UnsharedGpu::Reason::kHeldByOwner);
+}
+
 TEST(SharePlanTest, TheLowestFreeIndexGoesAndADeadOwnersShareIsTakenBack) {
   // Shares 0 and 2 live, share 1's owner gone: the new share is 1, its old record taken back.
   const ParsedRecords current =
