@@ -41,6 +41,7 @@
 #include "host/health/HostView.h"
 #include "host/health/Watch.h"
 #include "host/sharing/SharingDeclarations.h"
+#include "host/sharing/SharingFacts.h"
 #include "host/store/LockedFile.h"
 #include "host/store/StoreError.h"
 #include "host/usage/GpuUse.h"
@@ -523,6 +524,30 @@ void noteAConfiguredFileInUse(const CoordinationFileOptions& coordination,
   }
 }
 
+/// A whole GPU that no declaration names (`declared`, by UnitRef: declarationsOf) but that is
+/// set up for sharing: EXCLUSIVE_PROCESS compute mode, or an MPS control daemon serving it. From
+/// what viewHost's probe and judgeUse already read of NVML (host.use): no session of its own.
+void noteUndeclaredSharing(const HostView& host,
+                           const std::vector<const sharing::Declaration*>& declared,
+                           std::vector<Finding>& notes) {
+  for (std::size_t i = 0; i < host.gpus.size(); ++i) {
+    const GpuView& view = host.gpus[i];
+    if (view.isMigInstance || !view.listedByNvml || declared[host.refs[i]] != nullptr) continue;
+    sharing::GpuSharingFacts facts;
+    facts.gpu = view.gpu;
+    facts.uuid = view.uuid;
+    facts.exclusiveProcess = view.computeMode == nvml::ComputeMode::kExclusiveProcess;
+    const auto use =
+        std::find_if(host.use.begin(), host.use.end(),
+                     [&](const usage::UnitUse& unit) { return unit.unit == view.gpu; });
+    if (use != host.use.end()) facts.mps = sharing::mpsSignsOf(*use);
+    for (sharing::SharingNote& note : sharing::undeclaredSharingNotes(facts)) {
+      notes.push_back(
+          {std::string(sharing::sharingNoteWord(note.kind)), note.gpu, std::move(note.text)});
+    }
+  }
+}
+
 }  // namespace
 
 int runCheck(const CheckOptions& options) {
@@ -563,20 +588,22 @@ int runCheck(const CheckOptions& options) {
   HostView host = viewHost(options.coordination.path, status, devices, true);
   findStale(host, status, devices, look.coverage);
   // Processes no record explains (host/usage/GpuUse.h), judged as the allocators judge them.
+  // The sharing declarations are read once, for stale ones, the MPS servers of the GPUs shared
+  // with MPS, and the GPUs left set up for sharing without a declaration (below).
   std::unordered_set<std::string> mpsShared;
+  std::optional<sharing::DeclarationsFile> declarations;
+  std::vector<const sharing::Declaration*> declared;
   try {
-    const sharing::DeclarationsFile declarations =
-        sharing::readDeclarations(options.coordination.path);
-    addStaleDeclarations(declarations.parsed, host);
-    const std::vector<const sharing::Declaration*> declared =
-        sharing::declarationsOf(declarations.parsed, *host.index);
+    declarations = sharing::readDeclarations(options.coordination.path);
+    addStaleDeclarations(declarations->parsed, host);
+    declared = sharing::declarationsOf(declarations->parsed, *host.index);
     for (std::size_t i = 0; i < host.gpus.size(); ++i) {
       const sharing::Declaration* declaration = declared[host.refs[i]];
       if (declaration != nullptr && declaration->isMps()) mpsShared.insert(host.gpus[i].gpu);
     }
   } catch (const store::StoreError&) {
-    // Check says nothing else of sharing: a declarations file it cannot read is status's to say
-    // (and the allocators' of shares); an MPS server then counts as foreign here.
+    // A declarations file check cannot read is status's to say (and the allocators' of shares);
+    // an MPS server then counts as foreign here, and no GPU is said to lack a declaration.
   }
   if (const std::optional<Notice> note = judgeUse(host, status, devices, mpsShared)) {
     notes.push_back({"foreign_process", std::nullopt, note->text});
@@ -641,6 +668,7 @@ int runCheck(const CheckOptions& options) {
                            "slow without it (nvidia-smi -pm 1, or run nvidia-persistenced)"});
     }
   }
+  if (declarations) noteUndeclaredSharing(host, declared, notes);
   // State that outlived its GPU blocks nothing, but should not sit there unseen.
   for (const StaleEntry& entry : host.stale) {
     notes.push_back({"stale", entry.gpu, entry.text, std::string(staleKindWord(entry.kind))});

@@ -231,6 +231,9 @@ GpuProbe GpuProber::probe(unsigned index) const {
   const nvml::Result<nvml::FabricInfo> fabric = state_.fabricInfo(device);
   gpu.fabric = fabric.get();
   verdictOf(fabric.code, fabric.function);
+  const nvml::Result<nvml::ComputeMode> mode = state_.computeMode(device);
+  gpu.computeMode = mode.get();
+  verdictOf(mode.code, mode.function);
   return gpu;
 }
 

@@ -95,6 +95,8 @@ struct GpuProbe {
   /// nvmlDeviceGetGpuFabricInfoV (else the unversioned call); nullopt on a GPU without a fabric
   /// (NVML_ERROR_NOT_SUPPORTED, or a library without the call).
   std::optional<nvml::FabricInfo> fabric;
+  /// nvmlDeviceGetComputeMode; nullopt where the library or the GPU does not tell.
+  std::optional<nvml::ComputeMode> computeMode;
 };
 
 /// One NVML session's look at every GPU.
@@ -119,7 +121,7 @@ class GpuProber {
  public:
   explicit GpuProber(const nvml::NvmlSession& session);
   /// GPU `index`'s handle and every health query (UUID, memory, row remapping or retired pages,
-  /// persistence mode, the recovery action, the NVLink fabric); never throws.
+  /// persistence mode, the recovery action, the NVLink fabric, the compute mode); never throws.
   GpuProbe probe(unsigned index) const;
 
  private:

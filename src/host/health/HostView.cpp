@@ -350,6 +350,7 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
       if (const auto probe = probeOf.find(view.gpu); probe != probeOf.end()) {
         view.persistenceMode = probe->second->persistenceMode;
         view.recoveryAction = probe->second->recoveryAction;
+        view.computeMode = probe->second->computeMode;
         view.notes = health::notesOf(*probe->second);
       }
     } else if (view.parent) {
@@ -472,7 +473,8 @@ std::optional<Notice> judgeUse(HostView& host, const coordination::Status& statu
   std::vector<std::string> units;
   units.reserve(devices.size());
   for (const discovery::GpuDevice& device : devices) units.push_back(device.identifier);
-  const std::vector<usage::UnitUse> use = usage::readUse(units, devices);
+  host.use = usage::readUse(units, devices);
+  const std::vector<usage::UnitUse>& use = host.use;
   if (use.empty()) return std::nullopt;
   std::vector<coordination::Record> records;
   records.reserve(status.records.size());

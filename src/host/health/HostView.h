@@ -55,6 +55,8 @@ struct GpuView {
   /// The driver's recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION), where it tells (whole
   /// GPUs): 0 none.
   std::optional<unsigned> recoveryAction;
+  /// nvmlDeviceGetComputeMode, where NVML tells (whole GPUs).
+  std::optional<nvml::ComputeMode> computeMode;
   /// What NVML says of it that does not keep it out (health::notesOf: a degraded NVLink fabric),
   /// one line each (a MIG instance: its GPU's).
   std::vector<health::HealthNote> notes;
@@ -143,6 +145,8 @@ struct HostView {
   /// Whether addUse judged the processes NVML lists (NVML usable, and this process sees the
   /// host's pids): only then is flink_gpu_foreign_processes written.
   bool useJudged = false;
+  /// What NVML lists on each unit, as judgeUse read it (usage::readUse); empty where it did not.
+  std::vector<usage::UnitUse> use;
 };
 
 /// Builds the view from the coordination file's `status`, NVML (when `askNvml`) and the health
@@ -163,8 +167,9 @@ void addUse(HostView& host, const usage::Judgement& judgement, bool judged);
 
 /// What status and check ask: NVML's processes and memory of `devices` (none when the probe
 /// found NVML unusable), judged by usage::judge with `status`'s records and the GPUs declared
-/// shared with MPS (`mpsShared`, by GpuView::gpu), into `host` (addUse). Returns the note of the
-/// units not judged, where this process does not see the host's pids.
+/// shared with MPS (`mpsShared`, by GpuView::gpu), into `host` (addUse); keeps what it read in
+/// host.use. Returns the note of the units not judged, where this process does not see the
+/// host's pids.
 std::optional<Notice> judgeUse(HostView& host, const coordination::Status& status,
                                const std::vector<discovery::GpuDevice>& devices,
                                const std::unordered_set<std::string>& mpsShared);

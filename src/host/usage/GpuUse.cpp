@@ -120,6 +120,7 @@ std::vector<UnitUse> readUse(const std::vector<std::string>& units,
           GpuProcess gpuProcess;
           gpuProcess.pid = static_cast<pid_t>(process.pid);
           if (process.usedBytes) gpuProcess.usedMiB = *process.usedBytes / kMiB;
+          gpuProcess.mpsClient = (process.lists & nvml::kMpsProcess) != 0;
           listed.push_back(gpuProcess);
         }
         entry.processes = std::move(listed);

@@ -63,6 +63,9 @@ struct GpuProcess {
   pid_t pid = 0;
   /// The GPU memory it uses, in MiB; nullopt where the driver does not tell.
   std::optional<std::uint64_t> usedMiB;
+  /// NVML's MPS list names it (nvmlDeviceGetMPSComputeRunningProcesses): a client of an MPS
+  /// server on the unit.
+  bool mpsClient = false;
 };
 
 /// What NVML says one unit is doing.
