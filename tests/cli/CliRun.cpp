@@ -47,6 +47,19 @@ CliRun runProgram(const std::vector<std::string>& argv) {
   return run;
 }
 
+std::vector<std::string> inPidNamespace() {
+  return {"/usr/bin/unshare", "-p", "--fork", "--mount-proc"};
+}
+
+std::optional<std::string> whyNoPidNamespace() {
+  std::vector<std::string> probe = inPidNamespace();
+  probe.push_back("/bin/true");
+  const process::ProcessResult tried = process::run(probe, {});
+  if (tried.outcome.succeeded()) return std::nullopt;
+  return "unshare -p --fork --mount-proc is not permitted here (not root?): " +
+         tried.stderrOutput.data;
+}
+
 namespace {
 
 CliRun runThroughEnv(std::vector<std::string> argv, const std::filesystem::path& program,

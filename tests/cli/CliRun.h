@@ -41,6 +41,14 @@ CliRun runCli(const std::vector<std::string>& args,
 /// discovery program). A run that does not exit normally is a test failure.
 CliRun runProgram(const std::vector<std::string>& argv);
 
+/// The command line that runs what follows it in a pid namespace of its own with its own /proc,
+/// as a container does: unshare -p --fork --mount-proc.
+std::vector<std::string> inPidNamespace();
+
+/// Why inPidNamespace() cannot be used here (unshare missing, not permitted: not root), for
+/// GTEST_SKIP; nullopt when it can.
+std::optional<std::string> whyNoPidNamespace();
+
 /// As runCli, but runs `program` (a copy of the binary elsewhere, e.g. in <prefix>/bin/) in the
 /// working directory `workingDirectory`.
 CliRun runCliAt(const std::filesystem::path& program, const std::filesystem::path& workingDirectory,

@@ -299,16 +299,10 @@ TEST_F(ForeignProcessCliTest, CheckNamesOtherGpuAllocators) {
 }
 
 TEST_F(ForeignProcessCliTest, InAPidNamespaceOfItsOwnItSaysSoOnceAndRefusesNothing) {
-  const std::vector<std::string> unshare{"/usr/bin/unshare", "-p", "--fork", "--mount-proc"};
-  {
-    std::vector<std::string> probe = unshare;
-    probe.push_back("/bin/true");
-    const flink::process::ProcessResult tried = flink::process::run(probe, {});
-    if (!tried.outcome.succeeded()) {
-      GTEST_SKIP() << "unshare -p --fork --mount-proc is not permitted here (not root?): "
-                   << tried.stderrOutput.data;
-    }
+  if (const std::optional<std::string> why = flink::testing::whyNoPidNamespace()) {
+    GTEST_SKIP() << *why;
   }
+  const std::vector<std::string> unshare = flink::testing::inPidNamespace();
   const auto job = stranger();
   host({withProcesses({{job->pid(), 8192}}), withProcesses({{job->pid(), 8192}})});
   // A shell (pid 1 there) runs the discovery and stays, the owner of what it records.

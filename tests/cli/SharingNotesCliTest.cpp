@@ -204,16 +204,10 @@ TEST_F(SharingNotesCliTest, ASharingFileThatCannotBeReadSaysNothingOfDeclaration
 }
 
 TEST_F(SharingNotesCliTest, InAPidNamespaceOfItsOwnOnlyTheClientListCounts) {
-  const std::vector<std::string> unshare{"/usr/bin/unshare", "-p", "--fork", "--mount-proc"};
-  {
-    std::vector<std::string> probe = unshare;
-    probe.push_back("/bin/true");
-    const flink::process::ProcessResult tried = flink::process::run(probe, {});
-    if (!tried.outcome.succeeded()) {
-      GTEST_SKIP() << "unshare -p --fork --mount-proc is not permitted here (not root?): "
-                   << tried.stderrOutput.data;
-    }
+  if (const std::optional<std::string> why = flink::testing::whyNoPidNamespace()) {
+    GTEST_SKIP() << *why;
   }
+  const std::vector<std::string> unshare = flink::testing::inPidNamespace();
   const auto server = mpsServer();
   const auto client = process();
   host({processes({server->pid()}, "compute"), processes({client->pid()}, "mps")});
