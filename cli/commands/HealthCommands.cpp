@@ -644,8 +644,9 @@ int runCheck(const CheckOptions& options) {
     }
   }
   for (const GpuView& view : host.gpus) {
-    // A MIG instance's problems are its GPU's, which says them already.
-    if (view.isMigInstance) continue;
+    // A MIG instance's problems are its GPU's, which says them already; a GPU this host no longer
+    // has is stale state, a note below, and fails no health check.
+    if (view.isMigInstance || view.notOnHost) continue;
     for (const health::Problem& problem : view.problems) {
       problems.push_back(
           {std::string(health::stateWord(problem.kind)), view.gpu,

@@ -320,7 +320,9 @@ nlohmann::ordered_json gpuJson(const HostView& host, const Sharing& sharing, std
         {"name", process.name ? nlohmann::ordered_json(*process.name) : nullptr},
         {"used_mib", process.usedMiB ? nlohmann::ordered_json(*process.usedMiB) : nullptr}});
   }
-  gpu["foreign_processes"] = std::move(foreign);
+  // null where NVML did not tell its processes: neither busy nor known free of them.
+  gpu["foreign_processes"] =
+      view.processesUnread ? nlohmann::ordered_json(nullptr) : std::move(foreign);
   gpu["memory_without_process_mib"] = view.memoryWithoutProcessMiB
                                           ? nlohmann::ordered_json(*view.memoryWithoutProcessMiB)
                                           : nlohmann::ordered_json(nullptr);

@@ -126,6 +126,51 @@ TEST_F(ForeignProcessCliTest, CoordinationModeSkipsABusyGpuAndCountsItInAShortfa
       << two;
 }
 
+TEST_F(ForeignProcessCliTest, AProcessOnAMigInstanceMakesItsGpuBusyForAWorkerThatIsNotRoot) {
+  // NVML lists a MIG-mode GPU's processes (its instances') to root only; each instance lists its
+  // own to anyone. A worker that is not root must still see GPU 0 as busy.
+  const auto job = stranger();
+  std::ofstream(dir_ / "host.json")
+      << R"({"privileged": false, "devices": [{"uuid": ")" << flink::testing::standInUuid(0)
+      << R"(", "name": "NVIDIA H200", "pci_bus_id": "00000000:19:00.0",
+             "memory_total_mib": 143771, "mig_enabled": true, "mig": [
+             {"uuid": "MIG-10000000-0000-4000-8000-0000000000a0", "name": "NVIDIA H200 MIG 3g.71gb",
+              "memory_total_mib": 71000, "gpu_instance_id": 1, "compute_instance_id": 0,
+              "processes": [{"pid": )"
+      << job->pid() << R"(, "used_mib": 500}]}]},
+             {"uuid": ")"
+      << flink::testing::standInUuid(1) << R"(", "name": "NVIDIA H200",
+              "pci_bus_id": "00000000:3B:00.0", "memory_total_mib": 143771,
+              "mig_enabled": false}]})";
+  const CliRun two = coordinated(2);
+  EXPECT_EQ(two.exitCode, 1) << two;
+  EXPECT_EQ(flink::testing::firstLine(two.err),
+            "not enough free GPUs: 2 requested, 1 free, 0 held, 1 busy: GPU 0 is used by process " +
+                job->pidText() + " (500 MiB), which no record names")
+      << two;
+  const CliRun metrics = cli({"status", "--format", "prometheus"});
+  EXPECT_TRUE(contains(metrics.out, "flink_gpu_foreign_processes{gpu=\"0\",uuid=\"" +
+                                        flink::testing::standInUuid(0) + "\"} 1\n"))
+      << metrics.out;
+}
+
+TEST_F(ForeignProcessCliTest, AGpuWhoseProcessesNvmlDoesNotTellIsNeitherBusyNorKnownFree) {
+  host({std::string(kH200Members) + R"(, "processes": {"error": 999})", ""});
+  const CliRun one = coordinated(1);
+  EXPECT_EQ(one.exitCode, 0) << one;
+  EXPECT_EQ(one.out, "0\n") << one;
+  const CliRun metrics = cli({"status", "--format", "prometheus"});
+  EXPECT_TRUE(contains(metrics.out, "flink_gpu_foreign_processes{gpu=\"0\",uuid=\"" +
+                                        flink::testing::standInUuid(0) + "\"} NaN\n"))
+      << metrics.out;
+  EXPECT_TRUE(contains(metrics.out, "flink_gpu_foreign_processes{gpu=\"1\",uuid=\"" +
+                                        flink::testing::standInUuid(1) + "\"} 0\n"))
+      << metrics.out;
+  const auto json = nlohmann::json::parse(cli({"status", "--format", "json"}).out);
+  EXPECT_TRUE(json.at("gpus")[0].at("foreign_processes").is_null()) << json.at("gpus")[0];
+  EXPECT_TRUE(json.at("gpus")[1].at("foreign_processes").is_array()) << json.at("gpus")[1];
+}
+
 TEST_F(ForeignProcessCliTest, WarnHandsItOutAndIgnoreDoesNotLook) {
   const auto job = stranger();
   host({withProcesses({{job->pid(), 8192}})});

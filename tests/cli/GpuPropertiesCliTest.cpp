@@ -442,7 +442,10 @@ TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {
                        {"1", "free", ""},
                        {kMigA, "free", ""},
                        {kMigB, "free", "recorded for process " + pid + " (gone)"},
-                       {"7", "free", "recorded for process " + pid + " (gone)"}}))
+                       {"7", "free",
+                        "not on this host (state that outlived it: see --stale); recorded for "
+                        "process " +
+                            pid + " (gone)"}}))
       << text;
   // GPU 7 is not this host's: a note says so (docs/operating.md, state that outlived the host).
   EXPECT_EQ(text.err, "flink-gpu: note: record of process " + pid +

@@ -1254,8 +1254,11 @@ TEST_F(HealthCliTest, TextFromTheFilesNeverMakesALineOfItsOwnNorReachesTheTermin
       contains(check.out, "GPU 1 (" + uuidOf(1) + "): drained since 1970-01-01T00:16:40Z by uid 0"))
       << check;
   EXPECT_TRUE(contains(check.out, ": line one\\nerror: forged\\x1b[2J\n")) << check;
+  // GPU 7 is not on this host: its verdict is stale state, a note, and fails no check.
+  EXPECT_FALSE(contains(check.out, "GPU 7: unhealthy")) << check;
   EXPECT_TRUE(contains(check.out,
-                       "GPU 7: unhealthy since 1970-01-01T00:16:40Z: Xid 79 (bad\\u009bthing)\n"))
+                       "note: unhealthy verdict names GPU 7 which this host does not "
+                       "have; `flink-gpu undrain --stale` removes it\n"))
       << check;
   EXPECT_TRUE(contains(check.out,
                        "is not a health record: 'readmitted\\tgpu=7%0Afake\\tuuid=GPU-x"
@@ -1271,7 +1274,11 @@ TEST_F(HealthCliTest, TextFromTheFilesNeverMakesALineOfItsOwnNorReachesTheTermin
   EXPECT_EQ(status.exitCode, 0) << status;
   EXPECT_TRUE(terminalSafe(status.out + status.err));
   EXPECT_TRUE(contains(status.out, "NVIDIA\\x1b[31m H200")) << status;
-  EXPECT_TRUE(contains(status.out, "\n7    unhealthy  unhealthy since ")) << status;
+  EXPECT_TRUE(contains(status.out,
+                       "\n7    unhealthy  not on this host (state that outlived it: "
+                       "see --stale); unhealthy since 1970-01-01T00:16:40Z: Xid 79 "
+                       "(bad\\u009bthing)"))
+      << status;
   EXPECT_TRUE(contains(status.out, "forged\\x1b[2J")) << status;
   for (const std::string& line : linesOf(status.out)) {
     EXPECT_FALSE(line.starts_with("error: forged") || line.starts_with("fake")) << status;

@@ -164,6 +164,10 @@ TEST_F(StaleStateCliTest, AGpuGoneSinceItsGrantIsListedByStatusAndCheck) {
     EXPECT_EQ(note.at("gpu"), "2") << note;
   }
   EXPECT_EQ(stale, 4) << checked;
+  // A drain and a verdict of a GPU the host no longer has fail no health check.
+  for (const auto& problem : checked.at("problems")) EXPECT_NE(problem.at("gpu"), "2") << problem;
+  // Its row says so: its index may be another GPU's some day.
+  EXPECT_TRUE(contains(status.out, "not on this host")) << status;
 }
 
 TEST_F(StaleStateCliTest, TheStaleOptionsRemoveExactlyThatState) {

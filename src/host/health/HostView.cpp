@@ -227,6 +227,10 @@ void findStale(HostView& host, const coordination::Status& status,
           staleEntry(StaleEntry::Kind::kRecord, entry.record.gpu, entry.record.uuid, &entry));
     }
   }
+  // The units only records name that this host does not have: shown apart, never as the host's.
+  for (GpuView& view : host.gpus) {
+    if (!view.listedByNvml && gone(view.gpu, view.uuid)) view.notOnHost = true;
+  }
   if (!host.health) return;
   for (const health::HealthRecord& record : host.health->parsed.records) {
     if (record.kind == health::RecordKind::kReadmitted || !gone(record.gpu, record.uuid)) continue;
@@ -458,6 +462,8 @@ HostView viewHost(const std::string& coordinationFile, const coordination::Statu
 void addUse(HostView& host, const usage::Judgement& judgement, bool judged) {
   host.useJudged = judged;
   for (GpuView& view : host.gpus) {
+    view.processesUnread = std::find(judgement.unread.begin(), judgement.unread.end(), view.gpu) !=
+                           judgement.unread.end();
     const usage::UnitVerdict* verdict = judgement.find(view.gpu);
     if (verdict == nullptr) continue;
     view.foreignProcesses = verdict->foreign;
@@ -487,6 +493,8 @@ std::optional<Notice> judgeUse(HostView& host, const coordination::Status& statu
 
 std::string describeView(const GpuView& view) {
   std::vector<std::string> parts;
+  // A GPU the records name that this host no longer has: its index may now be another GPU's.
+  if (view.notOnHost) parts.push_back("not on this host (state that outlived it: see --stale)");
   if (view.kernel) {
     // Known from the kernel alone: by its UUID and bus id, and why NVML does not answer.
     parts.push_back((view.kernel->uuid ? *view.kernel->uuid + ", " : std::string()) +
@@ -637,8 +645,10 @@ std::string prometheusMetrics(const HostView& view, const coordination::Status& 
            "allocators skip the GPU as busy.");
     for (const GpuView& gpu : view.gpus) {
       if (!gpu.listedByNvml) continue;
-      text += "flink_gpu_foreign_processes" + labels(gpu) + ' ' +
-              std::to_string(gpu.foreignProcesses.size()) + '\n';
+      text +=
+          "flink_gpu_foreign_processes" + labels(gpu) + ' ' +
+          (gpu.processesUnread ? std::string("NaN") : std::to_string(gpu.foreignProcesses.size())) +
+          '\n';
     }
   }
   family("flink_gpu_build_info", "The flink-gpu that wrote these metrics (always 1).");

@@ -75,6 +75,11 @@ struct GpuView {
   /// The processes NVML lists on it that no record explains (host/usage/GpuUse.h; set by
   /// addUse): a free unit with one is GpuState::kBusy.
   std::vector<usage::ForeignProcess> foreignProcesses;
+  /// NVML did not tell its processes (usage::Judgement::unread): foreignProcesses says nothing.
+  bool processesUnread = false;
+  /// Only records name it, and this host does not have it (findStale): a board replaced, a MIG
+  /// layout changed. Its problems are stale state, never the host's.
+  bool notOnHost = false;
   /// Memory in use while NVML lists no process on it: said, no state of its own.
   std::optional<std::uint64_t> memoryWithoutProcessMiB;
 

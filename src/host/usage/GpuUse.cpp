@@ -53,6 +53,29 @@ std::optional<nvml::Device> handleOf(const nvml::NvmlSession& session,
   return std::nullopt;
 }
 
+/// The processes on `device`. A MIG-mode GPU lists its instances' processes to privileged
+/// callers only (kNoPermission otherwise), while each instance lists its own to anyone: a worker
+/// that is not root then reads them instance by instance, so that a process on one instance
+/// still makes the whole GPU busy. The whole GPU's answer where that is not possible.
+nvml::Result<std::vector<nvml::Process>> processesOf(const nvml::DeviceStateApi& api,
+                                                     const nvml::Device& device) {
+  nvml::Result<std::vector<nvml::Process>> whole = api.runningProcesses(device);
+  if (whole.code != nvml::Return::kNoPermission) return whole;
+  const nvml::Result<unsigned> slots = device.maxMigDeviceCount();
+  if (!slots.ok()) return whole;
+  nvml::Result<std::vector<nvml::Process>> instances{nvml::Return::kSuccess, {}, whole.function};
+  bool any = false;
+  for (unsigned slot = 0; slot < slots.value; ++slot) {
+    const nvml::Result<nvml::Device> instance = device.migDeviceByIndex(slot);
+    if (!instance.ok()) continue;  // an empty slot
+    const nvml::Result<std::vector<nvml::Process>> own = api.runningProcesses(instance.value);
+    if (!own.ok()) return whole;  // one instance untold: the GPU cannot be judged
+    instances.value.insert(instances.value.end(), own.value.begin(), own.value.end());
+    any = true;
+  }
+  return any ? instances : whole;
+}
+
 /// Whether a record naming unit `named` speaks for processes on unit `unit`: the same unit, or
 /// the one is the other's GPU (a MIG instance's processes are its GPU's too).
 bool covers(const discovery::UnitIndex& index, discovery::UnitRef named, discovery::UnitRef unit) {
@@ -113,7 +136,7 @@ std::vector<UnitUse> readUse(const std::vector<std::string>& units,
       if (!handle) continue;
       UnitUse entry;
       entry.unit = unit;
-      const nvml::Result<std::vector<nvml::Process>> processes = api.runningProcesses(*handle);
+      const nvml::Result<std::vector<nvml::Process>> processes = processesOf(api, *handle);
       if (processes.ok()) {
         std::vector<GpuProcess> listed;
         for (const nvml::Process& process : processes.value) {
@@ -193,7 +216,10 @@ Judgement judge(const std::vector<UnitUse>& use, const std::vector<coordination:
       }
       continue;
     }
-    if (!unit.processes) continue;
+    if (!unit.processes) {
+      judgement.unread.push_back(unit.unit);
+      continue;
+    }
     if (!judgeable) {
       judgement.unjudged.push_back(unit.unit);
       continue;

@@ -126,6 +126,9 @@ struct Judgement {
   /// Units that processes use, which were not judged because this process does not see the
   /// host's pids.
   std::vector<std::string> unjudged;
+  /// Units whose processes NVML did not tell (not supported, an error): nothing is known of
+  /// them, neither busy nor free of foreign processes.
+  std::vector<std::string> unread;
 
   /// The verdict of `unit`; nullptr when there is nothing to say of it.
   const UnitVerdict* find(std::string_view unit) const;
