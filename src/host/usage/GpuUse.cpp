@@ -2,7 +2,6 @@
 #include "host/usage/GpuUse.h"
 
 #include <algorithm>
-#include <charconv>
 #include <memory>
 #include <unordered_map>
 
@@ -22,19 +21,13 @@ constexpr int kMaxAncestors = 64;
 /// At most this many processes are named in one line; the rest are counted.
 constexpr std::size_t kProcessesNamed = 5;
 
-std::optional<unsigned> parseIndex(std::string_view text) {
-  unsigned value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
 /// The NVML handle of `device`: a whole GPU by its index, a MIG instance by its UUID among the
 /// slots of its GPU.
 std::optional<nvml::Device> handleOf(const nvml::NvmlSession& session,
                                      const discovery::GpuDevice& device) {
-  const std::optional<unsigned> index =
-      device.mig ? std::optional<unsigned>(device.mig->parentIndex) : parseIndex(device.identifier);
+  const std::optional<unsigned> index = device.mig
+                                            ? std::optional<unsigned>(device.mig->parentIndex)
+                                            : strings::parseUnsigned(device.identifier);
   if (!index) return std::nullopt;
   const nvml::Result<nvml::Device> gpu = session.deviceByIndex(*index);
   if (!gpu.ok()) return std::nullopt;
