@@ -40,6 +40,7 @@
 #include "host/health/HostHealth.h"
 #include "host/health/HostView.h"
 #include "host/health/Watch.h"
+#include "host/nvml/Nvml.h"
 #include "host/sharing/SharingDeclarations.h"
 #include "host/sharing/SharingFacts.h"
 #include "host/store/LockedFile.h"
@@ -583,6 +584,9 @@ int runCheck(const CheckOptions& options) {
 
   noteAConfiguredFileInUse(options.coordination, notes);
 
+  // One session held across the enumeration, the health probe and the process lists, so that
+  // the driver is initialised once (NVML counts nested inits).
+  const std::unique_ptr<nvml::NvmlSession> session = nvml::holdSession();
   const HostLook look = nvmlLookOrNone();
   const std::vector<discovery::GpuDevice>& devices = look.devices;
   HostView host = viewHost(options.coordination.path, status, devices, true);

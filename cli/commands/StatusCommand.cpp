@@ -36,6 +36,7 @@
 #include "host/enumeration/NvmlEnumerator.h"
 #include "host/enumeration/UnitIndex.h"
 #include "host/health/HostView.h"
+#include "host/nvml/Nvml.h"
 #include "host/sharing/SharingDeclarations.h"
 #include "host/usage/GpuUse.h"
 #include "util/Notice.h"
@@ -580,6 +581,9 @@ int runStatus(const StatusOptions& options) {
     return kDiscoveryFailed;
   }
   // Read after the file's lock is let go: NVML may take a moment, and allocations must not wait.
+  // One session held across the enumeration, the health probe and the process lists, so that
+  // the driver is initialised once (NVML counts nested inits).
+  const std::unique_ptr<nvml::NvmlSession> session = nvml::holdSession();
   const HostLook look = nvmlDevices();
   const std::vector<discovery::GpuDevice>& devices = look.devices;
   HostView host = viewHost(options.coordination.path, status, devices, true);
