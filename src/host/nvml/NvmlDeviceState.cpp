@@ -115,21 +115,6 @@ std::string fabricStateText(unsigned state) {
   }
 }
 
-std::string computeModeText(unsigned mode) {
-  switch (mode) {
-    case NVML_COMPUTEMODE_DEFAULT:
-      return "Default";
-    case NVML_COMPUTEMODE_EXCLUSIVE_THREAD:
-      return "Exclusive_Thread";
-    case NVML_COMPUTEMODE_PROHIBITED:
-      return "Prohibited";
-    case NVML_COMPUTEMODE_EXCLUSIVE_PROCESS:
-      return "Exclusive_Process";
-    default:
-      return "compute mode " + std::to_string(mode);
-  }
-}
-
 std::optional<std::string> FabricInfo::clusterUuidText() const {
   if (std::all_of(clusterUuid.begin(), clusterUuid.end(), [](unsigned char b) { return b == 0; })) {
     return std::nullopt;

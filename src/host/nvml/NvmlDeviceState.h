@@ -102,10 +102,6 @@ enum class ComputeMode : unsigned {
   kExclusiveProcess = 3,
 };
 
-/// "Default", "Exclusive_Thread", "Prohibited", "Exclusive_Process" (nvidia-smi's words);
-/// else "compute mode N".
-std::string computeModeText(unsigned mode);
-
 /// The device-state functions of one library, looked up once.
 class DeviceStateApi {
  public:
@@ -128,9 +124,6 @@ class DeviceStateApi {
   /// else the call's. The value as the driver gave it, so that an action newer than this binding
   /// is still seen (recoveryActionText names it).
   Result<unsigned> recoveryAction(const Device& device) const;
-  /// Whether the library has the field-value call at all (a driver without it never gives a
-  /// recovery action, so a verdict never ends by its word).
-  bool hasFieldValues() const noexcept { return fieldValues_ != nullptr; }
   /// nvmlDeviceGetGpuFabricInfoV with the v3 struct, then v2 where the driver answers
   /// kArgumentVersionMismatch; else the unversioned call. kNotSupported on GPUs without a fabric.
   Result<FabricInfo> fabricInfo(const Device& device) const;

@@ -192,7 +192,6 @@ TEST_F(NvmlDeviceStateTest, ReadsEveryRecoveryActionAndNamesItInNvidiasWords) {
   }
   const NvmlSession session(NvmlLibrary::load());
   const DeviceStateApi api(session.library());
-  EXPECT_TRUE(api.hasFieldValues());
   EXPECT_EQ(api.recoveryAction(session.deviceByIndex(1).value).code, Return::kNotSupported)
       << "a driver without the field answers so in the field's own code";
 }
@@ -249,7 +248,6 @@ TEST_F(NvmlDeviceStateTest, ReadsTheComputeMode) {
   const Result<ComputeMode> mode = api.computeMode(session.deviceByIndex(0).value);
   ASSERT_TRUE(mode.ok());
   EXPECT_EQ(mode.value, ComputeMode::kExclusiveProcess);
-  EXPECT_EQ(computeModeText(static_cast<unsigned>(mode.value)), "Exclusive_Process");
   EXPECT_EQ(api.computeMode(session.deviceByIndex(1).value).code, Return::kNotSupported);
 }
 
@@ -263,7 +261,6 @@ TEST_F(NvmlDeviceStateTest, ALibraryWithoutTheCallsSaysSoWithoutCallingAnything)
   EXPECT_EQ(api.runningProcesses(gpu).code, Return::kFunctionNotFound);
   EXPECT_EQ(api.memoryUse(gpu).code, Return::kFunctionNotFound);
   EXPECT_EQ(api.recoveryAction(gpu).code, Return::kFunctionNotFound);
-  EXPECT_FALSE(api.hasFieldValues());
   EXPECT_EQ(api.fabricInfo(gpu).code, Return::kFunctionNotFound);
   EXPECT_EQ(api.computeMode(gpu).code, Return::kFunctionNotFound);
 }
