@@ -8,8 +8,9 @@
 // allocation per process tree. No record outlives a failed exec: they are given back before
 // flink-gpu exits with 127/126, as a shell would.
 // With --share the records and leases are shares' (host/coordination/ShareAllocation.h), and the
-// environment is ExecShare.h's; an MPS share is refused, and given back, when its control
-// daemon's socket is not there, since the command would otherwise use the GPU outside the daemon.
+// environment is host/defaultdiscovery/ChildEnvironment.h's; an MPS share is refused, and given
+// back, when its control daemon's socket is not there, since the command would otherwise use the
+// GPU outside the daemon.
 #include "commands/ExecCommand.h"
 
 #include <sched.h>
@@ -37,10 +38,11 @@
 #include "ExitCode.h"
 #include "commands/AmountOption.h"
 #include "commands/ExecChild.h"
-#include "commands/ExecShare.h"
 #include "flink/externalresource/gpu/GpuProperties.h"
 #include "host/coordination/Coordination.h"
 #include "host/coordination/Leases.h"
+#include "host/coordination/TreeOwner.h"
+#include "host/defaultdiscovery/ChildEnvironment.h"
 #include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/Vendor.h"
@@ -54,6 +56,12 @@
 
 namespace flink::cli {
 namespace {
+
+using defaultdiscovery::EnvironmentChanges;
+using defaultdiscovery::kShareMemoryVariable;
+using defaultdiscovery::mpsPipeDirectoryOf;
+using defaultdiscovery::shareEnvironment;
+using defaultdiscovery::wholeGpuEnvironment;
 
 /// An error whose first line is `cause` and whose further lines are `details`.
 void printErrorWithDetails(const std::string& cause, const std::vector<Notice>& details) {
@@ -274,35 +282,9 @@ struct HeldByThisProcess {
   std::vector<std::string> shares;
 };
 
-/// How many parents an exec looks up for an enclosing one's GPUs: far more than any real nesting
-/// (exec, a shell, a launcher, exec), and a bound should the parents read ever loop (pids reused
-/// while they are read).
-constexpr int kMaxAncestors = 64;
-
-/// What `owner`'s records in `status` hold of `host`, by the host index's rule.
-HeldByThisProcess heldBy(const coordination::Status& status, const HostUnits& host,
-                         const coordination::Owner& owner) {
-  std::unordered_set<std::string> own;
-  std::unordered_set<std::string> ownShares;
-  for (const coordination::RecordStatus& entry : status.records) {
-    if (!coordination::sameProcess(entry.record.owner, owner) || !entry.record.owner.startTime) {
-      continue;
-    }
-    for (std::string& unit : coordination::unitsNamedBy(entry.record, *host.index)) {
-      if (entry.record.share) ownShares.insert(unit);
-      own.insert(std::move(unit));
-    }
-  }
-  HeldByThisProcess held;
-  for (const std::string& gpu : host.gpus) {
-    if (!own.count(gpu)) continue;
-    held.gpus.push_back(gpu);
-    if (ownShares.count(gpu)) held.shares.push_back(gpu);
-  }
-  return held;
-}
-
-/// nullopt after printing the error.
+/// What the process tree this exec runs in already holds of `host`: what the nearest process of
+/// its ancestry that has records of `host`'s GPUs owns (coordination::treeOwner), in `host`'s
+/// order. nullopt after printing the error.
 std::optional<HeldByThisProcess> heldByThisProcessTree(const ExecOptions& options,
                                                        const HostUnits& host) {
   coordination::Status status;
@@ -312,20 +294,32 @@ std::optional<HeldByThisProcess> heldByThisProcessTree(const ExecOptions& option
     printError(e.what());
     return std::nullopt;
   }
-  liveness::HostFacts& facts = liveness::HostFacts::system();
-  pid_t pid = ::getpid();
-  for (int depth = 0; depth <= kMaxAncestors && pid > 0; ++depth) {
-    const coordination::Owner owner = coordination::Owner::of(pid, facts);
-    // An ancestor is known by its start time too: a record of its pid without one may be an
-    // earlier process's.
-    if (depth > 0 && !owner.startTime) break;
-    HeldByThisProcess held = heldBy(status, host, owner);
-    if (!held.gpus.empty()) return held;
-    const std::optional<pid_t> parent = facts.process(pid).parent;
-    if (!parent) break;
-    pid = *parent;
+  std::vector<coordination::Record> records;
+  std::vector<std::vector<std::string>> named;
+  for (coordination::RecordStatus& entry : status.records) {
+    std::vector<std::string> units = coordination::unitsNamedBy(entry.record, *host.index);
+    if (units.empty()) continue;
+    records.push_back(std::move(entry.record));
+    named.push_back(std::move(units));
   }
-  return HeldByThisProcess{};
+  const std::optional<coordination::TreeOwner> owner =
+      coordination::treeOwner(records, {}, ::getpid());
+  if (!owner) return HeldByThisProcess{};
+  std::unordered_set<std::string> own;
+  std::unordered_set<std::string> ownShares;
+  for (const std::size_t i : owner->records) {
+    for (const std::string& unit : named[i]) {
+      if (records[i].share) ownShares.insert(unit);
+      own.insert(unit);
+    }
+  }
+  HeldByThisProcess held;
+  for (const std::string& gpu : host.gpus) {
+    if (!own.count(gpu)) continue;
+    held.gpus.push_back(gpu);
+    if (ownShares.count(gpu)) held.shares.push_back(gpu);
+  }
+  return held;
 }
 
 /// Checks the options of --share and --share-placement; nullopt when they are right, else the

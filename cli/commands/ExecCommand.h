@@ -46,8 +46,9 @@ struct ExecOptions {
   bool visibleDevicesGiven = false;
   /// --share: one share on each of `amount` distinct GPUs the operator declared shared
   /// (`flink-gpu share`) instead of whole GPUs; the command also gets the share's memory and,
-  /// behind an MPS control daemon, CUDA's MPS client variables (commands/ExecShare.h). A usage
-  /// error with --mig and with --vendor amd|intel.
+  /// behind an MPS control daemon, CUDA's MPS client variables
+  /// (host/defaultdiscovery/ChildEnvironment.h). A usage error with --mig and with --vendor
+  /// amd|intel.
   bool share = false;
   /// --share-placement pack|spread, as typed (runExec checks it): which GPUs' shares go first
   /// (host/coordination/ShareAllocation.h). A usage error without --share.

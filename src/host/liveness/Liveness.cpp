@@ -215,6 +215,26 @@ bool sameProcess(const Owner& a, const Owner& b) {
   return !(a.pidNamespace && b.pidNamespace && *a.pidNamespace != *b.pidNamespace);
 }
 
+std::vector<Owner> ancestry(pid_t pid, HostFacts& facts) {
+  std::vector<Owner> chain;
+  if (pid <= 0) return chain;
+  const Reader& reader = facts.reader();
+  const auto ownerOf = [&](pid_t at, const ProcessLook& look) {
+    return Owner{at, look.startTime, reader.pidNamespace.value_or(kUnknownPidNamespace),
+                 reader.bootId};
+  };
+  ProcessLook look = facts.process(pid);
+  chain.push_back(ownerOf(pid, look));
+  while (chain.size() <= kMaxAncestors) {
+    if (chain.back().pid == 1 || !look.alive() || !look.parent || *look.parent <= 0) break;
+    const pid_t parent = *look.parent;
+    look = facts.process(parent);
+    if (!look.alive() || !look.startTime) break;
+    chain.push_back(ownerOf(parent, look));
+  }
+  return chain;
+}
+
 Owner Owner::of(pid_t pid, HostFacts& facts) {
   const Reader& reader = facts.reader();
   return Owner{pid, facts.process(pid).startTime,

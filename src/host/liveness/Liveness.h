@@ -19,12 +19,14 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "host/liveness/HostFacts.h"
 
@@ -172,6 +174,19 @@ bool isRunning(const Owner& owner);
 /// Whether `a` and `b` are one process: the same pid, and the same start time (within a tick),
 /// pid namespace and boot where both say.
 bool sameProcess(const Owner& a, const Owner& b);
+
+/// How far up a parent chain anything of the project looks: far deeper than any worker's process
+/// tree (a JVM, a shell, a launcher, a Python worker and its children), and a bound on a chain
+/// that loops while it is read (pids reused meanwhile).
+inline constexpr std::size_t kMaxAncestors = 64;
+
+/// `pid` and its ancestors, nearest first, each as Owner::of reads it (its start time, the reader's
+/// pid namespace and boot): the one walk up a process tree, by which a worker's children count as
+/// the worker (`which`, a nested `exec`, the processes NVML lists on a GPU). `pid` itself is
+/// always first. The chain ends after pid 1, at a process gone or whose parent cannot be read, at
+/// an ancestor whose start time cannot be read (its pid could name a later process than the one a
+/// record names), or after kMaxAncestors ancestors.
+std::vector<Owner> ancestry(pid_t pid, HostFacts& facts = HostFacts::system());
 
 /// This process's pid namespace, or nullopt where it cannot tell.
 std::optional<std::uint64_t> currentPidNamespace();

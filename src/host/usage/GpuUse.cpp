@@ -14,10 +14,6 @@ namespace {
 
 constexpr std::uint64_t kMiB = 1024 * 1024;
 
-/// How far up a parent chain to look: far deeper than any worker's process tree (a JVM, a
-/// shell, a Python launcher and its workers), and a bound on a chain that loops while it is read.
-constexpr int kMaxAncestors = 64;
-
 /// At most this many processes are named in one line; the rest are counted.
 constexpr std::size_t kProcessesNamed = 5;
 
@@ -158,22 +154,18 @@ Explanation explain(pid_t pid, std::span<const liveness::Owner> owners, bool mps
   const liveness::Reader& reader = facts.reader();
   if (!liveness::seesHostPids(reader)) return Explanation::kUnjudgeable;
   // The owners whose pids name processes here, running as recorded.
-  std::vector<pid_t> running;
+  std::vector<liveness::Owner> running;
   for (const liveness::Owner& owner : owners) {
     if (liveness::namespaceOf(owner, reader) != liveness::Namespace::kSame) continue;
-    if (std::find(running.begin(), running.end(), owner.pid) != running.end()) continue;
-    if (liveness::ownerRuns(owner, facts)) running.push_back(owner.pid);
+    if (liveness::ownerRuns(owner, facts)) running.push_back(owner);
   }
   if (!running.empty()) {
-    pid_t at = pid;
-    for (int depth = 0; depth < kMaxAncestors && at > 0; ++depth) {
-      if (std::find(running.begin(), running.end(), at) != running.end()) {
-        return depth == 0 ? Explanation::kRecordOwner : Explanation::kOwnerDescendant;
-      }
-      if (at == 1) break;
-      const liveness::ProcessLook look = facts.process(at);
-      if (!look.alive() || !look.parent) break;
-      at = *look.parent;
+    const std::vector<liveness::Owner> chain = liveness::ancestry(pid, facts);
+    for (std::size_t depth = 0; depth < chain.size(); ++depth) {
+      const bool owns = std::any_of(running.begin(), running.end(), [&](const liveness::Owner& o) {
+        return liveness::sameProcess(o, chain[depth]);
+      });
+      if (owns) return depth == 0 ? Explanation::kRecordOwner : Explanation::kOwnerDescendant;
     }
   }
   if (mpsShared && facts.processName(pid) == kMpsServerName) return Explanation::kMpsServer;

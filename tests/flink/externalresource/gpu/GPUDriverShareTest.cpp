@@ -23,6 +23,7 @@
 #include "flink/externalresource/gpu/GPUDriver.h"
 #include "flink/externalresource/gpu/GPUDriverFactory.h"
 #include "flink/externalresource/gpu/GPUDriverOptions.h"
+#include "flink/externalresource/gpu/GPUEnvironment.h"
 #include "flink/externalresource/gpu/GPUInfo.h"
 #include "flink/util/Exceptions.h"
 #include "host/coordination/Coordination.h"
@@ -321,6 +322,52 @@ TEST_F(GPUDriverShareTest, TwoWorkersGetDistinctSharesAndAClosedDriverGivesItsSh
   // Ours closed: only the other worker's share is left, and share 1's lease is not held.
   EXPECT_EQ(records(), std::vector<std::string>{"0 " + otherPid + " share=0/2"});
   EXPECT_NE(shareLease(kUuid0, 1), coordination::LeaseState::kHeld);
+}
+
+}  // namespace
+}  // namespace flink::externalresource::gpu
+
+namespace flink::externalresource::gpu {
+namespace {
+
+/// The value environmentFor sets for `name`, or "(unset)" when it is among the names to unset,
+/// or "(none)".
+std::string valueIn(const GPUEnvironment& environment, const std::string& name) {
+  for (const auto& [key, value] : environment.set) {
+    if (key == name) return value;
+  }
+  for (const std::string& key : environment.unset) {
+    if (key == name) return "(unset)";
+  }
+  return "(none)";
+}
+
+TEST_F(GPUDriverShareTest, AChildOfAnMpsShareHolderGetsTheVariablesExecWouldSet) {
+  fs::create_directories(dir_ / "mps");
+  declare("1", kUuid1, 4, (dir_ / "mps").string());
+  const std::unique_ptr<GPUDriver> gpuDriver = driver("--share");
+  const GPUEnvironment environment = environmentFor(gpuDriver->retrieveResourceInfo(1));
+  ASSERT_FALSE(environment.set.empty());
+  EXPECT_EQ(environment.set.front(),
+            (std::pair<std::string, std::string>{"CUDA_VISIBLE_DEVICES", kUuid1}));
+  EXPECT_EQ(valueIn(environment, "FLINK_GPU_SHARE_MEMORY_MIB"), std::to_string(kMemoryMiB / 4));
+  EXPECT_EQ(valueIn(environment, "CUDA_MPS_PIPE_DIRECTORY"), (dir_ / "mps").string());
+  EXPECT_EQ(valueIn(environment, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25");
+  EXPECT_EQ(valueIn(environment, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"),
+            "0=" + std::to_string(kMemoryMiB / 4) + "M");
+}
+
+TEST_F(GPUDriverShareTest, AChildOfAWholeGpuHolderGetsItsUuidsAndNoShareVariable) {
+  const std::unique_ptr<GPUDriver> gpuDriver = driver("");
+  const GPUEnvironment environment = environmentFor(gpuDriver->retrieveResourceInfo(2));
+  EXPECT_EQ(valueIn(environment, "CUDA_VISIBLE_DEVICES"), std::string(kUuid0) + "," + kUuid1);
+  for (const char* name :
+       {"FLINK_GPU_SHARE_MEMORY_MIB", "CUDA_MPS_PIPE_DIRECTORY",
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"}) {
+    EXPECT_EQ(valueIn(environment, name), "(unset)") << name;
+  }
+  // No GPU: an empty mask, so that the child uses none.
+  EXPECT_EQ(valueIn(environmentFor(ExternalResourceInfoSet{}), "CUDA_VISIBLE_DEVICES"), "");
 }
 
 }  // namespace

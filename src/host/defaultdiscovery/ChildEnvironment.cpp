@@ -1,12 +1,13 @@
-// The environment of a command holding GPU shares (see ExecShare.h).
-#include "commands/ExecShare.h"
+// The environment of a process using GPUs granted to another. See ChildEnvironment.h.
+#include "host/defaultdiscovery/ChildEnvironment.h"
 
 #include <algorithm>
 #include <string>
 
+#include "host/enumeration/VisibleDevices.h"
 #include "util/Strings.h"
 
-namespace flink::cli {
+namespace flink::defaultdiscovery {
 
 EnvironmentChanges wholeGpuEnvironment() {
   EnvironmentChanges changes;
@@ -15,16 +16,15 @@ EnvironmentChanges wholeGpuEnvironment() {
   return changes;
 }
 
-std::optional<std::string> mpsPipeDirectoryOf(
-    const std::vector<defaultdiscovery::ShareGrant>& shares) {
-  for (const defaultdiscovery::ShareGrant& share : shares) {
+std::optional<std::string> mpsPipeDirectoryOf(const std::vector<ShareGrant>& shares) {
+  for (const ShareGrant& share : shares) {
     if (share.mpsPipeDirectory) return share.mpsPipeDirectory;
   }
   return std::nullopt;
 }
 
 EnvironmentChanges shareEnvironment(const std::vector<std::string>& gpus,
-                                    const std::vector<defaultdiscovery::ShareGrant>& shares) {
+                                    const std::vector<ShareGrant>& shares) {
   EnvironmentChanges changes;
   std::vector<std::string> memory;
   std::vector<std::string> unknown;
@@ -59,7 +59,7 @@ EnvironmentChanges shareEnvironment(const std::vector<std::string>& gpus,
   unsigned percentage = 100;
   std::vector<std::string> limits;
   for (std::size_t ordinal = 0; ordinal < shares.size(); ++ordinal) {
-    const defaultdiscovery::ShareGrant& share = shares[ordinal];
+    const ShareGrant& share = shares[ordinal];
     percentage = std::min(percentage, share.activeThreadPercentage());
     if (share.memoryMiB) {
       limits.push_back(std::to_string(ordinal) + "=" + std::to_string(*share.memoryMiB) + "M");
@@ -74,4 +74,23 @@ EnvironmentChanges shareEnvironment(const std::vector<std::string>& gpus,
   return changes;
 }
 
-}  // namespace flink::cli
+EnvironmentChanges childEnvironment(const std::vector<std::string>& visible,
+                                    const std::vector<std::string>& gpus,
+                                    const std::vector<ShareGrant>& shares) {
+  EnvironmentChanges changes =
+      shares.empty() ? wholeGpuEnvironment() : shareEnvironment(gpus, shares);
+  changes.set.insert(changes.set.begin(),
+                     {discovery::kVisibleDevicesVariable, strings::join(visible, ",")});
+  return changes;
+}
+
+std::string shellLines(const EnvironmentChanges& changes) {
+  std::string lines;
+  for (const auto& [name, value] : changes.set) {
+    lines += "export " + name + '=' + strings::shellWord(value) + '\n';
+  }
+  for (const std::string& name : changes.unset) lines += "unset " + name + '\n';
+  return lines;
+}
+
+}  // namespace flink::defaultdiscovery

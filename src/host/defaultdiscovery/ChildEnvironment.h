@@ -1,7 +1,10 @@
-// What `flink-gpu exec --share` adds to a command's environment for the GPU shares it holds
-// (defaultdiscovery::ShareGrant). The rules are docs/command-line.md's (exec, "Shares");
-// CUDA_VISIBLE_DEVICES itself is chosen by ExecCommand.cpp, which knows the host and the options,
-// and the daemon check is host/sharing/MpsDaemon.h's.
+// The environment of a process that is to use GPUs granted to another: what `flink-gpu exec` adds
+// to its command's environment for whole GPUs and for the shares it holds (ShareGrant), what
+// `flink-gpu which --format env` prints for a worker's child, and what the library gives an
+// in-process worker's child (flink/externalresource/gpu/GPUEnvironment.h). The rules are
+// docs/command-line.md's (exec, "Shares"). exec chooses its own CUDA_VISIBLE_DEVICES entries
+// (ExecCommand.cpp, which knows the host and the options); the daemon check is
+// host/sharing/MpsDaemon.h's.
 #pragma once
 
 #include <optional>
@@ -12,7 +15,7 @@
 
 #include "host/defaultdiscovery/DefaultDiscovery.h"
 
-namespace flink::cli {
+namespace flink::defaultdiscovery {
 
 /// The MiB of each share, comma-separated in CUDA_VISIBLE_DEVICES order: what a framework reads
 /// to cap its memory pool (a time-sliced share has no other limit).
@@ -48,10 +51,22 @@ EnvironmentChanges wholeGpuEnvironment();
 ///    (unset when none is known);
 ///  - time-sliced: the three CUDA_MPS_* variables unset.
 EnvironmentChanges shareEnvironment(const std::vector<std::string>& gpus,
-                                    const std::vector<defaultdiscovery::ShareGrant>& shares);
+                                    const std::vector<ShareGrant>& shares);
+
+/// The whole environment of a child that is to use the units `visible` (in the order it is to
+/// number them; UUIDs, so that no mask or device order it inherits changes their meaning): whole,
+/// or, with `shares` (parallel to `visible`), those shares of them. CUDA_VISIBLE_DEVICES first,
+/// then wholeGpuEnvironment's or shareEnvironment's changes (`gpus`: the units as the notes name
+/// them).
+EnvironmentChanges childEnvironment(const std::vector<std::string>& visible,
+                                    const std::vector<std::string>& gpus,
+                                    const std::vector<ShareGrant>& shares);
+
+/// The changes as lines a POSIX shell evaluates: `export NAME=value` (the value one shell word,
+/// strings::shellWord) for each set, in order, then `unset NAME` for each unset.
+std::string shellLines(const EnvironmentChanges& changes);
 
 /// The MPS pipe directory of `shares` (the first that has one), or nullopt when time-sliced.
-std::optional<std::string> mpsPipeDirectoryOf(
-    const std::vector<defaultdiscovery::ShareGrant>& shares);
+std::optional<std::string> mpsPipeDirectoryOf(const std::vector<ShareGrant>& shares);
 
-}  // namespace flink::cli
+}  // namespace flink::defaultdiscovery

@@ -1,0 +1,59 @@
+// Whose GPUs a process uses: the owner of its process tree. A worker's GPUs are recorded for the
+// worker (a TaskManager, `flink-gpu exec`, a C++ worker with the in-process driver), but the
+// process that uses them is often its child: a sidecar, a Python worker, the command exec runs.
+// Such a process owns what the nearest process of its ancestry (liveness::ancestry: itself, its
+// parent, …) holds, and nothing else: a process that no owner started finds none, so it cannot
+// borrow another worker's GPUs. `flink-gpu which` and a nested `exec` ask this rule; the judgement
+// of the processes NVML lists on a GPU (host/usage/GpuUse.h) walks the same ancestry.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "host/coordination/Coordination.h"
+#include "host/liveness/HostFacts.h"
+#include "host/liveness/Liveness.h"
+
+namespace flink::coordination {
+
+/// A lease file that some process holds, as /proc/locks lists it.
+struct HeldLease {
+  std::string name;
+  /// Its taker, in this pid namespace; 0 where this pid namespace does not see it.
+  pid_t holder = 0;
+};
+
+/// The lease files of coordination file `file` that /proc/locks lists as held, each with its
+/// taker. Best effort: none where the folder is missing, fails the trust rules, or /proc/locks
+/// cannot be read.
+std::vector<HeldLease> heldLeases(const std::filesystem::path& file);
+
+/// The owner of a process tree, as treeOwner finds it.
+struct TreeOwner {
+  /// The owning process, as its ancestry read it (pid and start time).
+  Owner owner;
+  /// How far up from the process asked about: 0 for the process itself, 1 for its parent, ….
+  std::size_t depth = 0;
+  /// Indices into the records given of those it owns, in the file's order.
+  std::vector<std::size_t> records;
+  /// The names of the lease files it holds, its records' own among them: a lease no record names
+  /// (Flink's `sed` took the line with another's, an operator's `release --force`) holds its
+  /// GPU all the same.
+  std::vector<std::string> leases;
+};
+
+/// The nearest process of `pid`'s ancestry (itself first) that owns any of `records` or holds any
+/// of `leases`. A record counts as the process's when it carries a start time and names that
+/// process (liveness::sameProcess: pid, start time, pid namespace, boot): a record without a start
+/// time may be an earlier process's of the same pid. A lease counts as its taker's (`holder`).
+/// nullopt when no process of the ancestry owns anything.
+std::optional<TreeOwner> treeOwner(const std::vector<Record>& records,
+                                   const std::vector<HeldLease>& leases, pid_t pid,
+                                   liveness::HostFacts& facts = liveness::HostFacts::system());
+
+}  // namespace flink::coordination
