@@ -484,6 +484,28 @@ struct Subcommand {
 
 CLI::App* addCompletion(CLI::App& app, CommandLine& line, AfterParse& after);  // at the end
 
+CLI::App* addWhich(CLI::App& app, CommandLine& line, AfterParse& after) {
+  WhichOptions& options = line.which;
+  CLI::App* command = app.add_subcommand(
+      "which",
+      "Show the GPUs a process may use: those of the nearest process up its parent chain (itself, "
+      "its parent, ...) that holds GPUs in the coordination file (a TaskManager, flink-gpu exec, "
+      "a worker with the in-process driver), and that owner; --format env prints them as export "
+      "lines for a child (eval \"$(flink-gpu which --format env)\").");
+  command
+      ->add_option("--pid", options.pid,
+                   "Ask about this process (default: flink-gpu itself, "
+                   "so the process that runs it)")
+      ->type_name("PID");
+  addCoordinationFileOptions(*command, options.coordination, after);
+  addChoiceOption(
+      *command, "--format", options.format,
+      {{"text", OutputFormat::kText}, {"json", OutputFormat::kJson}, {"env", OutputFormat::kEnv}},
+      "Output format: text, json, or env (export lines for a POSIX shell)")
+      ->default_str("text");
+  return command;
+}
+
 /// `flink-gpu help [COMMAND]`: the help of flink-gpu or of COMMAND, as `git help` gives it; not a
 /// command of kSubcommands, since it runs nothing (parseHelpCommand).
 constexpr std::string_view kHelpCommand = "help";
@@ -502,6 +524,7 @@ constexpr std::array kSubcommands{
     Subcommand{"watch", Command::kWatch, addWatch},
     Subcommand{"share", Command::kShare, addShare},
     Subcommand{"unshare", Command::kUnshare, addUnshare},
+    Subcommand{"which", Command::kWhich, addWhich},
     Subcommand{"completion", Command::kCompletion, addCompletion},
 };
 
@@ -953,6 +976,10 @@ constexpr std::array kCommandHelp{
                 "  flink-gpu unshare --gpu 0\n"
                 "  flink-gpu unshare --gpu all\n"
                 "  flink-gpu unshare --stale\n"},
+    CommandHelp{"which",
+                "  flink-gpu which\n"
+                "  flink-gpu which --format json\n"
+                "  flink-gpu which --pid 1 --format env\n"},
     // The completion command of its own branch: its help ends so once both are merged.
     CommandHelp{"completion",
                 "  flink-gpu completion bash\n"
@@ -1013,7 +1040,8 @@ std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& line) {
       "flink-gpu: which GPUs a worker on this host gets, as Flink's GPU driver finds them; the "
       "external resources of a Flink configuration (discover --config, config); and the host's "
       "GPU coordination file (status, release, exec); how the GPUs are connected (topology); GPU "
-      "health for operators (drain, undrain, check, watch); GPU sharing (share, unshare)",
+      "health for operators (drain, undrain, check, watch); GPU sharing (share, unshare); the GPUs "
+      "a process may use (which)",
       "flink-gpu");
   app.set_version_flag("--version", std::string("flink-gpu ") + buildVersion());
   app.require_subcommand(1);
@@ -1085,6 +1113,8 @@ CoordinationFileOptions* coordinationFileOptionsOf(CommandLine& line) {
       return &line.share.coordination;
     case Command::kUnshare:
       return &line.unshare.coordination;
+    case Command::kWhich:
+      return &line.which.coordination;
     case Command::kDiscover:
     case Command::kConfig:
     case Command::kTopology:

@@ -14,6 +14,7 @@
 #include "commands/ShareCommands.h"
 #include "commands/StatusCommand.h"
 #include "commands/TopologyCommand.h"
+#include "commands/WhichCommand.h"
 
 namespace flink::cli {
 
@@ -30,6 +31,7 @@ enum class Command {
   kWatch,
   kShare,
   kUnshare,
+  kWhich,
   kCompletion,
 };
 
@@ -53,6 +55,7 @@ struct CommandLine {
   WatchCommandOptions watch;
   ShareOptions share;
   UnshareOptions unshare;
+  WhichOptions which;
   CompletionOptions completion;
 };
 

@@ -150,6 +150,8 @@ int runCommand(const flink::cli::CommandLine& line) {
       return runConfig(line.config);
     case Command::kTopology:
       return runTopology(line.topology);
+    case Command::kWhich:
+      return runWhich(line.which);
     case Command::kDrain:
       return runDrain(line.drain);
     case Command::kUndrain:

@@ -162,8 +162,8 @@ discovery script at Flink's default discovery-script.path, a discovery\n\
 program that asks NVML (else nvidia-smi) and coordinates GPUs between the\n\
 workers of a host, AMD and Intel discoveries that read sysfs as ROCm and\n\
 Level Zero do, and the flink-gpu command-line tool: discover, config,\n\
-status, release, exec, topology, drain, undrain, share, unshare, check,\n\
-watch and completion. It ships systemd units for watch and for\n\
+status, release, exec, which, topology, drain, undrain, share, unshare,\n\
+check, watch and completion. It ships systemd units for watch and for\n\
 node_exporter's textfile metrics (disabled until enabled), bash and zsh\n\
 completion and a manual page, and moves the Flink distribution's own\n\
 discovery scripts aside while it is installed.")

@@ -8,6 +8,7 @@ enum class OutputFormat {
   kText,        ///< "text": for people (the default)
   kJson,        ///< "json"
   kPrometheus,  ///< "prometheus": status only (node_exporter's textfile collector)
+  kEnv,         ///< "env": which only (`export` lines a POSIX shell evaluates)
 };
 
 /// The "format" member at the top of every JSON document flink-gpu prints. Within a format,

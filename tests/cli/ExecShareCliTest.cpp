@@ -33,6 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using flink::testing::Background;
+using flink::testing::BoundSocket;
 using flink::testing::CliRun;
 using flink::testing::firstLine;
 using flink::testing::kCli;
@@ -64,42 +65,6 @@ std::optional<std::string> valueOf(const std::map<std::string, std::string>& var
   if (found == variables.end()) return std::nullopt;
   return found->second;
 }
-
-/// A unix socket bound at `path`, standing for the MPS control daemon's `control` socket: bound
-/// and listening, never accepting. Removed with the object.
-class BoundSocket {
- public:
-  explicit BoundSocket(const fs::path& path) : path_(path) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) {
-      ADD_FAILURE() << "socket: " << std::strerror(errno);
-      return;
-    }
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    const std::string text = path.string();
-    if (text.size() >= sizeof address.sun_path) {
-      ADD_FAILURE() << "socket path too long: " << text;
-      return;
-    }
-    std::memcpy(address.sun_path, text.c_str(), text.size() + 1);
-    if (::bind(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
-        ::listen(fd_, 1) != 0) {
-      ADD_FAILURE() << "bind/listen " << text << ": " << std::strerror(errno);
-    }
-  }
-  ~BoundSocket() {
-    if (fd_ >= 0) ::close(fd_);
-    std::error_code ignored;
-    fs::remove(path_, ignored);
-  }
-  BoundSocket(const BoundSocket&) = delete;
-  BoundSocket& operator=(const BoundSocket&) = delete;
-
- private:
-  fs::path path_;
-  int fd_ = -1;
-};
 
 class ExecShareCliTest : public ::testing::Test {
  protected:

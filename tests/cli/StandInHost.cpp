@@ -1,8 +1,17 @@
 // Hosts for the stand-in NVML. See StandInHost.h.
 #include "StandInHost.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <system_error>
+
+#include <gtest/gtest.h>
 
 namespace flink::testing {
 
@@ -21,6 +30,36 @@ void writeStandInHost(const std::filesystem::path& file, unsigned count,
     devices += R"({"uuid": ")" + standInUuid(i) + R"(", "name": "NVIDIA H200", )" + own + "}";
   }
   std::ofstream(file, std::ios::trunc) << R"({"devices": [)" << devices << "]}";
+}
+
+}  // namespace flink::testing
+
+namespace flink::testing {
+
+BoundSocket::BoundSocket(const std::filesystem::path& path) : path_(path) {
+  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) {
+    ADD_FAILURE() << "socket: " << std::strerror(errno);
+    return;
+  }
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string text = path.string();
+  if (text.size() >= sizeof address.sun_path) {
+    ADD_FAILURE() << "socket path too long: " << text;
+    return;
+  }
+  std::memcpy(address.sun_path, text.c_str(), text.size() + 1);
+  if (::bind(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
+      ::listen(fd_, 1) != 0) {
+    ADD_FAILURE() << "bind/listen " << text << ": " << std::strerror(errno);
+  }
+}
+
+BoundSocket::~BoundSocket() {
+  if (fd_ >= 0) ::close(fd_);
+  std::error_code ignored;
+  std::filesystem::remove(path_, ignored);
 }
 
 }  // namespace flink::testing

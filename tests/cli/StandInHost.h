@@ -20,4 +20,19 @@ inline constexpr const char* kH200Members = R"("memory_total_mib": 143771, "mig_
 void writeStandInHost(const std::filesystem::path& file, unsigned count,
                       const std::vector<std::string>& members = {});
 
+/// A unix socket bound at `path`, standing for an MPS control daemon's `control` socket (what
+/// exec looks for before it runs an MPS share's command): bound and listening, never accepting.
+/// Removed with the object.
+class BoundSocket {
+ public:
+  explicit BoundSocket(const std::filesystem::path& path);
+  ~BoundSocket();
+  BoundSocket(const BoundSocket&) = delete;
+  BoundSocket& operator=(const BoundSocket&) = delete;
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
+
 }  // namespace flink::testing
