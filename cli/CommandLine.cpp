@@ -182,6 +182,15 @@ CLI::App* addDiscover(CLI::App& app, CommandLine& line, AfterParse& after) {
           "--mig", options.mig,
           "Pass --mig to the script: the default discovery then hands out MIG instances (by "
           "MIG-... UUID) instead of GPUs in MIG mode"));
+  singleDriver.emplace_back(
+      SingleDriverOption::kSelect,
+      command
+          ->add_option("--select", options.select,
+                       "Pass --select EXPR to the script: the default discovery then hands out "
+                       "only GPUs that match every term KEY OP VALUE of EXPR, e.g. "
+                       "name~H100,memory.total>=40000 (keys: name, uuid, pci.bus_id, "
+                       "memory.total, compute_capability, vendor, numa_node, mig)")
+          ->type_name("EXPR"));
   after.push_back([singleDriver, &options] {
     for (const auto& [option, cliOption] : singleDriver) {
       if (cliOption->count() > 0) options.singleDriverOptionsGiven.push_back(option);
@@ -272,6 +281,14 @@ CLI::App* addExec(CLI::App& app, CommandLine& line, AfterParse& after) {
                     "Allocate MIG instances, by their MIG-... UUIDs, instead of the GPUs in MIG "
                     "mode they are carved from (GPUs not in MIG mode are still allocated "
                     "whole); not with --gpus");
+  command
+      ->add_option("--select", options.select,
+                   "Allocate only GPUs (or MIG instances) that match every term KEY OP VALUE of "
+                   "EXPR, comma-separated, e.g. name~H100,memory.total>=40000; keys: name, uuid, "
+                   "pci.bus_id, memory.total (MiB), compute_capability, vendor, numa_node, mig "
+                   "(yes/no); OP: = != ~ (contains, ignoring case) >= <= > <; not with --vendor "
+                   "amd|intel")
+      ->type_name("EXPR");
   addVendorOption(*command, options.vendor,
                   "Allocate AMD or Intel GPUs (from sysfs) and set ROCR_VISIBLE_DEVICES and "
                   "HIP_VISIBLE_DEVICES, or ZE_AFFINITY_MASK, instead of CUDA_VISIBLE_DEVICES "

@@ -1,5 +1,6 @@
 #include "commands/DiscoverCommand.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -26,6 +27,7 @@
 #include "flink/util/TimeUtils.h"
 #include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/enumeration/GpuEnumerator.h"
+#include "host/enumeration/UnitSelector.h"
 #include "util/Strings.h"
 
 namespace flink::cli {
@@ -174,6 +176,8 @@ std::string_view optionName(SingleDriverOption option) {
       return "--timeout";
     case SingleDriverOption::kMig:
       return "--mig";
+    case SingleDriverOption::kSelect:
+      return "--select";
   }
   return "";
 }
@@ -194,6 +198,8 @@ std::string whatTheConfigurationSets(SingleDriverOption option) {
       return "set " + param + GPUDriverOptions::DISCOVERY_SCRIPT_TIMEOUT.key();
     case SingleDriverOption::kMig:
       return "add --mig to " + param + GPUDriverOptions::DISCOVERY_SCRIPT_ARG.key();
+    case SingleDriverOption::kSelect:
+      return "add --select EXPR to " + param + GPUDriverOptions::DISCOVERY_SCRIPT_ARG.key();
   }
   return "";
 }
@@ -419,9 +425,25 @@ int runDiscover(const DiscoverOptions& options) {
   config.set(GPUDriverOptions::VENDOR, vendorText);
   config.set(GPUDriverOptions::DISCOVERY_SCRIPT_PATH,
              usingDefaultScript ? defaultDiscoveryScript(vendorText) : *options.discoveryScript);
-  if (options.discoveryArgs || options.mig) {
+  if (options.select) {
+    // The script gets it among arguments split on whitespace, as Flink splits them.
+    if (std::any_of(options.select->begin(), options.select->end(), strings::isSpace)) {
+      printError("--select " + strings::shellWord(*options.select) +
+                 ": a selector holds no space, as the script's arguments are split on spaces; "
+                 "match a part of the name instead (name~L4)");
+      return kUsageError;
+    }
+    try {
+      (void)discovery::UnitSelector::parse(*options.select);
+    } catch (const discovery::SelectorError& e) {
+      printError(e.what());
+      return kUsageError;
+    }
+  }
+  if (options.discoveryArgs || options.mig || options.select) {
     std::string args = options.discoveryArgs.value_or("");
     if (options.mig) args += args.empty() ? "--mig" : " --mig";
+    if (options.select) args += (args.empty() ? "--select " : " --select ") + *options.select;
     config.set(GPUDriverOptions::DISCOVERY_SCRIPT_ARG, args);
   }
   if (options.timeout) {

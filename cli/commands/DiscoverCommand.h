@@ -23,7 +23,8 @@ enum class SingleDriverOption {
   kVendor,
   kDiscoveryArgs,
   kTimeout,
-  kMig
+  kMig,
+  kSelect
 };
 
 struct DiscoverOptions {
@@ -36,6 +37,9 @@ struct DiscoverOptions {
   std::optional<std::string> discoveryArgs;
   /// --mig: pass --mig to the script (the default discovery then hands out MIG instances).
   bool mig = false;
+  /// --select EXPR: pass --select EXPR to the script (the default discovery then hands out only
+  /// units that match); read here first, so that a bad one is a usage error.
+  std::optional<std::string> select;
   std::optional<std::string> timeout;
   OutputFormat format = OutputFormat::kText;
   /// --strict (with --config): any resource that cannot be started stops everything, nothing

@@ -45,6 +45,7 @@
 #include "host/defaultdiscovery/ChildEnvironment.h"
 #include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/enumeration/GpuEnumerator.h"
+#include "host/enumeration/UnitSelector.h"
 #include "host/enumeration/Vendor.h"
 #include "host/enumeration/VisibleDevices.h"
 #include "host/health/HostHealth.h"
@@ -141,6 +142,15 @@ std::optional<HostUnits> hostGpus(const ExecOptions& options, int& exitCode) {
     }
   }
   hostOptions.mig = options.mig;
+  if (options.select) {
+    try {
+      hostOptions.select = discovery::UnitSelector::parse(*options.select);
+    } catch (const discovery::SelectorError& e) {
+      printError(e.what());
+      exitCode = kUsageError;
+      return std::nullopt;
+    }
+  }
   hostOptions.topology = options.placement == placement::Policy::kTopology;
   hostOptions.health = options.health;
   hostOptions.coordinationFile = options.coordination.path;
@@ -408,7 +418,8 @@ int runExec(const ExecOptions& options) {
     const std::string name(discovery::vendorName(vendor));
     for (const auto& [given, option] :
          {std::pair{options.gpus.has_value(), "--gpus"}, std::pair{options.mig, "--mig"},
-          std::pair{options.bindCpus, "--bind-cpus"}, std::pair{options.share, "--share"}}) {
+          std::pair{options.bindCpus, "--bind-cpus"}, std::pair{options.share, "--share"},
+          std::pair{options.select.has_value(), "--select"}}) {
       if (given) {
         printError(std::string(option) + " is for NVIDIA GPUs; it cannot be used with --vendor " +
                    name);

@@ -38,6 +38,9 @@ struct ExecOptions {
   /// --mig: allocate MIG instances (their MIG-… UUIDs go into CUDA_VISIBLE_DEVICES) instead of
   /// the GPUs in MIG mode they are carved from. A usage error with --gpus.
   bool mig = false;
+  /// --select EXPR, as typed (hostGpus reads it: host/enumeration/UnitSelector.h): only the
+  /// units that match are allocated. A usage error with --vendor amd|intel.
+  std::optional<std::string> select;
   /// --visible-devices: what CUDA_VISIBLE_DEVICES gets when no mask is inherited. MIG instances
   /// are always given by MIG UUID; an inherited mask's own entries always win.
   VisibleDevices visibleDevices = VisibleDevices::kIndex;

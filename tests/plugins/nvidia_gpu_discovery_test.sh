@@ -4,13 +4,15 @@
 # the nvidia-gpu-discovery program it execs, and gpu-discovery-common.sh, as built or installed
 # together in one folder.
 #
-#     bash tests/plugins/nvidia_gpu_discovery_test.sh [path-to-nvidia-gpu-discovery.sh]
+#     bash tests/plugins/nvidia_gpu_discovery_test.sh [path-to-nvidia-gpu-discovery.sh
+#                                                      [path-to-stand-in-libnvidia-ml.so.1]]
 #
 # Each case puts a stand-in `nvidia-smi` (a generated shell script that prints
 # given text and exits with a given code) first on PATH, or gives the GPUs with
 # --gpus, runs the discovery script and checks its exact stdout, its exit code
 # and text on its stderr. Coordination cases use coordination files in a
-# temporary folder and `sleep` processes as owners. Prints "ok - NAME" or
+# temporary folder and `sleep` processes as owners. The --select cases play a host of two kinds of
+# GPU through the stand-in NVML (tests/fixtures/nvml/), when its path is given. Prints "ok - NAME" or
 # "not ok - NAME: DETAILS" per case, then "N passed, M failed"; exits non-zero
 # if any case failed.
 
@@ -26,6 +28,7 @@ script=$(cd "$(dirname "$script")" && pwd)/$(basename "$script")
 plugin_dir=$(dirname "$script")
 program=$plugin_dir/nvidia-gpu-discovery
 common=$plugin_dir/gpu-discovery-common.sh
+fake_nvml=${2-}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvidia_gpu_discovery_test.XXXXXX") || exit 2
 # The program asks NVML before nvidia-smi: on a GPU host the real libnvidia-ml.so.1 would answer
@@ -698,6 +701,92 @@ fi
 make_smi '0\n1\n' 0
 NVIDIA_SMI_TIMEOUT=soon run_script "$smi_dir:/usr/bin:/bin" 1
 check "NVIDIA_SMI_TIMEOUT not a number" 0 "0" "note: ignoring NVIDIA_SMI_TIMEOUT='soon'"
+
+# --- --select, as Flink runs the script -------------------------------------------------------
+
+# flink_runs ARGS...: runs the script as Flink's Java driver does for a resource whose
+# discovery-script.args are ARGS after the amount (one string, split on spaces), on the stand-in
+# host of two L4s and two H100s (GPU 3 in MIG mode: a 3g.40gb and two 1g.10gb instances).
+flink_runs() {
+    local amount=$1 args
+    read -ra args <<< "$2"
+    FLINK_GPU_NVML_LIBRARY=$fake_nvml FAKE_NVML_DEVICES=$here/../fixtures/nvml/hosts/mixed-4.json \
+        run_script "/usr/bin:/bin" "$amount" "${args[@]}"
+}
+
+if [[ -n $fake_nvml ]]; then
+    mig_3g=MIG-b0000003-0000-4000-8000-000000000002
+    mig_1g_a=MIG-b0000003-0000-4000-8000-000000000009
+    mig_1g_b=MIG-b0000003-0000-4000-8000-00000000000a
+
+    flink_runs 2 "--select name~H100"
+    check "select: name~H100 keeps the H100s" 0 "2,3" ""
+    flink_runs 2 "--select name~l4,compute_capability<9.0"
+    check "select: the L4s by name and compute capability" 0 "0,1" ""
+    # GPU 3's memory is for root alone in MIG mode (the host's caller is not privileged).
+    flink_runs 1 "--select compute_capability>8.9,numa_node>=1,memory.total>23034"
+    check "select: numbers compare as numbers; a key unknown is noted" 0 "2" \
+        "note: --select: GPU 3 does not tell memory.total, so memory.total>23034 never matches it"
+    flink_runs 1 "--select pci.bus_id=0000:c1:00.0"
+    check "select: a PCI bus id in lspci's spelling" 0 "3" ""
+    flink_runs 3 "--select name~H100"
+    check "select: the shortfall counts the GPUs that match" 1 "" "" \
+        "only 2 GPUs match name~H100, 3 requested (matching: 2,3)"
+
+    # MIG units: the instances and the GPUs not in MIG mode.
+    flink_runs 2 "--mig --select mig=yes,name~1g"
+    check "select: MIG instances by kind and profile" 0 "$mig_1g_a,$mig_1g_b" ""
+    flink_runs 1 "--mig --select mig=yes,memory.total>=20000"
+    check "select: a MIG instance by its own memory" 0 "$mig_3g" ""
+    flink_runs 3 "--mig --select mig=no"
+    check "select: mig=no keeps whole GPUs, never one in MIG mode" 0 "0,1,2" ""
+    flink_runs 3 "--mig --select mig=yes,name~1g"
+    check "select: the shortfall of MIG instances" 1 "" "" \
+        "only 2 MIG instances match mig=yes,name~1g, 3 requested"
+
+    # Two resources of one TaskManager, gpu-h100 and gpu-l4, over ONE coordination file; then a
+    # second TaskManager: each gets GPUs of its resource's kind, none twice.
+    start_owner
+    tm1=$owner_pid
+    start_owner
+    tm2=$owner_pid
+    kinds=$coord/two-kinds
+    flink_runs 1 "--enable-coordination-mode --coordination-file $kinds --owner-pid $tm1 --select name~H100"
+    check "select: gpu-h100 of TaskManager 1" 0 "2" ""
+    flink_runs 2 "--enable-coordination-mode --coordination-file $kinds --owner-pid $tm1 --select name~L4"
+    check "select: gpu-l4 of TaskManager 1, over the same file" 0 "0,1" ""
+    flink_runs 1 "--enable-coordination-mode --coordination-file $kinds --owner-pid $tm2 --select name~H100"
+    check "select: gpu-h100 of TaskManager 2 gets the other H100" 0 "3" ""
+    flink_runs 1 "--enable-coordination-mode --coordination-file $kinds --owner-pid $tm2 --select name~L4"
+    check "select: no L4 left for TaskManager 2" 1 "" "GPU 0 is held by process $tm1" \
+        "not enough free GPUs matching name~L4: 1 requested, 0 free, 2 held"
+    check_records "select: one file records both kinds, each GPU once" "$kinds" \
+        "0 $tm1;1 $tm1;2 $tm1;3 $tm2"
+
+    # Each error form: exit 1, the cause first, quoting the term.
+    keys="the keys are name, uuid, pci.bus_id, memory.total, compute_capability, vendor, numa_node, mig"
+    for bad in "nme~H100|--select: unknown key 'nme' in 'nme~H100'; $keys" \
+        "name|--select: 'name' has no operator" \
+        "name==H100|--select: '==' in 'name==H100' is not an operator" \
+        "name>H100|--select: '>' in 'name>H100' does not apply to name, a text: use =, != or ~" \
+        "memory.total>=80GB|--select: '80GB' in 'memory.total>=80GB' is not a number" \
+        "mig=maybe|--select: 'maybe' in 'mig=maybe' is not yes or no" \
+        "compute_capability>=sm_90|--select: 'sm_90' in 'compute_capability>=sm_90' is not a compute capability: write MAJOR.MINOR"; do
+        flink_runs 1 "--select ${bad%%|*}"
+        check "select: error for ${bad%%|*}" 1 "" "" "${bad#*|}"
+    done
+else
+    pass "select: skipped, no stand-in NVML given"
+fi
+
+# Without NVML a key nvidia-smi does not tell never matches, and one note says so.
+make_smi '0, GPU-c0000000-1111-4222-8333-444400000000, NVIDIA H100 80GB HBM3, 00000000:41:00.0, 81559\n' 0
+run_script "$smi_dir:/usr/bin:/bin" 1 --select compute_capability">="9.0
+check "select: a key nvidia-smi does not tell never matches" 1 "" \
+    "note: --select: GPU 0 does not tell compute_capability, so compute_capability>=9.0 never matches it" \
+    "no GPU matches compute_capability>=9.0, 1 requested"
+run_script "$smi_dir:/usr/bin:/bin" 1 --select name~H100
+check "select: nvidia-smi's names are matched" 0 "0" ""
 
 printf '%d passed, %d failed\n' "$passed" "$failed"
 (( failed == 0 ))

@@ -95,12 +95,33 @@ std::size_t unitsNoRecordNames(const HostUnits& host, const std::vector<std::str
   return unnamed;
 }
 
+/// Why fewer units match --select than are requested: "only 2 GPUs match name~H100, 3
+/// requested (matching: 2,3)", "no MIG instance matches mig=yes,name~2g, 1 requested"; under a
+/// mask, counting those it allows.
+std::string selectionShortfall(const HostUnits& host, const std::vector<std::string>& units,
+                               const GrantRequest& request) {
+  const bool instances =
+      !units.empty() && std::all_of(units.begin(), units.end(), [](const std::string& unit) {
+        return unit.starts_with("MIG-");
+      });
+  const std::string noun = instances ? "MIG instance" : "GPU";
+  std::string cause = units.empty() ? "no " + noun + " matches "
+                      : units.size() == 1
+                          ? "only 1 " + noun + " matches "
+                          : "only " + std::to_string(units.size()) + " " + noun + "s match ";
+  cause += *host.selectedBy;
+  if (host.masked) cause += " among those " + host.mask->describe() + " allows";
+  cause += ", " + request.amountText + " requested";
+  if (!units.empty()) cause += " (matching: " + strings::join(host.answerFor(units), ",") + ")";
+  return cause;
+}
+
 /// Why a coordinated request fell short: the cause, counting the units free, held and busy
 /// (a related unit held), with each holder among the details.
 [[noreturn]] void failShort(const std::vector<std::string>& units,
                             const discovery::UnitIndex& index, const GrantRequest& request,
                             const coordination::Allocation& allocation, const usage::Judgement* use,
-                            Report& report) {
+                            const std::optional<std::string>& selectedBy, Report& report) {
   const std::unordered_set<std::string> hostGpus(units.begin(), units.end());
   std::unordered_set<std::string> heldGpus;
   std::unordered_set<std::string> busyGpus;
@@ -159,8 +180,10 @@ std::size_t unitsNoRecordNames(const HostUnits& host, const std::vector<std::str
     }
   }
   const std::size_t free = units.size() - heldGpus.size() - busy - foreign.size();
-  std::string cause = "not enough free GPUs: " + request.amountText + " requested, " +
-                      std::to_string(free) + " free, " + std::to_string(heldGpus.size()) + " held";
+  std::string cause = "not enough free GPUs" +
+                      (selectedBy ? " matching " + *selectedBy : std::string()) + ": " +
+                      request.amountText + " requested, " + std::to_string(free) + " free, " +
+                      std::to_string(heldGpus.size()) + " held";
   if (busy > 0) cause += ", " + std::to_string(busy) + " busy because a related unit is held";
   if (!foreign.empty()) {
     cause += ", " + std::to_string(foreign.size()) + " busy: " + strings::join(foreign, "; ");
@@ -338,7 +361,8 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
         report.notes.push_back(std::move(*unjudged));
       }
     }
-    failShort(units, *host.index, request, shortOf, judgement ? &*judgement : nullptr, report);
+    failShort(units, *host.index, request, shortOf, judgement ? &*judgement : nullptr,
+              host.selectedBy, report);
   }
   if (judgement) reportUse(*judgement, allocation.granted, request, report);
 
@@ -539,8 +563,10 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
     }
     report.details.insert(report.details.begin(), details.begin(), details.end());
     failWith(Stage::kShortfall,
-             "not enough free GPU shares: " + request.amountText + " requested, " +
-                 std::to_string(allocation.freeGpus) + " free",
+             "not enough free GPU shares" +
+                 (host.selectedBy ? " of GPUs matching " + *host.selectedBy : std::string()) +
+                 ": " + request.amountText + " requested, " + std::to_string(allocation.freeGpus) +
+                 " free",
              report);
   }
 
@@ -738,6 +764,14 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   } else {
     units = discovery::allocatableUnits(found.found.devices, options.mig);
   }
+  // The one place --select applies: what does not match is no candidate, for every step below
+  // and for grantUnits (not drained, judged for health, masked, recorded or noted).
+  if (options.select) {
+    discovery::SelectedUnits selected = discovery::selectUnits(*options.select, std::move(units));
+    units = std::move(selected.units);
+    report.notes.insert(report.notes.end(), selected.notes.begin(), selected.notes.end());
+    host.selectedBy = options.select->text();
+  }
   // A GPU the kernel's driver excludes (NVreg_ExcludedGpus) is never handed out, whatever listed
   // it: NVML lists none, but a --gpus list or another container's view may name one.
   {
@@ -864,6 +898,9 @@ Grant grantUnits(const HostUnits& host, const GrantRequest& request, Report& rep
                              : " (allowed: " + strings::join(host.answerFor(units), ",") + ")"),
           report);
     }
+    if (host.selectedBy) {
+      failWith(Stage::kShortfall, selectionShortfall(host, units, request), report);
+    }
     if (host.masked) {
       failWith(Stage::kShortfall,
                "only " + std::to_string(units.size()) + " GPU(s) allowed by " +
@@ -913,6 +950,7 @@ HostUnitsOptions hostUnitsOptionsFor(const DiscoveryArguments& args) {
   HostUnitsOptions options;
   options.listed = args.gpus;
   options.mig = args.mig;
+  options.select = args.select;
   options.topology = args.placement == placement::Policy::kTopology;
   // parseDiscoveryArguments accepts only the three modes.
   options.health = args.health;

@@ -35,6 +35,7 @@
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/HostGpus.h"
 #include "host/enumeration/UnitIndex.h"
+#include "host/enumeration/UnitSelector.h"
 #include "host/enumeration/Vendor.h"
 #include "host/enumeration/VisibleDevices.h"
 #include "host/health/HostHealth.h"
@@ -97,6 +98,10 @@ struct HostUnitsOptions {
   std::optional<std::vector<std::string>> listed;
   /// --mig: MIG instances (by MIG UUID) in place of the GPUs in MIG mode they are carved from.
   bool mig = false;
+  /// --select: only the units it matches are candidates, for every step after (health, masks,
+  /// placement, coordination, shares); the others are not looked at again, nor named. A note
+  /// names the units a key was not known for.
+  std::optional<discovery::UnitSelector> select;
   /// Read how the GPUs are connected, for placement::Policy::kTopology (when there is a choice
   /// to make: see HostUnits::topology).
   bool topology = true;
@@ -125,6 +130,8 @@ struct HostUnits {
   /// An inherited CUDA_VISIBLE_DEVICES and the units it allows, with its entries for them.
   std::optional<discovery::VisibleDevicesMask> mask;
   std::optional<discovery::MaskedUnits> masked;
+  /// --select as given, when the units were chosen by it: what a shortfall names.
+  std::optional<std::string> selectedBy;
   /// With --gpus where NVML answers: the entry as listed, by the host identifier it names.
   std::unordered_map<std::string, std::string> listedAs;
   /// Units that share hardware (a GPU and its MIG instances, an Intel card and its tiles), and

@@ -61,6 +61,7 @@ constexpr std::string_view kKnownOptions[] = {
     "foreign",
     "share",
     "share-placement",
+    "select",
 };
 
 /// How far (in edits) an argument may be from a known option's name to be taken for a
@@ -111,7 +112,7 @@ std::string knownOptionsLine() {
   return "the default discovery's options: --enable-coordination-mode (or "
          "--enable-coordination), --coordination-file PATH, --gpus LIST, --owner-pid PID, --mig, "
          "--placement topology|index, --health skip|warn|ignore, --foreign skip|warn|ignore, "
-         "--share, --share-placement pack|spread; an argument that looks like none "
+         "--share, --share-placement pack|spread, --select EXPR; an argument that looks like none "
          "of them is ignored with a note";
 }
 
@@ -186,6 +187,18 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
                              ": expected topology or index");
       }
       parsed.placement = *parsedPolicy;
+    } else if (arg == "--select" || arg.starts_with("--select=")) {
+      const std::optional<std::string> text =
+          arg == "--select" ? nextValue() : arg.substr(std::string_view("--select=").size());
+      if (!text) {
+        throw DiscoveryError("--select needs terms KEY OP VALUE, e.g. --select name~H100; " +
+                             discovery::selectorKeysLine());
+      }
+      try {
+        parsed.select = discovery::UnitSelector::parse(*text);
+      } catch (const discovery::SelectorError& e) {
+        throw DiscoveryError(e.what());
+      }
     } else if (arg == "--share") {
       parsed.share = true;
     } else if (arg == "--share-placement" || arg.starts_with("--share-placement=")) {
@@ -295,6 +308,11 @@ std::string discoveryUsage(std::string_view script, discovery::Vendor vendor) {
     options.push_back({"--foreign skip|warn|ignore",
                        {"GPUs a process no record explains uses: skip them in",
                         "coordination mode (the default), warn and use them, or do not look"}});
+    options.push_back({"--select EXPR",
+                       {"only GPUs that match: KEY OP VALUE terms, comma-separated, all of",
+                        "which must hold (name~H100,memory.total>=40000); keys: name, uuid,",
+                        "pci.bus_id, memory.total, compute_capability, vendor, numa_node,",
+                        "mig; OP one of = != ~ (contains) >= <= > <"}});
     options.push_back({"--share",
                        {"one share on each of AMOUNT GPUs declared shared (flink-gpu",
                         "share), instead of whole GPUs; needs coordination mode"}});
@@ -328,7 +346,7 @@ std::string discoveryUsage(std::string_view script, discovery::Vendor vendor) {
     }
   }
   text += "\n";
-  if (!nvidia) text += "--gpus, --mig and --share are NVIDIA's, and an error here.\n";
+  if (!nvidia) text += "--gpus, --mig, --share and --select are NVIDIA's, and an error here.\n";
   text +=
       "Other arguments are ignored with a note (`null`, which Flink passes when no arguments "
       "are\nconfigured, silently); one that looks like a misspelt option is an error.\n";

@@ -22,6 +22,7 @@
 
 #include "host/coordination/CoordinationFile.h"
 #include "host/coordination/ShareAllocation.h"
+#include "host/enumeration/UnitSelector.h"
 #include "host/enumeration/Vendor.h"
 #include "host/health/HostHealth.h"
 #include "host/placement/Placement.h"
@@ -56,6 +57,8 @@ struct DiscoveryArguments {
   /// --foreign skip|warn|ignore: what to do with GPUs a process no record explains uses (see
   /// host/usage/GpuUse.h).
   usage::ForeignMode foreign = usage::ForeignMode::kSkip;
+  /// --select EXPR: only the units that match are candidates (host/enumeration/UnitSelector.h).
+  std::optional<discovery::UnitSelector> select;
   /// --share: one share on each of `amount` distinct GPUs the operator declared shared
   /// (host/coordination/ShareAllocation.h), instead of whole GPUs. Needs coordination mode; not
   /// with --mig.
@@ -74,7 +77,8 @@ struct DiscoveryArguments {
 /// option's name: none for names of up to three letters (`mig`: one edit reaches `min`, `mix`),
 /// one for names of up to seven (`gpus`, `health`), two for longer ones. A flag given a value
 /// (`--mig=yes`) is one too. Any other unknown argument is a note.
-/// @throws DiscoveryError for a missing or invalid amount, for bad values of our options, for
+/// @throws DiscoveryError for a missing or invalid amount, for bad values of our options (a
+///         --select that cannot be read: its SelectorError's message), for
 ///         --share without coordination mode or with --mig, and for
 ///         a misspelt option ("unknown option '--coordination-fle': did you mean
 ///         '--coordination-file'?", with the known options as a detail).

@@ -28,6 +28,10 @@ discovery::VendorOptions vendorOptionsFor(const DiscoveryArguments& args, discov
     throw discovery::DiscoveryError("--share is not for " + program +
                                     " yet: only NVIDIA GPUs are shared (flink-gpu share)");
   }
+  if (args.select) {
+    throw discovery::DiscoveryError("--select is not for " + program +
+                                    " yet: only NVIDIA GPUs are chosen by what they are");
+  }
   if (args.health != health::HealthMode::kSkip) {
     report.notes.push_back(Notice::note("ignoring --health " +
                                         std::string(health::healthModeName(args.health)) + ": " +

@@ -6,6 +6,7 @@
 // handed out is decided later (see allocatableUnits), not by the source.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -57,6 +58,17 @@ struct MigPlacement {
   std::optional<unsigned> computeInstanceId;
 };
 
+/// A CUDA compute capability, major.minor ("9.0" for an H100, "8.9" for an L4), ordered as
+/// versions are: 10.0 > 9.0 > 8.9.
+struct ComputeCapability {
+  unsigned major = 0;
+  unsigned minor = 0;
+
+  /// "9.0", as nvidia-smi's compute_cap prints it.
+  std::string text() const { return std::to_string(major) + "." + std::to_string(minor); }
+  friend auto operator<=>(const ComputeCapability&, const ComputeCapability&) = default;
+};
+
 /// One device: a whole GPU or a MIG instance, with what its source knew of it. Every optional
 /// field is nullopt when the source did not say (nvidia-smi's "[N/A]", an NVML call that is not
 /// supported), never a made-up value.
@@ -76,6 +88,8 @@ struct GpuDevice {
   std::optional<std::uint64_t> memoryTotalMiB;
   /// The N of /dev/nvidiaN (whole GPUs only).
   std::optional<unsigned> minorNumber;
+  /// nvmlDeviceGetCudaComputeCapability (NVML only; a MIG instance has its GPU's).
+  std::optional<ComputeCapability> computeCapability;
   /// A whole GPU whose current MIG mode is enabled: its instances, not itself, are the units
   /// with --mig.
   bool migEnabled = false;

@@ -93,8 +93,9 @@ std::optional<std::uint64_t> toMiB(const std::optional<Memory>& memory) {
 
 /// The MIG instances of `gpu` (index `parentIndex`), appended to `devices` in slot order.
 void listMigInstances(const Device& gpu, unsigned parentIndex,
-                      const std::optional<std::string>& parentPciBusId, Enumerating& context,
-                      std::vector<GpuDevice>& devices) {
+                      const std::optional<std::string>& parentPciBusId,
+                      const std::optional<ComputeCapability>& parentComputeCapability,
+                      Enumerating& context, std::vector<GpuDevice>& devices) {
   const std::string what = "GPU " + std::to_string(parentIndex);
   const Result<unsigned> slots = gpu.maxMigDeviceCount();
   if (!slots.ok()) {
@@ -135,6 +136,7 @@ void listMigInstances(const Device& gpu, unsigned parentIndex,
     device.name = context.property(name, instance);
     device.memoryTotalMiB = toMiB(context.property(memory, instance));
     device.pciBusId = parentPciBusId;
+    device.computeCapability = parentComputeCapability;
     MigPlacement placement;
     placement.parentIndex = parentIndex;
     placement.gpuInstanceId = context.property(gpuInstance, instance);
@@ -238,6 +240,13 @@ Enumeration NvmlEnumerator::enumerate() {
     device.memoryTotalMiB = toMiB(context.property(memory, what));
     device.minorNumber = context.property(minor, what);
     device.migEnabled = context.property(migMode, what).has_value() && migEnabled;
+    // Not among the queries that make a GPU unusable: a selector's key, nothing discovery needs.
+    if (const std::optional<nvml::CudaComputeCapability> capability =
+            context.property(gpu.value.cudaComputeCapability(), what);
+        capability && capability->major >= 0 && capability->minor >= 0) {
+      device.computeCapability = ComputeCapability{static_cast<unsigned>(capability->major),
+                                                   static_cast<unsigned>(capability->minor)};
+    }
     // The fabric's clique and cluster, once registered (a GPU without a fabric has neither).
     const Result<nvml::FabricInfo> fabric = deviceState.fabricInfo(gpu.value);
     if (fabric.ok() && fabric.value.state == static_cast<unsigned>(nvml::FabricState::kCompleted) &&
@@ -252,7 +261,8 @@ Enumeration NvmlEnumerator::enumerate() {
       // A copy: listing the instances appends to result.devices, which may move the parent.
       const GpuDevice parent = result.devices.back();
       const std::size_t first = result.devices.size();
-      listMigInstances(gpu.value, index, parent.pciBusId, context, result.devices);
+      listMigInstances(gpu.value, index, parent.pciBusId, parent.computeCapability, context,
+                       result.devices);
       for (std::size_t at = first; at < result.devices.size(); ++at) {
         result.devices[at].fabricCliqueId = parent.fabricCliqueId;
         result.devices[at].fabricClusterUuid = parent.fabricClusterUuid;

@@ -45,6 +45,7 @@ struct NvmlLibrary::Api {
   decltype(&::nvmlDeviceGetMigDeviceHandleByIndex) getMigDeviceHandleByIndex = nullptr;
   decltype(&::nvmlDeviceGetGpuInstanceId) getGpuInstanceId = nullptr;
   decltype(&::nvmlDeviceGetComputeInstanceId) getComputeInstanceId = nullptr;
+  decltype(&::nvmlDeviceGetCudaComputeCapability) getCudaComputeCapability = nullptr;
 
   // Optional: nvmlInitWithFlags, preferred over init when present (see NvmlSession).
   decltype(&::nvmlInitWithFlags) initWithFlags = nullptr;
@@ -307,6 +308,7 @@ NvmlLibrary::NvmlLibrary(std::string name, void* handle)
   bind(handle, api->getMigDeviceHandleByIndex, {"nvmlDeviceGetMigDeviceHandleByIndex"});
   bind(handle, api->getGpuInstanceId, {"nvmlDeviceGetGpuInstanceId"});
   bind(handle, api->getComputeInstanceId, {"nvmlDeviceGetComputeInstanceId"});
+  bind(handle, api->getCudaComputeCapability, {"nvmlDeviceGetCudaComputeCapability"});
   bind(handle, api->initWithFlags, {"nvmlInitWithFlags"});
 
   Dl_info info{};
@@ -475,6 +477,19 @@ Result<unsigned> Device::gpuInstanceId() const {
 Result<unsigned> Device::computeInstanceId() const {
   return unsignedProperty(library_->api_->getComputeInstanceId, "nvmlDeviceGetComputeInstanceId",
                           handle_);
+}
+
+Result<CudaComputeCapability> Device::cudaComputeCapability() const {
+  constexpr const char* kFunction = "nvmlDeviceGetCudaComputeCapability";
+  if (library_->api_->getCudaComputeCapability == nullptr) {
+    return missing<CudaComputeCapability>(kFunction);
+  }
+  int major = 0;
+  int minor = 0;
+  const Return code = toReturn(library_->api_->getCudaComputeCapability(handle_, &major, &minor));
+  return {code,
+          code == Return::kSuccess ? CudaComputeCapability{major, minor} : CudaComputeCapability{},
+          kFunction};
 }
 
 std::unique_ptr<NvmlSession> holdSession() {

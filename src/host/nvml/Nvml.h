@@ -143,6 +143,13 @@ struct Memory {
   std::uint64_t usedBytes = 0;
 };
 
+/// nvmlDeviceGetCudaComputeCapability: the CUDA compute capability, major.minor ("9.0" for an
+/// H100, "8.9" for an L4).
+struct CudaComputeCapability {
+  int major = 0;
+  int minor = 0;
+};
+
 /// nvmlDeviceGetMigMode's two modes: 1 (NVML_DEVICE_MIG_ENABLE) or 0 (disabled).
 struct MigMode {
   unsigned current = 0;
@@ -201,6 +208,9 @@ class Device {
   Result<unsigned> gpuInstanceId() const;
   /// nvmlDeviceGetComputeInstanceId of a MIG device handle (kInvalidArgument for a whole GPU).
   Result<unsigned> computeInstanceId() const;
+  /// nvmlDeviceGetCudaComputeCapability: answered for every GPU since Kepler; asked of whole
+  /// GPUs only (a MIG instance has its GPU's).
+  Result<CudaComputeCapability> cudaComputeCapability() const;
 
   // ---- Topology (defined in NvmlTopology.cpp) ----
   /// nvmlDeviceGetNvLinkState: whether NVLink `link` (from 0) is active; kNotSupported on a GPU

@@ -11,6 +11,7 @@
 
 #include "TestSupport.h"
 #include "host/coordination/Coordination.h"
+#include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/enumeration/GpuEnumerator.h"
 
 namespace flink::defaultdiscovery {
@@ -65,7 +66,8 @@ TEST(DiscoveryArguments, TheUsageListsEveryOptionItReads) {
   for (const Args& args : std::vector<Args>{
            {"1", "--enable-coordination-mode", "--share", "--share-placement", "spread"},
            {"1", "--enable-coordination", "--coordination-file", "/tmp/c", "--gpus", "0",
-            "--owner-pid", "1", "--mig", "--placement", "index", "--health", "warn"}}) {
+            "--owner-pid", "1", "--mig", "--placement", "index", "--health", "warn", "--select",
+            "mig=yes"}}) {
     EXPECT_EQ(errorOf(args), "(no error)");
     EXPECT_TRUE(parseDiscoveryArguments(args).notes.empty());
   }
@@ -73,7 +75,7 @@ TEST(DiscoveryArguments, TheUsageListsEveryOptionItReads) {
   EXPECT_TRUE(amd.starts_with("Usage: amd-gpu-discovery.sh AMOUNT [OPTIONS]\n")) << amd;
   EXPECT_NE(amd.find("AMD GPUs"), std::string::npos) << amd;
   EXPECT_EQ(amd.find("--gpus LIST"), std::string::npos) << amd;
-  EXPECT_NE(amd.find("--gpus, --mig and --share are NVIDIA's"), std::string::npos) << amd;
+  EXPECT_NE(amd.find("--gpus, --mig, --share and --select are NVIDIA's"), std::string::npos) << amd;
 }
 
 TEST(DiscoveryArguments, MigIsAFlagBesideTheOthers) {
@@ -277,6 +279,46 @@ TEST(ParseGpuList, IdentifiersAndCanonicalIndices) {
   EXPECT_EQ(parseGpuList("007,GPU-6f2a3c1e-0b1d, MIG-0a1b 0"),
             (std::vector<std::string>{"7", "GPU-6f2a3c1e-0b1d", "MIG-0a1b", "0"}));
   EXPECT_TRUE(parseGpuList("").empty());
+}
+
+}  // namespace
+}  // namespace flink::defaultdiscovery
+
+namespace flink::defaultdiscovery {
+namespace {
+
+TEST(DiscoveryArguments, SelectTakesASelectorInEitherForm) {
+  const DiscoveryArguments spaced =
+      parseDiscoveryArguments({"1", "--enable-coordination-mode", "--select", "name~H100"});
+  ASSERT_TRUE(spaced.select);
+  EXPECT_EQ(spaced.select->text(), "name~H100");
+  EXPECT_TRUE(spaced.notes.empty());
+  const DiscoveryArguments joined =
+      parseDiscoveryArguments({"2", "--select=mig=yes,memory.total>=40000", "--mig"});
+  ASSERT_TRUE(joined.select);
+  EXPECT_EQ(joined.select->terms().size(), 2u);
+  EXPECT_FALSE(parseDiscoveryArguments({"1"}).select);
+  // What the program's options give findHostUnits.
+  EXPECT_EQ(hostUnitsOptionsFor(joined).select->text(), "mig=yes,memory.total>=40000");
+}
+
+TEST(DiscoveryArguments, ABadSelectorIsAnErrorThatQuotesIt) {
+  EXPECT_EQ(errorOf({"1", "--select", "nme~H100"}),
+            "--select: unknown key 'nme' in 'nme~H100'; the keys are name, uuid, pci.bus_id, "
+            "memory.total, compute_capability, vendor, numa_node, mig");
+  EXPECT_EQ(errorOf({"1", "--select"}),
+            "--select needs terms KEY OP VALUE, e.g. --select name~H100; the keys are name, "
+            "uuid, pci.bus_id, memory.total, compute_capability, vendor, numa_node, mig");
+  EXPECT_THAT(errorOf({"1", "--select", "memory.total>=lots"}),
+              ::testing::HasSubstr("not a number"));
+  // A misspelling of it is one of ours, not an argument to ignore.
+  EXPECT_EQ(errorOf({"1", "--selct", "name~H100"}),
+            "unknown option '--selct': did you mean '--select'?");
+}
+
+TEST(DiscoveryArguments, TheUsageShowsSelect) {
+  EXPECT_THAT(discoveryUsage("nvidia-gpu-discovery.sh", discovery::Vendor::kNvidia),
+              ::testing::HasSubstr("--select EXPR"));
 }
 
 }  // namespace

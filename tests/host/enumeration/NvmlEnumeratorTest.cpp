@@ -47,6 +47,8 @@ using testing::TempDir;
 
 constexpr const char* kGpu0 = "GPU-4f5a0c2e-8b1d-4c55-9e0a-6a1f3b2c7d10";
 constexpr const char* kGpu1 = "GPU-9d3e7b21-0c4a-4f6e-8b52-1e7c9a4d3f22";
+constexpr const char* kGpu2 = "GPU-2a3b4c5d-0c4a-4f6e-8b52-1e7c9a4d3f33";
+constexpr const char* kGpu3 = "GPU-3a3b4c5d-0c4a-4f6e-8b52-1e7c9a4d3f44";
 constexpr const char* kMigA = "MIG-0b6c1a2d-3e4f-5a6b-7c8d-9e0f1a2b3c4d";
 constexpr const char* kMigB = "MIG-1c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e";
 
@@ -398,6 +400,34 @@ TEST_F(NvmlEnumeratorTest, MigInstancesFollowTheirGpuInSlotOrder) {
             (std::vector<std::string>{kMigA, kMigB, "1"}));
   EXPECT_EQ(discovery::identifiersOf(discovery::allocatableUnits(listed.devices, false)),
             (std::vector<std::string>{"0", "1"}));
+}
+
+TEST_F(NvmlEnumeratorTest, ComputeCapabilityIsTheGpusAndItsInstancesHaveIt) {
+  const std::string mig = R"(, "compute_capability": "9.0", "mig_enabled": true, "mig": [)"
+                          R"({"uuid": ")" +
+                          std::string(kMigA) + R"("}])";
+  hostOf(h200(kGpu0, "00000000:19:00.0", 0, mig) + ", " +
+         h200(kGpu1, "00000000:3B:00.0", 1, R"(, "compute_capability": "10.0")") + ", " +
+         h200(kGpu2, "00000000:4C:00.0", 2, R"(, "compute_capability": {"error": 15})") + ", " +
+         h200(kGpu3, "00000000:5D:00.0", 3));
+  const Enumeration listed = enumerate();
+
+  ASSERT_EQ(listed.devices.size(), 5u);
+  EXPECT_EQ(listed.devices[0].computeCapability, (ComputeCapability{9, 0}));
+  EXPECT_EQ(listed.devices[1].identifier, kMigA);
+  EXPECT_EQ(listed.devices[1].computeCapability, (ComputeCapability{9, 0}));  // its GPU's
+  EXPECT_EQ(listed.devices[2].computeCapability, (ComputeCapability{10, 0}));
+  EXPECT_EQ(listed.devices[2].computeCapability->text(), "10.0");
+  EXPECT_GT(*listed.devices[2].computeCapability, *listed.devices[0].computeCapability);
+  // A failing query leaves it unknown and never the GPU out: discovery does not need it.
+  EXPECT_EQ(listed.devices[3].identifier, "2");
+  EXPECT_EQ(listed.devices[3].computeCapability, std::nullopt);
+  // Not supported (the stand-in's answer where a host gives none): unknown, without a word.
+  EXPECT_EQ(listed.devices[4].computeCapability, std::nullopt);
+  EXPECT_EQ(linesOf(listed.notices),
+            (std::vector<std::string>{
+                "warning: NVML: GPU 2: nvmlDeviceGetCudaComputeCapability failed: GPU is lost "
+                "(NVML_ERROR_GPU_IS_LOST, 15)"}));
 }
 
 TEST_F(NvmlEnumeratorTest, MigInstancePropertiesNotSupportedAreUnknown) {

@@ -41,6 +41,9 @@ class GPUInfo final : public ExternalResourceInfo {
   static constexpr std::string_view PROPERTY_KEY_MEMORY_TOTAL = "memory.total";
   /// nvmlDeviceGetMinorNumber: the N of /dev/nvidiaN (whole GPUs).
   static constexpr std::string_view PROPERTY_KEY_MINOR_NUMBER = "minor_number";
+  /// nvmlDeviceGetCudaComputeCapability, major.minor: "9.0" for an H100, "8.9" for an L4 (a MIG
+  /// instance: its GPU's). NVML only.
+  static constexpr std::string_view PROPERTY_KEY_COMPUTE_CAPABILITY = "compute_capability";
   /// AMD and Intel: the N of /dev/dri/renderD<N>, the node the runtime opens.
   static constexpr std::string_view PROPERTY_KEY_RENDER_MINOR = "render_minor";
   /// For a MIG instance: the index of the GPU it is carved from.

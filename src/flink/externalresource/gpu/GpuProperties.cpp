@@ -23,6 +23,10 @@ std::vector<std::pair<std::string, std::string>> propertiesOf(const discovery::G
   add(GPUInfo::PROPERTY_KEY_PCI_BUS_ID, device.pciBusId);
   add(GPUInfo::PROPERTY_KEY_MEMORY_TOTAL, device.memoryTotalMiB);
   add(GPUInfo::PROPERTY_KEY_MINOR_NUMBER, device.minorNumber);
+  if (device.computeCapability) {
+    properties.emplace_back(GPUInfo::PROPERTY_KEY_COMPUTE_CAPABILITY,
+                            device.computeCapability->text());
+  }
   if (device.mig) {
     add(GPUInfo::PROPERTY_KEY_MIG_PARENT_INDEX, std::optional<unsigned>(device.mig->parentIndex));
     add(GPUInfo::PROPERTY_KEY_MIG_GPU_INSTANCE_ID, device.mig->gpuInstanceId);
