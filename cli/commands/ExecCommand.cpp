@@ -11,6 +11,8 @@
 // environment is host/defaultdiscovery/ChildEnvironment.h's; an MPS share is refused, and given
 // back, when its control daemon's socket is not there, since the command would otherwise use the
 // GPU outside the daemon.
+// The command also gets FLINK_GPU_ALLOCATION_FILE, what it was granted as JSON
+// (host/defaultdiscovery/AllocationFile.h), removed once it has ended.
 #include "commands/ExecCommand.h"
 
 #include <sched.h>
@@ -42,6 +44,7 @@
 #include "host/coordination/Coordination.h"
 #include "host/coordination/Leases.h"
 #include "host/coordination/TreeOwner.h"
+#include "host/defaultdiscovery/AllocationFile.h"
 #include "host/defaultdiscovery/ChildEnvironment.h"
 #include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/enumeration/GpuEnumerator.h"
@@ -59,6 +62,7 @@ namespace flink::cli {
 namespace {
 
 using defaultdiscovery::EnvironmentChanges;
+using defaultdiscovery::kAllocationFileVariable;
 using defaultdiscovery::kShareMemoryVariable;
 using defaultdiscovery::mpsPipeDirectoryOf;
 using defaultdiscovery::shareEnvironment;
@@ -290,6 +294,8 @@ struct HeldByThisProcess {
   std::vector<std::string> gpus;
   /// Those of `gpus` held as a share.
   std::vector<std::string> shares;
+  /// The process whose records name `gpus` (this one, or the ancestor); 0 when `gpus` is empty.
+  pid_t owner = 0;
 };
 
 /// What the process tree this exec runs in already holds of `host`: what the nearest process of
@@ -329,6 +335,7 @@ std::optional<HeldByThisProcess> heldByThisProcessTree(const ExecOptions& option
     held.gpus.push_back(gpu);
     if (ownShares.count(gpu)) held.shares.push_back(gpu);
   }
+  if (!held.gpus.empty()) held.owner = owner->owner.pid;
   return held;
 }
 
@@ -385,6 +392,26 @@ std::optional<std::vector<std::string>> shareVisibleDevices(
 void giveBackShares(const ExecOptions& options, defaultdiscovery::Grant& grant) {
   giveBackGrant(options, grant, "could not give back the GPU shares allocated for the command: ");
 }
+
+/// What the allocation file says of `granted` (host identifiers, or AMD's and Intel's record
+/// names), in the order of the command's visible-devices variable: each unit's place there, what
+/// the host knows of it (nothing made up), its share (`shares`, parallel, for a share); `owner`,
+/// whose records hold them; `cpus`, those --bind-cpus bound the command to.
+defaultdiscovery::Allocation allocationOf(const HostUnits& host,
+                                          const std::vector<std::string>& granted,
+                                          const std::vector<defaultdiscovery::ShareGrant>& shares,
+                                          pid_t owner,
+                                          const std::optional<std::vector<unsigned>>& cpus);
+
+/// Gives the command FLINK_GPU_ALLOCATION_FILE for `allocation`, and returns what removes the file
+/// once the command has ended (empty when there is nothing of this exec's to remove). A nested exec
+/// (`nested`, the GPUs an enclosing one's) keeps the enclosing file when it takes what that lists,
+/// else writes its own into the enclosing file's folder, which the enclosing exec removes: it
+/// becomes its command, and cannot remove anything afterwards. Where no file can be written, a
+/// warning says so and the command runs without the variable: it is a convenience, and the
+/// command's GPUs are its CUDA_VISIBLE_DEVICES all the same.
+defaultdiscovery::AllocationFile provideAllocationFile(defaultdiscovery::Allocation allocation,
+                                                       bool nested);
 
 /// Runs the command and returns exec's exit status: the command's (128 + N when signal N ended
 /// it), or 127/126 when it cannot be run, after giving `grant` back. `nested`: the GPUs are an
@@ -529,14 +556,19 @@ int runExec(const ExecOptions& options) {
     if (verbosity() >= Verbosity::kVerbose) {
       std::cerr << "flink-gpu: " << said << " for process " << owner.pid << '\n';
     }
+    const defaultdiscovery::AllocationFile allocationFile = provideAllocationFile(
+        allocationOf(*host, granted, {}, nested ? inherited->owner : owner.pid, std::nullopt),
+        nested);
     return runCommand(options, grant, strings::join(host->answerFor(granted), ","), nested);
   }
 
   warnAboutSeveralMigInstances(granted);
+  std::optional<std::vector<unsigned>> boundTo;
   if (options.bindCpus) {
     try {
       if (const std::optional<std::vector<unsigned>> cpus = cpusToBind(granted, host->devices)) {
         bindTo(*cpus);
+        boundTo = cpus;
         if (verbosity() >= Verbosity::kVerbose) {
           std::cerr << "flink-gpu: bound to CPUs " << placement::formatCpuList(*cpus) << '\n';
         }
@@ -589,6 +621,9 @@ int runExec(const ExecOptions& options) {
                 << '\n';
     }
   }
+  const defaultdiscovery::AllocationFile allocationFile = provideAllocationFile(
+      allocationOf(*host, granted, grant.shares, nested ? inherited->owner : owner.pid, boundTo),
+      nested);
   return runCommand(options, grant, visible, nested);
 }
 
@@ -611,6 +646,96 @@ std::optional<std::vector<std::string>> shareVisibleDevices(
     }
   }
   return entries;
+}
+
+defaultdiscovery::Allocation allocationOf(const HostUnits& host,
+                                          const std::vector<std::string>& granted,
+                                          const std::vector<defaultdiscovery::ShareGrant>& shares,
+                                          pid_t owner,
+                                          const std::optional<std::vector<unsigned>>& cpus) {
+  defaultdiscovery::Allocation allocation;
+  allocation.ownerPid = owner;
+  allocation.cpus = cpus;
+  for (std::size_t i = 0; i < granted.size(); ++i) {
+    defaultdiscovery::AllocatedUnit unit;
+    // Exec lists the units in the variable in the order granted: the place is the ordinal the
+    // command's runtime gives the unit, whatever the entries are (a mask's own, UUIDs).
+    unit.index = std::to_string(i);
+    if (host.vendorHost) {
+      const std::vector<discovery::VendorUnit>& units = host.vendorHost->units;
+      const auto found =
+          std::find_if(units.begin(), units.end(), [&](const discovery::VendorUnit& candidate) {
+            return candidate.recordName == granted[i];
+          });
+      if (found != units.end()) {
+        unit.uuid = discovery::propertyOf(found->properties, "uuid");
+        unit.pciBusId = discovery::propertyOf(found->properties, "pci.bus_id");
+        unit.name = discovery::propertyOf(found->properties, "name");
+        if (const auto memory = discovery::propertyOf(found->properties, "memory.total")) {
+          unit.memoryTotalMiB = strings::parseUnsigned(*memory);
+        }
+      }
+    } else if (const discovery::GpuDevice* device =
+                   externalresource::gpu::findDevice(host.devices, granted[i])) {
+      unit.uuid = device->uuid;
+      unit.pciBusId = device->pciBusId;
+      unit.name = device->name;
+      unit.memoryTotalMiB = device->memoryTotalMiB;
+    }
+    if (i < shares.size()) {
+      const defaultdiscovery::ShareGrant& share = shares[i];
+      unit.share = defaultdiscovery::AllocatedShare{
+          .index = share.slot.index,
+          .count = share.slot.count,
+          .memoryMiB = share.memoryMiB,
+          .mpsPipeDirectory = share.mpsPipeDirectory,
+          .mpsActiveThreadPercentage = share.mpsPipeDirectory
+                                           ? std::optional<unsigned>(share.activeThreadPercentage())
+                                           : std::nullopt};
+    }
+    allocation.units.push_back(std::move(unit));
+  }
+  return allocation;
+}
+
+defaultdiscovery::AllocationFile provideAllocationFile(defaultdiscovery::Allocation allocation,
+                                                       bool nested) {
+  defaultdiscovery::AllocationFile file;
+  std::string problem;
+  try {
+    if (!nested) {
+      file = defaultdiscovery::AllocationFile::inNewFolder(
+          defaultdiscovery::allocationFolderBases(std::getenv("XDG_RUNTIME_DIR"),
+                                                  std::getenv("TMPDIR")),
+          defaultdiscovery::allocationText(allocation));
+    } else {
+      const char* inherited = std::getenv(kAllocationFileVariable);
+      const std::optional<defaultdiscovery::Allocation> enclosing =
+          inherited == nullptr ? std::nullopt : defaultdiscovery::readAllocationFile(inherited);
+      if (!enclosing || enclosing->ownerPid != allocation.ownerPid) {
+        problem = std::string("the process holding the GPUs (") +
+                  std::to_string(allocation.ownerPid) + ") gave this one no allocation file";
+      } else {
+        // Bound by the enclosing exec, the command runs on its CPUs unless bound again here.
+        if (!allocation.cpus) allocation.cpus = enclosing->cpus;
+        if (*enclosing == allocation) return file;  // the variable stays as it is
+        file = defaultdiscovery::AllocationFile::besideEnclosing(
+            inherited, defaultdiscovery::allocationText(allocation));
+      }
+    }
+  } catch (const std::runtime_error& e) {
+    problem = e.what();
+  }
+  if (problem.empty() && ::setenv(kAllocationFileVariable, file.path().c_str(), 1) != 0) {
+    problem = std::string("cannot set ") + kAllocationFileVariable + ": " + std::strerror(errno);
+  }
+  if (!problem.empty()) {
+    file.remove();
+    // Never a stale one: the command reads no other exec's file.
+    ::unsetenv(kAllocationFileVariable);
+    printWarning(std::string(kAllocationFileVariable) + " is not set for the command: " + problem);
+  }
+  return file;
 }
 
 /// What exec does after its command could not be run (`error`: the errno of execvp, or of fork):

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -20,6 +22,36 @@
 #include "process/Subprocess.h"
 
 namespace flink::testing {
+namespace {
+
+/// exec makes the folder of its allocation file in $XDG_RUNTIME_DIR when that is private
+/// (host/defaultdiscovery/AllocationFile.h). Many tests end an exec with SIGKILL (Background's
+/// stop), which leaves that folder behind, as it would anywhere: so every flink-gpu a test starts
+/// gets, unless the test sets its own, a private folder of this test process's, removed at its
+/// exit, after every Background is gone.
+class RuntimeFolder {
+ public:
+  RuntimeFolder() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "flink-gpu-cli-runtime.XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) return;  // exec then uses $TMPDIR
+    path_ = pattern;
+    ::setenv("XDG_RUNTIME_DIR", path_.c_str(), 1);
+  }
+  ~RuntimeFolder() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  RuntimeFolder(const RuntimeFolder&) = delete;
+  RuntimeFolder& operator=(const RuntimeFolder&) = delete;
+
+ private:
+  std::filesystem::path path_;
+};
+
+const RuntimeFolder runtimeFolder;
+
+}  // namespace
 
 std::ostream& operator<<(std::ostream& stream, const CliRun& run) {
   return stream << "\nexit code: " << run.exitCode << "\n--- stdout ---\n"

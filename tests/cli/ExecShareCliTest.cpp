@@ -4,7 +4,8 @@
 // daemon), for two GPUs of different K, under --visible-devices and an inherited mask; one MPS
 // group per request; the missing daemon refused with nothing left recorded; K holders of one GPU
 // and the share free again once one ends; pack and spread; the usage errors; a whole-GPU exec
-// dropping inherited share variables; an exec nested in an exec --share.
+// dropping inherited share variables; an exec nested in an exec --share; what the allocation file
+// says of a time-sliced and of an MPS share.
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "CliRun.h"
 #include "StandInHost.h"
@@ -221,6 +223,76 @@ TEST_F(ExecShareCliTest, TwoGpusOfDifferentKGetTheSmallestPercentageAndAnEntryEa
   EXPECT_EQ(valueOf(variables, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "33") << run;
   EXPECT_EQ(valueOf(variables, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=71885M,1=47923M") << run;
   EXPECT_EQ(valueOf(variables, "FLINK_GPU_SHARE_MEMORY_MIB"), "71885,47923") << run;
+}
+
+/// What FLINK_GPU_ALLOCATION_FILE of a command run by exec --share says, and exec's pid (`owner`).
+nlohmann::json allocationFileOf(const CliRun& run, int& owner) {
+  const std::size_t newline = run.out.find('\n');
+  if (newline == std::string::npos) return nullptr;
+  owner = std::atoi(run.out.substr(0, newline).c_str());
+  return nlohmann::json::parse(run.out.substr(newline + 1), nullptr, false);
+}
+
+/// The command that prints its parent's pid (exec's), then its allocation file.
+const std::vector<std::string> kShowAllocationFile{
+    "/bin/sh", "-c", "echo $PPID; cat \"$FLINK_GPU_ALLOCATION_FILE\""};
+
+TEST_F(ExecShareCliTest, TheAllocationFileTellsATimeSlicedShare) {
+  host(1);
+  share("0", 2);
+  const CliRun run = exec({"--share", "-n", "1"}, kShowAllocationFile);
+  ASSERT_EQ(run.exitCode, 0) << run;
+  int owner = 0;
+  const nlohmann::json file = allocationFileOf(run, owner);
+  // The stand-in host tells no PCI bus id: null, not made up.
+  const nlohmann::json expected = {
+      {"format", 1},
+      {"owner_pid", owner},
+      {"units", nlohmann::json::array({{{"index", "0"},
+                                        {"uuid", standInUuid(0)},
+                                        {"pci.bus_id", nullptr},
+                                        {"name", "NVIDIA H200"},
+                                        {"memory.total", 143771},
+                                        {"share",
+                                         {{"index", 0},
+                                          {"count", 2},
+                                          {"memory_mib", 71885},
+                                          {"mps_pipe_directory", nullptr},
+                                          {"mps_active_thread_percentage", nullptr}}}}})},
+      {"cpus", nullptr}};
+  EXPECT_EQ(file, expected) << run;
+  EXPECT_GT(owner, 0) << run;
+}
+
+TEST_F(ExecShareCliTest, TheAllocationFileTellsMpsSharesInCudaVisibleDevicesOrder) {
+  host(2);
+  const fs::path mps = mpsDirectory();
+  share("0", 2, mps);
+  share("1", 3, mps);
+  BoundSocket daemon(mps / "control");
+  const CliRun run = exec({"--share", "-n", "2"}, kShowAllocationFile);
+  ASSERT_EQ(run.exitCode, 0) << run;
+  int owner = 0;
+  const nlohmann::json file = allocationFileOf(run, owner);
+  const auto unit = [&](unsigned gpu, unsigned count, unsigned memory, unsigned percentage) {
+    return nlohmann::json{{"index", std::to_string(gpu)},
+                          {"uuid", standInUuid(gpu)},
+                          {"pci.bus_id", nullptr},
+                          {"name", "NVIDIA H200"},
+                          {"memory.total", 143771},
+                          {"share",
+                           {{"index", 0},
+                            {"count", count},
+                            {"memory_mib", memory},
+                            {"mps_pipe_directory", mps.string()},
+                            {"mps_active_thread_percentage", percentage}}}};
+  };
+  const nlohmann::json expected = {
+      {"format", 1},
+      {"owner_pid", owner},
+      {"units", nlohmann::json::array({unit(0, 2, 71885, 50), unit(1, 3, 47923, 33)})},
+      {"cpus", nullptr}};
+  EXPECT_EQ(file, expected) << run;
 }
 
 TEST_F(ExecShareCliTest, OneRequestStaysBehindOneMpsDaemonOrTimeSliced) {

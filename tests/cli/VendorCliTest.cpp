@@ -225,6 +225,28 @@ TEST_F(VendorCliTest, ExecSetsTheVendorsVariablesAndNeverCudas) {
   EXPECT_FALSE(hasLineStartingWith(nvidia.out, "ZE_AFFINITY_MASK=")) << nvidia;
 }
 
+TEST_F(VendorCliTest, ExecsAllocationFileListsTheUnitsInTheVendorsVariablesOrder) {
+  const CliRun run =
+      cli({"exec", "--vendor", "amd", "-n", "2", "--coordination-file", coordinationFile(), "--",
+           "/bin/sh", "-c", "cat \"$FLINK_GPU_ALLOCATION_FILE\""});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  const nlohmann::json file = nlohmann::json::parse(run.out, nullptr, false);
+  ASSERT_TRUE(file.is_object()) << run;
+  // ROCR_VISIBLE_DEVICES=0,1: ROCr's GPUs 0 and 1, KFD nodes 1 and 2.
+  const auto unit = [](const char* index, const char* uuid, const char* busId) {
+    return nlohmann::json{{"index", index},
+                          {"uuid", uuid},
+                          {"pci.bus_id", busId},
+                          {"name", "AMD Instinct MI210"},
+                          {"memory.total", 65520}};
+  };
+  EXPECT_EQ(file.at("units"),
+            nlohmann::json::array({unit("0", "GPU-1111222233334444", "00000000:63:00.0"),
+                                   unit("1", "GPU-5555666677778888", "00000000:43:00.0")}))
+      << run;
+  EXPECT_EQ(file.at("cpus"), nullptr) << run;
+}
+
 TEST_F(VendorCliTest, EveryVendorSharesOneFileBesideFlinksScriptAndEachGetsItsOwnGpuZero) {
   LiveProcess worker;
   const std::string pid = std::to_string(worker.pid());

@@ -21,6 +21,11 @@ namespace flink::defaultdiscovery {
 /// to cap its memory pool (a time-sliced share has no other limit).
 inline constexpr const char* kShareMemoryVariable = "FLINK_GPU_SHARE_MEMORY_MIB";
 
+/// The path of the allocation file (host/defaultdiscovery/AllocationFile.h) that exec writes for
+/// its command: what it was granted, as JSON. Always set or unset by exec, never inherited as it
+/// was, so that no command reads a stale one.
+inline constexpr const char* kAllocationFileVariable = "FLINK_GPU_ALLOCATION_FILE";
+
 /// The variables of CUDA's MPS client that exec sets for an MPS share and takes out of every
 /// other NVIDIA command's environment, so that none joins a daemon it was not given.
 /// CUDA_MPS_LOG_DIRECTORY is the daemon's, and never touched.

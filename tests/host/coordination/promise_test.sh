@@ -31,6 +31,11 @@ cli=$build/bin/flink-gpu
 flink=$fixtures/flink-script/flink-coordination-pattern.sh
 work=$(mktemp -d "${TMPDIR:-/tmp}/promise_test.XXXXXX") || exit 2
 chmod 0755 "$work"
+# The folders of exec's allocation files go here, not in /tmp: an exec killed here (SIGKILL) leaves
+# its own behind. Sticky and open to all, as /tmp, for the other user's execs too.
+mkdir -m 1777 "$work/tmp"
+export TMPDIR=$work/tmp
+unset XDG_RUNTIME_DIR
 # No NVML unless a case asks for the stand-in, and no inherited mask.
 export FLINK_GPU_NVML_LIBRARY=$work/no-nvml/libnvidia-ml.so.1
 unset CUDA_VISIBLE_DEVICES

@@ -1,0 +1,144 @@
+// The allocation file: what `flink-gpu exec` gives its command in FLINK_GPU_ALLOCATION_FILE, so
+// that a sidecar or a Python worker the command starts reads what it was granted (its GPUs as it
+// sees them, their shares, the CPUs it was bound to) from one JSON document instead of parsing
+// CUDA_VISIBLE_DEVICES and the share variables. The format is docs/command-line.md's (exec, "The
+// allocation file").
+//
+// Two parts: what the file says (Allocation, allocationText, readAllocationFile), pure and
+// tested alone; and where it lives (AllocationFile): a private folder of this user, made for one
+// command, removed with everything in it once the command has ended. It is here and not in the
+// CLI because it is part of handing a command its grant, as the default discovery hands a worker
+// its answer: any program of this library that runs a command on a Grant would write the same
+// file; and here the library's tests reach it.
+//
+// Who may be trusted: only this user. A folder is used only when it is a directory (not
+// followed) owned by this user with mode 0700, and a file only when it is a regular file with one
+// link, owned by this user, in such a folder; files are made with O_EXCL and O_NOFOLLOW, so that
+// nothing another user put in the way is written through.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flink::defaultdiscovery {
+
+/// The "format" member: changed only when a reader that knows an earlier format would misread
+/// the file; members may be added without changing it.
+inline constexpr int kAllocationFileFormat = 1;
+
+/// A unit's share (defaultdiscovery::ShareGrant), as the file tells it.
+struct AllocatedShare {
+  /// Its index and the declared number of shares (K) of its GPU.
+  unsigned index = 0;
+  unsigned count = 0;
+  /// Each share's MiB, where the declaration knows the GPU's memory.
+  std::optional<std::uint64_t> memoryMiB;
+  /// Behind an MPS control daemon: its CUDA_MPS_PIPE_DIRECTORY and the command's
+  /// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; both nullopt when time-sliced.
+  std::optional<std::string> mpsPipeDirectory;
+  std::optional<unsigned> mpsActiveThreadPercentage;
+
+  friend bool operator==(const AllocatedShare&, const AllocatedShare&) = default;
+};
+
+/// One unit granted. A value that is not known is nullopt (null in the file), never made up.
+struct AllocatedUnit {
+  /// Its ordinal as the command sees it: its place ("0", "1", …) in the visible-devices variable
+  /// the command got (CUDA_VISIBLE_DEVICES; ROCR_VISIBLE_DEVICES or ZE_AFFINITY_MASK).
+  std::string index;
+  std::optional<std::string> uuid;
+  std::optional<std::string> pciBusId;
+  std::optional<std::string> name;
+  std::optional<std::uint64_t> memoryTotalMiB;
+  /// For a share only.
+  std::optional<AllocatedShare> share;
+
+  friend bool operator==(const AllocatedUnit&, const AllocatedUnit&) = default;
+};
+
+/// What the file says.
+struct Allocation {
+  /// The process whose records hold the units (exec's pid; the enclosing exec's for a nested one).
+  pid_t ownerPid = 0;
+  /// In the order of the visible-devices variable.
+  std::vector<AllocatedUnit> units;
+  /// The CPUs the command was bound to (--bind-cpus), ascending; nullopt when it was not bound.
+  std::optional<std::vector<unsigned>> cpus;
+
+  friend bool operator==(const Allocation&, const Allocation&) = default;
+};
+
+/// The file's text: one JSON object, members in the documented order
+/// ({"format": 1, "owner_pid", "units": [{"index", "uuid", "pci.bus_id", "name",
+/// "memory.total", "share"?}], "cpus"}), indented by two spaces, ending with a newline. A unit's
+/// "share" member is there only for a share.
+std::string allocationText(const Allocation& allocation);
+
+/// What the text of an allocation file says; nullopt when it is not an allocation file of format
+/// 1 (not JSON, a member missing or of another type). Members it does not know are ignored.
+std::optional<Allocation> parseAllocationText(std::string_view text);
+
+/// Why `folder` is not private to this user, in words ("owner bob, mode 0755"); nullopt when it
+/// is a directory (lstat: a symlink is not followed) owned by this process's effective user with
+/// mode 0700.
+std::optional<std::string> whyNotPrivateFolder(const std::filesystem::path& folder);
+
+/// What the allocation file at `path` says, when this user may trust it: a regular file with one
+/// link, owned by this user, in a private folder (whyNotPrivateFolder), and an allocation file
+/// (parseAllocationText). nullopt otherwise, or when it cannot be read.
+std::optional<Allocation> readAllocationFile(const std::filesystem::path& path);
+
+/// The folders a private folder for an allocation file may be made in, in the order to try them:
+/// `xdgRuntimeDir` ($XDG_RUNTIME_DIR) when set and private to this user (whyNotPrivateFolder);
+/// `tmpDir` ($TMPDIR) when set and absolute; /tmp. A null or empty value is not set.
+std::vector<std::filesystem::path> allocationFolderBases(const char* xdgRuntimeDir,
+                                                         const char* tmpDir);
+
+/// An allocation file written for a command, removed (with its folder, when it made one) by the
+/// destructor: once the command has ended, or when it is not run. Move-only; an empty one
+/// (default-constructed, moved from) removes nothing. Not thread-safe.
+class AllocationFile {
+ public:
+  AllocationFile() = default;
+  AllocationFile(AllocationFile&& other) noexcept;
+  AllocationFile& operator=(AllocationFile&& other) noexcept;
+  AllocationFile(const AllocationFile&) = delete;
+  AllocationFile& operator=(const AllocationFile&) = delete;
+  ~AllocationFile();
+
+  /// Makes a private folder "flink-gpu-exec.XXXXXX" (mkdtemp, then mode 0700 whatever the umask)
+  /// in the first of `bases` that takes one, and writes `text` into "allocation.json" in it, mode
+  /// 0600, complete and closed when this returns. The destructor removes the folder and
+  /// everything in it: the files of exec's nested in this one's command too.
+  /// @throws std::runtime_error naming the folders tried and why each failed.
+  static AllocationFile inNewFolder(const std::vector<std::filesystem::path>& bases,
+                                    std::string_view text);
+
+  /// Writes `text` into a new file "allocation-XXXXXX.json" (mode 0600) in the folder of
+  /// `enclosing`, an enclosing exec's allocation file, which must be private to this user
+  /// (whyNotPrivateFolder). The destructor removes this file only; the enclosing exec removes
+  /// the folder, with whatever is left in it, once its own command has ended.
+  /// @throws std::runtime_error naming the folder and why.
+  static AllocationFile besideEnclosing(const std::filesystem::path& enclosing,
+                                        std::string_view text);
+
+  /// The file; empty for an empty one.
+  const std::filesystem::path& path() const noexcept { return file_; }
+
+  /// Removes now what the destructor would remove, and empties this. Never throws: what cannot
+  /// be removed stays.
+  void remove() noexcept;
+
+ private:
+  std::filesystem::path file_;
+  /// The folder made for it, removed with it; empty when the folder is an enclosing exec's.
+  std::filesystem::path folder_;
+};
+
+}  // namespace flink::defaultdiscovery

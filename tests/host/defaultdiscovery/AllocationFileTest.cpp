@@ -1,0 +1,257 @@
+// The allocation file exec gives its command: its text, read back; the folders it trusts; the
+// private folder made for it, its modes, and what goes when the command has ended.
+#include "host/defaultdiscovery/AllocationFile.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "TestSupport.h"
+
+namespace flink::defaultdiscovery {
+namespace {
+
+namespace fs = std::filesystem;
+using flink::testing::readFile;
+using flink::testing::TempDir;
+
+mode_t modeOf(const fs::path& path) {
+  struct stat info {};
+  EXPECT_EQ(::lstat(path.c_str(), &info), 0) << path;
+  return info.st_mode & 07777;
+}
+
+/// A folder `name` in `dir` with `mode`.
+fs::path folderWithMode(const TempDir& dir, const std::string& name, mode_t mode) {
+  const fs::path folder = dir / name;
+  fs::create_directory(folder);
+  EXPECT_EQ(::chmod(folder.c_str(), mode), 0);
+  return folder;
+}
+
+void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+/// Two units: a whole GPU of which everything is known, and an MPS share of a GPU of unknown
+/// memory and name.
+Allocation twoUnits() {
+  Allocation allocation;
+  allocation.ownerPid = 4242;
+  allocation.units.push_back(AllocatedUnit{.index = "0",
+                                           .uuid = "GPU-a0000000-1111-4222-8333-444400000000",
+                                           .pciBusId = "00000000:19:00.0",
+                                           .name = "NVIDIA H200",
+                                           .memoryTotalMiB = 143771,
+                                           .share = std::nullopt});
+  allocation.units.push_back(
+      AllocatedUnit{.index = "1",
+                    .uuid = "GPU-a0000001-1111-4222-8333-444400000001",
+                    .pciBusId = "00000000:3B:00.0",
+                    .name = std::nullopt,
+                    .memoryTotalMiB = std::nullopt,
+                    .share = AllocatedShare{.index = 2,
+                                            .count = 3,
+                                            .memoryMiB = std::nullopt,
+                                            .mpsPipeDirectory = "/run/mps",
+                                            .mpsActiveThreadPercentage = 33}});
+  allocation.cpus = std::vector<unsigned>{0, 1, 2, 3};
+  return allocation;
+}
+
+TEST(AllocationFileTest, TheTextHasTheDocumentedMembersInOrderAndNullForWhatIsUnknown) {
+  EXPECT_EQ(allocationText(twoUnits()), R"({
+  "format": 1,
+  "owner_pid": 4242,
+  "units": [
+    {
+      "index": "0",
+      "uuid": "GPU-a0000000-1111-4222-8333-444400000000",
+      "pci.bus_id": "00000000:19:00.0",
+      "name": "NVIDIA H200",
+      "memory.total": 143771
+    },
+    {
+      "index": "1",
+      "uuid": "GPU-a0000001-1111-4222-8333-444400000001",
+      "pci.bus_id": "00000000:3B:00.0",
+      "name": null,
+      "memory.total": null,
+      "share": {
+        "index": 2,
+        "count": 3,
+        "memory_mib": null,
+        "mps_pipe_directory": "/run/mps",
+        "mps_active_thread_percentage": 33
+      }
+    }
+  ],
+  "cpus": [
+    0,
+    1,
+    2,
+    3
+  ]
+}
+)");
+  Allocation unbound;
+  unbound.ownerPid = 7;
+  EXPECT_EQ(allocationText(unbound),
+            "{\n  \"format\": 1,\n  \"owner_pid\": 7,\n  \"units\": [],\n  \"cpus\": null\n}\n");
+}
+
+TEST(AllocationFileTest, TheTextReadsBackAndWhatIsNoAllocationFileDoesNot) {
+  EXPECT_EQ(parseAllocationText(allocationText(twoUnits())), twoUnits());
+  Allocation unbound;
+  unbound.ownerPid = 7;
+  AllocatedUnit unknown;
+  unknown.index = "0";
+  unbound.units.push_back(unknown);
+  EXPECT_EQ(parseAllocationText(allocationText(unbound)), unbound);
+  // Members a later writer adds are ignored.
+  EXPECT_EQ(parseAllocationText(R"({"format":1,"owner_pid":7,"units":[{"index":"0","new":1}],)"
+                                R"("cpus":null,"more":[]})"),
+            unbound);
+  for (const char* text :
+       {"", "not json", "[]", R"({"format":2,"owner_pid":7,"units":[],"cpus":null})",
+        R"({"owner_pid":7,"units":[],"cpus":null})", R"({"format":1,"units":[],"cpus":null})",
+        R"({"format":1,"owner_pid":-7,"units":[],"cpus":null})",
+        R"({"format":1,"owner_pid":7,"units":{},"cpus":null})",
+        R"({"format":1,"owner_pid":7,"units":[{"index":0}],"cpus":null})",
+        R"({"format":1,"owner_pid":7,"units":[{"index":"0","uuid":5}],"cpus":null})",
+        R"({"format":1,"owner_pid":7,"units":[{"index":"0","share":{"index":1}}],"cpus":null})",
+        R"({"format":1,"owner_pid":7,"units":[],"cpus":["0"]})"}) {
+    EXPECT_EQ(parseAllocationText(text), std::nullopt) << text;
+  }
+}
+
+TEST(AllocationFileTest, OnlyThisUsersFoldersOfMode0700ArePrivate) {
+  const TempDir dir("allocation-file");
+  EXPECT_EQ(whyNotPrivateFolder(folderWithMode(dir, "private", 0700)), std::nullopt);
+  EXPECT_THAT(whyNotPrivateFolder(folderWithMode(dir, "shared", 0755)),
+              ::testing::Optional(::testing::HasSubstr("mode 0755")));
+  EXPECT_THAT(whyNotPrivateFolder(folderWithMode(dir, "sticky", 01700)),
+              ::testing::Optional(::testing::HasSubstr("mode 1700")));
+  // A symlink to a private folder is not one: the link is what a path names.
+  fs::create_directory_symlink(dir / "private", dir / "link");
+  EXPECT_THAT(whyNotPrivateFolder(dir / "link"),
+              ::testing::Optional(::testing::HasSubstr("a symbolic link")));
+  write(dir / "file", "x");
+  EXPECT_THAT(whyNotPrivateFolder(dir / "file"),
+              ::testing::Optional(::testing::HasSubstr("a regular file")));
+  EXPECT_NE(whyNotPrivateFolder(dir / "missing"), std::nullopt);
+  if (::geteuid() != 0) {
+    EXPECT_THAT(whyNotPrivateFolder("/"), ::testing::Optional(::testing::HasSubstr("owner")));
+  }
+}
+
+TEST(AllocationFileTest, TheFolderGoesInTheUsersRuntimeFolderWhenPrivateElseInTmpdirOrTmp) {
+  const TempDir dir("allocation-file");
+  const fs::path runtime = folderWithMode(dir, "runtime", 0700);
+  const fs::path open = folderWithMode(dir, "open", 0755);
+  const std::string tmp = (dir / "tmp").string();
+  EXPECT_EQ(allocationFolderBases(runtime.c_str(), tmp.c_str()),
+            (std::vector<fs::path>{runtime, tmp, "/tmp"}));
+  EXPECT_EQ(allocationFolderBases(open.c_str(), tmp.c_str()), (std::vector<fs::path>{tmp, "/tmp"}));
+  EXPECT_EQ(allocationFolderBases(nullptr, nullptr), std::vector<fs::path>{"/tmp"});
+  EXPECT_EQ(allocationFolderBases("", ""), std::vector<fs::path>{"/tmp"});
+  EXPECT_EQ(allocationFolderBases("relative", "relative"), std::vector<fs::path>{"/tmp"});
+  EXPECT_EQ(allocationFolderBases(nullptr, "/tmp"), std::vector<fs::path>{"/tmp"});
+}
+
+TEST(AllocationFileTest, ANewFolderIs0700ItsFile0600AndBothGoWithEverythingInThem) {
+  const TempDir dir("allocation-file");
+  ::mode_t previous = ::umask(0);  // mode 0700 and 0600 whatever the umask
+  AllocationFile file =
+      AllocationFile::inNewFolder({dir / "missing", dir.path()}, allocationText(twoUnits()));
+  ::umask(previous);
+  const fs::path folder = file.path().parent_path();
+  EXPECT_EQ(folder.parent_path(), dir.path());
+  EXPECT_THAT(folder.filename().string(), ::testing::StartsWith("flink-gpu-exec."));
+  EXPECT_EQ(file.path().filename(), "allocation.json");
+  EXPECT_EQ(modeOf(folder), 0700u);
+  EXPECT_EQ(modeOf(file.path()), 0600u);
+  EXPECT_EQ(readFile(file.path()), allocationText(twoUnits()));
+  EXPECT_EQ(readAllocationFile(file.path()), twoUnits());
+
+  // A nested exec's file beside it: removed alone by its own owner, and with the folder.
+  {
+    AllocationFile nested = AllocationFile::besideEnclosing(file.path(), "{}\n");
+    EXPECT_EQ(nested.path().parent_path(), folder);
+    EXPECT_THAT(nested.path().filename().string(), ::testing::MatchesRegex("allocation-.*\\.json"));
+    EXPECT_EQ(modeOf(nested.path()), 0600u);
+    EXPECT_EQ(readFile(nested.path()), "{}\n");
+    const fs::path path = nested.path();
+    nested.remove();
+    EXPECT_FALSE(fs::exists(path));
+    EXPECT_TRUE(fs::exists(file.path()));
+  }
+  const AllocationFile left = AllocationFile::besideEnclosing(file.path(), "{}\n");
+  fs::create_directory(folder / "made-by-the-command");
+  write(folder / "made-by-the-command" / "x", "x");
+
+  AllocationFile moved = std::move(file);
+  EXPECT_TRUE(file.path().empty());  // NOLINT(bugprone-use-after-move): what a move leaves
+  file.remove();
+  EXPECT_TRUE(fs::exists(moved.path()));
+  moved.remove();
+  EXPECT_FALSE(fs::exists(folder));
+  EXPECT_TRUE(moved.path().empty());
+}
+
+TEST(AllocationFileTest, NoFolderThatTakesOneIsAnErrorNamingThemAll) {
+  const TempDir dir("allocation-file");
+  try {
+    AllocationFile::inNewFolder({dir / "a", dir / "b"}, "{}\n");
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr((dir / "a").string() + ": No such file"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr((dir / "b").string() + ": No such file"));
+  }
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+TEST(AllocationFileTest, ANestedFileGoesOnlyIntoAPrivateFolder) {
+  const TempDir dir("allocation-file");
+  const fs::path open = folderWithMode(dir, "open", 0755);
+  write(open / "allocation.json", allocationText(twoUnits()));
+  EXPECT_THROW(AllocationFile::besideEnclosing(open / "allocation.json", "{}\n"),
+               std::runtime_error);
+  EXPECT_THROW(AllocationFile::besideEnclosing("relative/allocation.json", "{}\n"),
+               std::runtime_error);
+  EXPECT_EQ(std::distance(fs::directory_iterator(open), fs::directory_iterator()), 1);
+}
+
+TEST(AllocationFileTest, OnlyAFileThisUserMayTrustIsRead) {
+  const TempDir dir("allocation-file");
+  const std::string text = allocationText(twoUnits());
+  const fs::path open = folderWithMode(dir, "open", 0755);
+  write(open / "allocation.json", text);
+  EXPECT_EQ(readAllocationFile(open / "allocation.json"), std::nullopt);
+
+  const fs::path folder = folderWithMode(dir, "private", 0700);
+  write(folder / "allocation.json", text);
+  EXPECT_EQ(readAllocationFile(folder / "allocation.json"), twoUnits());
+  // A symlink, a second link, a folder, junk, a relative path: not read.
+  fs::create_symlink(folder / "allocation.json", folder / "link.json");
+  EXPECT_EQ(readAllocationFile(folder / "link.json"), std::nullopt);
+  fs::create_hard_link(folder / "allocation.json", folder / "hard.json");
+  EXPECT_EQ(readAllocationFile(folder / "hard.json"), std::nullopt);
+  fs::create_directory(folder / "dir.json");
+  EXPECT_EQ(readAllocationFile(folder / "dir.json"), std::nullopt);
+  write(folder / "junk.json", "junk");
+  EXPECT_EQ(readAllocationFile(folder / "junk.json"), std::nullopt);
+  EXPECT_EQ(readAllocationFile(fs::relative(folder / "junk.json")), std::nullopt);
+  EXPECT_EQ(readAllocationFile(folder / "missing.json"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace flink::defaultdiscovery
