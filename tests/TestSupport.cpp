@@ -19,6 +19,17 @@
 namespace flink::testing {
 namespace fs = std::filesystem;
 
+namespace {
+/// No test sees the shell's coordination file or mask: every test names its own file, and sets a
+/// mask itself where it wants one (ctest's ENVIRONMENT_MODIFICATION carries CUDA_VISIBLE_DEVICES's
+/// removal too, but cannot carry a second entry through gtest_discover_tests).
+[[maybe_unused]] const bool kShellEnvironmentCleared = [] {
+  ::unsetenv("FLINK_GPU_COORDINATION_FILE");
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  return true;
+}();
+}  // namespace
+
 TempDir::TempDir(const std::string& nameHint) {
   std::string pattern = (fs::temp_directory_path() / (nameHint + ".XXXXXX")).string();
   if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
