@@ -32,6 +32,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using flink::testing::allowedCpus;
 using flink::testing::Background;
 using flink::testing::CliRun;
 using flink::testing::kCli;
@@ -42,18 +43,6 @@ using flink::testing::standInUuid;
 using flink::testing::TempDir;
 using flink::testing::waitForLines;
 using nlohmann::json;
-
-/// The CPUs this test may use, ascending.
-std::vector<unsigned> allowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<unsigned> cpus;
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-  }
-  return cpus;
-}
 
 std::string busIdOf(unsigned index) {
   char busId[32];

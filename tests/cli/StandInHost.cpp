@@ -1,6 +1,7 @@
 // Hosts for the stand-in NVML. See StandInHost.h.
 #include "StandInHost.h"
 
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -35,6 +36,17 @@ void writeStandInHost(const std::filesystem::path& file, unsigned count,
 }  // namespace flink::testing
 
 namespace flink::testing {
+
+std::vector<unsigned> allowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<unsigned> cpus;
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
 
 BoundSocket::BoundSocket(const std::filesystem::path& path) : path_(path) {
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -20,6 +20,9 @@ inline constexpr const char* kH200Members = R"("memory_total_mib": 143771, "mig_
 void writeStandInHost(const std::filesystem::path& file, unsigned count,
                       const std::vector<std::string>& members = {});
 
+/// The CPUs this test may use (its affinity), ascending: what `exec --bind-cpus` intersects with.
+std::vector<unsigned> allowedCpus();
+
 /// A unix socket bound at `path`, standing for an MPS control daemon's `control` socket (what
 /// exec looks for before it runs an MPS share's command): bound and listening, never accepting.
 /// Removed with the object.

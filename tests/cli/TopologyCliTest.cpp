@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "CliRun.h"
+#include "StandInHost.h"
 #include "TestSupport.h"
 #include "process/FileDescriptor.h"
 
@@ -32,6 +33,7 @@ using flink::testing::firstLine;
 using flink::testing::kCli;
 using flink::testing::readFile;
 using namespace std::chrono_literals;
+using flink::testing::allowedCpus;
 using flink::testing::linesOf;
 using flink::testing::runCli;
 using flink::testing::TempDir;
@@ -402,18 +404,6 @@ TEST_F(TopologyCliTest, GpuInfoCarriesNumaNodeAndCpuAffinity) {
 }
 
 // --- exec --bind-cpus -------------------------------------------------------------------------
-
-/// The CPUs this test may use, ascending.
-std::vector<unsigned> allowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<unsigned> cpus;
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
-  for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-  }
-  return cpus;
-}
 
 /// The Cpus_allowed_list line of what the command printed.
 std::string cpusAllowed(const CliRun& run) {
