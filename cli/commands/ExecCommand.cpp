@@ -296,6 +296,9 @@ struct HeldByThisProcess {
   std::vector<std::string> shares;
   /// The process whose records name `gpus` (this one, or the ancestor); 0 when `gpus` is empty.
   pid_t owner = 0;
+  /// Units of the host that owner holds but that this exec may not hand out (--select leaves
+  /// them out, or their health, or a mask), in `host.index`'s spelling.
+  std::vector<std::string> leftOut;
 };
 
 /// What the process tree this exec runs in already holds of `host`: what the nearest process of
@@ -336,6 +339,12 @@ std::optional<HeldByThisProcess> heldByThisProcessTree(const ExecOptions& option
     if (ownShares.count(gpu)) held.shares.push_back(gpu);
   }
   if (!held.gpus.empty()) held.owner = owner->owner.pid;
+  for (const std::string& gpu : own) {
+    if (std::find(held.gpus.begin(), held.gpus.end(), gpu) == held.gpus.end()) {
+      held.leftOut.push_back(gpu);
+    }
+  }
+  std::sort(held.leftOut.begin(), held.leftOut.end());
   return held;
 }
 
@@ -466,6 +475,14 @@ int runExec(const ExecOptions& options) {
   const std::optional<HeldByThisProcess> inherited = heldByThisProcessTree(options, *host);
   if (!inherited) return kDiscoveryFailed;
   const bool nested = !inherited->gpus.empty();
+  if (!nested && !inherited->leftOut.empty() && options.select) {
+    // The tree's one allocation is of other GPUs than asked for: a second one would give this
+    // tree more GPUs than its owner was granted, unseen by it.
+    printError("this process already holds GPU(s) " + strings::join(inherited->leftOut, ",") +
+               " from the process that started it, which --select " + *options.select +
+               " leaves out, and gets no other: one allocation per process tree");
+    return kDiscoveryFailed;
+  }
   std::vector<std::string> granted;
   // Its leases live while the command runs, here and in the command, which inherits their
   // descriptors.

@@ -16,6 +16,7 @@ namespace {
 
 using flink::testing::CliRun;
 using flink::testing::firstLine;
+using flink::testing::kCli;
 using flink::testing::runCli;
 using flink::testing::TempDir;
 
@@ -54,6 +55,36 @@ TEST_F(SelectCliTest, ExecAllocatesOnlyWhatMatches) {
   const CliRun instances = exec({"-n", "1", "--mig", "--select", "mig=yes,name~3g"});
   EXPECT_EQ(instances.exitCode, 0) << instances;
   EXPECT_EQ(instances.out, "MIG-b0000003-0000-4000-8000-000000000002\n") << instances;
+}
+
+TEST_F(SelectCliTest, ANestedExecGetsTheOuterOnesGpuOnlyWhereItMatches) {
+  // exec of an H100 runs an exec that asks for an L4: one allocation per process tree, so it gets
+  // none rather than a second GPU its tree's owner never asked for.
+  const std::string inner =
+      std::string("'") + kCli + "' exec --coordination-file '" + file() + "' -n 1 --select ";
+  std::vector<std::string> args{"exec",
+                                "--coordination-file",
+                                file(),
+                                "-n",
+                                "1",
+                                "--select",
+                                "name~H100",
+                                "--",
+                                "/bin/sh",
+                                "-c",
+                                inner + "name~L4 -- /bin/sh -c 'echo $CUDA_VISIBLE_DEVICES'"};
+  const CliRun refused = runCli(args, environment());
+  EXPECT_EQ(refused.exitCode, 1) << refused;
+  EXPECT_EQ(firstLine(refused.err),
+            "flink-gpu: error: this process already holds GPU(s) 2 from the process that started "
+            "it, which --select name~L4 leaves out, and gets no other: one allocation per process "
+            "tree")
+      << refused;
+  // Asking for what it holds, it gets it.
+  args.back() = inner + "name~H100 -- /bin/sh -c 'echo $CUDA_VISIBLE_DEVICES'";
+  const CliRun matching = runCli(args, environment());
+  EXPECT_EQ(matching.exitCode, 0) << matching;
+  EXPECT_EQ(matching.out, "2\n") << matching;
 }
 
 TEST_F(SelectCliTest, ExecSaysHowManyMatchWhenTooFew) {
