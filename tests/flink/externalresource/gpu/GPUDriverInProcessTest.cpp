@@ -280,6 +280,20 @@ TEST_F(GPUDriverInProcessTest, TopologyPlacementChoosesAsTheScript) {
       {2, 2, 3, 2});
 }
 
+TEST_F(GPUDriverInProcessTest, SelectedUnitsAsTheScript) {
+  // Two L4s and two H100s (one in MIG mode): the driver's arguments choose by kind, and a request
+  // the matching units cannot meet fails with the same cause.
+  ScopedEnvironment mixed("FAKE_NVML_DEVICES", std::string(FAKE_NVML_HOSTS) + "/mixed-4.json");
+  const std::string coordination =
+      "--enable-coordination-mode --coordination-file " + coordinationFile().string();
+  expectSameAsScript(coordination + " --select name~L4", {1, 1, 1});
+  expectSameAsScript(coordination + " --select compute_capability>=9.0 --mig", {2, 1, 1});
+  expectSameAsScript("--select name~L4,memory.total>20000", {1});
+  const std::vector<Outcome> l4 = discover(true, coordination + " --select name~L4", {2});
+  ASSERT_EQ(l4.size(), 1u);
+  EXPECT_EQ(l4[0].gpus, (std::vector<std::string>{"0", "1"})) << l4[0];
+}
+
 TEST_F(GPUDriverInProcessTest, MigUnitsAsTheScript) {
   host(R"({"devices": [
     {"uuid": "GPU-00000000-1111-2222-3333-444444444444"},
