@@ -78,6 +78,21 @@ void addFormatOption(CLI::App& command, OutputFormat& format, bool prometheus = 
       ->default_str("text");
 }
 
+/// A process id as typed: decimal digits only, so that `010` is pid 10 (CLI11 would read it as
+/// octal 8, and `0x10` as 16) and no sign, space or 0 slips through; the leading zeros go.
+CLI::Validator processIdValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text.empty() ||
+            !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+          return "not a process id";
+        }
+        text.erase(0, std::min(text.find_first_not_of('0'), text.size() - 1));
+        return text == "0" ? "not a process id" : std::string();
+      },
+      "");
+}
+
 /// Adds `--config [DIR]`, `--config-file NAME` and `-D key=value` to `command`.
 void addFlinkConfigurationOptions(CLI::App& command, FlinkConfigurationOptions& options,
                                   AfterParse& after) {
@@ -238,6 +253,7 @@ CLI::App* addRelease(CLI::App& app, CommandLine& line, AfterParse& after) {
       "of every owner that is gone (--gone) or of GPUs this host no longer has (--stale) from the "
       "coordination file, or the lines that are not records (--junk).");
   command->add_option("--owner", options.owner, "Release every GPU held by this process id")
+      ->transform(processIdValidator())
       ->type_name("PID");
   command
       ->add_option("--gpu", options.gpu,
@@ -513,6 +529,7 @@ CLI::App* addWhich(CLI::App& app, CommandLine& line, AfterParse& after) {
       ->add_option("--pid", options.pid,
                    "Ask about this process (default: flink-gpu itself, "
                    "so the process that runs it)")
+      ->transform(processIdValidator())
       ->type_name("PID");
   addCoordinationFileOptions(*command, options.coordination, after);
   addChoiceOption(

@@ -176,4 +176,16 @@ bool resolveCoordinationFile(CoordinationFileOptions& options) {
   }
 }
 
+std::string describeFileWithoutRecords(const std::filesystem::path& file) {
+  std::error_code error;
+  if (std::filesystem::exists(std::filesystem::symlink_status(file, error))) {
+    return " has no records";
+  }
+  const std::filesystem::path folder = file.parent_path();
+  const bool folderMissing =
+      !folder.empty() && !std::filesystem::exists(std::filesystem::status(folder, error));
+  return folderMissing ? " does not exist, nor does its folder " + folder.string()
+                       : std::string(" does not exist");
+}
+
 }  // namespace flink::cli

@@ -31,6 +31,11 @@ struct CoordinationFileOptions {
 /// cannot be read is a warning; a variable that names another file than the configuration too.
 bool resolveCoordinationFile(CoordinationFileOptions& options);
 
+/// What a coordination file without records is, for a person, after its path: " has no records",
+/// " does not exist", or, a folder missing too (more likely a mistyped path than a host yet to
+/// allocate), " does not exist, nor does its folder F".
+std::string describeFileWithoutRecords(const std::filesystem::path& file);
+
 /// A coordination file a Flink configuration's GPU resource names, and where.
 struct NamedCoordinationFile {
   std::string resource;

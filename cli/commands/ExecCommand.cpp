@@ -47,6 +47,7 @@
 #include "host/defaultdiscovery/AllocationFile.h"
 #include "host/defaultdiscovery/ChildEnvironment.h"
 #include "host/defaultdiscovery/DefaultDiscovery.h"
+#include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/GpuEnumerator.h"
 #include "host/enumeration/UnitSelector.h"
 #include "host/enumeration/Vendor.h"
@@ -301,9 +302,10 @@ struct HeldByThisProcess {
   std::vector<std::string> leftOut;
 };
 
-/// What the process tree this exec runs in already holds of `host`: what the nearest process of
-/// its ancestry that has records of `host`'s GPUs owns (coordination::treeOwner), in `host`'s
-/// order. nullopt after printing the error.
+/// What the process tree this exec runs in already holds of its vendor's GPUs: what the nearest
+/// process of its ancestry that has records of them, or holds leases of them, owns
+/// (coordination::treeOwner), as `host` can hand it out, in `host`'s order; and what it holds
+/// that `host` cannot hand out (leftOut). nullopt after printing the error.
 std::optional<HeldByThisProcess> heldByThisProcessTree(const ExecOptions& options,
                                                        const HostUnits& host) {
   coordination::Status status;
@@ -313,24 +315,42 @@ std::optional<HeldByThisProcess> heldByThisProcessTree(const ExecOptions& option
     printError(e.what());
     return std::nullopt;
   }
+  // Another vendor's units are another allocation's: an AMD exec under a worker holding NVIDIA
+  // GPUs allocates its own.
+  const std::string_view vendor = discovery::vendorName(vendorOf(options));
   std::vector<coordination::Record> records;
-  std::vector<std::vector<std::string>> named;
   for (coordination::RecordStatus& entry : status.records) {
-    std::vector<std::string> units = coordination::unitsNamedBy(entry.record, *host.index);
-    if (units.empty()) continue;
-    records.push_back(std::move(entry.record));
-    named.push_back(std::move(units));
+    if (device::vendorOfUnit(entry.record.gpu) == vendor) {
+      records.push_back(std::move(entry.record));
+    }
+  }
+  std::vector<coordination::HeldLease> leases;
+  for (coordination::HeldLease& lease : coordination::heldLeases(options.coordination.path)) {
+    // AMD's and Intel's lease names are their record names with `-` for `:` (Leases.h).
+    const std::string_view leaseVendor = lease.name.starts_with("amd-")     ? "amd"
+                                         : lease.name.starts_with("intel-") ? "intel"
+                                                                            : "nvidia";
+    if (leaseVendor == vendor) leases.push_back(std::move(lease));
   }
   const std::optional<coordination::TreeOwner> owner =
-      coordination::treeOwner(records, {}, ::getpid());
+      coordination::treeOwner(records, leases, ::getpid());
   if (!owner) return HeldByThisProcess{};
   std::unordered_set<std::string> own;
   std::unordered_set<std::string> ownShares;
+  std::vector<std::string> unknown;  // what the owner holds that this host's index does not know
   for (const std::size_t i : owner->records) {
-    for (const std::string& unit : named[i]) {
+    const std::vector<std::string> units = coordination::unitsNamedBy(records[i], *host.index);
+    if (units.empty()) unknown.push_back(records[i].gpu);
+    for (const std::string& unit : units) {
       if (records[i].share) ownShares.insert(unit);
       own.insert(unit);
     }
+  }
+  for (const coordination::LeasedUnit& leased : coordination::unitsOfLeases(
+           owner->leases, *host.index, liveness::HostFacts::system().reader())) {
+    const std::string& unit = (*host.index)[leased.unit].id;
+    if (leased.share) ownShares.insert(unit);
+    own.insert(unit);
   }
   HeldByThisProcess held;
   for (const std::string& gpu : host.gpus) {
@@ -345,6 +365,8 @@ std::optional<HeldByThisProcess> heldByThisProcessTree(const ExecOptions& option
     }
   }
   std::sort(held.leftOut.begin(), held.leftOut.end());
+  held.leftOut.insert(held.leftOut.end(), unknown.begin(), unknown.end());
+  if (held.gpus.empty() && !held.leftOut.empty()) held.owner = owner->owner.pid;
   return held;
 }
 
@@ -475,12 +497,19 @@ int runExec(const ExecOptions& options) {
   const std::optional<HeldByThisProcess> inherited = heldByThisProcessTree(options, *host);
   if (!inherited) return kDiscoveryFailed;
   const bool nested = !inherited->gpus.empty();
-  if (!nested && !inherited->leftOut.empty() && options.select) {
-    // The tree's one allocation is of other GPUs than asked for: a second one would give this
-    // tree more GPUs than its owner was granted, unseen by it.
+  if (!nested && !inherited->leftOut.empty()) {
+    // The tree's one allocation is of other GPUs than this exec may hand out: a second one would
+    // give the tree more GPUs than its owner was granted, unseen by it.
+    std::vector<std::string> narrowing;
+    if (options.select) narrowing.push_back("--select " + *options.select);
+    if (options.gpus) narrowing.push_back("--gpus " + *options.gpus);
+    if (options.mig) narrowing.push_back("--mig");
+    narrowing.push_back("a mask, or their health");
     printError("this process already holds GPU(s) " + strings::join(inherited->leftOut, ",") +
-               " from the process that started it, which --select " + *options.select +
-               " leaves out, and gets no other: one allocation per process tree");
+               " from process " + std::to_string(inherited->owner) +
+               ", which started it, and gets no other: one allocation per process tree; this "
+               "exec cannot hand those out (" +
+               strings::join(narrowing, ", ") + ")");
     return kDiscoveryFailed;
   }
   std::vector<std::string> granted;

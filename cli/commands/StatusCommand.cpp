@@ -487,16 +487,7 @@ void printText(const std::string& file, const coordination::Status& status,
   }
   if (status.records.empty()) {
     if (options.gpu || options.state) return;  // nothing matches: nothing to show
-    std::error_code error;
-    const bool exists = std::filesystem::exists(std::filesystem::symlink_status(file, error));
-    // A folder that is missing too is more likely a mistyped path than a host yet to allocate.
-    const std::filesystem::path folder = std::filesystem::path(file).parent_path();
-    const bool folderMissing = !exists && !folder.empty() &&
-                               !std::filesystem::exists(std::filesystem::status(folder, error));
-    std::cout << "no GPU is held: coordination file " << file
-              << (exists          ? " has no records"
-                  : folderMissing ? " does not exist, nor does its folder " + folder.string()
-                                  : std::string(" does not exist"))
+    std::cout << "no GPU is held: coordination file " << file << describeFileWithoutRecords(file)
               << '\n';
     return;
   }

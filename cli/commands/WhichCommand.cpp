@@ -17,6 +17,7 @@
 
 #include "Console.h"
 #include "ExitCode.h"
+#include "commands/CoordinationFileOption.h"
 #include "commands/HostGpuListing.h"
 #include "host/coordination/Coordination.h"
 #include "host/coordination/Leases.h"
@@ -149,9 +150,12 @@ int runWhich(const WhichOptions& options) {
   const std::optional<coordination::TreeOwner> owner =
       coordination::treeOwner(records, coordination::heldLeases(file), pid);
   if (!owner) {
+    const std::string cause =
+        status.records.empty() && status.leasesWithoutRecord.empty()
+            ? "coordination file " + file + describeFileWithoutRecords(file)
+            : "no record of " + file + " names one of them, and none has a lease of it open";
     printError((options.pid ? processText(pid) : std::string("this process")) +
-               " holds no GPU, nor does any process it descends from: no record of " + file +
-               " names one of them, and none holds a lease of it");
+               " holds no GPU, nor does any process it descends from: " + cause);
     return kDiscoveryFailed;
   }
 
@@ -193,24 +197,19 @@ int runWhich(const WhichOptions& options) {
     units.push_back(std::move(unit));
   }
   // Units it holds by a lease no record names: its GPUs all the same.
-  const liveness::Reader& reader = liveness::HostFacts::system().reader();
-  for (const std::string& lease : owner->leases) {
-    const std::optional<coordination::ShareLeaseName> shareName =
-        coordination::parseShareLeaseName(lease);
-    for (const discovery::UnitRef ref : coordination::unitsOfLeaseName(index, lease, reader)) {
-      if (!seen.insert(ref).second || ref >= look.devices.size()) continue;
-      const discovery::GpuDevice& device = look.devices[ref];
-      OwnedUnit unit;
-      unit.gpu = device.identifier;
-      describeFrom(&device, unit);
-      if (shareName) {
-        const sharing::Declaration* declaration = declarationOf(device.identifier, device.uuid);
-        const coordination::ShareSlot slot{shareName->index,
-                                           declaration ? declaration->replicas : 0};
-        unit.share = shareOf(slot, declaration, device.uuid);
-      }
-      units.push_back(std::move(unit));
+  for (const coordination::LeasedUnit& leased :
+       coordination::unitsOfLeases(owner->leases, index, liveness::HostFacts::system().reader())) {
+    if (!seen.insert(leased.unit).second || leased.unit >= look.devices.size()) continue;
+    const discovery::GpuDevice& device = look.devices[leased.unit];
+    OwnedUnit unit;
+    unit.gpu = device.identifier;
+    describeFrom(&device, unit);
+    if (leased.share) {
+      const sharing::Declaration* declaration = declarationOf(device.identifier, device.uuid);
+      const coordination::ShareSlot slot{*leased.share, declaration ? declaration->replicas : 0};
+      unit.share = shareOf(slot, declaration, device.uuid);
     }
+    units.push_back(std::move(unit));
   }
 
   switch (options.format) {

@@ -75,10 +75,12 @@ TEST_F(SelectCliTest, ANestedExecGetsTheOuterOnesGpuOnlyWhereItMatches) {
                                 inner + "name~L4 -- /bin/sh -c 'echo $CUDA_VISIBLE_DEVICES'"};
   const CliRun refused = runCli(args, environment());
   EXPECT_EQ(refused.exitCode, 1) << refused;
-  EXPECT_EQ(firstLine(refused.err),
-            "flink-gpu: error: this process already holds GPU(s) 2 from the process that started "
-            "it, which --select name~L4 leaves out, and gets no other: one allocation per process "
-            "tree")
+  EXPECT_TRUE(contains(firstLine(refused.err),
+                       "flink-gpu: error: this process already holds GPU(s) 2 from process "))
+      << refused;
+  EXPECT_TRUE(contains(firstLine(refused.err),
+                       "and gets no other: one allocation per process tree; this exec cannot hand "
+                       "those out (--select name~L4, a mask, or their health)"))
       << refused;
   // Asking for what it holds, it gets it.
   args.back() = inner + "name~H100 -- /bin/sh -c 'echo $CUDA_VISIBLE_DEVICES'";

@@ -3,6 +3,7 @@
 // shells and a setsid, never to another worker's; and `eval "$(flink-gpu which --format env)"`
 // giving a child exactly those GPUs by UUID. Run on the stand-in libnvidia-ml.so.1, so that each
 // GPU has a UUID, a PCI bus id and a name.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -218,12 +219,77 @@ TEST_F(WhichCliTest, AProcessNoOwnerStartedGetsNothingAndExitsOne) {
 }
 
 TEST_F(WhichCliTest, APidThatIsNoProcessIsAnError) {
-  const CliRun zero = cli({"which", "--pid", "0"});
-  EXPECT_EQ(zero.exitCode, 2) << zero;
+  for (const std::string pid : {"0", "-1", "+5", " 5", "", "0x10"}) {
+    const CliRun refused = cli({"which", "--pid", pid});
+    EXPECT_EQ(refused.exitCode, 2) << pid << refused;
+    EXPECT_EQ(refused.err, "flink-gpu: error: invalid --pid '" + pid +
+                               "': expected a process id\nRun 'flink-gpu which --help' for its "
+                               "options.\n")
+        << refused;
+  }
+  // Decimal, whatever its leading zeros: 010 is pid 10, never octal 8.
+  const CliRun leadingZero = cli({"which", "--pid", "0" + std::to_string(::getpid())});
+  EXPECT_EQ(leadingZero.exitCode, 1) << leadingZero;
+  EXPECT_NE(leadingZero.err.find("process " + std::to_string(::getpid()) + " "), std::string::npos)
+      << leadingZero;
   const CliRun word = cli({"which", "--pid", "me"});
   EXPECT_EQ(word.exitCode, 2) << word;
   const CliRun format = cli({"which", "--format", "prometheus"});
   EXPECT_EQ(format.exitCode, 2) << format;
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(WhichCliTest, ALeaseIsItsHoldersNotItsGoneTakers) {
+  // exec's command leaves a daemon behind that inherited exec's leases, and exec ends: the record
+  // stays (its lease is held), naming exec's pid, which any later process may get. The GPU is the
+  // daemon's, the process that has the lease open now, never whoever has exec's old pid.
+  const fs::path daemonPid = dir_ / "daemon.pid";
+  const CliRun started =
+      runCli({"exec", "-n", "1", "--", "/bin/sh", "-c",
+              // The daemon writes its own pid once it has left exec's process group (which the
+              // test's runner kills when exec ends); the command waits for that.
+              "setsid /bin/sh -c 'echo $$ > \"" + daemonPid.string() + "\"; exec " + sleepPath() +
+                  " 60' </dev/null >/dev/null 2>&1 & while [ ! -s '" + daemonPid.string() +
+                  "' ]; do " + sleepPath() + " 0.01; done"},
+             environment());
+  ASSERT_EQ(started.exitCode, 0) << started;
+  const std::vector<std::string> pid = waitForLines(daemonPid, 1, 10s);
+  ASSERT_EQ(pid.size(), 1u);
+  const CliRun daemon = cli({"which", "--pid", pid.front(), "--format", "json"});
+  ::kill(std::stoi(pid.front()), SIGKILL);
+  ASSERT_EQ(daemon.exitCode, 0) << daemon;
+  const json got = json::parse(daemon.out);
+  EXPECT_EQ(got["owner_pid"], std::stoi(pid.front())) << got;
+  ASSERT_EQ(got["gpus"].size(), 1u) << got;
+  EXPECT_EQ(got["gpus"][0]["uuid"], standInUuid(0)) << got;
+}
+
+TEST_F(WhichCliTest, ANestedExecGetsItsTreesGpuEvenWhenOnlyALeaseHoldsIt) {
+  // An operator's `release --force` took exec's record; its lease still holds GPU 0 for the tree.
+  const std::string script = "'" + std::string(kCli) +
+                             "' release --owner $PPID --force >/dev/null; '" + kCli +
+                             "' exec -n 1 -- /bin/sh -c 'echo $CUDA_VISIBLE_DEVICES'";
+  const CliRun run = runCli({"exec", "-n", "1", "--", "/bin/sh", "-c", script}, environment());
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "0\n") << run;
+}
+
+TEST_F(WhichCliTest, ANestedExecThatCannotHandOutItsTreesGpusTakesNoOthers) {
+  const std::string script =
+      "'" + std::string(kCli) + "' exec -n 1 --gpus 1 -- /bin/sh -c 'echo $CUDA_VISIBLE_DEVICES'";
+  const CliRun run =
+      runCli({"exec", "-n", "1", "--gpus", "0", "--", "/bin/sh", "-c", script}, environment());
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_EQ(run.out, "") << run;
+  EXPECT_NE(run.err.find("this process already holds GPU(s) 0 from process "), std::string::npos)
+      << run;
+  EXPECT_NE(run.err.find("one allocation per process tree; this exec cannot hand those out "
+                         "(--gpus 1, a mask, or their health)"),
+            std::string::npos)
+      << run;
 }
 
 }  // namespace

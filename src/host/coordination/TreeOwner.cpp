@@ -6,11 +6,15 @@
 #include <algorithm>
 
 #include "host/coordination/Leases.h"
+#include "host/liveness/OpenFiles.h"
 
 namespace flink::coordination {
 
 std::vector<HeldLease> heldLeases(const std::filesystem::path& file) {
   std::vector<HeldLease> held;
+  // A pid of /proc/locks or of /proc/<pid>/fd names a process of this pid namespace only where
+  // /proc is this namespace's own.
+  if (!liveness::HostFacts::system().reader().ownProc) return held;
   try {
     const LeaseFolder folder = LeaseFolder::open(file, SiblingTrust::ofPath(file));
     if (folder.empty()) return held;
@@ -23,7 +27,12 @@ std::vector<HeldLease> heldLeases(const std::filesystem::path& file) {
       struct stat status {};
       if (::lstat((directory / name).c_str(), &status) != 0 || !S_ISREG(status.st_mode)) continue;
       if (!flocks->held(status.st_dev, status.st_ino)) continue;
-      held.push_back({name, flocks->holder(status.st_dev, status.st_ino).value_or(0)});
+      // /proc/locks names the lock's taker, which may be gone (its pid another process's now)
+      // while a child it passed the descriptor to holds the lock: the holder is a process that
+      // has the file open now.
+      const liveness::OpenFileLook look = liveness::openFileOfLock(
+          flocks->holder(status.st_dev, status.st_ino).value_or(0), status.st_dev, status.st_ino);
+      held.push_back({name, look.found ? look.found->pid : 0});
     }
   } catch (const StoreError&) {
     // A folder that fails the trust rules holds no lease anyone may rely on.
@@ -40,7 +49,9 @@ std::optional<TreeOwner> treeOwner(const std::vector<Record>& records,
     TreeOwner found{chain[depth], depth, {}, {}};
     for (std::size_t i = 0; i < records.size(); ++i) {
       const Owner& owner = records[i].owner;
-      if (owner.startTime && sameProcess(owner, chain[depth])) found.records.push_back(i);
+      if (owner.startTime && chain[depth].startTime && sameProcess(owner, chain[depth])) {
+        found.records.push_back(i);
+      }
     }
     for (const HeldLease& lease : leases) {
       if (lease.holder == chain[depth].pid) found.leases.push_back(lease.name);
@@ -48,6 +59,22 @@ std::optional<TreeOwner> treeOwner(const std::vector<Record>& records,
     if (!found.records.empty() || !found.leases.empty()) return found;
   }
   return std::nullopt;
+}
+
+std::vector<LeasedUnit> unitsOfLeases(const std::vector<std::string>& names,
+                                      const discovery::UnitIndex& index,
+                                      const liveness::Reader& reader) {
+  std::vector<LeasedUnit> units;
+  for (const std::string& name : names) {
+    const std::optional<ShareLeaseName> share = parseShareLeaseName(name);
+    for (const discovery::UnitRef unit : unitsOfLeaseName(index, name, reader)) {
+      const LeasedUnit leased{unit, share ? std::optional<unsigned>(share->index) : std::nullopt};
+      const bool seen = std::any_of(units.begin(), units.end(),
+                                    [&](const LeasedUnit& other) { return other.unit == unit; });
+      if (!seen) units.push_back(leased);
+    }
+  }
+  return units;
 }
 
 }  // namespace flink::coordination

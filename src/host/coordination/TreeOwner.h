@@ -16,21 +16,24 @@
 #include <vector>
 
 #include "host/coordination/Coordination.h"
+#include "host/enumeration/UnitIndex.h"
 #include "host/liveness/HostFacts.h"
 #include "host/liveness/Liveness.h"
 
 namespace flink::coordination {
 
-/// A lease file that some process holds, as /proc/locks lists it.
+/// A lease file that some process holds.
 struct HeldLease {
   std::string name;
-  /// Its taker, in this pid namespace; 0 where this pid namespace does not see it.
+  /// A process of this pid namespace that has the file open now (its taker where that one still
+  /// has it: liveness::openFileOfLock); 0 where none is seen.
   pid_t holder = 0;
 };
 
-/// The lease files of coordination file `file` that /proc/locks lists as held, each with its
-/// taker. Best effort: none where the folder is missing, fails the trust rules, or /proc/locks
-/// cannot be read.
+/// The lease files of coordination file `file` that /proc/locks lists as held, each with a process
+/// that has it open now: never a taker that is gone, whose pid another process may have since.
+/// Best effort: none where the folder is missing or fails the trust rules, /proc/locks cannot be
+/// read, or /proc is not this pid namespace's own.
 std::vector<HeldLease> heldLeases(const std::filesystem::path& file);
 
 /// The owner of a process tree, as treeOwner finds it.
@@ -49,11 +52,26 @@ struct TreeOwner {
 
 /// The nearest process of `pid`'s ancestry (itself first) that owns any of `records` or holds any
 /// of `leases`. A record counts as the process's when it carries a start time and names that
-/// process (liveness::sameProcess: pid, start time, pid namespace, boot): a record without a start
-/// time may be an earlier process's of the same pid. A lease counts as its taker's (`holder`).
+/// process (liveness::sameProcess: pid, start time, pid namespace, boot), whose start time the
+/// reader sees too: a record without a start time may be an earlier process's of the same pid. A
+/// lease counts as the process that has it open (`holder`).
 /// nullopt when no process of the ancestry owns anything.
 std::optional<TreeOwner> treeOwner(const std::vector<Record>& records,
                                    const std::vector<HeldLease>& leases, pid_t pid,
                                    liveness::HostFacts& facts = liveness::HostFacts::system());
+
+/// A unit of a host that a lease file holds.
+struct LeasedUnit {
+  discovery::UnitRef unit = 0;
+  /// The lease's share of the unit, for a share's lease (`….share-<i>`).
+  std::optional<unsigned> share;
+  friend bool operator==(const LeasedUnit&, const LeasedUnit&) = default;
+};
+
+/// The units of `index` the lease files `names` hold (unitsOfLeaseName, as `reader` names them),
+/// each once, in the order of `names`: what a tree's owner holds by its leases.
+std::vector<LeasedUnit> unitsOfLeases(const std::vector<std::string>& names,
+                                      const discovery::UnitIndex& index,
+                                      const liveness::Reader& reader);
 
 }  // namespace flink::coordination
