@@ -132,6 +132,9 @@ struct HostUnits {
   std::optional<discovery::MaskedUnits> masked;
   /// --select as given, when the units were chosen by it: what a shortfall names.
   std::optional<std::string> selectedBy;
+  /// The selector matches MIG instances alone, and they are no units (no --mig): what a
+  /// shortfall adds.
+  bool selectsMigWithoutMig = false;
   /// With --gpus where NVML answers: the entry as listed, by the host identifier it names.
   std::unordered_map<std::string, std::string> listedAs;
   /// Units that share hardware (a GPU and its MIG instances, an Intel card and its tiles), and

@@ -332,6 +332,12 @@ bool UnitSelector::matches(const GpuDevice& unit, Vendor vendor) const {
   });
 }
 
+bool UnitSelector::onlyMigInstances() const noexcept {
+  return std::any_of(terms_.begin(), terms_.end(), [](const SelectorTerm& term) {
+    return term.key == SelectorKey::kMig && term.yes == (term.op == SelectorOperator::kEqual);
+  });
+}
+
 SelectedUnits selectUnits(const UnitSelector& selector, std::vector<GpuDevice> units,
                           Vendor vendor) {
   SelectedUnits selected;

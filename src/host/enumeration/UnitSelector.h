@@ -106,6 +106,10 @@ class UnitSelector {
   /// it no match.
   bool matches(const GpuDevice& unit, Vendor vendor = Vendor::kNvidia) const;
 
+  /// Whether some term matches MIG instances alone (mig=yes, mig!=no): without --mig, which
+  /// makes them units, nothing matches it.
+  bool onlyMigInstances() const noexcept;
+
  private:
   std::string text_;
   std::vector<SelectorTerm> terms_;

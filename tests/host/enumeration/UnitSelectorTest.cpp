@@ -203,6 +203,16 @@ TEST(UnitSelector, ErrorsQuoteTheTermAndSayWhatToWrite) {
   EXPECT_EQ(errorOf("NAME~H100"), "(no error)");
 }
 
+TEST(UnitSelector, KnowsWhenOnlyMigInstancesMatch) {
+  // What makes a shortfall without --mig say that MIG instances are units only with it.
+  for (const char* only : {"mig=yes", "name~1g,mig=YES", "mig!=no"}) {
+    EXPECT_TRUE(UnitSelector::parse(only).onlyMigInstances()) << only;
+  }
+  for (const char* whole : {"mig=no", "mig!=yes", "name~H100"}) {
+    EXPECT_FALSE(UnitSelector::parse(whole).onlyMigInstances()) << whole;
+  }
+}
+
 TEST(UnitSelector, KeepsTheTextAndTerms) {
   const UnitSelector selector = UnitSelector::parse("name~H100,memory.total>=40000");
   EXPECT_EQ(selector.text(), "name~H100,memory.total>=40000");
