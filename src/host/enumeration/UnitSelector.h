@@ -62,11 +62,12 @@ enum class SelectorOperator {
 
 /// One term, read: its key, its operator, and its value in the form its key compares.
 struct SelectorTerm {
-  /// The term as written ("name~H100"), for messages.
+  /// The term as written ("name~H100"), without the spaces around it, for messages.
   std::string text;
   SelectorKey key = SelectorKey::kName;
   SelectorOperator op = SelectorOperator::kEqual;
-  /// The value as written; for pci.bus_id with = or != its canonical form (canonicalPciBusId).
+  /// The value as written, without the spaces around it; for pci.bus_id with = or != its canonical
+  /// form (canonicalPciBusId).
   std::string value;
   /// memory.total, numa_node.
   std::uint64_t number = 0;
@@ -89,13 +90,17 @@ enum class TermMatch {
 class UnitSelector {
  public:
   /// Reads `text`: terms separated by commas, each KEY OP VALUE with OP one of = != ~ >= <= > <.
+  /// Spaces around a term, its key and its value are dropped (Flink splits discovery-script.args
+  /// on spaces, but exec and the in-process driver pass a selector whole); a space within a value
+  /// is kept.
   /// @throws SelectorError for an empty selector or term, a term without an operator, an unknown
   ///         key (the message lists the keys), an operator that is none (`==`, `=>`) or that
   ///         does not apply to the key (an order of text, ~ of a number), and a value of the
   ///         wrong kind (not a number, not yes/no, not MAJOR.MINOR, no vendor, no PCI bus id).
   static UnitSelector parse(std::string_view text);
 
-  /// The selector as given ("name~H100,mig=no"), for messages.
+  /// The selector as given ("name~H100,mig=no"), without the spaces around its terms, for
+  /// messages.
   const std::string& text() const noexcept { return text_; }
   const std::vector<SelectorTerm>& terms() const noexcept { return terms_; }
 

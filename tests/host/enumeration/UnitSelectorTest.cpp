@@ -213,6 +213,24 @@ TEST(UnitSelector, KnowsWhenOnlyMigInstancesMatch) {
   }
 }
 
+TEST(UnitSelector, SpacesAroundKeysAndValuesAreDropped) {
+  // exec --select passes a selector whole: a space a shell kept must not end up in a value that
+  // then matches nothing, unseen in the message that quotes it.
+  EXPECT_THAT(selected("name~L4 "), ElementsAre("0", "1"));
+  EXPECT_THAT(selected(" name ~ L4 , mig = no"), ElementsAre("0", "1"));
+  EXPECT_THAT(selected("memory.total>= 40000"), ElementsAre("2", "MIG-a"));
+  const UnitSelector selector = UnitSelector::parse(" name ~ L4 , mig=no ");
+  EXPECT_EQ(selector.text(), "name ~ L4,mig=no");
+  EXPECT_EQ(selector.terms()[0].value, "L4");
+  // A space within a value is kept.
+  EXPECT_THAT(selected("name=NVIDIA L4"), ElementsAre("0", "1"));
+  EXPECT_THAT(errorOf("name~L4, "), HasSubstr("an empty term in 'name~L4, '"));
+  EXPECT_THAT(errorOf(" "), HasSubstr("no term given"));
+  EXPECT_EQ(errorOf("name~ "),
+            "--select: 'name~' has no value: write KEY OP VALUE, e.g. name~H100");
+  EXPECT_THAT(errorOf(" nme ~H100"), HasSubstr("unknown key 'nme' in 'nme ~H100'"));
+}
+
 TEST(UnitSelector, KeepsTheTextAndTerms) {
   const UnitSelector selector = UnitSelector::parse("name~H100,memory.total>=40000");
   EXPECT_EQ(selector.text(), "name~H100,memory.total>=40000");
