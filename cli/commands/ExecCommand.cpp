@@ -479,7 +479,8 @@ int runExec(const ExecOptions& options) {
     // The tree's one allocation is of other GPUs than asked for: a second one would give this
     // tree more GPUs than its owner was granted, unseen by it.
     printError("this process already holds GPU(s) " + strings::join(inherited->leftOut, ",") +
-               " from the process that started it, which --select " + *options.select +
+               " from the process that started it, which --select " +
+               strings::quoteForMessage(*options.select) +
                " leaves out, and gets no other: one allocation per process tree");
     return kDiscoveryFailed;
   }

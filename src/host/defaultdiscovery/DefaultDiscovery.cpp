@@ -771,7 +771,8 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
     discovery::SelectedUnits selected = discovery::selectUnits(*options.select, std::move(units));
     units = std::move(selected.units);
     report.notes.insert(report.notes.end(), selected.notes.begin(), selected.notes.end());
-    host.selectedBy = options.select->text();
+    // Cut and made printable: a selector from exec may be of any length and hold anything.
+    host.selectedBy = strings::quoteForMessage(options.select->text());
     host.selectsMigWithoutMig =
         !options.mig && !options.listed && options.select->onlyMigInstances();
   }

@@ -375,8 +375,9 @@ SelectedUnits selectUnits(const UnitSelector& selector, std::vector<GpuDevice> u
     const bool one = gpus.size() == 1;
     selected.notes.push_back(Notice::note(
         "--select: " + strings::join(gpus, ", ") + (one ? " does" : " do") + " not tell " +
-        std::string(selectorKeyName(key)) + ", so " + strings::join(terms, ", ") +
-        " never matches " + (one ? "it" : "them") +
+        std::string(selectorKeyName(key)) + ", so " +
+        strings::quoteForMessage(strings::join(terms, ", ")) + " never matches " +
+        (one ? "it" : "them") +
         (key == SelectorKey::kComputeCapability ? " (NVML tells it; nvidia-smi and --gpus do not)"
                                                 : "")));
   }

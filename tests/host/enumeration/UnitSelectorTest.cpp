@@ -149,6 +149,13 @@ TEST(UnitSelector, AKeyAUnitDoesNotKnowNeverMatchesAndIsNotedOnce) {
             "not)");
   // != does not match an unknown value either.
   EXPECT_TRUE(selectUnits(UnitSelector::parse("numa_node!=3"), units).units.empty());
+  // A long term is cut where the note quotes it.
+  const std::string longTerm = "numa_node>=" + std::string(5000, '0');
+  const SelectedUnits cut = selectUnits(UnitSelector::parse(longTerm), units);
+  ASSERT_EQ(cut.notes.size(), 1u);
+  EXPECT_LT(cut.notes[0].text.size(), 400u);
+  EXPECT_THAT(cut.notes[0].text, HasSubstr("so numa_node>=000"));
+  EXPECT_THAT(cut.notes[0].text, HasSubstr("... (4811 more bytes) never matches them"));
   // A key every unit knows: no note.
   EXPECT_TRUE(selectUnits(UnitSelector::parse("name~H100"), units).notes.empty());
 }
