@@ -373,13 +373,14 @@ SelectedUnits selectUnits(const UnitSelector& selector, std::vector<GpuDevice> u
   for (const auto& [key, what] : unknown) {
     const auto& [gpus, terms] = what;
     const bool one = gpus.size() == 1;
-    selected.notes.push_back(Notice::note(
-        "--select: " + strings::join(gpus, ", ") + (one ? " does" : " do") + " not tell " +
-        std::string(selectorKeyName(key)) + ", so " +
-        strings::quoteForMessage(strings::join(terms, ", ")) + " never matches " +
-        (one ? "it" : "them") +
-        (key == SelectorKey::kComputeCapability ? " (NVML tells it; nvidia-smi and --gpus do not)"
-                                                : "")));
+    selected.notes.push_back(
+        Notice::note("--select: " + strings::join(gpus, ", ") + (one ? " does" : " do") +
+                     " not tell " + std::string(selectorKeyName(key)) + ", so " +
+                     strings::quoteForMessage(strings::join(terms, ", ")) + " never matches " +
+                     (one ? "it" : "them") +
+                     (key == SelectorKey::kComputeCapability
+                          ? " (NVML tells it; nvidia-smi and a --gpus list without NVML do not)"
+                          : "")));
   }
   return selected;
 }

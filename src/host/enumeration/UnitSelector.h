@@ -124,8 +124,9 @@ class UnitSelector {
 struct SelectedUnits {
   std::vector<GpuDevice> units;
   /// One note per key that some unit did not know where every other term held ("note: --select:
-  /// GPU 2, GPU 3 do not tell compute_capability (nvidia-smi and --gpus do not), so
-  /// compute_capability>=9.0 never matches them").
+  /// GPU 2, GPU 3 do not tell compute_capability, so compute_capability>=9.0 never matches them
+  /// (NVML tells it; nvidia-smi and a --gpus list without NVML do not)"). The discovery program
+  /// prints them as notes, flink-gpu exec as warnings.
   std::vector<Notice> notes;
 };
 

@@ -145,8 +145,8 @@ TEST(UnitSelector, AKeyAUnitDoesNotKnowNeverMatchesAndIsNotedOnce) {
   EXPECT_EQ(kept.notes[0].kind, Notice::Kind::kNote);
   EXPECT_EQ(kept.notes[0].text,
             "--select: GPU 0, GPU 1 do not tell compute_capability, so "
-            "compute_capability>=9.0 never matches them (NVML tells it; nvidia-smi and --gpus do "
-            "not)");
+            "compute_capability>=9.0 never matches them (NVML tells it; nvidia-smi and a --gpus "
+            "list without NVML do not)");
   // != does not match an unknown value either.
   EXPECT_TRUE(selectUnits(UnitSelector::parse("numa_node!=3"), units).units.empty());
   // A long term is cut where the note quotes it.
