@@ -428,7 +428,7 @@ int runDiscover(const DiscoverOptions& options) {
   if (options.select) {
     // The script gets it among arguments split on whitespace, as Flink splits them.
     if (std::any_of(options.select->begin(), options.select->end(), strings::isSpace)) {
-      printError("--select " + strings::shellWord(*options.select) +
+      printError("--select " + strings::shellWord(strings::quoteForMessage(*options.select)) +
                  ": a selector holds no space, as the script's arguments are split on spaces; "
                  "match a part of the name instead (name~L4)");
       return kUsageError;

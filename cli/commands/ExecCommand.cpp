@@ -501,8 +501,10 @@ int runExec(const ExecOptions& options) {
     // The tree's one allocation is of other GPUs than this exec may hand out: a second one would
     // give the tree more GPUs than its owner was granted, unseen by it.
     std::vector<std::string> narrowing;
-    if (options.select) narrowing.push_back("--select " + *options.select);
-    if (options.gpus) narrowing.push_back("--gpus " + *options.gpus);
+    if (options.select) {
+      narrowing.push_back("--select " + strings::quoteForMessage(*options.select));
+    }
+    if (options.gpus) narrowing.push_back("--gpus " + strings::quoteForMessage(*options.gpus));
     if (options.mig) narrowing.push_back("--mig");
     narrowing.push_back("a mask, or their health");
     printError("this process already holds GPU(s) " + strings::join(inherited->leftOut, ",") +

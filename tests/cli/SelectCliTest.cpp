@@ -97,6 +97,31 @@ TEST_F(SelectCliTest, ExecSaysHowManyMatchWhenTooFew) {
       << run;
 }
 
+TEST_F(SelectCliTest, ExecDropsSpacesAroundAValue) {
+  // exec passes a selector whole, so a quoted space reaches it; it is no part of the value.
+  const CliRun run = exec({"-n", "2", "--select", "name~L4 , mig=no"});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "0,1\n") << run;
+}
+
+TEST_F(SelectCliTest, ExecSaysMigInstancesNeedMig) {
+  const CliRun run = exec({"-n", "1", "--select", "mig=yes"});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_EQ(firstLine(run.err),
+            "flink-gpu: error: no GPU matches mig=yes, 1 requested (MIG instances are units only "
+            "with --mig)")
+      << run;
+}
+
+TEST_F(SelectCliTest, ALongSelectorIsCutInMessages) {
+  const std::string selector = "name~" + std::string(5000, 'x');
+  const CliRun run = exec({"-n", "1", "--select", selector});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_EQ(firstLine(run.err), "flink-gpu: error: no GPU matches name~" + std::string(195, 'x') +
+                                    "... (4805 more bytes), 1 requested");
+  EXPECT_LT(run.err.size(), 1000u);
+}
+
 TEST_F(SelectCliTest, ABadSelectorIsAUsageErrorOfExecAndDiscover) {
   const CliRun execRun = exec({"-n", "1", "--select", "nme~H100"});
   EXPECT_EQ(execRun.exitCode, 2) << execRun;

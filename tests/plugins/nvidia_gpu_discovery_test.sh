@@ -743,6 +743,24 @@ if [[ -n $fake_nvml ]]; then
     flink_runs 3 "--mig --select mig=yes,name~1g"
     check "select: the shortfall of MIG instances" 1 "" "" \
         "only 2 MIG instances match mig=yes,name~1g, 3 requested"
+    # Without --mig no MIG instance is a unit: the shortfall says why none matches.
+    flink_runs 1 "--select mig=yes"
+    check "select: mig=yes without --mig says --mig makes instances units" 1 "" "" \
+        "no GPU matches mig=yes, 1 requested (MIG instances are units only with --mig)"
+    flink_runs 1 "--select name~1g,mig!=no"
+    check "select: mig!=no without --mig says so too" 1 "" "" \
+        "no GPU matches name~1g,mig!=no, 1 requested (MIG instances are units only with --mig)"
+
+    # A selector of any length is cut where a message quotes it.
+    long_name=$(printf 'x%.0s' {1..5000})
+    flink_runs 1 "--select name~$long_name"
+    check "select: a long selector is cut in the shortfall" 1 "" "" \
+        "no GPU matches name~${long_name:0:195}... (4805 more bytes), 1 requested"
+    if (( ${#err} > 1000 )); then
+        fail_case "select: a long selector's error is short" "${#err} bytes of stderr"
+    else
+        pass "select: a long selector's error is short"
+    fi
 
     # Two resources of one TaskManager, gpu-h100 and gpu-l4, over ONE coordination file; then a
     # second TaskManager: each gets GPUs of its resource's kind, none twice.

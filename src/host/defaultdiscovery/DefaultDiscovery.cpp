@@ -113,6 +113,7 @@ std::string selectionShortfall(const HostUnits& host, const std::vector<std::str
   if (host.masked) cause += " among those " + host.mask->describe() + " allows";
   cause += ", " + request.amountText + " requested";
   if (!units.empty()) cause += " (matching: " + strings::join(host.answerFor(units), ",") + ")";
+  if (host.selectsMigWithoutMig) cause += " (MIG instances are units only with --mig)";
   return cause;
 }
 
@@ -770,7 +771,10 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
     discovery::SelectedUnits selected = discovery::selectUnits(*options.select, std::move(units));
     units = std::move(selected.units);
     report.notes.insert(report.notes.end(), selected.notes.begin(), selected.notes.end());
-    host.selectedBy = options.select->text();
+    // Cut and made printable: a selector from exec may be of any length and hold anything.
+    host.selectedBy = strings::quoteForMessage(options.select->text());
+    host.selectsMigWithoutMig =
+        !options.mig && !options.listed && options.select->onlyMigInstances();
   }
   // A GPU the kernel's driver excludes (NVreg_ExcludedGpus) is never handed out, whatever listed
   // it: NVML lists none, but a --gpus list or another container's view may name one.

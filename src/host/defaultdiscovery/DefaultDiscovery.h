@@ -130,8 +130,12 @@ struct HostUnits {
   /// An inherited CUDA_VISIBLE_DEVICES and the units it allows, with its entries for them.
   std::optional<discovery::VisibleDevicesMask> mask;
   std::optional<discovery::MaskedUnits> masked;
-  /// --select as given, when the units were chosen by it: what a shortfall names.
+  /// --select as given, when the units were chosen by it: what a shortfall names, cut to a
+  /// message's length (strings::quoteForMessage).
   std::optional<std::string> selectedBy;
+  /// The selector matches MIG instances alone, and they are no units (no --mig): what a
+  /// shortfall adds.
+  bool selectsMigWithoutMig = false;
   /// With --gpus where NVML answers: the entry as listed, by the host identifier it names.
   std::unordered_map<std::string, std::string> listedAs;
   /// Units that share hardware (a GPU and its MIG instances, an Intel card and its tiles), and

@@ -194,6 +194,16 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
         throw DiscoveryError("--select needs terms KEY OP VALUE, e.g. --select name~H100; " +
                              discovery::selectorKeysLine());
       }
+      if (parsed.select) {
+        // Every other option given twice keeps its last value, but two selectors most likely
+        // meant both sets of terms; keeping one would hand out GPUs the other rules out.
+        const std::string joined = parsed.select->text() + "," + *text;
+        throw DiscoveryError("--select given twice, " + inQuotes(parsed.select->text()) + " and " +
+                             inQuotes(*text) +
+                             ": a selector's terms must all hold, so to ask for both join them "
+                             "with a comma: --select " +
+                             strings::quoteForMessage(joined));
+      }
       try {
         parsed.select = discovery::UnitSelector::parse(*text);
       } catch (const discovery::SelectorError& e) {

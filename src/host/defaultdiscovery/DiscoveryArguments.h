@@ -78,7 +78,8 @@ struct DiscoveryArguments {
 /// one for names of up to seven (`gpus`, `health`), two for longer ones. A flag given a value
 /// (`--mig=yes`) is one too. Any other unknown argument is a note.
 /// @throws DiscoveryError for a missing or invalid amount, for bad values of our options (a
-///         --select that cannot be read: its SelectorError's message), for
+///         --select that cannot be read: its SelectorError's message), for --select given
+///         twice (other options given twice keep the last), for
 ///         --share without coordination mode or with --mig, and for
 ///         a misspelt option ("unknown option '--coordination-fle': did you mean
 ///         '--coordination-file'?", with the known options as a detail).

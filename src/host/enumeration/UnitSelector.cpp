@@ -125,7 +125,10 @@ std::optional<ComputeCapability> parseCapability(std::string_view text) {
   return ComputeCapability{static_cast<unsigned>(*major), static_cast<unsigned>(*minor)};
 }
 
-SelectorTerm parseTerm(std::string_view term, std::string_view whole) {
+/// `written`: one term as it stands between commas; spaces around it, its key and its value are
+/// dropped (`exec --select 'name~L4, mig=no'`), those within a value kept (`name=NVIDIA L4`).
+SelectorTerm parseTerm(std::string_view written, std::string_view whole) {
+  const std::string_view term = strings::trim(written);
   if (term.empty()) {
     fail("an empty term in " + inQuotes(whole) +
          ": write terms KEY OP VALUE separated by single commas, e.g. name~H100,mig=no");
@@ -135,15 +138,15 @@ SelectorTerm parseTerm(std::string_view term, std::string_view whole) {
     fail(inQuotes(term) + " has no operator: write KEY OP VALUE, e.g. name~H100; " +
          std::string(kOperatorsLine));
   }
-  const std::string key = strings::toLower(term.substr(0, at));
+  const std::string_view keyText = strings::trim(term.substr(0, at));
+  const std::string key = strings::toLower(keyText);
   if (key.empty()) {
     fail(inQuotes(term) + " has no key: write KEY OP VALUE, e.g. name~H100; " + selectorKeysLine());
   }
   const auto spelling = std::find_if(kKeys.begin(), kKeys.end(),
                                      [&](const KeySpelling& known) { return known.name == key; });
   if (spelling == kKeys.end()) {
-    fail("unknown key " + inQuotes(term.substr(0, at)) + " in " + inQuotes(term) + "; " +
-         selectorKeysLine());
+    fail("unknown key " + inQuotes(keyText) + " in " + inQuotes(term) + "; " + selectorKeysLine());
   }
   std::size_t valueAt = term.find_first_not_of(kOperatorCharacters, at);
   if (valueAt == std::string_view::npos) valueAt = term.size();
@@ -158,7 +161,7 @@ SelectorTerm parseTerm(std::string_view term, std::string_view whole) {
   parsed.text = std::string(term);
   parsed.key = spelling->key;
   parsed.op = op->op;
-  parsed.value = std::string(term.substr(valueAt));
+  parsed.value = std::string(strings::trim(term.substr(valueAt)));
   if (parsed.value.empty()) {
     fail(inQuotes(term) + " has no value: write KEY OP VALUE, e.g. name~H100");
   }
@@ -286,15 +289,18 @@ std::string selectorKeysLine() {
 }
 
 UnitSelector UnitSelector::parse(std::string_view text) {
-  if (text.empty()) {
+  if (strings::trim(text).empty()) {
     fail("no term given: write KEY OP VALUE terms separated by commas, e.g. name~H100; " +
          selectorKeysLine());
   }
   UnitSelector selector;
-  selector.text_ = std::string(text);
+  std::vector<std::string> written;
   for (const std::string_view term : strings::split(text, ',')) {
     selector.terms_.push_back(parseTerm(term, text));
+    written.push_back(selector.terms_.back().text);
   }
+  // As messages show it: without the spaces around its terms.
+  selector.text_ = strings::join(written, ",");
   return selector;
 }
 
@@ -332,6 +338,12 @@ bool UnitSelector::matches(const GpuDevice& unit, Vendor vendor) const {
   });
 }
 
+bool UnitSelector::onlyMigInstances() const noexcept {
+  return std::any_of(terms_.begin(), terms_.end(), [](const SelectorTerm& term) {
+    return term.key == SelectorKey::kMig && term.yes == (term.op == SelectorOperator::kEqual);
+  });
+}
+
 SelectedUnits selectUnits(const UnitSelector& selector, std::vector<GpuDevice> units,
                           Vendor vendor) {
   SelectedUnits selected;
@@ -361,12 +373,14 @@ SelectedUnits selectUnits(const UnitSelector& selector, std::vector<GpuDevice> u
   for (const auto& [key, what] : unknown) {
     const auto& [gpus, terms] = what;
     const bool one = gpus.size() == 1;
-    selected.notes.push_back(Notice::note(
-        "--select: " + strings::join(gpus, ", ") + (one ? " does" : " do") + " not tell " +
-        std::string(selectorKeyName(key)) + ", so " + strings::join(terms, ", ") +
-        " never matches " + (one ? "it" : "them") +
-        (key == SelectorKey::kComputeCapability ? " (NVML tells it; nvidia-smi and --gpus do not)"
-                                                : "")));
+    selected.notes.push_back(
+        Notice::note("--select: " + strings::join(gpus, ", ") + (one ? " does" : " do") +
+                     " not tell " + std::string(selectorKeyName(key)) + ", so " +
+                     strings::quoteForMessage(strings::join(terms, ", ")) + " never matches " +
+                     (one ? "it" : "them") +
+                     (key == SelectorKey::kComputeCapability
+                          ? " (NVML tells it; nvidia-smi and a --gpus list without NVML do not)"
+                          : "")));
   }
   return selected;
 }

@@ -62,11 +62,12 @@ enum class SelectorOperator {
 
 /// One term, read: its key, its operator, and its value in the form its key compares.
 struct SelectorTerm {
-  /// The term as written ("name~H100"), for messages.
+  /// The term as written ("name~H100"), without the spaces around it, for messages.
   std::string text;
   SelectorKey key = SelectorKey::kName;
   SelectorOperator op = SelectorOperator::kEqual;
-  /// The value as written; for pci.bus_id with = or != its canonical form (canonicalPciBusId).
+  /// The value as written, without the spaces around it; for pci.bus_id with = or != its canonical
+  /// form (canonicalPciBusId).
   std::string value;
   /// memory.total, numa_node.
   std::uint64_t number = 0;
@@ -89,13 +90,17 @@ enum class TermMatch {
 class UnitSelector {
  public:
   /// Reads `text`: terms separated by commas, each KEY OP VALUE with OP one of = != ~ >= <= > <.
+  /// Spaces around a term, its key and its value are dropped (Flink splits discovery-script.args
+  /// on spaces, but exec and the in-process driver pass a selector whole); a space within a value
+  /// is kept.
   /// @throws SelectorError for an empty selector or term, a term without an operator, an unknown
   ///         key (the message lists the keys), an operator that is none (`==`, `=>`) or that
   ///         does not apply to the key (an order of text, ~ of a number), and a value of the
   ///         wrong kind (not a number, not yes/no, not MAJOR.MINOR, no vendor, no PCI bus id).
   static UnitSelector parse(std::string_view text);
 
-  /// The selector as given ("name~H100,mig=no"), for messages.
+  /// The selector as given ("name~H100,mig=no"), without the spaces around its terms, for
+  /// messages.
   const std::string& text() const noexcept { return text_; }
   const std::vector<SelectorTerm>& terms() const noexcept { return terms_; }
 
@@ -106,6 +111,10 @@ class UnitSelector {
   /// it no match.
   bool matches(const GpuDevice& unit, Vendor vendor = Vendor::kNvidia) const;
 
+  /// Whether some term matches MIG instances alone (mig=yes, mig!=no): without --mig, which
+  /// makes them units, nothing matches it.
+  bool onlyMigInstances() const noexcept;
+
  private:
   std::string text_;
   std::vector<SelectorTerm> terms_;
@@ -115,8 +124,9 @@ class UnitSelector {
 struct SelectedUnits {
   std::vector<GpuDevice> units;
   /// One note per key that some unit did not know where every other term held ("note: --select:
-  /// GPU 2, GPU 3 do not tell compute_capability (nvidia-smi and --gpus do not), so
-  /// compute_capability>=9.0 never matches them").
+  /// GPU 2, GPU 3 do not tell compute_capability, so compute_capability>=9.0 never matches them
+  /// (NVML tells it; nvidia-smi and a --gpus list without NVML do not)"). The discovery program
+  /// prints them as notes, flink-gpu exec as warnings.
   std::vector<Notice> notes;
 };
 

@@ -316,6 +316,20 @@ TEST(DiscoveryArguments, ABadSelectorIsAnErrorThatQuotesIt) {
             "unknown option '--selct': did you mean '--select'?");
 }
 
+TEST(DiscoveryArguments, SelectGivenTwiceIsAnErrorNamingBoth) {
+  // Other options given twice keep the last; two selectors most likely meant both, and keeping
+  // one would hand out GPUs the other rules out.
+  const std::string expected =
+      "--select given twice, 'name~L4' and 'name~H100': a selector's terms must all hold, so to "
+      "ask for both join them with a comma: --select name~L4,name~H100";
+  EXPECT_EQ(errorOf({"1", "--select", "name~L4", "--select", "name~H100"}), expected);
+  EXPECT_EQ(errorOf({"1", "--select=name~L4", "--mig", "--select=name~H100"}), expected);
+  // Still last-wins: an option whose repetition cannot mean more than one value.
+  EXPECT_EQ(
+      parseDiscoveryArguments({"1", "--placement", "topology", "--placement", "index"}).placement,
+      placement::Policy::kIndex);
+}
+
 TEST(DiscoveryArguments, TheUsageShowsSelect) {
   EXPECT_THAT(discoveryUsage("nvidia-gpu-discovery.sh", discovery::Vendor::kNvidia),
               ::testing::HasSubstr("--select EXPR"));

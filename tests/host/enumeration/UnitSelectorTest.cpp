@@ -145,10 +145,17 @@ TEST(UnitSelector, AKeyAUnitDoesNotKnowNeverMatchesAndIsNotedOnce) {
   EXPECT_EQ(kept.notes[0].kind, Notice::Kind::kNote);
   EXPECT_EQ(kept.notes[0].text,
             "--select: GPU 0, GPU 1 do not tell compute_capability, so "
-            "compute_capability>=9.0 never matches them (NVML tells it; nvidia-smi and --gpus do "
-            "not)");
+            "compute_capability>=9.0 never matches them (NVML tells it; nvidia-smi and a --gpus "
+            "list without NVML do not)");
   // != does not match an unknown value either.
   EXPECT_TRUE(selectUnits(UnitSelector::parse("numa_node!=3"), units).units.empty());
+  // A long term is cut where the note quotes it.
+  const std::string longTerm = "numa_node>=" + std::string(5000, '0');
+  const SelectedUnits cut = selectUnits(UnitSelector::parse(longTerm), units);
+  ASSERT_EQ(cut.notes.size(), 1u);
+  EXPECT_LT(cut.notes[0].text.size(), 400u);
+  EXPECT_THAT(cut.notes[0].text, HasSubstr("so numa_node>=000"));
+  EXPECT_THAT(cut.notes[0].text, HasSubstr("... (4811 more bytes) never matches them"));
   // A key every unit knows: no note.
   EXPECT_TRUE(selectUnits(UnitSelector::parse("name~H100"), units).notes.empty());
 }
@@ -201,6 +208,34 @@ TEST(UnitSelector, ErrorsQuoteTheTermAndSayWhatToWrite) {
   EXPECT_THAT(errorOf("name~H100,mig=maybe,nme=x"), HasSubstr("'mig=maybe'"));
   // Keys ignore case; values of text keys are kept as written.
   EXPECT_EQ(errorOf("NAME~H100"), "(no error)");
+}
+
+TEST(UnitSelector, KnowsWhenOnlyMigInstancesMatch) {
+  // What makes a shortfall without --mig say that MIG instances are units only with it.
+  for (const char* only : {"mig=yes", "name~1g,mig=YES", "mig!=no"}) {
+    EXPECT_TRUE(UnitSelector::parse(only).onlyMigInstances()) << only;
+  }
+  for (const char* whole : {"mig=no", "mig!=yes", "name~H100"}) {
+    EXPECT_FALSE(UnitSelector::parse(whole).onlyMigInstances()) << whole;
+  }
+}
+
+TEST(UnitSelector, SpacesAroundKeysAndValuesAreDropped) {
+  // exec --select passes a selector whole: a space a shell kept must not end up in a value that
+  // then matches nothing, unseen in the message that quotes it.
+  EXPECT_THAT(selected("name~L4 "), ElementsAre("0", "1"));
+  EXPECT_THAT(selected(" name ~ L4 , mig = no"), ElementsAre("0", "1"));
+  EXPECT_THAT(selected("memory.total>= 40000"), ElementsAre("2", "MIG-a"));
+  const UnitSelector selector = UnitSelector::parse(" name ~ L4 , mig=no ");
+  EXPECT_EQ(selector.text(), "name ~ L4,mig=no");
+  EXPECT_EQ(selector.terms()[0].value, "L4");
+  // A space within a value is kept.
+  EXPECT_THAT(selected("name=NVIDIA L4"), ElementsAre("0", "1"));
+  EXPECT_THAT(errorOf("name~L4, "), HasSubstr("an empty term in 'name~L4, '"));
+  EXPECT_THAT(errorOf(" "), HasSubstr("no term given"));
+  EXPECT_EQ(errorOf("name~ "),
+            "--select: 'name~' has no value: write KEY OP VALUE, e.g. name~H100");
+  EXPECT_THAT(errorOf(" nme ~H100"), HasSubstr("unknown key 'nme' in 'nme ~H100'"));
 }
 
 TEST(UnitSelector, KeepsTheTextAndTerms) {
