@@ -444,6 +444,10 @@ defaultdiscovery::Allocation allocationOf(const HostUnits& host,
 defaultdiscovery::AllocationFile provideAllocationFile(defaultdiscovery::Allocation allocation,
                                                        bool nested);
 
+/// Removes what `file` removes once the command has ended, with a warning for what it leaves (a
+/// folder replaced during the command).
+void removeAllocationFile(defaultdiscovery::AllocationFile& file);
+
 /// Runs the command and returns exec's exit status: the command's (128 + N when signal N ended
 /// it), or 127/126 when it cannot be run, after giving `grant` back. `nested`: the GPUs are an
 /// enclosing exec's, which holds them and waits (`grant` is empty): this process becomes the
@@ -604,10 +608,13 @@ int runExec(const ExecOptions& options) {
     if (verbosity() >= Verbosity::kVerbose) {
       std::cerr << "flink-gpu: " << said << " for process " << owner.pid << '\n';
     }
-    const defaultdiscovery::AllocationFile allocationFile = provideAllocationFile(
+    defaultdiscovery::AllocationFile allocationFile = provideAllocationFile(
         allocationOf(*host, granted, {}, nested ? inherited->owner : owner.pid, std::nullopt),
         nested);
-    return runCommand(options, grant, strings::join(host->answerFor(granted), ","), nested);
+    const int status =
+        runCommand(options, grant, strings::join(host->answerFor(granted), ","), nested);
+    removeAllocationFile(allocationFile);
+    return status;
   }
 
   warnAboutSeveralMigInstances(granted);
@@ -669,10 +676,12 @@ int runExec(const ExecOptions& options) {
                 << '\n';
     }
   }
-  const defaultdiscovery::AllocationFile allocationFile = provideAllocationFile(
+  defaultdiscovery::AllocationFile allocationFile = provideAllocationFile(
       allocationOf(*host, granted, grant.shares, nested ? inherited->owner : owner.pid, boundTo),
       nested);
-  return runCommand(options, grant, visible, nested);
+  const int status = runCommand(options, grant, visible, nested);
+  removeAllocationFile(allocationFile);
+  return status;
 }
 
 namespace {
@@ -750,12 +759,14 @@ defaultdiscovery::AllocationFile provideAllocationFile(defaultdiscovery::Allocat
                                                        bool nested) {
   defaultdiscovery::AllocationFile file;
   std::string problem;
+  // The bases passed over (an unsafe $TMPDIR), said whether another one took the folder or not.
+  std::vector<std::string> passedOver;
   try {
     if (!nested) {
       file = defaultdiscovery::AllocationFile::inNewFolder(
           defaultdiscovery::allocationFolderBases(std::getenv("XDG_RUNTIME_DIR"),
                                                   std::getenv("TMPDIR")),
-          defaultdiscovery::allocationText(allocation));
+          defaultdiscovery::allocationText(allocation), passedOver);
     } else {
       const char* inherited = std::getenv(kAllocationFileVariable);
       const std::optional<defaultdiscovery::Allocation> enclosing =
@@ -774,6 +785,7 @@ defaultdiscovery::AllocationFile provideAllocationFile(defaultdiscovery::Allocat
   } catch (const std::runtime_error& e) {
     problem = e.what();
   }
+  for (const std::string& warning : passedOver) printWarning(warning);
   if (problem.empty() && ::setenv(kAllocationFileVariable, file.path().c_str(), 1) != 0) {
     problem = std::string("cannot set ") + kAllocationFileVariable + ": " + std::strerror(errno);
   }
@@ -784,6 +796,10 @@ defaultdiscovery::AllocationFile provideAllocationFile(defaultdiscovery::Allocat
     printWarning(std::string(kAllocationFileVariable) + " is not set for the command: " + problem);
   }
   return file;
+}
+
+void removeAllocationFile(defaultdiscovery::AllocationFile& file) {
+  for (const std::string& warning : file.remove()) printWarning(warning);
 }
 
 /// What exec does after its command could not be run (`error`: the errno of execvp, or of fork):

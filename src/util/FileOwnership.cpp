@@ -3,6 +3,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -58,6 +59,20 @@ std::string kindOf(mode_t mode) {
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
   return "a file of another kind";
+}
+
+std::optional<std::string> whyOthersMayReplaceIn(const struct stat& folder) {
+  if (!S_ISDIR(folder.st_mode)) return "it is " + kindOf(folder.st_mode) + ", not a folder";
+  if (folder.st_uid != ::geteuid() && folder.st_uid != 0) {
+    return "its owner " + userName(folder.st_uid) + " is neither this user nor root";
+  }
+  if ((folder.st_mode & (S_IWGRP | S_IWOTH)) && !(folder.st_mode & S_ISVTX)) {
+    return std::string(folder.st_mode & S_IWOTH ? "anyone"
+                                                : "its group " + groupName(folder.st_gid)) +
+           " may write it and it lacks the sticky bit, so others may rename what is made in it "
+           "and put something else in its place";
+  }
+  return std::nullopt;
 }
 
 std::string whyCannotOpen(const std::filesystem::path& path, int error) {

@@ -30,6 +30,15 @@ std::string describeOwnership(const struct stat& info);
 /// "a FIFO", "a character device", "a block device", else "a file of another kind".
 std::string kindOf(mode_t mode);
 
+/// Why someone other than this user and root could remove or replace what this user makes in the
+/// folder of this stat (fstat of it, or lstat: a symlink is not followed), in words ("it is a
+/// symbolic link, not a folder", "its owner bob is neither this user nor root", "others may write
+/// it and it lacks the sticky bit, so they may rename what is made in it and put something else
+/// in its place"); nullopt when no one could: a folder owned by this user or root, writable by
+/// its group or others only when sticky (as /tmp, mode 1777). The one rule for a shared folder
+/// this user makes its own private files or folders in.
+std::optional<std::string> whyOthersMayReplaceIn(const struct stat& folder);
+
 /// Why `path` could not be opened or created, `error` being the errno of that open: when a folder
 /// on its way is to blame, that folder named ("the folder /nodir does not exist" for ENOENT where
 /// the file's folder is missing; "/etc/passwd is not a folder: it is a regular file" for ENOTDIR),

@@ -1,7 +1,9 @@
 // The allocation file of `flink-gpu exec` (FLINK_GPU_ALLOCATION_FILE) from the outside: the real
 // binary on the stand-in libnvidia-ml.so.1. What the file says under an inherited mask and with
 // --bind-cpus (its JSON, parsed, compared whole), its folder and modes, where it goes
-// ($XDG_RUNTIME_DIR, $TMPDIR), a stale inherited value replaced; its removal when the command
+// ($XDG_RUNTIME_DIR, $TMPDIR, and /tmp when others may replace the folder in $TMPDIR), a stale
+// inherited value replaced; the folder swapped for another during the command (the impostor left
+// alone, the folder emptied wherever it was moved); its removal when the command
 // ends, exits non-zero, is killed, when exec is sent SIGTERM, when the command cannot be run and
 // when nothing is run; an exec nested in an exec (the enclosing file kept, or one of its own
 // beside it, removed with the enclosing folder), and one whose enclosing process gave it no file.
@@ -187,6 +189,53 @@ TEST_F(ExecAllocationFileCliTest, ItGoesInThePrivateRuntimeFolderOfTheUserElseIn
   ASSERT_EQ(open.exitCode, 0) << open;
   EXPECT_EQ(fs::path(line("seen.path")).parent_path().parent_path(), tmp());
   expectNothingLeft("after the commands");
+}
+
+TEST_F(ExecAllocationFileCliTest, ATmpdirThatOthersMayReplaceTheFolderInIsPassedOverForTmp) {
+  // Sticky, as /tmp: used.
+  fs::permissions(tmp(), fs::perms::all | fs::perms::sticky_bit);
+  const CliRun sticky = exec({"-n", "1"}, report());
+  ASSERT_EQ(sticky.exitCode, 0) << sticky;
+  EXPECT_EQ(sticky.err, "") << sticky;
+  EXPECT_EQ(fs::path(line("seen.path")).parent_path().parent_path(), tmp());
+  // Not sticky: anyone could rename exec's folder away and put theirs in its place.
+  fs::permissions(tmp(), fs::perms::all);
+  const CliRun open = exec({"-n", "1"}, report());
+  ASSERT_EQ(open.exitCode, 0) << open;
+  // One line: why, and the folder's owner and mode.
+  EXPECT_THAT(open.err, ::testing::MatchesRegex(
+                            "flink-gpu: warning: TMPDIR " + tmp().string() +
+                            " is not used for the allocation file: anyone may write it and it "
+                            "lacks the sticky bit, so others may rename what is made in it and "
+                            "put something else in its place \\(owner [^\n]*, mode 0777\\)\n"))
+      << open;
+  const fs::path path = line("seen.path");
+  EXPECT_EQ(path.parent_path().parent_path(), "/tmp");
+  EXPECT_FALSE(fs::exists(path.parent_path())) << path;
+  expectNothingLeft("after the commands");
+}
+
+TEST_F(ExecAllocationFileCliTest, AFolderSwappedDuringTheCommandIsEmptiedAndTheImpostorLeftAlone) {
+  fs::permissions(tmp(), fs::perms::all | fs::perms::sticky_bit);
+  // What another user could do where the base is not sticky, done by the command itself: its
+  // folder renamed away, another with a forged file put at its name.
+  const CliRun run = exec({"-n", "1"}, {"/bin/sh", "-c",
+                                        "f=\"$FLINK_GPU_ALLOCATION_FILE\"; d=\"${f%/*}\"; "
+                                        "echo \"$d\" > \"$DIR/folder\"; mkdir \"$d/mine\"; "
+                                        "mv \"$d\" \"$DIR/stolen\" && mkdir \"$d\" && "
+                                        "echo forged > \"$d/allocation.json\""});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  const fs::path folder = line("folder");
+  EXPECT_THAT(run.err, ::testing::MatchesRegex(
+                           "flink-gpu: warning: the allocation file's folder " + folder.string() +
+                           " was replaced during the command by a directory \\(owner [^\n]*\\), "
+                           "which is left alone; exec's own folder, moved away, was emptied and "
+                           "is left where it is now\n"))
+      << run;
+  // The impostor is not exec's to remove; exec's own is emptied where it was moved.
+  EXPECT_EQ(readFile(folder / "allocation.json"), "forged\n");
+  EXPECT_TRUE(fs::is_directory(dir_ / "stolen"));
+  EXPECT_TRUE(fs::is_empty(dir_ / "stolen"));
 }
 
 TEST_F(ExecAllocationFileCliTest, ItIsRemovedHoweverTheCommandEndsAndNeverLeftWhenNothingRuns) {

@@ -1,14 +1,15 @@
 // The allocation file exec gives its command (see AllocationFile.h).
 #include "host/defaultdiscovery/AllocationFile.h"
 
+#include <dirent.h>
 #include <fcntl.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -29,11 +30,19 @@ using nlohmann::ordered_json;
 /// The most a reader reads of an allocation file: far more than any host's units take.
 constexpr std::size_t kMaxFileBytes = 1 << 20;
 
-/// The folder's and the file's names.
-constexpr const char* kFolderTemplate = "flink-gpu-exec.XXXXXX";
+/// The folder's and the file's names: a prefix, six random letters or digits (as mkdtemp's
+/// XXXXXX), a suffix.
+constexpr const char* kFolderPrefix = "flink-gpu-exec.";
 constexpr const char* kFileName = "allocation.json";
-constexpr const char* kNestedFileTemplate = "allocation-XXXXXX.json";
-constexpr int kNestedFileSuffixLength = 5;  // ".json"
+constexpr const char* kNestedFilePrefix = "allocation-";
+constexpr const char* kNestedFileSuffix = ".json";
+/// How many random names are tried before giving up (mkdtemp tries far more; six characters of
+/// 62 make a clash of even a few tries unlikely).
+constexpr int kNameTries = 100;
+/// How deep the folders a command makes in its allocation folder are removed.
+constexpr unsigned kMaxRemovalDepth = 64;
+
+constexpr int kFolderFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 
 template <typename T>
 ordered_json orNull(const std::optional<T>& value) {
@@ -105,6 +114,122 @@ int writeAll(int fd, std::string_view text) {
     text.remove_prefix(static_cast<std::size_t>(written));
   }
   return 0;
+}
+
+/// `prefix`, six random letters or digits, `suffix`.
+std::string randomName(std::string_view prefix, std::string_view suffix) {
+  static constexpr std::string_view kCharacters =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::random_device device;
+  std::string name(prefix);
+  for (int i = 0; i < 6; ++i) name += kCharacters[device() % kCharacters.size()];
+  name += suffix;
+  return name;
+}
+
+/// Why a folder of this stat is not private to this user (whyNotPrivateFolder).
+std::optional<std::string> whyNotPrivate(const struct stat& info) {
+  if (!S_ISDIR(info.st_mode)) return "it is " + files::kindOf(info.st_mode) + ", not a folder";
+  if (info.st_uid != ::geteuid() || (info.st_mode & 07777) != S_IRWXU) {
+    return files::describeOwnership(info) + "; only this user's folders of mode 0700 are used";
+  }
+  return std::nullopt;
+}
+
+/// Why the folder `path` could not be opened (O_NOFOLLOW: `error` ELOOP or ENOTDIR for what is
+/// no folder, a symlink too), in words.
+std::string whyCannotOpenFolder(const fs::path& path, int error) {
+  struct stat info {};
+  if ((error == ELOOP || error == ENOTDIR) && ::lstat(path.c_str(), &info) == 0 &&
+      !S_ISDIR(info.st_mode)) {
+    return "it is " + files::kindOf(info.st_mode) + ", not a folder";
+  }
+  return std::strerror(error);
+}
+
+/// Whether `a` and `b` are the same file.
+bool sameFile(const struct stat& a, const struct stat& b) {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/// Removes everything in the folder `folder` (a descriptor), folders in it `depth` deep, through
+/// descriptors: nothing is reached by a path, and no symlink followed. @returns 0, else the errno
+/// of the first thing that could not be removed (the rest is tried all the same).
+int removeEntriesOf(int folder, unsigned depth) {
+  // A descriptor of its own for the listing: fdopendir takes it, and its offset is its own.
+  DIR* listing = nullptr;
+  if (const int own = ::openat(folder, ".", kFolderFlags); own >= 0) {
+    listing = ::fdopendir(own);
+    if (listing == nullptr) ::close(own);
+  }
+  if (listing == nullptr) return errno;
+  std::vector<std::string> names;
+  while (const dirent* entry = ::readdir(listing)) {
+    const std::string_view name = entry->d_name;
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  ::closedir(listing);
+  int failed = 0;
+  for (const std::string& name : names) {
+    struct stat info {};
+    if (::fstatat(folder, name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno != ENOENT && failed == 0) failed = errno;
+      continue;
+    }
+    int flags = 0;
+    if (S_ISDIR(info.st_mode)) {
+      flags = AT_REMOVEDIR;
+      const process::FileDescriptor inner(::openat(folder, name.c_str(), kFolderFlags));
+      int error = inner ? 0 : errno;
+      if (error == 0) error = depth == 0 ? ELOOP : removeEntriesOf(inner.get(), depth - 1);
+      if (error != 0) {
+        if (failed == 0) failed = error;
+        continue;
+      }
+    }
+    if (::unlinkat(folder, name.c_str(), flags) != 0 && errno != ENOENT && failed == 0) {
+      failed = errno;
+    }
+  }
+  return failed;
+}
+
+/// Makes a new folder "flink-gpu-exec.XXXXXX" in `base` (a descriptor), opens it and makes it
+/// mode 0700, and checks that what the descriptor holds is the folder made: this user's, mode
+/// 0700, and what the name in `base` names. @returns its name and descriptor, else why not.
+struct MadeFolder {
+  std::string name;
+  process::FileDescriptor fd;
+  std::string error;
+};
+MadeFolder makeFolderIn(int base) {
+  MadeFolder made;
+  for (int tries = 0; tries < kNameTries; ++tries) {
+    made.name = randomName(kFolderPrefix, "");
+    if (::mkdirat(base, made.name.c_str(), S_IRWXU) == 0) break;
+    if (errno != EEXIST || tries + 1 == kNameTries) {
+      made.error = std::strerror(errno);
+      return made;
+    }
+  }
+  made.fd.reset(::openat(base, made.name.c_str(), kFolderFlags));
+  if (!made.fd || ::fchmod(made.fd.get(), S_IRWXU) != 0) {
+    made.error = std::strerror(errno);
+    made.fd.reset();
+    // In a base where no one else may replace it, the name is still the folder made.
+    (void)::unlinkat(base, made.name.c_str(), AT_REMOVEDIR);
+    return made;
+  }
+  struct stat opened {};
+  struct stat named {};
+  if (::fstat(made.fd.get(), &opened) != 0 ||
+      ::fstatat(base, made.name.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+      !sameFile(opened, named) || whyNotPrivate(opened)) {
+    // Someone replaced it between the mkdir and the open: theirs is left alone.
+    made.error = "the folder made was replaced before it could be opened";
+    made.fd.reset();
+  }
+  return made;
 }
 
 /// Writes `text` into the new file `fd` (mode 0600 whatever the umask) and closes it.
@@ -184,17 +309,20 @@ std::optional<Allocation> parseAllocationText(std::string_view text) {
 std::optional<std::string> whyNotPrivateFolder(const fs::path& folder) {
   struct stat info {};
   if (::lstat(folder.c_str(), &info) != 0) return std::string(std::strerror(errno));
-  if (!S_ISDIR(info.st_mode)) return "it is " + files::kindOf(info.st_mode) + ", not a folder";
-  if (info.st_uid != ::geteuid() || (info.st_mode & 07777) != S_IRWXU) {
-    return files::describeOwnership(info) + "; only this user's folders of mode 0700 are used";
-  }
-  return std::nullopt;
+  return whyNotPrivate(info);
 }
 
 std::optional<Allocation> readAllocationFile(const fs::path& path) {
-  if (!path.is_absolute() || whyNotPrivateFolder(path.parent_path())) return std::nullopt;
+  if (!path.is_absolute() || !path.has_filename()) return std::nullopt;
+  // The folder is judged on the descriptor the file is then opened through.
+  const process::FileDescriptor folder(::open(path.parent_path().c_str(), kFolderFlags));
+  struct stat folderInfo {};
+  if (!folder || ::fstat(folder.get(), &folderInfo) != 0 || whyNotPrivate(folderInfo)) {
+    return std::nullopt;
+  }
   // O_NONBLOCK: a FIFO put there must not stall the reader; it is refused below.
-  process::FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  process::FileDescriptor fd(::openat(folder.get(), path.filename().c_str(),
+                                      O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (!fd) return std::nullopt;
   struct stat info {};
   if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode) || info.st_nlink != 1 ||
@@ -215,72 +343,139 @@ std::optional<Allocation> readAllocationFile(const fs::path& path) {
   return std::nullopt;
 }
 
-std::vector<fs::path> allocationFolderBases(const char* xdgRuntimeDir, const char* tmpDir) {
-  std::vector<fs::path> bases;
+std::vector<AllocationFolderBase> allocationFolderBases(const char* xdgRuntimeDir,
+                                                        const char* tmpDir) {
+  std::vector<AllocationFolderBase> bases;
+  const auto given = [](const char* value) {
+    return value != nullptr && *value != '\0' && fs::path(value).is_absolute();
+  };
   // systemd's per-user folder (0700, this user's, cleared at logout) when it is what it should
-  // be; else a shared temporary folder, where mkdtemp's folder is private all the same.
-  if (xdgRuntimeDir != nullptr && *xdgRuntimeDir != '\0' && fs::path(xdgRuntimeDir).is_absolute() &&
-      !whyNotPrivateFolder(xdgRuntimeDir)) {
-    bases.emplace_back(xdgRuntimeDir);
+  // be; else a shared temporary folder that no one else may rename the folder out of, where
+  // mkdtemp's folder is private all the same.
+  if (given(xdgRuntimeDir)) {
+    bases.push_back({.path = xdgRuntimeDir, .variable = "XDG_RUNTIME_DIR", .privateOnly = true});
   }
-  if (tmpDir != nullptr && *tmpDir != '\0' && fs::path(tmpDir).is_absolute()) {
-    bases.emplace_back(tmpDir);
+  if (given(tmpDir) && fs::path(tmpDir) != "/tmp") {
+    bases.push_back({.path = tmpDir, .variable = "TMPDIR", .privateOnly = false});
   }
-  if (bases.empty() || bases.back() != "/tmp") bases.emplace_back("/tmp");
+  bases.push_back({.path = "/tmp", .variable = "", .privateOnly = false});
   return bases;
 }
 
 AllocationFile::AllocationFile(AllocationFile&& other) noexcept
-    : file_(std::exchange(other.file_, {})), folder_(std::exchange(other.folder_, {})) {}
+    : file_(std::exchange(other.file_, {})),
+      folder_(std::exchange(other.folder_, {})),
+      base_(std::move(other.base_)),
+      folderFd_(std::move(other.folderFd_)),
+      name_(std::exchange(other.name_, {})) {}
 
 AllocationFile& AllocationFile::operator=(AllocationFile&& other) noexcept {
   if (this != &other) {
     remove();
     file_ = std::exchange(other.file_, {});
     folder_ = std::exchange(other.folder_, {});
+    base_ = std::move(other.base_);
+    folderFd_ = std::move(other.folderFd_);
+    name_ = std::exchange(other.name_, {});
   }
   return *this;
 }
 
 AllocationFile::~AllocationFile() { remove(); }
 
-void AllocationFile::remove() noexcept {
-  std::error_code ignored;
-  if (!folder_.empty()) {
-    // The folder is this user's, mode 0700: what is in it was put there by this exec, by exec's
-    // nested in its command, or by the command itself. remove_all follows no symlink.
-    fs::remove_all(folder_, ignored);
-  } else if (!file_.empty()) {
-    fs::remove(file_, ignored);
+std::vector<std::string> AllocationFile::remove() noexcept {
+  std::vector<std::string> warnings;
+  try {
+    if (base_ && folderFd_) {
+      // The folder is this user's, mode 0700: what is in it was put there by this exec, by
+      // exec's nested in its command, or by the command itself. Emptied through its descriptor,
+      // wherever it is now.
+      if (const int error = removeEntriesOf(folderFd_.get(), kMaxRemovalDepth)) {
+        warnings.push_back("not everything in the allocation file's folder " + folder_.string() +
+                           " could be removed (" + std::strerror(error) + "); the rest is left");
+      }
+      // Removed by its name in the base only while that name still holds it.
+      struct stat made {};
+      struct stat named {};
+      if (::fstat(folderFd_.get(), &made) != 0) {
+        warnings.push_back("the allocation file's folder " + folder_.string() +
+                           " is left: " + std::strerror(errno));
+      } else if (::fstatat(base_.get(), name_.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0) {
+        warnings.push_back("the allocation file's folder " + folder_.string() +
+                           " was moved away during the command; it was emptied and is left "
+                           "where it is now");
+      } else if (!sameFile(made, named)) {
+        warnings.push_back("the allocation file's folder " + folder_.string() +
+                           " was replaced during the command by " + files::kindOf(named.st_mode) +
+                           " (" + files::describeOwnership(named) +
+                           "), which is left alone; exec's own folder, moved away, was emptied "
+                           "and is left where it is now");
+      } else if (::unlinkat(base_.get(), name_.c_str(), AT_REMOVEDIR) != 0) {
+        warnings.push_back("cannot remove the allocation file's folder " + folder_.string() + ": " +
+                           std::strerror(errno));
+      }
+    } else if (folderFd_ && !name_.empty()) {
+      // A nested exec's file, in the enclosing exec's folder; the command may have removed it.
+      (void)::unlinkat(folderFd_.get(), name_.c_str(), 0);
+    }
+  } catch (...) {  // out of memory for a message: what is left stays, unsaid
   }
   file_.clear();
   folder_.clear();
+  base_.reset();
+  folderFd_.reset();
+  name_.clear();
+  return warnings;
 }
 
-AllocationFile AllocationFile::inNewFolder(const std::vector<fs::path>& bases,
-                                           std::string_view text) {
+AllocationFile AllocationFile::inNewFolder(const std::vector<AllocationFolderBase>& bases,
+                                           std::string_view text,
+                                           std::vector<std::string>& warnings) {
   std::string failures;
-  for (const fs::path& base : bases) {
-    std::string name = (base / kFolderTemplate).string();
-    if (::mkdtemp(name.data()) == nullptr) {
-      failures += (failures.empty() ? "" : "; ") + base.string() + ": " + std::strerror(errno);
+  const auto fail = [&](const fs::path& where, const std::string& why) {
+    failures += (failures.empty() ? "" : "; ") + where.string() + ": " + why;
+  };
+  for (const AllocationFolderBase& base : bases) {
+    // Judged on the descriptor the folder is then made through: what is judged is what is used.
+    process::FileDescriptor baseFd(::open(base.path.c_str(), kFolderFlags));
+    struct stat info {};
+    std::optional<std::string> why;
+    if (!baseFd || ::fstat(baseFd.get(), &info) != 0) {
+      const int error = errno;
+      why = whyCannotOpenFolder(base.path, error);
+      if (error == ENOENT || error == EACCES) {
+        fail(base.path, *why);
+        continue;
+      }
+    } else {
+      why = base.privateOnly ? whyNotPrivate(info) : files::whyOthersMayReplaceIn(info);
+    }
+    if (why) {
+      if (!base.privateOnly && !base.variable.empty()) {
+        warnings.push_back(base.variable + " " + base.path.string() +
+                           " is not used for the allocation file: " + *why +
+                           (baseFd ? " (" + files::describeOwnership(info) + ")" : ""));
+      }
+      fail(base.path, *why);
+      continue;
+    }
+    MadeFolder folder = makeFolderIn(baseFd.get());
+    if (!folder.fd) {
+      fail(base.path, folder.error);
       continue;
     }
     AllocationFile made;
-    made.folder_ = name;
+    made.folder_ = base.path / folder.name;
     made.file_ = made.folder_ / kFileName;
-    process::FileDescriptor folder(
-        ::open(name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    int error = folder ? 0 : errno;
-    if (error == 0 && ::fchmod(folder.get(), S_IRWXU) != 0) error = errno;
-    if (error == 0) {
-      process::FileDescriptor file(::openat(folder.get(), kFileName,
-                                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                                            S_IRUSR | S_IWUSR));
-      error = file ? fillAndClose(std::move(file), text) : errno;
-    }
+    made.base_ = std::move(baseFd);
+    made.folderFd_ = std::move(folder.fd);
+    made.name_ = folder.name;
+    process::FileDescriptor file(::openat(made.folderFd_.get(), kFileName,
+                                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                          S_IRUSR | S_IWUSR));
+    const int error = file ? fillAndClose(std::move(file), text) : errno;
     if (error == 0) return made;
-    failures += (failures.empty() ? "" : "; ") + made.file_.string() + ": " + std::strerror(error);
+    fail(made.file_, std::strerror(error));
     // `made` removes the folder.
   }
   throw std::runtime_error("cannot write an allocation file (" + failures + ")");
@@ -292,21 +487,32 @@ AllocationFile AllocationFile::besideEnclosing(const fs::path& enclosing, std::s
     throw std::runtime_error("the enclosing allocation file " + enclosing.string() +
                              " is not an absolute path");
   }
-  if (const std::optional<std::string> why = whyNotPrivateFolder(folder)) {
-    throw std::runtime_error("cannot write an allocation file into " + folder.string() + ": " +
-                             *why);
+  const auto refuse = [&](const std::string& why) {
+    return std::runtime_error("cannot write an allocation file into " + folder.string() + ": " +
+                              why);
+  };
+  // Judged on the descriptor the file is then made through.
+  process::FileDescriptor folderFd(::open(folder.c_str(), kFolderFlags));
+  if (!folderFd) throw refuse(whyCannotOpenFolder(folder, errno));
+  struct stat info {};
+  if (::fstat(folderFd.get(), &info) != 0) throw refuse(std::strerror(errno));
+  if (const std::optional<std::string> why = whyNotPrivate(info)) throw refuse(*why);
+  // O_CREAT | O_EXCL (a symlink in the way is not followed), mode 0600.
+  std::string name;
+  process::FileDescriptor file;
+  for (int tries = 0; tries < kNameTries && !file; ++tries) {
+    name = randomName(kNestedFilePrefix, kNestedFileSuffix);
+    file.reset(::openat(folderFd.get(), name.c_str(),
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, S_IRUSR | S_IWUSR));
+    if (!file && errno != EEXIST) break;
   }
-  std::string name = (folder / kNestedFileTemplate).string();
-  // mkostemps: O_CREAT | O_EXCL (a symlink in the way is not followed), mode 0600.
-  process::FileDescriptor file(::mkostemps(name.data(), kNestedFileSuffixLength, O_CLOEXEC));
-  if (!file) {
-    throw std::runtime_error("cannot write an allocation file into " + folder.string() + ": " +
-                             std::strerror(errno));
-  }
+  if (!file) throw refuse(std::strerror(errno));
   AllocationFile made;
-  made.file_ = name;
+  made.file_ = folder / name;
+  made.folderFd_ = std::move(folderFd);
+  made.name_ = name;
   if (const int error = fillAndClose(std::move(file), text)) {
-    throw std::runtime_error("cannot write the allocation file " + name + ": " +
+    throw std::runtime_error("cannot write the allocation file " + made.file_.string() + ": " +
                              std::strerror(error));
   }
   return made;

@@ -14,7 +14,11 @@
 // Who may be trusted: only this user. A folder is used only when it is a directory (not
 // followed) owned by this user with mode 0700, and a file only when it is a regular file with one
 // link, owned by this user, in such a folder; files are made with O_EXCL and O_NOFOLLOW, so that
-// nothing another user put in the way is written through.
+// nothing another user put in the way is written through. The folder is made in a base that no
+// other user may rename it out of (files::whyOthersMayReplaceIn: this user's or root's, sticky
+// where others may write it), and everything done in it afterwards (the file written, its
+// entries and itself removed) is done through descriptors of the base and of the folder made,
+// never by a path that someone could have pointed elsewhere in the meantime.
 #pragma once
 
 #include <sys/types.h>
@@ -25,6 +29,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "process/FileDescriptor.h"
 
 namespace flink::defaultdiscovery {
 
@@ -94,11 +100,24 @@ std::optional<std::string> whyNotPrivateFolder(const std::filesystem::path& fold
 /// (parseAllocationText). nullopt otherwise, or when it cannot be read.
 std::optional<Allocation> readAllocationFile(const std::filesystem::path& path);
 
+/// A folder a private folder for an allocation file may be made in.
+struct AllocationFolderBase {
+  std::filesystem::path path;
+  /// The variable that named it ("XDG_RUNTIME_DIR", "TMPDIR"), for a message; empty for /tmp.
+  std::string variable;
+  /// XDG_RUNTIME_DIR's rule: used only when private to this user (whyNotPrivateFolder). Else
+  /// used only when no other user may replace what is made in it (files::whyOthersMayReplaceIn).
+  bool privateOnly = false;
+
+  friend bool operator==(const AllocationFolderBase&, const AllocationFolderBase&) = default;
+};
+
 /// The folders a private folder for an allocation file may be made in, in the order to try them:
-/// `xdgRuntimeDir` ($XDG_RUNTIME_DIR) when set and private to this user (whyNotPrivateFolder);
-/// `tmpDir` ($TMPDIR) when set and absolute; /tmp. A null or empty value is not set.
-std::vector<std::filesystem::path> allocationFolderBases(const char* xdgRuntimeDir,
-                                                         const char* tmpDir);
+/// `xdgRuntimeDir` ($XDG_RUNTIME_DIR) when set and absolute (privateOnly); `tmpDir` ($TMPDIR)
+/// when set and absolute; /tmp. A null or empty value is not set. Whether each may be used is
+/// judged when the folder is made (AllocationFile::inNewFolder), on a descriptor of it.
+std::vector<AllocationFolderBase> allocationFolderBases(const char* xdgRuntimeDir,
+                                                        const char* tmpDir);
 
 /// An allocation file written for a command, removed (with its folder, when it made one) by the
 /// destructor: once the command has ended, or when it is not run. Move-only; an empty one
@@ -112,13 +131,17 @@ class AllocationFile {
   AllocationFile& operator=(const AllocationFile&) = delete;
   ~AllocationFile();
 
-  /// Makes a private folder "flink-gpu-exec.XXXXXX" (mkdtemp, then mode 0700 whatever the umask)
-  /// in the first of `bases` that takes one, and writes `text` into "allocation.json" in it, mode
-  /// 0600, complete and closed when this returns. The destructor removes the folder and
-  /// everything in it: the files of exec's nested in this one's command too.
+  /// Makes a private folder "flink-gpu-exec.XXXXXX" (as mkdtemp, then mode 0700 whatever the
+  /// umask) in the first of `bases` that may be used and takes one, and writes `text` into
+  /// "allocation.json" in it, mode 0600, complete and closed when this returns. A base is opened
+  /// without following a symlink and judged on that descriptor (AllocationFolderBase); one named
+  /// by $TMPDIR that fails its rule is passed over with a line in `warnings` saying why (a
+  /// runtime folder that is not private is passed over silently: one of another user, after su,
+  /// is ordinary). The destructor removes the folder and everything in it: the files of exec's
+  /// nested in this one's command too.
   /// @throws std::runtime_error naming the folders tried and why each failed.
-  static AllocationFile inNewFolder(const std::vector<std::filesystem::path>& bases,
-                                    std::string_view text);
+  static AllocationFile inNewFolder(const std::vector<AllocationFolderBase>& bases,
+                                    std::string_view text, std::vector<std::string>& warnings);
 
   /// Writes `text` into a new file "allocation-XXXXXX.json" (mode 0600) in the folder of
   /// `enclosing`, an enclosing exec's allocation file, which must be private to this user
@@ -132,13 +155,23 @@ class AllocationFile {
   const std::filesystem::path& path() const noexcept { return file_; }
 
   /// Removes now what the destructor would remove, and empties this. Never throws: what cannot
-  /// be removed stays.
-  void remove() noexcept;
+  /// be removed stays. The folder's entries are removed through its descriptor, and the folder
+  /// itself only when what its name in the base holds is still the folder made: when something
+  /// else is there (the folder was moved away and another put in its place), that is left
+  /// alone, and so is the folder made, wherever it is now, emptied. @returns warnings (one line
+  /// each) for what could not be removed or was left.
+  std::vector<std::string> remove() noexcept;
 
  private:
   std::filesystem::path file_;
   /// The folder made for it, removed with it; empty when the folder is an enclosing exec's.
   std::filesystem::path folder_;
+  /// The base the folder was made in (invalid when nested), and the folder that holds the file:
+  /// the one made, or the enclosing exec's.
+  process::FileDescriptor base_;
+  process::FileDescriptor folderFd_;
+  /// The folder's name in base_, or, when nested, the file's name in folderFd_.
+  std::string name_;
 };
 
 }  // namespace flink::defaultdiscovery

@@ -1,5 +1,6 @@
-// The allocation file exec gives its command: its text, read back; the folders it trusts; the
-// private folder made for it, its modes, and what goes when the command has ended.
+// The allocation file exec gives its command: its text, read back; the folders it trusts (those
+// it reads in, those it makes its folder in); the private folder made for it, its modes, and what
+// goes when the command has ended, also when the folder was swapped for another meanwhile.
 #include "host/defaultdiscovery/AllocationFile.h"
 
 #include <sys/stat.h>
@@ -40,6 +41,21 @@ fs::path folderWithMode(const TempDir& dir, const std::string& name, mode_t mode
 }
 
 void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::vector<fs::path> pathsOf(const std::vector<AllocationFolderBase>& bases) {
+  std::vector<fs::path> paths;
+  for (const AllocationFolderBase& base : bases) paths.push_back(base.path);
+  return paths;
+}
+
+/// Bases of no variable, judged as /tmp is.
+std::vector<AllocationFolderBase> shared(const std::vector<fs::path>& paths) {
+  std::vector<AllocationFolderBase> bases;
+  for (const fs::path& path : paths) {
+    bases.push_back({.path = path, .variable = "", .privateOnly = false});
+  }
+  return bases;
+}
 
 /// Two units: a whole GPU of which everything is known, and an MPS share of a GPU of unknown
 /// memory and name.
@@ -153,25 +169,136 @@ TEST(AllocationFileTest, OnlyThisUsersFoldersOfMode0700ArePrivate) {
   }
 }
 
-TEST(AllocationFileTest, TheFolderGoesInTheUsersRuntimeFolderWhenPrivateElseInTmpdirOrTmp) {
+TEST(AllocationFileTest, TheBasesAreTheRuntimeFolderTmpdirAndTmpEachWithItsRule) {
   const TempDir dir("allocation-file");
-  const fs::path runtime = folderWithMode(dir, "runtime", 0700);
-  const fs::path open = folderWithMode(dir, "open", 0755);
+  const std::string runtime = (dir / "runtime").string();
   const std::string tmp = (dir / "tmp").string();
   EXPECT_EQ(allocationFolderBases(runtime.c_str(), tmp.c_str()),
-            (std::vector<fs::path>{runtime, tmp, "/tmp"}));
-  EXPECT_EQ(allocationFolderBases(open.c_str(), tmp.c_str()), (std::vector<fs::path>{tmp, "/tmp"}));
-  EXPECT_EQ(allocationFolderBases(nullptr, nullptr), std::vector<fs::path>{"/tmp"});
-  EXPECT_EQ(allocationFolderBases("", ""), std::vector<fs::path>{"/tmp"});
-  EXPECT_EQ(allocationFolderBases("relative", "relative"), std::vector<fs::path>{"/tmp"});
-  EXPECT_EQ(allocationFolderBases(nullptr, "/tmp"), std::vector<fs::path>{"/tmp"});
+            (std::vector<AllocationFolderBase>{
+                {.path = runtime, .variable = "XDG_RUNTIME_DIR", .privateOnly = true},
+                {.path = tmp, .variable = "TMPDIR", .privateOnly = false},
+                {.path = "/tmp", .variable = "", .privateOnly = false}}));
+  EXPECT_EQ(pathsOf(allocationFolderBases(nullptr, nullptr)), std::vector<fs::path>{"/tmp"});
+  EXPECT_EQ(pathsOf(allocationFolderBases("", "")), std::vector<fs::path>{"/tmp"});
+  EXPECT_EQ(pathsOf(allocationFolderBases("relative", "relative")), std::vector<fs::path>{"/tmp"});
+  EXPECT_EQ(pathsOf(allocationFolderBases(nullptr, "/tmp")), std::vector<fs::path>{"/tmp"});
+}
+
+TEST(AllocationFileTest, TheFolderGoesInTheUsersRuntimeFolderOnlyWhenPrivate) {
+  const TempDir dir("allocation-file");
+  const fs::path runtime = folderWithMode(dir, "runtime", 0700);
+  const fs::path tmp = folderWithMode(dir, "tmp", 0755);
+  std::vector<std::string> warnings;
+  {
+    const AllocationFile file = AllocationFile::inNewFolder(
+        allocationFolderBases(runtime.c_str(), tmp.c_str()), "{}\n", warnings);
+    EXPECT_EQ(file.path().parent_path().parent_path(), runtime);
+  }
+  EXPECT_TRUE(fs::is_empty(runtime));
+  // One that others may enter is passed over without a word: another user's, after su, is usual.
+  ASSERT_EQ(::chmod(runtime.c_str(), 0755), 0);
+  {
+    const AllocationFile file = AllocationFile::inNewFolder(
+        allocationFolderBases(runtime.c_str(), tmp.c_str()), "{}\n", warnings);
+    EXPECT_EQ(file.path().parent_path().parent_path(), tmp);
+  }
+  EXPECT_TRUE(fs::is_empty(runtime));
+  EXPECT_TRUE(fs::is_empty(tmp));
+  EXPECT_EQ(warnings, std::vector<std::string>{});
+}
+
+/// Where inNewFolder makes the folder with $TMPDIR `tmpDir` (no runtime folder), the warnings it
+/// gives, and that the folder goes with the file.
+std::pair<fs::path, std::vector<std::string>> baseChosenFor(const fs::path& tmpDir) {
+  std::vector<std::string> warnings;
+  AllocationFile file =
+      AllocationFile::inNewFolder(allocationFolderBases(nullptr, tmpDir.c_str()), "{}\n", warnings);
+  const fs::path folder = file.path().parent_path();
+  EXPECT_EQ(file.remove(), std::vector<std::string>{});
+  EXPECT_FALSE(fs::exists(folder)) << folder;
+  return {folder.parent_path(), warnings};
+}
+
+TEST(AllocationFileTest, ATmpdirThatOthersMayReplaceTheFolderInIsPassedOverForTmp) {
+  const TempDir dir("allocation-file");
+  // Sticky, as /tmp: others may write it, but rename only what is theirs.
+  const fs::path sticky = folderWithMode(dir, "sticky", 01777);
+  EXPECT_EQ(baseChosenFor(sticky), std::make_pair(sticky, std::vector<std::string>{}));
+  // Anyone, or its group, may rename the folder away and put theirs in its place.
+  for (const mode_t mode : {mode_t{0777}, mode_t{0775}}) {
+    const fs::path open = folderWithMode(dir, "open-" + std::to_string(mode), mode);
+    const auto [base, warnings] = baseChosenFor(open);
+    EXPECT_EQ(base, "/tmp");
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_THAT(warnings[0], ::testing::StartsWith("TMPDIR " + open.string() +
+                                                   " is not used for the allocation file: "));
+    EXPECT_THAT(warnings[0], ::testing::HasSubstr("may write it and it lacks the sticky bit"));
+    EXPECT_THAT(warnings[0], ::testing::HasSubstr("mode 07"));
+    EXPECT_TRUE(fs::is_empty(open));
+  }
+  // A symlink, even to a folder that would do, is not followed.
+  fs::create_directory_symlink(sticky, dir / "link");
+  const auto [base, warnings] = baseChosenFor(dir / "link");
+  EXPECT_EQ(base, "/tmp");
+  EXPECT_THAT(warnings, ::testing::ElementsAre(::testing::HasSubstr("a symbolic link")));
+  // One that is missing is no one's to judge: passed over without a word.
+  EXPECT_EQ(baseChosenFor(dir / "missing"),
+            std::make_pair(fs::path("/tmp"), std::vector<std::string>{}));
+}
+
+TEST(AllocationFileTest, ATmpdirOfAnotherUserIsPassedOverForTmp) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to give a folder to another user";
+  const TempDir dir("allocation-file");
+  // Even private to that user, or sticky: its owner may rename anything in it.
+  for (const mode_t mode : {mode_t{0700}, mode_t{01777}}) {
+    const fs::path theirs = folderWithMode(dir, "theirs-" + std::to_string(mode), mode);
+    ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+    const auto [base, warnings] = baseChosenFor(theirs);
+    EXPECT_EQ(base, "/tmp");
+    EXPECT_THAT(warnings,
+                ::testing::ElementsAre(::testing::HasSubstr("is neither this user nor root")));
+    EXPECT_TRUE(fs::is_empty(theirs));
+  }
+  // Root's is root's own.
+  const fs::path roots = folderWithMode(dir, "roots", 0755);
+  EXPECT_EQ(baseChosenFor(roots), std::make_pair(roots, std::vector<std::string>{}));
+}
+
+TEST(AllocationFileTest, AFolderSwappedDuringTheCommandIsEmptiedAndTheImpostorLeftAlone) {
+  const TempDir dir("allocation-file");
+  const fs::path sticky = folderWithMode(dir, "sticky", 01777);
+  std::vector<std::string> warnings;
+  AllocationFile file = AllocationFile::inNewFolder(shared({sticky}), "{}\n", warnings);
+  const fs::path folder = file.path().parent_path();
+  const AllocationFile nested = AllocationFile::besideEnclosing(file.path(), "{}\n");
+  fs::create_directory(folder / "made-by-the-command");
+  write(folder / "made-by-the-command" / "x", "x");
+  // The folder renamed away, another put at its name with a file of its own.
+  fs::rename(folder, dir / "moved");
+  fs::create_directory(folder);
+  write(folder / "allocation.json", "forged");
+  const std::vector<std::string> left = file.remove();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_THAT(left[0], ::testing::StartsWith("the allocation file's folder " + folder.string() +
+                                             " was replaced during the command by a directory"));
+  EXPECT_EQ(readFile(folder / "allocation.json"), "forged");
+  EXPECT_TRUE(fs::is_empty(dir / "moved"));
+
+  // Moved away, nothing in its place: emptied, and said.
+  AllocationFile moved = AllocationFile::inNewFolder(shared({sticky}), "{}\n", warnings);
+  const fs::path away = dir / "away";
+  fs::rename(moved.path().parent_path(), away);
+  EXPECT_THAT(moved.remove(), ::testing::ElementsAre(::testing::HasSubstr("was moved away")));
+  EXPECT_TRUE(fs::is_empty(away));
+  EXPECT_EQ(warnings, std::vector<std::string>{});
 }
 
 TEST(AllocationFileTest, ANewFolderIs0700ItsFile0600AndBothGoWithEverythingInThem) {
   const TempDir dir("allocation-file");
   ::mode_t previous = ::umask(0);  // mode 0700 and 0600 whatever the umask
-  AllocationFile file =
-      AllocationFile::inNewFolder({dir / "missing", dir.path()}, allocationText(twoUnits()));
+  std::vector<std::string> warnings;
+  AllocationFile file = AllocationFile::inNewFolder(shared({dir / "missing", dir.path()}),
+                                                    allocationText(twoUnits()), warnings);
   ::umask(previous);
   const fs::path folder = file.path().parent_path();
   EXPECT_EQ(folder.parent_path(), dir.path());
@@ -210,7 +337,8 @@ TEST(AllocationFileTest, ANewFolderIs0700ItsFile0600AndBothGoWithEverythingInThe
 TEST(AllocationFileTest, NoFolderThatTakesOneIsAnErrorNamingThemAll) {
   const TempDir dir("allocation-file");
   try {
-    AllocationFile::inNewFolder({dir / "a", dir / "b"}, "{}\n");
+    std::vector<std::string> warnings;
+    AllocationFile::inNewFolder(shared({dir / "a", dir / "b"}), "{}\n", warnings);
     ADD_FAILURE() << "no error";
   } catch (const std::runtime_error& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr((dir / "a").string() + ": No such file"));
@@ -228,6 +356,17 @@ TEST(AllocationFileTest, ANestedFileGoesOnlyIntoAPrivateFolder) {
   EXPECT_THROW(AllocationFile::besideEnclosing("relative/allocation.json", "{}\n"),
                std::runtime_error);
   EXPECT_EQ(std::distance(fs::directory_iterator(open), fs::directory_iterator()), 1);
+  // A symlink to a private folder is not followed.
+  const fs::path folder = folderWithMode(dir, "private", 0700);
+  write(folder / "allocation.json", allocationText(twoUnits()));
+  fs::create_directory_symlink(folder, dir / "link");
+  try {
+    AllocationFile::besideEnclosing(dir / "link" / "allocation.json", "{}\n");
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("a symbolic link"));
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(folder), fs::directory_iterator()), 1);
 }
 
 TEST(AllocationFileTest, OnlyAFileThisUserMayTrustIsRead) {
@@ -243,6 +382,8 @@ TEST(AllocationFileTest, OnlyAFileThisUserMayTrustIsRead) {
   // A symlink, a second link, a folder, junk, a relative path: not read.
   fs::create_symlink(folder / "allocation.json", folder / "link.json");
   EXPECT_EQ(readAllocationFile(folder / "link.json"), std::nullopt);
+  fs::create_directory_symlink(folder, dir / "link");
+  EXPECT_EQ(readAllocationFile(dir / "link" / "allocation.json"), std::nullopt);
   fs::create_hard_link(folder / "allocation.json", folder / "hard.json");
   EXPECT_EQ(readAllocationFile(folder / "hard.json"), std::nullopt);
   fs::create_directory(folder / "dir.json");
