@@ -3,10 +3,13 @@
 // unknown one. The only translation unit that includes CLI/CLI.hpp.
 #include "CommandLine.h"
 
+#include <sys/types.h>
+
 #include <algorithm>
 #include <array>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -79,7 +82,8 @@ void addFormatOption(CLI::App& command, OutputFormat& format, bool prometheus = 
 }
 
 /// A process id as typed: decimal digits only, so that `010` is pid 10 (CLI11 would read it as
-/// octal 8, and `0x10` as 16) and no sign, space or 0 slips through; the leading zeros go.
+/// octal 8, and `0x10` as 16) and no sign, space, 0 or number past pid_t slips through; the
+/// leading zeros go.
 CLI::Validator processIdValidator() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -88,7 +92,11 @@ CLI::Validator processIdValidator() {
           return "not a process id";
         }
         text.erase(0, std::min(text.find_first_not_of('0'), text.size() - 1));
-        return text == "0" ? "not a process id" : std::string();
+        // Within pid_t: a larger number would be cut to another process's pid on the way.
+        const bool fits =
+            text.size() < 10 ||
+            (text.size() == 10 && text <= std::to_string(std::numeric_limits<pid_t>::max()));
+        return text == "0" || !fits ? "not a process id" : std::string();
       },
       "");
 }

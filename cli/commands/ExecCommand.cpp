@@ -509,7 +509,12 @@ int runExec(const ExecOptions& options) {
       narrowing.push_back("--select " + strings::quoteForMessage(*options.select));
     }
     if (options.gpus) narrowing.push_back("--gpus " + strings::quoteForMessage(*options.gpus));
-    if (options.mig) narrowing.push_back("--mig");
+    if (options.mig) {
+      narrowing.push_back("--mig");
+    } else if (std::any_of(inherited->leftOut.begin(), inherited->leftOut.end(),
+                           [](const std::string& unit) { return unit.starts_with("MIG-"); })) {
+      narrowing.push_back("MIG instances are units only with --mig");
+    }
     narrowing.push_back("a mask, or their health");
     printError("this process already holds GPU(s) " + strings::join(inherited->leftOut, ",") +
                " from process " + std::to_string(inherited->owner) +
@@ -526,23 +531,25 @@ int runExec(const ExecOptions& options) {
     // The share's environment is the outer exec's, already in this one's: a second exec could
     // only repeat or spoil it.
     printError("this process already holds a share of GPU(s) " +
-               strings::join(inherited->shares, ",") +
-               " from the flink-gpu exec that started it, and gets nothing more: one allocation "
-               "per process; run the command without this flink-gpu exec (its environment "
-               "already names the share)");
+               strings::join(inherited->shares, ",") + " from process " +
+               std::to_string(inherited->owner) +
+               ", which started it, and gets nothing more: one allocation per process tree; run "
+               "the command without this flink-gpu exec (its environment already names the "
+               "share)");
     return kDiscoveryFailed;
   }
   if (!inherited->gpus.empty()) {
     if (options.share) {
       printError("this process already holds GPU(s) " + strings::join(inherited->gpus, ",") +
-                 " whole from the flink-gpu exec that started it, and gets no share besides: "
-                 "one allocation per process");
+                 " whole from process " + std::to_string(inherited->owner) +
+                 ", which started it, and gets no share besides: one allocation per process "
+                 "tree");
       return kDiscoveryFailed;
     }
     if (inherited->gpus.size() < amount) {
       printError("this process already holds GPU(s) " + strings::join(inherited->gpus, ",") +
-                 " from the flink-gpu exec that started it, and gets no more: one allocation "
-                 "per process (" +
+                 " from process " + std::to_string(inherited->owner) +
+                 ", which started it, and gets no more: one allocation per process tree (" +
                  std::to_string(amount) + " requested)");
       return kDiscoveryFailed;
     }

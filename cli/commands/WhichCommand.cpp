@@ -147,15 +147,24 @@ int runWhich(const WhichOptions& options) {
   std::vector<coordination::Record> records;
   records.reserve(status.records.size());
   for (coordination::RecordStatus& entry : status.records) records.push_back(entry.record);
+  const std::vector<coordination::HeldLease> leases = coordination::heldLeases(file);
   const std::optional<coordination::TreeOwner> owner =
-      coordination::treeOwner(records, coordination::heldLeases(file), pid);
+      coordination::treeOwner(records, leases, pid);
   if (!owner) {
     const std::string cause =
         status.records.empty() && status.leasesWithoutRecord.empty()
             ? "coordination file " + file + describeFileWithoutRecords(file)
             : "no record of " + file + " names one of them, and none has a lease of it open";
+    const auto unseen =
+        std::count_if(leases.begin(), leases.end(),
+                      [](const coordination::HeldLease& lease) { return lease.holder == 0; });
+    const std::string cannotTell =
+        unseen == 0 ? std::string()
+                    : "; but " + std::to_string(unseen) +
+                          " of its leases are held by processes this user cannot look at, so "
+                          "whether one of them is of this process's tree cannot be told";
     printError((options.pid ? processText(pid) : std::string("this process")) +
-               " holds no GPU, nor does any process it descends from: " + cause);
+               " holds no GPU, nor does any process it descends from: " + cause + cannotTell);
     return kDiscoveryFailed;
   }
 

@@ -117,7 +117,14 @@ std::size_t utf8SequenceLength(std::string_view text, char32_t& codePoint) noexc
 
 std::string quoteForMessage(std::string_view text, std::size_t maxLength) {
   std::string quoted;
-  const std::size_t shown = text.size() < maxLength ? text.size() : maxLength;
+  std::size_t shown = text.size() < maxLength ? text.size() : maxLength;
+  // Cut between characters, never inside one: back off over UTF-8 continuation bytes (three at
+  // most, the longest sequence's), so that a cut "é" is not shown as "\xc3".
+  for (int back = 0; back < 3 && shown > 0 && shown < text.size() &&
+                     (static_cast<unsigned char>(text[shown]) & 0xc0) == 0x80;
+       ++back) {
+    --shown;
+  }
   quoted.reserve(shown + 16);
   // "\\x1b", "\\u009b": `prefix`, then `digits` lower-case hex digits of `value`.
   const auto escape = [&quoted](std::string_view prefix, unsigned value, int digits) {

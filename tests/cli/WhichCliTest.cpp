@@ -293,3 +293,25 @@ TEST_F(WhichCliTest, ANestedExecThatCannotHandOutItsTreesGpusTakesNoOthers) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(WhichCliTest, ANestedExecInAContainerGetsItsTreesGpuByTheLeasesItHoldsItself) {
+  // exec's command starts a container (a pid namespace and /proc of its own): the records' pid
+  // and /proc/locks' taker are of the host, invisible there, but the container holds exec's
+  // leases through the descriptors it inherited.
+  if (const std::optional<std::string> why = flink::testing::whyNoPidNamespace()) {
+    GTEST_SKIP() << *why;
+  }
+  std::string container;
+  for (const std::string& word : flink::testing::inPidNamespace()) container += "'" + word + "' ";
+  const std::string inner = "env -u CUDA_VISIBLE_DEVICES '" + std::string(kCli) +
+                            "' exec -n 1 -- /bin/sh -c 'echo $CUDA_VISIBLE_DEVICES'";
+  const CliRun run =
+      runCli({"exec", "-n", "1", "--", "/bin/sh", "-c", container + "/bin/sh -c \"" + inner + "\""},
+             environment());
+  EXPECT_EQ(run.exitCode, 0) << run;
+  EXPECT_EQ(run.out, "0\n") << run;
+}
+
+}  // namespace

@@ -42,6 +42,10 @@ TEST(StringsTest, SplitKeepsEmptyParts) {
 TEST(StringsTest, QuoteForMessageEscapesAndBounds) {
   EXPECT_EQ(quoteForMessage("a\nb\t\x01"), "a\\nb\\t\\x01");
   EXPECT_EQ(quoteForMessage(std::string(300, 'x'), 10), "xxxxxxxxxx... (290 more bytes)");
+  // A cut falls between characters: "é" is two bytes, and the tenth byte is inside the fifth.
+  std::string accents;
+  for (int i = 0; i < 10; ++i) accents += "\xc3\xa9";
+  EXPECT_EQ(quoteForMessage(accents, 9), "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9... (12 more bytes)");
 }
 
 TEST(StringsTest, QuoteForMessageLetsNoEscapeSequenceThrough) {

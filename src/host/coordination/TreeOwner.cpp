@@ -2,6 +2,7 @@
 #include "host/coordination/TreeOwner.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -13,26 +14,39 @@ namespace flink::coordination {
 std::vector<HeldLease> heldLeases(const std::filesystem::path& file) {
   std::vector<HeldLease> held;
   // A pid of /proc/locks or of /proc/<pid>/fd names a process of this pid namespace only where
-  // /proc is this namespace's own.
-  if (!liveness::HostFacts::system().reader().ownProc) return held;
+  // /proc is this namespace's own; this process's own descriptors tell of it anywhere.
+  const bool ownProc = liveness::HostFacts::system().reader().ownProc;
   try {
     const LeaseFolder folder = LeaseFolder::open(file, SiblingTrust::ofPath(file));
     if (folder.empty()) return held;
-    const std::optional<FlockTable> flocks = FlockTable::read();
-    if (!flocks) return held;
+    const std::optional<FlockTable> flocks = ownProc ? FlockTable::read() : std::nullopt;
+    const std::vector<liveness::FileKey> ownLocks = liveness::flocksHeldByThisProcess();
     const std::filesystem::path directory = leaseFolderOf(file);
     std::vector<std::string> names(folder.names().begin(), folder.names().end());
     std::sort(names.begin(), names.end());
     for (const std::string& name : names) {
       struct stat status {};
       if (::lstat((directory / name).c_str(), &status) != 0 || !S_ISREG(status.st_mode)) continue;
-      if (!flocks->held(status.st_dev, status.st_ino)) continue;
-      // /proc/locks names the lock's taker, which may be gone (its pid another process's now)
-      // while a child it passed the descriptor to holds the lock: the holder is a process that
-      // has the file open now.
-      const liveness::OpenFileLook look = liveness::openFileOfLock(
-          flocks->holder(status.st_dev, status.st_ino).value_or(0), status.st_dev, status.st_ino);
-      held.push_back({name, look.found ? look.found->pid : 0});
+      const liveness::FileKey key{static_cast<std::uint64_t>(status.st_dev),
+                                  static_cast<std::uint64_t>(status.st_ino)};
+      if (flocks && flocks->held(key.device, key.inode)) {
+        // /proc/locks names the lock's taker, which may be gone (its pid another process's now)
+        // while a child it passed the descriptor to holds the lock: the holder is a process that
+        // has the file open now.
+        const liveness::OpenFileLook look = liveness::openFileOfLock(
+            flocks->holder(key.device, key.inode).value_or(0), key.device, key.inode);
+        if (look.found) {
+          held.push_back({name, look.found->pid});
+          continue;
+        }
+      }
+      // Not listed (its taker is of another pid namespace: this process runs in a container a
+      // worker started), or its holder not seen: this process's own lock, where it holds it.
+      if (std::find(ownLocks.begin(), ownLocks.end(), key) != ownLocks.end()) {
+        held.push_back({name, ::getpid()});
+      } else if (flocks && flocks->held(key.device, key.inode)) {
+        held.push_back({name, 0});
+      }
     }
   } catch (const StoreError&) {
     // A folder that fails the trust rules holds no lease anyone may rely on.

@@ -26,14 +26,17 @@ namespace flink::coordination {
 struct HeldLease {
   std::string name;
   /// A process of this pid namespace that has the file open now (its taker where that one still
-  /// has it: liveness::openFileOfLock); 0 where none is seen.
+  /// has it: liveness::openFileOfLock; this process, for a lock it holds itself); 0 where the
+  /// holder is not seen.
   pid_t holder = 0;
 };
 
-/// The lease files of coordination file `file` that /proc/locks lists as held, each with a process
-/// that has it open now: never a taker that is gone, whose pid another process may have since.
-/// Best effort: none where the folder is missing or fails the trust rules, /proc/locks cannot be
-/// read, or /proc is not this pid namespace's own.
+/// The lease files of coordination file `file` that are held, each with a process that has it
+/// open now: for a lock /proc/locks lists, that process (never a taker that is gone, whose pid
+/// another process may have since: liveness::openFileOfLock), where /proc is this pid namespace's
+/// own; else this process, where it holds the lock through a descriptor of its own (a container
+/// a worker started, whose /proc/locks leaves the worker's locks out); else 0 (held, by a process
+/// this one cannot see). Best effort: none where the folder is missing or fails the trust rules.
 std::vector<HeldLease> heldLeases(const std::filesystem::path& file);
 
 /// The owner of a process tree, as treeOwner finds it.

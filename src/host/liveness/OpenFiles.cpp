@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "host/liveness/HostFacts.h"
@@ -119,6 +121,31 @@ OpenFileLook openFileOfLock(pid_t holder, std::uint64_t device, std::uint64_t in
     }
   }
   return lookAtEveryProcess(device, inode);
+}
+
+std::vector<FileKey> flocksHeldByThisProcess() {
+  std::vector<FileKey> held;
+  const Dir dir(::opendir("/proc/self/fd"));
+  if (!dir) return held;
+  std::size_t looked = 0;
+  while (const dirent* entry = ::readdir(dir.get())) {
+    if (entry->d_name[0] == '.') continue;
+    if (++looked > kMostDescriptors) break;
+    const std::string name = entry->d_name;
+    struct stat info {};
+    if (::stat(("/proc/self/fd/" + name).c_str(), &info) != 0 || !S_ISREG(info.st_mode)) continue;
+    // fdinfo lists the locks held through this open file description: "lock:\t1: FLOCK …".
+    std::ifstream fdinfo("/proc/self/fdinfo/" + name);
+    std::string line;
+    while (std::getline(fdinfo, line)) {
+      if (line.starts_with("lock:") && line.find("FLOCK") != std::string::npos) {
+        held.push_back(
+            {static_cast<std::uint64_t>(info.st_dev), static_cast<std::uint64_t>(info.st_ino)});
+        break;
+      }
+    }
+  }
+  return held;
 }
 
 }  // namespace flink::liveness

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace flink::liveness {
 
@@ -40,5 +41,18 @@ std::string deletedLinkOf(const std::string& path);
 /// pid namespace cannot see, or gone): a descriptor of the file in the holder, or, where the holder
 /// is gone, in any process this one may look at.
 OpenFileLook openFileOfLock(pid_t holder, std::uint64_t device, std::uint64_t inode);
+
+/// A file, by device and inode (st_dev, st_ino).
+struct FileKey {
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  friend bool operator==(const FileKey&, const FileKey&) = default;
+};
+
+/// The files this process holds a flock on through one of its own descriptors (inherited or
+/// opened), as /proc/self/fdinfo tells it: what it holds even where /proc/locks leaves the lock
+/// out (its taker is of another pid namespace: a container started by a worker that holds a
+/// GPU). Empty where /proc/self cannot be read.
+std::vector<FileKey> flocksHeldByThisProcess();
 
 }  // namespace flink::liveness
