@@ -1,5 +1,6 @@
 #include "util/FileOwnership.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -8,6 +9,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 namespace flink::files {
 
@@ -73,6 +76,68 @@ std::optional<std::string> whyOthersMayReplaceIn(const struct stat& folder) {
            "and put something else in its place";
   }
   return std::nullopt;
+}
+
+FolderOnPath openFolderOthersMayNotReplace(const std::filesystem::path& folder,
+                                           std::optional<std::string> (*rule)(const struct stat&)) {
+  constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  FolderOnPath result;
+  if (!folder.is_absolute()) {
+    result.where = folder;
+    result.error = EINVAL;
+    result.why = "it is not an absolute path";
+    return result;
+  }
+  // "a/../b" is "b" here: with no symbolic link on the way (refused below), ".." is the folder
+  // above, judged already.
+  std::vector<std::string> names;
+  for (const std::filesystem::path& name : folder.lexically_normal().relative_path()) {
+    if (!name.empty() && name != ".") names.push_back(name.string());
+  }
+  // What stopped the walk at `where`, the folder itself or, named first, one above it.
+  std::filesystem::path where = "/";
+  const auto refuse = [&](bool itself, std::string why) {
+    if (result.fd >= 0) ::close(result.fd);
+    result.fd = -1;
+    result.where = where;
+    result.why = itself ? std::move(why) : where.string() + " on its path: " + why;
+    return result;
+  };
+  result.fd = ::open("/", kFlags);
+  if (result.fd < 0) {
+    result.error = errno;
+    return refuse(names.empty(), std::strerror(result.error));
+  }
+  for (std::size_t next = 0;; ++next) {
+    const bool itself = next == names.size();
+    if (::fstat(result.fd, &result.info) != 0) return refuse(itself, std::strerror(errno));
+    result.opened = true;
+    if (std::optional<std::string> why = (itself ? rule : whyOthersMayReplaceIn)(result.info)) {
+      return refuse(itself, std::move(*why));
+    }
+    if (itself) {
+      result.where = where;
+      return result;
+    }
+    const int parent = result.fd;
+    const char* name = names[next].c_str();
+    where /= names[next];
+    result.opened = false;
+    result.fd = ::openat(parent, name, kFlags);
+    if (result.fd < 0) {
+      result.error = errno;
+      // What is there instead of a folder (a symbolic link, a file), in the rule's words.
+      struct stat info {};
+      std::optional<std::string> why;
+      if ((result.error == ELOOP || result.error == ENOTDIR) &&
+          ::fstatat(parent, name, &info, AT_SYMLINK_NOFOLLOW) == 0) {
+        why = whyOthersMayReplaceIn(info);
+      }
+      ::close(parent);
+      return refuse(next + 1 == names.size(), why.value_or(std::strerror(result.error)));
+    }
+    ::close(parent);
+  }
 }
 
 std::string whyCannotOpen(const std::filesystem::path& path, int error) {

@@ -1,12 +1,13 @@
 // The allocation file of `flink-gpu exec` (FLINK_GPU_ALLOCATION_FILE) from the outside: the real
 // binary on the stand-in libnvidia-ml.so.1. What the file says under an inherited mask and with
 // --bind-cpus (its JSON, parsed, compared whole), its folder and modes, where it goes
-// ($XDG_RUNTIME_DIR, $TMPDIR, and /tmp when others may replace the folder in $TMPDIR), a stale
-// inherited value replaced; the folder swapped for another during the command (the impostor left
-// alone, the folder emptied wherever it was moved); its removal when the command
-// ends, exits non-zero, is killed, when exec is sent SIGTERM, when the command cannot be run and
-// when nothing is run; an exec nested in an exec (the enclosing file kept, or one of its own
-// beside it, removed with the enclosing folder), and one whose enclosing process gave it no file.
+// ($XDG_RUNTIME_DIR, $TMPDIR, and /tmp when others may replace the folder in $TMPDIR, or $TMPDIR
+// in a folder above it), a stale inherited value replaced; the folder swapped for another during
+// the command (the impostor left alone, the folder emptied wherever it was moved); its removal
+// when the command ends, exits non-zero, is killed, when exec is sent SIGTERM, when the command
+// cannot be run and when nothing is run; an exec nested in an exec (the enclosing file kept, or
+// one of its own beside it, removed with the enclosing folder), and one whose enclosing process
+// gave it no file.
 // The share's members are ExecShareCliTest's (it has the stand-in MPS daemon).
 #include <signal.h>
 #include <sys/stat.h>
@@ -213,6 +214,31 @@ TEST_F(ExecAllocationFileCliTest, ATmpdirThatOthersMayReplaceTheFolderInIsPassed
   EXPECT_EQ(path.parent_path().parent_path(), "/tmp");
   EXPECT_FALSE(fs::exists(path.parent_path())) << path;
   expectNothingLeft("after the commands");
+}
+
+TEST_F(ExecAllocationFileCliTest, ATmpdirBelowAFolderThatOthersMayWriteIsPassedOverForTmp) {
+  // $TMPDIR itself 0755, but the folder above it 0777: anyone could rename $TMPDIR away and put
+  // a path of theirs, with a forged file at exec's folder's name, in its place.
+  const fs::path open = dir_ / "p777";
+  const fs::path below = open / "sub";
+  fs::create_directories(below);
+  fs::permissions(open, fs::perms::all);
+  fs::permissions(below, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                             fs::perms::others_read | fs::perms::others_exec);
+  const CliRun run = exec({"-n", "1"}, report(), {"TMPDIR=" + below.string()});
+  ASSERT_EQ(run.exitCode, 0) << run;
+  // One line: the folder above it that failed, why, and its owner and mode.
+  EXPECT_THAT(run.err, ::testing::MatchesRegex(
+                           "flink-gpu: warning: TMPDIR " + below.string() +
+                           " is not used for the allocation file: " + open.string() +
+                           " on its path: anyone may write it and it lacks the sticky bit, so "
+                           "others may rename what is made in it and put something else in its "
+                           "place \\(owner [^\n]*, mode 0777\\)\n"))
+      << run;
+  const fs::path path = line("seen.path");
+  EXPECT_EQ(path.parent_path().parent_path(), "/tmp");
+  EXPECT_FALSE(fs::exists(path.parent_path())) << path;
+  EXPECT_TRUE(fs::is_empty(below));
 }
 
 TEST_F(ExecAllocationFileCliTest, AFolderSwappedDuringTheCommandIsEmptiedAndTheImpostorLeftAlone) {

@@ -436,25 +436,18 @@ AllocationFile AllocationFile::inNewFolder(const std::vector<AllocationFolderBas
     failures += (failures.empty() ? "" : "; ") + where.string() + ": " + why;
   };
   for (const AllocationFolderBase& base : bases) {
-    // Judged on the descriptor the folder is then made through: what is judged is what is used.
-    process::FileDescriptor baseFd(::open(base.path.c_str(), kFolderFlags));
-    struct stat info {};
-    std::optional<std::string> why;
-    if (!baseFd || ::fstat(baseFd.get(), &info) != 0) {
-      const int error = errno;
-      why = whyCannotOpenFolder(base.path, error);
-      if (error == ENOENT || error == EACCES) {
-        fail(base.path, *why);
-        continue;
-      }
-    } else {
-      why = base.privateOnly ? whyNotPrivate(info) : files::whyOthersMayReplaceIn(info);
-    }
-    if (why) {
-      if (!base.privateOnly && !base.variable.empty()) {
-        warnings.push_back(base.variable + " " + base.path.string() +
-                           " is not used for the allocation file: " + *why +
-                           (baseFd ? " (" + files::describeOwnership(info) + ")" : ""));
+    // Every folder on its path judged, from / down, on the descriptors the walk opened, and the
+    // folder made through the base's: what is judged is what is used.
+    files::FolderOnPath opened = files::openFolderOthersMayNotReplace(
+        base.path, base.privateOnly ? whyNotPrivate : files::whyOthersMayReplaceIn);
+    process::FileDescriptor baseFd(opened.fd);
+    if (const std::optional<std::string>& why = opened.why) {
+      // One missing, or that this user may not enter, is no one's to judge: passed over quietly.
+      const bool quiet = opened.error == ENOENT || opened.error == EACCES;
+      if (!quiet && !base.privateOnly && !base.variable.empty()) {
+        warnings.push_back(
+            base.variable + " " + base.path.string() + " is not used for the allocation file: " +
+            *why + (opened.opened ? " (" + files::describeOwnership(opened.info) + ")" : ""));
       }
       fail(base.path, *why);
       continue;

@@ -15,10 +15,12 @@
 // followed) owned by this user with mode 0700, and a file only when it is a regular file with one
 // link, owned by this user, in such a folder; files are made with O_EXCL and O_NOFOLLOW, so that
 // nothing another user put in the way is written through. The folder is made in a base that no
-// other user may rename it out of (files::whyOthersMayReplaceIn: this user's or root's, sticky
-// where others may write it), and everything done in it afterwards (the file written, its
-// entries and itself removed) is done through descriptors of the base and of the folder made,
-// never by a path that someone could have pointed elsewhere in the meantime.
+// other user may rename it out of, nor the base itself nor any folder above it
+// (files::openFolderOthersMayNotReplace: each this user's or root's, sticky where others may write
+// it, none a symbolic link), since the command finds the file by its path; and everything done in
+// it afterwards (the file written, its entries and itself removed) is done through descriptors of
+// the base and of the folder made, never by a path that someone could have pointed elsewhere in
+// the meantime.
 #pragma once
 
 #include <sys/types.h>
@@ -107,6 +109,7 @@ struct AllocationFolderBase {
   std::string variable;
   /// XDG_RUNTIME_DIR's rule: used only when private to this user (whyNotPrivateFolder). Else
   /// used only when no other user may replace what is made in it (files::whyOthersMayReplaceIn).
+  /// Either way, every folder above it must pass files::whyOthersMayReplaceIn too.
   bool privateOnly = false;
 
   friend bool operator==(const AllocationFolderBase&, const AllocationFolderBase&) = default;
@@ -115,7 +118,8 @@ struct AllocationFolderBase {
 /// The folders a private folder for an allocation file may be made in, in the order to try them:
 /// `xdgRuntimeDir` ($XDG_RUNTIME_DIR) when set and absolute (privateOnly); `tmpDir` ($TMPDIR)
 /// when set and absolute; /tmp. A null or empty value is not set. Whether each may be used is
-/// judged when the folder is made (AllocationFile::inNewFolder), on a descriptor of it.
+/// judged when the folder is made (AllocationFile::inNewFolder), on descriptors of it and of the
+/// folders above it.
 std::vector<AllocationFolderBase> allocationFolderBases(const char* xdgRuntimeDir,
                                                         const char* tmpDir);
 
@@ -134,8 +138,10 @@ class AllocationFile {
   /// Makes a private folder "flink-gpu-exec.XXXXXX" (as mkdtemp, then mode 0700 whatever the
   /// umask) in the first of `bases` that may be used and takes one, and writes `text` into
   /// "allocation.json" in it, mode 0600, complete and closed when this returns. A base is opened
-  /// without following a symlink and judged on that descriptor (AllocationFolderBase); one named
-  /// by $TMPDIR that fails its rule is passed over with a line in `warnings` saying why (a
+  /// from / down, one folder at a time, without following a symlink, and it and every folder
+  /// above it judged on those descriptors (AllocationFolderBase,
+  /// files::openFolderOthersMayNotReplace); one named by $TMPDIR that fails is passed over with a
+  /// line in `warnings` saying why, naming the folder above it when that one failed (a
   /// runtime folder that is not private is passed over silently: one of another user, after su,
   /// is ordinary). The destructor removes the folder and everything in it: the files of exec's
   /// nested in this one's command too.

@@ -264,6 +264,78 @@ TEST(AllocationFileTest, ATmpdirOfAnotherUserIsPassedOverForTmp) {
   EXPECT_EQ(baseChosenFor(roots), std::make_pair(roots, std::vector<std::string>{}));
 }
 
+TEST(AllocationFileTest, ATmpdirBelowAFolderThatOthersMayReplaceItInIsPassedOverForTmp) {
+  const TempDir dir("allocation-file");
+  // Whoever may rename a folder above $TMPDIR away may put a path of theirs in its place, with a
+  // folder at exec's folder's name and a forged file in it: the base itself being root's or this
+  // user's, 0755, is not enough.
+  const fs::path open = folderWithMode(dir, "open", 0777);
+  const fs::path below = open / "sub";
+  fs::create_directory(below);
+  ASSERT_EQ(::chmod(below.c_str(), 0755), 0);
+  const auto [base, warnings] = baseChosenFor(below);
+  EXPECT_EQ(base, "/tmp");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(
+      warnings[0],
+      ::testing::MatchesRegex("TMPDIR " + below.string() +
+                              " is not used for the allocation "
+                              "file: " +
+                              open.string() +
+                              " on its path: anyone may write it and "
+                              "it lacks the sticky bit, so others may rename what is made in it "
+                              "and put something else in its place \\(owner [^\n]*, mode 0777\\)"));
+  EXPECT_TRUE(fs::is_empty(below));
+
+  // A symlink in the middle of the path, even to a folder that would do, is not followed.
+  const fs::path sticky = folderWithMode(dir, "sticky", 01777);
+  fs::create_directory(sticky / "sub");
+  fs::create_directory_symlink(sticky, dir / "link");
+  const auto [linkBase, linkWarnings] = baseChosenFor(dir / "link" / "sub");
+  EXPECT_EQ(linkBase, "/tmp");
+  EXPECT_EQ(linkWarnings, std::vector<std::string>{
+                              "TMPDIR " + (dir / "link" / "sub").string() +
+                              " is not used for the allocation file: " + (dir / "link").string() +
+                              " on its path: it is a symbolic link, not a folder"});
+  EXPECT_TRUE(fs::is_empty(sticky / "sub"));
+
+  // Below a sticky one, as /tmp: others may rename only what is theirs. Used.
+  EXPECT_EQ(baseChosenFor(sticky / "sub"),
+            std::make_pair(sticky / "sub", std::vector<std::string>{}));
+  // Below a missing one: no one's to judge, passed over without a word.
+  EXPECT_EQ(baseChosenFor(dir / "missing" / "sub"),
+            std::make_pair(fs::path("/tmp"), std::vector<std::string>{}));
+}
+
+TEST(AllocationFileTest, ATmpdirBelowAFolderOfAnotherUserIsPassedOverForTmp) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to give a folder to another user";
+  const TempDir dir("allocation-file");
+  const fs::path theirs = folderWithMode(dir, "theirs", 0755);
+  const fs::path below = theirs / "sub";
+  fs::create_directory(below);
+  ASSERT_EQ(::chmod(below.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+  const auto [base, warnings] = baseChosenFor(below);
+  EXPECT_EQ(base, "/tmp");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], ::testing::StartsWith("TMPDIR " + below.string() +
+                                                 " is not used for the allocation file: " +
+                                                 theirs.string() + " on its path: its owner "));
+  EXPECT_THAT(warnings[0], ::testing::HasSubstr("is neither this user nor root (owner "));
+  EXPECT_THAT(warnings[0], ::testing::EndsWith(", mode 0755)"));
+  EXPECT_TRUE(fs::is_empty(below));
+  // The runtime folder's ancestors are judged the same, and it is passed over without a word.
+  const fs::path runtime = theirs / "runtime";
+  fs::create_directory(runtime);
+  ASSERT_EQ(::chmod(runtime.c_str(), 0700), 0);
+  std::vector<std::string> quiet;
+  const AllocationFile file =
+      AllocationFile::inNewFolder(allocationFolderBases(runtime.c_str(), nullptr), "{}\n", quiet);
+  EXPECT_EQ(file.path().parent_path().parent_path(), "/tmp");
+  EXPECT_EQ(quiet, std::vector<std::string>{});
+  EXPECT_TRUE(fs::is_empty(runtime));
+}
+
 TEST(AllocationFileTest, AFolderSwappedDuringTheCommandIsEmptiedAndTheImpostorLeftAlone) {
   const TempDir dir("allocation-file");
   const fs::path sticky = folderWithMode(dir, "sticky", 01777);
