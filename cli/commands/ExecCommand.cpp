@@ -326,11 +326,7 @@ std::optional<HeldByThisProcess> heldByThisProcessTree(const ExecOptions& option
   }
   std::vector<coordination::HeldLease> leases;
   for (coordination::HeldLease& lease : coordination::heldLeases(options.coordination.path)) {
-    // AMD's and Intel's lease names are their record names with `-` for `:` (Leases.h).
-    const std::string_view leaseVendor = lease.name.starts_with("amd-")     ? "amd"
-                                         : lease.name.starts_with("intel-") ? "intel"
-                                                                            : "nvidia";
-    if (leaseVendor == vendor) leases.push_back(std::move(lease));
+    if (coordination::vendorOfLeaseName(lease.name) == vendor) leases.push_back(std::move(lease));
   }
   const std::optional<coordination::TreeOwner> owner =
       coordination::treeOwner(records, leases, ::getpid());

@@ -230,7 +230,7 @@ std::vector<discovery::UnitRef> unitsOfLeaseName(const discovery::UnitIndex& ind
     if (!isIndex(rest)) return {};
     return one(nvidia(index.find(rest)));
   }
-  if (name.starts_with("amd-") || name.starts_with("intel-")) {
+  if (vendorOfLeaseName(name) != "nvidia") {
     // amd-00000000-05-00.3 → amd:00000000:05:00.3; intel-…-5A-00.0_1 → intel:…:5A:00.0/1
     std::string record(name);
     std::size_t at = 0;

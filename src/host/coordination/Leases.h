@@ -101,6 +101,14 @@ std::vector<discovery::UnitRef> unitsOfLeaseName(const discovery::UnitIndex& ind
                                                  std::string_view name,
                                                  const liveness::Reader& reader);
 
+/// "amd" or "intel" for a lease of their units (their record name with `-` for `:`), else
+/// "nvidia": the vendor of the unit a lease file holds, as device::vendorOfUnit for a record.
+constexpr std::string_view vendorOfLeaseName(std::string_view name) noexcept {
+  if (name.starts_with("amd-")) return "amd";
+  if (name.starts_with("intel-")) return "intel";
+  return "nvidia";
+}
+
 /// A share lease's name taken apart: the whole GPU's lease name and the share's index.
 struct ShareLeaseName {
   std::string gpuLease;
