@@ -23,6 +23,7 @@
 #include "host/coordination/Leases.h"
 #include "host/coordination/TreeOwner.h"
 #include "host/defaultdiscovery/ChildEnvironment.h"
+#include "host/enumeration/DeviceIdentifiers.h"
 #include "host/enumeration/UnitIndex.h"
 #include "host/liveness/HostFacts.h"
 #include "host/sharing/SharingDeclarations.h"
@@ -44,16 +45,6 @@ struct OwnedUnit {
   /// For a share: its grant as exec and the in-process driver had it.
   std::optional<defaultdiscovery::ShareGrant> share;
 };
-
-/// The device of the host that `record` names, where exactly one does.
-const discovery::GpuDevice* deviceOf(const discovery::UnitIndex& index,
-                                     const std::vector<discovery::GpuDevice>& devices,
-                                     const std::string& gpu,
-                                     const std::optional<std::string>& uuid) {
-  const std::vector<discovery::UnitRef> named = index.namedByRecord(gpu, uuid);
-  if (named.size() != 1 || named.front() >= devices.size()) return nullptr;
-  return &devices[named.front()];
-}
 
 /// `unit` with what the host's device says of it, and what the record says where the host does
 /// not (its UUID).
@@ -180,10 +171,9 @@ int runWhich(const WhichOptions& options) {
     printWarning("cannot read the sharing declarations: " + std::string(e.what()) +
                  "; a share's memory and MPS daemon are not shown");
   }
+  // The declaration of the one unit `named` (a record's reading, or a lease's unit), if any.
   const auto declarationOf =
-      [&](const std::string& gpu,
-          const std::optional<std::string>& uuid) -> const sharing::Declaration* {
-    const std::vector<discovery::UnitRef> named = index.namedByRecord(gpu, uuid);
+      [&](const std::vector<discovery::UnitRef>& named) -> const sharing::Declaration* {
     if (named.size() != 1 || named.front() >= declarations.size()) return nullptr;
     return declarations[named.front()];
   };
@@ -195,14 +185,14 @@ int runWhich(const WhichOptions& options) {
     OwnedUnit unit;
     unit.gpu = record.gpu;
     if (record.uuid) unit.uuid = record.uuid;
-    if (record.gpu.starts_with("GPU-") || record.gpu.starts_with("MIG-")) unit.uuid = record.gpu;
-    describeFrom(deviceOf(index, look.devices, record.gpu, record.uuid), unit);
-    for (const discovery::UnitRef ref : index.namedByRecord(record.gpu, record.uuid)) {
-      seen.insert(ref);
+    if (device::isUuid(record.gpu)) unit.uuid = record.gpu;
+    // The host's unit the record names, where exactly one is.
+    const std::vector<discovery::UnitRef> named = index.namedByRecord(record.gpu, record.uuid);
+    if (named.size() == 1 && named.front() < look.devices.size()) {
+      describeFrom(&look.devices[named.front()], unit);
     }
-    if (record.share) {
-      unit.share = shareOf(*record.share, declarationOf(record.gpu, record.uuid), unit.uuid);
-    }
+    seen.insert(named.begin(), named.end());
+    if (record.share) unit.share = shareOf(*record.share, declarationOf(named), unit.uuid);
     units.push_back(std::move(unit));
   }
   // Units it holds by a lease no record names: its GPUs all the same.
@@ -214,7 +204,7 @@ int runWhich(const WhichOptions& options) {
     unit.gpu = device.identifier;
     describeFrom(&device, unit);
     if (leased.share) {
-      const sharing::Declaration* declaration = declarationOf(device.identifier, device.uuid);
+      const sharing::Declaration* declaration = declarationOf({leased.unit});
       const coordination::ShareSlot slot{*leased.share, declaration ? declaration->replicas : 0};
       unit.share = shareOf(slot, declaration, device.uuid);
     }
