@@ -3,8 +3,9 @@
 #                what a worker does at start-up: flink-gpu discover
 #   make build   install every Debian package the project uses; build everything into build/
 #                (warnings are errors): the tests, examples and benchmarks too
-#   make check   make build (every target, the tests and benchmarks too: from a fresh clone as
-#                long as that build), then the unit tests (ctest label unit)
+#   make check   build what changed, then the unit tests (ctest label unit); installs nothing
+#                once `make build` or `make test` has configured $(BUILD_DIR) (it runs make build
+#                first when not)
 #   make test    build, then every test; the concurrency tests under TSan (clang); then every
 #                test under ASan+UBSan (clang) with the fuzzers
 #   make package build, then the Debian package of the plugin component (build/*.deb), installing
@@ -22,10 +23,17 @@ TSAN_DIR ?= build-tsan
 PACKAGE_PREFIX ?= /opt/flink
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 20
-CONFIGURE = cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLINK_GPU_WERROR=ON \
-  -DFLINK_GPU_PACKAGE_PREFIX=$(PACKAGE_PREFIX)
+# Ninja for a fresh build folder (it starts a target's compiles before the targets it links are
+# linked, which keeps both cores busy); a folder configured before keeps its generator.
+generator = $(if $(wildcard $(1)/CMakeCache.txt),,-G Ninja)
+# RelWithDebInfo with line tables (-g1): backtraces, perf and addr2line need no more, and the full
+# debug information of -g was a quarter of the main build's compile time. For a debugger's view of
+# variables: cmake -S . -B build-debug -DCMAKE_BUILD_TYPE=Debug.
+CONFIGURE = cmake -S . -B $(BUILD_DIR) $(call generator,$(BUILD_DIR)) \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
+  -DFLINK_GPU_WERROR=ON -DFLINK_GPU_PACKAGE_PREFIX=$(PACKAGE_PREFIX)
 
-.PHONY: all deps deps-run build run check test test-tsan test-sanitize package bench \
+.PHONY: all deps deps-run build run check test test-all test-tsan test-sanitize package bench \
   gpu-check-bundle format clean
 
 all: build
@@ -54,10 +62,23 @@ run: deps-run
 	  $(BUILD_DIR)/bin/flink-gpu discover --discovery-script examples/discovery-scripts/fixed-gpus.sh --discovery-args '0,1,2,3' --amount 2; \
 	fi
 
-check: build
+# The loop of a change: no package install, no configure, on a folder `make build` made (a fresh
+# one, or one `make run` configured without the tests, gets `make build` first).
+check:
+	@grep -qs '^BUILD_TESTING:BOOL=ON' $(BUILD_DIR)/CMakeCache.txt || $(MAKE) --no-print-directory build
+	cmake --build $(BUILD_DIR) -j $(JOBS)
 	ctest --test-dir $(BUILD_DIR) -L unit --output-on-failure -j $(JOBS)
 
-test: build
+# Prints how long it took, passed or failed (the figure README.md quotes).
+test:
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory test-all; status=$$?; \
+	elapsed=$$(($$(date +%s) - start)); \
+	if [ $$status -eq 0 ]; then verdict=passed; else verdict=FAILED; fi; \
+	printf 'make test: %s in %d min %02d s\n' $$verdict $$((elapsed / 60)) $$((elapsed % 60)); \
+	exit $$status
+
+test-all: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 	$(MAKE) --no-print-directory test-tsan
 	$(MAKE) --no-print-directory test-sanitize
@@ -65,13 +86,13 @@ test: build
 # ThreadSanitizer needs a build of its own (it excludes ASan): only the library and the tests
 # that run threads against it (label tsan, see tests/tsan/), to keep `make test` short.
 test-tsan: deps
-	CXX=clang++ cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DFLINK_GPU_WERROR=ON \
+	CXX=clang++ cmake -S . -B $(TSAN_DIR) $(call generator,$(TSAN_DIR)) -DCMAKE_BUILD_TYPE=Debug -DFLINK_GPU_WERROR=ON \
 	  -DFLINK_GPU_TSAN=ON -DFLINK_GPU_BENCH=OFF
 	cmake --build $(TSAN_DIR) -j $(JOBS) --target flink-gpu-tsan-tests
 	ctest --test-dir $(TSAN_DIR) -L tsan --output-on-failure -j $(JOBS)
 
 test-sanitize: deps
-	CXX=clang++ cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=Debug -DFLINK_GPU_WERROR=ON \
+	CXX=clang++ cmake -S . -B $(SANITIZE_DIR) $(call generator,$(SANITIZE_DIR)) -DCMAKE_BUILD_TYPE=Debug -DFLINK_GPU_WERROR=ON \
 	  -DFLINK_GPU_SANITIZE=ON -DFLINK_GPU_FUZZ=ON -DFLINK_GPU_BENCH=OFF \
 	  -DFLINK_GPU_FUZZ_SECONDS=$(FUZZ_SECONDS)
 	cmake --build $(SANITIZE_DIR) -j $(JOBS)

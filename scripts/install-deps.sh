@@ -11,7 +11,7 @@ set -euo pipefail
 
 profile=${1:-all}
 run_packages=(
-  cmake make g++                           # compiler
+  cmake make ninja-build g++               # compiler and build tools
   libspdlog-dev libfmt-dev                 # logging
   libcli11-dev                             # command line
   nlohmann-json3-dev                       # JSON output
