@@ -3,9 +3,8 @@
 #                what a worker does at start-up: flink-gpu discover
 #   make build   install every Debian package the project uses; build everything into build/
 #                (warnings are errors): the tests, examples and benchmarks too
-#   make check   build what changed, then the unit tests (ctest label unit); installs nothing
-#                once `make build` or `make test` has configured $(BUILD_DIR) (it runs make build
-#                first when not)
+#   make check   build what changed, then the unit tests (ctest label unit); installs and
+#                configures nothing: $(BUILD_DIR) must be one `make build` or `make test` made
 #   make test    build, then every test; the concurrency tests under TSan (clang); then every
 #                test under ASan+UBSan (clang) with the fuzzers
 #   make package build, then the Debian package of the plugin component (build/*.deb), installing
@@ -62,10 +61,14 @@ run: deps-run
 	  $(BUILD_DIR)/bin/flink-gpu discover --discovery-script examples/discovery-scripts/fixed-gpus.sh --discovery-args '0,1,2,3' --amount 2; \
 	fi
 
-# The loop of a change: no package install, no configure, on a folder `make build` made (a fresh
-# one, or one `make run` configured without the tests, gets `make build` first).
+# The loop of a change: no package install and no configure, on a folder `make build` or `make test`
+# made (not one that `make run` configured without the tests, nor one whose configure failed).
 check:
-	@grep -qs '^BUILD_TESTING:BOOL=ON' $(BUILD_DIR)/CMakeCache.txt || $(MAKE) --no-print-directory build
+	@if ! grep -qs '^BUILD_TESTING:BOOL=ON' $(BUILD_DIR)/CMakeCache.txt || \
+	   { [ ! -f $(BUILD_DIR)/build.ninja ] && [ ! -f $(BUILD_DIR)/Makefile ]; }; then \
+	  echo "make check: $(BUILD_DIR)/ is not configured with the tests; run \`make build\` once (it installs the packages the tests need), then make check" >&2; \
+	  exit 2; \
+	fi
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 	ctest --test-dir $(BUILD_DIR) -L unit --output-on-failure -j $(JOBS)
 
