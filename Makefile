@@ -89,14 +89,14 @@ test-all: build
 # ThreadSanitizer needs a build of its own (it excludes ASan): only the library and the tests
 # that run threads against it (label tsan, see tests/tsan/), to keep `make test` short.
 test-tsan: deps
-	CXX=clang++ cmake -S . -B $(TSAN_DIR) $(call generator,$(TSAN_DIR)) -DCMAKE_BUILD_TYPE=Debug -DFLINK_GPU_WERROR=ON \
-	  -DFLINK_GPU_TSAN=ON -DFLINK_GPU_BENCH=OFF
+	CXX=clang++ cmake -S . -B $(TSAN_DIR) $(call generator,$(TSAN_DIR)) -DCMAKE_BUILD_TYPE=Debug \
+	  -DFLINK_GPU_WERROR=ON -DFLINK_GPU_TSAN=ON -DFLINK_GPU_BENCH=OFF
 	cmake --build $(TSAN_DIR) -j $(JOBS) --target flink-gpu-tsan-tests
 	ctest --test-dir $(TSAN_DIR) -L tsan --output-on-failure -j $(JOBS)
 
 test-sanitize: deps
-	CXX=clang++ cmake -S . -B $(SANITIZE_DIR) $(call generator,$(SANITIZE_DIR)) -DCMAKE_BUILD_TYPE=Debug -DFLINK_GPU_WERROR=ON \
-	  -DFLINK_GPU_SANITIZE=ON -DFLINK_GPU_FUZZ=ON -DFLINK_GPU_BENCH=OFF \
+	CXX=clang++ cmake -S . -B $(SANITIZE_DIR) $(call generator,$(SANITIZE_DIR)) -DCMAKE_BUILD_TYPE=Debug \
+	  -DFLINK_GPU_WERROR=ON -DFLINK_GPU_SANITIZE=ON -DFLINK_GPU_FUZZ=ON -DFLINK_GPU_BENCH=OFF \
 	  -DFLINK_GPU_FUZZ_SECONDS=$(FUZZ_SECONDS)
 	cmake --build $(SANITIZE_DIR) -j $(JOBS)
 	ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j $(JOBS)

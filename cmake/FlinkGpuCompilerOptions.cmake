@@ -11,7 +11,8 @@ endfunction()
 if(FLINK_GPU_SANITIZE)
   # -O1, as AddressSanitizer's documentation advises: the tests ran twice as fast as at -O0 (with
   # everything at -O1, the simulation's longest case took 11 s instead of 71 s), and the reports'
-  # stacks stay usable. The tests' own code is compiled at -O0 (tests/CMakeLists.txt).
+  # stacks stay usable. The tests' own code is compiled at -O0 (flink_gpu_test_code,
+  # tests/CMakeLists.txt).
   add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined
                       -fno-omit-frame-pointer -O1)
   add_link_options(-fsanitize=address,undefined)
