@@ -6,11 +6,13 @@
 
 namespace flink::strings {
 
+bool isDigits(std::string_view text) noexcept {
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 std::optional<unsigned> parseUnsigned(std::string_view text) noexcept {
-  if (text.empty() ||
-      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
+  if (!isDigits(text)) return std::nullopt;
   unsigned value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
@@ -114,6 +116,8 @@ std::size_t utf8SequenceLength(std::string_view text, char32_t& codePoint) noexc
   codePoint = value;
   return length;
 }
+
+std::string inQuotes(std::string_view text) { return "'" + quoteForMessage(text) + "'"; }
 
 std::string quoteForMessage(std::string_view text, std::size_t maxLength) {
   std::string quoted;

@@ -9,11 +9,17 @@
 
 namespace flink::strings {
 
+/// The UTF-8 byte order mark, which a text file may start with.
+inline constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
+
 /// Whitespace as Java's String.trim and StringTokenizer see it: space, \t, \n, \r, \f, \v.
 bool isSpace(char c) noexcept;
 
 /// `text` without leading and trailing whitespace.
 std::string_view trim(std::string_view text) noexcept;
+
+/// Whether `text` is one or more ASCII digits and nothing else (no sign, no blanks).
+bool isDigits(std::string_view text) noexcept;
 
 /// `text` as a decimal number, the whole of it digits (no sign, no blanks); nullopt when it is
 /// not one, or does not fit an unsigned.
@@ -49,6 +55,9 @@ std::size_t utf8SequenceLength(std::string_view text, char32_t& codePoint) noexc
 /// that is not part of well-formed UTF-8 becomes \xNN, and anything past `maxLength` bytes is
 /// replaced by "... (N more bytes)". What it returns comes out unchanged from it again.
 std::string quoteForMessage(std::string_view text, std::size_t maxLength = 200);
+
+/// `text` quoted for a message: quoteForMessage's form in single quotes.
+std::string inQuotes(std::string_view text);
 
 /// The optimal-string-alignment distance of `a` and `b` (Damerau–Levenshtein where no substring
 /// is edited twice, as spelling checkers count it): insertions, deletions, substitutions and swaps

@@ -35,6 +35,23 @@ TEST(StringsTest, TrimAndBlank) {
   EXPECT_FALSE(isBlank(" x "));
 }
 
+TEST(StringsTest, IsDigitsIsOneOrMoreAsciiDigitsAndNothingElse) {
+  EXPECT_TRUE(isDigits("0"));
+  EXPECT_TRUE(isDigits("0123456789"));
+  for (const std::string_view text : {"", " 1", "1 ", "+1", "-1", "1.0", "0x1", "\xd9\xa1"}) {
+    EXPECT_FALSE(isDigits(text)) << quoteForMessage(text);
+  }
+  EXPECT_EQ(parseUnsigned("007"), 7u);
+  EXPECT_EQ(parseUnsigned(""), std::nullopt);
+  EXPECT_EQ(parseUnsigned("4294967296"), std::nullopt);
+}
+
+TEST(StringsTest, InQuotesQuotesAsMessagesDo) {
+  EXPECT_EQ(inQuotes("GPU-1"), "'GPU-1'");
+  EXPECT_EQ(inQuotes("a\nb"), "'a\\nb'");
+  EXPECT_EQ(inQuotes(""), "''");
+}
+
 TEST(StringsTest, SplitKeepsEmptyParts) {
   EXPECT_EQ(split("0,,1,", ','), (std::vector<std::string_view>{"0", "", "1", ""}));
 }

@@ -11,8 +11,6 @@
 namespace flink {
 namespace {
 
-constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
-
 /// Java's String.trim: drops every character up to U+0020 at either end, which is more than
 /// strings::trim does (control characters too).
 std::string_view javaTrim(std::string_view text) noexcept {
@@ -40,7 +38,8 @@ std::string_view nextLine(std::string_view& text) noexcept {
 
 Configuration parseLegacyConfiguration(std::string_view text, const std::string& fileName,
                                        std::vector<std::string>& warnings) {
-  if (text.starts_with(kUtf8ByteOrderMark)) text.remove_prefix(kUtf8ByteOrderMark.size());
+  if (text.starts_with(strings::kUtf8ByteOrderMark))
+    text.remove_prefix(strings::kUtf8ByteOrderMark.size());
 
   Configuration configuration;
   std::map<std::string, std::size_t, std::less<>> lineOfKey;

@@ -36,7 +36,6 @@ constexpr int kMaxMergeDepth = 64;           // merge keys whose maps have merge
 constexpr std::size_t kMaxKeys = 100'000;    // flattened keys
 constexpr std::size_t kMaxVisits = 200'000;  // map entries and list elements visited
 constexpr std::size_t kMaxBytes = 16 << 20;  // key and value text, in bytes
-constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
 
 /// The offset of the quote that closes the quoted scalar opening at `open` (a ' or a "), or
 /// npos when the text ends first. YAML's rules: in '...' a quote is escaped by doubling it, in
@@ -62,8 +61,8 @@ class Flattener {
   Flattener(std::string_view text, const std::string& fileName) : text_(text), fileName_(fileName) {
     // yaml-cpp's marks count bytes of the UTF-8 text after a byte order mark. A UTF-16 or
     // UTF-32 file is converted first, so its marks are not offsets into `text`: no quote check.
-    if (text_.substr(0, kUtf8ByteOrderMark.size()) == kUtf8ByteOrderMark) {
-      markOffset_ = kUtf8ByteOrderMark.size();
+    if (text_.substr(0, strings::kUtf8ByteOrderMark.size()) == strings::kUtf8ByteOrderMark) {
+      markOffset_ = strings::kUtf8ByteOrderMark.size();
     }
     const std::string_view intro = text_.substr(0, 4);
     const bool utf16Or32 = intro.find('\0') != std::string_view::npos ||

@@ -89,8 +89,7 @@ KfdProperties parseKfdProperties(std::string_view text, const std::string& file)
     const std::string_view name = strings::nextToken(rest);
     const std::string_view value = strings::nextToken(rest);
     std::uint64_t parsed = 0;
-    const bool digits = !value.empty() && std::all_of(value.begin(), value.end(),
-                                                      [](char c) { return c >= '0' && c <= '9'; });
+    const bool digits = strings::isDigits(value);
     const auto [end, error] =
         digits ? std::from_chars(value.data(), value.data() + value.size(), parsed)
                : std::from_chars_result{value.data(), std::errc::invalid_argument};

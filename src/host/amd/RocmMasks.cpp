@@ -70,10 +70,7 @@ std::optional<std::size_t> rocrIndex(const std::string& entry) {
 /// HIP's index form (atoi's value spelled back as the entry): decimal digits, no sign, no leading
 /// zero. SIZE_MAX for one past any list (more than 9 digits).
 std::optional<std::size_t> hipIndex(std::string_view entry) {
-  if (entry.empty()) return std::nullopt;
-  if (!std::all_of(entry.begin(), entry.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
+  if (!strings::isDigits(entry)) return std::nullopt;
   if (entry.size() > 1 && entry.front() == '0') return std::nullopt;
   if (entry.size() > 9) return SIZE_MAX;
   return static_cast<std::size_t>(std::strtoul(std::string(entry).c_str(), nullptr, 10));

@@ -16,6 +16,7 @@
 #include "host/enumeration/UnitIndex.h"
 #include "host/liveness/OpenFiles.h"
 #include "host/store/LockedFile.h"
+#include "util/Strings.h"
 
 namespace flink::coordination {
 namespace {
@@ -145,10 +146,7 @@ constexpr std::string_view kBusPrefix = "pci-";
 constexpr std::string_view kIndexPrefix = "index-";
 constexpr std::string_view kMountMark = ".mnt-";
 
-bool isIndex(std::string_view id) {
-  return !id.empty() &&
-         std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
+bool isIndex(std::string_view id) { return strings::isDigits(id); }
 
 }  // namespace
 

@@ -25,11 +25,6 @@ using discovery::DiscoveryError;
 using discovery::parseGpuList;
 namespace {
 
-bool isDigits(std::string_view text) noexcept {
-  return !text.empty() &&
-         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 std::string_view withoutLeadingZeros(std::string_view digits) noexcept {
   const std::size_t first = digits.find_first_not_of('0');
   return first == std::string_view::npos ? digits.substr(digits.size() - 1) : digits.substr(first);
@@ -45,8 +40,6 @@ std::optional<std::uint64_t> parseDigits(std::string_view digits, std::uint64_t 
   }
   return value;
 }
-
-std::string inQuotes(std::string_view text) { return "'" + strings::quoteForMessage(text) + "'"; }
 
 /// The options of the default discovery, without their leading "--".
 constexpr std::string_view kKnownOptions[] = {
@@ -102,9 +95,9 @@ std::optional<std::string> misspeltOption(std::string_view arg) {
   if (typed == *nearest) {
     // Only a flag gets here with its own name (the options that take a value took it above):
     // `--mig=yes`, which would leave MIG off.
-    return "unknown option " + inQuotes(arg) + ": " + known + " takes no value";
+    return "unknown option " + strings::inQuotes(arg) + ": " + known + " takes no value";
   }
-  return "unknown option " + inQuotes(arg) + ": did you mean " + known + "?";
+  return "unknown option " + strings::inQuotes(arg) + ": did you mean " + known + "?";
 }
 
 /// The detail line of a misspelt option's error: what the default discovery knows.
@@ -117,10 +110,10 @@ std::string knownOptionsLine() {
 }
 
 pid_t parseOwnerPid(std::string_view text) {
-  const auto value = isDigits(text) ? parseDigits(text, std::numeric_limits<pid_t>::max())
-                                    : std::optional<std::uint64_t>();
+  const auto value = strings::isDigits(text) ? parseDigits(text, std::numeric_limits<pid_t>::max())
+                                             : std::optional<std::uint64_t>();
   if (!value || *value == 0) {
-    throw DiscoveryError("invalid --owner-pid " + inQuotes(text) +
+    throw DiscoveryError("invalid --owner-pid " + strings::inQuotes(text) +
                          ": expected a process id (a positive integer)");
   }
   return static_cast<pid_t>(*value);
@@ -133,8 +126,9 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
   std::optional<std::string> coordinationFileOption;
 
   const std::string amount = args.empty() ? std::string() : args.front();
-  if (!isDigits(amount) || amount.find_first_not_of('0') == std::string::npos) {
-    throw DiscoveryError("invalid amount " + inQuotes(amount) + ": expected a positive integer");
+  if (!strings::isDigits(amount) || amount.find_first_not_of('0') == std::string::npos) {
+    throw DiscoveryError("invalid amount " + strings::inQuotes(amount) +
+                         ": expected a positive integer");
   }
   parsed.amountText = std::string(withoutLeadingZeros(amount));
   parsed.amount = parseDigits(parsed.amountText, std::numeric_limits<std::size_t>::max())
@@ -183,7 +177,7 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
       const std::optional<placement::Policy> parsedPolicy =
           policy ? placement::parsePolicy(*policy) : std::nullopt;
       if (!parsedPolicy) {
-        throw DiscoveryError("invalid --placement " + inQuotes(policy.value_or("")) +
+        throw DiscoveryError("invalid --placement " + strings::inQuotes(policy.value_or("")) +
                              ": expected topology or index");
       }
       parsed.placement = *parsedPolicy;
@@ -198,8 +192,8 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
         // Every other option given twice keeps its last value, but two selectors most likely
         // meant both sets of terms; keeping one would hand out GPUs the other rules out.
         const std::string joined = parsed.select->text() + "," + *text;
-        throw DiscoveryError("--select given twice, " + inQuotes(parsed.select->text()) + " and " +
-                             inQuotes(*text) +
+        throw DiscoveryError("--select given twice, " + strings::inQuotes(parsed.select->text()) +
+                             " and " + strings::inQuotes(*text) +
                              ": a selector's terms must all hold, so to ask for both join them "
                              "with a comma: --select " +
                              strings::quoteForMessage(joined));
@@ -218,7 +212,7 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
       const std::optional<coordination::SharePlacement> placement =
           value ? coordination::parseSharePlacement(*value) : std::nullopt;
       if (!placement) {
-        throw DiscoveryError("invalid --share-placement " + inQuotes(value.value_or("")) +
+        throw DiscoveryError("invalid --share-placement " + strings::inQuotes(value.value_or("")) +
                              ": expected pack or spread");
       }
       parsed.sharePlacement = *placement;
@@ -230,7 +224,7 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
           mode ? health::parseHealthMode(*mode) : std::nullopt;
       if (!health) {
         throw DiscoveryError("--health needs skip, warn or ignore" +
-                             (mode ? ", not " + inQuotes(*mode) : std::string()));
+                             (mode ? ", not " + strings::inQuotes(*mode) : std::string()));
       }
       parsed.health = *health;
     } else if (arg == "--foreign" || arg.starts_with("--foreign=")) {
@@ -240,7 +234,7 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
           mode ? usage::parseForeignMode(*mode) : std::nullopt;
       if (!foreign) {
         throw DiscoveryError("--foreign needs skip, warn or ignore" +
-                             (mode ? ", not " + inQuotes(*mode) : std::string()));
+                             (mode ? ", not " + strings::inQuotes(*mode) : std::string()));
       }
       parsed.foreign = *foreign;
     } else if (arg == "null" || arg.empty()) {
@@ -250,7 +244,7 @@ DiscoveryArguments parseDiscoveryArguments(const std::vector<std::string>& args)
       // (without coordination, from the host's shared file): never that.
       throw DiscoveryError(*misspelt, {knownOptionsLine()});
     } else {
-      parsed.notes.push_back(Notice::note("ignoring unknown argument " + inQuotes(arg)));
+      parsed.notes.push_back(Notice::note("ignoring unknown argument " + strings::inQuotes(arg)));
     }
   }
   if (parsed.share && !parsed.coordination) {

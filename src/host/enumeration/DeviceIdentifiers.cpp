@@ -4,18 +4,14 @@
 #include <cctype>
 #include <cstddef>
 
+#include "util/Strings.h"
+
 namespace flink::device {
 namespace {
 
 constexpr std::size_t kMaxIndexDigits = 9;
 
-bool isDigit(char c) noexcept { return c >= '0' && c <= '9'; }
-
 bool isHex(char c) noexcept { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
-
-bool isDigits(std::string_view text) noexcept {
-  return !text.empty() && std::all_of(text.begin(), text.end(), isDigit);
-}
 
 /// Hex digits and dashes, with at least one hex digit (UUIDs, and the prefixes CUDA accepts).
 bool isUuidBody(std::string_view text) noexcept {
@@ -30,7 +26,8 @@ bool isOldMigBody(std::string_view text) noexcept {
   const std::size_t second = text.find('/', first + 1);
   if (second == std::string_view::npos) return false;
   return isUuidBody(text.substr(0, first)) &&
-         isDigits(text.substr(first + 1, second - first - 1)) && isDigits(text.substr(second + 1));
+         strings::isDigits(text.substr(first + 1, second - first - 1)) &&
+         strings::isDigits(text.substr(second + 1));
 }
 
 bool isHexDigits(std::string_view text, std::size_t size) noexcept {
@@ -54,7 +51,7 @@ bool isTileIndex(std::string_view text) noexcept {
   if (dot == std::string_view::npos) return false;
   const std::string_view card = text.substr(0, dot);
   const std::string_view tile = text.substr(dot + 1);
-  return isDigits(card) && isDigits(tile) && card.size() <= kMaxIndexDigits &&
+  return strings::isDigits(card) && strings::isDigits(tile) && card.size() <= kMaxIndexDigits &&
          tile.size() <= kMaxIndexDigits;
 }
 
@@ -72,11 +69,12 @@ bool isVendorUnitName(std::string_view text) noexcept {
   const std::size_t slash = text.find('/');
   if (slash == std::string_view::npos) return isPciBusId(text);
   const std::string_view tile = text.substr(slash + 1);
-  return isPciBusId(text.substr(0, slash)) && isDigits(tile) && tile.size() <= kMaxIndexDigits;
+  return isPciBusId(text.substr(0, slash)) && strings::isDigits(tile) &&
+         tile.size() <= kMaxIndexDigits;
 }
 
 bool isDeviceIdentifier(std::string_view text) noexcept {
-  if (isDigits(text)) return text.size() <= kMaxIndexDigits;
+  if (strings::isDigits(text)) return text.size() <= kMaxIndexDigits;
   if (isTileIndex(text)) return true;
   if (isVendorUnitName(text)) return true;
   if (text.starts_with("GPU-")) return isUuidBody(text.substr(4));
@@ -87,7 +85,7 @@ bool isDeviceIdentifier(std::string_view text) noexcept {
 }
 
 bool isCanonicalDeviceIdentifier(std::string_view identifier) noexcept {
-  if (isDigits(identifier)) return identifier.size() == 1 || identifier.front() != '0';
+  if (strings::isDigits(identifier)) return identifier.size() == 1 || identifier.front() != '0';
   if (isTileIndex(identifier) || isVendorUnitName(identifier)) {
     return canonicalDeviceIdentifier(identifier) == identifier;
   }
@@ -115,7 +113,7 @@ std::string canonicalDeviceIdentifier(std::string_view identifier) {
     if (slash != std::string_view::npos) canonical += '/' + canonicalIndex(rest.substr(slash + 1));
     return canonical;
   }
-  if (!isDigits(identifier)) {
+  if (!strings::isDigits(identifier)) {
     // Hex digits in lower case, as NVML and nvidia-smi write them; no letter of the prefixes
     // ("GPU-", "MIG-", "MIG-GPU-") is one.
     std::string canonical(identifier);

@@ -34,8 +34,6 @@ bool isGpuUuid(std::string_view text) {
   return true;
 }
 
-std::string quoted(std::string_view text) { return "'" + strings::quoteForMessage(text) + "'"; }
-
 }  // namespace
 
 fs::path nvidiaProcRoot() {
@@ -105,21 +103,21 @@ std::optional<KernelGpu> parseKernelGpuInformation(std::string_view text,
       if (isGpuUuid(canonical)) {
         gpu.uuid = canonical;
       } else {
-        notices.push_back(Notice::note(where + ": 'GPU UUID' is " + quoted(value) +
+        notices.push_back(Notice::note(where + ": 'GPU UUID' is " + strings::inQuotes(value) +
                                        ", not a GPU UUID: the GPU is known by its bus id only"));
       }
     } else if (key == "Bus Location") {
       known = true;
       busLocation = canonicalPciBusId(value);
       if (!busLocation) {
-        notices.push_back(Notice::note(where + ": 'Bus Location' is " + quoted(value) +
+        notices.push_back(Notice::note(where + ": 'Bus Location' is " + strings::inQuotes(value) +
                                        ", not a PCI bus id: the folder's name is taken"));
       }
     } else if (key == "Device Minor") {
       known = true;
       gpu.minor = strings::parseUnsigned(value);
       if (!gpu.minor) {
-        notices.push_back(Notice::note(where + ": 'Device Minor' is " + quoted(value) +
+        notices.push_back(Notice::note(where + ": 'Device Minor' is " + strings::inQuotes(value) +
                                        ", not a number: the minor is not known"));
       }
     } else if (key == "GPU Excluded") {
@@ -127,7 +125,7 @@ std::optional<KernelGpu> parseKernelGpuInformation(std::string_view text,
       if (value == "Yes") {
         gpu.excluded = true;
       } else if (value != "No") {
-        notices.push_back(Notice::note(where + ": 'GPU Excluded' is " + quoted(value) +
+        notices.push_back(Notice::note(where + ": 'GPU Excluded' is " + strings::inQuotes(value) +
                                        ", neither Yes nor No: read as No"));
       }
     }

@@ -26,11 +26,6 @@ constexpr const char* kQueryGpu = "--query-gpu=index,uuid,name,pci.bus_id,memory
 constexpr const char* kQueryFormat = "--format=csv,noheader,nounits";
 constexpr std::size_t kQueryFields = 5;
 
-bool isDigits(std::string_view text) noexcept {
-  return !text.empty() &&
-         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 /// "8 s" for whole seconds (what NVIDIA_SMI_TIMEOUT gives), "1500 ms" otherwise.
 std::string describeDuration(std::chrono::milliseconds duration) {
   if (duration.count() % 1000 == 0) return std::to_string(duration.count() / 1000) + " s";
@@ -45,8 +40,6 @@ std::string endingOf(const process::ProcessOutcome& outcome) {
   if (outcome.kind() != Kind::kSignaled) return {};
   return "killed by " + process::ProcessOutcome::describeSignal(outcome.value());
 }
-
-std::string inQuotes(std::string_view text) { return "'" + strings::quoteForMessage(text) + "'"; }
 
 // --- the GPU query's fields -------------------------------------------------------------------
 
@@ -80,8 +73,8 @@ std::optional<std::string> readProperty(std::string_view field, std::string_view
   if (isNoValue(field)) return std::nullopt;
   if (!valid(field)) {
     warnings.push_back(Notice::warning("nvidia-smi printed an invalid " + std::string(name) +
-                                       " for GPU " + std::string(index) + ": " + inQuotes(field) +
-                                       "; leaving it unknown"));
+                                       " for GPU " + std::string(index) + ": " +
+                                       strings::inQuotes(field) + "; leaving it unknown"));
     return std::nullopt;
   }
   return std::string(field);
@@ -91,7 +84,7 @@ std::optional<std::string> readProperty(std::string_view field, std::string_view
 /// unit nvidia-smi prints without nounits). nullopt when the text is anything else.
 std::optional<std::uint64_t> parseMebibytes(std::string_view text) noexcept {
   if (text.ends_with("MiB")) text = strings::trim(text.substr(0, text.size() - 3));
-  if (!isDigits(text)) return std::nullopt;
+  if (!strings::isDigits(text)) return std::nullopt;
   std::uint64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
@@ -137,7 +130,7 @@ GpuDevice readGpuLine(const std::vector<std::string_view>& fields, std::vector<N
     device.memoryTotalMiB = parseMebibytes(memory);
     if (!device.memoryTotalMiB) {
       warnings.push_back(Notice::warning("nvidia-smi printed an invalid memory.total for GPU " +
-                                         device.identifier + ": " + inQuotes(memory) +
+                                         device.identifier + ": " + strings::inQuotes(memory) +
                                          "; leaving it unknown"));
     }
   }
@@ -214,7 +207,8 @@ std::optional<ListedGpu> parseListedGpu(std::string_view line) {
   if (!line.starts_with("GPU ")) return std::nullopt;
   const std::string_view rest = line.substr(4);
   const std::size_t colon = rest.find(':');
-  if (colon == std::string_view::npos || !isDigits(rest.substr(0, colon))) return std::nullopt;
+  if (colon == std::string_view::npos || !strings::isDigits(rest.substr(0, colon)))
+    return std::nullopt;
   const auto uuid = splitUuid(rest.substr(colon + 1));
   if (!uuid) return std::nullopt;
   ListedGpu gpu;
@@ -290,7 +284,7 @@ TimeoutSetting parseNvidiaSmiTimeout(const char* value) {
   if (value == nullptr || *value == '\0') return setting;  // unset or empty: the default, quietly
   const std::string_view text(value);
   // 1 to 99999: no leading zero, at most five digits, as the bash script accepted.
-  if (isDigits(text) && text.front() != '0' && text.size() <= 5) {
+  if (strings::isDigits(text) && text.front() != '0' && text.size() <= 5) {
     setting.timeout = std::chrono::seconds(std::stoi(std::string(text)));
     return setting;
   }
@@ -317,7 +311,7 @@ Enumeration interpretNvidiaSmiOutput(std::string_view output,
     const std::string_view line = strings::trim(rawLine);
     if (line.empty()) continue;
     const std::vector<std::string_view> fields = strings::split(line, ',');
-    if (isDigits(strings::trim(fields.front()))) {
+    if (strings::isDigits(strings::trim(fields.front()))) {
       if (std::optional<std::string> why = unusableBecause(fields)) {
         const std::string index = device::canonicalDeviceIdentifier(strings::trim(fields.front()));
         std::string gpu = "GPU " + index;

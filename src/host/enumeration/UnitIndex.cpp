@@ -425,8 +425,7 @@ Presence UnitIndex::presence(std::string_view gpu, const std::optional<std::stri
                                                                  : Presence::kNotOnThisHost;
   }
   // An index: NVML's and nvidia-smi's decimal ones. Level Zero's <card>.<tile> is not NVIDIA's.
-  if (name.empty() ||
-      !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  if (!strings::isDigits(name)) {
     return Presence::kCannotTell;
   }
   const std::optional<UnitRef> ref = find(name);

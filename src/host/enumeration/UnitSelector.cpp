@@ -50,8 +50,6 @@ constexpr std::array<OperatorSpelling, 7> kOperators{{
 constexpr std::string_view kOperatorsLine =
     "the operators are =, !=, ~ (contains, ignoring case), >=, <=, >, <";
 
-std::string inQuotes(std::string_view text) { return "'" + strings::quoteForMessage(text) + "'"; }
-
 [[noreturn]] void fail(const std::string& message) { throw SelectorError("--select: " + message); }
 
 enum class KeyKind { kText, kNumber, kVersion, kYesNo, kVendor };
@@ -102,8 +100,7 @@ std::optional<std::string> refusedOperator(KeyKind kind, SelectorOperator op) {
 }
 
 std::optional<std::uint64_t> parseNumber(std::string_view text) {
-  if (text.empty() ||
-      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  if (!strings::isDigits(text)) {
     return std::nullopt;
   }
   std::uint64_t value = 0;
@@ -130,23 +127,25 @@ std::optional<ComputeCapability> parseCapability(std::string_view text) {
 SelectorTerm parseTerm(std::string_view written, std::string_view whole) {
   const std::string_view term = strings::trim(written);
   if (term.empty()) {
-    fail("an empty term in " + inQuotes(whole) +
+    fail("an empty term in " + strings::inQuotes(whole) +
          ": write terms KEY OP VALUE separated by single commas, e.g. name~H100,mig=no");
   }
   const std::size_t at = term.find_first_of(kOperatorCharacters);
   if (at == std::string_view::npos) {
-    fail(inQuotes(term) + " has no operator: write KEY OP VALUE, e.g. name~H100; " +
+    fail(strings::inQuotes(term) + " has no operator: write KEY OP VALUE, e.g. name~H100; " +
          std::string(kOperatorsLine));
   }
   const std::string_view keyText = strings::trim(term.substr(0, at));
   const std::string key = strings::toLower(keyText);
   if (key.empty()) {
-    fail(inQuotes(term) + " has no key: write KEY OP VALUE, e.g. name~H100; " + selectorKeysLine());
+    fail(strings::inQuotes(term) + " has no key: write KEY OP VALUE, e.g. name~H100; " +
+         selectorKeysLine());
   }
   const auto spelling = std::find_if(kKeys.begin(), kKeys.end(),
                                      [&](const KeySpelling& known) { return known.name == key; });
   if (spelling == kKeys.end()) {
-    fail("unknown key " + inQuotes(keyText) + " in " + inQuotes(term) + "; " + selectorKeysLine());
+    fail("unknown key " + strings::inQuotes(keyText) + " in " + strings::inQuotes(term) + "; " +
+         selectorKeysLine());
   }
   std::size_t valueAt = term.find_first_not_of(kOperatorCharacters, at);
   if (valueAt == std::string_view::npos) valueAt = term.size();
@@ -154,7 +153,7 @@ SelectorTerm parseTerm(std::string_view written, std::string_view whole) {
   const auto op = std::find_if(kOperators.begin(), kOperators.end(),
                                [&](const OperatorSpelling& known) { return known.text == opText; });
   if (op == kOperators.end()) {
-    fail(inQuotes(opText) + " in " + inQuotes(term) + " is not an operator; " +
+    fail(strings::inQuotes(opText) + " in " + strings::inQuotes(term) + " is not an operator; " +
          std::string(kOperatorsLine));
   }
   SelectorTerm parsed;
@@ -163,12 +162,12 @@ SelectorTerm parseTerm(std::string_view written, std::string_view whole) {
   parsed.op = op->op;
   parsed.value = std::string(strings::trim(term.substr(valueAt)));
   if (parsed.value.empty()) {
-    fail(inQuotes(term) + " has no value: write KEY OP VALUE, e.g. name~H100");
+    fail(strings::inQuotes(term) + " has no value: write KEY OP VALUE, e.g. name~H100");
   }
   const KeyKind kind = kindOf(parsed.key);
   if (const std::optional<std::string> refused = refusedOperator(kind, parsed.op)) {
-    fail(inQuotes(opText) + " in " + inQuotes(term) + " does not apply to " + std::string(key) +
-         ", " + *refused);
+    fail(strings::inQuotes(opText) + " in " + strings::inQuotes(term) + " does not apply to " +
+         std::string(key) + ", " + *refused);
   }
   switch (kind) {
     case KeyKind::kText:
@@ -176,7 +175,7 @@ SelectorTerm parseTerm(std::string_view written, std::string_view whole) {
         // One GPU, several spellings (lspci's 0000:3b:00.0, NVML's 00000000:3B:00.0).
         const std::optional<std::string> busId = canonicalPciBusId(parsed.value);
         if (!busId) {
-          fail(inQuotes(parsed.value) + " in " + inQuotes(term) +
+          fail(strings::inQuotes(parsed.value) + " in " + strings::inQuotes(term) +
                " is not a PCI bus id: write domain:bus:device.function, e.g. 0000:3b:00.0 (or "
                "use ~ for a part of one)");
         }
@@ -186,7 +185,8 @@ SelectorTerm parseTerm(std::string_view written, std::string_view whole) {
     case KeyKind::kNumber: {
       const std::optional<std::uint64_t> number = parseNumber(parsed.value);
       if (!number) {
-        fail(inQuotes(parsed.value) + " in " + inQuotes(term) + " is not a number: " + key +
+        fail(strings::inQuotes(parsed.value) + " in " + strings::inQuotes(term) +
+             " is not a number: " + key +
              (parsed.key == SelectorKey::kMemoryTotal
                   ? std::string(" is in MiB, a whole number, e.g. memory.total>=40000")
                   : std::string(" is a whole number, e.g. numa_node=0")));
@@ -197,7 +197,7 @@ SelectorTerm parseTerm(std::string_view written, std::string_view whole) {
     case KeyKind::kVersion: {
       const std::optional<ComputeCapability> capability = parseCapability(parsed.value);
       if (!capability) {
-        fail(inQuotes(parsed.value) + " in " + inQuotes(term) +
+        fail(strings::inQuotes(parsed.value) + " in " + strings::inQuotes(term) +
              " is not a compute capability: write MAJOR.MINOR, e.g. compute_capability>=8.9");
       }
       parsed.capability = *capability;
@@ -206,7 +206,7 @@ SelectorTerm parseTerm(std::string_view written, std::string_view whole) {
     case KeyKind::kYesNo: {
       const std::string value = strings::toLower(parsed.value);
       if (value != "yes" && value != "no") {
-        fail(inQuotes(parsed.value) + " in " + inQuotes(term) +
+        fail(strings::inQuotes(parsed.value) + " in " + strings::inQuotes(term) +
              " is not yes or no: mig=yes keeps the MIG instances, mig=no the whole GPUs");
       }
       parsed.yes = value == "yes";
@@ -216,7 +216,7 @@ SelectorTerm parseTerm(std::string_view written, std::string_view whole) {
       if (parsed.op != SelectorOperator::kContains) {
         const std::optional<Vendor> vendor = parseVendor(strings::toLower(parsed.value));
         if (!vendor) {
-          fail(inQuotes(parsed.value) + " in " + inQuotes(term) +
+          fail(strings::inQuotes(parsed.value) + " in " + strings::inQuotes(term) +
                " is no vendor: write nvidia, amd or intel");
         }
         parsed.vendor = *vendor;

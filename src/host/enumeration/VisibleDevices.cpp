@@ -12,11 +12,6 @@
 namespace flink::discovery {
 namespace {
 
-bool isDigits(std::string_view text) noexcept {
-  return !text.empty() &&
-         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 /// "domain:bus:device.function" as numbers, for ordering; nullopt when it is not that form.
 std::optional<std::tuple<unsigned long, unsigned long, unsigned long, unsigned long>> pciKey(
     const std::optional<std::string>& busId) {
@@ -82,8 +77,6 @@ bool severalModels(const std::vector<const GpuDevice*>& gpus) {
   return names.size() > 1;
 }
 
-std::string quoted(std::string_view text) { return "'" + strings::quoteForMessage(text) + "'"; }
-
 }  // namespace
 
 std::string VisibleDevicesMask::describe() const {
@@ -128,7 +121,7 @@ std::vector<const GpuDevice*> cudaIndexOrder(const std::vector<GpuDevice>& devic
 }
 
 EntryMatch matchVisibleDeviceEntry(std::string_view entry, const std::vector<GpuDevice>& devices) {
-  if (isDigits(entry)) {
+  if (strings::isDigits(entry)) {
     const std::optional<unsigned> index = strings::parseUnsigned(entry);
     const std::vector<const GpuDevice*> order = cudaIndexOrder(devices);
     return {index && *index < order.size() ? order[*index] : nullptr, {}};
@@ -174,7 +167,7 @@ MaskResolution resolveVisibleDevices(const VisibleDevicesMask& mask,
     if (device == nullptr) {
       // What CUDA makes visible is the same either way: nothing from this entry on.
       std::string warning =
-          mask.describe() + ": entry " + quoted(entry) +
+          mask.describe() + ": entry " + strings::inQuotes(entry) +
           (match.ambiguous.empty() ? std::string(" names no device of this host")
                                    : " is " + describeAmbiguity(match.ambiguous)) +
           ", so CUDA ignores it";
@@ -187,14 +180,14 @@ MaskResolution resolveVisibleDevices(const VisibleDevicesMask& mask,
       resolution.stop = MaskStop{i, std::move(match.ambiguous)};
       break;
     }
-    anyIndex = anyIndex || isDigits(entry);
+    anyIndex = anyIndex || strings::isDigits(entry);
     const auto same =
         std::find_if(resolution.visible.begin(), resolution.visible.end(),
                      [&](const VisibleDevice& seen) { return seen.device == device; });
     if (same != resolution.visible.end()) {
-      resolution.warnings.push_back(Notice::warning(mask.describe() + ": entry " + quoted(entry) +
-                                                    " names the same device as " +
-                                                    quoted(same->entry) + "; counted once"));
+      resolution.warnings.push_back(Notice::warning(
+          mask.describe() + ": entry " + strings::inQuotes(entry) + " names the same device as " +
+          strings::inQuotes(same->entry) + "; counted once"));
       continue;
     }
     resolution.visible.push_back({entry, device});
@@ -234,7 +227,7 @@ MaskedUnits unitsUnderMask(const VisibleDevicesMask& mask, const std::vector<Gpu
         mig ? (device.isMigInstance() || !device.migEnabled) : !device.isMigInstance();
     if (!unit) {
       units.warnings.push_back(Notice::warning(
-          mask.describe() + ": entry " + quoted(visible.entry) + " is " +
+          mask.describe() + ": entry " + strings::inQuotes(visible.entry) + " is " +
           (device.isMigInstance()
                ? "a MIG instance, which is handed out only with --mig; leaving it out"
                : "a GPU in MIG mode, which --mig hands out only as its MIG instances; leaving it "
@@ -250,7 +243,7 @@ MaskedUnits unitsUnderMask(const VisibleDevicesMask& mask, const std::vector<Gpu
     std::string cause = mask.describe() + " names no GPU of this host that can be handed out";
     if (resolution.visible.empty() && resolution.stop && !resolution.stop->ambiguous.empty()) {
       // Its first entry is a prefix several UUIDs share: say so first, not "no device".
-      cause += ": its entry " + quoted(mask.entries[resolution.stop->entry]) + " is " +
+      cause += ": its entry " + strings::inQuotes(mask.entries[resolution.stop->entry]) + " is " +
                describeAmbiguity(resolution.stop->ambiguous);
     }
     throw DiscoveryError(cause, std::move(details));

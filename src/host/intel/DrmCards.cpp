@@ -38,10 +38,7 @@ std::optional<std::uint32_t> hexField(std::string_view text, std::size_t maxDigi
 std::optional<unsigned> numberAfter(std::string_view name, std::string_view prefix) noexcept {
   if (!name.starts_with(prefix)) return std::nullopt;
   const std::string_view digits = name.substr(prefix.size());
-  if (digits.empty() || digits.size() > 9) return std::nullopt;
-  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
+  if (digits.size() > 9 || !strings::isDigits(digits)) return std::nullopt;
   unsigned value = 0;
   std::from_chars(digits.data(), digits.data() + digits.size(), value);
   return value;
