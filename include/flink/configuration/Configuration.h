@@ -42,6 +42,38 @@ T parseConfigValue(const std::string& key, const std::string& text);
 template <typename T>
 std::string formatConfigValue(const T& value);
 
+// The types above, each defined in Configuration.cpp; declared here so that every use names them.
+template <>
+std::string parseConfigValue<std::string>(const std::string& key, const std::string& text);
+template <>
+std::int32_t parseConfigValue<std::int32_t>(const std::string& key, const std::string& text);
+template <>
+std::int64_t parseConfigValue<std::int64_t>(const std::string& key, const std::string& text);
+template <>
+bool parseConfigValue<bool>(const std::string& key, const std::string& text);
+template <>
+double parseConfigValue<double>(const std::string& key, const std::string& text);
+template <>
+std::chrono::milliseconds parseConfigValue<std::chrono::milliseconds>(const std::string& key,
+                                                                      const std::string& text);
+template <>
+std::vector<std::string> parseConfigValue<std::vector<std::string>>(const std::string& key,
+                                                                    const std::string& text);
+template <>
+std::string formatConfigValue<std::string>(const std::string& value);
+template <>
+std::string formatConfigValue<std::int32_t>(const std::int32_t& value);
+template <>
+std::string formatConfigValue<std::int64_t>(const std::int64_t& value);
+template <>
+std::string formatConfigValue<bool>(const bool& value);
+template <>
+std::string formatConfigValue<double>(const double& value);
+template <>
+std::string formatConfigValue<std::chrono::milliseconds>(const std::chrono::milliseconds& value);
+template <>
+std::string formatConfigValue<std::vector<std::string>>(const std::vector<std::string>& value);
+
 /// Reads a list as Flink's standard-YAML mode does (ConfigurationUtils.convertToList): the text
 /// as YAML when it is a YAML sequence ("[gpu, fpga]", "['a;b', 0x10]" is {"a;b", "16"}: each
 /// element as Flink turns it into a string), else the ';' split of parseConfigValue.
