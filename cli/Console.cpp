@@ -37,7 +37,7 @@ void writeLines(std::string_view prefix, std::string_view text) {
 
 std::mutex heldMutex;
 bool holding = false;
-std::vector<std::string> held;
+std::vector<std::string> heldMessages;
 
 /// The library's message in flink-gpu's voice: "The GPU discovery script warns: …" reads
 /// "the GPU discovery script warns: …" after "flink-gpu: warning: ".
@@ -57,7 +57,7 @@ bool takeLibraryMessage(logging::Level level, std::string_view, std::string_view
   {
     const std::lock_guard lock(heldMutex);
     if (holding) {
-      held.emplace_back(message);
+      heldMessages.emplace_back(message);
       return true;
     }
   }
@@ -70,7 +70,7 @@ bool takeLibraryMessage(logging::Level level, std::string_view, std::string_view
 HeldLibraryWarnings::HeldLibraryWarnings() {
   const std::lock_guard lock(heldMutex);
   holding = true;
-  held.clear();
+  heldMessages.clear();
 }
 
 void HeldLibraryWarnings::print(std::string_view failure) {
@@ -79,7 +79,7 @@ void HeldLibraryWarnings::print(std::string_view failure) {
     const std::lock_guard lock(heldMutex);
     if (!holding) return;
     holding = false;
-    toPrint.swap(held);
+    toPrint.swap(heldMessages);
   }
   for (const std::string& warning : toPrint) {
     if (failure.empty() || failure.find(warning) == std::string_view::npos) {

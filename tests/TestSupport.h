@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace flink::testing {
@@ -50,6 +51,15 @@ std::filesystem::path writeScript(const std::filesystem::path& path, const std::
                                   std::filesystem::perms mode = std::filesystem::perms::owner_all);
 
 std::string readFile(const std::filesystem::path& path);
+
+/// Flink's name of the GPU driver's factory, as a configuration spells it
+/// (external-resource.<name>.driver-factory.class).
+inline constexpr const char* kGpuFactory = "org.apache.flink.externalresource.gpu.GPUDriverFactory";
+
+/// Whether `part` occurs in `text` (string_view::contains, before C++23).
+inline bool contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
 
 /// Non-blank lines of a file (empty if it does not exist).
 std::vector<std::string> readLines(const std::filesystem::path& path);

@@ -92,6 +92,12 @@ class Background {
 /// The sleep program's absolute path (/bin/sleep, else /usr/bin/sleep): a stand-in owner.
 std::string sleepPath();
 
+/// A stand-in owner: `sleep 60` in the background, its output to /dev/null, killed with the object.
+class Sleeper : public Background {
+ public:
+  Sleeper() : Background({sleepPath(), "60"}, "/dev/null") {}
+};
+
 /// The lines of `text`, without their '\n' (a final newline ends the last line, not a new one).
 std::vector<std::string> linesOf(std::string_view text);
 

@@ -32,7 +32,7 @@ using flink::testing::writeScript;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr const char* kGpuFactory = "org.apache.flink.externalresource.gpu.GPUDriverFactory";
+using flink::testing::kGpuFactory;
 
 // --- usage errors ---------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ using flink::testing::writeScript;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr const char* kGpuFactory = "org.apache.flink.externalresource.gpu.GPUDriverFactory";
+using flink::testing::kGpuFactory;
 
 class ConfigCommandsTest : public ::testing::Test {
  protected:

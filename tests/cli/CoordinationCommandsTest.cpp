@@ -61,9 +61,7 @@ using flink::testing::TempDir;
 using flink::testing::waitForLines;
 using flink::testing::writeScript;
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using flink::testing::contains;
 
 std::vector<FileRecord> recordsIn(const fs::path& file) { return recordsOf(readLines(file)); }
 

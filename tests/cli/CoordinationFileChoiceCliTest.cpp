@@ -25,7 +25,7 @@ using flink::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr const char* kGpuFactory = "org.apache.flink.externalresource.gpu.GPUDriverFactory";
+using flink::testing::kGpuFactory;
 
 class CoordinationFileChoiceTest : public ::testing::Test {
  protected:

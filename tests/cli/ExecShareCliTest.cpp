@@ -47,9 +47,7 @@ using flink::testing::standInUuid;
 using flink::testing::TempDir;
 using flink::testing::waitForLines;
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using flink::testing::contains;
 
 /// The variables `env` printed, by name.
 std::map<std::string, std::string> variablesOf(const std::string& out) {

@@ -35,9 +35,7 @@ using flink::testing::sleepPath;
 using flink::testing::TempDir;
 using flink::testing::writeScript;
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using flink::testing::contains;
 
 std::size_t occurrences(std::string_view text, std::string_view part) {
   std::size_t count = 0;
@@ -166,9 +164,9 @@ TEST_F(ForeignProcessCliTest, AGpuWhoseProcessesNvmlDoesNotTellIsNeitherBusyNorK
   EXPECT_TRUE(contains(metrics.out, "flink_gpu_foreign_processes{gpu=\"1\",uuid=\"" +
                                         flink::testing::standInUuid(1) + "\"} 0\n"))
       << metrics.out;
-  const auto json = nlohmann::json::parse(cli({"status", "--format", "json"}).out);
-  EXPECT_TRUE(json.at("gpus")[0].at("foreign_processes").is_null()) << json.at("gpus")[0];
-  EXPECT_TRUE(json.at("gpus")[1].at("foreign_processes").is_array()) << json.at("gpus")[1];
+  const auto report = nlohmann::json::parse(cli({"status", "--format", "json"}).out);
+  EXPECT_TRUE(report.at("gpus")[0].at("foreign_processes").is_null()) << report.at("gpus")[0];
+  EXPECT_TRUE(report.at("gpus")[1].at("foreign_processes").is_array()) << report.at("gpus")[1];
 }
 
 TEST_F(ForeignProcessCliTest, WarnHandsItOutAndIgnoreDoesNotLook) {
@@ -222,15 +220,15 @@ TEST_F(ForeignProcessCliTest, AnOwnersDescendantIsExplainedOnItsGpuOnly) {
   host({withProcesses({{child, 1000}, {owner.pid(), 10}}), withProcesses({{child, 1000}})});
   const CliRun status = cli({"status", "--format", "json"});
   ASSERT_EQ(status.exitCode, 0) << status;
-  const nlohmann::json json = nlohmann::json::parse(status.out);
-  EXPECT_EQ(json["gpus"][0]["state"], "held") << status.out;
-  EXPECT_TRUE(json["gpus"][0]["foreign_processes"].empty()) << status.out;
+  const nlohmann::json report = nlohmann::json::parse(status.out);
+  EXPECT_EQ(report["gpus"][0]["state"], "held") << status.out;
+  EXPECT_TRUE(report["gpus"][0]["foreign_processes"].empty()) << status.out;
   // On GPU 1, which its owner does not hold, the child is no record's.
-  EXPECT_EQ(json["gpus"][1]["state"], "busy") << status.out;
-  ASSERT_EQ(json["gpus"][1]["foreign_processes"].size(), 1u) << status.out;
-  EXPECT_EQ(json["gpus"][1]["foreign_processes"][0]["pid"], child);
-  EXPECT_EQ(json["gpus"][1]["foreign_processes"][0]["name"], "sleep");
-  EXPECT_EQ(json["gpus"][1]["foreign_processes"][0]["used_mib"], 1000);
+  EXPECT_EQ(report["gpus"][1]["state"], "busy") << status.out;
+  ASSERT_EQ(report["gpus"][1]["foreign_processes"].size(), 1u) << status.out;
+  EXPECT_EQ(report["gpus"][1]["foreign_processes"][0]["pid"], child);
+  EXPECT_EQ(report["gpus"][1]["foreign_processes"][0]["name"], "sleep");
+  EXPECT_EQ(report["gpus"][1]["foreign_processes"][0]["used_mib"], 1000);
 
   const CliRun more = coordinated(1);
   EXPECT_EQ(more.exitCode, 1) << more;

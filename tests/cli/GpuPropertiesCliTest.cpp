@@ -31,7 +31,7 @@ extern char** environ;
 namespace {
 
 /// status --format json without its size fields, which depend on the file's layout.
-std::string withoutFileSize(const std::string& json) {
+std::string withoutSizeFields(const std::string& json) {
   return std::regex_replace(json, std::regex(R"(,"size_bytes":\d+,"limit_bytes":\d+,"notes":\[\])"),
                             "");
 }
@@ -39,7 +39,7 @@ std::string withoutFileSize(const std::string& json) {
 /// status's JSON without the size fields and without `gpus` (every GPU of the host, checked on
 /// its own): the records part, as it was before `gpus` came.
 std::string recordsPart(const std::string& json) {
-  const std::string text = withoutFileSize(json);
+  const std::string text = withoutSizeFields(json);
   const std::size_t gpus = text.find(R"(,"gpus":)");
   return gpus == std::string::npos ? text : text.substr(0, gpus) + "}\n";
 }
@@ -60,9 +60,7 @@ constexpr const char* kGpu1 = "GPU-9d3e7b21-0c4a-4f6e-8b52-1e7c9a4d3f22";
 constexpr const char* kMigA = "MIG-0b6c1a2d-3e4f-5a6b-7c8d-9e0f1a2b3c4d";
 constexpr const char* kMigB = "MIG-1c7d2b3e-4f5a-6b7c-8d9e-0f1a2b3c4d5e";
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using flink::testing::contains;
 
 /// One GPU of the stand-in host, as JSON. With `mig`, its MIG mode is on, with instances kMigA
 /// (GPU instance 9) and kMigB (GPU instance 10) in slots 0 and 2, slot 1 empty.
@@ -82,10 +80,7 @@ std::string gpuJson(const std::string& uuid, const std::string& busId, unsigned 
 }
 
 /// A live process to record GPUs for: `sleep 60`, killed with its group at the end.
-class Sleeper : public flink::testing::Background {
- public:
-  Sleeper() : Background({flink::testing::sleepPath(), "60"}, "/dev/null") {}
-};
+using flink::testing::Sleeper;
 
 class GpuPropertiesCliTest : public ::testing::Test {
  protected:
@@ -137,7 +132,7 @@ TEST_F(GpuPropertiesCliTest, DiscoverShowsWhatNvmlKnowsOfEachGpu) {
   const CliRun json =
       run({"discover", "-n", "2", "--discovery-script", script, "--format", "json"});
   ASSERT_EQ(json.exitCode, 0) << json;
-  EXPECT_EQ(withoutFileSize(json.out),
+  EXPECT_EQ(withoutSizeFields(json.out),
             std::string(R"({"format":1,"gpu":[)") + R"({"index":"0","vendor":"nvidia","uuid":")" +
                 kGpu0 +
                 R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
@@ -182,7 +177,7 @@ TEST_F(GpuPropertiesCliTest, DefaultDiscoveryWithMigHandsOutInstancesNeverTheirG
   // The instances' GPUInfo carry their own properties and where they sit.
   const CliRun json = run({"discover", "-n", "2", "--discovery-args", "--mig", "--format", "json"});
   ASSERT_EQ(json.exitCode, 0) << json;
-  EXPECT_EQ(withoutFileSize(json.out),
+  EXPECT_EQ(withoutSizeFields(json.out),
             std::string(R"({"format":1,"gpu":[{"index":"0","vendor":"nvidia","uuid":")") + kGpu0 +
                 R"(","name":"NVIDIA H200","pci.bus_id":"00000000:19:00.0",)"
                 R"("memory.total":"143771","minor_number":"0"},)"

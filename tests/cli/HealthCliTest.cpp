@@ -38,6 +38,8 @@
 #include "process/Subprocess.h"
 #include "util/Strings.h"
 
+namespace health_cli_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -52,9 +54,7 @@ using flink::testing::runCli;
 using flink::testing::TempDir;
 using flink::testing::writeScript;
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using flink::testing::contains;
 
 /// Polls `path` until it holds `text`, or 20 s pass (a failure then, not a timing claim).
 bool waitForText(const fs::path& path, std::string_view text) {
@@ -1465,3 +1465,5 @@ TEST_F(HealthCliTest, StatusFiltersByGpuAndStateAndLeavesOutItsHeaders) {
 }
 
 }  // namespace
+
+}  // namespace health_cli_test

@@ -33,9 +33,7 @@ constexpr const char* kRemedy =
     "reboot, or once nothing uses the GPUs reload the kernel module: rmmod nvidia_uvm nvidia_drm "
     "nvidia_modeset nvidia && modprobe nvidia";
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using flink::testing::contains;
 
 class KernelListCliTest : public ::testing::Test {
  protected:

@@ -29,6 +29,8 @@
 
 extern char** environ;
 
+namespace mig_coordination_cli_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -48,9 +50,7 @@ using flink::testing::writeScript;
 constexpr const char* kMigA = "MIG-5e1f0a2b-3c4d-4e5f-8a6b-7c8d9e0f1a2b";
 constexpr const char* kMigB = "MIG-6f2a1b3c-4d5e-4f6a-9b7c-8d9e0f1a2b3c";
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using flink::testing::contains;
 
 bool hasLine(std::string_view text, std::string_view line) {
   for (const std::string& each : linesOf(text)) {
@@ -305,3 +305,5 @@ TEST_F(MigCoordinationCliTest, DiscoveryRefusesTheInstancesOfAGpuAWholeGpuWorker
 }
 
 }  // namespace
+
+}  // namespace mig_coordination_cli_test

@@ -18,6 +18,8 @@
 #include "CliRun.h"
 #include "TestSupport.h"
 
+namespace real_host_cli_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -456,8 +458,6 @@ TEST_F(RealHostCliTest, AMigGpuWithoutPrivilegesHasNoMemoryAndNoWarning) {
   EXPECT_THAT(run.err, Not(HasSubstr("Insufficient Permissions"))) << run;
 }
 
-}  // namespace
-
 // D4 of the break-it round: a lease keeps its GPU from every worker, however the worker names
 // the GPU. After `release --force` removed the record of a GPU whose lease is held, a worker that
 // knows the GPU only by its index (no NVML, --gpus) does not get what one with NVML leased, and
@@ -490,3 +490,6 @@ TEST_F(RealHostCliTest, AHeldLeaseKeepsItsGpuFromAWorkerThatNamesItAnotherWay) {
     EXPECT_THAT(other.err, HasSubstr("GPU 0 is held by a lease of another process")) << other;
   }
 }
+
+}  // namespace
+}  // namespace real_host_cli_test

@@ -20,9 +20,7 @@ using flink::testing::kCli;
 using flink::testing::runCli;
 using flink::testing::TempDir;
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using flink::testing::contains;
 
 class SelectCliTest : public ::testing::Test {
  protected:

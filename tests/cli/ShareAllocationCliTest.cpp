@@ -38,9 +38,7 @@ using flink::testing::sleepPath;
 using flink::testing::standInUuid;
 using flink::testing::TempDir;
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using flink::testing::contains;
 
 class ShareAllocationCliTest : public ::testing::Test {
  protected:

@@ -20,6 +20,8 @@
 #include "StandInHost.h"
 #include "TestSupport.h"
 
+namespace share_foreign_process_cli_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -36,9 +38,7 @@ using flink::testing::sleepPath;
 using flink::testing::TempDir;
 using flink::testing::waitForLines;
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using flink::testing::contains;
 
 /// A GPU's members with NVML's process list `processes` (pid, MiB).
 std::string withProcesses(const std::vector<std::pair<pid_t, unsigned>>& processes) {
@@ -243,3 +243,4 @@ TEST_F(ShareForeignProcessCliTest, ExecShareSkipsABusyGpuAndRunsWithWarn) {
 }
 
 }  // namespace
+}  // namespace share_foreign_process_cli_test

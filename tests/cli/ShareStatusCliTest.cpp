@@ -39,9 +39,7 @@ using flink::testing::TempDir;
 using flink::testing::writeScript;
 using nlohmann::json;
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using flink::testing::contains;
 
 class ShareStatusCliTest : public ::testing::Test {
  protected:

@@ -31,9 +31,7 @@ using flink::testing::sleepPath;
 using flink::testing::standInUuid;
 using flink::testing::TempDir;
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using flink::testing::contains;
 
 constexpr const char* kExclusiveProcess = R"(, "compute_mode": 3)";
 

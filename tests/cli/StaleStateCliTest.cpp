@@ -21,6 +21,8 @@
 #include "StandInHost.h"
 #include "TestSupport.h"
 
+namespace stale_state_cli_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -38,9 +40,7 @@ constexpr const char* kMigA = "MIG-5e1f0a2b-3c4d-4e5f-8a6b-7c8d9e0f1a2b";
 constexpr const char* kMigB = "MIG-6f2a1b3c-4d5e-4f6a-9b7c-8d9e0f1a2b3c";
 constexpr const char* kMigC = "MIG-7a3b2c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d";
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using flink::testing::contains;
 
 class StaleStateCliTest : public ::testing::Test {
  protected:
@@ -129,17 +129,17 @@ TEST_F(StaleStateCliTest, AGpuGoneSinceItsGrantIsListedByStatusAndCheck) {
   EXPECT_FALSE(contains(status.err, "GPU 0")) << status;
   EXPECT_FALSE(contains(status.err, "GPU 1")) << status;
 
-  const auto json = nlohmann::json::parse(cli({"status", "--format", "json"}).out);
-  EXPECT_EQ(json.at("format"), 1);
-  ASSERT_EQ(json.at("stale").size(), 4u) << json.at("stale");
-  EXPECT_EQ(json.at("stale")[0].at("kind"), "record");
-  EXPECT_EQ(json.at("stale")[0].at("gpu"), "2");
-  EXPECT_EQ(json.at("stale")[0].at("uuid"), standInUuid(2));
-  EXPECT_EQ(json.at("stale")[0].at("owner_running"), false);
-  EXPECT_EQ(json.at("stale")[1].at("kind"), "drain");
-  EXPECT_EQ(json.at("stale")[2].at("kind"), "unhealthy");
-  EXPECT_EQ(json.at("stale")[3].at("kind"), "sharing");
-  EXPECT_TRUE(json.at("stale_cannot_tell").is_null());
+  const auto report = nlohmann::json::parse(cli({"status", "--format", "json"}).out);
+  EXPECT_EQ(report.at("format"), 1);
+  ASSERT_EQ(report.at("stale").size(), 4u) << report.at("stale");
+  EXPECT_EQ(report.at("stale")[0].at("kind"), "record");
+  EXPECT_EQ(report.at("stale")[0].at("gpu"), "2");
+  EXPECT_EQ(report.at("stale")[0].at("uuid"), standInUuid(2));
+  EXPECT_EQ(report.at("stale")[0].at("owner_running"), false);
+  EXPECT_EQ(report.at("stale")[1].at("kind"), "drain");
+  EXPECT_EQ(report.at("stale")[2].at("kind"), "unhealthy");
+  EXPECT_EQ(report.at("stale")[3].at("kind"), "sharing");
+  EXPECT_TRUE(report.at("stale_cannot_tell").is_null());
 
   const CliRun metrics = cli({"status", "--format", "prometheus"});
   EXPECT_EQ(metrics.exitCode, 0) << metrics;
@@ -277,9 +277,9 @@ TEST_F(StaleStateCliTest, AReplacedBoardsStateIsStaleAndARunningOwnersRecordIsKe
   EXPECT_TRUE(contains(records, "1 " + running)) << records;
   EXPECT_TRUE(contains(records, "0 " + running)) << records;
 
-  const CliRun json = cli({"release", "--stale", "--format", "json"});
-  EXPECT_EQ(json.exitCode, 1) << json;
-  const auto document = nlohmann::json::parse(json.out);
+  const CliRun report = cli({"release", "--stale", "--format", "json"});
+  EXPECT_EQ(report.exitCode, 1) << report;
+  const auto document = nlohmann::json::parse(report.out);
   EXPECT_EQ(document.at("changed"), false);
   ASSERT_EQ(document.at("refused").size(), 1u) << document;
   EXPECT_EQ(document.at("refused")[0].at("owner_pid"), owner.pid());
@@ -297,12 +297,12 @@ TEST_F(StaleStateCliTest, AnInstanceOfAnOldMigLayoutIsStale) {
                               << "\tsince=1000\txid=94\tsource=watch\n";
   migHost({kMigB, kMigC});  // instance A is gone, B stays, C is new
 
-  const auto json = nlohmann::json::parse(cli({"status", "--format", "json"}).out);
-  ASSERT_EQ(json.at("stale").size(), 2u) << json.at("stale");
-  EXPECT_EQ(json.at("stale")[0].at("gpu"), kMigA);
-  EXPECT_EQ(json.at("stale")[1].at("kind"), "unhealthy");
+  const auto report = nlohmann::json::parse(cli({"status", "--format", "json"}).out);
+  ASSERT_EQ(report.at("stale").size(), 2u) << report.at("stale");
+  EXPECT_EQ(report.at("stale")[0].at("gpu"), kMigA);
+  EXPECT_EQ(report.at("stale")[1].at("kind"), "unhealthy");
   EXPECT_TRUE(
-      contains(json.at("stale")[1].at("text").get<std::string>(),
+      contains(report.at("stale")[1].at("text").get<std::string>(),
                std::string("unhealthy verdict names ") + kMigA + " which this host does not have"));
 
   EXPECT_EQ(cli({"release", "--stale"}).exitCode, 0);
@@ -323,9 +323,9 @@ TEST_F(StaleStateCliTest, AMaskedViewOrAHostWithoutItsGpusJudgesNothing) {
         // Neither NVML nor nvidia-smi answers.
         std::vector<std::string>{"FLINK_GPU_NVML_LIBRARY=" + (dir_ / "none.so").string()}}) {
     const CliRun status = cli({"status", "--format", "json"}, extra);
-    const auto json = nlohmann::json::parse(status.out);
-    EXPECT_TRUE(json.at("stale").empty()) << status;
-    EXPECT_FALSE(json.at("stale_cannot_tell").is_null()) << status;
+    const auto report = nlohmann::json::parse(status.out);
+    EXPECT_TRUE(report.at("stale").empty()) << status;
+    EXPECT_FALSE(report.at("stale_cannot_tell").is_null()) << status;
     EXPECT_FALSE(contains(cli({"status"}, extra).err, "which this host does not have"));
     EXPECT_FALSE(contains(cli({"check"}, extra).out, "which this host does not have"));
     const CliRun metrics = cli({"status", "--format", "prometheus"}, extra);
@@ -358,3 +358,5 @@ TEST_F(StaleStateCliTest, StaleIsInsteadOfGpu) {
 }
 
 }  // namespace
+
+}  // namespace stale_state_cli_test

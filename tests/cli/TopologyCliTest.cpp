@@ -40,14 +40,9 @@ using flink::testing::TempDir;
 using flink::testing::writeScript;
 
 /// A live process to record GPUs for: `sleep 60`, killed with its group at the end.
-class Sleeper : public Background {
- public:
-  Sleeper() : Background({flink::testing::sleepPath(), "60"}, "/dev/null") {}
-};
+using flink::testing::Sleeper;
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using flink::testing::contains;
 
 /// The whitespace-separated cells of the line of `text` that starts with `first`, below the
 /// header line.

@@ -15,7 +15,7 @@ namespace {
 
 using Options = ExternalResourceOptions;
 
-const logging::Logger& log() {
+const logging::Logger& resourceLog() {
   static const logging::Logger logger("ExternalResourceUtils");
   return logger;
 }
@@ -86,16 +86,16 @@ std::map<std::string, std::unique_ptr<ExternalResourceDriver>> driversOf(
       drivers.emplace(resource.name,
                       ExternalResourceUtils::createExternalResourceDriver(resource, plugins));
     } catch (const std::exception& e) {
-      log().warn(std::string("The external resource '") + resource.name +
-                 "' gets no infos: " + e.what());
+      resourceLog().warn(std::string("The external resource '") + resource.name +
+                         "' gets no infos: " + e.what());
     }
   }
   return drivers;
 }
 
 void logProblems(const ExternalResources& read) {
-  for (const std::string& error : read.errors) log().warn(error);
-  for (const std::string& warning : read.warnings) log().warn(warning);
+  for (const std::string& error : read.errors) resourceLog().warn(error);
+  for (const std::string& warning : read.warnings) resourceLog().warn(warning);
 }
 
 }  // namespace
@@ -171,8 +171,8 @@ std::map<std::string, std::int64_t> ExternalResourceUtils::getExternalResourceAm
     if (auto* value = std::get_if<std::int64_t>(&amount)) {
       amounts.emplace(name, *value);
     } else {
-      log().warn(std::string("The external resource '") + name +
-                 "' is ignored: " + std::get<std::string>(amount));
+      resourceLog().warn(std::string("The external resource '") + name +
+                         "' is ignored: " + std::get<std::string>(amount));
     }
   }
   return amounts;
@@ -186,7 +186,8 @@ std::map<std::string, std::string> ExternalResourceUtils::getExternalResourceCon
     if (std::optional<std::string> value = readNonBlank(config, key)) {
       keys.emplace(name, std::move(*value));
     } else {
-      log().warn(std::string("The external resource '") + name + "' does not set '" + key + "'.");
+      resourceLog().warn(std::string("The external resource '") + name + "' does not set '" + key +
+                         "'.");
     }
   }
   return keys;
@@ -235,15 +236,16 @@ ExternalResourceUtils::createStaticExternalResourceInfoProvider(
   for (const auto& [name, driver] : externalResourceDrivers) {
     const auto amount = externalResourceAmountMap.find(name);
     if (amount == externalResourceAmountMap.end()) {
-      log().warn(std::string("The amount of the external resource '") + name +
-                 "' is not configured; it gets no infos.");
+      resourceLog().warn(std::string("The amount of the external resource '") + name +
+                         "' is not configured; it gets no infos.");
       continue;
     }
     try {
       infos.emplace(name, driver->retrieveResourceInfo(amount->second));
     } catch (const std::exception& e) {
-      log().warn(std::string("Failed to retrieve the information of the external resource '") +
-                 name + "': " + e.what());
+      resourceLog().warn(
+          std::string("Failed to retrieve the information of the external resource '") + name +
+          "': " + e.what());
     }
   }
   return std::make_unique<StaticExternalResourceInfoProvider>(std::move(infos));

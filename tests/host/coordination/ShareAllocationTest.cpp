@@ -15,7 +15,7 @@
 #include "host/coordination/Coordination.h"
 #include "host/coordination/Leases.h"
 
-namespace flink::coordination {
+namespace flink::coordination::share_allocation_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -428,4 +428,4 @@ TEST_F(ShareFileTest, AGoneShareHoldersRecordIsTakenBackByTheNextShare) {
 }
 
 }  // namespace
-}  // namespace flink::coordination
+}  // namespace flink::coordination::share_allocation_test

@@ -12,7 +12,7 @@
 
 #include "host/enumeration/Vendor.h"
 
-namespace flink::discovery {
+namespace flink::discovery::unit_index_test {
 namespace {
 
 constexpr const char* kUuid0 = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6";
@@ -252,4 +252,4 @@ TEST(UnitIndexTest, CoverageIsWholeOnlyForAnUnmaskedListWithEveryUuid) {
 }
 
 }  // namespace
-}  // namespace flink::discovery
+}  // namespace flink::discovery::unit_index_test

@@ -11,7 +11,7 @@
 
 #include "TestSupport.h"
 
-namespace flink::discovery {
+namespace flink::discovery::visible_devices_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -270,4 +270,4 @@ TEST(VisibleDevicesTest, AMaskThatNamesNoUnitFailsNamingIt) {
 }
 
 }  // namespace
-}  // namespace flink::discovery
+}  // namespace flink::discovery::visible_devices_test

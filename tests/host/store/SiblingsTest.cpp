@@ -22,7 +22,7 @@
 #include "host/store/LockedFile.h"
 #include "host/store/ReplacedCopies.h"
 
-namespace flink::store {
+namespace flink::store::siblings_test {
 namespace {
 
 // What the coordination layer builds on this store.
@@ -412,4 +412,4 @@ TEST_F(PlantedSiblingsTest, HealthRecordsThatFailTheRulesAreMovedAsideNamingThem
 }
 
 }  // namespace
-}  // namespace flink::store
+}  // namespace flink::store::siblings_test

@@ -12,7 +12,7 @@
 #include "host/coordination/Coordination.h"
 #include "host/enumeration/UnitIndex.h"
 
-namespace flink {
+namespace flink::gpu_use_test {
 namespace {
 
 using liveness::HostFacts;
@@ -135,4 +135,4 @@ TEST(GpuUseTest, ForeignModesReadAsWritten) {
 }
 
 }  // namespace
-}  // namespace flink
+}  // namespace flink::gpu_use_test

@@ -28,7 +28,7 @@ using defaultdiscovery::DiscoveryFailure;
 
 namespace {
 
-const logging::Logger& log() {
+const logging::Logger& runLog() {
   static const logging::Logger logger("GPUDriver");
   return logger;
 }
@@ -114,8 +114,8 @@ void giveBackQuietly(const fs::path& file, const std::vector<coordination::Recor
   try {
     defaultdiscovery::giveBack(file, records);
   } catch (const std::exception& e) {
-    log().warn("Could not give back GPU(s) " + strings::join(granted, ",") +
-               " in the coordination file " + file.string() + ": " + e.what());
+    runLog().warn("Could not give back GPU(s) " + strings::join(granted, ",") +
+                  " in the coordination file " + file.string() + ": " + e.what());
   }
 }
 
@@ -146,7 +146,7 @@ struct Run {
   const bool outOfTime = (e.stage() == DiscoveryFailure::Stage::kEnumeration ||
                           e.stage() == DiscoveryFailure::Stage::kCoordination) &&
                          Clock::now() >= deadline;
-  log().warn(message);
+  runLog().warn(message);
   try {
     throw e;
   } catch (const DiscoveryFailure&) {
@@ -299,7 +299,7 @@ InProcessDiscovery::Answer InProcessDiscovery::discover(std::int64_t amount) {
                                 " (run in-process) did not finish within " +
                                 formatDuration(timeout_) + " (it was " + doing +
                                 "); GPUs it records after this are given back.";
-    log().warn(message);
+    runLog().warn(message);
     throw TimeoutException(message);
   }
   const std::exception_ptr error = run->error;
@@ -314,7 +314,7 @@ InProcessDiscovery::Answer InProcessDiscovery::discover(std::int64_t amount) {
     } catch (const std::exception& e) {
       const std::string message = "The GPU discovery script " + script_.string() +
                                   " (run in-process) failed: unexpected error: " + e.what();
-      log().warn(message);
+      runLog().warn(message);
       throw FlinkException(message);
     }
   }
