@@ -87,10 +87,12 @@ test-all: build
 	$(MAKE) --no-print-directory test-sanitize
 
 # ThreadSanitizer needs a build of its own (it excludes ASan): only the library and the tests
-# that run threads against it (label tsan, see tests/tsan/), to keep `make test` short.
+# that run threads against it (label tsan, see tests/tsan/), to keep `make test` short. Not a
+# unity build: there every library source is compiled on its own, as a build with
+# FLINK_GPU_UNITY_BUILD=OFF compiles it.
 test-tsan: deps
 	CXX=clang++ cmake -S . -B $(TSAN_DIR) $(call generator,$(TSAN_DIR)) -DCMAKE_BUILD_TYPE=Debug \
-	  -DFLINK_GPU_WERROR=ON -DFLINK_GPU_TSAN=ON -DFLINK_GPU_BENCH=OFF
+	  -DFLINK_GPU_WERROR=ON -DFLINK_GPU_TSAN=ON -DFLINK_GPU_BENCH=OFF -DFLINK_GPU_UNITY_BUILD=OFF
 	cmake --build $(TSAN_DIR) -j $(JOBS) --target flink-gpu-tsan-tests
 	ctest --test-dir $(TSAN_DIR) -L tsan --output-on-failure -j $(JOBS)
 
