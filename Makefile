@@ -21,6 +21,11 @@ SANITIZE_DIR ?= build-sanitize
 TSAN_DIR ?= build-tsan
 PACKAGE_PREFIX ?= /opt/flink
 JOBS ?= $(shell nproc)
+# Tests run two per core: most of them spend their time waiting (for the processes they start, for
+# the time-outs they test), not computing. A test that keeps a core busy for its whole run (a
+# fuzzer, the simulation, the stress tests) says so with the test property PROCESSORS 2, and takes
+# two of these places.
+TEST_JOBS ?= $(shell echo $$((2 * $(JOBS))))
 FUZZ_SECONDS ?= 20
 # Ninja for a fresh build folder (it starts a target's compiles before the targets it links are
 # linked, which keeps both cores busy); a folder configured before keeps its generator.
@@ -70,7 +75,7 @@ check:
 	  exit 2; \
 	fi
 	cmake --build $(BUILD_DIR) -j $(JOBS)
-	ctest --test-dir $(BUILD_DIR) -L unit --output-on-failure -j $(JOBS)
+	ctest --test-dir $(BUILD_DIR) -L unit --output-on-failure -j $(TEST_JOBS)
 
 # Prints how long it took, passed or failed (the figure README.md quotes).
 test:
@@ -82,7 +87,7 @@ test:
 	exit $$status
 
 test-all: build
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(TEST_JOBS)
 	$(MAKE) --no-print-directory test-tsan
 	$(MAKE) --no-print-directory test-sanitize
 
@@ -94,14 +99,14 @@ test-tsan: deps
 	CXX=clang++ cmake -S . -B $(TSAN_DIR) $(call generator,$(TSAN_DIR)) -DCMAKE_BUILD_TYPE=Debug \
 	  -DFLINK_GPU_WERROR=ON -DFLINK_GPU_TSAN=ON -DFLINK_GPU_BENCH=OFF -DFLINK_GPU_UNITY_BUILD=OFF
 	cmake --build $(TSAN_DIR) -j $(JOBS) --target flink-gpu-tsan-tests
-	ctest --test-dir $(TSAN_DIR) -L tsan --output-on-failure -j $(JOBS)
+	ctest --test-dir $(TSAN_DIR) -L tsan --output-on-failure -j $(TEST_JOBS)
 
 test-sanitize: deps
 	CXX=clang++ cmake -S . -B $(SANITIZE_DIR) $(call generator,$(SANITIZE_DIR)) -DCMAKE_BUILD_TYPE=Debug \
 	  -DFLINK_GPU_WERROR=ON -DFLINK_GPU_SANITIZE=ON -DFLINK_GPU_FUZZ=ON -DFLINK_GPU_BENCH=OFF \
 	  -DFLINK_GPU_FUZZ_SECONDS=$(FUZZ_SECONDS)
 	cmake --build $(SANITIZE_DIR) -j $(JOBS)
-	ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j $(JOBS)
+	ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j $(TEST_JOBS)
 
 package: build
 	cd $(BUILD_DIR) && cpack -G DEB
