@@ -87,10 +87,7 @@ void addFormatOption(CLI::App& command, OutputFormat& format, bool prometheus = 
 CLI::Validator processIdValidator() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        if (text.empty() ||
-            !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-          return "not a process id";
-        }
+        if (!strings::isDigits(text)) return "not a process id";
         text.erase(0, std::min(text.find_first_not_of('0'), text.size() - 1));
         // Within pid_t: a larger number would be cut to another process's pid on the way.
         const bool fits =
@@ -843,7 +840,7 @@ std::string describeExtras(int argc, char** argv, const CLI::App& app, const CLI
         }
       }
     }
-    shown.push_back("'" + strings::quoteForMessage(typed) + "'");
+    shown.push_back(strings::inQuotes(typed));
   }
   if (shown.empty()) return "cannot read the command line";
   std::string what =

@@ -53,10 +53,7 @@ std::optional<GpuChoice> gpuChoiceOf(const std::string& text) {
 
 /// A whole decimal number, nothing around it; nullopt otherwise.
 std::optional<std::uint64_t> wholeNumber(const std::string& text) {
-  if (text.empty() ||
-      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
+  if (!strings::isDigits(text)) return std::nullopt;
   std::uint64_t value = 0;
   for (const char c : text) {
     const auto digit = static_cast<std::uint64_t>(c - '0');

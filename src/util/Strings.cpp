@@ -37,6 +37,14 @@ std::string toLower(std::string_view text) {
   return lower;
 }
 
+std::string toUpper(std::string_view text) {
+  std::string upper(text);
+  for (char& c : upper) {
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  }
+  return upper;
+}
+
 std::vector<std::string> splitWhitespace(std::string_view text) {
   std::vector<std::string> tokens;
   std::size_t i = 0;

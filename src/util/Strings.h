@@ -30,6 +30,9 @@ bool isBlank(std::string_view text) noexcept;
 
 std::string toLower(std::string_view text);
 
+/// `text` with the ASCII letters a-z in upper case; every other byte as it is.
+std::string toUpper(std::string_view text);
+
 /// Splits on runs of whitespace, dropping empty tokens (java.util.StringTokenizer's default,
 /// which Runtime.exec uses to split a command line).
 std::vector<std::string> splitWhitespace(std::string_view text);

@@ -46,6 +46,12 @@ TEST(StringsTest, IsDigitsIsOneOrMoreAsciiDigitsAndNothingElse) {
   EXPECT_EQ(parseUnsigned("4294967296"), std::nullopt);
 }
 
+TEST(StringsTest, ToUpperChangesOnlyAsciiLetters) {
+  EXPECT_EQ(toUpper("gpu-5e1f0a2b"), "GPU-5E1F0A2B");
+  EXPECT_EQ(toUpper("spx\xc3\xa9 \t_9"), "SPX\xc3\xa9 \t_9");
+  EXPECT_EQ(toUpper(""), "");
+}
+
 TEST(StringsTest, InQuotesQuotesAsMessagesDo) {
   EXPECT_EQ(inQuotes("GPU-1"), "'GPU-1'");
   EXPECT_EQ(inQuotes("a\nb"), "'a\\nb'");

@@ -101,13 +101,6 @@ std::optional<std::string> attribute(const fs::path& file) {
   return std::string(strings::trim(*text));
 }
 
-std::string upper(std::string text) {
-  for (char& c : text) {
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-  }
-  return text;
-}
-
 /// "GPU 00000000:63:00.0", "partition 3 of GPU 00000000:05:00.0": a unit by its bus id.
 std::string unitByBus(const KfdUnit& unit) {
   if (unit.partition) {
@@ -147,7 +140,7 @@ discovery::Properties propertiesOf(const KfdUnit& unit, const fs::path& sysfs) {
   if (unit.partition) {
     properties.emplace_back("partition.id", std::to_string(*unit.partition));
     if (const auto mode = attribute(device / "current_compute_partition")) {
-      properties.emplace_back("partition.mode", upper(*mode));
+      properties.emplace_back("partition.mode", strings::toUpper(*mode));
     }
   }
   return properties;

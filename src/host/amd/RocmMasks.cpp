@@ -11,14 +11,6 @@ namespace flink::amd {
 
 namespace {
 
-std::string upper(std::string_view text) {
-  std::string result(text);
-  for (char& c : result) {
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-  }
-  return result;
-}
-
 std::string quoted(std::string_view entry, std::size_t position) {
   return "'" + strings::quoteForMessage(entry) + "' (entry " + std::to_string(position + 1) + ")";
 }
@@ -28,7 +20,7 @@ std::vector<std::size_t> unitsWithUuidPrefix(const std::string& prefix,
                                              const std::vector<std::optional<std::string>>& uuids) {
   std::vector<std::size_t> matches;
   for (std::size_t i = 0; i < uuids.size(); ++i) {
-    if (uuids[i] && upper(*uuids[i]).starts_with(prefix)) matches.push_back(i);
+    if (uuids[i] && strings::toUpper(*uuids[i]).starts_with(prefix)) matches.push_back(i);
   }
   return matches;
 }
@@ -45,7 +37,7 @@ std::string describeMatches(const std::vector<std::size_t>& matches,
       ++withoutUuid;
       continue;
     }
-    const std::string key = upper(*uuids[unit]);
+    const std::string key = strings::toUpper(*uuids[unit]);
     if (std::find(distinct.begin(), distinct.end(), key) == distinct.end()) distinct.push_back(key);
   }
   const std::size_t gpus = distinct.size() + withoutUuid;
@@ -99,7 +91,7 @@ MaskReading readRocrVisibleDevices(std::string_view value,
   const std::vector<std::string_view> entries = strings::split(value, ',');
   for (std::size_t position = 0; position < entries.size(); ++position) {
     const std::string_view entry = strings::trim(entries[position]);
-    const std::string wanted = upper(entry);
+    const std::string wanted = strings::toUpper(entry);
     if (wanted.starts_with("GPU-")) {
       if (wanted.size() < 5 || wanted.size() > 20) {
         reading.stop = quoted(entry, position) + " is no UUID or UUID prefix of 5 to 20 characters";
@@ -150,7 +142,8 @@ MaskReading readHipVisibleDevices(std::string_view value,
       for (std::size_t i = 0; i < uuids.size(); ++i) {
         const std::string uuid = uuids[i].value_or(kRocrUuidOfNone);
         if (uuid.find(entry) != std::string::npos) matches.push_back(i);
-        if (upper(uuid).find(upper(entry)) != std::string::npos) otherCase = true;
+        if (strings::toUpper(uuid).find(strings::toUpper(entry)) != std::string::npos)
+          otherCase = true;
       }
       if (matches.empty()) {
         reading.stop = quoted(entry, position) + " names no GPU that ROCr left" +
@@ -169,7 +162,7 @@ MaskReading readHipVisibleDevices(std::string_view value,
       const std::optional<std::size_t> index = hipIndex(entry);
       if (!index) {
         reading.stop = quoted(entry, position) + " is neither a GPU index nor a GPU-… UUID" +
-                       (upper(entry).find("GPU-") != std::string::npos
+                       (strings::toUpper(entry).find("GPU-") != std::string::npos
                             ? " (HIP looks for 'GPU-' in upper case)"
                             : "");
         return reading;
