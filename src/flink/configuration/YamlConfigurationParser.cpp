@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -214,10 +215,17 @@ class Flattener {
   }
 
   /// What Flink makes of a scalar: a plain one (yaml-cpp's tag "?") as YAML 1.1 resolves it, a
-  /// quoted or !!str-tagged one as written.
-  static std::string scalarText(const YAML::Node& scalar) {
+  /// quoted or !!str-tagged one as written. A plain scalar is resolved once, however many aliases
+  /// use it: resolving a long integer is not linear in its length.
+  const std::string& scalarText(const YAML::Node& scalar) {
     if (scalar.Tag() != "?") return scalar.Scalar();
-    return yamlvalues::plainScalarText(scalar.Scalar()).value_or(scalar.Scalar());
+    const int at = scalar.Mark().pos;
+    if (at >= 0) {
+      if (const auto known = plainTexts_.find(at); known != plainTexts_.end()) return known->second;
+    }
+    std::string text = yamlvalues::plainScalarText(scalar.Scalar()).value_or(scalar.Scalar());
+    if (at < 0) return uncachedText_ = std::move(text);
+    return plainTexts_.emplace(at, std::move(text)).first->second;
   }
 
   std::string listText(const std::string& key, const YAML::Node& sequence) {
@@ -333,6 +341,8 @@ class Flattener {
   std::size_t markOffset_ = 0;
   bool checkQuotes_ = true;
   std::unordered_set<std::size_t> closedQuotes_;
+  std::unordered_map<int, std::string> plainTexts_;  // by the scalar's offset in the text
+  std::string uncachedText_;                         // a scalar without a position
   int rootLine_ = 0;
   std::size_t visits_ = 0;
   std::size_t bytes_ = 0;

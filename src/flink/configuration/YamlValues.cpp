@@ -221,6 +221,10 @@ std::string intText(std::string_view text) {
       radix = 8;
       body.remove_prefix(1);
     }
+    if (radix == 10) {
+      // Already decimal, without leading zeros (a leading 0 makes it octal): written back as is.
+      return (negative && body != "0" ? "-" : "") + std::string(body);
+    }
     for (char c : body) value.multiplyAdd(radix, digitValue(c));
   }
   return (negative && !value.isZero() ? "-" : "") + value.toString();

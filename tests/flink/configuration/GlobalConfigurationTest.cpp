@@ -119,7 +119,7 @@ TEST(StandardYamlTest, ValuesFollowYaml11AsFlinkReadsThem) {
   const Configuration config = yaml(
       "yes: yes\non: on\noff: off\nno: No\n"
       "octal: 010\nunderscores: 1_000\nbinary: 0b101\nplus: +7\nnegative-hex: -0x1F\n"
-      "big: 123456789012345678901234567890\nsexagesimal: 1:30\n"
+      "big: 123456789012345678901234567890\nsexagesimal: 1:30\nminus-zero: -0\nnegative: -1_234\n"
       "float: 1.50\nexponent: 1e3\nsmall: 0.00001\nlarge: 12345678.9\ninf: -.inf\nnan: .NaN\n"
       "date: 2001-12-14\ntime: 2001-12-14 21:59:43.10 -5\n"
       "string: 1.2.3\nversion: v1.50\n");
@@ -134,6 +134,8 @@ TEST(StandardYamlTest, ValuesFollowYaml11AsFlinkReadsThem) {
                              {"negative-hex", "-31"},
                              {"big", "123456789012345678901234567890"},
                              {"sexagesimal", "90"},
+                             {"minus-zero", "0"},
+                             {"negative", "-1234"},
                              {"float", "1.5"},
                              {"exponent", "1000.0"},
                              {"small", "1.0E-5"},
