@@ -24,7 +24,9 @@ JOBS ?= $(shell nproc)
 # Tests run two per core: most of them spend their time waiting (for the processes they start, for
 # the time-outs they test), not computing. A test that keeps a core busy for its whole run (a
 # fuzzer, the simulation, the stress tests) says so with the test property PROCESSORS 2, and takes
-# two of these places.
+# two of these places. A test of several seconds says so with the test property COST (about its
+# seconds here): ctest starts the costly ones first, in a fresh build folder too, where it has no
+# times of earlier runs; the long ones started last made the run's tail.
 TEST_JOBS ?= $(shell echo $$((2 * $(JOBS))))
 FUZZ_SECONDS ?= 20
 # Ninja for a fresh build folder (it starts a target's compiles before the targets it links are
