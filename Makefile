@@ -40,7 +40,8 @@ CONFIGURE = cmake -S . -B $(BUILD_DIR) $(call generator,$(BUILD_DIR)) \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
   -DFLINK_GPU_WERROR=ON -DFLINK_GPU_PACKAGE_PREFIX=$(PACKAGE_PREFIX)
 
-.PHONY: all deps deps-run build run check test test-all test-tsan test-sanitize package bench \
+.PHONY: all deps deps-run build run check test test-all test-tsan test-sanitize tsan-tree \
+  sanitize-tree package bench \
   gpu-check-bundle format clean
 
 all: build
@@ -89,10 +90,26 @@ test:
 	printf 'make test: %s in %d min %02d s\n' $$verdict $$((elapsed / 60)) $$((elapsed % 60)); \
 	exit $$status
 
+# Each sanitizer tree is built while the tests before it run, at the lowest priority (nice 19):
+# those tests mostly wait (for the processes they start, for the time-outs they test), and the
+# build takes the CPU they leave, not the CPU they ask for. Its output, kept in a file in its
+# tree, follows their results.
 test-all: build
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(TEST_JOBS)
-	$(MAKE) --no-print-directory test-tsan
-	$(MAKE) --no-print-directory test-sanitize
+	@mkdir -p $(TSAN_DIR) && \
+	nice -n 19 $(MAKE) --no-print-directory tsan-tree >$(TSAN_DIR)/make-test.log 2>&1 & \
+	build=$$!; \
+	echo "ctest --test-dir $(BUILD_DIR) (the TSan tree builds meanwhile: $(TSAN_DIR)/make-test.log)"; \
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(TEST_JOBS); tests=$$?; \
+	wait $$build; built=$$?; cat $(TSAN_DIR)/make-test.log; \
+	[ $$tests -eq 0 ] && [ $$built -eq 0 ]
+	@mkdir -p $(SANITIZE_DIR) && \
+	nice -n 19 $(MAKE) --no-print-directory sanitize-tree >$(SANITIZE_DIR)/make-test.log 2>&1 & \
+	build=$$!; \
+	echo "ctest --test-dir $(TSAN_DIR) -L tsan (the ASan+UBSan tree builds meanwhile: $(SANITIZE_DIR)/make-test.log)"; \
+	ctest --test-dir $(TSAN_DIR) -L tsan --output-on-failure -j $(TEST_JOBS); tests=$$?; \
+	wait $$build; built=$$?; cat $(SANITIZE_DIR)/make-test.log; \
+	[ $$tests -eq 0 ] && [ $$built -eq 0 ]
+	ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j $(TEST_JOBS)
 
 # ThreadSanitizer needs a build of its own (it excludes ASan): only the library and the tests
 # that run threads against it (label tsan, see tests/tsan/), to keep `make test` short. Not a
@@ -100,17 +117,25 @@ test-all: build
 # FLINK_GPU_UNITY_BUILD=OFF compiles it. (That check costs about what it saves: a unity TSan tree
 # plus each library source alone through clang -fsyntax-only came to the same CPU time.)
 test-tsan: deps
-	CXX=clang++ cmake -S . -B $(TSAN_DIR) $(call generator,$(TSAN_DIR)) -DCMAKE_BUILD_TYPE=Debug \
-	  -DFLINK_GPU_WERROR=ON -DFLINK_GPU_TSAN=ON -DFLINK_GPU_BENCH=OFF -DFLINK_GPU_UNITY_BUILD=OFF
-	cmake --build $(TSAN_DIR) -j $(JOBS) --target flink-gpu-tsan-tests
+	$(MAKE) --no-print-directory tsan-tree
 	ctest --test-dir $(TSAN_DIR) -L tsan --output-on-failure -j $(TEST_JOBS)
 
 test-sanitize: deps
+	$(MAKE) --no-print-directory sanitize-tree
+	ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j $(TEST_JOBS)
+
+# The sanitizer trees, configured and built, without their tests (the package installs are
+# test-tsan's and test-sanitize's, or test-all's through build).
+tsan-tree:
+	CXX=clang++ cmake -S . -B $(TSAN_DIR) $(call generator,$(TSAN_DIR)) -DCMAKE_BUILD_TYPE=Debug \
+	  -DFLINK_GPU_WERROR=ON -DFLINK_GPU_TSAN=ON -DFLINK_GPU_BENCH=OFF -DFLINK_GPU_UNITY_BUILD=OFF
+	cmake --build $(TSAN_DIR) -j $(JOBS) --target flink-gpu-tsan-tests
+
+sanitize-tree:
 	CXX=clang++ cmake -S . -B $(SANITIZE_DIR) $(call generator,$(SANITIZE_DIR)) -DCMAKE_BUILD_TYPE=Debug \
 	  -DFLINK_GPU_WERROR=ON -DFLINK_GPU_SANITIZE=ON -DFLINK_GPU_FUZZ=ON -DFLINK_GPU_BENCH=OFF \
 	  -DFLINK_GPU_FUZZ_SECONDS=$(FUZZ_SECONDS)
 	cmake --build $(SANITIZE_DIR) -j $(JOBS)
-	ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j $(TEST_JOBS)
 
 package: build
 	cd $(BUILD_DIR) && cpack -G DEB
