@@ -93,22 +93,23 @@ test:
 # Each sanitizer tree is built while the tests before it run, at the lowest priority (nice 19):
 # those tests mostly wait (for the processes they start, for the time-outs they test), and the
 # build takes the CPU they leave, not the CPU they ask for. Its output, kept in a file in its
-# tree, follows their results.
+# tree, follows their results. The build runs in a session of its own (setsid), which an
+# interrupt or a termination of make test ends with it: a background command of a
+# non-interactive shell ignores SIGINT, and would build on after a Ctrl-C.
+# $(call tests_beside_build,TESTS,TREE-TARGET,TREE,WHAT): TESTS while TREE-TARGET builds TREE.
+define tests_beside_build
+	@mkdir -p $(3) || exit 1; \
+	setsid nice -n 19 $(MAKE) --no-print-directory $(2) >$(3)/make-test.log 2>&1 & \
+	build=$$!; trap 'kill -TERM -$$build 2>/dev/null; exit 130' INT TERM; \
+	echo "$(1)  ($(4) builds meanwhile, at nice 19: $(3)/make-test.log)"; \
+	$(1); tests=$$?; \
+	wait $$build; built=$$?; cat $(3)/make-test.log; \
+	[ $$tests -eq 0 ] && [ $$built -eq 0 ]
+endef
+
 test-all: build
-	@mkdir -p $(TSAN_DIR) && \
-	nice -n 19 $(MAKE) --no-print-directory tsan-tree >$(TSAN_DIR)/make-test.log 2>&1 & \
-	build=$$!; \
-	echo "ctest --test-dir $(BUILD_DIR) (the TSan tree builds meanwhile: $(TSAN_DIR)/make-test.log)"; \
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(TEST_JOBS); tests=$$?; \
-	wait $$build; built=$$?; cat $(TSAN_DIR)/make-test.log; \
-	[ $$tests -eq 0 ] && [ $$built -eq 0 ]
-	@mkdir -p $(SANITIZE_DIR) && \
-	nice -n 19 $(MAKE) --no-print-directory sanitize-tree >$(SANITIZE_DIR)/make-test.log 2>&1 & \
-	build=$$!; \
-	echo "ctest --test-dir $(TSAN_DIR) -L tsan (the ASan+UBSan tree builds meanwhile: $(SANITIZE_DIR)/make-test.log)"; \
-	ctest --test-dir $(TSAN_DIR) -L tsan --output-on-failure -j $(TEST_JOBS); tests=$$?; \
-	wait $$build; built=$$?; cat $(SANITIZE_DIR)/make-test.log; \
-	[ $$tests -eq 0 ] && [ $$built -eq 0 ]
+	$(call tests_beside_build,ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(TEST_JOBS),tsan-tree,$(TSAN_DIR),the TSan tree)
+	$(call tests_beside_build,ctest --test-dir $(TSAN_DIR) -L tsan --output-on-failure -j $(TEST_JOBS),sanitize-tree,$(SANITIZE_DIR),the ASan+UBSan tree)
 	ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j $(TEST_JOBS)
 
 # ThreadSanitizer needs a build of its own (it excludes ASan): only the library and the tests
