@@ -94,16 +94,22 @@ test:
 # those tests mostly wait (for the processes they start, for the time-outs they test), and the
 # build takes the CPU they leave, not the CPU they ask for. Its output, kept in a file in its
 # tree, follows their results. The build runs in a session of its own (setsid), which an
-# interrupt or a termination of make test ends with it: a background command of a
-# non-interactive shell ignores SIGINT, and would build on after a Ctrl-C.
+# interrupt, a hang-up or a termination of make test's process group (Ctrl-C, a closed terminal,
+# timeout(1)) ends with it: a background command of a non-interactive shell ignores SIGINT, and
+# would build on after a Ctrl-C.
 # $(call tests_beside_build,TESTS,TREE-TARGET,TREE,WHAT): TESTS while TREE-TARGET builds TREE.
 define tests_beside_build
 	@mkdir -p $(3) || exit 1; \
 	setsid nice -n 19 $(MAKE) --no-print-directory $(2) >$(3)/make-test.log 2>&1 & \
-	build=$$!; trap 'kill -TERM -$$build 2>/dev/null; exit 130' INT TERM; \
+	build=$$!; \
+	for signal in HUP:129 INT:130 QUIT:131 TERM:143; do \
+	  trap "kill -TERM -$$build 2>/dev/null; exit $${signal#*:}" $${signal%:*}; \
+	done; \
 	echo "$(1)  ($(4) builds meanwhile, at nice 19: $(3)/make-test.log)"; \
 	$(1); tests=$$?; \
 	wait $$build; built=$$?; cat $(3)/make-test.log; \
+	[ $$tests -eq 0 ] || echo "make test: the tests above failed" >&2; \
+	[ $$built -eq 0 ] || echo "make test: the build of $(3)/ failed (its output above)" >&2; \
 	[ $$tests -eq 0 ] && [ $$built -eq 0 ]
 endef
 

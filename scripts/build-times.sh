@@ -2,7 +2,9 @@
 # Where a Ninja build's time went, by target: the seconds of every compile and link that Ninja
 # logged in BUILD_DIR/.ninja_log (its last build of each output), summed per target, the largest
 # first. Each step's time is wall-clock, so on a busy machine it includes waiting for a core; the
-# sum over steps is about the CPU time a build of BUILD_DIR from nothing costs.
+# sum over steps is about the CPU time a build of BUILD_DIR from nothing costs. make test builds
+# the sanitizer trees at nice 19 beside the tests: their sums there include that waiting, so build
+# a tree on its own (make tsan-tree, make sanitize-tree) for its CPU time.
 #
 # Usage: scripts/build-times.sh [BUILD_DIR ...]   (default: build build-tsan build-sanitize)
 set -euo pipefail
