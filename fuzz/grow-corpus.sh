@@ -23,6 +23,7 @@ seconds=${2:-150}
 [[ $seconds =~ ^[1-9][0-9]{0,5}$ ]] ||
   usage "SECONDS must be a whole number of seconds from 1 to 999999, not '$seconds'"
 shift $(($# >= 2 ? 2 : 1))
+caller=$PWD
 cd "$(dirname "${BASH_SOURCE[0]}")"
 [[ $# -gt 0 ]] || set -- $(ls corpus)
 scratch=$(mktemp -d)
@@ -32,9 +33,9 @@ grow() {
   local name=$1 fuzzer=$build/bin/${1}_fuzzer
   [[ -x $fuzzer ]] || { echo "$fuzzer: not built (FLINK_GPU_FUZZ=ON, clang)" >&2; return 1; }
   mkdir -p "$scratch/$name" "corpus/$name/found"
-  # A crash's input is written where -artifact_prefix says: kept in the current folder, named in
-  # the log shown.
-  "$fuzzer" -max_total_time="$seconds" -max_len=4096 -timeout=10 -artifact_prefix="$PWD/$name-" \
+  # A crash's input is written where -artifact_prefix says: in the folder this was run from, named
+  # in the log shown.
+  "$fuzzer" -max_total_time="$seconds" -max_len=4096 -timeout=10 -artifact_prefix="$caller/$name-" \
     "$scratch/$name" "corpus/$name" >"$scratch/$name.log" 2>&1 ||
     { echo "$name: the fuzzer failed; its log:" >&2; tail -40 "$scratch/$name.log" >&2; return 1; }
   "$fuzzer" -merge=1 -use_counters=0 "corpus/$name" "$scratch/$name" >"$scratch/$name.merge" 2>&1 ||
