@@ -229,8 +229,9 @@ void warnAboutSeveralMigInstances(const std::vector<std::string>& granted) {
 std::optional<std::vector<unsigned>> cpusToBind(const std::vector<std::string>& granted,
                                                 const std::vector<discovery::GpuDevice>& devices) {
   std::vector<unsigned> wanted;
+  const externalresource::gpu::DeviceFinder finder(devices);
   for (const std::string& gpu : granted) {
-    const discovery::GpuDevice* device = externalresource::gpu::findDevice(devices, gpu);
+    const discovery::GpuDevice* device = finder.find(gpu);
     if (device == nullptr || !device->cpus) {
       printWarning("--bind-cpus: the CPU affinity of GPU " + gpu +
                    " is unknown (NVML does not tell it); the command is not bound");
@@ -716,6 +717,9 @@ defaultdiscovery::Allocation allocationOf(const HostUnits& host,
   defaultdiscovery::Allocation allocation;
   allocation.ownerPid = owner;
   allocation.cpus = cpus;
+  // An NVIDIA host's index is of its devices (findHostUnits); a vendor host's is of its units.
+  const externalresource::gpu::DeviceFinder finder(host.devices,
+                                                   host.vendorHost ? nullptr : host.index);
   for (std::size_t i = 0; i < granted.size(); ++i) {
     defaultdiscovery::AllocatedUnit unit;
     // Exec lists the units in the variable in the order granted: the place is the ordinal the
@@ -735,8 +739,7 @@ defaultdiscovery::Allocation allocationOf(const HostUnits& host,
           unit.memoryTotalMiB = strings::parseUnsigned(*memory);
         }
       }
-    } else if (const discovery::GpuDevice* device =
-                   externalresource::gpu::findDevice(host.devices, granted[i])) {
+    } else if (const discovery::GpuDevice* device = finder.find(granted[i])) {
       unit.uuid = device->uuid;
       unit.pciBusId = device->pciBusId;
       unit.name = device->name;

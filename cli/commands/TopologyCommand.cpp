@@ -77,9 +77,10 @@ void printJson(const Topology& topology, const std::vector<discovery::GpuDevice>
   // Members in the order they are set, as every other JSON of flink-gpu.
   using json = nlohmann::ordered_json;
   json gpus = json::array();
+  const externalresource::gpu::DeviceFinder finder(devices);
   for (const placement::GpuTopology& gpu : topology.gpus()) {
     json entry = {{"index", gpu.identifier}};
-    const discovery::GpuDevice* device = externalresource::gpu::findDevice(devices, gpu.identifier);
+    const discovery::GpuDevice* device = finder.find(gpu.identifier);
     entry["uuid"] = device && device->uuid ? json(*device->uuid) : json(nullptr);
     entry["pci.bus_id"] = device && device->pciBusId ? json(*device->pciBusId) : json(nullptr);
     entry["numa_node"] = gpu.numaNode ? json(*gpu.numaNode) : json(nullptr);

@@ -794,9 +794,13 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
     }
     for (const Notice& notice : kernel.notices) report.notes.push_back(notice);
   }
+  // The one index of the host's devices, for the health records and every reader of the
+  // coordination file's (a UnitRef is a device's position: the devices are not changed below).
+  auto index =
+      std::make_shared<const discovery::UnitIndex>(discovery::UnitIndex::of(found.found.devices));
   health::FilteredUnits healthy;
   try {
-    healthy = health::filterUnhealthy(std::move(units), found.found.devices,
+    healthy = health::filterUnhealthy(std::move(units), *index,
                                       found.source == discovery::HostGpuSource::kNvml,
                                       options.health, options.coordinationFile);
   } catch (const health::HealthRecordsUnreadable& e) {
@@ -819,7 +823,7 @@ HostUnits findHostUnits(const HostUnitsOptions& options, Report& report) {
   host.devices = std::move(found.found.devices);
   host.related = discovery::relatedUnits(host.devices);
   host.uuids = discovery::uuidsByIdentifier(host.devices);
-  host.index = std::make_shared<const discovery::UnitIndex>(discovery::UnitIndex::of(host.devices));
+  host.index = std::move(index);
   host.topologyWanted = options.topology && found.source == discovery::HostGpuSource::kNvml;
   host.nvmlSession = std::move(heldNvml);
 

@@ -385,22 +385,28 @@ std::vector<std::vector<Problem>> assess(const discovery::UnitIndex& index,
 }
 
 std::vector<std::vector<Problem>> assess(const std::vector<discovery::GpuDevice>& units,
-                                         const std::vector<discovery::GpuDevice>& devices,
+                                         const discovery::UnitIndex& devices,
                                          const NvmlProbe* probe,
                                          const std::vector<HealthRecord>& records) {
-  discovery::UnitIndex index = discovery::UnitIndex::of(devices);
   std::vector<discovery::UnitRef> refs;
   refs.reserve(units.size());
+  // A unit the devices do not know is added to a copy of their index: the caller's stays theirs.
+  std::optional<discovery::UnitIndex> extended;
   for (const discovery::GpuDevice& unit : units) {
-    const std::optional<discovery::UnitRef> known = index.find(unit.identifier);
-    refs.push_back(known ? *known : index.add(discovery::Unit{unit.identifier, unit.uuid}));
+    const discovery::UnitIndex& index = extended ? *extended : devices;
+    if (const std::optional<discovery::UnitRef> known = index.find(unit.identifier)) {
+      refs.push_back(*known);
+      continue;
+    }
+    if (!extended) extended.emplace(devices);
+    refs.push_back(extended->add(discovery::Unit{unit.identifier, unit.uuid}));
   }
-  return assess(index, refs, probe, records);
+  return assess(extended ? *extended : devices, refs, probe, records);
 }
 
 FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
-                              const std::vector<discovery::GpuDevice>& devices, bool askNvml,
-                              HealthMode mode, const std::filesystem::path& coordinationFile) {
+                              const discovery::UnitIndex& devices, bool askNvml, HealthMode mode,
+                              const std::filesystem::path& coordinationFile) {
   FilteredUnits filtered;
   if (mode == HealthMode::kIgnore) {
     filtered.units = std::move(units);

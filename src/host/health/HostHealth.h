@@ -160,10 +160,11 @@ std::string_view noteWord(HealthNote::Kind kind);
 std::vector<HealthNote> notesOf(const GpuProbe& probe);
 
 /// The problems of each of `units` (in order), from `probe` (may be null: records only) and
-/// `records`. `devices` is every device enumerated, so that an instance finds its GPU and a GPU
-/// its instances.
+/// `records`. `devices` indexes every device enumerated (UnitIndex::of), so that an instance
+/// finds its GPU and a GPU its instances; a unit it does not know (a --gpus entry NVML does not
+/// list) is judged by its records alone.
 std::vector<std::vector<Problem>> assess(const std::vector<discovery::GpuDevice>& units,
-                                         const std::vector<discovery::GpuDevice>& devices,
+                                         const discovery::UnitIndex& devices,
                                          const NvmlProbe* probe,
                                          const std::vector<HealthRecord>& records);
 
@@ -197,7 +198,7 @@ class HealthRecordsUnreadable : public std::runtime_error {
 /// (the units came from NVML). The units are taken (moved into the result), not copied.
 /// @throws HealthRecordsUnreadable (kSkip, kWarn) when the records cannot be read.
 FilteredUnits filterUnhealthy(std::vector<discovery::GpuDevice> units,
-                              const std::vector<discovery::GpuDevice>& devices, bool askNvml,
-                              HealthMode mode, const std::filesystem::path& coordinationFile);
+                              const discovery::UnitIndex& devices, bool askNvml, HealthMode mode,
+                              const std::filesystem::path& coordinationFile);
 
 }  // namespace flink::health

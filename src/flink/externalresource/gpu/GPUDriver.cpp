@@ -227,20 +227,24 @@ std::string joinInfos(const std::vector<std::shared_ptr<const ExternalResourceIn
 
 /// Each identifier a discovery answered, in its order, with what NVML knows of the device it
 /// names among `devices` (none: the index only): what its GPUInfo is made of.
+/// `index`: one of `devices` made already, or null.
 std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> describe(
-    std::vector<std::string> identifiers, const std::vector<discovery::GpuDevice>& devices) {
+    std::vector<std::string> identifiers, const std::vector<discovery::GpuDevice>& devices,
+    std::shared_ptr<const discovery::UnitIndex> index = nullptr) {
   std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> described;
   described.reserve(identifiers.size());
   // Under an inherited CUDA_VISIBLE_DEVICES the default discovery prints the mask's own entries,
   // which CUDA reads against the devices it can open (a UUID prefix, an index among the usable
   // GPUs): read them the same way, so that the properties say which physical GPU each is.
   const bool masked = discovery::inheritedVisibleDevices().has_value();
+  std::optional<DeviceFinder> finder;
+  if (!masked && !devices.empty()) finder.emplace(devices, std::move(index));
   for (std::string& identifier : identifiers) {
     std::vector<std::pair<std::string, std::string>> properties;
     if (!devices.empty()) {
       const discovery::GpuDevice* device =
           masked ? discovery::resolveVisibleDeviceEntry(identifier, devices)
-                 : findDevice(devices, identifier);
+                 : finder->find(identifier);
       if (device != nullptr) {
         properties = propertiesOf(*device);
       } else {
@@ -390,11 +394,16 @@ ExternalResourceInfoSet GPUDriver::retrieveInProcess(std::int64_t gpuAmount) {
   // and asking it again would tell nothing. A --gpus list knows only identifiers: NVML is asked
   // as for a script.
   std::vector<discovery::GpuDevice> devices;
+  std::shared_ptr<const discovery::UnitIndex> index;
   if (nvmlEnabled_) {
-    devices = answer.source != discovery::HostGpuSource::kListed ? std::move(answer.devices)
-                                                                 : nvmlDevices();
+    if (answer.source != discovery::HostGpuSource::kListed) {
+      devices = std::move(answer.devices);
+      index = std::move(answer.index);
+    } else {
+      devices = nvmlDevices();
+    }
   }
-  DescribedGpus gpus = describe(std::move(answer.identifiers), devices);
+  DescribedGpus gpus = describe(std::move(answer.identifiers), devices, std::move(index));
   // A share says what it is after what is known of its GPU, with NVML or without: the grant,
   // not the device, knows it. The answer and its shares are in one order.
   for (std::size_t i = 0; i < answer.shares.size() && i < gpus.size(); ++i) {

@@ -1,5 +1,8 @@
 #include "flink/externalresource/gpu/GpuProperties.h"
 
+#include <memory>
+#include <utility>
+
 #include "flink/externalresource/gpu/GPUInfo.h"
 #include "host/enumeration/UnitIndex.h"
 #include "host/placement/Topology.h"
@@ -60,13 +63,22 @@ std::vector<std::pair<std::string, std::string>> propertiesOf(
   return properties;
 }
 
-const discovery::GpuDevice* findDevice(const std::vector<discovery::GpuDevice>& devices,
-                                       std::string_view identifier) {
+DeviceFinder::DeviceFinder(const std::vector<discovery::GpuDevice>& devices)
+    : DeviceFinder(devices, nullptr) {}
+
+DeviceFinder::DeviceFinder(const std::vector<discovery::GpuDevice>& devices,
+                           std::shared_ptr<const discovery::UnitIndex> index)
+    : devices_(&devices),
+      index_(
+          index ? std::move(index)
+                : std::make_shared<const discovery::UnitIndex>(discovery::UnitIndex::of(devices))) {
+}
+
+const discovery::GpuDevice* DeviceFinder::find(std::string_view identifier) const {
   // The one rule of which unit a spelling names (host/enumeration/UnitIndex.h): a UnitRef of an
   // index of devices is the device's position.
-  const discovery::UnitIndex index = discovery::UnitIndex::of(devices);
-  const discovery::EntryNaming named = index.entry(identifier);
-  return named.unit ? &devices[*named.unit] : nullptr;
+  const discovery::EntryNaming named = index_->entry(identifier);
+  return named.unit && *named.unit < devices_->size() ? &(*devices_)[*named.unit] : nullptr;
 }
 
 }  // namespace flink::externalresource::gpu

@@ -2,6 +2,7 @@
 // properties; and from a printed identifier to the device it names.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -9,6 +10,7 @@
 
 #include "host/defaultdiscovery/DefaultDiscovery.h"
 #include "host/enumeration/GpuEnumerator.h"
+#include "host/enumeration/UnitIndex.h"
 
 namespace flink::externalresource::gpu {
 
@@ -22,10 +24,24 @@ std::vector<std::pair<std::string, std::string>> propertiesOf(const discovery::G
 std::vector<std::pair<std::string, std::string>> propertiesOf(
     const defaultdiscovery::ShareGrant& share);
 
-/// The device `identifier` names: for a decimal index, the whole GPU of that index; for a
-/// "GPU-…" or "MIG-…" UUID, the device with that UUID (case-insensitively, as CUDA compares
-/// them). nullptr when none does.
-const discovery::GpuDevice* findDevice(const std::vector<discovery::GpuDevice>& devices,
-                                       std::string_view identifier);
+/// The devices a discovery's identifiers name among `devices`, through one index of them made
+/// for every look-up (a loop over the answer or the host's GPUs asks it once per GPU).
+class DeviceFinder {
+ public:
+  /// Indexes `devices`, which must outlive the finder.
+  explicit DeviceFinder(const std::vector<discovery::GpuDevice>& devices);
+  /// With `index`, an index of `devices` made already (HostUnits::index); null: one is made.
+  DeviceFinder(const std::vector<discovery::GpuDevice>& devices,
+               std::shared_ptr<const discovery::UnitIndex> index);
+
+  /// The device `identifier` names: for a decimal index, the whole GPU of that index; for a
+  /// "GPU-…" or "MIG-…" UUID, the device with that UUID (case-insensitively, as CUDA compares
+  /// them). nullptr when none does.
+  const discovery::GpuDevice* find(std::string_view identifier) const;
+
+ private:
+  const std::vector<discovery::GpuDevice>* devices_;
+  std::shared_ptr<const discovery::UnitIndex> index_;
+};
 
 }  // namespace flink::externalresource::gpu

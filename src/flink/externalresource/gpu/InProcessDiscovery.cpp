@@ -45,6 +45,7 @@ struct AbandonedRun {
 struct RunAnswer {
   std::vector<std::string> answer;
   std::vector<discovery::GpuDevice> devices;
+  std::shared_ptr<const discovery::UnitIndex> index;
   discovery::HostGpuSource source = discovery::HostGpuSource::kListed;
   defaultdiscovery::Report report;
   /// Coordination mode: what was recorded, for whom, and its leases.
@@ -98,6 +99,7 @@ RunAnswer discoverOnce(const defaultdiscovery::DiscoveryArguments& args, Clock::
 
   result.answer = std::move(grant.answer);
   result.devices = std::move(host.devices);
+  result.index = std::move(host.index);
   result.source = host.source;
   result.recorded = grant.recorded;
   result.coordinationFile = args.coordinationFile.path;
@@ -325,8 +327,9 @@ InProcessDiscovery::Answer InProcessDiscovery::discover(std::int64_t amount) {
                                answer->granted, std::move(answer->records),
                                std::move(answer->leases)});
   }
-  return {std::move(answer->answer), std::move(answer->devices), answer->source,
-          answer->report.notices(), std::move(answer->shares)};
+  return {std::move(answer->answer), std::move(answer->devices),
+          std::move(answer->index),  answer->source,
+          answer->report.notices(),  std::move(answer->shares)};
 }
 
 }  // namespace flink::externalresource::gpu

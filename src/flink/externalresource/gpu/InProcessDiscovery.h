@@ -29,6 +29,8 @@ class InProcessDiscovery {
     std::vector<std::string> identifiers;
     /// The devices enumerated on the way, and from where (kListed: identifiers only).
     std::vector<discovery::GpuDevice> devices;
+    /// An index of `devices` (null with none): how an identifier finds its device.
+    std::shared_ptr<const discovery::UnitIndex> index;
     discovery::HostGpuSource source = discovery::HostGpuSource::kListed;
     /// What the program would write to stderr, as values (each its line(), to print): details,
     /// warnings, GPUs left out, notes.
