@@ -222,9 +222,14 @@ std::vector<std::string> Configuration::keySet() const {
 namespace detail {
 
 std::vector<std::string> parseStandardYamlList(const std::string& key, const std::string& text) {
-  if (std::optional<std::vector<std::string>> list = yamlvalues::readYamlList(text)) {
-    return std::move(*list);
+  std::optional<std::vector<std::string>> list;
+  try {
+    list = yamlvalues::readYamlList(text);
+  } catch (const yamlvalues::IntegerTooLong& e) {
+    throw IllegalConfigurationException("Invalid value for configuration key '" + key +
+                                        "': an element of the list is " + e.what() + ".");
   }
+  if (list) return std::move(*list);
   return parseConfigValue<std::vector<std::string>>(key, text);  // Flink's fallback, too
 }
 

@@ -194,7 +194,7 @@ class Flattener {
         break;
       case YAML::NodeType::Scalar:
         requireClosed(value, [&] { return "the quoted value of key '" + quoted(key) + "'"; });
-        add(key, scalarText(value), keyNode);
+        add(key, scalarText(value, key), keyNode);
         break;
       case YAML::NodeType::Sequence:
         add(key, listText(key, value), keyNode);
@@ -217,13 +217,18 @@ class Flattener {
   /// What Flink makes of a scalar: a plain one (yaml-cpp's tag "?") as YAML 1.1 resolves it, a
   /// quoted or !!str-tagged one as written. A plain scalar is resolved once, however many aliases
   /// use it: resolving a long integer is not linear in its length.
-  const std::string& scalarText(const YAML::Node& scalar) {
+  const std::string& scalarText(const YAML::Node& scalar, const std::string& key) {
     if (scalar.Tag() != "?") return scalar.Scalar();
     const int at = scalar.Mark().pos;
     if (at >= 0) {
       if (const auto known = plainTexts_.find(at); known != plainTexts_.end()) return known->second;
     }
-    std::string text = yamlvalues::plainScalarText(scalar.Scalar()).value_or(scalar.Scalar());
+    std::string text;
+    try {
+      text = yamlvalues::plainScalarText(scalar.Scalar()).value_or(scalar.Scalar());
+    } catch (const yamlvalues::IntegerTooLong& e) {
+      fail(scalar, std::string("the value of key '") + quoted(key) + "' is " + e.what());
+    }
     if (at < 0) return uncachedText_ = std::move(text);
     return plainTexts_.emplace(at, std::move(text)).first->second;
   }
@@ -238,7 +243,7 @@ class Flattener {
           visit(key);
           charge(key, element.Scalar().size());
           elements.push_back(
-              {scalarText(element),
+              {scalarText(element, key),
                element.Tag() != "?" || !yamlvalues::resolvesToNonString(element.Scalar())});
           break;
         case YAML::NodeType::Map:

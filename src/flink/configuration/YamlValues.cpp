@@ -185,6 +185,15 @@ std::uint32_t digitValue(char c) {
   return static_cast<std::uint32_t>(c - 'A' + 10);
 }
 
+/// Throws IntegerTooLong for a `base` integer of `digits` digits past kMaxConvertedDigits.
+void requireConvertible(std::size_t digits, const char* base) {
+  if (digits <= kMaxConvertedDigits) return;
+  throw IntegerTooLong("a plain " + std::string(base) + " integer of " + std::to_string(digits) +
+                       " digits, more than the " + std::to_string(kMaxConvertedDigits) +
+                       " this reader writes back in decimal as Flink does; quote it to keep it "
+                       "as text");
+}
+
 /// SnakeYAML's ConstructYamlInt, written back in decimal (Integer, Long or BigInteger's
 /// toString).
 std::string intText(std::string_view text) {
@@ -201,6 +210,7 @@ std::string intText(std::string_view text) {
   BigDecimal value;
   if (body.find(':') != std::string_view::npos) {
     // Base 60: each ':'-separated part is a decimal digit group.
+    requireConvertible(body.size(), "base-60");
     std::size_t start = 0;
     while (start <= body.size()) {
       const std::size_t colon = std::min(body.find(':', start), body.size());
@@ -225,6 +235,7 @@ std::string intText(std::string_view text) {
       // Already decimal, without leading zeros (a leading 0 makes it octal): written back as is.
       return (negative && body != "0" ? "-" : "") + std::string(body);
     }
+    requireConvertible(body.size(), radix == 16 ? "hexadecimal" : radix == 8 ? "octal" : "binary");
     for (char c : body) value.multiplyAdd(radix, digitValue(c));
   }
   return (negative && !value.isZero() ? "-" : "") + value.toString();

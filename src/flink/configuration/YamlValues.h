@@ -7,7 +7,9 @@
 // includes it.
 #pragma once
 
+#include <cstddef>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,13 +22,28 @@ namespace flink::yamlvalues {
 /// - booleans: `true`/`True`/`TRUE`/`yes`/`Yes`/`YES`/`on`/`On`/`ON` → "true", the `false`,
 ///   `no` and `off` forms → "false";
 /// - integers in decimal: `0x10` → "16", `010` → "8", `0b11` → "3", `1_000` → "1000",
-///   `+5` → "5", `1:30` (base 60) → "90"; any size;
+///   `+5` → "5", `1:30` (base 60) → "90"; a decimal one of any size, one in another base of at
+///   most kMaxConvertedDigits digits (IntegerTooLong beyond: the conversion is quadratic);
 /// - floats as Java's Double.toString: `1.50` → "1.5", `1e3` → "1000.0", `1.0e-5` → "1.0E-5",
 ///   `.inf` → ".inf", `-.inf` → "-.inf", `.nan` → ".NaN";
 /// - timestamps in UTC, as SnakeYAML writes a Date: `2001-12-14` → "2001-12-14T00:00:00Z",
 ///   `2001-12-14 21:59:43.10 -5` → "2001-12-15T02:59:43.100Z";
 /// - anything else (a string) as written.
+/// @throws IntegerTooLong for an integer in base 2, 8, 16 or 60 of more digits than that.
 std::optional<std::string> plainScalarText(std::string_view text);
+
+/// The most digits (underscores aside) of a plain integer in base 2, 8, 16 or 60 that is written
+/// back in decimal. Converting is quadratic in its length: 20,000 hexadecimal digits take
+/// about 50 ms, the 16 MiB a configuration may hold would take hours. Flink takes any length;
+/// nothing a driver reads needs such a number.
+inline constexpr std::size_t kMaxConvertedDigits = 20'000;
+
+/// A plain integer in base 2, 8, 16 or 60 longer than kMaxConvertedDigits; what() says so and
+/// how to keep it as text (quotes).
+class IntegerTooLong : public std::length_error {
+ public:
+  using std::length_error::length_error;
+};
 
 /// Whether YAML 1.1 reads the plain scalar `text` as something other than a string (a null, a
 /// boolean, an integer, a float, a timestamp, the merge key `<<`).

@@ -13,6 +13,7 @@
 #include "TestSupport.h"
 #include "flink/configuration/ConfigOptions.h"
 #include "flink/configuration/ConfigurationFileParsers.h"
+#include "flink/configuration/YamlValues.h"
 
 namespace flink {
 namespace {
@@ -353,6 +354,44 @@ TEST(StandardYamlTest, AliasBombIsAnError) {
   EXPECT_NE(bytes.find("more than 16 MiB of keys and values"), std::string::npos) << bytes;
   const std::string list = yamlError(aliasBomb(20, "[" + std::string(2000, '1') + ", 2]"));
   EXPECT_NE(list.find("more than 16 MiB of keys and values"), std::string::npos) << list;
+}
+
+TEST(StandardYamlTest, AHugeIntegerInAnotherBaseIsAnErrorNotAHang) {
+  // Written back in decimal as Flink does, up to kMaxConvertedDigits digits: 16^20000 - 1 has
+  // 24,083 decimal digits and ends in 5.
+  const std::string most =
+      yaml("x: 0x" + std::string(yamlvalues::kMaxConvertedDigits, 'f')).getString("x").value_or("");
+  EXPECT_EQ(most.size(), 24083u);
+  EXPECT_EQ(most.back(), '5');
+  // One digit more (underscores do not count) is refused at once, naming the key, its line and
+  // the way out; converting the 16 MiB a configuration may hold would take hours.
+  const std::string digits(yamlvalues::kMaxConvertedDigits + 1, '1');
+  const std::string hex = yamlError("a: 1\nx: 0x_" + digits + "\n");
+  EXPECT_EQ(hex.rfind("config.yaml:2: the value of key 'x' is a plain hexadecimal integer of 20001 "
+                      "digits, more than the 20000 this reader writes back in decimal as Flink "
+                      "does; quote it to keep it as text.",
+                      0),
+            0u)
+      << hex;
+  EXPECT_NE(yamlError("x: 0b" + digits).find("binary integer of 20001 digits"), std::string::npos);
+  EXPECT_NE(yamlError("x: [0" + digits + "]").find("key 'x' is a plain octal integer"),
+            std::string::npos);
+  // Quoted, it is text, of any length.
+  EXPECT_EQ(yaml("x: '0x" + digits + "'").getString("x"), "0x" + digits);
+  // A list option given as text reads it as YAML: the same limit, as a configuration error.
+  Configuration config;
+  config.setStandardYaml(true);
+  config.setString("external-resources", "[0x" + digits + "]");
+  try {
+    config.get(kResources.noDefaultValue());
+    ADD_FAILURE() << "no exception";
+  } catch (const IllegalConfigurationException& e) {
+    EXPECT_NE(std::string(e.what()).find("Invalid value for configuration key "
+                                         "'external-resources': an element of the list is a plain "
+                                         "hexadecimal integer of 20001 digits"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(StandardYamlTest, NestingIsLimited) {
