@@ -111,6 +111,8 @@ bool holdsExactly(const fs::path& path, std::string_view expected) noexcept {
 
 bool isDefaultDiscoveryScript(const fs::path& script) noexcept {
   try {
+    // The program itself (or a link to it, a copy of it), configured without its wrapper.
+    if (isOurProgram(script)) return true;
     if (!holdsExactly(script, defaultScriptText())) return false;
     // The program the script would exec: beside $0 when executable there (`[ -x ]`), else
     // beside the file $0 links to. That one must be ours.

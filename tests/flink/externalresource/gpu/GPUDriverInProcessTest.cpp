@@ -181,6 +181,34 @@ TEST_F(GPUDriverInProcessTest, OurScriptIsKnownByItsContentAndItsProgram) {
   EXPECT_FALSE(driver(true, "")->runsInProcess());
 }
 
+TEST_F(GPUDriverInProcessTest, OurProgramConfiguredWithoutItsWrapperIsOursToo) {
+  // discovery-script.path naming the program spares Flink's Java driver the sh wrapper; ours
+  // knows the program by its mark, wherever it is and whatever it is called.
+  const fs::path program = plugin_ / "nvidia-gpu-discovery";
+  const auto configured = [](const fs::path& path) {
+    Configuration config;
+    config.set(GPUDriverOptions::DISCOVERY_SCRIPT_PATH, path.string());
+    return GPUDriverFactory().createGPUDriver(config);
+  };
+  EXPECT_TRUE(configured(program)->runsInProcess());
+  const fs::path linked = dir_ / "discover-gpus";
+  fs::create_symlink(program, linked);
+  EXPECT_TRUE(configured(linked)->runsInProcess());
+  const fs::path copied = dir_ / "copied-nvidia-gpu-discovery";
+  fs::copy_file(program, copied);
+  const std::unique_ptr<GPUDriver> fromCopy = configured(copied);
+  EXPECT_TRUE(fromCopy->runsInProcess());
+  const ExternalResourceInfoSet infos = fromCopy->retrieveResourceInfo(2);
+  ASSERT_EQ(infos.size(), 2u);
+  EXPECT_EQ(dynamic_cast<const GPUInfo&>(*infos[0]).index(), "0");
+
+  // Another program is run, whatever its name.
+  const fs::path other = dir_ / "other" / "nvidia-gpu-discovery";
+  fs::create_directories(other.parent_path());
+  fs::copy_file("/bin/true", other);
+  EXPECT_FALSE(configured(other)->runsInProcess());
+}
+
 TEST_F(GPUDriverInProcessTest, AScriptOfOnesOwnWithOurNameStaysAScript) {
   testing::writeScript(script_, "#!/bin/sh\necho 3\n");
   const std::unique_ptr<GPUDriver> gpuDriver = driver(true, "");
