@@ -116,7 +116,8 @@ class GPUDriver final : public ExternalResourceDriver {
   std::filesystem::path script_;
   /// `vendor`: "nvidia", "amd" or "intel".
   std::string vendor_ = "nvidia";
-  /// The script is the vendor's default one: its file is named `<vendor>-gpu-discovery.sh`.
+  /// The script is the vendor's default one: its file is named `<vendor>-gpu-discovery.sh`, or
+  /// `<vendor>-gpu-discovery` (the program the script execs).
   bool defaultScript_ = false;
   std::vector<std::string> arguments_;
   std::chrono::milliseconds timeout_;

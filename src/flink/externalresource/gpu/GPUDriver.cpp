@@ -312,8 +312,10 @@ GPUDriver::GPUDriver(const Configuration& config) {
         GPUDriverOptions::DISCOVERY_SCRIPT_PATH.key() + "') is not configured.");
   }
   script_ = findScript(configured, configured == vendorDefault);
-  // The vendor's own script, wherever installed (flink-gpu discover passes its absolute path).
-  defaultScript_ = script_.filename() == fs::path(vendorDefault).filename();
+  // The vendor's own script, wherever installed (flink-gpu discover passes its absolute path), or
+  // the program it execs, named in its place.
+  const fs::path defaultName = fs::path(vendorDefault).filename();
+  defaultScript_ = script_.filename() == defaultName || script_.filename() == defaultName.stem();
 
   struct stat status {};
   if (::stat(script_.c_str(), &status) != 0) {

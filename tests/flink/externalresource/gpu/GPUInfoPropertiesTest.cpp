@@ -115,6 +115,21 @@ TEST_F(GPUInfoPropertiesTest, DisabledOrUnusableNvmlGivesTheIndexOnly) {
   EXPECT_THAT(discover("0")[0]->getKeys(), ElementsAre("index"));
 }
 
+TEST_F(GPUInfoPropertiesTest, TheVendorsDiscoveryByItsScriptsOrItsProgramsNameSaysTheVendor) {
+  // Without NVML nothing else is known: the vendor comes from the discovery being the vendor's
+  // own, whether configured by the script's name or by the program's it execs.
+  const auto keysOf = [this](const std::string& name) {
+    Configuration config;
+    config.set(GPUDriverOptions::DISCOVERY_SCRIPT_PATH,
+               testing::writeScript(dir_ / name, "#!/bin/sh\necho 0\n").string());
+    config.set(GPUDriverOptions::NVML_ENABLED, false);
+    return GPUDriverFactory().createGPUDriver(config)->retrieveResourceInfo(1)[0]->getKeys();
+  };
+  EXPECT_THAT(keysOf("nvidia-gpu-discovery.sh"), ElementsAre("index", "vendor"));
+  EXPECT_THAT(keysOf("nvidia-gpu-discovery"), ElementsAre("index", "vendor"));
+  EXPECT_THAT(keysOf("my-gpus.sh"), ElementsAre("index"));
+}
+
 TEST_F(GPUInfoPropertiesTest, SparkJsonOutputWorksToo) {
   const ExternalResourceInfoSet infos = discover(R"({"name": "gpu", "addresses": ["0", "1"]})");
   ASSERT_EQ(infos.size(), 2u);
