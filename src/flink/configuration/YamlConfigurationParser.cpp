@@ -225,7 +225,7 @@ class Flattener {
     }
     std::string text;
     try {
-      text = yamlvalues::plainScalarText(scalar.Scalar()).value_or(scalar.Scalar());
+      text = yamlvalues::plainScalarText(scalar.Scalar(), integers_).value_or(scalar.Scalar());
     } catch (const yamlvalues::IntegerTooLong& e) {
       fail(scalar, std::string("the value of key '") + quoted(key) + "' is " + e.what());
     }
@@ -348,6 +348,7 @@ class Flattener {
   std::unordered_set<std::size_t> closedQuotes_;
   std::unordered_map<int, std::string> plainTexts_;  // by the scalar's offset in the text
   std::string uncachedText_;                         // a scalar without a position
+  yamlvalues::ConversionBudget integers_;            // long integers written back in decimal
   int rootLine_ = 0;
   std::size_t visits_ = 0;
   std::size_t bytes_ = 0;

@@ -185,18 +185,9 @@ std::uint32_t digitValue(char c) {
   return static_cast<std::uint32_t>(c - 'A' + 10);
 }
 
-/// Throws IntegerTooLong for a `base` integer of `digits` digits past kMaxConvertedDigits.
-void requireConvertible(std::size_t digits, const char* base) {
-  if (digits <= kMaxConvertedDigits) return;
-  throw IntegerTooLong("a plain " + std::string(base) + " integer of " + std::to_string(digits) +
-                       " digits, more than the " + std::to_string(kMaxConvertedDigits) +
-                       " this reader writes back in decimal as Flink does; quote it to keep it "
-                       "as text");
-}
-
 /// SnakeYAML's ConstructYamlInt, written back in decimal (Integer, Long or BigInteger's
 /// toString).
-std::string intText(std::string_view text) {
+std::string intText(std::string_view text, ConversionBudget& budget) {
   std::string clean;
   for (char c : text) {
     if (c != '_') clean += c;
@@ -210,7 +201,7 @@ std::string intText(std::string_view text) {
   BigDecimal value;
   if (body.find(':') != std::string_view::npos) {
     // Base 60: each ':'-separated part is a decimal digit group.
-    requireConvertible(body.size(), "base-60");
+    budget.charge(body.size(), "base-60");
     std::size_t start = 0;
     while (start <= body.size()) {
       const std::size_t colon = std::min(body.find(':', start), body.size());
@@ -235,8 +226,22 @@ std::string intText(std::string_view text) {
       // Already decimal, without leading zeros (a leading 0 makes it octal): written back as is.
       return (negative && body != "0" ? "-" : "") + std::string(body);
     }
-    requireConvertible(body.size(), radix == 16 ? "hexadecimal" : radix == 8 ? "octal" : "binary");
-    for (char c : body) value.multiplyAdd(radix, digitValue(c));
+    budget.charge(body.size(), radix == 16 ? "hexadecimal" : radix == 8 ? "octal" : "binary");
+    // Digits in chunks of at most 2^28 (7 hexadecimal, 9 octal, 28 binary): one pass over the
+    // limbs a chunk, not a digit.
+    constexpr std::uint32_t kMaxFactor = std::uint32_t{1} << 28;
+    std::uint32_t factor = 1;
+    std::uint32_t chunk = 0;
+    for (char c : body) {
+      if (factor > kMaxFactor / radix) {
+        value.multiplyAdd(factor, chunk);
+        factor = 1;
+        chunk = 0;
+      }
+      factor *= radix;
+      chunk = chunk * radix + digitValue(c);
+    }
+    if (factor > 1) value.multiplyAdd(factor, chunk);
   }
   return (negative && !value.isZero() ? "-" : "") + value.toString();
 }
@@ -585,13 +590,13 @@ std::string doubleQuoted(std::string_view value) {
 
 /// A yaml-cpp node as Flink writes the object SnakeYAML makes of it; nullopt for a null
 /// anywhere in it (Flink's convertToString then fails, and convertToList falls back).
-std::optional<std::string> nodeText(const YAML::Node& node, bool inFlow) {
+std::optional<std::string> nodeText(const YAML::Node& node, bool inFlow, ConversionBudget& budget) {
   switch (node.Type()) {
     case YAML::NodeType::Scalar: {
       // "?" is a plain scalar; "!" a quoted one; an explicit !!str keeps its text too.
       const bool plain = node.Tag() == "?";
       if (!plain) return inFlow ? flowString(node.Scalar()) : node.Scalar();
-      std::optional<std::string> text = plainScalarText(node.Scalar());
+      std::optional<std::string> text = plainScalarText(node.Scalar(), budget);
       if (!text) return std::nullopt;
       const bool isString = !resolvesToNonString(node.Scalar());
       return inFlow && isString ? flowString(*text) : *text;
@@ -599,7 +604,7 @@ std::optional<std::string> nodeText(const YAML::Node& node, bool inFlow) {
     case YAML::NodeType::Sequence: {
       std::string text = "[";
       for (const YAML::Node& element : node) {
-        std::optional<std::string> elementText = nodeText(element, true);
+        std::optional<std::string> elementText = nodeText(element, true, budget);
         if (!elementText) return std::nullopt;
         if (text.size() > 1) text += ", ";
         text += *elementText;
@@ -609,8 +614,8 @@ std::optional<std::string> nodeText(const YAML::Node& node, bool inFlow) {
     case YAML::NodeType::Map: {
       std::string text = "{";
       for (const auto& entry : node) {
-        std::optional<std::string> key = nodeText(entry.first, true);
-        std::optional<std::string> value = nodeText(entry.second, true);
+        std::optional<std::string> key = nodeText(entry.first, true, budget);
+        std::optional<std::string> value = nodeText(entry.second, true, budget);
         if (!key || !value) return std::nullopt;
         if (text.size() > 1) text += ", ";
         text += *key + ": " + *value;
@@ -675,12 +680,31 @@ int countDocuments(const std::string& text, int& secondLine) {
   return counter.documents();
 }
 
-std::optional<std::string> plainScalarText(std::string_view text) {
+void ConversionBudget::charge(std::size_t digits, const char* base) {
+  if (digits <= kFreeConvertedDigits) return;
+  const std::string integer =
+      "a plain " + std::string(base) + " integer of " + std::to_string(digits) + " digits";
+  const char* const way = "; quote it to keep it as text";
+  if (digits > kMaxConvertedDigits) {
+    throw IntegerTooLong(integer + ", more than the " + std::to_string(kMaxConvertedDigits) +
+                         " this reader writes back in decimal as Flink does" + way);
+  }
+  if (digits > kMaxConvertedDigitsInAll - spent_) {
+    throw IntegerTooLong(integer + ", which brings the long integers in bases other than 10 past " +
+                         std::to_string(kMaxConvertedDigitsInAll) +
+                         " digits in all, more than this reader writes back in decimal as Flink "
+                         "does" +
+                         way);
+  }
+  spent_ += digits;
+}
+
+std::optional<std::string> plainScalarText(std::string_view text, ConversionBudget& budget) {
   if (isYamlNull(text)) return std::nullopt;
   bool boolean = false;
   if (isYamlBool(text, boolean)) return std::string(boolean ? "true" : "false");
   // SnakeYAML tries INT before FLOAT, and TIMESTAMP after both.
-  if (isYamlInt(text)) return intText(text);
+  if (isYamlInt(text)) return intText(text, budget);
   if (isYamlFloat(text)) return floatText(text);
   if (std::optional<std::string> timestamp = timestampText(text)) return timestamp;
   return std::string(text);
@@ -728,8 +752,9 @@ std::optional<std::vector<std::string>> readYamlList(const std::string& text) {
     const YAML::Node root = YAML::Load(text);
     if (!root.IsSequence()) return std::nullopt;
     std::vector<std::string> elements;
+    ConversionBudget budget;
     for (const YAML::Node& element : root) {
-      std::optional<std::string> elementText = nodeText(element, false);
+      std::optional<std::string> elementText = nodeText(element, false, budget);
       if (!elementText) return std::nullopt;
       elements.push_back(std::move(*elementText));
     }

@@ -16,34 +16,49 @@
 
 namespace flink::yamlvalues {
 
+/// The most digits (underscores aside) of one plain integer in base 2, 8, 16 or 60 that is
+/// written back in decimal, and of all those of one reading (a configuration, a list read from
+/// text) together; integers of at most kFreeConvertedDigits digits do not count. Converting is
+/// quadratic in an integer's length: 20,000 hexadecimal digits take about 10 ms, and the 16 MiB a
+/// configuration may hold, in values of that length, took 40 s. Flink takes any length; nothing a
+/// driver reads needs such numbers.
+inline constexpr std::size_t kMaxConvertedDigits = 20'000;
+inline constexpr std::size_t kMaxConvertedDigitsInAll = 100'000;
+inline constexpr std::size_t kFreeConvertedDigits = 16;
+
+/// A plain integer in base 2, 8, 16 or 60 past those limits; what() says which, and how to keep
+/// it as text (quotes).
+class IntegerTooLong : public std::length_error {
+ public:
+  using std::length_error::length_error;
+};
+
+/// The digits one reading has converted so far, against kMaxConvertedDigitsInAll.
+class ConversionBudget {
+ public:
+  /// Counts an integer of `digits` digits in `base` ("hexadecimal"); throws IntegerTooLong when
+  /// it is longer than kMaxConvertedDigits or brings the reading past kMaxConvertedDigitsInAll.
+  void charge(std::size_t digits, const char* base);
+
+ private:
+  std::size_t spent_ = 0;
+};
+
 /// The text Flink's standard-YAML reading makes of a plain (unquoted, untagged) scalar, or
 /// nullopt for a null (`~`, `null`, `Null`, `NULL`, empty). SnakeYAML resolves it as YAML 1.1
 /// does, and convertToString writes a non-string back:
 /// - booleans: `true`/`True`/`TRUE`/`yes`/`Yes`/`YES`/`on`/`On`/`ON` → "true", the `false`,
 ///   `no` and `off` forms → "false";
 /// - integers in decimal: `0x10` → "16", `010` → "8", `0b11` → "3", `1_000` → "1000",
-///   `+5` → "5", `1:30` (base 60) → "90"; a decimal one of any size, one in another base of at
-///   most kMaxConvertedDigits digits (IntegerTooLong beyond: the conversion is quadratic);
+///   `+5` → "5", `1:30` (base 60) → "90"; a decimal one of any size, one in another base within
+///   `budget` (shared by the values of one reading);
 /// - floats as Java's Double.toString: `1.50` → "1.5", `1e3` → "1000.0", `1.0e-5` → "1.0E-5",
 ///   `.inf` → ".inf", `-.inf` → "-.inf", `.nan` → ".NaN";
 /// - timestamps in UTC, as SnakeYAML writes a Date: `2001-12-14` → "2001-12-14T00:00:00Z",
 ///   `2001-12-14 21:59:43.10 -5` → "2001-12-15T02:59:43.100Z";
 /// - anything else (a string) as written.
-/// @throws IntegerTooLong for an integer in base 2, 8, 16 or 60 of more digits than that.
-std::optional<std::string> plainScalarText(std::string_view text);
-
-/// The most digits (underscores aside) of a plain integer in base 2, 8, 16 or 60 that is written
-/// back in decimal. Converting is quadratic in its length: 20,000 hexadecimal digits take
-/// about 50 ms, the 16 MiB a configuration may hold would take hours. Flink takes any length;
-/// nothing a driver reads needs such a number.
-inline constexpr std::size_t kMaxConvertedDigits = 20'000;
-
-/// A plain integer in base 2, 8, 16 or 60 longer than kMaxConvertedDigits; what() says so and
-/// how to keep it as text (quotes).
-class IntegerTooLong : public std::length_error {
- public:
-  using std::length_error::length_error;
-};
+/// @throws IntegerTooLong for an integer in base 2, 8, 16 or 60 past the budget's limits.
+std::optional<std::string> plainScalarText(std::string_view text, ConversionBudget& budget);
 
 /// Whether YAML 1.1 reads the plain scalar `text` as something other than a string (a null, a
 /// boolean, an integer, a float, a timestamp, the merge key `<<`).
@@ -79,8 +94,8 @@ int countDocuments(const std::string& text, int& secondLine);
 /// one YAML document; when that is a sequence, each element's text (a quoted scalar as written,
 /// a plain one as plainScalarText gives it, a nested collection in flow style). nullopt when the
 /// text is not a YAML sequence, is not valid YAML, or holds a null element: the caller then
-/// splits it on ';' as the legacy format says, as Flink falls back. Never throws (beyond
-/// std::bad_alloc).
+/// splits it on ';' as the legacy format says, as Flink falls back. Throws only IntegerTooLong
+/// (its integers share one ConversionBudget), and std::bad_alloc.
 std::optional<std::vector<std::string>> readYamlList(const std::string& text);
 
 }  // namespace flink::yamlvalues

@@ -376,19 +376,44 @@ TEST(StandardYamlTest, AHugeIntegerInAnotherBaseIsAnErrorNotAHang) {
   EXPECT_NE(yamlError("x: 0b" + digits).find("binary integer of 20001 digits"), std::string::npos);
   EXPECT_NE(yamlError("x: [0" + digits + "]").find("key 'x' is a plain octal integer"),
             std::string::npos);
+  // Many values under the limit each: the configuration's long ones share one budget (a 16 MiB
+  // file of 20,000-digit values took 40 s), and short ones do not count.
+  std::string many;
+  for (int i = 0; i < 5; ++i)
+    many += "k" + std::to_string(i) + ": 0x" + std::string(20000, 'f') + "\n";
+  EXPECT_EQ(yaml(many).keySet().size(), 5u);
+  const std::string sixth = yamlError(many + "k5: [1, 0b" + std::string(17, '1') + "]\n");
+  EXPECT_NE(sixth.find("config.yaml:6: the value of key 'k5' is a plain binary integer of 17 "
+                       "digits, which brings the long integers in bases other than 10 past 100000 "
+                       "digits in all"),
+            std::string::npos)
+      << sixth;
+  std::string small;
+  for (int i = 0; i < 20000; ++i)
+    small += "s" + std::to_string(i) + ": 0x" + std::string(16, 'f') + "\n";
+  EXPECT_EQ(yaml(small).getString("s19999"), "18446744073709551615");
+  // An alias of a long integer is converted, and counted, once: 20,000 digits and four more
+  // values of 20,000 are the whole budget.
+  EXPECT_EQ(yaml("a: &n 0x" + std::string(20000, 'f') + "\nb: *n\nc: *n\nd: *n\ne: *n\nf: *n\n" +
+                 many.substr(0, many.size() / 5 * 4))
+                .keySet()
+                .size(),
+            10u);
   // Quoted, it is text, of any length.
   EXPECT_EQ(yaml("x: '0x" + digits + "'").getString("x"), "0x" + digits);
   // A list option given as text reads it as YAML: the same limit, as a configuration error.
   Configuration config;
   config.setStandardYaml(true);
-  config.setString("external-resources", "[0x" + digits + "]");
+  std::string elements;
+  for (int i = 0; i < 6; ++i) elements += "0x" + std::string(20000, '1') + ", ";
+  config.setString("external-resources", "[" + elements + "0x" + digits + "]");
   try {
     config.get(kResources.noDefaultValue());
     ADD_FAILURE() << "no exception";
   } catch (const IllegalConfigurationException& e) {
     EXPECT_NE(std::string(e.what()).find("Invalid value for configuration key "
                                          "'external-resources': an element of the list is a plain "
-                                         "hexadecimal integer of 20001 digits"),
+                                         "hexadecimal integer of 20000 digits, which brings"),
               std::string::npos)
         << e.what();
   }
