@@ -283,6 +283,37 @@ std::string javaDoubleText(double value) {
 }
 
 /// SnakeYAML's ConstructYamlFloat, written back as Java writes a Double.
+/// Whether the unsigned decimal `number` ("1.5e400", "0.000…1e-300", "1e+99999999999"), too
+/// large or too small for a double, is too large: its decimal exponent (the digits before the
+/// point, or less the zeros after it, plus the exponent) is positive.
+bool pastDoubleMax(std::string_view number) {
+  const std::size_t e = number.find_first_of("eE");
+  const std::string_view mantissa = number.substr(0, e);
+  long long exponent = 0;
+  if (e != std::string_view::npos) {
+    std::string_view digits = number.substr(e + 1);
+    bool negative = false;
+    if (!digits.empty() && (digits.front() == '-' || digits.front() == '+')) {
+      negative = digits.front() == '-';
+      digits.remove_prefix(1);
+    }
+    for (char c : digits) {
+      if (isDigit(c) && exponent < 1'000'000'000'000) exponent = exponent * 10 + (c - '0');
+    }
+    if (negative) exponent = -exponent;
+  }
+  const std::size_t point = mantissa.find('.');
+  const std::string_view whole = mantissa.substr(0, point);
+  long long magnitude = 0;
+  if (const std::size_t first = whole.find_first_not_of('0'); first != std::string_view::npos) {
+    magnitude = static_cast<long long>(whole.size() - first);
+  } else if (point != std::string_view::npos) {
+    const std::string_view fraction = mantissa.substr(point + 1);
+    magnitude = -static_cast<long long>(std::min(fraction.find_first_not_of('0'), fraction.size()));
+  }
+  return magnitude + exponent > 0;
+}
+
 std::string floatText(std::string_view text) {
   std::string clean;
   for (char c : text) {
@@ -298,7 +329,12 @@ std::string floatText(std::string_view text) {
   if (body == ".nan" || body == ".NaN" || body == ".NAN") return javaDoubleText(NAN);
   const auto parse = [](std::string_view part) {
     double parsed = 0;
-    std::from_chars(part.data(), part.data() + part.size(), parsed);
+    const auto result = std::from_chars(part.data(), part.data() + part.size(), parsed);
+    if (result.ec == std::errc::result_out_of_range) {
+      // Past what a double holds (from_chars then leaves it as it was): Java's Double.valueOf
+      // gives Infinity for too large a number, 0.0 for too small a one.
+      return pastDoubleMax(part) ? HUGE_VAL : 0.0;
+    }
     return parsed;
   };
   if (body.find(':') != std::string_view::npos) {

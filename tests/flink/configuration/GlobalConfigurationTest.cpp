@@ -356,6 +356,22 @@ TEST(StandardYamlTest, AliasBombIsAnError) {
   EXPECT_NE(list.find("more than 16 MiB of keys and values"), std::string::npos) << list;
 }
 
+TEST(StandardYamlTest, AFloatPastWhatADoubleHoldsIsInfinityOrZeroAsInJava) {
+  // Java's Double.valueOf: Infinity past Double.MAX_VALUE (written .inf), 0.0 below the smallest.
+  const Configuration config =
+      yaml("big: 1e400\nneg: -1.5E+309\nhuge: 1e99999999999999999999\nlong: 1" +
+           std::string(400, '0') + ".0\ntiny: 1e-400\nnegtiny: -1e-400\nsmall: 0." +
+           std::string(400, '0') + "1\nmax: 1.7e308\n");
+  EXPECT_EQ(config.getString("big"), ".inf");
+  EXPECT_EQ(config.getString("neg"), "-.inf");
+  EXPECT_EQ(config.getString("huge"), ".inf");
+  EXPECT_EQ(config.getString("long"), ".inf");
+  EXPECT_EQ(config.getString("tiny"), "0.0");
+  EXPECT_EQ(config.getString("negtiny"), "-0.0");
+  EXPECT_EQ(config.getString("small"), "0.0");
+  EXPECT_EQ(config.getString("max"), "1.7E308");
+}
+
 TEST(StandardYamlTest, AHugeIntegerInAnotherBaseIsAnErrorNotAHang) {
   // Written back in decimal as Flink does, up to kMaxConvertedDigits digits: 16^20000 - 1 has
   // 24,083 decimal digits and ends in 5.
