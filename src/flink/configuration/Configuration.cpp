@@ -228,6 +228,9 @@ std::vector<std::string> parseStandardYamlList(const std::string& key, const std
   } catch (const yamlvalues::IntegerTooLong& e) {
     throw IllegalConfigurationException("Invalid value for configuration key '" + key +
                                         "': an element of the list is " + e.what() + ".");
+  } catch (const yamlvalues::ListTooLarge& e) {
+    throw IllegalConfigurationException("Invalid value for configuration key '" + key +
+                                        "': read as a YAML list, " + e.what() + ".");
   }
   if (list) return std::move(*list);
   return parseConfigValue<std::vector<std::string>>(key, text);  // Flink's fallback, too

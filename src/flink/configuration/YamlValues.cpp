@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <system_error>
+#include <unordered_map>
 
 namespace flink::yamlvalues {
 namespace {
@@ -624,23 +625,65 @@ std::string doubleQuoted(std::string_view value) {
   return text + "\"";
 }
 
+/// What reading one list text has spent: long integers converted, nodes visited (an alias in
+/// full each time it is used), bytes written; and each plain scalar's text, by its position, so
+/// that an alias of it is resolved, and counted, once.
+struct ListReading {
+  ConversionBudget integers;
+  std::unordered_map<int, std::optional<std::string>> plainTexts;
+  std::size_t nodes = 0;
+  std::size_t bytes = 0;
+
+  void visit() {
+    if (++nodes > kMaxListNodes) {
+      throw ListTooLarge("it expands to more than " + std::to_string(kMaxListNodes) +
+                         " elements and entries; an alias (*name) counts in full each time it "
+                         "is used");
+    }
+  }
+  void write(std::size_t size) {
+    bytes += size;
+    if (bytes > kMaxListBytes) {
+      throw ListTooLarge("it expands to more than " + std::to_string(kMaxListBytes >> 20) +
+                         " MiB of text; an alias (*name) counts in full each time it is used");
+    }
+  }
+  const std::optional<std::string>& plainText(const YAML::Node& node) {
+    const int at = node.Mark().pos;
+    if (at >= 0) {
+      if (const auto known = plainTexts.find(at); known != plainTexts.end()) return known->second;
+    }
+    std::optional<std::string> text = plainScalarText(node.Scalar(), integers);
+    if (at < 0) return uncached = std::move(text);
+    return plainTexts.emplace(at, std::move(text)).first->second;
+  }
+  std::optional<std::string> uncached;
+};
+
 /// A yaml-cpp node as Flink writes the object SnakeYAML makes of it; nullopt for a null
 /// anywhere in it (Flink's convertToString then fails, and convertToList falls back).
-std::optional<std::string> nodeText(const YAML::Node& node, bool inFlow, ConversionBudget& budget) {
+std::optional<std::string> nodeText(const YAML::Node& node, bool inFlow, ListReading& reading) {
+  reading.visit();
   switch (node.Type()) {
     case YAML::NodeType::Scalar: {
       // "?" is a plain scalar; "!" a quoted one; an explicit !!str keeps its text too.
       const bool plain = node.Tag() == "?";
-      if (!plain) return inFlow ? flowString(node.Scalar()) : node.Scalar();
-      std::optional<std::string> text = plainScalarText(node.Scalar(), budget);
-      if (!text) return std::nullopt;
-      const bool isString = !resolvesToNonString(node.Scalar());
-      return inFlow && isString ? flowString(*text) : *text;
+      std::optional<std::string> text;
+      if (!plain) {
+        text = inFlow ? flowString(node.Scalar()) : node.Scalar();
+      } else {
+        const std::optional<std::string>& resolved = reading.plainText(node);
+        if (!resolved) return std::nullopt;
+        const bool isString = !resolvesToNonString(node.Scalar());
+        text = inFlow && isString ? flowString(*resolved) : *resolved;
+      }
+      reading.write(text->size());
+      return text;
     }
     case YAML::NodeType::Sequence: {
       std::string text = "[";
       for (const YAML::Node& element : node) {
-        std::optional<std::string> elementText = nodeText(element, true, budget);
+        std::optional<std::string> elementText = nodeText(element, true, reading);
         if (!elementText) return std::nullopt;
         if (text.size() > 1) text += ", ";
         text += *elementText;
@@ -650,8 +693,8 @@ std::optional<std::string> nodeText(const YAML::Node& node, bool inFlow, Convers
     case YAML::NodeType::Map: {
       std::string text = "{";
       for (const auto& entry : node) {
-        std::optional<std::string> key = nodeText(entry.first, true, budget);
-        std::optional<std::string> value = nodeText(entry.second, true, budget);
+        std::optional<std::string> key = nodeText(entry.first, true, reading);
+        std::optional<std::string> value = nodeText(entry.second, true, reading);
         if (!key || !value) return std::nullopt;
         if (text.size() > 1) text += ", ";
         text += *key + ": " + *value;
@@ -788,9 +831,9 @@ std::optional<std::vector<std::string>> readYamlList(const std::string& text) {
     const YAML::Node root = YAML::Load(text);
     if (!root.IsSequence()) return std::nullopt;
     std::vector<std::string> elements;
-    ConversionBudget budget;
+    ListReading reading;
     for (const YAML::Node& element : root) {
-      std::optional<std::string> elementText = nodeText(element, false, budget);
+      std::optional<std::string> elementText = nodeText(element, false, reading);
       if (!elementText) return std::nullopt;
       elements.push_back(std::move(*elementText));
     }

@@ -33,6 +33,18 @@ class IntegerTooLong : public std::length_error {
   using std::length_error::length_error;
 };
 
+/// The most a list read from text may expand to, an alias in full each time it is used: what
+/// config.yaml's reader allows (nodes visited, bytes of text). Flink's YAML reader refuses more
+/// than 50 aliases of collections.
+inline constexpr std::size_t kMaxListNodes = 200'000;
+inline constexpr std::size_t kMaxListBytes = 16 << 20;
+
+/// A list read from text past those limits; what() says which.
+class ListTooLarge : public std::length_error {
+ public:
+  using std::length_error::length_error;
+};
+
 /// The digits one reading has converted so far, against kMaxConvertedDigitsInAll.
 class ConversionBudget {
  public:
@@ -95,7 +107,8 @@ int countDocuments(const std::string& text, int& secondLine);
 /// a plain one as plainScalarText gives it, a nested collection in flow style). nullopt when the
 /// text is not a YAML sequence, is not valid YAML, or holds a null element: the caller then
 /// splits it on ';' as the legacy format says, as Flink falls back. Throws only IntegerTooLong
-/// (its integers share one ConversionBudget), and std::bad_alloc.
+/// (its integers share one ConversionBudget; an alias's once), ListTooLarge (past kMaxListNodes
+/// nodes or kMaxListBytes of text, aliases expanded), and std::bad_alloc.
 std::optional<std::vector<std::string>> readYamlList(const std::string& text);
 
 }  // namespace flink::yamlvalues

@@ -918,6 +918,47 @@ TEST(ListOptionTest, ListTextIsReadAsYamlInStandardModeAndSplitOnSemicolonsInLeg
   EXPECT_FALSE(config.withPrefixRemoved("external-").isStandardYaml());
 }
 
+TEST(ListOptionTest, AListTextWhoseAliasesExpandPastTheLimitsIsAnErrorAtOnce) {
+  // 359 bytes that expand to ten million elements: refused as config.yaml's reader refuses it
+  // (Flink's refuses more than 50 aliases of collections), not read for half a minute.
+  std::string bomb = "[&a0 [x, x, x, x, x, x, x, x, x, x]";
+  for (int level = 1; level < 8; ++level) {
+    bomb += ", &a" + std::to_string(level) + " [";
+    for (int i = 0; i < 10; ++i) bomb += (i ? ", *a" : "*a") + std::to_string(level - 1);
+    bomb += "]";
+  }
+  bomb += ", ~]";
+  Configuration config;
+  config.setStandardYaml(true);
+  config.setString("external-resources", bomb);
+  try {
+    config.get(kResources.noDefaultValue());
+    ADD_FAILURE() << "no exception";
+  } catch (const IllegalConfigurationException& e) {
+    EXPECT_NE(std::string(e.what()).find("Invalid value for configuration key "
+                                         "'external-resources': read as a YAML list, it expands "
+                                         "to more than 200000 elements and entries"),
+              std::string::npos)
+        << e.what();
+  }
+  // A long scalar used many times: the text's limit.
+  config.setString(
+      "external-resources", "[&s " + std::string(1 << 20, 'v') + ", " + [] {
+        std::string uses;
+        for (int i = 0; i < 20; ++i) uses += "*s, ";
+        return uses;
+      }() + "gpu]");
+  EXPECT_THROW(config.get(kResources.noDefaultValue()), IllegalConfigurationException);
+  // An alias of a long integer is converted, and counted, once, as in config.yaml.
+  std::string aliased = "[&n 0x" + std::string(20000, 'f');
+  for (int i = 0; i < 10; ++i) aliased += ", *n";
+  config.setString("external-resources", aliased + ", gpu]");
+  const std::vector<std::string> list = config.get(kResources.noDefaultValue());
+  ASSERT_EQ(list.size(), 12u);
+  EXPECT_EQ(list[10], list[0]);
+  EXPECT_EQ(list[11], "gpu");
+}
+
 TEST(ListOptionTest, FlowFormQuotesWhereYamlNeedsIt) {
   EXPECT_EQ(detail::formatStandardYamlList({"*", "123", "true"}), "['*', '123', 'true']");
   EXPECT_EQ(detail::formatStandardYamlList({"gpu", "a b", "nvidia.com/gpu"}),
