@@ -88,6 +88,11 @@ bool isYamlInt(std::string_view text) {
 /// SnakeYAML's FLOAT pattern.
 bool isYamlFloat(std::string_view text) {
   if (text == ".nan" || text == ".NaN" || text == ".NAN") return true;
+  // SnakeYAML tries the pattern only on a scalar that starts with one of these.
+  if (text.empty() ||
+      std::string_view("-+0123456789.").find(text.front()) == std::string_view::npos) {
+    return false;
+  }
   const std::string_view body = withoutSign(text);
   if (body == ".inf" || body == ".Inf" || body == ".INF") return true;
   // [0-9][0-9_]*(:[0-5]?[0-9])+\.[0-9_]*
@@ -253,21 +258,37 @@ std::string javaDoubleText(double value) {
   if (std::isnan(value)) return ".NaN";  // SnakeYAML's representer, not Java's "NaN"
   if (std::isinf(value)) return value > 0 ? ".inf" : "-.inf";
   if (value == 0) return std::signbit(value) ? "-0.0" : "0.0";
-  char buffer[64];
-  const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, std::fabs(value),
-                                          std::chars_format::scientific);
-  const std::string_view scientific(buffer, static_cast<std::size_t>(end - buffer));
-  const std::size_t e = scientific.find('e');
-  std::string digits;
-  for (char c : scientific.substr(0, e)) {
-    if (c != '.') digits += c;
-  }
-  int exponent = 0;
-  std::string_view exponentText = scientific.substr(e + 1);
-  if (exponentText.starts_with("+")) exponentText.remove_prefix(1);
-  std::from_chars(exponentText.data(), exponentText.data() + exponentText.size(), exponent);
-  std::string text = value < 0 ? "-" : "";
   const double magnitude = std::fabs(value);
+  std::string digits;
+  int exponent = 0;
+  // The significant digits and the decimal exponent of `magnitude` written in scientific form
+  // (shortest, or with `precision` digits after the point); false if that does not read back
+  // as `magnitude`.
+  const auto split = [&](std::optional<int> precision) {
+    char buffer[64];
+    const auto written = precision ? std::to_chars(buffer, buffer + sizeof buffer, magnitude,
+                                                   std::chars_format::scientific, *precision)
+                                   : std::to_chars(buffer, buffer + sizeof buffer, magnitude,
+                                                   std::chars_format::scientific);
+    const std::string_view scientific(buffer, static_cast<std::size_t>(written.ptr - buffer));
+    double back = 0;
+    std::from_chars(scientific.data(), scientific.data() + scientific.size(), back);
+    if (back != magnitude) return false;
+    const std::size_t e = scientific.find('e');
+    digits.clear();
+    for (char c : scientific.substr(0, e)) {
+      if (c != '.') digits += c;
+    }
+    std::string_view exponentText = scientific.substr(e + 1);
+    if (exponentText.starts_with("+")) exponentText.remove_prefix(1);
+    std::from_chars(exponentText.data(), exponentText.data() + exponentText.size(), exponent);
+    return true;
+  };
+  split(std::nullopt);
+  // Java writes at least two digits, and where one would do, the two closest to the value:
+  // Double.MIN_VALUE is 4.9E-324, not 5.0E-324 (for most values they are the digit and a 0).
+  if (digits.size() == 1 && !split(1)) split(std::nullopt);
+  std::string text = value < 0 ? "-" : "";
   if (magnitude >= 1e-3 && magnitude < 1e7) {
     if (exponent >= 0) {
       const std::size_t whole = static_cast<std::size_t>(exponent) + 1;

@@ -372,6 +372,24 @@ TEST(StandardYamlTest, AFloatPastWhatADoubleHoldsIsInfinityOrZeroAsInJava) {
   EXPECT_EQ(config.getString("max"), "1.7E308");
 }
 
+TEST(StandardYamlTest, FloatsAreWrittenAsJavasDoubleToString) {
+  // At least two digits, and where one would do, the two closest: Double.MIN_VALUE is 4.9E-324.
+  const Configuration config = yaml(
+      "min: 4.9e-324\nhalf: 2.5e-324\nten: 4.94e-323\nbig: 1e23\ntwo: 2.0\nsmall: 3e-5\n"
+      "seven: 1e7\nthird: 0.3333333333333333\nunder: _1\nplus: +_1\n");
+  EXPECT_EQ(config.getString("min"), "4.9E-324");
+  EXPECT_EQ(config.getString("half"), "4.9E-324");
+  EXPECT_EQ(config.getString("ten"), "4.9E-323");
+  EXPECT_EQ(config.getString("big"), "1.0E23");
+  EXPECT_EQ(config.getString("two"), "2.0");
+  EXPECT_EQ(config.getString("small"), "3.0E-5");
+  EXPECT_EQ(config.getString("seven"), "1.0E7");
+  EXPECT_EQ(config.getString("third"), "0.3333333333333333");
+  // SnakeYAML tries a float only on a scalar starting with a sign, a digit or a point.
+  EXPECT_EQ(config.getString("under"), "_1");
+  EXPECT_EQ(config.getString("plus"), "1.0");
+}
+
 TEST(StandardYamlTest, AHugeIntegerInAnotherBaseIsAnErrorNotAHang) {
   // Written back in decimal as Flink does, up to kMaxConvertedDigits digits: 16^20000 - 1 has
   // 24,083 decimal digits and ends in 5.

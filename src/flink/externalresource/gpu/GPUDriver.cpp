@@ -249,7 +249,8 @@ std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::strin
         properties = propertiesOf(*device);
       } else {
         log().warn(std::string("NVML knows no GPU ") + identifier +
-                   ", which the discovery script printed; its GPUInfo has the index only.");
+                   ", which the discovery script printed; its GPUInfo carries no properties of the "
+                   "device.");
       }
     }
     described.emplace_back(std::move(identifier), std::move(properties));
@@ -282,7 +283,8 @@ describeVendorUnits(discovery::Vendor vendor, std::vector<std::string> identifie
       } else {
         log().warn(std::string("The ") + std::string(discovery::vendorName(vendor)) +
                    " discovery knows no GPU " + identifier +
-                   ", which the discovery script printed; its GPUInfo has the index only.");
+                   ", which the discovery script printed; its GPUInfo carries no properties of the "
+                   "device.");
       }
     }
     described.emplace_back(std::move(identifier), std::move(properties));
