@@ -288,6 +288,7 @@ std::string javaDoubleText(double value) {
   // Java writes at least two digits, and where one would do, the two closest to the value:
   // Double.MIN_VALUE is 4.9E-324, not 5.0E-324 (for most values they are the digit and a 0).
   if (digits.size() == 1 && !split(1)) split(std::nullopt);
+  if (digits.size() == 2 && digits.back() == '0') digits.pop_back();  // the digit and a 0
   std::string text = value < 0 ? "-" : "";
   if (magnitude >= 1e-3 && magnitude < 1e7) {
     if (exponent >= 0) {
@@ -650,8 +651,13 @@ std::string doubleQuoted(std::string_view value) {
 /// full each time it is used), bytes written; and each plain scalar's text, by its position, so
 /// that an alias of it is resolved, and counted, once.
 struct ListReading {
+  /// A plain scalar's text (nullopt for a null), and whether YAML reads it as a string.
+  struct Plain {
+    std::optional<std::string> text;
+    bool isString = true;
+  };
   ConversionBudget integers;
-  std::unordered_map<int, std::optional<std::string>> plainTexts;
+  std::unordered_map<int, Plain> plainTexts;
   std::size_t nodes = 0;
   std::size_t bytes = 0;
 
@@ -669,16 +675,17 @@ struct ListReading {
                          " MiB of text; an alias (*name) counts in full each time it is used");
     }
   }
-  const std::optional<std::string>& plainText(const YAML::Node& node) {
+  /// Resolved once per scalar: an alias's uses cost the length of its text, not of its source.
+  const Plain& plain(const YAML::Node& node) {
     const int at = node.Mark().pos;
     if (at >= 0) {
       if (const auto known = plainTexts.find(at); known != plainTexts.end()) return known->second;
     }
-    std::optional<std::string> text = plainScalarText(node.Scalar(), integers);
-    if (at < 0) return uncached = std::move(text);
-    return plainTexts.emplace(at, std::move(text)).first->second;
+    Plain resolved{plainScalarText(node.Scalar(), integers), !resolvesToNonString(node.Scalar())};
+    if (at < 0) return uncached = std::move(resolved);
+    return plainTexts.emplace(at, std::move(resolved)).first->second;
   }
-  std::optional<std::string> uncached;
+  Plain uncached;
 };
 
 /// A yaml-cpp node as Flink writes the object SnakeYAML makes of it; nullopt for a null
@@ -693,10 +700,9 @@ std::optional<std::string> nodeText(const YAML::Node& node, bool inFlow, ListRea
       if (!plain) {
         text = inFlow ? flowString(node.Scalar()) : node.Scalar();
       } else {
-        const std::optional<std::string>& resolved = reading.plainText(node);
-        if (!resolved) return std::nullopt;
-        const bool isString = !resolvesToNonString(node.Scalar());
-        text = inFlow && isString ? flowString(*resolved) : *resolved;
+        const ListReading::Plain& resolved = reading.plain(node);
+        if (!resolved.text) return std::nullopt;
+        text = inFlow && resolved.isString ? flowString(*resolved.text) : *resolved.text;
       }
       reading.write(text->size());
       return text;

@@ -394,7 +394,8 @@ TEST(StandardYamlTest, FloatsAreWrittenAsJavasDoubleToString) {
   // SnakeYAML tries a float only on a scalar starting with a sign, a digit or a point: _1 stays.
   expectValues(
       "min: 4.9e-324\nhalf: 2.5e-324\nten: 4.94e-323\nbig: 1e23\ntwo: 2.0\nsmall: 3e-5\n"
-      "seven: 1e7\nthird: 0.3333333333333333\nunder: _1\nplus: +_1\n",
+      "seven: 1e7\nthird: 0.3333333333333333\nunder: _1\nplus: +_1\npoint5: 0.5\nmilli: 1e-3\n"
+      "negtenth: -0.1\n",
       {{"min", "4.9E-324"},
        {"half", "4.9E-324"},
        {"ten", "4.9E-323"},
@@ -404,7 +405,10 @@ TEST(StandardYamlTest, FloatsAreWrittenAsJavasDoubleToString) {
        {"seven", "1.0E7"},
        {"third", "0.3333333333333333"},
        {"under", "_1"},
-       {"plus", "1.0"}});
+       {"plus", "1.0"},
+       {"point5", "0.5"},
+       {"milli", "0.001"},
+       {"negtenth", "-0.1"}});
 }
 
 TEST(StandardYamlTest, AHugeIntegerInAnotherBaseIsAnErrorNotAHang) {
