@@ -32,11 +32,11 @@ namespace {
 
 /// Limits on the flattened configuration. A use of an alias counts in full each time, so these
 /// bound the work of flattening whatever the document.
-constexpr int kMaxMapDepth = 64;             // maps nested in maps (the key's '.' parts)
-constexpr int kMaxMergeDepth = 64;           // merge keys whose maps have merge keys
-constexpr std::size_t kMaxKeys = 100'000;    // flattened keys
-constexpr std::size_t kMaxVisits = 200'000;  // map entries and list elements visited
-constexpr std::size_t kMaxBytes = 16 << 20;  // key and value text, in bytes
+constexpr int kMaxMapDepth = 64;           // maps nested in maps (the key's '.' parts)
+constexpr int kMaxMergeDepth = 64;         // merge keys whose maps have merge keys
+constexpr std::size_t kMaxKeys = 100'000;  // flattened keys
+constexpr std::size_t kMaxVisits = yamlvalues::kMaxExpandedNodes;  // entries, elements visited
+constexpr std::size_t kMaxBytes = yamlvalues::kMaxExpandedBytes;   // key and value text
 
 /// The offset of the quote that closes the quoted scalar opening at `open` (a ' or a "), or
 /// npos when the text ends first. YAML's rules: in '...' a quote is escaped by doubling it, in
@@ -214,23 +214,22 @@ class Flattener {
     return keyNode.Scalar();
   }
 
-  /// What Flink makes of a scalar: a plain one (yaml-cpp's tag "?") as YAML 1.1 resolves it, a
-  /// quoted or !!str-tagged one as written. A plain scalar is resolved once, however many aliases
-  /// use it: resolving a long integer is not linear in its length.
-  const std::string& scalarText(const YAML::Node& scalar, const std::string& key) {
-    if (scalar.Tag() != "?") return scalar.Scalar();
-    const int at = scalar.Mark().pos;
-    if (at >= 0) {
-      if (const auto known = plainTexts_.find(at); known != plainTexts_.end()) return known->second;
-    }
-    std::string text;
+  /// A plain scalar (yaml-cpp's tag "?") as YAML 1.1 resolves it (once, however many aliases use
+  /// it); nullptr for a quoted or !!str-tagged one, which is its text as written.
+  const yamlvalues::PlainScalars::Resolved* plain(const YAML::Node& scalar,
+                                                  const std::string& key) {
+    if (scalar.Tag() != "?") return nullptr;
     try {
-      text = yamlvalues::plainScalarText(scalar.Scalar(), integers_).value_or(scalar.Scalar());
+      return &plainScalars_.resolve(scalar.Mark().pos, scalar.Scalar());
     } catch (const yamlvalues::IntegerTooLong& e) {
       fail(scalar, std::string("the value of key '") + quoted(key) + "' is " + e.what());
     }
-    if (at < 0) return uncachedText_ = std::move(text);
-    return plainTexts_.emplace(at, std::move(text)).first->second;
+  }
+
+  /// What Flink makes of a scalar of key `key`.
+  const std::string& scalarText(const YAML::Node& scalar, const std::string& key) {
+    const yamlvalues::PlainScalars::Resolved* resolved = plain(scalar, key);
+    return resolved && resolved->text ? *resolved->text : scalar.Scalar();
   }
 
   std::string listText(const std::string& key, const YAML::Node& sequence) {
@@ -242,9 +241,11 @@ class Flattener {
               element, [&] { return "a quoted element of the list of key '" + quoted(key) + "'"; });
           visit(key);
           charge(key, element.Scalar().size());
-          elements.push_back(
-              {scalarText(element, key),
-               element.Tag() != "?" || !yamlvalues::resolvesToNonString(element.Scalar())});
+          if (const yamlvalues::PlainScalars::Resolved* resolved = plain(element, key)) {
+            elements.push_back({resolved->text.value_or(element.Scalar()), resolved->isString});
+          } else {
+            elements.push_back({element.Scalar(), true});
+          }
           break;
         case YAML::NodeType::Map:
           fail(element, "the list of key '" + quoted(key) +
@@ -346,9 +347,7 @@ class Flattener {
   std::size_t markOffset_ = 0;
   bool checkQuotes_ = true;
   std::unordered_set<std::size_t> closedQuotes_;
-  std::unordered_map<int, std::string> plainTexts_;  // by the scalar's offset in the text
-  std::string uncachedText_;                         // a scalar without a position
-  yamlvalues::ConversionBudget integers_;            // long integers written back in decimal
+  yamlvalues::PlainScalars plainScalars_;
   int rootLine_ = 0;
   std::size_t visits_ = 0;
   std::size_t bytes_ = 0;

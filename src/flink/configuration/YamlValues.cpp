@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <system_error>
-#include <unordered_map>
 
 namespace flink::yamlvalues {
 namespace {
@@ -305,7 +304,6 @@ std::string javaDoubleText(double value) {
   return text;
 }
 
-/// SnakeYAML's ConstructYamlFloat, written back as Java writes a Double.
 /// Whether the unsigned decimal `number` ("1.5e400", "0.000…1e-300", "1e+99999999999"), too
 /// large or too small for a double, is too large: its decimal exponent (the digits before the
 /// point, or less the zeros after it, plus the exponent) is positive.
@@ -337,6 +335,7 @@ bool pastDoubleMax(std::string_view number) {
   return magnitude + exponent > 0;
 }
 
+/// SnakeYAML's ConstructYamlFloat, written back as Java writes a Double.
 std::string floatText(std::string_view text) {
   std::string clean;
   for (char c : text) {
@@ -647,45 +646,27 @@ std::string doubleQuoted(std::string_view value) {
   return text + "\"";
 }
 
-/// What reading one list text has spent: long integers converted, nodes visited (an alias in
-/// full each time it is used), bytes written; and each plain scalar's text, by its position, so
-/// that an alias of it is resolved, and counted, once.
+/// What reading one list text has spent (nodes visited, an alias in full each time it is used,
+/// and bytes written), and its plain scalars, each resolved once.
 struct ListReading {
-  /// A plain scalar's text (nullopt for a null), and whether YAML reads it as a string.
-  struct Plain {
-    std::optional<std::string> text;
-    bool isString = true;
-  };
-  ConversionBudget integers;
-  std::unordered_map<int, Plain> plainTexts;
+  PlainScalars scalars;
   std::size_t nodes = 0;
   std::size_t bytes = 0;
 
   void visit() {
-    if (++nodes > kMaxListNodes) {
-      throw ListTooLarge("it expands to more than " + std::to_string(kMaxListNodes) +
+    if (++nodes > kMaxExpandedNodes) {
+      throw ListTooLarge("it expands to more than " + std::to_string(kMaxExpandedNodes) +
                          " elements and entries; an alias (*name) counts in full each time it "
                          "is used");
     }
   }
   void write(std::size_t size) {
     bytes += size;
-    if (bytes > kMaxListBytes) {
-      throw ListTooLarge("it expands to more than " + std::to_string(kMaxListBytes >> 20) +
+    if (bytes > kMaxExpandedBytes) {
+      throw ListTooLarge("it expands to more than " + std::to_string(kMaxExpandedBytes >> 20) +
                          " MiB of text; an alias (*name) counts in full each time it is used");
     }
   }
-  /// Resolved once per scalar: an alias's uses cost the length of its text, not of its source.
-  const Plain& plain(const YAML::Node& node) {
-    const int at = node.Mark().pos;
-    if (at >= 0) {
-      if (const auto known = plainTexts.find(at); known != plainTexts.end()) return known->second;
-    }
-    Plain resolved{plainScalarText(node.Scalar(), integers), !resolvesToNonString(node.Scalar())};
-    if (at < 0) return uncached = std::move(resolved);
-    return plainTexts.emplace(at, std::move(resolved)).first->second;
-  }
-  Plain uncached;
 };
 
 /// A yaml-cpp node as Flink writes the object SnakeYAML makes of it; nullopt for a null
@@ -700,7 +681,8 @@ std::optional<std::string> nodeText(const YAML::Node& node, bool inFlow, ListRea
       if (!plain) {
         text = inFlow ? flowString(node.Scalar()) : node.Scalar();
       } else {
-        const ListReading::Plain& resolved = reading.plain(node);
+        const PlainScalars::Resolved& resolved =
+            reading.scalars.resolve(node.Mark().pos, node.Scalar());
         if (!resolved.text) return std::nullopt;
         text = inFlow && resolved.isString ? flowString(*resolved.text) : *resolved.text;
       }
@@ -788,21 +770,20 @@ int countDocuments(const std::string& text, int& secondLine) {
 
 void ConversionBudget::charge(std::size_t digits, const char* base) {
   if (digits <= kFreeConvertedDigits) return;
+  const bool tooLong = digits > kMaxConvertedDigits;
+  if (!tooLong && digits <= kMaxConvertedDigitsInAll - spent_) {
+    spent_ += digits;
+    return;
+  }
   const std::string integer =
       "a plain " + std::string(base) + " integer of " + std::to_string(digits) + " digits";
-  const char* const way = "; quote it to keep it as text";
-  if (digits > kMaxConvertedDigits) {
-    throw IntegerTooLong(integer + ", more than the " + std::to_string(kMaxConvertedDigits) +
-                         " this reader writes back in decimal as Flink does" + way);
-  }
-  if (digits > kMaxConvertedDigitsInAll - spent_) {
-    throw IntegerTooLong(integer + ", which brings the long integers in bases other than 10 past " +
-                         std::to_string(kMaxConvertedDigitsInAll) +
-                         " digits in all, more than this reader writes back in decimal as Flink "
-                         "does" +
-                         way);
-  }
-  spent_ += digits;
+  const std::string why =
+      tooLong ? ", more than the " + std::to_string(kMaxConvertedDigits) +
+                    " this reader writes back in decimal as Flink does"
+              : ", which brings the long integers in bases other than 10 past " +
+                    std::to_string(kMaxConvertedDigitsInAll) +
+                    " digits in all, more than this reader writes back in decimal as Flink does";
+  throw IntegerTooLong(integer + why + "; quote it to keep it as text");
 }
 
 std::optional<std::string> plainScalarText(std::string_view text, ConversionBudget& budget) {
@@ -814,6 +795,17 @@ std::optional<std::string> plainScalarText(std::string_view text, ConversionBudg
   if (isYamlFloat(text)) return floatText(text);
   if (std::optional<std::string> timestamp = timestampText(text)) return timestamp;
   return std::string(text);
+}
+
+const PlainScalars::Resolved& PlainScalars::resolve(int position, std::string_view text) {
+  if (position >= 0) {
+    if (const auto known = byPosition_.find(position); known != byPosition_.end()) {
+      return known->second;
+    }
+  }
+  Resolved resolved{plainScalarText(text, integers_), !resolvesToNonString(text)};
+  if (position < 0) return unplaced_ = std::move(resolved);
+  return byPosition_.emplace(position, std::move(resolved)).first->second;
 }
 
 std::string flowString(std::string_view value) {

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace flink::yamlvalues {
@@ -33,11 +34,12 @@ class IntegerTooLong : public std::length_error {
   using std::length_error::length_error;
 };
 
-/// The most a list read from text may expand to, an alias in full each time it is used: what
-/// config.yaml's reader allows (nodes visited, bytes of text). Flink's YAML reader refuses more
-/// than 50 aliases of collections.
-inline constexpr std::size_t kMaxListNodes = 200'000;
-inline constexpr std::size_t kMaxListBytes = 16 << 20;
+/// The most one reading of YAML expands to, an alias in full each time it is used: the map
+/// entries and list elements it visits (for a list read from text, every node) and the bytes of
+/// its keys and values. config.yaml's reader and a list read from text alike; Flink's YAML
+/// reader refuses more than 50 aliases of collections.
+inline constexpr std::size_t kMaxExpandedNodes = 200'000;
+inline constexpr std::size_t kMaxExpandedBytes = 16 << 20;
 
 /// A list read from text past those limits; what() says which.
 class ListTooLarge : public std::length_error {
@@ -71,6 +73,29 @@ class ConversionBudget {
 /// - anything else (a string) as written.
 /// @throws IntegerTooLong for an integer in base 2, 8, 16 or 60 past the budget's limits.
 std::optional<std::string> plainScalarText(std::string_view text, ConversionBudget& budget);
+
+/// The plain scalars of one reading (a configuration, a list read from text), each resolved once
+/// by its position in the text however many aliases use it: resolving a long integer is not
+/// linear in its length, and an alias's uses then cost the length of its text, not of its source.
+/// The long integers of the reading share one ConversionBudget.
+class PlainScalars {
+ public:
+  struct Resolved {
+    /// As plainScalarText gives it: nullopt for a null.
+    std::optional<std::string> text;
+    /// Whether YAML reads it as a string (resolvesToNonString's negation).
+    bool isString = true;
+  };
+  /// The scalar `text` at offset `position` of the text (negative: none known; resolved, not
+  /// kept). The reference stays valid until the next call for a scalar without a position.
+  /// @throws IntegerTooLong as plainScalarText does.
+  const Resolved& resolve(int position, std::string_view text);
+
+ private:
+  ConversionBudget integers_;
+  std::unordered_map<int, Resolved> byPosition_;
+  Resolved unplaced_;
+};
 
 /// Whether YAML 1.1 reads the plain scalar `text` as something other than a string (a null, a
 /// boolean, an integer, a float, a timestamp, the merge key `<<`).
@@ -107,8 +132,8 @@ int countDocuments(const std::string& text, int& secondLine);
 /// a plain one as plainScalarText gives it, a nested collection in flow style). nullopt when the
 /// text is not a YAML sequence, is not valid YAML, or holds a null element: the caller then
 /// splits it on ';' as the legacy format says, as Flink falls back. Throws only IntegerTooLong
-/// (its integers share one ConversionBudget; an alias's once), ListTooLarge (past kMaxListNodes
-/// nodes or kMaxListBytes of text, aliases expanded), and std::bad_alloc.
+/// (its integers share one ConversionBudget; an alias's once), ListTooLarge (past kMaxExpandedNodes
+/// nodes or kMaxExpandedBytes of text, aliases expanded), and std::bad_alloc.
 std::optional<std::vector<std::string>> readYamlList(const std::string& text);
 
 }  // namespace flink::yamlvalues
