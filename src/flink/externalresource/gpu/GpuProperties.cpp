@@ -63,9 +63,6 @@ std::vector<std::pair<std::string, std::string>> propertiesOf(
   return properties;
 }
 
-DeviceFinder::DeviceFinder(const std::vector<discovery::GpuDevice>& devices)
-    : DeviceFinder(devices, nullptr) {}
-
 DeviceFinder::DeviceFinder(const std::vector<discovery::GpuDevice>& devices,
                            std::shared_ptr<const discovery::UnitIndex> index)
     : devices_(&devices),

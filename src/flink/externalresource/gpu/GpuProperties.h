@@ -28,11 +28,10 @@ std::vector<std::pair<std::string, std::string>> propertiesOf(
 /// for every look-up (a loop over the answer or the host's GPUs asks it once per GPU).
 class DeviceFinder {
  public:
-  /// Indexes `devices`, which must outlive the finder.
-  explicit DeviceFinder(const std::vector<discovery::GpuDevice>& devices);
-  /// With `index`, an index of `devices` made already (HostUnits::index); null: one is made.
-  DeviceFinder(const std::vector<discovery::GpuDevice>& devices,
-               std::shared_ptr<const discovery::UnitIndex> index);
+  /// Finds among `devices`, which must outlive the finder, through `index`, an index of them made
+  /// already (HostUnits::index), or one it makes (null).
+  explicit DeviceFinder(const std::vector<discovery::GpuDevice>& devices,
+                        std::shared_ptr<const discovery::UnitIndex> index = nullptr);
 
   /// The device `identifier` names: for a decimal index, the whole GPU of that index; for a
   /// "GPU-…" or "MIG-…" UUID, the device with that UUID (case-insensitively, as CUDA compares
