@@ -111,9 +111,9 @@ bool holdsExactly(const fs::path& path, std::string_view expected) noexcept {
 
 bool isDefaultDiscoveryScript(const fs::path& script) noexcept {
   try {
-    // The program itself (or a link to it, a copy of it), configured without its wrapper.
-    if (isOurProgram(script)) return true;
-    if (!holdsExactly(script, defaultScriptText())) return false;
+    // The program itself (or a link to it, a copy of it), configured without its wrapper. The
+    // wrapper is looked for first: its size alone (fstat) tells the program from it.
+    if (!holdsExactly(script, defaultScriptText())) return isOurProgram(script);
     // The program the script would exec: beside $0 when executable there (`[ -x ]`), else
     // beside the file $0 links to. That one must be ours.
     fs::path program = script.parent_path() / kDefaultProgramName;
