@@ -28,7 +28,7 @@
 #                       (GPU_CHECK_STEP_TIMEOUT=8), every other check runs and passes; watch,
 #                       asked for 30 s, runs 4 s (half the limit: time to stop it on a loaded
 #                       machine)
-#   run_limit           nvidia-smi -L hangs past the run's limit (GPU_CHECK_TOTAL_TIMEOUT=4):
+#   run_limit           nvidia-smi -L hangs past the run's limit (GPU_CHECK_TOTAL_TIMEOUT=12):
 #                       host times out, every later check is reported not run (timeout)
 #   full_mode           without --bundle, cmake and ctest standing in: a failing ctest fails
 #                       tests and every check still runs; a failing build skips every other check
@@ -490,10 +490,14 @@ skipped mps"
   run_limit)
     make_smi "$hosts/islands-8.json" "$work/smi"
     # shellcheck disable=SC2046
-    run_check GPU_CHECK_STEP_TIMEOUT=60 GPU_CHECK_TOTAL_TIMEOUT=4 STAND_IN_SMI_HANG=-L -- \
+    # 12 s: the host check runs six commands before -L, and on a loaded machine (make test's
+    # first tests, two to a core) they took 4 s; the run's limit must fall on the hung -L, not
+    # before it. Well within the check's own limit of 60 s, which a run that waited for the
+    # hung command would reach.
+    run_check GPU_CHECK_STEP_TIMEOUT=60 GPU_CHECK_TOTAL_TIMEOUT=12 STAND_IN_SMI_HANG=-L -- \
       $(with_stand_ins "$hosts/islands-8.json" "$work/smi")
     expect_status 1
-    expect_within 20
+    expect_within 45
     expect_verdicts "timeout host
 timeout links
 timeout compare
@@ -509,7 +513,7 @@ timeout status
 timeout watch
 timeout mps"
     expect_reason host "nvidia-smi -L did not end within"
-    expect_reason links "not run: the run's limit of 4 s was reached"
+    expect_reason links "not run: the run's limit of 12 s was reached"
     ;;
 
   full_mode)
