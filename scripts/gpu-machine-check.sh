@@ -271,20 +271,67 @@ true 2>/dev/null >"$json_report" || die "cannot write the report $json_report"
 
 # --- time ---------------------------------------------------------------------------------------
 
-now_s() { date +%s; }
-now_ms() {
-  now_value=$(date +%s%N 2>/dev/null)
-  case $now_value in
-    '' | *[!0-9]*) echo $(($(date +%s) * 1000)) ;;
-    *) echo $((now_value / 1000000)) ;;
+# The clock of every duration and deadline of the run: clock sets clock_ms and clock_s. Linux's
+# /proc/uptime, monotonic and read by the shell itself, in steps of 10 ms; the wall clock (date)
+# where it cannot be read. A run records about a hundred commands, and each would otherwise start
+# two or three processes to read the time, at milliseconds a start on a loaded host.
+clock() {
+  if read -r clock_uptime _ 2>/dev/null </proc/uptime; then
+    case $clock_uptime in
+      [0-9]*.[0-9][0-9])
+        case ${clock_uptime%.*} in
+          *[!0-9]*) ;;
+          *)
+            clock_s=${clock_uptime%.*}
+            clock_fraction=${clock_uptime#*.}
+            clock_ms=$((clock_s * 1000 + ${clock_fraction#0} * 10))
+            return
+            ;;
+        esac
+        ;;
+    esac
+  fi
+  clock_value=$(date +%s%N 2>/dev/null)
+  case $clock_value in
+    '' | *[!0-9]*)
+      clock_s=$(date +%s)
+      clock_ms=$((clock_s * 1000))
+      ;;
+    *)
+      clock_ms=$((clock_value / 1000000))
+      clock_s=$((clock_value / 1000000000))
+      ;;
   esac
 }
-# Milliseconds as seconds with three decimals.
-seconds_of() { printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); }
-run_started_ms=$(now_ms)
+now_s() {
+  clock
+  echo "$clock_s"
+}
+now_ms() {
+  clock
+  echo "$clock_ms"
+}
+# Milliseconds as seconds with three decimals (none below 0): seconds_in sets seconds,
+# seconds_of prints them.
+seconds_in() {
+  seconds=$1
+  [ "$seconds" -ge 0 ] || seconds=0
+  seconds_ms=$((seconds % 1000))
+  case $seconds_ms in
+    ?) seconds_ms=00$seconds_ms ;;
+    ??) seconds_ms=0$seconds_ms ;;
+  esac
+  seconds=$((seconds / 1000)).$seconds_ms
+}
+seconds_of() {
+  seconds_in "$1"
+  printf '%s' "$seconds"
+}
+clock
+run_started_ms=$clock_ms
 started_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 # The run's limit starts after the build and the tests (full mode): until then, none.
-total_deadline=$(($(now_s) + 864000))
+total_deadline=$((clock_s + 864000))
 
 # --- the report ---------------------------------------------------------------------------------
 
@@ -292,7 +339,8 @@ max_lines=200
 max_bytes=65536
 
 # JSON string literals: ", \ and control characters escaped, valid UTF-8 kept, any other byte
-# U+FFFD, so that the file is valid JSON whatever a command printed. Each input line ends in \n.
+# U+FFFD, so that the file is valid JSON whatever a command printed. Each input line ends in \n,
+# the last one too unless strip is set.
 json_awk='
 function utf8_length(s, i, n,    b, second, k, j, c) {
   b = ord[substr(s, i, 1)]
@@ -315,9 +363,10 @@ BEGIN {
   printf "\""
 }
 {
+  if (NR > 1) printf "\\n"
   line = $0
   if (line !~ /[^ -~]/ && index(line, "\\") == 0 && index(line, "\"") == 0) {
-    printf "%s\\n", line
+    printf "%s", line
     next
   }
   n = length(line)
@@ -336,23 +385,51 @@ BEGIN {
       else { printf "%s", substr(line, i, k); i += k - 1 }
     }
   }
-  printf "\\n"
 }
-END { printf "\"" }'
-json_file() { tr -d '\000' <"$1" | LC_ALL=C awk "$json_awk"; }
-# A string as a JSON literal: without the \n json_file gives every line.
+END {
+  if (NR > 0 && !strip) printf "\\n"
+  printf "\""
+}'
+# A file as a JSON literal. Most files a command leaves are empty (its stderr, mostly): those
+# start no process.
+json_file() {
+  if [ -s "$1" ]; then
+    tr -d '\000' <"$1" | LC_ALL=C awk "$json_awk"
+  else
+    printf '""'
+  fi
+}
+# A string as a JSON literal: without the \n json_file gives every line. A shell string holds no
+# NUL. One of letters, digits and the characters of paths and plain words needs no escape and no
+# process (the characters are listed, not given as ranges, which some shells read in the
+# locale's collation order).
 json_string() {
-  printf '%s' "$1" | tr -d '\000' | LC_ALL=C awk "$json_awk" | sed '$ s/\\n"$/"/'
+  case $1 in
+    *[!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789\ _./=:,+@%-]*)
+      printf '%s' "$1" | LC_ALL=C awk -v strip=1 "$json_awk"
+      ;;
+    *) printf '"%s"' "$1" ;;
+  esac
 }
-# Text for the text report: control characters but tab made '?', so that none reaches a terminal.
-printable() { tr '\000-\010\013-\037\177' '[?*]' <"$1"; }
+# Text for the text report: control characters but tab made '?', so that none reaches a
+# terminal; each line behind PREFIX ($2). Nothing, and no process, for an empty file.
+printable() {
+  [ ! -s "$1" ] ||
+    tr '\000-\010\013-\037\177' '[?*]' <"$1" | awk -v prefix="$2" '{ print prefix $0 }'
+}
 
 # bound FILE: cuts FILE to the first 150 and the last 50 lines (48 and 16 KiB at most) when it
 # has more than 200 lines or 64 KiB; sets bound_lines, bound_bytes (the whole's) and bound_cut.
 bound() {
-  bound_lines=$(wc -l <"$1" | tr -d ' ')
-  bound_bytes=$(wc -c <"$1" | tr -d ' ')
+  bound_lines=0
+  bound_bytes=0
   bound_cut=false
+  [ -s "$1" ] || return 0
+  # wc prints the lines, then the bytes.
+  bound_counts=$(wc -lc <"$1")
+  read -r bound_lines bound_bytes <<EOF
+$bound_counts
+EOF
   if [ "$bound_lines" -gt $max_lines ] || [ "$bound_bytes" -gt $max_bytes ]; then
     bound_cut=true
     {
@@ -365,16 +442,20 @@ bound() {
   fi
 }
 
-# The command as a shell would take it back: words quoted only where they need it.
-quote_words() {
+# The command as a shell would take it back, in quoted: words quoted only where they need it.
+quote() {
   quoted=
   for word in "$@"; do
     case $word in
       '') word="''" ;;
-      *[!A-Za-z0-9_./=:,+@%-]*) word="'$(printf '%s' "$word" | sed "s/'/'\\\\''/g")'" ;;
+      *\'*) word="'$(printf '%s' "$word" | sed "s/'/'\\\\''/g")'" ;;
+      *[!A-Za-z0-9_./=:,+@%-]*) word="'$word'" ;;
     esac
     quoted="$quoted${quoted:+ }$word"
   done
+}
+quote_words() {
+  quote "$@"
   printf '%s\n' "$quoted"
 }
 
@@ -399,8 +480,9 @@ begin_check() {
   check_limit=${3:-$step_timeout}
   check_verdict=pass
   check_reason=
-  check_started_ms=$(now_ms)
-  check_deadline=$(($(now_s) + check_limit))
+  clock
+  check_started_ms=$clock_ms
+  check_deadline=$((clock_s + check_limit))
   [ "$check_deadline" -le "$total_deadline" ] || check_deadline=$total_deadline
   : >"$work/check.commands"
   : >"$work/check.notes"
@@ -410,9 +492,14 @@ begin_check() {
   say "== $check_id: $check_title"
 }
 
-# Appends "$2" (a JSON value) to the list in file $1, with a comma where needed.
+# Before a JSON value is appended to the list in file $1: the comma, where needed.
+json_separate() {
+  [ ! -s "$1" ] || printf ',\n' >>"$1"
+}
+# Appends "$2" (a JSON value) to the list in file $1.
 json_append() {
-  if [ -s "$1" ]; then printf ',\n%s' "$2" >>"$1"; else printf '%s' "$2" >>"$1"; fi
+  json_separate "$1"
+  printf '%s' "$2" >>"$1"
 }
 
 note() {
@@ -449,29 +536,35 @@ skip_check() {
 }
 
 # Seconds left to the current check (at most the run's).
-time_left() { echo $((check_deadline - $(now_s))); }
+time_left() {
+  clock
+  echo $((check_deadline - clock_s))
+}
 
 # record JUDGED RC ELAPSED_MS TIMED_OUT OUT ERR COMMAND...: one command in both reports.
 record() {
   record_judged=$1 record_rc=$2 record_ms=$3 record_timed_out=$4 record_out=$5 record_err=$6
   shift 6
-  record_text=$(quote_words "$@")
+  quote "$@"
+  record_text=$quoted
   text "\$ $record_text"
+  seconds_in "$record_ms"
   if [ "$record_timed_out" = true ]; then
-    text "  timed out after $(seconds_of "$record_ms") s (exit $record_rc)"
+    text "  timed out after $seconds s (exit $record_rc)"
   else
-    text "  exit $record_rc in $(seconds_of "$record_ms") s"
+    text "  exit $record_rc in $seconds s"
   fi
   bound "$record_out"
   out_lines=$bound_lines out_bytes=$bound_bytes out_cut=$bound_cut
   bound "$record_err"
   err_lines=$bound_lines err_bytes=$bound_bytes err_cut=$bound_cut
-  printable "$record_out" | awk '{ print "  | " $0 }' >>"$report"
-  printable "$record_err" | awk '{ print "  ! " $0 }' >>"$report"
-  json_append "$work/check.commands" "$(printf '{"command": %s, "judged": "%s", "exit": %d, "timed_out": %s, "duration_ms": %d, "stdout": %s, "stdout_lines": %d, "stdout_bytes": %d, "stdout_cut": %s, "stderr": %s, "stderr_lines": %d, "stderr_bytes": %d, "stderr_cut": %s}' \
+  printable "$record_out" "  | " >>"$report"
+  printable "$record_err" "  ! " >>"$report"
+  json_separate "$work/check.commands"
+  printf '{"command": %s, "judged": "%s", "exit": %d, "timed_out": %s, "duration_ms": %d, "stdout": %s, "stdout_lines": %d, "stdout_bytes": %d, "stdout_cut": %s, "stderr": %s, "stderr_lines": %d, "stderr_bytes": %d, "stderr_cut": %s}' \
     "$(json_string "$record_text")" "$record_judged" "$record_rc" "$record_timed_out" \
     "$record_ms" "$(json_file "$record_out")" "$out_lines" "$out_bytes" "$out_cut" \
-    "$(json_file "$record_err")" "$err_lines" "$err_bytes" "$err_cut")"
+    "$(json_file "$record_err")" "$err_lines" "$err_bytes" "$err_cut" >>"$work/check.commands"
 }
 
 # The command under way, in the background so that a signal's trap need not wait for it (wait
@@ -532,7 +625,8 @@ run_cmd() {
   err=$work/command$command_number.err
   : >"$out"
   : >"$err"
-  left=$(time_left)
+  clock
+  left=$((check_deadline - clock_s))
   ran=false
   if [ "$left" -le 0 ]; then
     rc=124
@@ -544,7 +638,8 @@ run_cmd() {
   timed_out=false
   ran=true
   smi_limit_for "$left"
-  started_ms=$(now_ms)
+  clock
+  started_ms=$clock_ms
   if [ -n "$runs_for" ]; then
     [ "$runs_for" -lt "$left" ] || runs_for=$left
     timeout -s TERM -k "$kill_grace" --preserve-status "$runs_for" "$@" </dev/null >"$out" \
@@ -563,7 +658,8 @@ run_cmd() {
     [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || end_group "$running_pid"
   fi
   running_pid=
-  elapsed_ms=$(($(now_ms) - started_ms))
+  clock
+  elapsed_ms=$((clock_ms - started_ms))
   if [ -z "$runs_for" ] && { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } &&
     [ "$elapsed_ms" -ge $((left * 1000 - 1000)) ]; then
     timed_out=true
@@ -579,7 +675,8 @@ run_cmd() {
 }
 
 end_check() {
-  check_ms=$(($(now_ms) - check_started_ms))
+  clock
+  check_ms=$((clock_ms - check_started_ms))
   checks_total=$((checks_total + 1))
   case $check_verdict in
     pass) count_pass=$((count_pass + 1)) ;;
@@ -587,22 +684,31 @@ end_check() {
     timeout) count_timeout=$((count_timeout + 1)) ;;
     skipped) count_skipped=$((count_skipped + 1)) ;;
   esac
-  text "-> $check_verdict${check_reason:+: $check_reason} ($(seconds_of "$check_ms") s)"
-  say "   $check_verdict${check_reason:+: $check_reason} ($(seconds_of "$check_ms") s)"
+  seconds_in "$check_ms"
+  text "-> $check_verdict${check_reason:+: $check_reason} ($seconds s)"
+  say "   $check_verdict${check_reason:+: $check_reason} ($seconds s)"
   printf '%-8s %-13s %s\n' "$check_verdict" "$check_id" "${check_reason:-$check_title}" \
     >>"$work/summary.txt"
-  json_append "$work/checks.json" "$(printf '{"id": %s, "title": %s, "verdict": "%s", "reason": %s, "limit_s": %d, "duration_ms": %d, "failures": [%s], "notes": [%s], "commands": [\n%s]}' \
-    "$(json_string "$check_id")" "$(json_string "$check_title")" "$check_verdict" \
-    "$(json_string "$check_reason")" "$check_limit" "$check_ms" \
-    "$(cat "$work/check.failures")" "$(cat "$work/check.notes")" \
-    "$(cat "$work/check.commands")")"
+  json_separate "$work/checks.json"
+  {
+    printf '{"id": %s, "title": %s, "verdict": "%s", "reason": %s, "limit_s": %d, "duration_ms": %d, "failures": [' \
+      "$(json_string "$check_id")" "$(json_string "$check_title")" "$check_verdict" \
+      "$(json_string "$check_reason")" "$check_limit" "$check_ms"
+    [ ! -s "$work/check.failures" ] || cat "$work/check.failures"
+    printf '], "notes": ['
+    [ ! -s "$work/check.notes" ] || cat "$work/check.notes"
+    printf '], "commands": [\n'
+    [ ! -s "$work/check.commands" ] || cat "$work/check.commands"
+    printf ']}'
+  } >>"$work/checks.json"
 }
 
 # run_check ID TITLE FUNCTION [LIMIT]: one check; none runs past the run's limit, and none but
 # build and tests without the programs.
 run_check() {
   begin_check "$1" "$2" "${4:-}"
-  if [ "$(now_s)" -ge "$total_deadline" ]; then
+  clock
+  if [ "$clock_s" -ge "$total_deadline" ]; then
     timeout_check "not run: the run's limit of $total_timeout s was reached"
   elif [ -n "${no_programs:-}" ]; then
     skip_check "$no_programs"
@@ -1220,7 +1326,8 @@ finish_report() {
   [ -z "${report_finished:-}" ] || return 0
   report_finished=1
   finished_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  run_ms=$(($(now_ms) - run_started_ms))
+  clock
+  run_ms=$((clock_ms - run_started_ms))
   ok=true
   [ $((count_fail + count_timeout)) -eq 0 ] && [ -z "$interrupted" ] || ok=false
   if [ "$ok" = true ]; then result=PASSED; else result=FAILED; fi
@@ -1308,7 +1415,8 @@ if [ "$mode" = full ]; then
   [ "$check_verdict" = pass ] || no_programs="the build failed"
   run_check tests "ctest, every test" check_tests "$build_timeout"
 fi
-total_deadline=$(($(now_s) + total_timeout))
+clock
+total_deadline=$((clock_s + total_timeout))
 run_check host "the host: nvidia-smi, the driver, libnvidia-ml" check_host
 run_check links "the programs need glibc alone" check_links
 run_check compare "NVML against nvidia-smi (tools/nvml-vs-nvidia-smi)" check_compare
