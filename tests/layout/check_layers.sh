@@ -33,13 +33,15 @@ for i in "${!layers[@]}"; do
   rank[$name]=$i
 done
 
-# layer_of <path below src/>: the deepest listed folder holding it, or nothing.
+# layer_of <path below src/>: sets layer to the deepest listed folder holding it, or to nothing.
+# In the shell itself: it runs for every include of every file.
 layer_of() {
   local path=$1
+  layer=
   while [[ $path == */* ]]; do
     path=${path%/*}
     if [ -n "${rank[$path]+x}" ]; then
-      echo "$path"
+      layer=$path
       return
     fi
   done
@@ -49,45 +51,49 @@ layer_of() {
 while IFS= read -r -d '' dir; do
   relative=${dir#"$root"/src/}
   compgen -G "$dir/*.h" >/dev/null || compgen -G "$dir/*.cpp" >/dev/null || continue
-  [ -n "$(layer_of "$relative/x")" ] ||
+  layer_of "$relative/x"
+  [ -n "$layer" ] ||
     fail "src/$relative/ is not in the layers block of docs/architecture.md"
 done < <(find "$root/src" -mindepth 1 -type d -print0)
 for name in "${layers[@]}"; do
   [ -d "$root/src/$name" ] || fail "the layers block lists src/$name/, which does not exist"
 done
 
-includes() {  # includes <file>: "line:path" for each #include "path"
-  grep -n -o '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*"' "$1" | sed 's/:[^"]*"/:/; s/"$//'
+# includes <folder> <name pattern>...: every #include "path" of the files below the folder, one
+# grep for all of them, as the file's name, a NUL, then "line:path".
+includes() {
+  local folder=$1
+  shift
+  grep -r -n -o -Z "${@/#/--include=}" '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*"' \
+    "$folder" | sed 's/:[^"]*"/:/; s/"$//'
 }
 
 # No include reaches up; host/ includes nothing of Flink.
-while IFS= read -r -d '' file; do
+while IFS= read -r -d '' file && IFS=: read -r line included; do
   relative=${file#"$root"/src/}
-  own=$(layer_of "$relative")
+  layer_of "$relative"
+  own=$layer
   [ -n "$own" ] || continue  # reported above
-  while IFS=: read -r line included; do
-    if [[ $own == host || $own == host/* ]] && [[ $included == flink/* ]]; then
-      fail "src/$relative:$line includes \"$included\": src/host/ knows nothing of Flink"
-      continue
-    fi
-    target=$(layer_of "$included")
-    [ -n "$target" ] || continue  # not a header of src/ (a header beside the file, a system one)
-    if [ "${rank[$target]}" -gt "${rank[$own]}" ]; then
-      fail "src/$relative:$line includes \"$included\": src/$target/ stands above src/$own/"
-    fi
-  done < <(includes "$file")
-done < <(find "$root/src" -type f \( -name '*.h' -o -name '*.cpp' \) -print0)
+  if [[ $own == host || $own == host/* ]] && [[ $included == flink/* ]]; then
+    fail "src/$relative:$line includes \"$included\": src/host/ knows nothing of Flink"
+    continue
+  fi
+  layer_of "$included"
+  target=$layer
+  [ -n "$target" ] || continue  # not a header of src/ (a header beside the file, a system one)
+  if [ "${rank[$target]}" -gt "${rank[$own]}" ]; then
+    fail "src/$relative:$line includes \"$included\": src/$target/ stands above src/$own/"
+  fi
+done < <(includes "$root/src" '*.h' '*.cpp')
 
 # The public headers stand on their own.
-while IFS= read -r -d '' file; do
-  while IFS=: read -r line included; do
-    case $included in
-      flink/*) [ -f "$root/include/$included" ] ||
-                 fail "${file#"$root"/}:$line includes \"$included\", which is not a public header" ;;
-      *) fail "${file#"$root"/}:$line includes \"$included\", which is not a public header" ;;
-    esac
-  done < <(includes "$file")
-done < <(find "$root/include" -type f -name '*.h' -print0)
+while IFS= read -r -d '' file && IFS=: read -r line included; do
+  case $included in
+    flink/*) [ -f "$root/include/$included" ] ||
+               fail "${file#"$root"/}:$line includes \"$included\", which is not a public header" ;;
+    *) fail "${file#"$root"/}:$line includes \"$included\", which is not a public header" ;;
+  esac
+done < <(includes "$root/include" '*.h')
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures layering fault(s); the layers, bottom first: ${layers[*]}" >&2
