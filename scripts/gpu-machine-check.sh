@@ -689,8 +689,9 @@ end_check() {
   say "   $check_verdict${check_reason:+: $check_reason} ($seconds s)"
   printf '%-8s %-13s %s\n' "$check_verdict" "$check_id" "${check_reason:-$check_title}" \
     >>"$work/summary.txt"
-  json_separate "$work/checks.json"
-  {
+  # One write of the whole object: a signal's trap (finish_report) between two writes would put
+  # half an object, and its own result line, into the report.
+  json_append "$work/checks.json" "$(
     printf '{"id": %s, "title": %s, "verdict": "%s", "reason": %s, "limit_s": %d, "duration_ms": %d, "failures": [' \
       "$(json_string "$check_id")" "$(json_string "$check_title")" "$check_verdict" \
       "$(json_string "$check_reason")" "$check_limit" "$check_ms"
@@ -700,7 +701,7 @@ end_check() {
     printf '], "commands": [\n'
     [ ! -s "$work/check.commands" ] || cat "$work/check.commands"
     printf ']}'
-  } >>"$work/checks.json"
+  )"
 }
 
 # run_check ID TITLE FUNCTION [LIMIT]: one check; none runs past the run's limit, and none but
