@@ -60,16 +60,19 @@ for name in "${layers[@]}"; do
 done
 
 # includes <folder> <name pattern>...: every #include "path" of the files below the folder, one
-# grep for all of them, as the file's name, a NUL, then "line:path".
+# grep for all of them, as the file's name, a NUL, then "line:#include "path"" (the loops below
+# take the path out: a sed here would cut at a ':' in the file's name).
 includes() {
   local folder=$1
   shift
-  grep -r -n -o -Z "${@/#/--include=}" '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*"' \
-    "$folder" | sed 's/:[^"]*"/:/; s/"$//'
+  grep -r -a -n -o -Z "${@/#/--include=}" '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*"' \
+    "$folder"
 }
 
 # No include reaches up; host/ includes nothing of Flink.
 while IFS= read -r -d '' file && IFS=: read -r line included; do
+  included=${included#*\"}
+  included=${included%\"}
   relative=${file#"$root"/src/}
   layer_of "$relative"
   own=$layer
@@ -88,6 +91,8 @@ done < <(includes "$root/src" '*.h' '*.cpp')
 
 # The public headers stand on their own.
 while IFS= read -r -d '' file && IFS=: read -r line included; do
+  included=${included#*\"}
+  included=${included%\"}
   case $included in
     flink/*) [ -f "$root/include/$included" ] ||
                fail "${file#"$root"/}:$line includes \"$included\", which is not a public header" ;;

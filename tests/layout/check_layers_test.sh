@@ -42,6 +42,11 @@ up=$(tree up)
 printf '#pragma once\n#include "host/gpu/Gpu.h"\n' >"$up/src/low/Low.h"
 expect_failure "$up" 'src/low/Low.h:2 includes "host/gpu/Gpu.h": src/host/gpu/ stands above src/low/'
 
+# A ':' in a file's name is part of the name, not the end of it.
+colon=$(tree colon)
+printf '#pragma once\n#include "host/gpu/Gpu.h"\n' >"$colon/src/low/co:lon.h"
+expect_failure "$colon" 'src/low/co:lon.h:2 includes "host/gpu/Gpu.h": src/host/gpu/ stands above src/low/'
+
 spaced=$(tree spaced)
 printf '#pragma once\n#  include   "host/gpu/Gpu.h"\n' >"$spaced/src/low/Low.h"
 expect_failure "$spaced" 'src/host/gpu/ stands above src/low/'
