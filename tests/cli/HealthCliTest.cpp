@@ -316,7 +316,11 @@ TEST_F(HealthCliTest, WatchReadmitsAGpuOnceTheDriverAsksNoRecoveryActionAndItAns
   auto watch = startWatch();
   EXPECT_TRUE(contains(readFile(watchLog()), "re-admits GPU(s) 0,1 on the driver's word"))
       << readFile(watchLog());
-  ASSERT_TRUE(waitForText(healthFile(), "readmitted\tgpu=1\t")) << readFile(watchLog());
+  // watch writes this line after the record: a test that waited for the record alone once read
+  // the log before the line (ASan+UBSan, in make test).
+  ASSERT_TRUE(waitForText(watchLog(), "re-admitted GPU 1 (readmitted, source=watch)"))
+      << readFile(watchLog());
+  ASSERT_TRUE(contains(readFile(healthFile()), "readmitted\tgpu=1\t")) << readFile(healthFile());
   const std::string log = readFile(watchLog());
   EXPECT_TRUE(contains(log, "GPU 1: the driver's recovery action: requires a GPU reset")) << log;
   EXPECT_TRUE(contains(log,
@@ -357,7 +361,11 @@ TEST_F(HealthCliTest, AnOperatorsDrainStaysWhenWatchReadmitsItsOwnVerdict) {
       R"([{"after_ms": 3500, "gpu": 1, "type": "recovery_action", "action": 0}])");
   ASSERT_EQ(cli({"drain", "--gpu", "1", "--reason", "fan noise"}).exitCode, 0);
   auto watch = startWatch();
-  ASSERT_TRUE(waitForText(healthFile(), "readmitted\tgpu=1\t")) << readFile(watchLog());
+  // watch writes this line after the record: a test that waited for the record alone once read
+  // the log before the line (ASan+UBSan, in make test).
+  ASSERT_TRUE(waitForText(watchLog(), "re-admitted GPU 1 (readmitted, source=watch)"))
+      << readFile(watchLog());
+  ASSERT_TRUE(contains(readFile(healthFile()), "readmitted\tgpu=1\t")) << readFile(healthFile());
   const std::string log = readFile(watchLog());
   EXPECT_TRUE(contains(log,
                        "recorded GPU 1 unhealthy (the driver's recovery action: requires a "
