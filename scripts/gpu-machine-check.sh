@@ -303,10 +303,6 @@ clock() {
       ;;
   esac
 }
-now_s() {
-  clock
-  echo "$clock_s"
-}
 now_ms() {
   clock
   echo "$clock_ms"
@@ -535,10 +531,15 @@ skip_check() {
   fi
 }
 
-# Seconds left to the current check (at most the run's).
-time_left() {
+# Seconds left to the current check (at most the run's): seconds_left sets left, time_left
+# prints them.
+seconds_left() {
   clock
-  echo $((check_deadline - clock_s))
+  left=$((check_deadline - clock_s))
+}
+time_left() {
+  seconds_left
+  echo "$left"
 }
 
 # record JUDGED RC ELAPSED_MS TIMED_OUT OUT ERR COMMAND...: one command in both reports.
@@ -625,8 +626,7 @@ run_cmd() {
   err=$work/command$command_number.err
   : >"$out"
   : >"$err"
-  clock
-  left=$((check_deadline - clock_s))
+  seconds_left
   ran=false
   if [ "$left" -le 0 ]; then
     rc=124
