@@ -141,6 +141,14 @@ class HealthCliTest : public ::testing::Test {
     return watch;
   }
 
+  /// Waits until watch has said it re-admitted GPU `gpu`, which it says after it wrote the record
+  /// (a test that waited for the record alone once read the log before the line, under
+  /// ASan+UBSan in make test); then the record is there.
+  bool waitForReadmission(const std::string& gpu) const {
+    return waitForText(watchLog(), "re-admitted GPU " + gpu + " (readmitted, source=watch)") &&
+           contains(readFile(healthFile()), "readmitted\tgpu=" + gpu + "\t");
+  }
+
   /// The default discovery program itself, plain mode, for `amount` GPUs.
   CliRun discover(unsigned amount, const std::vector<std::string>& extra = {}) const {
     std::vector<std::string> argv{"/usr/bin/env"};
@@ -316,11 +324,7 @@ TEST_F(HealthCliTest, WatchReadmitsAGpuOnceTheDriverAsksNoRecoveryActionAndItAns
   auto watch = startWatch();
   EXPECT_TRUE(contains(readFile(watchLog()), "re-admits GPU(s) 0,1 on the driver's word"))
       << readFile(watchLog());
-  // watch writes this line after the record: a test that waited for the record alone once read
-  // the log before the line (ASan+UBSan, in make test).
-  ASSERT_TRUE(waitForText(watchLog(), "re-admitted GPU 1 (readmitted, source=watch)"))
-      << readFile(watchLog());
-  ASSERT_TRUE(contains(readFile(healthFile()), "readmitted\tgpu=1\t")) << readFile(healthFile());
+  ASSERT_TRUE(waitForReadmission("1")) << readFile(watchLog()) << readFile(healthFile());
   const std::string log = readFile(watchLog());
   EXPECT_TRUE(contains(log, "GPU 1: the driver's recovery action: requires a GPU reset")) << log;
   EXPECT_TRUE(contains(log,
@@ -361,11 +365,7 @@ TEST_F(HealthCliTest, AnOperatorsDrainStaysWhenWatchReadmitsItsOwnVerdict) {
       R"([{"after_ms": 3500, "gpu": 1, "type": "recovery_action", "action": 0}])");
   ASSERT_EQ(cli({"drain", "--gpu", "1", "--reason", "fan noise"}).exitCode, 0);
   auto watch = startWatch();
-  // watch writes this line after the record: a test that waited for the record alone once read
-  // the log before the line (ASan+UBSan, in make test).
-  ASSERT_TRUE(waitForText(watchLog(), "re-admitted GPU 1 (readmitted, source=watch)"))
-      << readFile(watchLog());
-  ASSERT_TRUE(contains(readFile(healthFile()), "readmitted\tgpu=1\t")) << readFile(healthFile());
+  ASSERT_TRUE(waitForReadmission("1")) << readFile(watchLog()) << readFile(healthFile());
   const std::string log = readFile(watchLog());
   EXPECT_TRUE(contains(log,
                        "recorded GPU 1 unhealthy (the driver's recovery action: requires a "
