@@ -489,11 +489,11 @@ skipped mps"
 
   run_limit)
     make_smi "$hosts/islands-8.json" "$work/smi"
-    # shellcheck disable=SC2046
     # 12 s: the host check runs six commands before -L, and on a loaded machine (make test's
     # first tests, two to a core) they took 4 s; the run's limit must fall on the hung -L, not
     # before it. Well within the check's own limit of 60 s, which a run that waited for the
     # hung command would reach.
+    # shellcheck disable=SC2046
     run_check GPU_CHECK_STEP_TIMEOUT=60 GPU_CHECK_TOTAL_TIMEOUT=12 STAND_IN_SMI_HANG=-L -- \
       $(with_stand_ins "$hosts/islands-8.json" "$work/smi")
     expect_status 1
