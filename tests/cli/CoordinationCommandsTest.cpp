@@ -784,22 +784,30 @@ TEST_F(CoordinationCommandsTest, AWaitForTheLockIsToldAndStatusDoesNotWait) {
   EXPECT_FALSE(contains(status.err, "lock")) << status;
   holder->stop();
 
-  // Held for 2 s: release waits, and says so after a second.
-  holder = holdTheLock("ready-release", "2");
-  const CliRun release =
-      runCli({"release", "--gpu", "1", "--coordination-file", coordinationFile()});
-  EXPECT_EQ(release.exitCode, 0) << release;
-  const std::vector<std::string> err = linesOf(release.err);
-  ASSERT_EQ(err.size(), 2u) << release;
+  // Held until release has said that it waits (after a second of waiting), then let go: release
+  // goes on, and says how the wait ended. (A holder that let go after a fixed time raced a slow
+  // start of release: one that reached the lock less than a second before it was let go had
+  // nothing to say.)
+  holder = holdTheLock("ready-release", "60");
+  const fs::path releaseOut = dir_ / "release.out";
+  const fs::path releaseErr = dir_ / "release.err";
+  Background release({kCli, "release", "--gpu", "1", "--coordination-file", coordinationFile()},
+                     releaseOut, releaseErr);
+  ASSERT_EQ(waitForLines(releaseErr, 1, 30s).size(), 1u);
+  const std::string heldBy = holder->pidText();
+  holder->stop();
+  EXPECT_EQ(release.waitForExit(30s), std::optional<int>(0)) << readFile(releaseErr);
+  const std::vector<std::string> err = linesOf(readFile(releaseErr));
+  ASSERT_EQ(err.size(), 2u) << readFile(releaseErr);
   // The holder's command line, cut at 120 bytes.
   EXPECT_TRUE(err[0].starts_with("flink-gpu: note: waiting for the lock of " + coordinationFile() +
-                                 ", held by process " + holder->pidText() + " (/usr/bin/flock " +
+                                 ", held by process " + heldBy + " (/usr/bin/flock " +
                                  coordinationFile() + " /bin/sh -c echo locked > "))
-      << release;
+      << err[0];
   EXPECT_TRUE(
       err[1].starts_with("flink-gpu: note: got the lock of " + coordinationFile() + " after "))
-      << release;
-  EXPECT_EQ(release.out, "released GPU 1 (owner pid 999999999)\n") << release;
+      << err[1];
+  EXPECT_EQ(readFile(releaseOut), "released GPU 1 (owner pid 999999999)\n");
 }
 
 TEST_F(CoordinationCommandsTest, ReleaseNeedsExactlyOneOfOwnerAndGpu) {
