@@ -37,6 +37,7 @@ using flink::testing::allowedCpus;
 using flink::testing::linesOf;
 using flink::testing::runCli;
 using flink::testing::TempDir;
+using flink::testing::waitForLines;
 using flink::testing::writeScript;
 
 /// A live process to record GPUs for: `sleep 60`, killed with its group at the end.
@@ -244,18 +245,20 @@ TEST_F(TopologyCliTest, ASlowTopologyIsReadWithoutTheCoordinationFilesLock) {
                "discover", "-n", "2", "--discovery-args",
                "--enable-coordination-mode --coordination-file " + coordinationFile() +
                    " --owner-pid " + owner.pidText()});
-  Background slow(args, dir_ / "slow.out", dir_ / "slow.err");
-  // The placement's queries (the enumeration asks NUMA nodes and CPUs too, but never this).
-  bool placing = false;
-  for (int i = 0; i < 1000 && !placing; ++i) {
-    placing = readFile(log).find("nvmlDeviceGetTopologyCommonAncestor") != std::string::npos;
-    if (!placing) std::this_thread::sleep_for(10ms);
-  }
-  ASSERT_TRUE(placing) << readFile(dir_ / "slow.err");
-  // It is reading the topology now: the file's lock is free.
+  // The test holds the file's lock from before discover starts until discover says that it
+  // waits for it: by then it has read the topology (a topology read under the lock would not have
+  // started). No window of time to hit: a check of the lock while the queries run raced a slow
+  // start on a loaded machine.
   const flink::process::FileDescriptor fd(::open(coordinationFile().c_str(), O_RDWR | O_CLOEXEC));
   ASSERT_TRUE(fd.valid());
-  EXPECT_EQ(::flock(fd.get(), LOCK_EX | LOCK_NB), 0) << "the topology is read under the lock";
+  ASSERT_EQ(::flock(fd.get(), LOCK_EX), 0);
+  Background slow(args, dir_ / "slow.out", dir_ / "slow.err");
+  const std::vector<std::string> waiting = waitForLines(dir_ / "slow.err", 1, 30s);
+  ASSERT_EQ(waiting.size(), 1u) << readFile(dir_ / "slow.err");
+  EXPECT_TRUE(waiting[0].starts_with("flink-gpu: note: waiting for the lock of ")) << waiting[0];
+  // The placement's queries (the enumeration asks NUMA nodes and CPUs too, but never this).
+  EXPECT_TRUE(contains(readFile(log), "nvmlDeviceGetTopologyCommonAncestor"))
+      << "the topology is read under the lock";
   ::flock(fd.get(), LOCK_UN);
   ASSERT_EQ(slow.waitForExit(60s), std::optional<int>(0)) << readFile(dir_ / "slow.err");
   EXPECT_EQ(flink::testing::readLines(dir_ / "slow.out").size(), 2u);
