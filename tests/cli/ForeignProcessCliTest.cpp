@@ -208,9 +208,12 @@ TEST_F(ForeignProcessCliTest, AnOwnersDescendantIsExplainedOnItsGpuOnly) {
   Background owner(
       {"/bin/sh", "-c", "\"$0\" 60 & echo $! > \"$1\"; wait", sleepPath(), childPid.string()},
       dir_ / "owner.log");
+  // Written, and the child has become sleep (its name, from /proc, is what status reports).
   const auto written = [&] {
     std::error_code error;
-    return fs::exists(childPid, error) && readFile(childPid).ends_with('\n');
+    if (!fs::exists(childPid, error) || !readFile(childPid).ends_with('\n')) return false;
+    return readFile("/proc/" + std::to_string(std::stoi(readFile(childPid))) + "/comm") ==
+           "sleep\n";
   };
   for (int i = 0; i < 4000 && !written(); ++i) std::this_thread::sleep_for(5ms);
   ASSERT_TRUE(written());

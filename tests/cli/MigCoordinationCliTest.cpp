@@ -95,19 +95,24 @@ class MigCoordinationCliTest : public ::testing::Test {
   }
 
   /// `flink-gpu exec <options> -- sleep 60` in the background, once its `records` records are
-  /// in the file.
+  /// in the file and its command has started (so that all exec says before it, notes and
+  /// warnings, is in its log: logs_.back()).
   std::unique_ptr<Background> holder(const std::vector<std::string>& options,
                                      std::size_t records) const {
+    const std::string name = "holder-" + std::to_string(logs_.size() + 1);
+    logs_.push_back(dir_ / (name + ".log"));
+    const fs::path started = dir_ / (name + ".started");
     std::vector<std::string> args{"/usr/bin/env"};
     const std::vector<std::string> env = environment();
     args.insert(args.end(), env.begin(), env.end());
     args.insert(args.end(), {kCli, "exec", "--coordination-file", file()});
     args.insert(args.end(), options.begin(), options.end());
-    args.insert(args.end(), {"--", sleepPath(), "60"});
-    auto started = std::make_unique<Background>(args, dir_ / "holder.log");
-    const std::vector<std::string> lines = waitForLines(file(), records, 10s);
-    EXPECT_EQ(lines.size(), records) << flink::testing::readFile(dir_ / "holder.log");
-    return started;
+    args.insert(args.end(), {"--", "/bin/sh", "-c", "echo started > \"$1\"; exec \"$0\" 60",
+                             sleepPath(), started.string()});
+    auto running = std::make_unique<Background>(args, logs_.back());
+    EXPECT_EQ(waitForLines(started, 1, 20s).size(), 1u) << flink::testing::readFile(logs_.back());
+    EXPECT_EQ(readLines(file()).size(), records) << flink::testing::readFile(logs_.back());
+    return running;
   }
 
   /// The default discovery in coordination mode for `owner`, with `extra` arguments.
@@ -131,6 +136,8 @@ class MigCoordinationCliTest : public ::testing::Test {
   }
 
   TempDir dir_{"flink-gpu-mig-coordination-cli-test"};
+  /// The logs of the holders started, in order.
+  mutable std::vector<fs::path> logs_;
 };
 
 // --- exec ----------------------------------------------------------------------------------
@@ -190,7 +197,9 @@ TEST_F(MigCoordinationCliTest, ExecGivesTwoInstancesOfOneGpuToTwoOwners) {
   const auto second = holder({"-n", "1", "--mig"}, 2);
   EXPECT_EQ(records(), (std::vector<std::string>{std::string(kMigA) + " " + first->pidText(),
                                                  std::string(kMigB) + " " + second->pidText()}));
-  EXPECT_EQ(flink::testing::readFile(dir_ / "holder.log"), "");  // one instance: no warning
+  // One instance each: no warning.
+  EXPECT_EQ(flink::testing::readFile(logs_.at(0)), "");
+  EXPECT_EQ(flink::testing::readFile(logs_.at(1)), "");
 
   // status says GPU 1 is busy, not free.
   const CliRun status = runCli({"status", "--coordination-file", file()}, environment());

@@ -169,7 +169,7 @@ TEST_F(ShareForeignProcessCliTest, AShareHoldersCommandIsExplainedOnItsGpuOnly) 
               {kCli, "exec", "--coordination-file", file(), "--share", "-n", "1", "--", "/bin/sh",
                "-c", "echo $$ > '" + started.string() + "'; exec " + sleepPath() + " 300"});
   Background holder(args, dir_ / "holder.log");
-  const std::vector<std::string> lines = waitForLines(started, 1, 10s);
+  const std::vector<std::string> lines = waitForLines(started, 1, 20s);
   ASSERT_EQ(lines.size(), 1u) << readFile(dir_ / "holder.log");
   const pid_t command = std::stoi(lines[0]);
   host({withProcesses({{command, 4000}}), withProcesses({{command, 1000}})});

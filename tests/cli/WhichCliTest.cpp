@@ -67,7 +67,7 @@ class WhichCliTest : public ::testing::Test {
 
   /// The JSON `which` wrote into `name`, once it is there.
   json answer(const std::string& name, const std::string& log) const {
-    const std::vector<std::string> lines = waitForLines(dir_ / name, 1, 10s);
+    const std::vector<std::string> lines = waitForLines(dir_ / name, 1, 20s);
     EXPECT_EQ(lines.size(), 1u) << readFile(dir_ / log);
     return lines.empty() ? json() : json::parse(lines.front());
   }
@@ -152,7 +152,7 @@ TEST_F(WhichCliTest, AShareHolderSeesItsShareAndItsEnvironment) {
            whichLine("--format json") + " > '" + path("answer.tmp") + "'; " +
                whichLine("--format env") + " > '" + path("env") + "'; mv '" + path("answer.tmp") +
                "' '" + path("answer") + "'; exec " + sleepPath() + " 60");
-  const std::vector<std::string> started = waitForLines(dir_ / "answer", 1, 10s);
+  const std::vector<std::string> started = waitForLines(dir_ / "answer", 1, 20s);
   ASSERT_EQ(started.size(), 1u) << readFile(dir_ / "exec.log");
   const json got = json::parse(started.front());
   ASSERT_EQ(got["gpus"].size(), 1u) << got;
@@ -190,14 +190,14 @@ TEST_F(WhichCliTest, ATimeSlicedShareHolderSeesItsShare) {
 TEST_F(WhichCliTest, EvalOfTheEnvFormatGivesAChildTheSameDevicesByUuid) {
   // exec names GPU 1 by index; a child that inherits another mask (or none) gets it by UUID.
   const auto other = exec("first", {"-n", "1"}, "exec " + sleepPath() + " 60");
-  ASSERT_EQ(waitForLines(file(), 1, 10s).size(), 1u) << readFile(dir_ / "first.log");
+  ASSERT_EQ(waitForLines(file(), 1, 20s).size(), 1u) << readFile(dir_ / "first.log");
   const std::string script = "echo \"$CUDA_VISIBLE_DEVICES\" > '" + path("exec-mask") +
                              "'; CUDA_VISIBLE_DEVICES=0; eval \"$(" + whichLine("--format env") +
                              ")\" && /bin/sh -c 'echo \"$CUDA_VISIBLE_DEVICES\"' > '" +
                              path("child.tmp") + "'; mv '" + path("child.tmp") + "' '" +
                              path("child") + "'; exec " + sleepPath() + " 60";
   const auto holder = exec("second", {"-n", "1"}, script);
-  const std::vector<std::string> child = waitForLines(dir_ / "child", 1, 10s);
+  const std::vector<std::string> child = waitForLines(dir_ / "child", 1, 20s);
   ASSERT_EQ(child.size(), 1u) << readFile(dir_ / "second.log");
   EXPECT_EQ(readFile(dir_ / "exec-mask"), "1\n");
   EXPECT_EQ(child.front(), standInUuid(1));
@@ -206,7 +206,7 @@ TEST_F(WhichCliTest, EvalOfTheEnvFormatGivesAChildTheSameDevicesByUuid) {
 TEST_F(WhichCliTest, AProcessNoOwnerStartedGetsNothingAndExitsOne) {
   // Another worker holds a GPU; this process did not descend from it.
   const auto holder = exec("exec", {"-n", "1"}, "exec " + sleepPath() + " 60");
-  ASSERT_EQ(waitForLines(file(), 1, 10s).size(), 1u) << readFile(dir_ / "exec.log");
+  ASSERT_EQ(waitForLines(file(), 1, 20s).size(), 1u) << readFile(dir_ / "exec.log");
   const CliRun run = cli({"which"});
   EXPECT_EQ(run.exitCode, 1) << run;
   EXPECT_EQ(run.out, "") << run;
