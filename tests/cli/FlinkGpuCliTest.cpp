@@ -183,7 +183,7 @@ TEST_F(FlinkGpuCliTest, SlowScriptIsStoppedAtTheTimeout) {
   EXPECT_EQ(run.out, "") << run;
   EXPECT_TRUE(firstLine(run.err).starts_with("flink-gpu: error:")) << run;
   EXPECT_NE(run.err.find("did not finish within"), std::string::npos) << run;
-  EXPECT_LT(run.elapsed, 3s) << run;
+  EXPECT_LT(run.elapsed, 10s) << run;  // not the script's 30 s
 }
 
 TEST_F(FlinkGpuCliTest, NoDevicesFoundIsAFailure) {

@@ -111,8 +111,9 @@ TEST(CoordinationRecordsTest, OwnerOfReadsTheStartTimeAndIsRunningChecksIt) {
 TEST(CoordinationRecordsTest, AZombieOwnerIsNotRunning) {
   const pid_t child = ::fork();
   if (child == 0) ::_exit(0);
-  // Not reaped yet: a zombie.
-  for (int i = 0; i < 200 && isRunning(Owner{child, std::nullopt}); ++i) {
+  // Not reaped yet: a zombie. (Up to 20 s for a forked sanitized child to exit on a slow
+  // machine; the failure is never.)
+  for (int i = 0; i < 4000 && isRunning(Owner{child, std::nullopt}); ++i) {
     std::this_thread::sleep_for(5ms);
   }
   EXPECT_FALSE(isRunning(Owner{child, std::nullopt}));

@@ -207,7 +207,7 @@ else
     (umask 077; exec "$cli" exec --amount 1 --gpus 0,1,2 --coordination-file "$group/file" \
         -- sleep 300) > /dev/null 2>&1 &
     owners+=($!)
-    for _ in $(seq 1 100); do [[ -s $group/file ]] && break; sleep 0.05; done
+    for _ in $(seq 1 400); do [[ -s $group/file ]] && break; sleep 0.05; done  # 20 s
     out=$(as_member "$cli" exec --amount 1 --gpus 0,1,2 --coordination-file "$group/file" \
         -- sh -c 'echo $CUDA_VISIBLE_DEVICES' 2> "$work/err")
     rc=$?
@@ -300,7 +300,7 @@ else
         --enable-coordination-mode --coordination-file \"$file\" --owner-pid \$! > \"$work/ns.out\"; \
         touch \"$work/ns.ready\"; wait" > /dev/null 2>&1 &
     owners+=($!)
-    for _ in $(seq 1 100); do [[ -e $work/ns.ready ]] && break; sleep 0.05; done
+    for _ in $(seq 1 400); do [[ -e $work/ns.ready ]] && break; sleep 0.05; done  # 20 s
     inner_pid=$(awk '{print $2}' "$file")
     start_owner
     ours "$file" 2 "$owner_pid" 0,1
@@ -320,7 +320,7 @@ else
         --coordination-file "$file" -- sleep 300 > /dev/null 2>&1 &
     holder=$!
     owners+=("$holder")
-    for _ in $(seq 1 100); do [[ -s $file ]] && break; sleep 0.05; done
+    for _ in $(seq 1 400); do [[ -s $file ]] && break; sleep 0.05; done  # 20 s
     start_owner
     ours "$file" 2 "$owner_pid" 0,1
     expect "a leased GPU of another pid namespace is held while its command runs" \
