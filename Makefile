@@ -28,6 +28,9 @@ JOBS ?= $(shell nproc)
 # seconds here): ctest starts the costly ones first, in a fresh build folder too, where it has no
 # times of earlier runs; the long ones started last made the run's tail.
 TEST_JOBS ?= $(shell echo $$((2 * $(JOBS))))
+# The ASan+UBSan tree runs each test program's unit tests as this many processes (GoogleTest's
+# shards; FLINK_GPU_TEST_SHARDS in tests/CMakeLists.txt), not one process per test.
+SANITIZE_TEST_SHARDS ?= 8
 # Each fuzz test's run, from the corpus fuzz/grow-corpus.sh grows (fuzz/CMakeLists.txt).
 FUZZ_SECONDS ?= 10
 # Ninja for a fresh build folder (it starts a target's compiles before the targets it links are
@@ -144,7 +147,7 @@ tsan-tree:
 sanitize-tree:
 	CXX=clang++ cmake -S . -B $(SANITIZE_DIR) $(call generator,$(SANITIZE_DIR)) -DCMAKE_BUILD_TYPE=Debug \
 	  -DFLINK_GPU_WERROR=ON -DFLINK_GPU_SANITIZE=ON -DFLINK_GPU_FUZZ=ON -DFLINK_GPU_BENCH=OFF \
-	  -DFLINK_GPU_FUZZ_SECONDS=$(FUZZ_SECONDS)
+	  -DFLINK_GPU_FUZZ_SECONDS=$(FUZZ_SECONDS) -DFLINK_GPU_TEST_SHARDS=$(SANITIZE_TEST_SHARDS)
 	cmake --build $(SANITIZE_DIR) -j $(JOBS)
 
 package: build
