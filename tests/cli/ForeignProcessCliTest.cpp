@@ -210,10 +210,9 @@ TEST_F(ForeignProcessCliTest, AnOwnersDescendantIsExplainedOnItsGpuOnly) {
       dir_ / "owner.log");
   // Written, and the child has become sleep (its name, from /proc, is what status reports).
   const auto written = [&] {
-    std::error_code error;
-    if (!fs::exists(childPid, error) || !readFile(childPid).ends_with('\n')) return false;
-    return readFile("/proc/" + std::to_string(std::stoi(readFile(childPid))) + "/comm") ==
-           "sleep\n";
+    const std::string pid = readFile(childPid);  // empty while it does not exist
+    return pid.ends_with('\n') &&
+           readFile("/proc/" + pid.substr(0, pid.size() - 1) + "/comm") == "sleep\n";
   };
   for (int i = 0; i < 4000 && !written(); ++i) std::this_thread::sleep_for(5ms);
   ASSERT_TRUE(written());
