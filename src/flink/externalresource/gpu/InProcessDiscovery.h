@@ -1,7 +1,8 @@
 // The default discovery run in the driver's own process (GPUDriver, `discovery-script.in-process`):
-// the work of nvidia-gpu-discovery for `<amount> <arguments>`, on a thread of its own so that the
-// caller stops waiting at the time-out even where NVML does not return, with the GPUs it records
-// in coordination mode leased for the life of this object.
+// the work of nvidia-gpu-discovery for `<amount> <arguments>`, on a thread other than the caller's
+// so that the caller stops waiting at the time-out even where NVML does not return, with the GPUs
+// it records in coordination mode leased for the life of this object. The thread of a run that
+// ended waits a second for the next run of this process before it ends.
 #pragma once
 
 #include <sys/types.h>

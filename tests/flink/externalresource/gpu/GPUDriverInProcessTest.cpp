@@ -500,9 +500,9 @@ TEST_F(GPUDriverInProcessTest, AChildOfForkNeverGivesBackItsParentsGpus) {
   ASSERT_EQ(gpuDriver->retrieveResourceInfo(1).size(), 1u);
   const std::vector<std::string> before = testing::readLines(coordinationFile());
   ASSERT_EQ(before.size(), 1u);
-  // The discovery's thread, its answer given, may still be ending: fork once it has, as a worker
-  // that forks long after its start does (under TSan a child of a multi-threaded fork may start
-  // no thread).
+  // The discovery's thread, its answer given, waits a second for another run before it ends:
+  // fork once it has, as a worker that forks long after its start does (under TSan a child of a
+  // multi-threaded fork may start no thread).
   ASSERT_TRUE(testing::waitForThreadsAtMost(threads, std::chrono::seconds(10)));
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
@@ -572,6 +572,33 @@ TEST_F(GPUDriverInProcessTest, ThreadsOnOneDriverGetDistinctGpus) {
   for (std::thread& thread : threads) thread.join();
   EXPECT_EQ(std::set<std::string>(got.begin(), got.end()),
             (std::set<std::string>{"0", "1", "2", "3"}));
+}
+
+// A run's thread serves the next run of this process, of any driver, if it comes within a
+// second (starting and ending a thread for each cost more than the rest of a discovery's set-up),
+// and ends after: a worker that discovers once keeps no thread.
+TEST_F(GPUDriverInProcessTest, RunsOneAfterAnotherShareOneThreadThatEndsAfterASecond) {
+  const auto tasks = [] {
+    std::set<std::string> ids;
+    for (const fs::directory_entry& task : fs::directory_iterator("/proc/self/task")) {
+      ids.insert(task.path().filename().string());
+    }
+    return ids;
+  };
+  const std::string args =
+      "--enable-coordination-mode --coordination-file " + coordinationFile().string();
+  const std::unique_ptr<GPUDriver> first = driver(true, args);
+  ASSERT_EQ(first->retrieveResourceInfo(1).size(), 1u);
+  // With the first run's thread (an earlier test's may still be ending).
+  const std::set<std::string> before = tasks();
+  const std::unique_ptr<GPUDriver> second = driver(true, args);
+  ASSERT_EQ(second->retrieveResourceInfo(2).size(), 2u);
+  ASSERT_EQ(first->retrieveResourceInfo(1).size(), 1u);
+  for (const std::string& task : tasks()) {
+    EXPECT_TRUE(before.count(task)) << "thread " << task << " was started for a later run";
+  }
+  EXPECT_EQ(records().size(), 4u);
+  EXPECT_TRUE(testing::waitForThreadsAtMost(before.size() - 1, std::chrono::seconds(10)));
 }
 
 TEST_F(GPUDriverInProcessTest, TheLockWaitEndsAtTheTimeOutNamingTheHolderTheKernelTells) {
