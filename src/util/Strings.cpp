@@ -19,10 +19,6 @@ std::optional<unsigned> parseUnsigned(std::string_view text) noexcept {
   return value;
 }
 
-bool isSpace(char c) noexcept {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
 std::string_view trim(std::string_view text) noexcept {
   while (!text.empty() && isSpace(text.front())) text.remove_prefix(1);
   while (!text.empty() && isSpace(text.back())) text.remove_suffix(1);

@@ -13,7 +13,9 @@ namespace flink::strings {
 inline constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
 
 /// Whitespace as Java's String.trim and StringTokenizer see it: space, \t, \n, \r, \f, \v.
-bool isSpace(char c) noexcept;
+constexpr bool isSpace(char c) noexcept {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 /// `text` without leading and trailing whitespace.
 std::string_view trim(std::string_view text) noexcept;

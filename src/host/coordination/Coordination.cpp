@@ -152,7 +152,13 @@ ParsedRecords parseRecords(std::string_view text) {
   ParsedRecords parsed;
   std::size_t lineNumber = 0;
   std::size_t offset = 0;
-  for (std::string_view line : strings::split(text, '\n')) {
+  const std::vector<std::string_view> lines = strings::split(text, '\n');
+  // A record a line, as a file of a host's GPUs has; a file of blank lines and junk (up to
+  // kMaxCoordinationFileBytes of them) grows the vectors as it goes.
+  const std::size_t expected = std::min<std::size_t>(lines.size(), 1024);
+  parsed.records.reserve(expected);
+  parsed.recordSpans.reserve(expected);
+  for (const std::string_view line : lines) {
     ++lineNumber;
     const LineSpan span{offset, line.size()};
     offset += line.size() + 1;

@@ -78,20 +78,25 @@ std::size_t unitsNoRecordNames(const HostUnits& host, const std::vector<std::str
   process::FileDescriptor fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!fd) return units.size();
   std::string text;
-  char buffer[65536];
+  // Two pages of stack: a run's thread may be new, and each page it touches first faults.
+  char buffer[8192];
   ssize_t n;
   while ((n = ::read(fd.get(), buffer, sizeof buffer)) > 0 &&
          text.size() <= store::kMaxCoordinationFileBytes) {
     text.append(buffer, static_cast<std::size_t>(n));
   }
-  std::unordered_set<std::string> named;
+  // By the index's record reading (unitsNamedBy's rule), as positions in the index.
+  std::vector<bool> named(host.index->size(), false);
   for (const coordination::Record& record : coordination::parseRecords(text).records) {
-    for (std::string& unit : coordination::unitsNamedBy(record, *host.index)) {
-      named.insert(std::move(unit));
+    for (const discovery::UnitRef ref : host.index->namedByRecord(record.gpu, record.uuid)) {
+      named[ref] = true;
     }
   }
   std::size_t unnamed = 0;
-  for (const std::string& unit : units) unnamed += named.count(unit) ? 0 : 1;
+  for (const std::string& unit : units) {
+    const std::optional<discovery::UnitRef> ref = host.index->find(unit);
+    unnamed += ref && named[*ref] ? 0 : 1;
+  }
   return unnamed;
 }
 
