@@ -116,18 +116,20 @@ std::size_t openDescriptorCount() {
   return count - 1;  // the iterator's own descriptor
 }
 
-std::size_t threadCount() {
+std::size_t threadsNamed(std::string_view name) {
   std::size_t count = 0;
   std::error_code error;
-  for ([[maybe_unused]] const auto& entry : fs::directory_iterator("/proc/self/task", error)) {
-    ++count;
+  for (const auto& task : fs::directory_iterator("/proc/self/task", error)) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) ++count;
   }
   return count;
 }
 
-bool waitForThreadsAtMost(std::size_t threads, std::chrono::milliseconds limit) {
+bool waitForNoThreadNamed(std::string_view name, std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (threadCount() > threads) {
+  while (threadsNamed(name) > 0) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -100,13 +100,14 @@ std::vector<std::string> waitForLines(const std::filesystem::path& path, std::si
 /// The number of descriptors open in this process.
 std::size_t openDescriptorCount();
 
-/// The number of threads of this process (/proc/self/task).
-std::size_t threadCount();
+/// The number of threads of this process named `name` (/proc/self/task/*/comm).
+std::size_t threadsNamed(std::string_view name);
 
-/// Waits until this process has at most `threads` threads, or `limit` passes; returns whether it
-/// does. For a test that forks: a thread still ending (a discovery's, just done) makes the fork
-/// a multi-threaded one, in whose child ThreadSanitizer refuses to start threads.
-bool waitForThreadsAtMost(std::size_t threads, std::chrono::milliseconds limit);
+/// Waits until no thread of this process is named `name`, or `limit` passes; returns whether
+/// none is. For a test that forks: a thread still there (an in-process discovery's, which waits a
+/// second for the next run) makes the fork a multi-threaded one, in whose child ThreadSanitizer
+/// refuses to start threads.
+bool waitForNoThreadNamed(std::string_view name, std::chrono::milliseconds limit);
 
 /// Whether this process has any child, reaped or not (waitpid(-1, WNOHANG) != ECHILD).
 bool hasChildren();

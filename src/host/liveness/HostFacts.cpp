@@ -256,7 +256,8 @@ std::optional<FlockTable> FlockTable::read() {
   if (!fd) return std::nullopt;
   // Whole: a holder must not hide behind other users' locks. Bounded all the same.
   std::string text;
-  char buffer[65536];
+  // Two pages of stack: on a new thread or process each page touched first faults.
+  char buffer[8192];
   ssize_t n;
   while ((n = ::read(fd.get(), buffer, sizeof buffer)) > 0) {
     text.append(buffer, static_cast<std::size_t>(n));

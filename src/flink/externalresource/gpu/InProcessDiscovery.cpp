@@ -1,5 +1,6 @@
 #include "flink/externalresource/gpu/InProcessDiscovery.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -177,6 +178,8 @@ WaitingThread& waitingThreadOfThisProcess() {
 /// Does `job`, then waits up to kRunThreadLinger for the next one unless another thread waits
 /// already, and so on.
 void serveRuns(WaitingThread* self, std::function<void()> job) {
+  // For top -H, ps -L and gdb; a name that does not fit (it does) would only leave the old one.
+  (void)::pthread_setname_np(::pthread_self(), "flink-gpu-run");
   for (;;) {
     job();
     job = nullptr;

@@ -2,7 +2,8 @@
 // the work of nvidia-gpu-discovery for `<amount> <arguments>`, on a thread other than the caller's
 // so that the caller stops waiting at the time-out even where NVML does not return, with the GPUs
 // it records in coordination mode leased for the life of this object. The thread of a run that
-// ended waits a second for the next run of this process before it ends.
+// ended waits a second for the next run of this process before it ends; it is named
+// `flink-gpu-run` (top -H, ps -L).
 #pragma once
 
 #include <sys/types.h>

@@ -49,6 +49,9 @@ using testing::ScopedEnvironment;
 using testing::TempDir;
 using namespace std::chrono_literals;
 
+/// The name of the thread in-process runs are done on.
+constexpr std::string_view kRunThread = "flink-gpu-run";
+
 constexpr const char* kFourGpus = R"({"devices": [
   {"uuid": "GPU-00000000-1111-2222-3333-444444444444", "pci_bus_id": "00000000:19:00.0"},
   {"uuid": "GPU-11111111-1111-2222-3333-444444444444", "pci_bus_id": "00000000:3B:00.0"},
@@ -492,10 +495,6 @@ TEST_F(GPUDriverInProcessTest, ItsGpusAreLeasedUntilTheDriverGoes) {
 TEST_F(GPUDriverInProcessTest, AChildOfForkNeverGivesBackItsParentsGpus) {
   const std::string args =
       "--enable-coordination-mode --coordination-file " + coordinationFile().string();
-  // The threads of this process but a discovery's: a thread started and joined first, so that a
-  // runtime's own (ThreadSanitizer starts one with the first thread) is counted.
-  std::thread([] {}).join();
-  const std::size_t threads = testing::threadCount();
   std::unique_ptr<GPUDriver> gpuDriver = driver(true, args);
   ASSERT_EQ(gpuDriver->retrieveResourceInfo(1).size(), 1u);
   const std::vector<std::string> before = testing::readLines(coordinationFile());
@@ -503,7 +502,7 @@ TEST_F(GPUDriverInProcessTest, AChildOfForkNeverGivesBackItsParentsGpus) {
   // The discovery's thread, its answer given, waits a second for another run before it ends:
   // fork once it has, as a worker that forks long after its start does (under TSan a child of a
   // multi-threaded fork may start no thread).
-  ASSERT_TRUE(testing::waitForThreadsAtMost(threads, std::chrono::seconds(10)));
+  ASSERT_TRUE(testing::waitForNoThreadNamed(kRunThread, 10s));
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -531,6 +530,8 @@ TEST_F(GPUDriverInProcessTest, AChildOfForkNeverGivesBackItsParentsGpus) {
 TEST_F(GPUDriverInProcessTest, AKilledWorkersGpusAreTakenBackAtOnce) {
   const std::string args =
       "--enable-coordination-mode --coordination-file " + coordinationFile().string();
+  // An earlier test's run thread, if any, gone: the worker is forked (see above).
+  ASSERT_TRUE(testing::waitForNoThreadNamed(kRunThread, 10s));
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
   const pid_t worker = ::fork();
@@ -578,27 +579,16 @@ TEST_F(GPUDriverInProcessTest, ThreadsOnOneDriverGetDistinctGpus) {
 // second (starting and ending a thread for each cost more than the rest of a discovery's set-up),
 // and ends after: a worker that discovers once keeps no thread.
 TEST_F(GPUDriverInProcessTest, RunsOneAfterAnotherShareOneThreadThatEndsAfterASecond) {
-  const auto tasks = [] {
-    std::set<std::string> ids;
-    for (const fs::directory_entry& task : fs::directory_iterator("/proc/self/task")) {
-      ids.insert(task.path().filename().string());
-    }
-    return ids;
-  };
   const std::string args =
       "--enable-coordination-mode --coordination-file " + coordinationFile().string();
   const std::unique_ptr<GPUDriver> first = driver(true, args);
-  ASSERT_EQ(first->retrieveResourceInfo(1).size(), 1u);
-  // With the first run's thread (an earlier test's may still be ending).
-  const std::set<std::string> before = tasks();
   const std::unique_ptr<GPUDriver> second = driver(true, args);
+  ASSERT_EQ(first->retrieveResourceInfo(1).size(), 1u);
   ASSERT_EQ(second->retrieveResourceInfo(2).size(), 2u);
   ASSERT_EQ(first->retrieveResourceInfo(1).size(), 1u);
-  for (const std::string& task : tasks()) {
-    EXPECT_TRUE(before.count(task)) << "thread " << task << " was started for a later run";
-  }
   EXPECT_EQ(records().size(), 4u);
-  EXPECT_TRUE(testing::waitForThreadsAtMost(before.size() - 1, std::chrono::seconds(10)));
+  EXPECT_EQ(testing::threadsNamed(kRunThread), 1u);
+  EXPECT_TRUE(testing::waitForNoThreadNamed(kRunThread, 10s));
 }
 
 TEST_F(GPUDriverInProcessTest, TheLockWaitEndsAtTheTimeOutNamingTheHolderTheKernelTells) {
