@@ -280,19 +280,20 @@ void Lease::keepAcrossExec() const {
   }
 }
 
-LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
-                             const SiblingTrust& trust) {
-  const fs::path folder = leaseFolderOf(file);
+namespace {
+
+/// tryAcquireLease's work in the lease folder `folder`, open as `dir` (checked by `trust`), its
+/// warnings so far in `attempt`.
+LeaseAttempt acquireIn(int dir, const fs::path& folder, const std::string& name,
+                       const SiblingTrust& trust, LeaseAttempt attempt) {
   const fs::path path = folder / name;
   if (!isSafeName(name))
     fail(store::StoreError::Cause::kRefused, path,
          "refusing a lease name that is not a plain file name");
-  LeaseAttempt attempt;
-  const FileDescriptor dir = openFolder(folder, /*create=*/true, trust, attempt.warnings);
   for (int tries = 0; tries < 16; ++tries) {
-    OpenedSibling opened = openLeaseFile(dir.get(), folder, name, trust, attempt.warnings);
+    OpenedSibling opened = openLeaseFile(dir, folder, name, trust, attempt.warnings);
     if (!opened.fd && opened.error == ENOENT) {
-      FileDescriptor created = createSiblingAt(dir.get(), name, O_RDONLY, trust);
+      FileDescriptor created = createSiblingAt(dir, name, O_RDONLY, trust);
       if (!created) {
         if (errno == EEXIST) continue;  // made by someone else meanwhile: open that one
         if (isDenied(errno)) {
@@ -311,7 +312,7 @@ LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
         attempt.failure = LeaseAttempt::Failure::kDenied;
         attempt.why = "this user may not open it (" + describeOwnership([&] {
                         struct stat info {};
-                        (void)::fstatat(dir.get(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW);
+                        (void)::fstatat(dir, name.c_str(), &info, AT_SYMLINK_NOFOLLOW);
                         return info;
                       }()) +
                       ")";
@@ -329,7 +330,7 @@ LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
       fail(store::StoreError::causeOf(errno), path, "cannot lock it", errno);
     }
     // Whoever found it free before us may have removed it: then lock the file now there.
-    if (stillThere(dir.get(), name, opened.info)) {
+    if (stillThere(dir, name, opened.info)) {
       const LeaseFile held{static_cast<std::uint64_t>(opened.info.st_dev),
                            static_cast<std::uint64_t>(opened.info.st_ino)};
       attempt.lease.emplace(name, std::move(opened.fd), held);
@@ -337,6 +338,19 @@ LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
     }
   }
   fail(store::StoreError::Cause::kInterfered, path, "it kept being removed while it was taken");
+}
+
+}  // namespace
+
+LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
+                             const SiblingTrust& trust) {
+  const fs::path folder = leaseFolderOf(file);
+  if (!isSafeName(name))
+    fail(store::StoreError::Cause::kRefused, folder / name,
+         "refusing a lease name that is not a plain file name");
+  LeaseAttempt attempt;
+  const FileDescriptor dir = openFolder(folder, /*create=*/true, trust, attempt.warnings);
+  return acquireIn(dir.get(), folder, name, trust, std::move(attempt));
 }
 
 Lease acquireLease(const fs::path& file, const std::string& name) {
@@ -422,6 +436,12 @@ LeaseState LeaseFolder::state(const std::string& name, const std::optional<Lease
   return LeaseState::kFree;  // the lock goes with the descriptor
 }
 
+LeaseAttempt LeaseFolder::tryAcquire(const fs::path& file, const std::string& name) {
+  // Opened by open() under the same lock, with the same trust: not opened and checked again.
+  if (dir_) return acquireIn(dir_.get(), path_, name, *trust_, {});
+  return tryAcquireLease(file, name, *trust_);
+}
+
 void LeaseFolder::removeIfFree(const std::string& name) {
   if (!isSafeName(name) || !dir_ || !names_.count(name)) return;
   const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, *trust_, warnings_);
@@ -487,7 +507,7 @@ std::vector<std::string> FolderLeaseSpace::warnings() const {
 
 LeaseTake FolderLeaseSpace::take(const std::string& name) {
   if (const auto it = held_.find(name); it != held_.end()) return {it->second.file(), {}, {}};
-  LeaseAttempt attempt = tryAcquireLease(file_, name, trust_);
+  LeaseAttempt attempt = folder_.tryAcquire(file_, name);
   warnings_.insert(warnings_.end(), attempt.warnings.begin(), attempt.warnings.end());
   if (!attempt.lease) return {std::nullopt, attempt.failure, attempt.why};
   const LeaseFile taken = attempt.lease->file();

@@ -207,6 +207,9 @@ class LeaseFolder {
   bool denied(const std::string& name) const { return denied_.count(name) > 0; }
   /// The folder or lease files that failed the trust rules and were moved aside, one line each.
   const std::vector<std::string>& warnings() const noexcept { return warnings_; }
+  /// tryAcquireLease of the lease `name` of coordination file `file` (this folder's), with the
+  /// trust given to open(), through the folder as opened there (the one made if it was missing).
+  LeaseAttempt tryAcquire(const std::filesystem::path& file, const std::string& name);
   /// Removes the lease file `name` if nobody holds it (taking it for the moment of the removal).
   /// Call it only under the coordination file's exclusive lock, for a lease no record names.
   void removeIfFree(const std::string& name);
