@@ -106,6 +106,14 @@ UnitRef UnitIndex::push(Unit unit) {
 
 UnitIndex UnitIndex::of(const std::vector<GpuDevice>& devices) {
   UnitIndex index;
+  // Made for every discovery of a host's devices: grown once.
+  index.units_.reserve(devices.size());
+  index.byId_.reserve(devices.size());
+  index.byBus_.reserve(devices.size());
+  // A MIG instance's GPU, by index: needed only where there are instances.
+  const bool instances = std::any_of(devices.begin(), devices.end(), [](const GpuDevice& device) {
+    return device.mig.has_value();
+  });
   std::unordered_map<std::string, UnitRef> wholeByIndex;
   for (const GpuDevice& device : devices) {
     Unit unit;
@@ -122,7 +130,9 @@ UnitIndex UnitIndex::of(const std::vector<GpuDevice>& devices) {
     }
     const bool whole = !device.mig;
     const UnitRef ref = index.push(std::move(unit));  // a UnitRef is the device's position
-    if (whole) wholeByIndex.emplace(device::canonicalDeviceIdentifier(device.identifier), ref);
+    if (whole && instances) {
+      wholeByIndex.emplace(device::canonicalDeviceIdentifier(device.identifier), ref);
+    }
   }
   return index;
 }
