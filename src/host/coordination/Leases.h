@@ -208,7 +208,8 @@ class LeaseFolder {
   /// The folder or lease files that failed the trust rules and were moved aside, one line each.
   const std::vector<std::string>& warnings() const noexcept { return warnings_; }
   /// tryAcquireLease of the lease `name` of coordination file `file` (this folder's), with the
-  /// trust given to open(), through the folder as opened there (the one made if it was missing).
+  /// trust given to open(), through the folder as opened there; where it was missing, as
+  /// tryAcquireLease (which makes it) does.
   LeaseAttempt tryAcquire(const std::filesystem::path& file, const std::string& name);
   /// Removes the lease file `name` if nobody holds it (taking it for the moment of the removal).
   /// Call it only under the coordination file's exclusive lock, for a lease no record names.

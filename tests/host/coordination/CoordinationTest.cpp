@@ -134,6 +134,8 @@ TEST(CoordinationRecordsTest, AProcessWhoseLeaderThreadExitedStillRuns) {
     // The thread alone ends (pthread_exit without its unwinding through the test).
     ::syscall(SYS_exit, 0);
   }
+  // The child's end only: a child that dies first (one that may start no thread) ends the read.
+  ::close(ready[1]);
   char answer = 0;
   ASSERT_EQ(::read(ready[0], &answer, 1), 1);
   const Owner owner = Owner::of(child);
@@ -144,7 +146,6 @@ TEST(CoordinationRecordsTest, AProcessWhoseLeaderThreadExitedStillRuns) {
   ::waitpid(child, nullptr, 0);
   EXPECT_FALSE(isRunning(owner));
   ::close(ready[0]);
-  ::close(ready[1]);
 }
 
 // --- the allocation rule -----------------------------------------------------------------------

@@ -143,49 +143,73 @@ struct Run {
 /// How long a thread that has done a run waits for the next one before it ends.
 constexpr std::chrono::seconds kRunThreadLinger{1};
 
+/// A run for runOnAThread: it calls `finishing` just before it tells its caller that it is done,
+/// unless it was given up on.
+using RunJob = std::function<void(const std::function<void()>& finishing)>;
+
 /// The thread of this process that waits for a run, if one does (see runOnAThread).
 struct WaitingThread {
-  WaitingThread(pid_t process, WaitingThread* parentsThread)
-      : pid(process), parent(parentsThread) {}
-  /// The process it is of.
-  const pid_t pid;
-  /// The parent's, in a child of fork(): kept, never used (see waitingThreadOfThisProcess).
+  explicit WaitingThread(WaitingThread* inherited) : parent(inherited) {}
+  /// The one of the process this one was forked from: kept for leak checkers, never used.
   WaitingThread* const parent;
   std::mutex mutex;
   std::condition_variable wake;
-  /// A thread waits for a run.
+  /// A thread waits for a run, or has claimed the place and is about to (see serveRuns).
   bool waiting = false;
   /// The run handed to it.
-  std::function<void()> job;
+  RunJob job;
 };
 
-/// This process's: made once, never freed (a thread may still wait on it as the process exits).
-/// A child of fork() makes its own, its parent's waiting thread not being in it and its mutex
-/// possibly held at the fork.
-WaitingThread& waitingThreadOfThisProcess() {
-  static std::atomic<WaitingThread*> current{nullptr};
-  const pid_t self = ::getpid();
-  WaitingThread* found = current.load(std::memory_order_acquire);
-  while (found == nullptr || found->pid != self) {
-    // The parent's stays reachable from the child's (leak checkers), and is never touched.
-    auto* made = new WaitingThread(self, found);  // NOLINT(cppcoreguidelines-owning-memory)
-    if (current.compare_exchange_strong(found, made, std::memory_order_acq_rel)) return *made;
+/// This process's, made at the first run; never freed (a thread may still wait on it as the
+/// process exits).
+std::atomic<WaitingThread*> gWaitingThread{nullptr};
+/// The one a child of fork() inherited and forgot (forgetAtFork): kept reachable for leak
+/// checkers. Written only in a child before it runs anything else, read when one is made.
+WaitingThread* gForgotten = nullptr;
+
+/// pthread_atfork's child handler: the parent's waiting thread is not in the child, and the
+/// parent's mutex may have been held at the fork: the child never uses them. (Not told by a pid:
+/// a child that forks again may be given, once its parent is gone, the parent's pid.)
+void forgetAtFork() noexcept {
+  if (WaitingThread* inherited = gWaitingThread.load(std::memory_order_relaxed)) {
+    gForgotten = inherited;
+  }
+  gWaitingThread.store(nullptr, std::memory_order_relaxed);
+}
+
+/// This process's waiting thread, or null where a child of fork() could not be told apart (the
+/// handler could not be registered): then each run has a thread of its own.
+WaitingThread* waitingThreadOfThisProcess() {
+  static const bool forgottenAtFork = ::pthread_atfork(nullptr, nullptr, forgetAtFork) == 0;
+  if (!forgottenAtFork) return nullptr;
+  WaitingThread* found = gWaitingThread.load(std::memory_order_acquire);
+  while (found == nullptr) {
+    auto* made = new WaitingThread(gForgotten);  // NOLINT(cppcoreguidelines-owning-memory)
+    if (gWaitingThread.compare_exchange_strong(found, made, std::memory_order_acq_rel)) {
+      return made;
+    }
     delete made;  // NOLINT(cppcoreguidelines-owning-memory): another thread made it first
   }
-  return *found;
+  return found;
 }
 
 /// Does `job`, then waits up to kRunThreadLinger for the next one unless another thread waits
 /// already, and so on.
-void serveRuns(WaitingThread* self, std::function<void()> job) {
+void serveRuns(WaitingThread* self, RunJob job) {
   // For top -H, ps -L and gdb; a name that does not fit (it does) would only leave the old one.
   (void)::pthread_setname_np(::pthread_self(), "flink-gpu-run");
   for (;;) {
-    job();
+    // The place of the waiting thread is claimed before the caller hears that the run is done: a
+    // caller that asks again at once finds it (the job is taken once the thread waits).
+    bool claimed = false;
+    job([&] {
+      if (self == nullptr) return;
+      const std::lock_guard<std::mutex> lock(self->mutex);
+      if (!self->waiting) claimed = self->waiting = true;
+    });
     job = nullptr;
+    if (!claimed) return;
     std::unique_lock<std::mutex> lock(self->mutex);
-    if (self->waiting) return;
-    self->waiting = true;
     const bool handed =
         self->wake.wait_for(lock, kRunThreadLinger, [&] { return static_cast<bool>(self->job); });
     self->waiting = false;
@@ -203,17 +227,17 @@ void serveRuns(WaitingThread* self, std::function<void()> job) {
 /// done a run waits a second for the next, of any driver of this process. The job must not
 /// throw.
 /// @throws std::system_error when no thread can be started.
-void runOnAThread(std::function<void()> job) {
-  WaitingThread& waiting = waitingThreadOfThisProcess();
-  {
-    const std::lock_guard<std::mutex> lock(waiting.mutex);
-    if (waiting.waiting && !waiting.job) {
-      waiting.job = std::move(job);
-      waiting.wake.notify_one();
+void runOnAThread(RunJob job) {
+  WaitingThread* waiting = waitingThreadOfThisProcess();
+  if (waiting != nullptr) {
+    const std::lock_guard<std::mutex> lock(waiting->mutex);
+    if (waiting->waiting && !waiting->job) {
+      waiting->job = std::move(job);
+      waiting->wake.notify_one();
       return;
     }
   }
-  std::thread(serveRuns, &waiting, std::move(job)).detach();
+  std::thread(serveRuns, waiting, std::move(job)).detach();
 }
 
 /// The program's failure `e`, as the FlinkException (out of time, the TimeoutException) the
@@ -319,7 +343,7 @@ InProcessDiscovery::Answer InProcessDiscovery::discover(std::int64_t amount) {
 
   auto run = std::make_shared<Run>();
   try {
-    runOnAThread([run, args = std::move(args), deadline] {
+    runOnAThread([run, args = std::move(args), deadline](const std::function<void()>& finishing) {
       std::optional<RunAnswer> answer;
       std::exception_ptr error;
       try {
@@ -339,6 +363,7 @@ InProcessDiscovery::Answer InProcessDiscovery::discover(std::int64_t amount) {
         run->ending->ended.notify_all();
         return;
       }
+      finishing();
       run->answer = std::move(answer);
       run->error = error;
       run->done = true;

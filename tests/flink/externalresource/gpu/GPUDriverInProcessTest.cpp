@@ -579,6 +579,8 @@ TEST_F(GPUDriverInProcessTest, ThreadsOnOneDriverGetDistinctGpus) {
 // second (starting and ending a thread for each cost more than the rest of a discovery's set-up),
 // and ends after: a worker that discovers once keeps no thread.
 TEST_F(GPUDriverInProcessTest, RunsOneAfterAnotherShareOneThreadThatEndsAfterASecond) {
+  // An earlier test's run given up on may still be ending on a thread of its own.
+  ASSERT_TRUE(testing::waitForNoThreadNamed(kRunThread, 10s));
   const std::string args =
       "--enable-coordination-mode --coordination-file " + coordinationFile().string();
   const std::unique_ptr<GPUDriver> first = driver(true, args);
