@@ -527,6 +527,37 @@ TEST_F(GPUDriverInProcessTest, AChildOfForkNeverGivesBackItsParentsGpus) {
   EXPECT_TRUE(records().empty());
 }
 
+// A worker that forks within the second its run's thread waits: the child has no such thread,
+// and its own discovery must not be handed to its parent's (it would never run: a time-out).
+TEST_F(GPUDriverInProcessTest, AChildForkedWhileARunThreadWaitsDiscoversOnAThreadOfItsOwn) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer lets the child of a multi-threaded fork start no thread";
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  GTEST_SKIP() << "ThreadSanitizer lets the child of a multi-threaded fork start no thread";
+#endif
+#endif
+  ASSERT_TRUE(testing::waitForNoThreadNamed(kRunThread, 10s));  // an earlier test's, ending
+  const std::string args =
+      "--enable-coordination-mode --coordination-file " + coordinationFile().string();
+  ASSERT_EQ(driver(true, args)->retrieveResourceInfo(1).size(), 1u);
+  ASSERT_EQ(testing::threadsNamed(kRunThread), 1u);  // waiting for the next run
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 3;
+    try {
+      code = driver(true, args, 5s)->retrieveResourceInfo(1).size() == 1 ? 0 : 4;
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: the child's discovery failed (timed out?)";
+}
+
 TEST_F(GPUDriverInProcessTest, AKilledWorkersGpusAreTakenBackAtOnce) {
   const std::string args =
       "--enable-coordination-mode --coordination-file " + coordinationFile().string();
