@@ -9,7 +9,9 @@
 // `discovery-script.in-process` is true (the default), the driver does the script's work in the
 // calling process: the same arguments are read, the same GPUs chosen, the same records written
 // (owned by this process, the script's parent) and the same causes given for failures; no
-// process is started but nvidia-smi, where NVML cannot be used. Each GPU recorded in
+// process is started but nvidia-smi, where NVML cannot be used. It runs on a thread of its own
+// (`flink-gpu-run`), which waits a second for the process's next in-process discovery before it
+// ends; a child of fork() never uses its parent's. Each GPU recorded in
 // coordination mode is also leased (an flock the kernel drops when this process dies, see
 // host/coordination/Leases.h) until the driver is destroyed, which gives the GPUs back. A Flink
 // TaskManager keeps its drivers for its whole life, so its GPUs stay taken exactly as long as
