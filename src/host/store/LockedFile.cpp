@@ -756,6 +756,10 @@ void LockedFile::replace(std::string text) {
   throw StoreError(failureCause, failure + unchanged);
 }
 
+LockedFile::~LockedFile() {
+  if (fd_) (void)::flock(fd_.get(), LOCK_UN);
+}
+
 bool LockedFile::stillAtPath() const {
   struct stat current {};
   return ::lstat(path_.c_str(), &current) == 0 &&

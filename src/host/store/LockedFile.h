@@ -118,6 +118,13 @@ class LockedFile {
                                 std::uint64_t maxBytes = kMaxCoordinationFileBytes,
                                 SiblingReaders readers = SiblingReaders::kAsTheFile);
 
+  /// Drops the lock (LOCK_UN), then closes the file: a child of fork() holds a copy of the
+  /// descriptor, which would otherwise keep the lock, and every allocator of the host waiting,
+  /// until the child exits or execs.
+  ~LockedFile();
+  LockedFile(LockedFile&&) noexcept = default;
+  LockedFile& operator=(LockedFile&&) = delete;
+
   bool exists() const { return fd_.valid(); }
   bool writes() const { return access_ == Access::kWrite || access_ == Access::kWriteUnlocked; }
   const std::filesystem::path& path() const { return path_; }

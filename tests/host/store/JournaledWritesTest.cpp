@@ -186,6 +186,28 @@ class JournaledFileTest : public ::testing::Test {
   TempDir dir_{"flink-gpu-journal-test"};
 };
 
+// A worker that forks (a Python worker) while one of its threads holds the coordination file's
+// lock: the child's copy of the descriptor must not keep the lock once the writer is done, or
+// every allocator of the host waits until the child exits or execs.
+TEST_F(JournaledFileTest, AChildForkedUnderTheLockDoesNotKeepIt) {
+  writeBytes(file(), "");
+  pid_t child = -1;
+  {
+    const LockedFile locked =
+        LockedFile::open(file(), LockedFile::Access::kWrite, std::chrono::seconds(1));
+    child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::pause();  // holds its copy of the descriptor until killed
+      ::_exit(0);
+    }
+  }
+  EXPECT_NO_THROW(
+      (void)LockedFile::open(file(), LockedFile::Access::kWrite, std::chrono::milliseconds(500)));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+}
+
 TEST_F(JournaledFileTest, AnAppendAcrossAPageCutShortBeforeItsFirstWriteIsRolledBack) {
   // Just under a page of live records: the next record goes to the next page (the rest of this
   // one becomes a blank line), so a write of the change starts past the file's end. A writer
