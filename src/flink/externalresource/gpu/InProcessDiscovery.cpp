@@ -177,11 +177,14 @@ void forgetAtFork() noexcept {
   gWaitingThread.store(nullptr, std::memory_order_relaxed);
 }
 
+/// Registered as the library loads, not at the first run: a fork during a first-time
+/// initialisation would leave its child waiting on the initialisation's guard.
+const bool kForgottenAtFork = ::pthread_atfork(nullptr, nullptr, forgetAtFork) == 0;
+
 /// This process's waiting thread, or null where a child of fork() could not be told apart (the
 /// handler could not be registered): then each run has a thread of its own.
 WaitingThread* waitingThreadOfThisProcess() {
-  static const bool forgottenAtFork = ::pthread_atfork(nullptr, nullptr, forgetAtFork) == 0;
-  if (!forgottenAtFork) return nullptr;
+  if (!kForgottenAtFork) return nullptr;
   WaitingThread* found = gWaitingThread.load(std::memory_order_acquire);
   while (found == nullptr) {
     auto* made = new WaitingThread(gForgotten);  // NOLINT(cppcoreguidelines-owning-memory)
