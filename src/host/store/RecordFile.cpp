@@ -258,6 +258,12 @@ SiblingRecordsText RecordFile::update(
   const SiblingTrust trust = SiblingTrust::ofPath(coordinationFile_);
   std::vector<std::string> warnings;
   const process::FileDescriptor writers = lockWriters(file, what_, trust, warnings);
+  // Dropped before the descriptor closes, as LockedFile's lock is: a child of fork() has a copy,
+  // which would keep every writer waiting until it exits or execs.
+  const struct DropLock {
+    int fd;
+    ~DropLock() { (void)::flock(fd, LOCK_UN); }
+  } dropLock{writers.get()};
   for (int attempt = 1;; ++attempt) {
     LockedFile opened = LockedFile::openSibling(
         file, what_, trust, LockedFile::Access::kWriteUnlocked, kDefaultLockTimeout);

@@ -22,6 +22,7 @@
 #include "host/coordination/Coordination.h"
 #include "host/store/Journal.h"
 #include "host/store/LockedFile.h"
+#include "host/store/RecordFile.h"
 #include "process/FileDescriptor.h"
 
 namespace flink::store {
@@ -204,6 +205,28 @@ TEST_F(JournaledFileTest, AChildForkedUnderTheLockDoesNotKeepIt) {
   }
   EXPECT_NO_THROW(
       (void)LockedFile::open(file(), LockedFile::Access::kWrite, std::chrono::milliseconds(500)));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+}
+
+// The same for the writers' lock of a file beside it (the health records').
+TEST_F(JournaledFileTest, AChildForkedUnderTheWritersLockOfASiblingDoesNotKeepIt) {
+  writeBytes(file(), "");
+  const RecordFile records(file(), ".health", "health records", "health record", "");
+  pid_t child = -1;
+  records.update([&](const std::string& text) {
+    child = ::fork();
+    if (child == 0) {
+      ::pause();  // holds its copy of the descriptors until killed
+      ::_exit(0);
+    }
+    return text + "0 ok\n";
+  });
+  ASSERT_GT(child, 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_NO_THROW(records.update([](const std::string& text) { return text + "1 ok\n"; }));
+  // Not the lock wait's kDefaultLockTimeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
 }
