@@ -282,14 +282,18 @@ void Lease::keepAcrossExec() const {
 
 namespace {
 
+/// Refuses a lease name that is not one path component of ours, before anything is opened.
+void refuseUnsafeName(const fs::path& folder, const std::string& name) {
+  if (!isSafeName(name))
+    fail(store::StoreError::Cause::kRefused, folder / name,
+         "refusing a lease name that is not a plain file name");
+}
+
 /// tryAcquireLease's work in the lease folder `folder`, open as `dir` (checked by `trust`), its
-/// warnings so far in `attempt`.
+/// warnings so far in `attempt`, for a name refuseUnsafeName let through.
 LeaseAttempt acquireIn(int dir, const fs::path& folder, const std::string& name,
                        const SiblingTrust& trust, LeaseAttempt attempt) {
   const fs::path path = folder / name;
-  if (!isSafeName(name))
-    fail(store::StoreError::Cause::kRefused, path,
-         "refusing a lease name that is not a plain file name");
   for (int tries = 0; tries < 16; ++tries) {
     OpenedSibling opened = openLeaseFile(dir, folder, name, trust, attempt.warnings);
     if (!opened.fd && opened.error == ENOENT) {
@@ -345,9 +349,7 @@ LeaseAttempt acquireIn(int dir, const fs::path& folder, const std::string& name,
 LeaseAttempt tryAcquireLease(const fs::path& file, const std::string& name,
                              const SiblingTrust& trust) {
   const fs::path folder = leaseFolderOf(file);
-  if (!isSafeName(name))
-    fail(store::StoreError::Cause::kRefused, folder / name,
-         "refusing a lease name that is not a plain file name");
+  refuseUnsafeName(folder, name);
   LeaseAttempt attempt;
   const FileDescriptor dir = openFolder(folder, /*create=*/true, trust, attempt.warnings);
   return acquireIn(dir.get(), folder, name, trust, std::move(attempt));
@@ -438,8 +440,9 @@ LeaseState LeaseFolder::state(const std::string& name, const std::optional<Lease
 
 LeaseAttempt LeaseFolder::tryAcquire(const fs::path& file, const std::string& name) {
   // Opened by open() under the same lock, with the same trust: not opened and checked again.
-  if (dir_) return acquireIn(dir_.get(), path_, name, *trust_, {});
-  return tryAcquireLease(file, name, *trust_);
+  if (!dir_) return tryAcquireLease(file, name, *trust_);
+  refuseUnsafeName(path_, name);
+  return acquireIn(dir_.get(), path_, name, *trust_, {});
 }
 
 void LeaseFolder::removeIfFree(const std::string& name) {
