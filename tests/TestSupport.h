@@ -100,6 +100,20 @@ std::vector<std::string> waitForLines(const std::filesystem::path& path, std::si
 /// The number of descriptors open in this process.
 std::size_t openDescriptorCount();
 
+/// Whether this program is built with ThreadSanitizer (which lets the child of a multi-threaded
+/// fork start no thread).
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool kThreadSanitizer = true;
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+
 /// The number of threads of this process named `name` (/proc/self/task/*/comm).
 std::size_t threadsNamed(std::string_view name);
 
