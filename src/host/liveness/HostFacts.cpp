@@ -3,12 +3,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -70,14 +72,21 @@ bool procIsOurs() {
   return pid && *pid == ::getpid();
 }
 
-Reader readReader() {
-  Reader reader;
+/// What a fork may change of the reader: its pid, and after unshare(CLONE_NEWPID) in the parent,
+/// its pid namespace and whether /proc is that namespace's. System calls only, no allocation: it
+/// also runs in the child of a fork (SystemFacts).
+void readProcessFacts(Reader& reader) {
   reader.pid = ::getpid();
   reader.ownProc = procIsOurs();
   // /proc/self resolves to this process wherever it resolves at all (through a /proc of an
   // ancestor namespace too, by that namespace's pid), so its ns links are ours; but only /proc
   // of our own namespace shows the processes our pids name.
   reader.pidNamespace = namespaceInode("/proc/self/ns/pid");
+}
+
+Reader readReader() {
+  Reader reader;
+  readProcessFacts(reader);
   reader.mountNamespace = namespaceInode("/proc/self/ns/mnt");
   char buffer[128];
   if (const std::optional<std::string_view> text =
@@ -117,8 +126,27 @@ ProcessLook byKill(pid_t pid) {
   return look;
 }
 
+class SystemFacts;
+/// The one SystemFacts, once it is made: what the fork handler updates.
+std::atomic<SystemFacts*> gSystemFacts{nullptr};
+
 class SystemFacts final : public HostFacts {
  public:
+  // The facts are read once, but a child of fork() is another process: its pid is its own (a
+  // sandbox without its own /proc reads its own start time through /proc/self by that pid), and
+  // where the parent unshared its pid namespace, so are its namespace and what /proc shows it.
+  // The handler runs in the child, where only the forking thread exists: nothing reads reader_
+  // meanwhile. Registered last, when the facts are whole.
+  SystemFacts() {
+    gSystemFacts.store(this);
+    ::pthread_atfork(nullptr, nullptr, [] {
+      if (SystemFacts* facts = gSystemFacts.load()) readProcessFacts(facts->reader_);
+    });
+  }
+  ~SystemFacts() override { gSystemFacts.store(nullptr); }
+  SystemFacts(const SystemFacts&) = delete;
+  SystemFacts& operator=(const SystemFacts&) = delete;
+
   const Reader& reader() override { return reader_; }
 
   ProcessLook process(pid_t pid) override {

@@ -52,7 +52,8 @@ class FlockTable {
 
 /// What this process knows of itself, for judging the records of others.
 struct Reader {
-  /// This process's pid.
+  /// This process's pid (HostFacts::system()'s is read again in the child of a fork, as are
+  /// pidNamespace and ownProc).
   pid_t pid = 0;
   /// The inode of its pid namespace (/proc/self/ns/pid, which names this process's own namespace
   /// through a /proc of an ancestor namespace too); nullopt when it cannot tell (no /proc).
@@ -115,7 +116,8 @@ class HostFacts {
     return {};
   }
 
-  /// The real host, read through /proc (the reader's facts read once). Thread-safe.
+  /// The real host, read through /proc (the reader's facts read once, and in a child of fork()
+  /// what the fork changed). Thread-safe.
   static HostFacts& system();
   /// `given`, where a caller gave a reader (a test, the simulated host); else this process's, as
   /// the real host reads it.

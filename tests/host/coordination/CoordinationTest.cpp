@@ -4,6 +4,7 @@
 #include "host/coordination/Coordination.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -23,6 +24,7 @@
 
 #include "TestSupport.h"
 #include "host/coordination/RecordEdits.h"
+#include "host/liveness/HostFacts.h"
 #include "process/FileDescriptor.h"
 #include "util/Strings.h"
 
@@ -106,6 +108,53 @@ TEST(CoordinationRecordsTest, OwnerOfReadsTheStartTimeAndIsRunningChecksIt) {
   EXPECT_FALSE(isRunning(Owner{::getpid(), *self.startTime + 2}));
   EXPECT_FALSE(isRunning(Owner{deadPid(), std::nullopt}));
   EXPECT_FALSE(isRunning(Owner{0, std::nullopt}));
+}
+
+// A child of fork() is another process: it records itself, and reads its own /proc/self (where
+// /proc is not its namespace's), by its own pid, not by the pid the parent read the host's facts
+// with.
+TEST(CoordinationRecordsTest, AChildOfForkKnowsItsOwnPid) {
+  (void)Owner::of(::getpid());  // the host's facts read in this process first
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::_exit(liveness::HostFacts::system().reader().pid == ::getpid() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+}
+
+// A worker that unshared its pid namespace without mounting a /proc of it (unshare -p, no
+// --mount-proc): its children are pids 1, 2, ... of a namespace the host's /proc does not
+// describe. A child records itself in that namespace, and judges no pid by that /proc.
+TEST(CoordinationRecordsTest, AChildInAPidNamespaceItsParentUnsharedKnowsItIsThere) {
+  (void)Owner::of(::getpid());
+  const pid_t worker = ::fork();
+  ASSERT_GE(worker, 0);
+  if (worker == 0) {
+    if (::unshare(CLONE_NEWPID) != 0) ::_exit(77);
+    const pid_t child = ::fork();
+    if (child < 0) ::_exit(2);
+    if (child == 0) {
+      const liveness::Reader& reader = liveness::HostFacts::system().reader();
+      struct stat ns {};
+      const bool known = ::stat("/proc/self/ns/pid", &ns) == 0;
+      const Owner own = Owner::of(::getpid());
+      ::_exit(known && reader.pid == 1 && !reader.ownProc && reader.pidNamespace == ns.st_ino &&
+                      own.pidNamespace == ns.st_ino
+                  ? 0
+                  : 1);
+    }
+    int status = 0;
+    if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) ::_exit(3);
+    ::_exit(WEXITSTATUS(status));
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(worker, &status, 0), worker);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "unshare(CLONE_NEWPID) is not permitted here";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(CoordinationRecordsTest, AZombieOwnerIsNotRunning) {
