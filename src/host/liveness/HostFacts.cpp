@@ -140,7 +140,10 @@ class SystemFacts final : public HostFacts {
   SystemFacts() {
     gSystemFacts.store(this);
     ::pthread_atfork(nullptr, nullptr, [] {
-      if (SystemFacts* facts = gSystemFacts.load()) readProcessFacts(facts->reader_);
+      if (SystemFacts* facts = gSystemFacts.load()) {
+        readProcessFacts(facts->reader_);
+        facts->ownStart_.store(kUnread, std::memory_order_relaxed);
+      }
     });
   }
   ~SystemFacts() override { gSystemFacts.store(nullptr); }
@@ -151,44 +154,11 @@ class SystemFacts final : public HostFacts {
 
   ProcessLook process(pid_t pid) override {
     if (pid <= 0) return {};
+    if (pid == reader_.pid) return self();
+    if (!reader_.ownProc) return byKill(pid);
     char path[32];
-    if (reader_.ownProc) {
-      std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-    } else if (pid == reader_.pid) {
-      // Through a /proc of an ancestor namespace, /proc/self is still this process.
-      std::snprintf(path, sizeof path, "/proc/self/stat");
-    } else {
-      return byKill(pid);
-    }
-    // The line is well under 1 KiB: a 64-byte command name at most, and some fifty numbers.
-    char buffer[2048];
-    const std::optional<std::string_view> text = readProcFile(path, buffer);
-    // No /proc entry of it: gone, or hidden from this user (/proc mounted hidepid=2 or
-    // invisible, systemd's ProtectProc=): the kernel itself tells.
-    if (!text) return byKill(pid);
-    // The fields after the command name, which is in parentheses and may itself hold spaces and
-    // parentheses, are split in place.
-    const std::size_t close = text->rfind(')');
-    if (close == std::string_view::npos) return byKill(pid);
-    std::string_view rest = text->substr(close + 1);
-    ProcessLook look;
-    const std::string_view state = strings::nextToken(rest);
-    if (state.empty()) return look;  // absent: an entry without fields
-    const bool dead = state == "Z" || state == "X" || state == "x";
-    // A leader that called pthread_exit shows as a zombie while its other threads run on.
-    look.state =
-        dead && !hasOtherThreads(pid) ? ProcessLook::State::kDead : ProcessLook::State::kRunning;
-    look.parent = parseDecimal<pid_t>(strings::nextToken(rest));  // field 4
-    // Field 22 (starttime) is the 18th after the parent.
-    std::string_view field;
-    for (int skipped = 0; skipped < 18; ++skipped) field = strings::nextToken(rest);
-    if (const std::optional<std::uint64_t> start = parseDecimal<std::uint64_t>(field)) {
-      // The kernel adds the reader's time namespace's boot-time offset: taken away, every reader
-      // of the host (a container in a time namespace of its own too) sees one start time, within
-      // a tick (sameStartTime).
-      look.startTime = static_cast<std::uint64_t>(static_cast<std::int64_t>(*start) - offset_);
-    }
-    return look;
+    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+    return readStat(path, pid);
   }
 
   std::optional<FlockTable> flocks() override { return FlockTable::read(); }
@@ -234,8 +204,65 @@ class SystemFacts final : public HostFacts {
   }
 
  private:
+  static constexpr std::uint64_t kUnread = ~std::uint64_t{0};
+
+  /// This process: it runs (it is asking), its parent is its parent now (getppid(): a parent's
+  /// death reparents it), and its start time, which never changes, is read once (every
+  /// discovery records and checks its owner, this process).
+  ProcessLook self() {
+    const std::uint64_t start = ownStart_.load(std::memory_order_relaxed);
+    if (start != kUnread) {
+      ProcessLook look;
+      look.state = ProcessLook::State::kRunning;
+      look.startTime = start;
+      look.parent = ::getppid();
+      return look;
+    }
+    // Through a /proc of an ancestor namespace too, /proc/self is this process.
+    const ProcessLook look = readStat("/proc/self/stat", reader_.pid);
+    if (look.state == ProcessLook::State::kRunning && look.startTime) {
+      ownStart_.store(*look.startTime, std::memory_order_relaxed);
+    }
+    return look;
+  }
+
+  /// The process `pid` as its stat file at `path` tells.
+  ProcessLook readStat(const char* path, pid_t pid) const {
+    // The line is well under 1 KiB: a 64-byte command name at most, and some fifty numbers.
+    char buffer[2048];
+    const std::optional<std::string_view> text = readProcFile(path, buffer);
+    // No /proc entry of it: gone, or hidden from this user (/proc mounted hidepid=2 or
+    // invisible, systemd's ProtectProc=): the kernel itself tells.
+    if (!text) return byKill(pid);
+    // The fields after the command name, which is in parentheses and may itself hold spaces and
+    // parentheses, are split in place.
+    const std::size_t close = text->rfind(')');
+    if (close == std::string_view::npos) return byKill(pid);
+    std::string_view rest = text->substr(close + 1);
+    ProcessLook look;
+    const std::string_view state = strings::nextToken(rest);
+    if (state.empty()) return look;  // absent: an entry without fields
+    const bool dead = state == "Z" || state == "X" || state == "x";
+    // A leader that called pthread_exit shows as a zombie while its other threads run on.
+    look.state =
+        dead && !hasOtherThreads(pid) ? ProcessLook::State::kDead : ProcessLook::State::kRunning;
+    look.parent = parseDecimal<pid_t>(strings::nextToken(rest));  // field 4
+    // Field 22 (starttime) is the 18th after the parent.
+    std::string_view field;
+    for (int skipped = 0; skipped < 18; ++skipped) field = strings::nextToken(rest);
+    if (const std::optional<std::uint64_t> start = parseDecimal<std::uint64_t>(field)) {
+      // The kernel adds the reader's time namespace's boot-time offset: taken away, every reader
+      // of the host (a container in a time namespace of its own too) sees one start time, within
+      // a tick (sameStartTime).
+      look.startTime = static_cast<std::uint64_t>(static_cast<std::int64_t>(*start) - offset_);
+    }
+    return look;
+  }
+
   Reader reader_ = readReader();
   std::int64_t offset_ = ownBoottimeOffsetTicks();
+  /// This process's start time once read (kUnread before; again in a child of fork()).
+  std::atomic<std::uint64_t> ownStart_{kUnread};
 };
 
 std::string lockId(std::uint64_t device, std::uint64_t inode) {
