@@ -340,7 +340,13 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
       if (!result.sibling_) result.trust_ = SiblingTrust::of(locked);
       result.text_ =
           readAll(result.fd_.get(), static_cast<std::uint64_t>(locked.st_size), subject, "it");
-      result.recover(result.readJournal());
+      JournalRead journal = result.readJournal();
+      result.recover(journal);
+      if (write) {
+        result.journal_ = std::move(journal.fd);
+        result.journalDevice_ = journal.device;
+        result.journalInode_ = journal.inode;
+      }
       return result;
     }
     // The lock of the replaced file is let go (fd closes): a Flink script that waited on it then
@@ -485,7 +491,7 @@ void LockedFile::readWithoutLock(const struct stat& opened) {
     JournalRead second = readJournal();
     if (first.bytes == second.bytes && text == readText()) {
       text_ = std::move(text);
-      recover(std::move(second));
+      recover(second);
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -543,6 +549,8 @@ LockedFile::JournalRead LockedFile::readJournal() {
   struct stat info {};
   if (::fstat(read.fd.get(), &info) != 0)
     fail(StoreError::Cause::kIo, "cannot stat its journal", errno);
+  read.device = static_cast<std::uint64_t>(info.st_dev);
+  read.inode = static_cast<std::uint64_t>(info.st_ino);
   // Old and new bytes of a file of at most maxBytes, and the headers.
   if (static_cast<std::uint64_t>(info.st_size) > 2 * maxBytes_ + (1 << 20)) {
     fail(StoreError::Cause::kRefused,
@@ -554,7 +562,21 @@ LockedFile::JournalRead LockedFile::readJournal() {
   return read;
 }
 
-void LockedFile::recover(JournalRead journal) {
+FileDescriptor LockedFile::keptJournal() {
+  FileDescriptor fd = std::move(journal_);
+  if (!fd) return fd;
+  // Replaced or removed since open() (by someone who does not hold the file's lock): that one is
+  // opened, and checked, anew.
+  struct stat there {};
+  if (::lstat(journalPathOf(path_).c_str(), &there) != 0 ||
+      static_cast<std::uint64_t>(there.st_dev) != journalDevice_ ||
+      static_cast<std::uint64_t>(there.st_ino) != journalInode_) {
+    return {};
+  }
+  return fd;
+}
+
+void LockedFile::recover(const JournalRead& journal) {
   if (!journal.bytes || journal.bytes->empty()) return;
   const std::optional<Journal> pending = decodeJournal(*journal.bytes);
   const std::optional<std::string> unfit =
@@ -673,7 +695,8 @@ void LockedFile::replace(std::string text) {
     fail(StoreError::Cause::kIo, "cannot truncate its journal", error);
   };
 
-  FileDescriptor journalFd = openJournal(/*create=*/true);
+  FileDescriptor journalFd = keptJournal();
+  if (!journalFd) journalFd = openJournal(/*create=*/true);
   try {
     std::string buffer;
     std::uint64_t written = 0;

@@ -201,9 +201,13 @@ class LockedFile {
   struct JournalRead {
     process::FileDescriptor fd;
     std::optional<std::string> bytes;
+    std::uint64_t device = 0;
+    std::uint64_t inode = 0;
   };
   JournalRead readJournal();
-  void recover(JournalRead journal);
+  void recover(const JournalRead& journal);
+  /// The journal open() read, for replace(), where the path still names it; none otherwise.
+  process::FileDescriptor keptJournal();
   void readWithoutLock(const struct stat& opened);
   [[noreturn]] void fail(StoreError::Cause cause, const std::string& what, int error = 0) const;
   bool changedUnderLock() const;
@@ -223,6 +227,12 @@ class LockedFile {
   bool sibling_ = false;
   SiblingReaders readers_ = SiblingReaders::kAsTheFile;
   process::FileDescriptor fd_;
+  /// A writer's journal as open() found it, checked by the trust rules then (its device and
+  /// inode beside it): replace() writes through it while the path still names it, rather than
+  /// opening and checking it again.
+  process::FileDescriptor journal_;
+  std::uint64_t journalDevice_ = 0;
+  std::uint64_t journalInode_ = 0;
   /// The coordination file, locked by a writer: copies it replaced are looked for again once it
   /// is changed (waitForReplacedCopies, settled).
   bool watchReplaced_ = false;

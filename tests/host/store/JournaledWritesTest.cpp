@@ -312,6 +312,23 @@ TEST_F(JournaledFileTest, AnUnsealedJournalMeansTheFileWasNotTouched) {
   EXPECT_EQ(fs::file_size(journal()), 0u);
 }
 
+// A change writes through the journal its open() found only while the path still names it: one
+// moved away meanwhile (by someone who does not hold the file's lock) is left as it is, and the
+// change is journaled in a journal made anew at the path.
+TEST_F(JournaledFileTest, AJournalMovedAwayAfterTheOpenIsLeftAsItIs) {
+  writeBytes(file(), "0 1234\n");
+  writeBytes(journal(), "");
+  LockedFile opened = LockedFile::open(file(), LockedFile::Access::kWrite, 1s);
+  const fs::path moved = dir_ / "moved-journal";
+  fs::rename(journal(), moved);
+  writeBytes(moved, "kept\n");
+  opened.replace("0 1234\n1 5678\n");
+  EXPECT_EQ(readFile(moved), "kept\n");
+  EXPECT_EQ(readFile(file()), "0 1234\n1 5678\n");
+  ASSERT_TRUE(fs::exists(journal()));
+  EXPECT_EQ(fs::file_size(journal()), 0u);
+}
+
 TEST_F(JournaledFileTest, AFileChangedByAnotherProgramSinceIsLeftAsItIs) {
   const std::string before = "0 1\n1 2\n";
   const std::string after = "0 1\n1 2\n2 3\n";
