@@ -604,14 +604,18 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
 
   Allocation allocation;
   // Planned again each time a lease of what was granted cannot be had: at most once a unit.
+  // The request as given, until a unit is passed over: then a copy without those units (the
+  // request, its GPUs' relations and UUIDs, is copied only then).
+  std::optional<AllocationRequest> narrowed;
   for (std::size_t round = 0;; ++round) {
-    AllocationRequest plan = request;
     if (!passedOver.empty()) {
-      plan.gpus.clear();
+      if (!narrowed) narrowed = request;
+      narrowed->gpus.clear();
       for (const std::string& gpu : request.gpus) {
-        if (!passedOver.count(gpu)) plan.gpus.push_back(gpu);
+        if (!passedOver.count(gpu)) narrowed->gpus.push_back(gpu);
       }
     }
+    const AllocationRequest& plan = narrowed ? *narrowed : request;
     allocation = planUnits(current, plan, *index, reader, isRunningProbe, space);
     if (!request.lease || allocation.granted.empty()) break;
     // Before the file says so: a lease that cannot be had leaves that unit to others.
@@ -643,8 +647,9 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
     if (round > request.gpus.size()) {
       // Never reached: each round passes one more unit over. Grant nothing rather than a unit
       // without its lease.
-      plan.gpus.clear();
-      allocation = planUnits(current, plan, *index, reader, isRunningProbe, space);
+      if (!narrowed) narrowed = request;
+      narrowed->gpus.clear();
+      allocation = planUnits(current, *narrowed, *index, reader, isRunningProbe, space);
       break;
     }
   }
