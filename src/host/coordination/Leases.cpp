@@ -145,6 +145,8 @@ std::string asFileName(std::string name, char colon, char slash) {
 constexpr std::string_view kBusPrefix = "pci-";
 constexpr std::string_view kIndexPrefix = "index-";
 constexpr std::string_view kMountMark = ".mnt-";
+/// The mount namespace of an index alias taken where it could not be told (no /proc).
+constexpr std::string_view kUnknownMount = "unknown";
 
 bool isIndex(std::string_view id) { return strings::isDigits(id); }
 
@@ -183,9 +185,12 @@ LeaseNames leaseNamesOf(const discovery::UnitIndex& index, discovery::UnitRef re
   } else {
     names.primary = std::string(kIndexPrefix) + unit.id;
   }
-  if (isIndex(unit.id) && reader.mountNamespace) {
+  // The index in this mount namespace's numbering, for an allocator that knows the GPUs by index
+  // alone; where the namespace cannot be told (no /proc), as of an unknown one.
+  if (isIndex(unit.id)) {
     names.aliases.push_back(std::string(kIndexPrefix) + unit.id + std::string(kMountMark) +
-                            std::to_string(*reader.mountNamespace));
+                            (reader.mountNamespace ? std::to_string(*reader.mountNamespace)
+                                                   : std::string(kUnknownMount)));
   }
   return names;
 }
@@ -219,14 +224,24 @@ std::vector<discovery::UnitRef> unitsOfLeaseName(const discovery::UnitIndex& ind
   if (name.starts_with(kIndexPrefix)) {
     std::string_view rest = name.substr(kIndexPrefix.size());
     const std::size_t mark = rest.find(kMountMark);
-    if (mark != std::string_view::npos) {
-      // Another mount namespace numbers the GPUs its own way: its index names nothing here.
-      const std::string_view mount = rest.substr(mark + kMountMark.size());
-      if (!reader.mountNamespace || mount != std::to_string(*reader.mountNamespace)) return {};
-      rest = rest.substr(0, mark);
-    }
+    const std::string_view mount =
+        mark == std::string_view::npos ? std::string_view() : rest.substr(mark + kMountMark.size());
+    if (mark != std::string_view::npos) rest = rest.substr(0, mark);
     if (!isIndex(rest)) return {};
-    return one(nvidia(index.find(rest)));
+    const std::optional<discovery::UnitRef> ref = nvidia(index.find(rest));
+    // A plain index names that GPU in any numbering, as a record by index does (an allocator that
+    // knew nothing but the index took it).
+    if (!ref || mark == std::string_view::npos) return one(ref);
+    // An index of a mount namespace's numbering came with the GPU's bus id or UUID, which name
+    // it exactly where they are known: another namespace numbers the GPUs its own way, so its
+    // index names another GPU here, or this one under those names. A unit known here by its
+    // index alone (a --gpus list) cannot be matched to those names: the index names it, whatever
+    // the numbering, and so where either side could not tell its namespace (fail closed, as a
+    // record by index does).
+    const discovery::Unit& unit = index[*ref];
+    if (!unit.uuid && !unit.pciBusId) return one(ref);
+    if (!reader.mountNamespace || mount != std::to_string(*reader.mountNamespace)) return {};
+    return one(ref);
   }
   if (vendorOfLeaseName(name) != "nvidia") {
     // amd-00000000-05-00.3 → amd:00000000:05:00.3; intel-…-5A-00.0_1 → intel:…:5A:00.0/1

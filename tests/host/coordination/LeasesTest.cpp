@@ -103,6 +103,42 @@ TEST_F(LeasesTest, ALeaseIsNamedByTheGpusUuidAndRecorded) {
   EXPECT_EQ(leaseState(file(), kUuid0), LeaseState::kHeld);
 }
 
+// A taker without /proc cannot tell its mount namespace: it takes its index as of an unknown one.
+// An allocator that knows the GPUs by index alone (a --gpus list) cannot match a lease's bus id or
+// UUID to any of its GPUs, so every index alias names its GPU of that index there, whatever the
+// namespace (fail closed, as a record by index does); one that knows the bus ids or UUIDs reads
+// an index alias only of its own numbering, and the lease's other names.
+TEST_F(LeasesTest, AnIndexAliasNamesAGpuKnownByItsIndexAloneInAnyNumbering) {
+  liveness::Reader withoutProc;  // no mount namespace
+  discovery::UnitIndex nvml;
+  const auto whole = nvml.add({"0", kUuid0, "0000:3b:00.0"});
+  const auto byIndex = nvml.add({"3"});
+  EXPECT_EQ(leaseNamesOf(nvml, whole, withoutProc).all(),
+            (std::vector<std::string>{"pci-00000000-3B-00.0", kUuid0, "index-0.mnt-unknown"}));
+  EXPECT_EQ(leaseNamesOf(nvml, byIndex, withoutProc).all(),
+            (std::vector<std::string>{"index-3", "index-3.mnt-unknown"}));
+
+  liveness::Reader reader;
+  reader.mountNamespace = 4026531841;
+  discovery::UnitIndex indexOnly;
+  const auto first = indexOnly.add({"0"});
+  for (const liveness::Reader& asker : {reader, withoutProc}) {
+    for (const char* name : {"index-0.mnt-unknown", "index-0.mnt-4026531841", "index-0.mnt-77"}) {
+      EXPECT_EQ(unitsOfLeaseName(indexOnly, name, asker), (std::vector<discovery::UnitRef>{first}))
+          << name;
+    }
+    EXPECT_TRUE(unitsOfLeaseName(indexOnly, "index-1.mnt-unknown", asker).empty());
+  }
+  // Known by bus id and UUID: only its own numbering's index, besides those names.
+  EXPECT_TRUE(unitsOfLeaseName(nvml, "index-0.mnt-unknown", reader).empty());
+  EXPECT_TRUE(unitsOfLeaseName(nvml, "index-0.mnt-77", reader).empty());
+  EXPECT_TRUE(unitsOfLeaseName(nvml, "index-0.mnt-4026531841", withoutProc).empty());
+  EXPECT_EQ(unitsOfLeaseName(nvml, "index-0.mnt-4026531841", reader),
+            (std::vector<discovery::UnitRef>{whole}));
+  // Known by its index alone there too.
+  EXPECT_EQ(unitsOfLeaseName(nvml, "index-3.mnt-77", reader),
+            (std::vector<discovery::UnitRef>{byIndex}));
+}
 TEST_F(LeasesTest, ALeaseNeverTakesAwayTheLivenessOfARunningOwner) {
   // The owner named by the record keeps running but let its lease go (a command that closed the
   // descriptors it inherited, as sudo does): its GPUs stay held.

@@ -66,8 +66,9 @@ struct SimulationOptions {
   /// it calls flock in the step that opens the file.
   bool scriptsStallBeforeFlock = false;
   /// Allocators that know the GPUs by index alone (a --gpus list) beside readers without /proc,
-  /// whose leases they cannot see once no record names them (see SimulationTest.cpp). Off: where
-  /// there are readers without /proc, every allocator knows the GPUs' UUIDs.
+  /// who cannot tell their mount namespace and so take their index alias as of an unknown one
+  /// (see SimulationTest.cpp). Off: where there are readers without /proc, every allocator knows
+  /// the GPUs' UUIDs.
   bool indexOnlyBesideReadersWithoutProc = false;
 };
 
