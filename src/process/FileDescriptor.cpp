@@ -1,6 +1,7 @@
 #include "process/FileDescriptor.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +16,10 @@ void FileDescriptor::reset(int fd) noexcept {
     ::close(fd_);
   }
   fd_ = fd;
+}
+
+FlockGuard::~FlockGuard() {
+  if (fd_ >= 0) (void)::flock(fd_, LOCK_UN);
 }
 
 namespace {

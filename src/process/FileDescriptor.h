@@ -33,6 +33,26 @@ class FileDescriptor {
   int fd_ = -1;
 };
 
+/// Lets the flock this process took on `fd` go (LOCK_UN) when it goes out of scope, before the
+/// descriptor is closed, unless handed on (release()). A flock belongs to the open file
+/// description, which a child of fork() shares: a descriptor merely closed leaves the lock held
+/// while a child forked meanwhile (a worker that forks without exec) keeps its copy. Declared
+/// after the FileDescriptor it guards, so that it runs first. Not for a lease, whose lock is meant
+/// to stay with the children it is passed to (exec's command).
+class FlockGuard {
+ public:
+  explicit FlockGuard(int fd) noexcept : fd_(fd) {}
+  FlockGuard(const FlockGuard&) = delete;
+  FlockGuard& operator=(const FlockGuard&) = delete;
+  ~FlockGuard();
+
+  /// The lock is someone else's to let go now.
+  void release() noexcept { fd_ = -1; }
+
+ private:
+  int fd_;
+};
+
 /// The two ends of a pipe, both O_CLOEXEC. @throws std::system_error.
 struct Pipe {
   FileDescriptor readEnd;

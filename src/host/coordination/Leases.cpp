@@ -450,7 +450,10 @@ LeaseState LeaseFolder::state(const std::string& name, const std::optional<Lease
     if (errno == EINTR) continue;
     return LeaseState::kHeld;  // EWOULDBLOCK: held (by this process too, through another fd)
   }
-  return LeaseState::kFree;  // the lock goes with the descriptor
+  // A probe: the lock goes before the descriptor closes, so that a child forked meanwhile keeps
+  // none (the lease would look held until it exits).
+  const process::FlockGuard probe(opened.fd.get());
+  return LeaseState::kFree;
 }
 
 LeaseAttempt LeaseFolder::tryAcquire(const fs::path& file, const std::string& name) {
@@ -465,6 +468,7 @@ void LeaseFolder::removeIfFree(const std::string& name) {
   const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, *trust_, warnings_);
   if (!opened.fd) return;
   if (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) return;
+  const process::FlockGuard removing(opened.fd.get());
   // Held by us now: nobody takes it before it is gone (takers hold the coordination file's lock).
   if (stillThere(dir_.get(), name, opened.info) && ::unlinkat(dir_.get(), name.c_str(), 0) == 0) {
     names_.erase(name);

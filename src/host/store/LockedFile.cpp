@@ -301,6 +301,9 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     wait.acquired();
+    // Until the descriptor is handed to `result`, every way out (starting again on a replaced
+    // file, a refusal) lets the lock go before the close.
+    process::FlockGuard unlock(fd.get());
 
     // Someone may have replaced the file (Flink's script edits it with `sed -i`) between our open
     // and our lock: then we hold the lock of a file nobody else will look at. Keep that lock (a
@@ -333,6 +336,7 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
                                                "--owner` or `--gpu` records of gone owners")));
       }
       result.fd_ = std::move(fd);
+      unlock.release();  // ~LockedFile lets it go
       result.device_ = locked.st_dev;
       result.inode_ = locked.st_ino;
       result.mode_ = locked.st_mode & 0666;

@@ -260,10 +260,7 @@ SiblingRecordsText RecordFile::update(
   const process::FileDescriptor writers = lockWriters(file, what_, trust, warnings);
   // Dropped before the descriptor closes, as LockedFile's lock is: a child of fork() has a copy,
   // which would keep every writer waiting until it exits or execs.
-  const struct DropLock {
-    int fd;
-    ~DropLock() { (void)::flock(fd, LOCK_UN); }
-  } dropLock{writers.get()};
+  const process::FlockGuard dropLock(writers.get());
   for (int attempt = 1;; ++attempt) {
     LockedFile opened = LockedFile::openSibling(
         file, what_, trust, LockedFile::Access::kWriteUnlocked, kDefaultLockTimeout);
