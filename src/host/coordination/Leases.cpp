@@ -146,9 +146,49 @@ constexpr std::string_view kBusPrefix = "pci-";
 constexpr std::string_view kIndexPrefix = "index-";
 constexpr std::string_view kMountMark = ".mnt-";
 /// The mount namespace of an index alias taken where it could not be told (no /proc).
-constexpr std::string_view kUnknownMount = "unknown";
+/// With the GPU's own lease name after it (`index-0.mnt-unknown.pci-…`): two such takers of
+/// different GPUs that number theirs alike (sandboxes of different /dev) take different files.
+constexpr std::string_view kUnknownMount = "unknown.";
 
 bool isIndex(std::string_view id) { return strings::isDigits(id); }
+
+bool isHexDigits(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+  });
+}
+
+/// The PCI bus id a lease name `pci-<domain>-<bus>-<device>.<function>` gives
+/// (`pci-00000000-3B-00.0` → `00000000:3B:00.0`); nullopt for any other name (one moved aside,
+/// `….untrusted-…`, too).
+std::optional<std::string> busOfLeaseName(std::string_view name) {
+  if (!name.starts_with(kBusPrefix)) return std::nullopt;
+  std::string bus(name.substr(kBusPrefix.size()));
+  const std::size_t first = bus.find('-');
+  const std::size_t second = first == std::string::npos ? first : bus.find('-', first + 1);
+  const std::size_t dot = second == std::string::npos ? second : bus.find('.', second + 1);
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string_view text = bus;
+  const std::string_view function = text.substr(dot + 1);
+  if (first < 4 || first > 8 || !isHexDigits(text.substr(0, first)) || second - first != 3 ||
+      !isHexDigits(text.substr(first + 1, 2)) || dot - second != 3 ||
+      !isHexDigits(text.substr(second + 1, 2)) || function.size() != 1 || function[0] < '0' ||
+      function[0] > '7') {
+    return std::nullopt;
+  }
+  bus[first] = ':';
+  bus[second] = ':';
+  return bus;
+}
+
+/// Whether the mount namespace of an index alias is `unknown.` and a whole GPU's name, as
+/// leaseNamesOf writes one where it cannot tell its mount namespace.
+bool isUnknownMount(std::string_view mount) {
+  if (!mount.starts_with(kUnknownMount)) return false;
+  const std::string_view gpu = mount.substr(kUnknownMount.size());
+  return busOfLeaseName(gpu) ||
+         (device::isUuid(gpu) && device::isDeviceIdentifier(gpu) && !device::isMigUuid(gpu));
+}
 
 }  // namespace
 
@@ -187,10 +227,14 @@ LeaseNames leaseNamesOf(const discovery::UnitIndex& index, discovery::UnitRef re
   }
   // The index in this mount namespace's numbering, for an allocator that knows the GPUs by index
   // alone; where the namespace cannot be told (no /proc), as of an unknown one.
-  if (isIndex(unit.id)) {
+  if (isIndex(unit.id) && reader.mountNamespace) {
     names.aliases.push_back(std::string(kIndexPrefix) + unit.id + std::string(kMountMark) +
-                            (reader.mountNamespace ? std::to_string(*reader.mountNamespace)
-                                                   : std::string(kUnknownMount)));
+                            std::to_string(*reader.mountNamespace));
+  } else if (isIndex(unit.id) && (unit.pciBusId || unit.uuid)) {
+    // The namespace cannot be told (no /proc): as of an unknown one, for an allocator that knows
+    // the GPUs by index alone. (A GPU known by its index alone here has the plain `index-<n>`.)
+    names.aliases.push_back(std::string(kIndexPrefix) + unit.id + std::string(kMountMark) +
+                            std::string(kUnknownMount) + names.primary);
   }
   return names;
 }
@@ -212,14 +256,8 @@ std::vector<discovery::UnitRef> unitsOfLeaseName(const discovery::UnitIndex& ind
     return ref && !index[*ref].vendorUnit ? ref : std::nullopt;
   };
   if (name.starts_with(kBusPrefix)) {
-    // pci-00000000-3B-00.0
-    std::string bus(name.substr(kBusPrefix.size()));
-    const std::size_t first = bus.find('-');
-    const std::size_t second = first == std::string::npos ? first : bus.find('-', first + 1);
-    if (second == std::string::npos) return {};
-    bus[first] = ':';
-    bus[second] = ':';
-    return one(nvidia(index.byPciBusId(bus)));
+    const std::optional<std::string> bus = busOfLeaseName(name);
+    return bus ? one(nvidia(index.byPciBusId(*bus))) : std::vector<discovery::UnitRef>{};
   }
   if (name.starts_with(kIndexPrefix)) {
     std::string_view rest = name.substr(kIndexPrefix.size());
@@ -228,6 +266,10 @@ std::vector<discovery::UnitRef> unitsOfLeaseName(const discovery::UnitIndex& ind
         mark == std::string_view::npos ? std::string_view() : rest.substr(mark + kMountMark.size());
     if (mark != std::string_view::npos) rest = rest.substr(0, mark);
     if (!isIndex(rest)) return {};
+    // A mount namespace is an inode number, or `unknown.` and the GPU's name; anything else (a
+    // file moved aside, `….untrusted-…`) names no GPU.
+    const bool knownMount = isIndex(mount);
+    if (mark != std::string_view::npos && !knownMount && !isUnknownMount(mount)) return {};
     const std::optional<discovery::UnitRef> ref = nvidia(index.find(rest));
     // A plain index names that GPU in any numbering, as a record by index does (an allocator that
     // knew nothing but the index took it).
@@ -240,7 +282,9 @@ std::vector<discovery::UnitRef> unitsOfLeaseName(const discovery::UnitIndex& ind
     // record by index does).
     const discovery::Unit& unit = index[*ref];
     if (!unit.uuid && !unit.pciBusId) return one(ref);
-    if (!reader.mountNamespace || mount != std::to_string(*reader.mountNamespace)) return {};
+    if (!knownMount || !reader.mountNamespace || mount != std::to_string(*reader.mountNamespace)) {
+      return {};
+    }
     return one(ref);
   }
   if (vendorOfLeaseName(name) != "nvidia") {

@@ -73,8 +73,8 @@ std::filesystem::path leaseFolderOf(const std::filesystem::path& file);
 ///     older allocator sees it held; and for a unit of an index, `index-<n>.mnt-<mount namespace>`,
 ///     the index in this mount namespace's numbering (which decides what /dev holds and so how
 ///     NVML numbers the GPUs), which an allocator of the same numbering that knows nothing but
-///     the index sees (D4 of docs/coordination-file.md); `index-<n>.mnt-unknown` where the taker
-///     cannot tell its mount namespace (no /proc).
+///     the index sees (D4 of docs/coordination-file.md); where the taker cannot tell its mount
+///     namespace (no /proc), `index-<n>.mnt-unknown.<primary>` (of a GPU with a bus id or UUID).
 /// An allocator checks every lease file there is, whatever its name (unitsOfLeaseName).
 struct LeaseNames {
   std::string primary;
@@ -96,9 +96,10 @@ LeaseNames shareLeaseNamesOf(const LeaseNames& gpu, unsigned share);
 /// The units of `index` that the lease file `name` holds (a share lease's: its GPU's), by the
 /// index's record reading for every form above and the older ones: `GPU-…` and `MIG-…` (a prefix
 /// names every GPU whose UUID begins so), `index-<n>` (as a record by index names it: in any
-/// numbering), `index-<n>.mnt-<m>` (where `reader`'s mount namespace is m; and for a unit the
-/// index knows by its index alone, which cannot be matched to the lease's other names, whatever
-/// m is), `pci-…`, the AMD and Intel forms. Empty for a name of no unit of the index.
+/// numbering), `index-<n>.mnt-<m>` (m an inode number or `unknown.<primary>`: where m is
+/// `reader`'s mount namespace; and for a unit the index knows by its index alone, which cannot be
+/// matched to the lease's other names, whatever m is), `pci-…`, the AMD and Intel forms. Empty
+/// for a name of no unit of the index, or of no form above (a file moved aside).
 std::vector<discovery::UnitRef> unitsOfLeaseName(const discovery::UnitIndex& index,
                                                  std::string_view name,
                                                  const liveness::Reader& reader);

@@ -103,34 +103,50 @@ TEST_F(LeasesTest, ALeaseIsNamedByTheGpusUuidAndRecorded) {
   EXPECT_EQ(leaseState(file(), kUuid0), LeaseState::kHeld);
 }
 
-// A taker without /proc cannot tell its mount namespace: it takes its index as of an unknown one.
-// An allocator that knows the GPUs by index alone (a --gpus list) cannot match a lease's bus id or
-// UUID to any of its GPUs, so every index alias names its GPU of that index there, whatever the
-// namespace (fail closed, as a record by index does); one that knows the bus ids or UUIDs reads
-// an index alias only of its own numbering, and the lease's other names.
+// A taker without /proc cannot tell its mount namespace: it takes its index as of an unknown one,
+// with the GPU's own name, so that two such takers of different GPUs that both number theirs 0 (two
+// sandboxes of different /dev) take different files. An allocator that knows the GPUs by index
+// alone (a --gpus list) cannot match a lease's bus id or UUID to any of its GPUs, so every index
+// alias names its GPU of that index there, whatever the namespace (fail closed, as a record by
+// index does); one that knows the bus ids or UUIDs reads an index alias only of its own numbering,
+// and the lease's other names.
 TEST_F(LeasesTest, AnIndexAliasNamesAGpuKnownByItsIndexAloneInAnyNumbering) {
   liveness::Reader withoutProc;  // no mount namespace
   discovery::UnitIndex nvml;
   const auto whole = nvml.add({"0", kUuid0, "0000:3b:00.0"});
   const auto byIndex = nvml.add({"3"});
+  discovery::UnitIndex otherSandbox;
+  const auto otherZero = otherSandbox.add({"0", kUuid1, "0000:19:00.0"});
+  const std::string unknownZero = "index-0.mnt-unknown.pci-00000000-3B-00.0";
   EXPECT_EQ(leaseNamesOf(nvml, whole, withoutProc).all(),
-            (std::vector<std::string>{"pci-00000000-3B-00.0", kUuid0, "index-0.mnt-unknown"}));
-  EXPECT_EQ(leaseNamesOf(nvml, byIndex, withoutProc).all(),
-            (std::vector<std::string>{"index-3", "index-3.mnt-unknown"}));
+            (std::vector<std::string>{"pci-00000000-3B-00.0", kUuid0, unknownZero}));
+  EXPECT_EQ(leaseNamesOf(otherSandbox, otherZero, withoutProc).all(),
+            (std::vector<std::string>{"pci-00000000-19-00.0", kUuid1,
+                                      "index-0.mnt-unknown.pci-00000000-19-00.0"}));
+  // Known by its index alone: the plain index names it in any numbering already.
+  EXPECT_EQ(leaseNamesOf(nvml, byIndex, withoutProc).all(), (std::vector<std::string>{"index-3"}));
 
   liveness::Reader reader;
   reader.mountNamespace = 4026531841;
   discovery::UnitIndex indexOnly;
   const auto first = indexOnly.add({"0"});
   for (const liveness::Reader& asker : {reader, withoutProc}) {
-    for (const char* name : {"index-0.mnt-unknown", "index-0.mnt-4026531841", "index-0.mnt-77"}) {
+    for (const std::string& name :
+         {unknownZero, "index-0.mnt-unknown." + std::string(kUuid0),
+          std::string("index-0.mnt-4026531841"), std::string("index-0.mnt-77")}) {
       EXPECT_EQ(unitsOfLeaseName(indexOnly, name, asker), (std::vector<discovery::UnitRef>{first}))
           << name;
     }
-    EXPECT_TRUE(unitsOfLeaseName(indexOnly, "index-1.mnt-unknown", asker).empty());
+    // Not a namespace as leaseNamesOf writes one: a file moved aside, or any other name.
+    for (const char* name :
+         {"index-0.mnt-unknown", "index-0.mnt-bogus", "index-0.mnt-999.untrusted-1-2",
+          "index-0.mnt-unknown.pci-00000000-3B-00.0.untrusted-1-2", "index-0.mnt-unknown.index-0",
+          "index-1.mnt-unknown.pci-00000000-3B-00.0"}) {
+      EXPECT_TRUE(unitsOfLeaseName(indexOnly, name, asker).empty()) << name;
+    }
   }
   // Known by bus id and UUID: only its own numbering's index, besides those names.
-  EXPECT_TRUE(unitsOfLeaseName(nvml, "index-0.mnt-unknown", reader).empty());
+  EXPECT_TRUE(unitsOfLeaseName(nvml, unknownZero, reader).empty());
   EXPECT_TRUE(unitsOfLeaseName(nvml, "index-0.mnt-77", reader).empty());
   EXPECT_TRUE(unitsOfLeaseName(nvml, "index-0.mnt-4026531841", withoutProc).empty());
   EXPECT_EQ(unitsOfLeaseName(nvml, "index-0.mnt-4026531841", reader),
@@ -138,6 +154,10 @@ TEST_F(LeasesTest, AnIndexAliasNamesAGpuKnownByItsIndexAloneInAnyNumbering) {
   // Known by its index alone there too.
   EXPECT_EQ(unitsOfLeaseName(nvml, "index-3.mnt-77", reader),
             (std::vector<discovery::UnitRef>{byIndex}));
+  // A bus id lease name is read whole, or not at all.
+  EXPECT_EQ(unitsOfLeaseName(nvml, "pci-00000000-3B-00.0", reader),
+            (std::vector<discovery::UnitRef>{whole}));
+  EXPECT_TRUE(unitsOfLeaseName(nvml, "pci-00000000-3B-00.0.untrusted-1-2", reader).empty());
 }
 TEST_F(LeasesTest, ALeaseNeverTakesAwayTheLivenessOfARunningOwner) {
   // The owner named by the record keeps running but let its lease go (a command that closed the

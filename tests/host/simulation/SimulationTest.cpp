@@ -123,8 +123,9 @@ TEST(SimulationTest, D5FindsAScriptThatLockedACopyAfterOurLastLook) {
 // `sed -i` taking the record of a gone pid), an allocator that knows the GPUs by index alone (a
 // --gpus list without NVML) read no unit in its name (unitsOfLeaseName), found the GPU free, and
 // handed it out while the lease's holder (a daemon the command left) still used it (seed 86 of
-// 5000 steps). It now takes `index-<n>.mnt-unknown`, and an index alias of any numbering names
-// the GPU of that index to an allocator that knows it by its index alone.
+// 5000 steps). It now takes `index-<n>.mnt-unknown.<primary>`, and an index alias of any
+// numbering names the GPU of that index to an allocator that knows it by its index alone (exact
+// where the numberings agree, as the simulated host's do).
 TEST(SimulationTest, ALeaseOfAReaderWithoutProcIsSeenByIndexOnlyAllocators) {
   SimulationOptions world;
   world.worlds = SimulationWorlds::kInContainers;
