@@ -134,14 +134,16 @@ class SystemFacts final : public HostFacts {
  public:
   // The facts are read once, but a child of fork() is another process: its pid is its own (a
   // sandbox without its own /proc reads its own start time through /proc/self by that pid), and
-  // where the parent unshared its pid namespace, so are its namespace and what /proc shows it.
-  // The handler runs in the child, where only the forking thread exists: nothing reads reader_
-  // meanwhile. Registered last, when the facts are whole.
+  // where the parent unshared its pid or time namespace, so are its namespace, what /proc shows
+  // it and the boot-time offset its start times are read with. The handler runs in the child,
+  // where only the forking thread exists: nothing reads these meanwhile. Registered last, when
+  // the facts are whole.
   SystemFacts() {
     gSystemFacts.store(this);
     ::pthread_atfork(nullptr, nullptr, [] {
       if (SystemFacts* facts = gSystemFacts.load()) {
         readProcessFacts(facts->reader_);
+        facts->offset_ = ownBoottimeOffsetTicks();
         facts->ownStart_.store(kUnread, std::memory_order_relaxed);
       }
     });

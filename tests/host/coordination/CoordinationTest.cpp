@@ -18,6 +18,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -139,9 +140,9 @@ TEST(CoordinationRecordsTest, AChildInAPidNamespaceItsParentUnsharedKnowsItIsThe
     if (child == 0) {
       const liveness::Reader& reader = liveness::HostFacts::system().reader();
       struct stat ns {};
-      const bool known = ::stat("/proc/self/ns/pid", &ns) == 0;
+      if (::stat("/proc/self/ns/pid", &ns) != 0) ::_exit(77);  // no /proc at all here
       const Owner own = Owner::of(::getpid());
-      ::_exit(known && reader.pid == 1 && !reader.ownProc && reader.pidNamespace == ns.st_ino &&
+      ::_exit(reader.pid == 1 && !reader.ownProc && reader.pidNamespace == ns.st_ino &&
                       own.pidNamespace == ns.st_ino
                   ? 0
                   : 1);
@@ -153,7 +154,54 @@ TEST(CoordinationRecordsTest, AChildInAPidNamespaceItsParentUnsharedKnowsItIsThe
   int status = 0;
   ASSERT_EQ(::waitpid(worker, &status, 0), worker);
   ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
-  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "unshare(CLONE_NEWPID) is not permitted here";
+  if (WEXITSTATUS(status) == 77)
+    GTEST_SKIP() << "unshare(CLONE_NEWPID) is not permitted here, or there is no /proc";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+/// Field 22 of /proc/self/stat (the start time, as this process's time namespace shows it).
+std::optional<std::uint64_t> shownStartTime() {
+  const std::string text = testing::readFile("/proc/self/stat");
+  const std::size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  for (int at = 3; at <= 22 && (fields >> field); ++at) {
+  }
+  return std::stoull(field);
+}
+
+// A worker that unshared its time namespace with a boot-time offset (CRIU restores one so): its
+// children see start times moved by it, and must record the host's, as every other reader of the
+// host reads them (liveness::sameStartTime).
+TEST(CoordinationRecordsTest, AChildInATimeNamespaceItsParentUnsharedRecordsTheHostsStartTime) {
+  (void)Owner::of(::getpid());
+  const pid_t worker = ::fork();
+  ASSERT_GE(worker, 0);
+  if (worker == 0) {
+    if (::unshare(CLONE_NEWTIME) != 0) ::_exit(77);
+    // Before any process is in it.
+    const int offsets = ::open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+    const char offset[] = "boottime 1000 0";
+    if (offsets < 0 || ::write(offsets, offset, sizeof offset - 1) < 0) ::_exit(77);
+    ::close(offsets);
+    const pid_t child = ::fork();
+    if (child < 0) ::_exit(2);
+    if (child == 0) {
+      const std::optional<std::uint64_t> shown = shownStartTime();
+      const Owner own = Owner::of(::getpid());
+      const auto ticks = static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
+      ::_exit(shown && own.startTime && *own.startTime == *shown - 1000 * ticks ? 0 : 1);
+    }
+    int status = 0;
+    if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) ::_exit(3);
+    ::_exit(WEXITSTATUS(status));
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(worker, &status, 0), worker);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  if (WEXITSTATUS(status) == 77)
+    GTEST_SKIP() << "unshare(CLONE_NEWTIME) is not permitted here, or there is no /proc";
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
