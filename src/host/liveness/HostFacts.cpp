@@ -97,13 +97,23 @@ Reader readReader() {
   return reader;
 }
 
-std::int64_t ownBoottimeOffsetTicks() {
+}  // namespace
+
+std::optional<std::int64_t> ownBoottimeOffsetTicks() {
+  // The file tells the offsets of the namespace this process's children enter
+  // (time_for_children): this process's own only while it is in that one. One that unshared
+  // CLONE_NEWTIME is not, until a child of its fork() is.
+  const std::optional<std::uint64_t> own = namespaceInode("/proc/self/ns/time");
+  const std::optional<std::uint64_t> children = namespaceInode("/proc/self/ns/time_for_children");
+  if (own && children && *own != *children) return std::nullopt;
   char buffer[256];
   const std::optional<std::string_view> text = readProcFile("/proc/self/timens_offsets", buffer);
-  if (!text) return 0;
+  if (!text) return 0;  // a kernel without time namespaces, or no /proc: no offset to tell
   const long ticks = ::sysconf(_SC_CLK_TCK);
   return boottimeOffsetTicks(*text, ticks > 0 ? ticks : 100);
 }
+
+namespace {
 
 /// Whether the process `pid` has a thread besides its leader (/proc/<pid>/status "Threads:").
 bool hasOtherThreads(pid_t pid) {
@@ -252,17 +262,19 @@ class SystemFacts final : public HostFacts {
     // Field 22 (starttime) is the 18th after the parent.
     std::string_view field;
     for (int skipped = 0; skipped < 18; ++skipped) field = strings::nextToken(rest);
-    if (const std::optional<std::uint64_t> start = parseDecimal<std::uint64_t>(field)) {
-      // The kernel adds the reader's time namespace's boot-time offset: taken away, every reader
-      // of the host (a container in a time namespace of its own too) sees one start time, within
-      // a tick (sameStartTime).
-      look.startTime = static_cast<std::uint64_t>(static_cast<std::int64_t>(*start) - offset_);
+    // The kernel adds the reader's time namespace's boot-time offset: taken away, every reader
+    // of the host (a container in a time namespace of its own too) sees one start time, within a
+    // tick (sameStartTime). Where that offset cannot be told, no start time is known (fail
+    // closed: a process whose pid runs counts as running).
+    const std::optional<std::uint64_t> start = parseDecimal<std::uint64_t>(field);
+    if (start && offset_) {
+      look.startTime = static_cast<std::uint64_t>(static_cast<std::int64_t>(*start) - *offset_);
     }
     return look;
   }
 
   Reader reader_ = readReader();
-  std::int64_t offset_ = ownBoottimeOffsetTicks();
+  std::optional<std::int64_t> offset_ = ownBoottimeOffsetTicks();
   /// This process's start time once read (kUnread before; again in a child of fork()).
   std::atomic<std::uint64_t> ownStart_{kUnread};
 };
@@ -292,11 +304,17 @@ std::int64_t boottimeOffsetTicks(std::string_view text, long ticksPerSecond) noe
               .ec != std::errc()) {
     return 0;
   }
+  // The kernel's form: the nanoseconds within [0, 1 s), added to the seconds (-1 500000000 is
+  // half a second back).
+  constexpr std::int64_t kNanosecondsPerSecond = 1000000000;
+  if (nanoseconds < 0 || nanoseconds >= kNanosecondsPerSecond) return 0;
   // Rounded down, as the kernel rounds the start time it shows: the two roundings can put one
-  // process's start a tick apart for two readers (sameStartTime).
+  // process's start a tick apart for two readers (sameStartTime). The whole seconds' ticks and the
+  // fraction's apart: an offset of years in nanoseconds times the ticks would not fit.
   const std::int64_t perSecond = ticksPerSecond > 0 ? ticksPerSecond : 100;
-  const std::int64_t total = seconds * perSecond * 1000000000 + nanoseconds * perSecond;
-  return total >= 0 ? total / 1000000000 : -((-total + 999999999) / 1000000000);
+  std::int64_t whole = 0;
+  if (__builtin_mul_overflow(seconds, perSecond, &whole)) return 0;
+  return whole + nanoseconds * perSecond / kNanosecondsPerSecond;
 }
 
 HostFacts& HostFacts::system() {

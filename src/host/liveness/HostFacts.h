@@ -149,4 +149,9 @@ constexpr bool sameStartTime(std::uint64_t a, std::uint64_t b) noexcept {
 /// /proc/self/timens_offsets ("monotonic <s> <ns>\nboottime <s> <ns>\n"); 0 when it says none.
 std::int64_t boottimeOffsetTicks(std::string_view timensOffsets, long ticksPerSecond) noexcept;
 
+/// This process's boot-time offset in clock ticks (0 where the kernel has no time namespaces or
+/// there is no /proc); nullopt where it cannot be told: after unshare(CLONE_NEWTIME) the file
+/// tells the offsets of the namespace its children enter, not of its own.
+std::optional<std::int64_t> ownBoottimeOffsetTicks();
+
 }  // namespace flink::liveness

@@ -205,6 +205,51 @@ TEST(CoordinationRecordsTest, AChildInATimeNamespaceItsParentUnsharedRecordsTheH
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// The offset as /proc/self/timens_offsets gives it, in ticks rounded down; years of it too (a
+// CRIU restore of a host up for years), which in nanoseconds times the ticks would not fit.
+TEST(CoordinationRecordsTest, ABootTimeOffsetOfYearsIsReadWhole) {
+  EXPECT_EQ(liveness::boottimeOffsetTicks("monotonic 0 0\nboottime 1000 0\n", 100), 100000);
+  EXPECT_EQ(liveness::boottimeOffsetTicks("boottime 200000000 0\n", 100), 20000000000);
+  EXPECT_EQ(liveness::boottimeOffsetTicks("boottime -200000000 0\n", 100), -20000000000);
+  EXPECT_EQ(liveness::boottimeOffsetTicks("boottime 1 505000000\n", 100), 150);
+  EXPECT_EQ(liveness::boottimeOffsetTicks("boottime -1 500000000\n", 100), -50);  // -0.5 s
+  EXPECT_EQ(liveness::boottimeOffsetTicks("boottime -1 505000000\n", 100), -50);  // -0.495 s
+  EXPECT_EQ(liveness::boottimeOffsetTicks("boottime 1 2000000000\n", 100), 0);    // not the form
+  EXPECT_EQ(liveness::boottimeOffsetTicks("monotonic 5 0\n", 100), 0);
+}
+
+// A process that unshared its time namespace is not in it, and the file tells that namespace's
+// offsets, its children's: it cannot tell its own, and knows no start time rather than a wrong one
+// (fail closed). A child of its fork() is in it, and reads them.
+TEST(CoordinationRecordsTest, AProcessThatUnsharedItsTimeNamespaceCannotTellItsOffset) {
+  const pid_t worker = ::fork();
+  ASSERT_GE(worker, 0);
+  if (worker == 0) {
+    if (::unshare(CLONE_NEWTIME) != 0) ::_exit(77);
+    const int offsets = ::open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+    const char offset[] = "boottime 1000 0";
+    if (offsets < 0 || ::write(offsets, offset, sizeof offset - 1) < 0) ::_exit(77);
+    ::close(offsets);
+    if (liveness::ownBoottimeOffsetTicks()) ::_exit(1);
+    const pid_t child = ::fork();
+    if (child < 0) ::_exit(2);
+    if (child == 0) {
+      const auto ticks = static_cast<std::int64_t>(::sysconf(_SC_CLK_TCK));
+      ::_exit(liveness::ownBoottimeOffsetTicks() == 1000 * ticks ? 0 : 4);
+    }
+    int status = 0;
+    if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) ::_exit(3);
+    ::_exit(WEXITSTATUS(status));
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(worker, &status, 0), worker);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  if (WEXITSTATUS(status) == 77) {
+    GTEST_SKIP() << "unshare(CLONE_NEWTIME) is not permitted here, or there is no /proc";
+  }
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 TEST(CoordinationRecordsTest, AZombieOwnerIsNotRunning) {
   const pid_t child = ::fork();
   if (child == 0) ::_exit(0);
