@@ -170,7 +170,7 @@ std::optional<std::string> busOfLeaseName(std::string_view name) {
   if (dot == std::string::npos) return std::nullopt;
   const std::string_view text = bus;
   const std::string_view function = text.substr(dot + 1);
-  if (first < 4 || first > 8 || !isHexDigits(text.substr(0, first)) || second - first != 3 ||
+  if ((first != 4 && first != 8) || !isHexDigits(text.substr(0, first)) || second - first != 3 ||
       !isHexDigits(text.substr(first + 1, 2)) || dot - second != 3 ||
       !isHexDigits(text.substr(second + 1, 2)) || function.size() != 1 || function[0] < '0' ||
       function[0] > '7') {

@@ -81,7 +81,8 @@ std::vector<LeasedUnit> unitsOfLeases(const std::vector<std::string>& names,
   std::vector<LeasedUnit> units;
   for (const std::string& name : names) {
     const std::optional<ShareLeaseName> share = parseShareLeaseName(name);
-    for (const discovery::UnitRef unit : unitsOfLeaseName(index, name, reader)) {
+    for (const discovery::UnitRef unit :
+         unitsOfLeaseName(index, share ? std::string_view(share->gpuLease) : name, reader)) {
       const LeasedUnit leased{unit, share ? std::optional<unsigned>(share->index) : std::nullopt};
       const bool seen = std::any_of(units.begin(), units.end(),
                                     [&](const LeasedUnit& other) { return other.unit == unit; });

@@ -134,5 +134,24 @@ TEST(TreeOwnerTest, ALeaseWithoutARecordMakesItsTakerTheOwner) {
   EXPECT_EQ(found->leases, (std::vector<std::string>{"pci-00000000-19-00.0"}));
 }
 
+// A share's lease names its GPU through the GPU's names: `which` and `exec` find a share held by
+// its lease alone.
+TEST(TreeOwnerTest, TheUnitsOfLeasesAreTheirGpusWithTheirShares) {
+  discovery::UnitIndex index;
+  const auto gpu =
+      index.add({"0", std::string("GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"), "0000:3b:00.0"});
+  liveness::Reader reader;
+  reader.mountNamespace = 7;
+  for (const char* name :
+       {"pci-00000000-3B-00.0.share-2", "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6.share-2",
+        "index-0.mnt-7.share-2"}) {
+    EXPECT_EQ(coordination::unitsOfLeases({name}, index, reader),
+              (std::vector<coordination::LeasedUnit>{{gpu, 2u}}))
+        << name;
+  }
+  EXPECT_EQ(coordination::unitsOfLeases({"pci-00000000-3B-00.0"}, index, reader),
+            (std::vector<coordination::LeasedUnit>{{gpu, std::nullopt}}));
+}
+
 }  // namespace
 }  // namespace flink
