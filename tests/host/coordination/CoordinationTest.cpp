@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -126,37 +127,60 @@ TEST(CoordinationRecordsTest, AChildOfForkKnowsItsOwnPid) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }
 
-// A worker that unshared its pid namespace without mounting a /proc of it (unshare -p, no
-// --mount-proc): its children are pids 1, 2, ... of a namespace the host's /proc does not
-// describe. A child records itself in that namespace, and judges no pid by that /proc.
-TEST(CoordinationRecordsTest, AChildInAPidNamespaceItsParentUnsharedKnowsItIsThere) {
-  (void)Owner::of(::getpid());
+/// The exit code of a child of fork() in a forked worker: `inWorker` runs in the worker first (its
+/// set-up: an exit code other than 0 ends the worker with it, 77 where this host does not permit
+/// the set-up), then `inChild` in the worker's child; -1 where a process did not exit.
+int exitCodeOfForkedChild(const std::function<int()>& inWorker,
+                          const std::function<int()>& inChild) {
   const pid_t worker = ::fork();
-  ASSERT_GE(worker, 0);
+  if (worker < 0) return -1;
   if (worker == 0) {
-    if (::unshare(CLONE_NEWPID) != 0) ::_exit(77);
+    if (const int setUp = inWorker(); setUp != 0) ::_exit(setUp);
     const pid_t child = ::fork();
     if (child < 0) ::_exit(2);
-    if (child == 0) {
-      const liveness::Reader& reader = liveness::HostFacts::system().reader();
-      struct stat ns {};
-      if (::stat("/proc/self/ns/pid", &ns) != 0) ::_exit(77);  // no /proc at all here
-      const Owner own = Owner::of(::getpid());
-      ::_exit(reader.pid == 1 && !reader.ownProc && reader.pidNamespace == ns.st_ino &&
-                      own.pidNamespace == ns.st_ino
-                  ? 0
-                  : 1);
-    }
+    if (child == 0) ::_exit(inChild());
     int status = 0;
     if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) ::_exit(3);
     ::_exit(WEXITSTATUS(status));
   }
   int status = 0;
-  ASSERT_EQ(::waitpid(worker, &status, 0), worker);
-  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
-  if (WEXITSTATUS(status) == 77)
-    GTEST_SKIP() << "unshare(CLONE_NEWPID) is not permitted here, or there is no /proc";
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  if (::waitpid(worker, &status, 0) != worker || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+/// unshare(CLONE_NEWTIME) with a boot-time offset of 1000 s for the children (before any is in
+/// it): 0, or 77 where this host does not permit it or has no /proc.
+int unshareTimeWithOffsetOf1000Seconds() {
+  if (::unshare(CLONE_NEWTIME) != 0) return 77;
+  const int offsets = ::open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+  const char offset[] = "boottime 1000 0";
+  const bool written = offsets >= 0 && ::write(offsets, offset, sizeof offset - 1) > 0;
+  if (offsets >= 0) ::close(offsets);
+  return written ? 0 : 77;
+}
+
+constexpr const char* kNoNamespaces =
+    "unsharing a namespace is not permitted here (not root?), or there is no /proc";
+
+// A worker that unshared its pid namespace without mounting a /proc of it (unshare -p, no
+// --mount-proc): its children are pids 1, 2, ... of a namespace the host's /proc does not
+// describe. A child records itself in that namespace, and judges no pid by that /proc.
+TEST(CoordinationRecordsTest, AChildInAPidNamespaceItsParentUnsharedKnowsItIsThere) {
+  (void)Owner::of(::getpid());  // the host's facts read in this process first
+  const int code = exitCodeOfForkedChild(
+      [] { return ::unshare(CLONE_NEWPID) == 0 ? 0 : 77; },
+      [] {
+        const liveness::Reader& reader = liveness::HostFacts::system().reader();
+        struct stat ns {};
+        if (::stat("/proc/self/ns/pid", &ns) != 0) return 77;  // no /proc at all here
+        const Owner own = Owner::of(::getpid());
+        return reader.pid == 1 && !reader.ownProc && reader.pidNamespace == ns.st_ino &&
+                       own.pidNamespace == ns.st_ino
+                   ? 0
+                   : 1;
+      });
+  if (code == 77) GTEST_SKIP() << kNoNamespaces;
+  EXPECT_EQ(code, 0);
 }
 
 /// Field 22 of /proc/self/stat (the start time, as this process's time namespace shows it).
@@ -176,33 +200,14 @@ std::optional<std::uint64_t> shownStartTime() {
 // host reads them (liveness::sameStartTime).
 TEST(CoordinationRecordsTest, AChildInATimeNamespaceItsParentUnsharedRecordsTheHostsStartTime) {
   (void)Owner::of(::getpid());
-  const pid_t worker = ::fork();
-  ASSERT_GE(worker, 0);
-  if (worker == 0) {
-    if (::unshare(CLONE_NEWTIME) != 0) ::_exit(77);
-    // Before any process is in it.
-    const int offsets = ::open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
-    const char offset[] = "boottime 1000 0";
-    if (offsets < 0 || ::write(offsets, offset, sizeof offset - 1) < 0) ::_exit(77);
-    ::close(offsets);
-    const pid_t child = ::fork();
-    if (child < 0) ::_exit(2);
-    if (child == 0) {
-      const std::optional<std::uint64_t> shown = shownStartTime();
-      const Owner own = Owner::of(::getpid());
-      const auto ticks = static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
-      ::_exit(shown && own.startTime && *own.startTime == *shown - 1000 * ticks ? 0 : 1);
-    }
-    int status = 0;
-    if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) ::_exit(3);
-    ::_exit(WEXITSTATUS(status));
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(worker, &status, 0), worker);
-  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
-  if (WEXITSTATUS(status) == 77)
-    GTEST_SKIP() << "unshare(CLONE_NEWTIME) is not permitted here, or there is no /proc";
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const int code = exitCodeOfForkedChild(unshareTimeWithOffsetOf1000Seconds, [] {
+    const std::optional<std::uint64_t> shown = shownStartTime();
+    const Owner own = Owner::of(::getpid());
+    const auto ticks = static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
+    return shown && own.startTime && *own.startTime == *shown - 1000 * ticks ? 0 : 1;
+  });
+  if (code == 77) GTEST_SKIP() << kNoNamespaces;
+  EXPECT_EQ(code, 0);
 }
 
 // The offset as /proc/self/timens_offsets gives it, in ticks rounded down; years of it too (a
@@ -222,32 +227,17 @@ TEST(CoordinationRecordsTest, ABootTimeOffsetOfYearsIsReadWhole) {
 // offsets, its children's: it cannot tell its own, and knows no start time rather than a wrong one
 // (fail closed). A child of its fork() is in it, and reads them.
 TEST(CoordinationRecordsTest, AProcessThatUnsharedItsTimeNamespaceCannotTellItsOffset) {
-  const pid_t worker = ::fork();
-  ASSERT_GE(worker, 0);
-  if (worker == 0) {
-    if (::unshare(CLONE_NEWTIME) != 0) ::_exit(77);
-    const int offsets = ::open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
-    const char offset[] = "boottime 1000 0";
-    if (offsets < 0 || ::write(offsets, offset, sizeof offset - 1) < 0) ::_exit(77);
-    ::close(offsets);
-    if (liveness::ownBoottimeOffsetTicks()) ::_exit(1);
-    const pid_t child = ::fork();
-    if (child < 0) ::_exit(2);
-    if (child == 0) {
-      const auto ticks = static_cast<std::int64_t>(::sysconf(_SC_CLK_TCK));
-      ::_exit(liveness::ownBoottimeOffsetTicks() == 1000 * ticks ? 0 : 4);
-    }
-    int status = 0;
-    if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) ::_exit(3);
-    ::_exit(WEXITSTATUS(status));
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(worker, &status, 0), worker);
-  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
-  if (WEXITSTATUS(status) == 77) {
-    GTEST_SKIP() << "unshare(CLONE_NEWTIME) is not permitted here, or there is no /proc";
-  }
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const int code = exitCodeOfForkedChild(
+      [] {
+        const int setUp = unshareTimeWithOffsetOf1000Seconds();
+        return setUp != 0 ? setUp : liveness::ownBoottimeOffsetTicks() ? 1 : 0;
+      },
+      [] {
+        const auto ticks = static_cast<std::int64_t>(::sysconf(_SC_CLK_TCK));
+        return liveness::ownBoottimeOffsetTicks() == 1000 * ticks ? 0 : 4;
+      });
+  if (code == 77) GTEST_SKIP() << kNoNamespaces;
+  EXPECT_EQ(code, 0);
 }
 
 TEST(CoordinationRecordsTest, AZombieOwnerIsNotRunning) {
