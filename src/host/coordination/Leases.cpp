@@ -152,33 +152,24 @@ constexpr std::string_view kUnknownMount = "unknown.";
 
 bool isIndex(std::string_view id) { return strings::isDigits(id); }
 
-bool isHexDigits(std::string_view text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-  });
-}
-
-/// The PCI bus id a lease name `pci-<domain>-<bus>-<device>.<function>` gives
-/// (`pci-00000000-3B-00.0` → `00000000:3B:00.0`); nullopt for any other name (one moved aside,
-/// `….untrusted-…`, too).
+/// The PCI bus id a lease name `pci-<domain>-<bus>-<device>.<function>` gives, in the index's
+/// form (`pci-00000000-3B-00.0` → `00000000:3B:00.0`, discovery::canonicalPciBusId); nullopt for
+/// any other name (one moved aside, `….untrusted-…`, too).
 std::optional<std::string> busOfLeaseName(std::string_view name) {
   if (!name.starts_with(kBusPrefix)) return std::nullopt;
   std::string bus(name.substr(kBusPrefix.size()));
   const std::size_t first = bus.find('-');
   const std::size_t second = first == std::string::npos ? first : bus.find('-', first + 1);
-  const std::size_t dot = second == std::string::npos ? second : bus.find('.', second + 1);
-  if (dot == std::string::npos) return std::nullopt;
-  const std::string_view text = bus;
-  const std::string_view function = text.substr(dot + 1);
-  if ((first != 4 && first != 8) || !isHexDigits(text.substr(0, first)) || second - first != 3 ||
-      !isHexDigits(text.substr(first + 1, 2)) || dot - second != 3 ||
-      !isHexDigits(text.substr(second + 1, 2)) || function.size() != 1 || function[0] < '0' ||
-      function[0] > '7') {
-    return std::nullopt;
-  }
+  if (second == std::string::npos) return std::nullopt;
   bus[first] = ':';
   bus[second] = ':';
-  return bus;
+  return discovery::canonicalPciBusId(bus);
+}
+
+/// Whether a lease name is exactly a GPU's UUID (or a prefix of one): `GPU-….untrusted-…`, a file
+/// moved aside, is not.
+bool isUuidLeaseName(std::string_view name) {
+  return device::isUuid(name) && device::isDeviceIdentifier(name);
 }
 
 /// Whether the mount namespace of an index alias is `unknown.` and a whole GPU's name, as
@@ -186,8 +177,7 @@ std::optional<std::string> busOfLeaseName(std::string_view name) {
 bool isUnknownMount(std::string_view mount) {
   if (!mount.starts_with(kUnknownMount)) return false;
   const std::string_view gpu = mount.substr(kUnknownMount.size());
-  return busOfLeaseName(gpu) ||
-         (device::isUuid(gpu) && device::isDeviceIdentifier(gpu) && !device::isMigUuid(gpu));
+  return busOfLeaseName(gpu) || (isUuidLeaseName(gpu) && !device::isMigUuid(gpu));
 }
 
 }  // namespace
@@ -312,7 +302,7 @@ std::vector<discovery::UnitRef> unitsOfLeaseName(const discovery::UnitIndex& ind
     return index.namedByRecord(record);
   }
   // Exactly a UUID or a prefix of one: `GPU-….untrusted-…`, a file moved aside, names none.
-  if (device::isUuid(name) && device::isDeviceIdentifier(name)) return index.namedByRecord(name);
+  if (isUuidLeaseName(name)) return index.namedByRecord(name);
   return {};
 }
 
