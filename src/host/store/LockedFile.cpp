@@ -784,7 +784,8 @@ void LockedFile::replace(std::string text) {
 }
 
 LockedFile::~LockedFile() {
-  if (fd_) (void)::flock(fd_.get(), LOCK_UN);
+  // Runs before fd_ closes (members are destroyed after the body).
+  const process::FlockGuard unlock(fd_.get());
 }
 
 bool LockedFile::stillAtPath() const {
