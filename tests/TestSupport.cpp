@@ -193,18 +193,7 @@ pid_t deadPid() {
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kGlibcMalloc = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-constexpr bool kGlibcMalloc = false;
-#else
-constexpr bool kGlibcMalloc = true;
-#endif
-#else
-constexpr bool kGlibcMalloc = true;
-#endif
+constexpr bool kGlibcMalloc = !kSanitizer;
 
 /// glibc's struct dl_action_result: what a failed dlopen or dlsym leaves per thread.
 constexpr std::size_t kRecordSize = 24;

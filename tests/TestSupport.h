@@ -114,6 +114,22 @@ inline constexpr bool kThreadSanitizer = false;
 inline constexpr bool kThreadSanitizer = false;
 #endif
 
+/// Whether this program is built with any sanitizer (AddressSanitizer, ThreadSanitizer,
+/// MemorySanitizer), whose allocator serves malloc instead of glibc's and whose code runs several
+/// times slower.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+inline constexpr bool kSanitizer = true;
+#else
+inline constexpr bool kSanitizer = false;
+#endif
+#else
+inline constexpr bool kSanitizer = false;
+#endif
+
 /// The number of threads of this process named `name` (/proc/self/task/*/comm).
 std::size_t threadsNamed(std::string_view name);
 
