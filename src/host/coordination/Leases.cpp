@@ -180,7 +180,36 @@ bool isUnknownMount(std::string_view mount) {
   return busOfLeaseName(gpu) || (isUuidLeaseName(gpu) && !device::isMigUuid(gpu));
 }
 
+/// `index-<n>` or `index-<n>.mnt-<m>` taken apart.
+struct IndexLeaseName {
+  std::string_view index;
+  /// The mount namespace: an inode number or `unknown.<primary>`; empty for a plain index.
+  std::string_view mount;
+};
+
+/// The parts of an index lease name; nullopt for any other name, and for a mount namespace that
+/// is neither an inode number nor `unknown.` and a whole GPU's name (a file moved aside,
+/// `….untrusted-…`).
+std::optional<IndexLeaseName> parseIndexLeaseName(std::string_view name) {
+  if (!name.starts_with(kIndexPrefix)) return std::nullopt;
+  IndexLeaseName parsed{name.substr(kIndexPrefix.size()), {}};
+  if (const std::size_t mark = parsed.index.find(kMountMark); mark != std::string_view::npos) {
+    parsed.mount = parsed.index.substr(mark + kMountMark.size());
+    parsed.index = parsed.index.substr(0, mark);
+    if (!isIndex(parsed.mount) && !isUnknownMount(parsed.mount)) return std::nullopt;
+  }
+  if (!isIndex(parsed.index)) return std::nullopt;
+  return parsed;
+}
+
 }  // namespace
+
+bool isIndexAliasLeaseName(std::string_view name) {
+  const std::optional<ShareLeaseName> share = parseShareLeaseName(name);
+  const std::optional<IndexLeaseName> parsed =
+      parseIndexLeaseName(share ? std::string_view(share->gpuLease) : name);
+  return parsed && !parsed->mount.empty();
+}
 
 std::vector<std::string> LeaseNames::all() const {
   std::vector<std::string> names{primary};
@@ -250,20 +279,14 @@ std::vector<discovery::UnitRef> unitsOfLeaseName(const discovery::UnitIndex& ind
     return bus ? one(nvidia(index.byPciBusId(*bus))) : std::vector<discovery::UnitRef>{};
   }
   if (name.starts_with(kIndexPrefix)) {
-    std::string_view rest = name.substr(kIndexPrefix.size());
-    const std::size_t mark = rest.find(kMountMark);
-    const std::string_view mount =
-        mark == std::string_view::npos ? std::string_view() : rest.substr(mark + kMountMark.size());
-    if (mark != std::string_view::npos) rest = rest.substr(0, mark);
-    if (!isIndex(rest)) return {};
     // A mount namespace is an inode number, or `unknown.` and the GPU's name; anything else (a
     // file moved aside, `….untrusted-…`) names no GPU.
-    const bool knownMount = isIndex(mount);
-    if (mark != std::string_view::npos && !knownMount && !isUnknownMount(mount)) return {};
-    const std::optional<discovery::UnitRef> ref = nvidia(index.find(rest));
+    const std::optional<IndexLeaseName> parsed = parseIndexLeaseName(name);
+    if (!parsed) return {};
+    const std::optional<discovery::UnitRef> ref = nvidia(index.find(parsed->index));
     // A plain index names that GPU in any numbering, as a record by index does (an allocator that
     // knew nothing but the index took it).
-    if (!ref || mark == std::string_view::npos) return one(ref);
+    if (!ref || parsed->mount.empty()) return one(ref);
     // An index of a mount namespace's numbering came with the GPU's bus id or UUID, which name
     // it exactly where they are known: another namespace numbers the GPUs its own way, so its
     // index names another GPU here, or this one under those names. A unit known here by its
@@ -272,7 +295,8 @@ std::vector<discovery::UnitRef> unitsOfLeaseName(const discovery::UnitIndex& ind
     // record by index does).
     const discovery::Unit& unit = index[*ref];
     if (!unit.uuid && !unit.pciBusId) return one(ref);
-    if (!knownMount || !reader.mountNamespace || mount != std::to_string(*reader.mountNamespace)) {
+    if (!isIndex(parsed->mount) || !reader.mountNamespace ||
+        parsed->mount != std::to_string(*reader.mountNamespace)) {
       return {};
     }
     return one(ref);
@@ -577,6 +601,18 @@ void FolderLeaseSpace::removeFreeExcept(const std::unordered_set<std::string>& n
       folder_.removeIfFree(name);
     }
   }
+  // The index aliases this allocation did not ask of: another mount namespace's numbering (a
+  // container's, a sandbox's without /proc), which name no GPU here. Each namespace that took a
+  // GPU leaves one a GPU, and the allocators of that numbering may never come back: removed here
+  // when free (removeIfFree takes the lease for the moment of the removal; one held stays).
+  std::vector<std::string> aliases;
+  for (const std::string& name : folder_.names()) {
+    if (!states_.count(name) && !named.count(name) && !held_.count(name) &&
+        isIndexAliasLeaseName(name)) {
+      aliases.push_back(name);
+    }
+  }
+  for (const std::string& name : aliases) folder_.removeIfFree(name);
 }
 
 }  // namespace flink::coordination

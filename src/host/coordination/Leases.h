@@ -104,6 +104,12 @@ std::vector<discovery::UnitRef> unitsOfLeaseName(const discovery::UnitIndex& ind
                                                  std::string_view name,
                                                  const liveness::Reader& reader);
 
+/// Whether `name` is an index alias of any mount namespace's numbering, `index-<n>.mnt-<m>` (m an
+/// inode number or `unknown.<primary>`), or a share's (`….share-<k>`): what leaseNamesOf writes for
+/// a unit of an index, wherever it was taken. A plain `index-<n>` is not one, nor a file moved
+/// aside.
+bool isIndexAliasLeaseName(std::string_view name);
+
 /// "amd" or "intel" for a lease of their units (their record name with `-` for `:`), else
 /// "nvidia": the vendor of the unit a lease file holds, as device::vendorOfUnit for a record.
 constexpr std::string_view vendorOfLeaseName(std::string_view name) noexcept {
@@ -281,8 +287,9 @@ class FolderLeaseSpace final : public LeaseSpace {
   /// rules, one line each.
   std::vector<std::string> warnings() const;
   /// Removes the free lease files that no name of `named` is and this allocation does not hold
-  /// (a GPU given back by a driver or ended by exec leaves its file until then). Call it after a
-  /// change was written, under the coordination file's exclusive lock.
+  /// (a GPU given back by a driver or ended by exec leaves its file until then): those whose
+  /// state it asked, and every index alias (isIndexAliasLeaseName), of whichever mount namespace.
+  /// Call it after a change was written, under the coordination file's exclusive lock.
   void removeFreeExcept(const std::unordered_set<std::string>& named);
 
  private:

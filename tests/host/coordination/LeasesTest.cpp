@@ -267,6 +267,36 @@ TEST_F(LeasesTest, KillNineOfALeasingWorkerFreesItsGpusAtOnceAndTheLeaseFileGoes
   EXPECT_EQ(leaseState(file(), kUuid0), LeaseState::kHeld);
 }
 
+// Each mount namespace that took a GPU (a container, a sandbox without /proc) leaves an index
+// alias of its own numbering a GPU, which names no GPU to an allocator that knows the GPUs' bus ids
+// and UUIDs: an allocation removes the free ones it did not ask of, and leaves a held one, and
+// a file moved aside.
+TEST_F(LeasesTest, FreeIndexAliasesOfOtherNumberingsGoAtTheNextAllocation) {
+  const std::vector<std::string> freeAliases = {
+      "index-0.mnt-77", "index-1.mnt-unknown.pci-00000000-19-00.0", "index-0.mnt-77.share-1"};
+  for (const std::string& name : freeAliases) (void)acquireLease(file(), name);  // let go at once
+  const Lease held = acquireLease(file(), "index-1.mnt-78");
+  const fs::path leases = fs::path(file().string() + ".leases");
+  const std::string movedAside = "index-0.mnt-79.untrusted-1-2";
+  fs::copy_file(leases / "index-1.mnt-78", leases / movedAside);
+  for (const std::string& name : freeAliases) ASSERT_TRUE(fs::exists(leases / name)) << name;
+
+  const Allocation a = allocate(file(), leased(1, Owner::of(::getpid())));
+  ASSERT_TRUE(a.satisfied);
+  for (const std::string& name : freeAliases) EXPECT_FALSE(fs::exists(leases / name)) << name;
+  EXPECT_TRUE(fs::exists(leases / "index-1.mnt-78"));
+  EXPECT_EQ(leaseState(file(), "index-1.mnt-78"), LeaseState::kHeld);
+  EXPECT_TRUE(fs::exists(leases / movedAside));
+  // What the allocation took stays, held while `a` lives.
+  EXPECT_EQ(leaseState(file(), kUuid0), LeaseState::kHeld);
+
+  EXPECT_TRUE(isIndexAliasLeaseName("index-3.mnt-4026531841.share-12"));
+  for (const char* name : {"index-0", "index-0.share-1", "index-0.mnt-", "index-x.mnt-77",
+                           "index-0.mnt-unknown.index-0", "pci-00000000-19-00.0", kUuid0}) {
+    EXPECT_FALSE(isIndexAliasLeaseName(name)) << name;
+  }
+}
+
 TEST_F(LeasesTest, AHeldLeaseKeepsARecordOfAnotherPidNamespaceOrAGonePid) {
   // The record names a pid that is gone (or means nothing here), but its lease is held.
   const Lease held = acquireLease(file(), kUuid0);

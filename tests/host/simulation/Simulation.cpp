@@ -149,6 +149,8 @@ class SimLeaseSpace final : public coordination::LeaseSpace {
   bool holds(const std::string& name) const override { return held_.count(name) > 0; }
   /// FolderLeaseSpace::removeFreeExcept.
   void removeFreeExcept(const std::unordered_set<std::string>& named);
+  /// LeaseFolder::removeIfFree.
+  void removeIfFree(const std::string& name);
   /// LeaseFolder::state.
   LeaseState folderState(const std::string& name, const std::optional<LeaseFile>& file);
 
@@ -783,21 +785,35 @@ LeaseTake SimLeaseSpace::take(const std::string& name) {
   throw std::logic_error("simulated lease " + name + " kept being removed");
 }
 
+void SimLeaseSpace::removeIfFree(const std::string& name) {
+  // LeaseFolder::removeIfFree: taken for the moment of the removal.
+  if (!listed_.count(name)) return;
+  const std::string path = kLeaseFolder + "/" + name;
+  const std::optional<SimulatedFiles::Inode> inode = sim_.files.lookup(path);
+  if (!inode) return;
+  const Description description = sim_.files.open(self_, *inode);
+  if (sim_.files.tryLock(description, self_) && sim_.files.lookup(path) == inode) {
+    sim_.files.unlink(path);
+    listed_.erase(name);
+    sim_.note(sim_.name(self_) + ": removes the free lease file " + name);
+  }
+  sim_.files.close(self_, description);
+}
+
 void SimLeaseSpace::removeFreeExcept(const std::unordered_set<std::string>& named) {
   for (const auto& [name, state] : states_) {
     if (state != LeaseState::kFree || named.count(name) || held_.count(name)) continue;
-    // LeaseFolder::removeIfFree: taken for the moment of the removal.
-    if (!listed_.count(name)) continue;
-    const std::string path = kLeaseFolder + "/" + name;
-    const std::optional<SimulatedFiles::Inode> inode = sim_.files.lookup(path);
-    if (!inode) continue;
-    const Description description = sim_.files.open(self_, *inode);
-    if (sim_.files.tryLock(description, self_) && sim_.files.lookup(path) == inode) {
-      sim_.files.unlink(path);
-      sim_.note(sim_.name(self_) + ": removes the free lease file " + name);
-    }
-    sim_.files.close(self_, description);
+    removeIfFree(name);
   }
+  // The index aliases not asked of, of any mount namespace.
+  std::vector<std::string> aliases;
+  for (const std::string& name : listed_) {
+    if (!states_.count(name) && !named.count(name) && !held_.count(name) &&
+        coordination::isIndexAliasLeaseName(name)) {
+      aliases.push_back(name);
+    }
+  }
+  for (const std::string& name : aliases) removeIfFree(name);
 }
 
 // ---- the actors --------------------------------------------------------------------------
