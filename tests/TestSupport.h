@@ -100,34 +100,32 @@ std::vector<std::string> waitForLines(const std::filesystem::path& path, std::si
 /// The number of descriptors open in this process.
 std::size_t openDescriptorCount();
 
+// __has_feature is clang's (and gcc's from 14); gcc before it tells a sanitizer by __SANITIZE_…__.
+#ifdef __has_feature
+#define FLINK_GPU_TEST_HAS_FEATURE(feature) __has_feature(feature)
+#else
+#define FLINK_GPU_TEST_HAS_FEATURE(feature) 0
+#endif
+
 /// Whether this program is built with ThreadSanitizer (which lets the child of a multi-threaded
 /// fork start no thread).
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-inline constexpr bool kThreadSanitizer = true;
+inline constexpr bool kThreadSanitizer =
+#if defined(__SANITIZE_THREAD__) || FLINK_GPU_TEST_HAS_FEATURE(thread_sanitizer)
+    true;
 #else
-inline constexpr bool kThreadSanitizer = false;
-#endif
-#else
-inline constexpr bool kThreadSanitizer = false;
+    false;
 #endif
 
 /// Whether this program is built with any sanitizer (AddressSanitizer, ThreadSanitizer,
 /// MemorySanitizer), whose allocator serves malloc instead of glibc's and whose code runs several
 /// times slower.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-inline constexpr bool kSanitizer = true;
+inline constexpr bool kSanitizer =
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || \
+    FLINK_GPU_TEST_HAS_FEATURE(address_sanitizer) ||                 \
+    FLINK_GPU_TEST_HAS_FEATURE(thread_sanitizer) || FLINK_GPU_TEST_HAS_FEATURE(memory_sanitizer)
+    true;
 #else
-inline constexpr bool kSanitizer = false;
-#endif
-#else
-inline constexpr bool kSanitizer = false;
+    false;
 #endif
 
 /// The number of threads of this process named `name` (/proc/self/task/*/comm).
