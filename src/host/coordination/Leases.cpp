@@ -523,8 +523,13 @@ LeaseAttempt LeaseFolder::tryAcquire(const fs::path& file, const std::string& na
 
 void LeaseFolder::removeIfFree(const std::string& name) {
   if (!isSafeName(name) || !dir_ || !names_.count(name)) return;
-  const OpenedSibling opened = openLeaseFile(dir_.get(), path_, name, *trust_, warnings_);
-  if (!opened.fd) return;
+  // Not openLeaseFile: what fails the trust rules (a symbolic link, a hard link, a file of a
+  // user who may not write the coordination file) stays as it is, unopened beyond the stat. This
+  // runs after the change was written: it may neither fail the allocation nor move a file aside
+  // unheard (its warnings would come too late to be told); an allocation that asks of that file
+  // judges it.
+  const OpenedSibling opened = openSiblingAt(dir_.get(), name, O_RDONLY);
+  if (!opened.fd || trust_->distrust(opened.info, SiblingKind::kFile)) return;
   if (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) return;
   const process::FlockGuard removing(opened.fd.get());
   // Held by us now: nobody takes it before it is gone (takers hold the coordination file's lock).
@@ -602,9 +607,10 @@ void FolderLeaseSpace::removeFreeExcept(const std::unordered_set<std::string>& n
     }
   }
   // The index aliases this allocation did not ask of: another mount namespace's numbering (a
-  // container's, a sandbox's without /proc), which name no GPU here. Each namespace that took a
-  // GPU leaves one a GPU, and the allocators of that numbering may never come back: removed here
-  // when free (removeIfFree takes the lease for the moment of the removal; one held stays).
+  // container's, a sandbox's without /proc), which name no GPU to an allocator that knows the
+  // GPUs' bus ids and UUIDs. Each namespace that took a GPU leaves one a GPU, and the allocators
+  // of that numbering may never come back: removed here when free (removeIfFree takes the lease
+  // for the moment of the removal; one held stays, and so does one that fails the trust rules).
   std::vector<std::string> aliases;
   for (const std::string& name : folder_.names()) {
     if (!states_.count(name) && !named.count(name) && !held_.count(name) &&

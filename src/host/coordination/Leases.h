@@ -220,8 +220,10 @@ class LeaseFolder {
   /// trust given to open(), through the folder as opened there; where it was missing, as
   /// tryAcquireLease (which makes it) does.
   LeaseAttempt tryAcquire(const std::filesystem::path& file, const std::string& name);
-  /// Removes the lease file `name` if nobody holds it (taking it for the moment of the removal).
-  /// Call it only under the coordination file's exclusive lock, for a lease no record names.
+  /// Removes the lease file `name` if nobody holds it (taking it for the moment of the removal)
+  /// and it passes the trust rules; one that fails them is left as it is, neither moved aside nor
+  /// reported, and no error is thrown (it runs after an allocation's change was written). Call
+  /// it only under the coordination file's exclusive lock, for a lease no record names.
   void removeIfFree(const std::string& name);
 
  private:

@@ -297,6 +297,28 @@ TEST_F(LeasesTest, FreeIndexAliasesOfOtherNumberingsGoAtTheNextAllocation) {
   }
 }
 
+// The removal runs after the change was written: an alias that fails the trust rules (a symbolic
+// link, a hard link) neither fails the allocation (whose record is in the file by then) nor is
+// moved aside unheard; it stays for an allocation that asks of it.
+TEST_F(LeasesTest, AnIndexAliasThatFailsTheTrustRulesIsLeftAsItIs) {
+  (void)acquireLease(file(), "index-0.mnt-77");
+  const fs::path leases = fs::path(file().string() + ".leases");
+  const fs::path target = dir_ / "target";
+  std::ofstream(target) << "kept\n";
+  fs::create_symlink(target, leases / "index-6.mnt-90");
+  fs::create_hard_link(leases / "index-0.mnt-77", leases / "index-1.mnt-77");
+
+  const Allocation a = allocate(file(), leased(1, Owner::of(::getpid())));
+  ASSERT_TRUE(a.satisfied);
+  EXPECT_TRUE(fs::is_symlink(leases / "index-6.mnt-90"));
+  EXPECT_EQ(readFile(target), "kept\n");
+  EXPECT_TRUE(fs::exists(leases / "index-0.mnt-77"));
+  EXPECT_TRUE(fs::exists(leases / "index-1.mnt-77"));
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir_.path())) {
+    EXPECT_FALSE(store::wasMovedAside(entry.path().string())) << entry.path();
+  }
+}
+
 TEST_F(LeasesTest, AHeldLeaseKeepsARecordOfAnotherPidNamespaceOrAGonePid) {
   // The record names a pid that is gone (or means nothing here), but its lease is held.
   const Lease held = acquireLease(file(), kUuid0);
