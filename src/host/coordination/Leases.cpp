@@ -524,10 +524,10 @@ LeaseAttempt LeaseFolder::tryAcquire(const fs::path& file, const std::string& na
 void LeaseFolder::removeIfFree(const std::string& name) {
   if (!isSafeName(name) || !dir_ || !names_.count(name)) return;
   // Not openLeaseFile: what fails the trust rules (a symbolic link, a hard link, a file of a
-  // user who may not write the coordination file) stays as it is, unopened beyond the stat. This
-  // runs after the change was written: it may neither fail the allocation nor move a file aside
-  // unheard (its warnings would come too late to be told); an allocation that asks of that file
-  // judges it.
+  // user who may not write the coordination file) stays as it is, opened only to be looked at
+  // (never through a link, never locked). This runs after the change was written: it may neither
+  // fail the allocation nor move a file aside unheard (its warnings would come too late to be
+  // told); an allocation that asks of that file judges it.
   const OpenedSibling opened = openSiblingAt(dir_.get(), name, O_RDONLY);
   if (!opened.fd || trust_->distrust(opened.info, SiblingKind::kFile)) return;
   if (::flock(opened.fd.get(), LOCK_EX | LOCK_NB) != 0) return;
