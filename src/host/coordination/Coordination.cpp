@@ -819,8 +819,16 @@ detail::LineEdit::LineEdit(std::string_view before, const BlankChoice& blank) : 
 }
 
 std::string detail::LineEdit::text(const std::vector<Record>& added) const {
+  // What the records added take at most: each line, and the blank line that may pad before it.
+  std::size_t addedBytes = 0;
+  for (const Record& record : added) addedBytes += formatRecords({record}).size() + kLayoutPage;
   std::string text;
-  if (size_ > 4 * kLayoutPage && blankBytes_ * 2 > size_) {
+  // Compacted when more than half is blank, and when laid out in place the text could pass the
+  // most a coordination file holds: a full file still takes a change that its blank lines (gone
+  // owners' records this change takes back, those earlier changes blanked) and its repeated
+  // records make room for.
+  if (size_ > 4 * kLayoutPage &&
+      (blankBytes_ * 2 > size_ || size_ + addedBytes > kMaxCoordinationFileBytes)) {
     // Compaction: the lines laid out anew, in order; two identical records (same GPU, owner and
     // start time) are one, written once.
     WrittenRecords written(before_);

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -38,6 +39,7 @@ using coordination::ParsedRecords;
 using coordination::parseRecords;
 using coordination::readStatus;
 using coordination::Record;
+using coordination::RecordStatus;
 using coordination::release;
 using coordination::releaseJunk;
 using coordination::Status;
@@ -551,13 +553,27 @@ TEST_F(JournaledFileTest, AFullDiskLeavesTheFileByteForByteUnchanged) {
 
 // --- a file that anyone grew past the limit ----------------------------------------------------
 
+/// Records of a running owner, each of its own GPU identifier (none of the host's, none the same as
+/// another, so that no compaction makes room), from `first` on, until the next would take `text`
+/// past `size` bytes; returns how many.
+std::size_t appendDistinctRecords(std::string& text, std::size_t size, pid_t owner,
+                                  std::size_t first = 100) {
+  std::size_t count = 0;
+  for (std::size_t gpu = first;; ++gpu, ++count) {
+    const std::string line = std::to_string(gpu) + " " + std::to_string(owner) + "\n";
+    if (text.size() + line.size() > size) return count;
+    text += line;
+  }
+}
+
 TEST_F(JournaledFileTest, NoChangeGrowsTheFilePastTheLimit) {
   LiveProcess owner;
-  // Live records up to a few bytes below the limit: one more record would cross it.
-  const std::string line = "1 " + std::to_string(owner.pid()) + "\n";
+  // Live records, none blank and no two the same, up to a few bytes below the limit: one more
+  // record would cross it, and no compaction makes room.
   std::string text;
   text.reserve(kMaxCoordinationFileBytes);
-  while (text.size() + line.size() <= kMaxCoordinationFileBytes - 4) text += line;
+  const std::size_t records =
+      appendDistinctRecords(text, kMaxCoordinationFileBytes - 4, owner.pid());
   writeBytes(file(), text);
   try {
     allocate(file(), {{"0", "1"}, 1, Owner::of(::getpid())});
@@ -566,12 +582,41 @@ TEST_F(JournaledFileTest, NoChangeGrowsTheFilePastTheLimit) {
     EXPECT_NE(std::string(e.what()).find("the file is unchanged"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(readFile(file()) == text) << "the file changed";
-  // It can still be read, and what it holds still counts: as one record, since every line is the
-  // same record.
+  // It can still be read, and what it holds still counts.
   const Status status = readStatus(file());
-  ASSERT_EQ(status.records.size(), 1u);
-  EXPECT_TRUE(status.records[0].running);
+  ASSERT_EQ(status.records.size(), records);
+  EXPECT_TRUE(std::all_of(status.records.begin(), status.records.end(),
+                          [](const RecordStatus& record) { return record.running; }));
   EXPECT_EQ(status.sizeBytes, text.size());
+}
+
+TEST_F(JournaledFileTest, AFullFileTakesAChangeForWhichTheRecordsItTakesBackMakeRoom) {
+  LiveProcess owner;
+  // A quarter of the file a gone owner's records of GPU 0 (written again and again), the rest live
+  // records: in place, the new record would cross the limit; blank, the gone owner's lines do not
+  // make half the file, which alone would compact it.
+  const std::string gone = "0 " + std::to_string(deadPid()) + "\n";
+  std::string text;
+  text.reserve(kMaxCoordinationFileBytes);
+  while (text.size() + gone.size() <= kMaxCoordinationFileBytes / 4) text += gone;
+  const std::size_t live = appendDistinctRecords(text, kMaxCoordinationFileBytes - 4, owner.pid());
+  writeBytes(file(), text);
+
+  const Allocation a = allocate(file(), {{"0"}, 1, Owner{::getpid(), {}}});
+  ASSERT_TRUE(a.satisfied);
+  EXPECT_EQ(a.granted, (std::vector<std::string>{"0"}));
+  const std::string after = readFile(file());
+  EXPECT_LE(after.size(), kMaxCoordinationFileBytes);
+  EXPECT_EQ(after.find(gone), std::string::npos) << "a gone owner's record is still there";
+  // Every live record is still there, once, and the new one with them.
+  const ParsedRecords parsed = parseRecords(after);
+  EXPECT_TRUE(parsed.junk.empty());
+  ASSERT_EQ(parsed.records.size(), live + 1);
+  for (std::size_t i = 0; i < live; ++i) {
+    ASSERT_EQ(parsed.records[i].gpu, std::to_string(100 + i));
+    ASSERT_EQ(parsed.records[i].owner.pid, owner.pid());
+  }
+  EXPECT_EQ(parsed.records.back(), (Record{"0", Owner{::getpid(), {}}}));
 }
 
 TEST_F(JournaledFileTest, ACompactionWritesTwoIdenticalRecordsOnce) {
