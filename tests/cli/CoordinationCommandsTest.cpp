@@ -348,6 +348,41 @@ TEST_F(CoordinationCommandsTest, NotEnoughFreeGpusExitsOneNamingTheHolder) {
   EXPECT_EQ(readFile(coordinationFile()), before);
 }
 
+TEST_F(CoordinationCommandsTest, AShortfallNamesAFewHoldersOfEachGpuAndCountsTheRest) {
+  // GPUs 0 and 1 shared twenty ways, every share held (by this test's process): a file can hold a
+  // great many records of one GPU, and the error names eight of each GPU's, then how many more.
+  std::string text;
+  for (int share = 0; share < 20; ++share) {
+    for (const char* gpu : {"0", "1"}) {
+      text += std::string(gpu) + " " + std::to_string(::getpid()) +
+              "\tshare=" + std::to_string(share) + "/20\n";
+    }
+  }
+  writeScript(coordinationFile(), text,
+              fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                  fs::perms::others_read);
+  const CliRun run =
+      runCli({"discover", "--discovery-args",
+              "--gpus 0,1 --enable-coordination-mode --coordination-file " + coordinationFile()});
+  EXPECT_EQ(run.exitCode, 1) << run;
+  EXPECT_TRUE(contains(run.err, "not enough free GPUs: 1 requested, 0 free, 2 held")) << run;
+  for (const std::string gpu : {"0", "1"}) {
+    std::size_t named = 0;
+    for (std::size_t at = run.err.find("GPU " + gpu + " is shared: share ");
+         at != std::string::npos; at = run.err.find("GPU " + gpu + " is shared: share ", at + 1)) {
+      ++named;
+    }
+    EXPECT_EQ(named, 8u) << run;
+    EXPECT_TRUE(contains(run.err, "GPU " + gpu + " is shared: share 7/20 is held by process " +
+                                      std::to_string(::getpid())))
+        << run;
+    EXPECT_TRUE(contains(
+        run.err, "... and 12 more records that hold GPU " + gpu + " or a unit related to it"))
+        << run;
+  }
+  EXPECT_EQ(readFile(coordinationFile()), text);
+}
+
 TEST_F(CoordinationCommandsTest, TheGpuIsFreeAgainWhenTheCommandEnds) {
   auto holder = startHolder("holder", 1, "0");
   ASSERT_EQ(holderReport("holder").size(), 2u);

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <string_view>
 #include <unordered_map>
@@ -153,9 +154,11 @@ ParsedRecords parseRecords(std::string_view text) {
   std::size_t lineNumber = 0;
   std::size_t offset = 0;
   const std::vector<std::string_view> lines = strings::split(text, '\n');
-  // A record a line, as a file of a host's GPUs has; a file of blank lines and junk (up to
-  // kMaxCoordinationFileBytes of them) grows the vectors as it goes.
-  const std::size_t expected = std::min<std::size_t>(lines.size(), 1024);
+  // Room for a record on each line that is not blank, made once: a vector grown as it goes
+  // would copy a file at its limit of short records (half a million of them, ~250 bytes each)
+  // several times and hold two copies at once. What junk leaves unused is never touched.
+  const std::size_t expected = static_cast<std::size_t>(std::count_if(
+      lines.begin(), lines.end(), [](std::string_view line) { return !strings::isBlank(line); }));
   parsed.records.reserve(expected);
   parsed.recordSpans.reserve(expected);
   for (const std::string_view line : lines) {
@@ -224,6 +227,24 @@ std::string describe(const BlockedUnit& blocked) {
   return "GPU " + blocked.gpu + " is busy: " +
          whyBusy(blocked.gpu, blocked.heldBy.gpu,
                  " is held by process " + std::to_string(blocked.heldBy.owner.pid));
+}
+
+std::vector<std::string> describeReclaimed(const std::vector<Record>& reclaimed,
+                                           std::size_t shown) {
+  std::vector<std::string> lines;
+  for (std::size_t i = 0; i < reclaimed.size() && i < shown; ++i) {
+    const Record& record = reclaimed[i];
+    lines.push_back("took back " +
+                    (record.share ? "share " + formatShareSlot(*record.share) + " of GPU "
+                                  : std::string("GPU ")) +
+                    record.gpu + " from process " + std::to_string(record.owner.pid) +
+                    ", which is no longer running");
+  }
+  if (reclaimed.size() > shown) {
+    lines.push_back("... and took back " + std::to_string(reclaimed.size() - shown) +
+                    " more records of processes that are no longer running");
+  }
+  return lines;
 }
 
 Liveness judge(const Record& record, const LivenessProbe& isRunningProbe, const LeaseProbe& lease,
@@ -313,12 +334,14 @@ std::string describeBlockedByLease(const std::string& unit, const std::string& r
 namespace {
 
 /// The rule over `request.gpus`, those passed over for their leases taken out already: which
-/// units are free by the records, and which of them to grant.
+/// units are free by the records, and which of them to grant. What it gives is not final: its
+/// `records` are only those of `granted`, and the records it names (heldByOthers, failClosed,
+/// heldByRequester, reclaimedIndices) are named by their index in `current.records`; keepRecords
+/// makes it the allocation.
 Allocation planUnits(const ParsedRecords& current, const AllocationRequest& request,
                      const discovery::UnitIndex& index, const liveness::Reader& reader,
                      const LivenessProbe& isRunningProbe, LeaseSpace& space) {
   Allocation allocation;
-  allocation.junk = current.junk;
 
   RememberedOwners running(isRunningProbe);
   const LivenessProbe ownerRunning = [&running](const Owner& owner) { return running(owner); };
@@ -350,8 +373,8 @@ Allocation planUnits(const ParsedRecords& current, const AllocationRequest& requ
         holding.push_back(&record);
         holdingUnit.push_back(unit);
       }
-      (own ? allocation.heldByRequester : allocation.heldByOthers).push_back(record);
-      if (liveness == Liveness::kLeaseMissing) allocation.failClosed.push_back(record);
+      (own ? allocation.heldByRequester : allocation.heldByOthers).push_back(i);
+      if (liveness == Liveness::kLeaseMissing) allocation.failClosed.push_back(i);
     } else if (liveness == Liveness::kEarlierBoot) {
       dropped[i] = true;
     } else {
@@ -493,14 +516,8 @@ Allocation planUnits(const ParsedRecords& current, const AllocationRequest& requ
       }
     }
   }
-  allocation.records.reserve(current.records.size() + granted.size());
   for (std::size_t i = 0; i < current.records.size(); ++i) {
-    if (dropped[i]) {
-      allocation.reclaimed.push_back(current.records[i]);
-      allocation.reclaimedIndices.push_back(i);
-    } else {
-      allocation.records.push_back(current.records[i]);
-    }
+    if (dropped[i]) allocation.reclaimedIndices.push_back(i);
   }
   if (allocation.satisfied) {
     // Keep the host's order in the answer.
@@ -517,6 +534,34 @@ Allocation planUnits(const ParsedRecords& current, const AllocationRequest& requ
     }
   }
   return allocation;
+}
+
+/// planUnits' plan made the allocation: each record `read` moved once, into `records` (those
+/// kept, in order, before those planUnits added) or into `reclaimed`, and the records the plan
+/// names by their index in `read` named by their index in `records` (a held record is kept).
+void keepRecords(Allocation& allocation, std::vector<Record> read) {
+  // In place: the kept records move up over those taken back, in the vector that was read.
+  allocation.reclaimed.reserve(allocation.reclaimedIndices.size());
+  std::vector<std::size_t> kept(read.size());  // each kept record's index in `records`
+  std::size_t next = 0;
+  auto reclaimed = allocation.reclaimedIndices.begin();  // in ascending order
+  for (std::size_t i = 0; i < read.size(); ++i) {
+    if (reclaimed != allocation.reclaimedIndices.end() && *reclaimed == i) {
+      allocation.reclaimed.push_back(std::move(read[i]));
+      ++reclaimed;
+      continue;
+    }
+    kept[i] = next;
+    if (next != i) read[next] = std::move(read[i]);
+    ++next;
+  }
+  read.erase(read.begin() + static_cast<std::ptrdiff_t>(next), read.end());
+  for (std::vector<std::size_t>* named :
+       {&allocation.heldByOthers, &allocation.failClosed, &allocation.heldByRequester}) {
+    for (std::size_t& i : *named) i = kept[i];
+  }
+  std::move(allocation.records.begin(), allocation.records.end(), std::back_inserter(read));
+  allocation.records = std::move(read);
 }
 
 /// What the lease files say of the units of an index, whatever the records say: the units held
@@ -550,7 +595,7 @@ HeldLeases heldLeases(const discovery::UnitIndex& index, const liveness::Reader&
 
 }  // namespace
 
-Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
+Allocation planAllocation(ParsedRecords current, const AllocationRequest& request,
                           const LivenessProbe& isRunningProbe, LeaseSpace& space) {
   const std::shared_ptr<const discovery::UnitIndex> index = indexOf(request);
   const liveness::Reader& reader = liveness::HostFacts::readerOr(request.reader);
@@ -653,6 +698,8 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
       break;
     }
   }
+  keepRecords(allocation, std::move(current.records));
+  allocation.junk = std::move(current.junk);
   // Only those no record names: a held record's unit is reported with its record.
   std::unordered_set<std::string> recorded;
   for (const Record& record : allocation.records) {
@@ -668,10 +715,10 @@ Allocation planAllocation(const ParsedRecords& current, const AllocationRequest&
   return allocation;
 }
 
-Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
+Allocation planAllocation(ParsedRecords current, const AllocationRequest& request,
                           const LivenessProbe& isRunning, const LeaseProbe& lease) {
   ProbeLeaseSpace space(lease);
-  return planAllocation(current, request, isRunning, space);
+  return planAllocation(std::move(current), request, isRunning, space);
 }
 
 namespace {
@@ -881,8 +928,8 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
                     std::chrono::milliseconds lockTimeout) {
   return detail::allocateInFile<Allocation>(
       file, lockTimeout,
-      [&request](const ParsedRecords& parsed, LeaseSpace& space) {
-        return planAllocation(parsed, request, isRunning, space);
+      [&request](ParsedRecords&& parsed, LeaseSpace& space) {
+        return planAllocation(std::move(parsed), request, isRunning, space);
       },
       [](const LockedFile& opened, const Allocation& allocation, FolderLeaseSpace& space) {
         if (opened.interfered()) return;

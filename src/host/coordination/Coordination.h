@@ -213,33 +213,44 @@ struct BlockedUnit {
 /// One line for a person: "GPU 1 is busy: its MIG instance MIG-… is held by process 123".
 std::string describe(const BlockedUnit& blocked);
 
+/// What an allocation took back (Allocation::reclaimed, ShareAllocation::reclaimed), for a
+/// person: "took back GPU 0 from process 123, which is no longer running", `shown` lines at most,
+/// then one that counts the rest (a file can hold a great many gone owners' records).
+std::vector<std::string> describeReclaimed(const std::vector<Record>& reclaimed,
+                                           std::size_t shown = 5);
+
 /// "GPU 1 is busy: its MIG instance MIG-… is held by a lease of another process, without a
 /// record", for an entry of Allocation::blockedByLeaseOnly.
 std::string describeBlockedByLease(const std::string& unit, const std::string& related);
 
+/// Each record read is held once, in `records` or in `reclaimed` (moved there, not copied): a
+/// file at its limit of short records is half a million of them, and an allocator holds about
+/// what one copy of them takes. The other lists name records by their place in `records`.
 struct Allocation {
   /// The GPUs newly recorded for the owner by this request, in `gpus` order; empty unless
   /// `satisfied`.
   std::vector<std::string> granted;
   bool satisfied = false;
+  /// The records after this allocation (what the file now holds): those read that it keeps, in
+  /// the file's order, then those of `granted`, in its order.
+  std::vector<Record> records;
   /// Records of owners that are no longer running, taken back by this allocation: those of the
   /// units granted (and of units related to them), and those of an earlier boot.
   std::vector<Record> reclaimed;
   /// Indices into the records that were read of those in `reclaimed`.
   std::vector<std::size_t> reclaimedIndices;
   /// Records that hold their GPU, of owners other than the requester (what made an allocation
-  /// fall short).
-  std::vector<Record> heldByOthers;
+  /// fall short), by their index in `records`, in the file's order.
+  std::vector<std::size_t> heldByOthers;
   /// Those of heldByOthers held only because their lease file is missing (Liveness::kLeaseMissing).
-  std::vector<Record> failClosed;
-  /// The requester's own records from earlier requests: held, so not granted again.
-  std::vector<Record> heldByRequester;
+  std::vector<std::size_t> failClosed;
+  /// The requester's own records from earlier requests, by their index in `records`: held, so
+  /// not granted again.
+  std::vector<std::size_t> heldByRequester;
   /// The units of `gpus` blocked by those records through `related`, one entry per blocking
   /// record, in `gpus` order.
   std::vector<BlockedUnit> blocked;
   std::vector<JunkLine> junk;
-  /// The records after this allocation (what the file now holds).
-  std::vector<Record> records;
   /// What opening the file found and did (a change cut short, rolled back), one line each.
   std::vector<std::string> notes;
   /// What an operator must hear of: files beside the coordination file that failed the trust
@@ -278,12 +289,13 @@ struct Allocation {
 ///   - If fewer than `amount` are free nothing is granted and only records of an earlier boot are
 ///     dropped.
 /// Linear in the number of records, lease files, GPUs and relations.
-Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
+/// The records of `current` are moved into the result (Allocation::records and reclaimed).
+Allocation planAllocation(ParsedRecords current, const AllocationRequest& request,
                           const LivenessProbe& isRunning, LeaseSpace& leases);
 
 /// planAllocation with lease states from `lease` alone (ProbeLeaseSpace): no lease file is
 /// listed, none taken. An unset `lease` probe finds every lease file missing.
-Allocation planAllocation(const ParsedRecords& current, const AllocationRequest& request,
+Allocation planAllocation(ParsedRecords current, const AllocationRequest& request,
                           const LivenessProbe& isRunning, const LeaseProbe& lease = {});
 
 /// Locks the file (creating it if needed), plans, writes the result, unlocks. The change is

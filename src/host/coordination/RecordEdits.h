@@ -132,7 +132,9 @@ Result allocateInFile(const std::filesystem::path& file, std::chrono::millisecon
               blank);
         }
         FolderLeaseSpace space(file, opened.trust(), leases);
-        Result allocation = plan(parsed, space);
+        // The plan may take the records; where their lines lie stays here.
+        const std::vector<LineSpan> spans = std::move(parsed.recordSpans);
+        Result allocation = plan(std::move(parsed), space);
         std::vector<std::string> notes = opened.notes();
         notes.insert(notes.end(), allocation.notes.begin(), allocation.notes.end());
         allocation.notes = std::move(notes);
@@ -144,7 +146,7 @@ Result allocateInFile(const std::filesystem::path& file, std::chrono::millisecon
             allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
             allocation.records.end());
         for (const std::size_t i : allocation.reclaimedIndices) {
-          blank.push_back(parsed.recordSpans[i]);
+          blank.push_back(spans[i]);
         }
         writtenBefore.insert(writtenBefore.end(), added.begin(), added.end());
         opened.replace(editRecords(opened.text(), blank, added));

@@ -122,54 +122,104 @@ std::string selectionShortfall(const HostUnits& host, const std::vector<std::str
   return cause;
 }
 
-/// Why a coordinated request fell short: the cause, counting the units free, held and busy
-/// (a related unit held), with each holder among the details.
+/// The lines of a shortfall's details: each once (the allocations of two kinds read the same
+/// file), and at most a few a unit, then one that counts the rest of that unit's: a file can hold
+/// a great many records of one GPU.
+class ShortfallLines {
+ public:
+  static constexpr std::size_t kShownPerUnit = 8;
+
+  explicit ShortfallLines(std::string firstLine) { lines_.push_back(std::move(firstLine)); }
+
+  void add(const std::string& unit, std::string line) {
+    if (!seen_.insert(line).second) return;
+    Count& count = counts_[unit];
+    if (count.shown < kShownPerUnit) {
+      ++count.shown;
+      lines_.push_back(std::move(line));
+      return;
+    }
+    if (count.more++ == 0) withMore_.push_back(unit);
+  }
+
+  /// The lines, the counts of those left out last.
+  std::vector<std::string> take() && {
+    for (const std::string& unit : withMore_) {
+      lines_.push_back("... and " + std::to_string(counts_[unit].more) +
+                       " more records that hold GPU " + unit + " or a unit related to it");
+    }
+    return std::move(lines_);
+  }
+
+ private:
+  struct Count {
+    std::size_t shown = 0;
+    std::size_t more = 0;
+  };
+  std::vector<std::string> lines_;
+  std::unordered_set<std::string> seen_;
+  std::unordered_map<std::string, Count> counts_;
+  std::vector<std::string> withMore_;  // in the order their first line was left out
+};
+
+/// Why a coordinated request fell short (`fellShort`: the allocation of each kind tried): the
+/// cause, counting the units free, held and busy (a related unit held), with the holders among the
+/// details. Linear in the records.
 [[noreturn]] void failShort(const std::vector<std::string>& units,
                             const discovery::UnitIndex& index, const GrantRequest& request,
-                            const coordination::Allocation& allocation, const usage::Judgement* use,
+                            const std::vector<coordination::Allocation>& fellShort,
+                            const usage::Judgement* use,
                             const std::optional<std::string>& selectedBy, Report& report) {
   const std::unordered_set<std::string> hostGpus(units.begin(), units.end());
   std::unordered_set<std::string> heldGpus;
   std::unordered_set<std::string> busyGpus;
-  std::vector<std::string> held{"coordination file: " + request.coordinationFile.string()};
-  for (const auto* records : {&allocation.heldByRequester, &allocation.heldByOthers}) {
-    for (const coordination::Record& record : *records) {
-      // The unit the record names, by the index's rule (a container's own index by UUID).
-      std::optional<std::string> unit;
-      for (const std::string& named : coordination::unitsNamedBy(record, index)) {
-        if (hostGpus.count(named)) {
-          unit = named;
-          break;
+  ShortfallLines held("coordination file: " + request.coordinationFile.string());
+  for (const coordination::Allocation& allocation : fellShort) {
+    const std::unordered_set<std::size_t> failClosed(allocation.failClosed.begin(),
+                                                     allocation.failClosed.end());
+    for (const auto* records : {&allocation.heldByRequester, &allocation.heldByOthers}) {
+      for (const std::size_t i : *records) {
+        const coordination::Record& record = allocation.records[i];
+        // The unit the record names, by the index's rule (a container's own index by UUID).
+        std::optional<std::string> unit;
+        for (const std::string& named : coordination::unitsNamedBy(record, index)) {
+          if (hostGpus.count(named)) {
+            unit = named;
+            break;
+          }
         }
+        if (!unit) continue;
+        heldGpus.insert(*unit);
+        held.add(
+            *unit,
+            "GPU " + *unit + " is " +
+                (record.share
+                     ? "shared: share " + coordination::formatShareSlot(*record.share) + " is "
+                     : std::string()) +
+                "held by process " + std::to_string(record.owner.pid) +
+                (records == &allocation.heldByRequester ? " (this owner, from an earlier request)"
+                 : failClosed.count(i)
+                     ? " (its pid cannot be judged from here and its lease file is missing: "
+                       "`flink-gpu release --gpu " +
+                           *unit + "` frees it)"
+                     : ""));
       }
-      if (!unit) continue;
-      heldGpus.insert(*unit);
-      const bool failClosed = std::find(allocation.failClosed.begin(), allocation.failClosed.end(),
-                                        record) != allocation.failClosed.end();
-      held.push_back(
-          "GPU " + *unit + " is " +
-          (record.share ? "shared: share " + coordination::formatShareSlot(*record.share) + " is "
-                        : std::string()) +
-          "held by process " + std::to_string(record.owner.pid) +
-          (records == &allocation.heldByRequester ? " (this owner, from an earlier request)"
-           : failClosed ? " (its pid cannot be judged from here and its lease file is missing: "
-                          "`flink-gpu release --gpu " +
-                              *unit + "` frees it)"
-                        : ""));
+    }
+    for (const std::string& gpu : allocation.heldByLeaseOnly) {
+      if (!hostGpus.count(gpu) || !heldGpus.insert(gpu).second) continue;
+      held.add(gpu, "GPU " + gpu + " is held by a lease of another process, without a record");
     }
   }
-  for (const std::string& gpu : allocation.heldByLeaseOnly) {
-    if (!hostGpus.count(gpu) || !heldGpus.insert(gpu).second) continue;
-    held.push_back("GPU " + gpu + " is held by a lease of another process, without a record");
-  }
-  // Not held, but a GPU whose MIG instance is held, or an instance whose GPU is held whole.
-  for (const coordination::BlockedUnit& blocked : allocation.blocked) {
-    if (hostGpus.count(blocked.gpu)) busyGpus.insert(blocked.gpu);
-    held.push_back(coordination::describe(blocked));
-  }
-  for (const auto& [gpu, related] : allocation.blockedByLeaseOnly) {
-    if (!hostGpus.count(gpu) || !busyGpus.insert(gpu).second) continue;
-    held.push_back(coordination::describeBlockedByLease(gpu, related));
+  for (const coordination::Allocation& allocation : fellShort) {
+    // Not held, but a GPU whose MIG instance is held, or an instance whose GPU is held whole.
+    for (const coordination::BlockedUnit& blocked : allocation.blocked) {
+      if (hostGpus.count(blocked.gpu)) busyGpus.insert(blocked.gpu);
+      held.add(blocked.gpu, coordination::describe(blocked));
+    }
+    for (const auto& [gpu, related] : allocation.blockedByLeaseOnly) {
+      if (!hostGpus.count(gpu) || !busyGpus.insert(gpu).second) continue;
+      held.add(gpu, coordination::describeBlockedByLease(gpu, related));
+    }
   }
   std::size_t busy = 0;
   for (const std::string& gpu : busyGpus) busy += heldGpus.count(gpu) ? 0 : 1;
@@ -196,7 +246,9 @@ std::string selectionShortfall(const HostUnits& host, const std::vector<std::str
   }
   if (request.oneKind) cause += " (with --mig, whole GPUs and MIG instances are never mixed)";
   std::vector<Notice> heldDetails;
-  for (std::string& line : held) heldDetails.push_back(Notice::detail(std::move(line)));
+  for (std::string& line : std::move(held).take()) {
+    heldDetails.push_back(Notice::detail(std::move(line)));
+  }
   report.details.insert(report.details.begin(), heldDetails.begin(), heldDetails.end());
   failWith(Stage::kShortfall, cause, report);
 }
@@ -313,9 +365,9 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
   }
 
   const std::vector<std::vector<std::string>> kinds = unitsByKind(units, request.oneKind);
-  coordination::Allocation allocation;
-  // What blocks the units of every kind tried, for the shortfall's words.
-  coordination::Allocation shortOf;
+  std::optional<coordination::Allocation> satisfied;
+  // The allocation of each kind that fell short, for the shortfall's words.
+  std::vector<coordination::Allocation> fellShort;
   const std::string file = request.coordinationFile.string();
   // Once each: a second kind's allocation reads the same file, junk and notes again.
   const auto note = [&report](Notice notice) {
@@ -325,6 +377,7 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
   };
   for (const std::vector<std::string>& kind : kinds) {
     allocationRequest.gpus = kind;
+    coordination::Allocation allocation;
     try {
       allocation =
           coordination::allocate(request.coordinationFile, allocationRequest, request.lockTimeout);
@@ -339,37 +392,26 @@ Grant grantRecorded(const HostUnits& host, const std::vector<std::string>& units
       note(Notice::note(line));
     }
     if (request.noteReclaimed) {
-      for (const coordination::Record& record : allocation.reclaimed) {
-        note(Notice::note(
-            "took back " +
-            (record.share ? "share " + coordination::formatShareSlot(*record.share) + " of GPU "
-                          : std::string("GPU ")) +
-            record.gpu + " from process " + std::to_string(record.owner.pid) +
-            ", which is no longer running"));
+      for (std::string& line : coordination::describeReclaimed(allocation.reclaimed)) {
+        note(Notice::note(std::move(line)));
       }
     }
-    if (allocation.satisfied) break;
-    const auto append = [](auto& to, const auto& from) {
-      for (const auto& item : from) {
-        if (std::find(to.begin(), to.end(), item) == to.end()) to.push_back(item);
-      }
-    };
-    append(shortOf.heldByRequester, allocation.heldByRequester);
-    append(shortOf.heldByOthers, allocation.heldByOthers);
-    append(shortOf.failClosed, allocation.failClosed);
-    append(shortOf.heldByLeaseOnly, allocation.heldByLeaseOnly);
-    append(shortOf.blocked, allocation.blocked);
-    append(shortOf.blockedByLeaseOnly, allocation.blockedByLeaseOnly);
+    if (allocation.satisfied) {
+      satisfied = std::move(allocation);
+      break;
+    }
+    fellShort.push_back(std::move(allocation));
   }
-  if (!allocation.satisfied) {
+  if (!satisfied) {
     if (judgement) {
       if (std::optional<Notice> unjudged = usage::unjudgedNote(*judgement)) {
         report.notes.push_back(std::move(*unjudged));
       }
     }
-    failShort(units, *host.index, request, shortOf, judgement ? &*judgement : nullptr,
+    failShort(units, *host.index, request, fellShort, judgement ? &*judgement : nullptr,
               host.selectedBy, report);
   }
+  coordination::Allocation& allocation = *satisfied;
   if (judgement) reportUse(*judgement, allocation.granted, request, report);
 
   Grant grant;
@@ -545,13 +587,8 @@ Grant grantShares(const HostUnits& host, const std::vector<std::string>& units,
     report.notes.push_back(Notice::note(line));
   }
   if (request.noteReclaimed) {
-    for (const coordination::Record& record : allocation.reclaimed) {
-      report.notes.push_back(Notice::note(
-          "took back " +
-          (record.share ? "share " + coordination::formatShareSlot(*record.share) + " of GPU "
-                        : std::string("GPU ")) +
-          record.gpu + " from process " + std::to_string(record.owner.pid) +
-          ", which is no longer running"));
+    for (std::string& line : coordination::describeReclaimed(allocation.reclaimed)) {
+      report.notes.push_back(Notice::note(std::move(line)));
     }
   }
   if (!allocation.satisfied) {

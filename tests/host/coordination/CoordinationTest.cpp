@@ -307,6 +307,55 @@ TEST(CoordinationPlanTest, DeadOwnersRecordOfGpuOneNeverTouchesGpuEleven) {
   EXPECT_EQ(formatRecords(a.records), "11 600\n1 700\t1\n");
 }
 
+TEST(CoordinationPlanTest, TheHoldersAreNamedByTheirPlaceAmongTheRecordsKept) {
+  // Gone owner 500's records of GPU 0 come first and are taken back: the records after them move
+  // up, and each list names the record it means there. GPU 3's owner is of another pid
+  // namespace, and its lease file is missing: held, fail closed.
+  const std::string other = std::to_string(currentPidNamespace().value_or(0) + 1);
+  const Allocation a = planAllocation(
+      parseRecords("0 500\n0 501\n1 600\n2 700\t1\n3 800\t5\tpidns=" + other + "\tlease=gpu-3\n"),
+      {{"0", "1", "2", "3"}, 1, Owner{700, 1}},
+      [](const Owner& o) {
+        return byPidTable(o, {600, 700, 800});
+      },
+      [](const std::string&, const std::optional<LeaseFile>&) { return LeaseState::kMissing; });
+  ASSERT_TRUE(a.satisfied);
+  EXPECT_EQ(a.granted, std::vector<std::string>{"0"});
+  EXPECT_EQ(a.reclaimed,
+            (std::vector<Record>{Record{"0", Owner{500, {}}}, Record{"0", Owner{501, {}}}}));
+  EXPECT_EQ(a.reclaimedIndices, (std::vector<std::size_t>{0, 1}));
+  ASSERT_EQ(a.records.size(), 4u);
+  const auto gpusOf = [&a](const std::vector<std::size_t>& named) {
+    std::vector<std::string> gpus;
+    for (const std::size_t i : named) gpus.push_back(a.records.at(i).gpu);
+    return gpus;
+  };
+  EXPECT_EQ(gpusOf(a.heldByOthers), (std::vector<std::string>{"1", "3"}));
+  EXPECT_EQ(gpusOf(a.failClosed), std::vector<std::string>{"3"});
+  EXPECT_EQ(gpusOf(a.heldByRequester), std::vector<std::string>{"2"});
+  EXPECT_EQ(a.records.back(), (Record{"0", Owner{700, 1}}));
+}
+
+TEST(CoordinationPlanTest, WhatIsTakenBackIsToldInFiveLinesAndACount) {
+  std::vector<Record> reclaimed{Record{"0", Owner{500, {}}}};
+  for (unsigned share = 0; share < 6; ++share) {
+    Record record{"1", Owner{600 + static_cast<pid_t>(share), {}}};
+    record.share = ShareSlot{share, 8};
+    reclaimed.push_back(record);
+  }
+  EXPECT_EQ(describeReclaimed(reclaimed),
+            (std::vector<std::string>{
+                "took back GPU 0 from process 500, which is no longer running",
+                "took back share 0/8 of GPU 1 from process 600, which is no longer running",
+                "took back share 1/8 of GPU 1 from process 601, which is no longer running",
+                "took back share 2/8 of GPU 1 from process 602, which is no longer running",
+                "took back share 3/8 of GPU 1 from process 603, which is no longer running",
+                "... and took back 2 more records of processes that are no longer running"}));
+  reclaimed.resize(5);
+  EXPECT_EQ(describeReclaimed(reclaimed).size(), 5u);
+  EXPECT_TRUE(describeReclaimed({}).empty());
+}
+
 TEST(CoordinationPlanTest, GpusNoRecordNamesGoBeforeAGoneOwnersAsInFlinksScript) {
   // Flink's GPUDiscoveryScriptTest.testCoordinateIndexes: each call's owner is a subshell that
   // is gone by the next call, and the second call of 2 of 5 GPUs still gets GPUs 2 and 3.

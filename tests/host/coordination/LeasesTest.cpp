@@ -227,7 +227,7 @@ TEST_F(LeasesTest, AMissingLeaseFileKeepsARecordItsPidCannotJudgeHeldUntilReleas
   const Allocation a = allocate(file(), leased(2, Owner::of(::getpid())));
   EXPECT_FALSE(a.satisfied);
   ASSERT_EQ(a.failClosed.size(), 1u);
-  EXPECT_EQ(a.failClosed[0].gpu, "0");
+  EXPECT_EQ(a.records[a.failClosed[0]].gpu, "0");
   const Status status = readStatus(file());
   ASSERT_EQ(status.records.size(), 1u);
   EXPECT_TRUE(status.records[0].running);
