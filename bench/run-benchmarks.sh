@@ -23,7 +23,8 @@
 #   7. the commands that read the files, over a bare read of the same file (status_bench):
 #      `flink-gpu status` (text, JSON, Prometheus), `check` and `release --owner` on 100,000
 #      records and on 10,000, and how much longer 100,000 take than 10,000 (linear: about 10x);
-#      status and check on 16,000 health lines; watch's update of them in-process. And the peak
+#      status and check on 16,000 health lines; watch's update of them in-process; a coordinated
+#      discovery from a full coordination file, its time and peak. And the peak
 #      memory of `release --junk` against the size of the file it repairs (target: about 2x).
 #
 # For reference it also prints process::run / bare spawn (the driver's process layer alone) and
@@ -85,7 +86,7 @@ UNIT_TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 STATUS_COMMANDS = ("status", "json", "prometheus", "check", "release")
 STATUS_COUNTERS = (*(f"{c}_ratio" for c in STATUS_COMMANDS), *(f"{c}_ms" for c in STATUS_COMMANDS),
                    "cat_ms", "watch_ratio", "watch_ms", "read_ms", "peak_MiB", "file_MiB",
-                   "peak_per_file", "version_MiB")
+                   "peak_per_file", "version_MiB", "run_ms")
 errors = []
 
 
@@ -289,6 +290,17 @@ for name in sorted(status):
     kind = ("yes", "mixed", "some")[int(name.rsplit("kind:", 1)[1])]
     print(f"release --junk on {size:.0f} MiB ({kind}): peak {peak:.1f} MiB, {peak / size:.2f}x the "
           f"file (flink-gpu --version alone: {version:.1f} MiB)   target about 2x")
+for name in sorted(status):
+    if not name.startswith("BM_FullFileAllocation/"):
+        continue
+    peak = counter_mean(status, name, "peak_MiB")
+    size = counter_mean(status, name, "file_MiB")
+    run_ms = counter_mean(status, name, "run_ms")
+    if peak is None or not size or run_ms is None:
+        continue
+    kind = ("gone owners' records", "held records")[int(name.rsplit("kind:", 1)[1])]
+    print(f"a coordinated discovery from a full file ({size:.1f} MiB, {kind}): {run_ms:.0f} ms, "
+          f"peak {peak:.1f} MiB, {peak / size:.0f}x the file")
 for error in dict.fromkeys(errors):
     print(f"FAILED: {error}", file=sys.stderr)
 sys.exit(1 if errors else 0)

@@ -34,6 +34,13 @@
 //                         replace the 667 verdicts of that GPU, write) against a bare read of the
 //                         health file (open, read whole, close); counter `watch_ratio`. The file is
 //                         put back outside the timing.
+//   BM_FullFileAllocation/kind  one coordinated discovery (`nvidia-gpu-discovery 1 --gpus 0,…,7
+//                         --enable-coordination-mode`, the program Flink's script runs, for the
+//                         holder) from a full file, rewritten before each run: kind 0, 4 MiB of
+//                         gone owners' records of the 8 GPUs, a pid each (GPU 0's eighth taken
+//                         back); kind 1, 3 MiB of the holder's records of GPUs the host does not
+//                         have. Its time (`run_ms`), and its peak under ptrace as below
+//                         (`peak_MiB`).
 //   BM_ReleaseJunkMemory/MiB/kind  one run of `release --junk` under ptrace, read at its exit
 //                         (as cli_bench reads flink-gpu's peak): counters `peak_MiB`, `file_MiB`,
 //                         `peak_per_file` (their ratio), and `version_MiB`, the peak of
@@ -51,6 +58,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +77,9 @@
 
 #ifndef FLINK_GPU_EXECUTABLE
 #error "FLINK_GPU_EXECUTABLE (the path of flink-gpu) must be defined by the build"
+#endif
+#ifndef FLINK_GPU_NVIDIA_DISCOVERY
+#error "FLINK_GPU_NVIDIA_DISCOVERY (the path of nvidia-gpu-discovery) must be defined by the build"
 #endif
 #ifndef FLINK_GPU_FAKE_NVML
 #error "FLINK_GPU_FAKE_NVML (the stand-in libnvidia-ml.so.1) must be set by the build"
@@ -469,6 +480,61 @@ void BM_ReleaseJunkMemory(benchmark::State& state) {
   }
 }
 
+/// A coordination file just under its limit for BM_FullFileAllocation: kind 0, gone owners'
+/// records of the host's GPUs in turn, each of its own pid (so that none is written twice);
+/// kind 1, three quarters of the limit of records the holder holds, each of its own GPU
+/// identifier (none of the host's, so that every GPU stays free).
+void writeFullFile(const fs::path& file, int kind, pid_t holder) {
+  const std::size_t size = kind == 0 ? coordination::kMaxCoordinationFileBytes - 64
+                                     : coordination::kMaxCoordinationFileBytes / 4 * 3;
+  std::string text;
+  text.reserve(size);
+  char record[64];
+  for (long n = 0;; ++n) {
+    if (kind == 0) {
+      std::snprintf(record, sizeof record, "%ld %ld\n", n % kHostGpus, kGonePids + n);
+    } else {
+      std::snprintf(record, sizeof record, "%ld %ld\n", 100 + n, static_cast<long>(holder));
+    }
+    if (text.size() + std::strlen(record) > size) break;
+    text += record;
+  }
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
+}
+
+void BM_FullFileAllocation(benchmark::State& state) {
+  const int kind = static_cast<int>(state.range(0));
+  const fs::path file = gHost->dir() / (kind == 0 ? "full-gone" : "full-held");
+  long peakKiB = -1;
+  try {
+    for (auto _ : state) {
+      state.PauseTiming();
+      writeFullFile(file, kind, gHost->holder());
+      state.counters["file_MiB"] = static_cast<double>(fs::file_size(file)) / (1 << 20);
+      state.ResumeTiming();
+      const Clock::time_point start = Clock::now();
+      peakKiB = flink::bench::measurePeakRssKiB(
+          {FLINK_GPU_NVIDIA_DISCOVERY, "1", "--gpus", "0,1,2,3,4,5,6,7",
+           "--enable-coordination-mode", "--coordination-file", file.string(), "--owner-pid",
+           std::to_string(gHost->holder())},
+          true);
+      state.counters["run_ms"] =
+          std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  std::error_code ignored;
+  fs::remove(file, ignored);
+  fs::remove(flink::store::journalPathOf(file), ignored);
+  if (peakKiB < 0) {
+    state.SkipWithError("the discovery failed, or ptrace is not allowed here");
+    return;
+  }
+  state.counters["peak_MiB"] = static_cast<double>(peakKiB) / 1024.0;
+}
+
 /// One iteration a repetition: one runs for seconds (status of 100,000 records: about one).
 void configureSlow(benchmark::internal::Benchmark* benchmark, int repetitions) {
   benchmark->UseRealTime()
@@ -494,6 +560,14 @@ BENCHMARK(BM_PairedWatchUpdate)->Apply([](benchmark::internal::Benchmark* benchm
       ->Repetitions(10)
       ->DisplayAggregatesOnly(true);
 });
+BENCHMARK(BM_FullFileAllocation)
+    ->DenseRange(0, 1)
+    ->ArgName("kind")
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->DisplayAggregatesOnly(true);
 BENCHMARK(BM_ReleaseJunkMemory)
     ->ArgsProduct({{64, 256}, {0, 1, 2}})
     ->ArgNames({"MiB", "kind"})
