@@ -449,7 +449,8 @@ void warnAboutTheFile(const std::string& file, const coordination::Status& statu
     printWarning("coordination file " + file + " holds " + std::to_string(status.sizeBytes) +
                  " bytes, near its limit of " + std::to_string(status.limitBytes) +
                  ": past it, no GPU can be allocated on this host; `flink-gpu release --junk` "
-                 "removes the lines that are not records");
+                 "removes the lines that are not records, and `release --gone` the records of "
+                 "gone owners");
   }
 }
 

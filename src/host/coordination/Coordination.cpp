@@ -866,16 +866,24 @@ detail::LineEdit::LineEdit(std::string_view before, const BlankChoice& blank) : 
 }
 
 std::string detail::LineEdit::text(const std::vector<Record>& added) const {
-  // What the records added take at most: each line, and the blank line that may pad before it.
-  std::size_t addedBytes = 0;
-  for (const Record& record : added) addedBytes += formatRecords({record}).size() + kLayoutPage;
+  // The size of the text laid out in place: the lines kept, then each record added, after the
+  // blank line that pads to the next page where it would cross one (appendLine).
+  std::size_t inPlace = size_;
+  for (const Record& record : added) {
+    const std::size_t line = formatRecords({record}).size();
+    const std::size_t used = inPlace % kLayoutPage;
+    if (used != 0 && used + line > kLayoutPage && line <= kLayoutPage) {
+      inPlace += kLayoutPage - used;
+    }
+    inPlace += line;
+  }
   std::string text;
-  // Compacted when more than half is blank, and when laid out in place the text could pass the
+  // Compacted when more than half is blank, and when laid out in place the text would pass the
   // most a coordination file holds: a full file still takes a change that its blank lines (gone
   // owners' records this change takes back, those earlier changes blanked) and its repeated
-  // records make room for.
-  if (size_ > 4 * kLayoutPage &&
-      (blankBytes_ * 2 > size_ || size_ + addedBytes > kMaxCoordinationFileBytes)) {
+  // records make room for. Only then: compaction lays every line out by the page rule, and a file
+  // that another writer (Flink's script) appended to without it can come out larger.
+  if (size_ > 4 * kLayoutPage && (blankBytes_ * 2 > size_ || inPlace > kMaxCoordinationFileBytes)) {
     // Compaction: the lines laid out anew, in order; two identical records (same GPU, owner and
     // start time) are one, written once.
     WrittenRecords written(before_);

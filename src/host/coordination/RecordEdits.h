@@ -24,7 +24,7 @@ namespace flink::coordination::detail {
 /// parseRecords gives them) replaced by spaces in place, the new records appended, none crossing a
 /// page boundary (a blank line pads to the next page), so that records are never moved by a
 /// change and writing one is never cut in two (Journal.h). Trailing blank lines are cut off; when
-/// more than half of a file larger than a few pages is blank, or laid out in place it could pass
+/// more than half of a file larger than a few pages is blank, or laid out in place it would pass
 /// kMaxCoordinationFileBytes, it is compacted (its lines laid out anew, in order, two identical
 /// records once). LineEdit's rule.
 std::string editRecords(std::string_view before, const std::vector<LineSpan>& blank,

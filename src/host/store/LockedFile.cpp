@@ -326,14 +326,14 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
       if (::fstat(fd.get(), &locked) != 0)
         result.fail(StoreError::Cause::kIo, "cannot stat it", errno);
       if (static_cast<std::uint64_t>(locked.st_size) > maxBytes) {
-        result.fail(
-            StoreError::Cause::kRefused,
-            "refusing to use it: " + std::to_string(locked.st_size) + " bytes is more than a " +
-                result.what_ + " holds (" + std::to_string(maxBytes) + ")" +
-                (result.sibling_ ? std::string()
-                                 : std::string("; `flink-gpu release --junk` removes the "
-                                               "lines that are not records, and `release "
-                                               "--owner` or `--gpu` records of gone owners")));
+        result.fail(StoreError::Cause::kRefused,
+                    "refusing to use it: " + std::to_string(locked.st_size) +
+                        " bytes is more than a " + result.what_ + " holds (" +
+                        std::to_string(maxBytes) + ")" +
+                        (result.sibling_ ? std::string()
+                                         : std::string("; `flink-gpu release --junk` removes the "
+                                                       "lines that are not records, and `release "
+                                                       "--gone` the records of gone owners")));
       }
       result.fd_ = std::move(fd);
       unlock.release();  // ~LockedFile lets it go
@@ -684,7 +684,7 @@ void LockedFile::replace(std::string text) {
              what_ + " holds (" + std::to_string(maxBytes_) + ")" +
              (sibling_ ? std::string()
                        : std::string("; `flink-gpu release --junk` removes the lines that are not "
-                                     "records")) +
+                                     "records, and `release --gone` the records of gone owners")) +
              "; the file is unchanged");
   }
   if (changedUnderLock()) {

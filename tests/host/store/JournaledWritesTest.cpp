@@ -619,6 +619,23 @@ TEST_F(JournaledFileTest, AFullFileTakesAChangeForWhichTheRecordsItTakesBackMake
   EXPECT_EQ(parsed.records.back(), (Record{"0", Owner{::getpid(), {}}}));
 }
 
+TEST_F(JournaledFileTest, ANearlyFullFileThatAnotherWriterLaidOutTakesARecordInPlace) {
+  LiveProcess owner;
+  // Lines appended without the page rule (as Flink's script appends them), up to 1,000 bytes
+  // below the limit: the new record fits in place, where the lines laid out anew by the page rule
+  // would not.
+  std::string text;
+  text.reserve(kMaxCoordinationFileBytes);
+  appendDistinctRecords(text, kMaxCoordinationFileBytes - 1000, owner.pid());
+  writeBytes(file(), text);
+  const Allocation a = allocate(file(), {{"0"}, 1, Owner{::getpid(), {}}});
+  ASSERT_TRUE(a.satisfied);
+  const std::string after = readFile(file());
+  EXPECT_LE(after.size(), kMaxCoordinationFileBytes);
+  EXPECT_TRUE(after.compare(0, text.size(), text) == 0) << "a record moved";
+  EXPECT_EQ(parseRecords(after).records.back(), (Record{"0", Owner{::getpid(), {}}}));
+}
+
 TEST_F(JournaledFileTest, ACompactionWritesTwoIdenticalRecordsOnce) {
   LiveProcess owner;
   const std::string record = "1 " + std::to_string(owner.pid()) + "\n";
