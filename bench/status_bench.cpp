@@ -446,6 +446,21 @@ void BM_PairedWatchUpdate(benchmark::State& state) {
   gHost->restoreHealth();
 }
 
+/// After the runs of a peak's benchmark: removes `file` and its journal, and sets `peak_MiB`;
+/// false, the benchmark skipped, when no peak was read (`what` failed, or ptrace is not allowed).
+bool countPeak(benchmark::State& state, const fs::path& file, long peakKiB,
+               const std::string& what) {
+  std::error_code ignored;
+  fs::remove(file, ignored);
+  fs::remove(flink::store::journalPathOf(file), ignored);
+  if (peakKiB < 0) {
+    state.SkipWithError((what + " failed, or ptrace is not allowed here").c_str());
+    return false;
+  }
+  state.counters["peak_MiB"] = static_cast<double>(peakKiB) / 1024.0;
+  return true;
+}
+
 void BM_ReleaseJunkMemory(benchmark::State& state) {
   static const char* const kKinds[] = {"yes", "mixed", "some"};
   const std::size_t mib = static_cast<std::size_t>(state.range(0));
@@ -463,14 +478,7 @@ void BM_ReleaseJunkMemory(benchmark::State& state) {
     state.SkipWithError(e.what());
     return;
   }
-  std::error_code ignored;
-  fs::remove(file, ignored);
-  fs::remove(flink::store::journalPathOf(file), ignored);
-  if (peakKiB < 0) {
-    state.SkipWithError("release --junk failed, or ptrace is not allowed here");
-    return;
-  }
-  state.counters["peak_MiB"] = static_cast<double>(peakKiB) / 1024.0;
+  if (!countPeak(state, file, peakKiB, "release --junk")) return;
   state.counters["file_MiB"] = static_cast<double>(mib);
   state.counters["peak_per_file"] =
       static_cast<double>(peakKiB) / 1024.0 / static_cast<double>(mib);
@@ -525,14 +533,7 @@ void BM_FullFileAllocation(benchmark::State& state) {
     state.SkipWithError(e.what());
     return;
   }
-  std::error_code ignored;
-  fs::remove(file, ignored);
-  fs::remove(flink::store::journalPathOf(file), ignored);
-  if (peakKiB < 0) {
-    state.SkipWithError("the discovery failed, or ptrace is not allowed here");
-    return;
-  }
-  state.counters["peak_MiB"] = static_cast<double>(peakKiB) / 1024.0;
+  countPeak(state, file, peakKiB, "the discovery");
 }
 
 /// One iteration a repetition: one runs for seconds (status of 100,000 records: about one).
