@@ -309,9 +309,10 @@ struct HeldByThisProcess {
 /// that `host` cannot hand out (leftOut). nullopt after printing the error.
 std::optional<HeldByThisProcess> heldByThisProcessTree(const ExecOptions& options,
                                                        const HostUnits& host) {
-  coordination::Status status;
+  // The records as they are: treeOwner matches them to this process's ancestry itself.
+  coordination::ParsedRecords read;
   try {
-    status = coordination::readStatus(options.coordination.path);
+    read = coordination::readRecords(options.coordination.path);
   } catch (const store::StoreError& e) {
     printError(e.what());
     return std::nullopt;
@@ -319,12 +320,12 @@ std::optional<HeldByThisProcess> heldByThisProcessTree(const ExecOptions& option
   // Another vendor's units are another allocation's: an AMD exec under a worker holding NVIDIA
   // GPUs allocates its own.
   const std::string_view vendor = discovery::vendorName(vendorOf(options));
-  std::vector<coordination::Record> records;
-  for (coordination::RecordStatus& entry : status.records) {
-    if (device::vendorOfUnit(entry.record.gpu) == vendor) {
-      records.push_back(std::move(entry.record));
-    }
-  }
+  std::vector<coordination::Record>& records = read.records;
+  records.erase(std::remove_if(records.begin(), records.end(),
+                               [vendor](const coordination::Record& record) {
+                                 return device::vendorOfUnit(record.gpu) != vendor;
+                               }),
+                records.end());
   std::vector<coordination::HeldLease> leases;
   for (coordination::HeldLease& lease : coordination::heldLeases(options.coordination.path)) {
     if (coordination::vendorOfLeaseName(lease.name) == vendor) leases.push_back(std::move(lease));

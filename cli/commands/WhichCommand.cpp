@@ -128,22 +128,20 @@ int runWhich(const WhichOptions& options) {
     }
   }
   const std::string& file = options.coordination.path;
-  coordination::Status status;
+  // The records as they are: treeOwner matches them to the process's ancestry itself.
+  std::vector<coordination::Record> records;
   try {
-    status = coordination::snapshotStatus(file);
+    records = coordination::snapshotRecords(file).records;
   } catch (const store::StoreError& e) {
     printError(e.what());
     return kDiscoveryFailed;
   }
-  std::vector<coordination::Record> records;
-  records.reserve(status.records.size());
-  for (coordination::RecordStatus& entry : status.records) records.push_back(entry.record);
   const std::vector<coordination::HeldLease> leases = coordination::heldLeases(file);
   const std::optional<coordination::TreeOwner> owner =
       coordination::treeOwner(records, leases, pid);
   if (!owner) {
     const std::string cause =
-        status.records.empty() && status.leasesWithoutRecord.empty()
+        records.empty() && leases.empty()
             ? "coordination file " + file + describeFileWithoutRecords(file)
             : "no record of " + file + " names one of them, and none has a lease of it open";
     const auto unseen =

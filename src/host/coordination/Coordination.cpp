@@ -1024,6 +1024,17 @@ Status snapshotStatus(const fs::path& file) {
   return statusOf(LockedFile::open(file, LockedFile::Access::kSnapshot, kDefaultLockTimeout));
 }
 
+ParsedRecords readRecords(const fs::path& file, std::chrono::milliseconds lockTimeout) {
+  const LockedFile opened = LockedFile::open(file, LockedFile::Access::kRead, lockTimeout);
+  return opened.exists() ? parseRecords(opened.text()) : ParsedRecords{};
+}
+
+ParsedRecords snapshotRecords(const fs::path& file) {
+  const LockedFile opened =
+      LockedFile::open(file, LockedFile::Access::kSnapshot, kDefaultLockTimeout);
+  return opened.exists() ? parseRecords(opened.text()) : ParsedRecords{};
+}
+
 namespace {
 
 bool fileExists(const fs::path& file) {

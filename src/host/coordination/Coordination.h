@@ -342,6 +342,17 @@ Status readStatus(const std::filesystem::path& file,
 /// @throws store::StoreError
 Status snapshotStatus(const std::filesystem::path& file);
 
+/// The records and junk of the file as they are, none judged, under its shared lock (a missing
+/// file has none): for a reader that matches records to processes itself (treeOwner), which the
+/// liveness of every owner of a full file would cost seconds.
+/// @throws store::StoreError
+ParsedRecords readRecords(const std::filesystem::path& file,
+                          std::chrono::milliseconds lockTimeout = kDefaultLockTimeout);
+
+/// As readRecords, without taking the file's lock (LockedFile::Access::kSnapshot).
+/// @throws store::StoreError
+ParsedRecords snapshotRecords(const std::filesystem::path& file);
+
 /// Removes the records matching `predicate`, whoever holds them; returns them. A missing file
 /// has none. For a worker giving back its own records.
 /// @throws store::StoreError

@@ -168,6 +168,9 @@ class SystemFacts final : public HostFacts {
     if (pid <= 0) return {};
     if (pid == reader_.pid) return self();
     if (!reader_.ownProc) return byKill(pid);
+    // A pid that no process of this namespace has is told by the kernel without a path lookup:
+    // a file of many gone owners' records asks this of each.
+    if (::kill(pid, 0) != 0 && errno == ESRCH) return {};
     char path[32];
     std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
     return readStat(path, pid);

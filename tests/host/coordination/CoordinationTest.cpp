@@ -816,6 +816,27 @@ TEST_F(CoordinationFileTest, CreatesTheFileAndTwoOwnersGetDisjointGpus) {
             (std::vector<std::string>{"0", "1"}));
 }
 
+TEST_F(CoordinationFileTest, ReadRecordsGivesTheRecordsAsTheyAreWithoutJudgingThem) {
+  EXPECT_TRUE(readRecords(file()).records.empty());
+  EXPECT_TRUE(snapshotRecords(file()).records.empty());
+  fs::create_directories(file().parent_path());
+  LiveProcess owner;
+  const pid_t gone = deadPid();
+  const std::string text = "0 " + std::to_string(gone) + "\nnot a record\n1 " +
+                           std::to_string(owner.pid()) + "\n1 " + std::to_string(owner.pid()) +
+                           "\n";
+  testing::writeScript(file(), text, fs::perms::owner_read | fs::perms::owner_write);
+  for (const ParsedRecords& read : {readRecords(file()), snapshotRecords(file())}) {
+    // The gone owner's record, and a record twice, as the file has them.
+    EXPECT_EQ(read.records, (std::vector<Record>{Record{"0", Owner{gone, {}}},
+                                                 Record{"1", Owner{owner.pid(), {}}},
+                                                 Record{"1", Owner{owner.pid(), {}}}}));
+    ASSERT_EQ(read.junk.size(), 1u);
+    EXPECT_EQ(read.junk[0].text, "not a record");
+  }
+  EXPECT_EQ(readFile(file()), text);
+}
+
 TEST_F(CoordinationFileTest, ARecordWithAReusedPidIsTakenBack) {
   fs::create_directories(file().parent_path());
   const Owner self = Owner::of(::getpid());
