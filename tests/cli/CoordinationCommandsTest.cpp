@@ -376,8 +376,8 @@ TEST_F(CoordinationCommandsTest, AShortfallNamesAFewHoldersOfEachGpuAndCountsThe
     EXPECT_TRUE(contains(run.err, "GPU " + gpu + " is shared: share 7/20 is held by process " +
                                       std::to_string(::getpid())))
         << run;
-    EXPECT_TRUE(contains(
-        run.err, "... and 12 more records that hold GPU " + gpu + " or a unit related to it"))
+    EXPECT_TRUE(contains(run.err, "... and 12 more like these of GPU " + gpu +
+                                      " (`flink-gpu status` lists every record)"))
         << run;
   }
   EXPECT_EQ(readFile(coordinationFile()), text);

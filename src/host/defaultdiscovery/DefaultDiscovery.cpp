@@ -146,7 +146,8 @@ class ShortfallLines {
   std::vector<std::string> take() && {
     for (const std::string& unit : withMore_) {
       lines_.push_back("... and " + std::to_string(counts_[unit].more) +
-                       " more records that hold GPU " + unit + " or a unit related to it");
+                       " more like these of GPU " + unit +
+                       " (`flink-gpu status` lists every record)");
     }
     return std::move(lines_);
   }
@@ -177,7 +178,8 @@ class ShortfallLines {
   for (const coordination::Allocation& allocation : fellShort) {
     const std::unordered_set<std::size_t> failClosed(allocation.failClosed.begin(),
                                                      allocation.failClosed.end());
-    for (const auto* records : {&allocation.heldByRequester, &allocation.heldByOthers}) {
+    // Other owners' first: they are what a person must look for.
+    for (const auto* records : {&allocation.heldByOthers, &allocation.heldByRequester}) {
       for (const std::size_t i : *records) {
         const coordination::Record& record = allocation.records[i];
         // The unit the record names, by the index's rule (a container's own index by UUID).
