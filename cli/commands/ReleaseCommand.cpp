@@ -65,6 +65,24 @@ void printReleased(const ReleaseOptions& options,
                                              {"refused", recordsJson(refused)}});
 }
 
+/// The text of what --gone and --stale released: a line for each of the first 20 records (with
+/// `why` after each), then a count of the rest; a full file holds hundreds of thousands, which
+/// `--format json` lists.
+void printReleasedLines(const std::vector<coordination::RecordStatus>& released,
+                        const std::string& why) {
+  constexpr std::size_t kShown = 20;
+  for (std::size_t i = 0; i < released.size() && i < kShown; ++i) {
+    const coordination::RecordStatus& entry = released[i];
+    std::cout << "released GPU " << recordedGpu(entry.record) << " (owner pid "
+              << entry.record.owner.pid << ", " << liveness::livenessName(entry.liveness) << ")"
+              << why << "\n";
+  }
+  if (released.size() > kShown) {
+    std::cout << "... and " << released.size() - kShown
+              << " more (`--format json` lists every one)\n";
+  }
+}
+
 }  // namespace
 
 int runJunkRelease(const ReleaseOptions& options) {
@@ -115,10 +133,7 @@ int runGoneRelease(const ReleaseOptions& options) {
     printReleased(options, removed, {});
     return kSuccess;
   }
-  for (const coordination::RecordStatus& entry : removed) {
-    std::cout << "released GPU " << recordedGpu(entry.record) << " (owner pid "
-              << entry.record.owner.pid << ", " << liveness::livenessName(entry.liveness) << ")\n";
-  }
+  printReleasedLines(removed, "");
   std::cout << "removed " << removed.size()
             << " record(s) of owners that are gone (coordination file " << options.coordination.path
             << ")\n";
@@ -184,11 +199,7 @@ int runStaleRelease(const ReleaseOptions& options) {
   if (options.format == OutputFormat::kJson) {
     printReleased(options, result.released, result.refused);
   } else {
-    for (const coordination::RecordStatus& entry : result.released) {
-      std::cout << "released GPU " << recordedGpu(entry.record) << " (owner pid "
-                << entry.record.owner.pid << ", " << liveness::livenessName(entry.liveness)
-                << "): this host does not have it\n";
-    }
+    printReleasedLines(result.released, ": this host does not have it");
     if (result.released.empty() && result.refused.empty()) {
       std::cout << "no record names a GPU this host does not have (coordination file "
                 << options.coordination.path << ")\n";

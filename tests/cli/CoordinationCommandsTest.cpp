@@ -793,6 +793,28 @@ TEST_F(CoordinationCommandsTest, ReleaseGoneRemovesTheRecordsOfOwnersKnownToBeGo
   EXPECT_THAT(again.out, ::testing::HasSubstr("removed 0 record(s)")) << again;
 }
 
+TEST_F(CoordinationCommandsTest, ReleaseGoneNamesTwentyRecordsAndCountsTheRest) {
+  // A file can hold hundreds of thousands of gone owners' records: the text names twenty, the
+  // JSON every one.
+  std::string text;
+  for (int pid = 0; pid < 25; ++pid) text += "0 " + std::to_string(999999000 + pid) + "\n";
+  writeScript(coordinationFile(), text, fs::perms::owner_read | fs::perms::owner_write);
+  const CliRun run = runCli({"release", "--gone", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(run.exitCode, 0) << run;
+  std::vector<std::string> lines;
+  std::istringstream out(run.out);
+  for (std::string line; std::getline(out, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 22u) << run;
+  EXPECT_EQ(lines[19], "released GPU 0 (owner pid 999999019, gone)");
+  EXPECT_EQ(lines[20], "... and 5 more (`--format json` lists every one)");
+  EXPECT_THAT(lines[21], ::testing::StartsWith("removed 25 record(s) of owners that are gone"));
+  writeScript(coordinationFile(), text, fs::perms::owner_read | fs::perms::owner_write);
+  const CliRun json =
+      runCli({"release", "--gone", "--format", "json", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(json.exitCode, 0) << json;
+  EXPECT_EQ(nlohmann::json::parse(json.out).at("released").size(), 25u) << json;
+}
+
 // A writer that waits on another process's lock says so after a second, naming the file and
 // the holder, then how the wait ended; status does not wait at all.
 TEST_F(CoordinationCommandsTest, AWaitForTheLockIsToldAndStatusDoesNotWait) {
