@@ -416,6 +416,23 @@ TEST_F(GpuPropertiesCliTest, WhereOnlyNvidiaSmiAnswersItsPropertiesReachTheGpuIn
 
 // --- status --------------------------------------------------------------------------------
 
+TEST_F(GpuPropertiesCliTest, AGpusRowNamesEightOfItsRecordsAndCountsTheRest) {
+  // Gone owners' records of GPU 0, each of its own pid: the records' table lists all ten, the
+  // GPU's row eight of them.
+  std::ofstream file(coordinationFile());
+  for (int pid = 999999000; pid < 999999010; ++pid) file << "0 " << pid << "\n";
+  file.close();
+  const CliRun text = run({"status", "--coordination-file", coordinationFile()});
+  EXPECT_EQ(text.exitCode, 0) << text;
+  std::string row = "recorded for process 999999000 (gone)";
+  for (int pid = 999999001; pid < 999999008; ++pid) {
+    row += "; recorded for process " + std::to_string(pid) + " (gone)";
+  }
+  row += "; and 2 more records (the records' table lists every one)";
+  EXPECT_TRUE(contains(text.out, row)) << text;
+  EXPECT_TRUE(contains(text.out, "0    999999009  gone")) << text;
+}
+
 TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {
   // Records of this test's pid with a start time it never had: "gone". GPU 7 is not on the host.
   const std::string pid = std::to_string(::getpid());

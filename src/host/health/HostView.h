@@ -180,7 +180,8 @@ std::optional<Notice> judgeUse(HostView& host, const coordination::Status& statu
                                const std::unordered_set<std::string>& mpsShared);
 
 /// "Xid 79 (…) since 2026-…; held by process 12 (running)", "share 1/4 held by process 13
-/// (running)": the detail column of status, without what the sharing declarations say.
+/// (running)": the detail column of status, without what the sharing declarations say; eight of
+/// its records at most, then how many more.
 std::string describeView(const GpuView& view);
 
 /// The build the metrics come from: flink_gpu_build_info's labels.
