@@ -536,32 +536,15 @@ Allocation planUnits(const ParsedRecords& current, const AllocationRequest& requ
   return allocation;
 }
 
-/// planUnits' plan made the allocation: each record `read` moved once, into `records` (those
-/// kept, in order, before those planUnits added) or into `reclaimed`, and the records the plan
-/// names by their index in `read` named by their index in `records` (a held record is kept).
+/// planUnits' plan made the allocation (detail::keepRecords), and the records the plan names by
+/// their index in `read` named by their index in `records` (a held record is kept).
 void keepRecords(Allocation& allocation, std::vector<Record> read) {
-  // In place: the kept records move up over those taken back, in the vector that was read.
-  allocation.reclaimed.reserve(allocation.reclaimedIndices.size());
-  std::vector<std::size_t> kept(read.size());  // each kept record's index in `records`
-  std::size_t next = 0;
-  auto reclaimed = allocation.reclaimedIndices.begin();  // in ascending order
-  for (std::size_t i = 0; i < read.size(); ++i) {
-    if (reclaimed != allocation.reclaimedIndices.end() && *reclaimed == i) {
-      allocation.reclaimed.push_back(std::move(read[i]));
-      ++reclaimed;
-      continue;
-    }
-    kept[i] = next;
-    if (next != i) read[next] = std::move(read[i]);
-    ++next;
-  }
-  read.erase(read.begin() + static_cast<std::ptrdiff_t>(next), read.end());
+  const std::vector<std::size_t> kept = detail::keepRecords(
+      allocation.records, std::move(read), allocation.reclaimedIndices, allocation.reclaimed);
   for (std::vector<std::size_t>* named :
        {&allocation.heldByOthers, &allocation.failClosed, &allocation.heldByRequester}) {
     for (std::size_t& i : *named) i = kept[i];
   }
-  std::move(allocation.records.begin(), allocation.records.end(), std::back_inserter(read));
-  allocation.records = std::move(read);
 }
 
 /// What the lease files say of the units of an index, whatever the records say: the units held
@@ -911,6 +894,30 @@ std::string detail::LineEdit::text(const std::vector<Record>& added) const {
   }
   for (const Record& record : added) appendLine(text, formatRecords({record}));
   return text;
+}
+
+std::vector<std::size_t> detail::keepRecords(std::vector<Record>& records, std::vector<Record> read,
+                                             const std::vector<std::size_t>& reclaimedIndices,
+                                             std::vector<Record>& reclaimed) {
+  // In place: the kept records move up over those taken back, in the vector that was read.
+  reclaimed.reserve(reclaimed.size() + reclaimedIndices.size());
+  std::vector<std::size_t> kept(read.size());
+  std::size_t next = 0;
+  auto taken = reclaimedIndices.begin();
+  for (std::size_t i = 0; i < read.size(); ++i) {
+    if (taken != reclaimedIndices.end() && *taken == i) {
+      reclaimed.push_back(std::move(read[i]));
+      ++taken;
+      continue;
+    }
+    kept[i] = next;
+    if (next != i) read[next] = std::move(read[i]);
+    ++next;
+  }
+  read.erase(read.begin() + static_cast<std::ptrdiff_t>(next), read.end());
+  std::move(records.begin(), records.end(), std::back_inserter(read));
+  records = std::move(read);
+  return kept;
 }
 
 std::string detail::editRecords(std::string_view before, const std::vector<LineSpan>& blank,

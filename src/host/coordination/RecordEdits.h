@@ -30,6 +30,14 @@ namespace flink::coordination::detail {
 std::string editRecords(std::string_view before, const std::vector<LineSpan>& blank,
                         const std::vector<Record>& added);
 
+/// A plan's records made final, each record `read` moved once (no copy: a full file holds half a
+/// million): those at `reclaimedIndices` (ascending) appended to `reclaimed`, the others kept in
+/// order, in the vector read, before `records` (what the plan adds), which becomes that vector.
+/// Returns each kept record's index in `records`, by its index in `read`.
+std::vector<std::size_t> keepRecords(std::vector<Record>& records, std::vector<Record> read,
+                                     const std::vector<std::size_t>& reclaimedIndices,
+                                     std::vector<Record>& reclaimed);
+
 /// Whether a change blanks a line: asked of each line of the text once, in order, with the line
 /// (without its '\n'), where it lies, and its number (from 1, blank lines counted).
 using BlankChoice =

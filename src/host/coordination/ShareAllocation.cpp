@@ -64,13 +64,14 @@ namespace {
 
 /// The rule over the records and lease files, the leases this allocation could not take counted
 /// live (`unobtainable`: (GPU, share index)), the GPUs ShareRequest::unusable named giving none.
+/// Not final: its `records` are only those it adds, and `junk` and `reclaimed` are left to
+/// planShareAllocation, which moves the records read in.
 ShareAllocation planShares(const ParsedRecords& current, const ShareRequest& request,
                            const discovery::UnitIndex& index, const liveness::Reader& reader,
                            const LivenessProbe& isRunningProbe, LeaseSpace& space,
                            const std::vector<std::pair<std::string, unsigned>>& unobtainable,
                            const std::unordered_set<std::string>& unusable) {
   ShareAllocation allocation;
-  allocation.junk = current.junk;
 
   std::unordered_map<std::string, std::size_t> position;  // in the host's order
   for (std::size_t i = 0; i < request.gpus.size(); ++i) position.emplace(request.gpus[i], i);
@@ -328,14 +329,9 @@ ShareAllocation planShares(const ParsedRecords& current, const ShareRequest& req
   for (const Candidate& c : chosen) {
     for (const std::size_t i : states[c.position].gone) dropped[i] = true;
   }
-  allocation.records.reserve(current.records.size() + chosen.size());
+  // Only what it adds: planShareAllocation moves the records read in (detail::keepRecords).
   for (std::size_t i = 0; i < current.records.size(); ++i) {
-    if (dropped[i]) {
-      allocation.reclaimed.push_back(current.records[i]);
-      allocation.reclaimedIndices.push_back(i);
-    } else {
-      allocation.records.push_back(current.records[i]);
-    }
+    if (dropped[i]) allocation.reclaimedIndices.push_back(i);
   }
   for (const Candidate& c : chosen) {
     const std::string& gpu = request.gpus[c.position];
@@ -354,7 +350,7 @@ ShareAllocation planShares(const ParsedRecords& current, const ShareRequest& req
 
 }  // namespace
 
-ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareRequest& request,
+ShareAllocation planShareAllocation(ParsedRecords current, const ShareRequest& request,
                                     const LivenessProbe& isRunningProbe, LeaseSpace& space) {
   const std::shared_ptr<const discovery::UnitIndex> index =
       request.index
@@ -412,23 +408,26 @@ ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareReq
       break;
     }
   }
+  detail::keepRecords(allocation.records, std::move(current.records), allocation.reclaimedIndices,
+                      allocation.reclaimed);
+  allocation.junk = std::move(current.junk);
   allocation.notes = std::move(notes);
   return allocation;
 }
 
-ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareRequest& request,
+ShareAllocation planShareAllocation(ParsedRecords current, const ShareRequest& request,
                                     const LivenessProbe& isRunning, const LeaseProbe& lease,
                                     const std::unordered_set<std::string>& leaseNames) {
   ProbeLeaseSpace space(lease, std::vector<std::string>(leaseNames.begin(), leaseNames.end()));
-  return planShareAllocation(current, request, isRunning, space);
+  return planShareAllocation(std::move(current), request, isRunning, space);
 }
 
 ShareAllocation allocateShares(const fs::path& file, const ShareRequest& request,
                                std::chrono::milliseconds lockTimeout) {
   return detail::allocateInFile<ShareAllocation>(
       file, lockTimeout,
-      [&request](const ParsedRecords& parsed, LeaseSpace& space) {
-        return planShareAllocation(parsed, request, isRunning, space);
+      [&request](ParsedRecords&& parsed, LeaseSpace& space) {
+        return planShareAllocation(std::move(parsed), request, isRunning, space);
       },
       [](const LockedFile&, const ShareAllocation&, FolderLeaseSpace&) {});
 }

@@ -153,13 +153,14 @@ struct ShareAllocation {
 /// once per distinct owner, each lease's state once; lease files of any name are read by the host's
 /// index (unitsOfLeaseName); with `lease`, each share granted is leased under each of its GPU's
 /// names with `.share-<index>`, and a share whose lease cannot be had is passed over (that share
-/// counted live) and the plan made again.
-ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareRequest& request,
+/// counted live) and the plan made again. The records of `current` are moved into the result
+/// (`records` and `reclaimed`), as planAllocation does.
+ShareAllocation planShareAllocation(ParsedRecords current, const ShareRequest& request,
                                     const LivenessProbe& isRunning, LeaseSpace& leases);
 
 /// planShareAllocation with lease states from `lease` and the lease files `leaseNames`
 /// (ProbeLeaseSpace): none can be taken.
-ShareAllocation planShareAllocation(const ParsedRecords& current, const ShareRequest& request,
+ShareAllocation planShareAllocation(ParsedRecords current, const ShareRequest& request,
                                     const LivenessProbe& isRunning, const LeaseProbe& lease,
                                     const std::unordered_set<std::string>& leaseNames = {});
 
