@@ -947,15 +947,20 @@ Allocation allocate(const fs::path& file, const AllocationRequest& request,
         return planAllocation(std::move(parsed), request, isRunning, space);
       },
       [](const LockedFile& opened, const Allocation& allocation, FolderLeaseSpace& space) {
-        if (opened.interfered()) return;
-        // Free lease files that no record names any more go now (we hold the file's lock).
-        std::unordered_set<std::string> named(allocation.leasesTaken.begin(),
-                                              allocation.leasesTaken.end());
-        for (const Record& record : allocation.records) {
-          if (record.lease) named.insert(*record.lease);
-        }
-        space.removeFreeExcept(named);
+        detail::removeFreeLeases(opened, allocation.records, allocation.leasesTaken, space);
       });
+}
+
+void detail::removeFreeLeases(const LockedFile& opened, const std::vector<Record>& records,
+                              const std::vector<std::string>& leasesTaken,
+                              FolderLeaseSpace& space) {
+  if (opened.interfered()) return;
+  // Free lease files that no record names any more go now (we hold the file's lock).
+  std::unordered_set<std::string> named(leasesTaken.begin(), leasesTaken.end());
+  for (const Record& record : records) {
+    if (record.lease) named.insert(*record.lease);
+  }
+  space.removeFreeExcept(named);
 }
 
 namespace {

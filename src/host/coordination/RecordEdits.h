@@ -88,6 +88,13 @@ void dropEarlierAttempt(ParsedRecords& parsed, Ours&& ours, std::vector<LineSpan
   parsed = std::move(kept);
 }
 
+/// After an allocation's change is written (allocateInFile's `written`, under the file's lock):
+/// the free lease files that no record of `records` (what the file now holds) names and that it
+/// did not take go (FolderLeaseSpace::removeFreeExcept), unless a writer without the lock changed
+/// the file meanwhile (the records are then not what it holds).
+void removeFreeLeases(const LockedFile& opened, const std::vector<Record>& records,
+                      const std::vector<std::string>& leasesTaken, FolderLeaseSpace& space);
+
 /// One change of the file: open and lock it, let `change` compute the new text from the parsed
 /// records, write it. A Flink script can change the file without holding its lock: after its own
 /// `sed -i` it holds the lock of the file that it replaced. When that happened before we wrote

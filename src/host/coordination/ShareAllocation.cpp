@@ -429,7 +429,9 @@ ShareAllocation allocateShares(const fs::path& file, const ShareRequest& request
       [&request](ParsedRecords&& parsed, LeaseSpace& space) {
         return planShareAllocation(std::move(parsed), request, isRunning, space);
       },
-      [](const LockedFile&, const ShareAllocation&, FolderLeaseSpace&) {});
+      [](const LockedFile& opened, const ShareAllocation& allocation, FolderLeaseSpace& space) {
+        detail::removeFreeLeases(opened, allocation.records, allocation.leasesTaken, space);
+      });
 }
 
 }  // namespace flink::coordination

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -399,6 +401,34 @@ TEST_F(ShareFileTest, AHeldShareLeaseWithoutItsRecordKeepsItsShareAndKeepsTheGpu
   EXPECT_EQ(shortOf.heldByLeaseOnly, std::vector<std::string>{"0"});
   whole.amount = 1;
   EXPECT_EQ(allocate(file(), whole).granted, std::vector<std::string>{"1"});
+}
+
+TEST_F(ShareFileTest, FreeLeaseFilesNoRecordNamesGoAtTheNextShare) {
+  // A whole GPU 1 given back by its worker (its record released, its lease let go) leaves its
+  // lease files, free; so does a share given back. The next share allocation removes them, as a
+  // whole one does.
+  AllocationRequest whole{{"1"}, 1, Owner::of(::getpid())};
+  whole.lease = true;
+  {
+    const Allocation gpu = allocate(file(), whole);
+    ASSERT_TRUE(gpu.satisfied);
+    const ShareAllocation share = allocateShares(file(), leased(1));
+    ASSERT_TRUE(share.satisfied);
+    release(file(), [](const Record&) { return true; });
+  }
+  const fs::path folder = leaseFolderOf(file());
+  std::size_t before = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(folder)) ++before;
+  ASSERT_GE(before, 3u) << "GPU 1's lease and the share's two";
+  const ShareAllocation next = allocateShares(file(), leased(1));
+  ASSERT_TRUE(next.satisfied);
+  std::set<std::string> left;
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    left.insert(entry.path().filename().string());
+  }
+  std::set<std::string> held;
+  for (const Lease& lease : next.leases) held.insert(lease.name());
+  EXPECT_EQ(left, held);
 }
 
 TEST_F(ShareFileTest, AGoneShareHoldersRecordIsTakenBackByTheNextShare) {

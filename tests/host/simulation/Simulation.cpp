@@ -597,6 +597,10 @@ Writer::Outcome Writer::plan() {
     added.assign(shares.records.end() - static_cast<std::ptrdiff_t>(shares.granted.size()),
                  shares.records.end());
     reclaimed = shares.reclaimedIndices;
+    named_.insert(shares.leasesTaken.begin(), shares.leasesTaken.end());
+    for (const Record& record : shares.records) {
+      if (record.lease) named_.insert(*record.lease);
+    }
     what = shares.satisfied ? "plans share(s) " : "finds too few free shares";
     for (const coordination::GrantedShare& granted : shares.granted) {
       what += granted.gpu + "/" + std::to_string(granted.slot.index) + " ";
@@ -641,8 +645,9 @@ Writer::Outcome Writer::write() {
       note("writes inode " + std::to_string(inode_));
     }
   }
-  // allocate(): free lease files no record names go, under the lock, once the change is written.
-  if (kind_ == Kind::kWhole && !interfered_ && stillAtPath() && space_) {
+  // allocate() and allocateShares(): free lease files no record names go, under the lock, once
+  // the change is written (detail::removeFreeLeases).
+  if (kind_ != Kind::kRelease && !interfered_ && stillAtPath() && space_) {
     space_->removeFreeExcept(named_);
   }
   state_ = State::kAfterWrite;
