@@ -231,17 +231,21 @@ std::string describe(const BlockedUnit& blocked) {
 
 std::vector<std::string> describeReclaimed(const std::vector<Record>& reclaimed,
                                            std::size_t shown) {
+  // The first `shown` records, a line repeated told once, then how many more.
   std::vector<std::string> lines;
-  for (std::size_t i = 0; i < reclaimed.size() && i < shown; ++i) {
-    const Record& record = reclaimed[i];
-    lines.push_back("took back " +
-                    (record.share ? "share " + formatShareSlot(*record.share) + " of GPU "
-                                  : std::string("GPU ")) +
-                    record.gpu + " from process " + std::to_string(record.owner.pid) +
-                    ", which is no longer running");
+  std::size_t told = 0;
+  for (; told < reclaimed.size() && told < shown; ++told) {
+    const Record& record = reclaimed[told];
+    std::string line = "took back " +
+                       (record.share ? "share " + formatShareSlot(*record.share) + " of GPU "
+                                     : std::string("GPU ")) +
+                       record.gpu + " from process " + std::to_string(record.owner.pid) +
+                       ", which is no longer running";
+    if (std::find(lines.begin(), lines.end(), line) == lines.end())
+      lines.push_back(std::move(line));
   }
-  if (reclaimed.size() > shown) {
-    lines.push_back("... and took back " + std::to_string(reclaimed.size() - shown) +
+  if (told < reclaimed.size()) {
+    lines.push_back("... and took back " + std::to_string(reclaimed.size() - told) +
                     " more records of processes that are no longer running");
   }
   return lines;

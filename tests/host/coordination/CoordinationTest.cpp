@@ -354,6 +354,11 @@ TEST(CoordinationPlanTest, WhatIsTakenBackIsToldInFiveLinesAndACount) {
   reclaimed.resize(5);
   EXPECT_EQ(describeReclaimed(reclaimed).size(), 5u);
   EXPECT_TRUE(describeReclaimed({}).empty());
+  // A record written again and again (Flink's script appends without looking) is told once.
+  EXPECT_EQ(describeReclaimed(std::vector<Record>(9, Record{"2", Owner{700, {}}})),
+            (std::vector<std::string>{
+                "took back GPU 2 from process 700, which is no longer running",
+                "... and took back 4 more records of processes that are no longer running"}));
 }
 
 TEST(CoordinationPlanTest, GpusNoRecordNamesGoBeforeAGoneOwnersAsInFlinksScript) {
