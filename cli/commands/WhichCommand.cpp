@@ -177,15 +177,27 @@ int runWhich(const WhichOptions& options) {
   };
 
   std::vector<OwnedUnit> units;
-  std::unordered_set<std::size_t> seen;  // the host's units already listed, by UnitRef
+  std::unordered_set<std::size_t> seen;     // the host's units already listed, by UnitRef
+  std::unordered_set<std::string> unknown;  // the records of no unit of the host already listed
   for (const std::size_t i : owner->records) {
     const coordination::Record& record = records[i];
+    const std::vector<discovery::UnitRef> named = index.namedByRecord(record.gpu, record.uuid);
+    // A record written twice (a copy Flink's `sed -i` made, a writer that appended it again), or
+    // one GPU recorded under two spellings, is one unit: listed once.
+    const bool listed =
+        named.empty()
+            ? !unknown
+                   .insert(record.gpu + '\t' + record.uuid.value_or("") + '\t' +
+                           (record.share ? coordination::formatShareSlot(*record.share) : ""))
+                   .second
+            : std::all_of(named.begin(), named.end(),
+                          [&seen](discovery::UnitRef ref) { return seen.count(ref) > 0; });
+    if (listed) continue;
     OwnedUnit unit;
     unit.gpu = record.gpu;
     if (record.uuid) unit.uuid = record.uuid;
     if (device::isUuid(record.gpu)) unit.uuid = record.gpu;
     // The host's unit the record names, where exactly one is.
-    const std::vector<discovery::UnitRef> named = index.namedByRecord(record.gpu, record.uuid);
     if (named.size() == 1 && named.front() < look.devices.size()) {
       describeFrom(&look.devices[named.front()], unit);
     }

@@ -142,6 +142,28 @@ TEST_F(WhichCliTest, TheOwnerOfADiscoveryProgramsRecordsIsFoundFromItsChild) {
   EXPECT_EQ(got["gpus"][0]["gpu"], readFile(dir_ / "granted").substr(0, 1));
 }
 
+TEST_F(WhichCliTest, ARecordWrittenTwiceIsOneGpu) {
+  // The worker's record copied below itself (as a writer that appended it again leaves it): its
+  // GPU once, in the list and in CUDA_VISIBLE_DEVICES.
+  const std::string worker =
+      "'" + std::string(FLINK_GPU_DISCOVERY) + "' 1 --enable-coordination-mode --owner-pid $$ > '" +
+      path("granted") + "' && cp '" + file() + "' '" + path("copy") + "' && cat '" + path("copy") +
+      "' >> '" + file() + "' && /bin/sh -c \"" + whichLine("--format json") + " > '" +
+      path("answer.tmp") + "'; mv '" + path("answer.tmp") + "' '" + path("answer") + "'\"; exec " +
+      sleepPath() + " 60";
+  const auto taskManager =
+      std::make_unique<Background>(withEnvironment({"/bin/sh", "-c", worker}), dir_ / "tm.log");
+  const json got = answer("answer", "tm.log");
+  EXPECT_EQ(got["owner_pid"], taskManager->pid()) << got << readFile(dir_ / "tm.log");
+  ASSERT_EQ(got["gpus"].size(), 1u) << got;
+  EXPECT_EQ(got["gpus"][0]["gpu"], readFile(dir_ / "granted").substr(0, 1));
+  const CliRun env = cli({"which", "--pid", taskManager->pidText(), "--format", "env"});
+  ASSERT_EQ(env.exitCode, 0) << env;
+  EXPECT_TRUE(contains(
+      env.out, "CUDA_VISIBLE_DEVICES=" + standInUuid(std::stoi(readFile(dir_ / "granted"))) + "\n"))
+      << env;
+}
+
 TEST_F(WhichCliTest, AShareHolderSeesItsShareAndItsEnvironment) {
   const fs::path mps = dir_ / "mps";
   fs::create_directories(mps);
