@@ -431,6 +431,14 @@ TEST_F(GpuPropertiesCliTest, AGpusRowNamesEightOfItsRecordsAndCountsTheRest) {
   row += "; and 2 more records (the records' table lists every one)";
   EXPECT_TRUE(contains(text.out, row)) << text;
   EXPECT_TRUE(contains(text.out, "0    999999009  gone")) << text;
+  // A record that holds it, after them: named first.
+  std::ofstream(coordinationFile(), std::ios::app) << "0 " << ::getpid() << "\n";
+  const CliRun held = run({"status", "--coordination-file", coordinationFile()});
+  EXPECT_TRUE(contains(held.out, "held   held by process " + std::to_string(::getpid()) +
+                                     " (running); recorded for process 999999000 (gone)"))
+      << held;
+  EXPECT_TRUE(contains(held.out, "; and 3 more records (the records' table lists every one)"))
+      << held;
 }
 
 TEST_F(GpuPropertiesCliTest, StatusShowsWhatNvmlKnowsOfEachRecord) {

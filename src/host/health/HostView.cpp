@@ -501,17 +501,21 @@ std::string describeView(const GpuView& view) {
                     view.kernel->pciBusId + ": driver/library version mismatch");
   }
   for (const health::Problem& problem : view.problems) parts.push_back(problem.text);
-  // A few of its records: a file can hold hundreds of thousands of one GPU's, and the records'
-  // own table lists every one.
+  // A few of its records, those that hold it first: a file can hold hundreds of thousands of one
+  // GPU's, and the records' own table lists every one.
   constexpr std::size_t kShownHolders = 8;
-  for (std::size_t i = 0; i < view.holders.size() && i < kShownHolders; ++i) {
-    const coordination::RecordStatus& holder = view.holders[i];
-    const std::string share =
-        holder.record.share ? "share " + coordination::formatShareSlot(*holder.record.share) + " "
-                            : "";
-    parts.push_back(share + (holder.running ? "held by process " : "recorded for process ") +
-                    std::to_string(holder.record.owner.pid) + " (" +
-                    coordination::describeLiveness(holder) + ")");
+  std::size_t shown = 0;
+  for (const bool running : {true, false}) {
+    for (const coordination::RecordStatus& holder : view.holders) {
+      if (holder.running != running || shown == kShownHolders) continue;
+      ++shown;
+      const std::string share =
+          holder.record.share ? "share " + coordination::formatShareSlot(*holder.record.share) + " "
+                              : "";
+      parts.push_back(share + (holder.running ? "held by process " : "recorded for process ") +
+                      std::to_string(holder.record.owner.pid) + " (" +
+                      coordination::describeLiveness(holder) + ")");
+    }
   }
   if (view.holders.size() > kShownHolders) {
     parts.push_back("and " + std::to_string(view.holders.size() - kShownHolders) +
