@@ -65,21 +65,42 @@ void printReleased(const ReleaseOptions& options,
                                              {"refused", recordsJson(refused)}});
 }
 
-/// The text of what --gone and --stale released: a line for each of the first 20 records (with
-/// `why` after each), then a count of the rest; a full file holds hundreds of thousands, which
-/// `--format json` lists.
+/// What a release's text says of many records: `line` of each of the first 20 (those `line`
+/// gives an empty text for are skipped), then how many more there are; a full file holds hundreds
+/// of thousands, which `--format json` lists.
+std::vector<std::string> shownLines(
+    const std::vector<coordination::RecordStatus>& entries,
+    const std::function<std::string(const coordination::RecordStatus&)>& line) {
+  constexpr std::size_t kShown = 20;
+  std::vector<std::string> lines;
+  std::size_t more = 0;
+  for (const coordination::RecordStatus& entry : entries) {
+    std::string text = line(entry);
+    if (text.empty()) continue;
+    if (lines.size() < kShown) {
+      lines.push_back(std::move(text));
+    } else {
+      ++more;
+    }
+  }
+  if (more > 0) {
+    lines.push_back("... and " + std::to_string(more) +
+                    " more like these (`--format json` lists every record)");
+  }
+  return lines;
+}
+
+/// The text of what --gone and --stale released: "released GPU 0 (owner pid 12, gone)" and `why`,
+/// for the first records (shownLines).
 void printReleasedLines(const std::vector<coordination::RecordStatus>& released,
                         const std::string& why) {
-  constexpr std::size_t kShown = 20;
-  for (std::size_t i = 0; i < released.size() && i < kShown; ++i) {
-    const coordination::RecordStatus& entry = released[i];
-    std::cout << "released GPU " << recordedGpu(entry.record) << " (owner pid "
-              << entry.record.owner.pid << ", " << liveness::livenessName(entry.liveness) << ")"
-              << why << "\n";
-  }
-  if (released.size() > kShown) {
-    std::cout << "... and " << released.size() - kShown
-              << " more (`--format json` lists every one)\n";
+  for (const std::string& line :
+       shownLines(released, [&why](const coordination::RecordStatus& entry) {
+         return "released GPU " + recordedGpu(entry.record) + " (owner pid " +
+                std::to_string(entry.record.owner.pid) + ", " +
+                std::string(liveness::livenessName(entry.liveness)) + ")" + why;
+       })) {
+    std::cout << line << '\n';
   }
 }
 
@@ -143,30 +164,33 @@ int runGoneRelease(const ReleaseOptions& options) {
 /// The warnings after records were released: an owner that still runs (--force), one that
 /// could not be judged from here.
 void warnAboutReleased(const std::vector<coordination::RecordStatus>& released) {
-  for (const coordination::RecordStatus& entry : released) {
+  const auto warningOf = [](const coordination::RecordStatus& entry) -> std::string {
     const std::string gpu = recordedGpu(entry.record);
     if (coordination::knownToRun(entry.liveness) && entry.record.lease) {
-      printWarning("process " + std::to_string(entry.record.owner.pid) +
-                   " is still running and may still be using GPU " + gpu +
-                   " (--force); while its lease is held (by the process or what it started), no "
-                   "worker gets the GPU");
-    } else if (coordination::knownToRun(entry.liveness)) {
-      printWarning("process " + std::to_string(entry.record.owner.pid) +
-                   " is still running and may still be using GPU " + gpu +
-                   " (--force); the next worker may get it too");
-    } else if (entry.liveness == coordination::Liveness::kUnjudgeable ||
-               entry.liveness == coordination::Liveness::kLeaseMissing) {
-      printWarning(
-          "process " + std::to_string(entry.record.owner.pid) + " of GPU " + gpu +
-          " could not be judged from here (" +
-          (entry.otherPidNamespace
-               ? "it is of another pid namespace, " +
-                     std::to_string(entry.record.owner.pidNamespace.value_or(0)) + ","
-               : std::string("no start time was recorded,")) +
-          (entry.record.lease ? " and its lease file is missing" : " and it holds no lease") +
-          "): if it still runs there, it may still be using the GPU");
+      return "process " + std::to_string(entry.record.owner.pid) +
+             " is still running and may still be using GPU " + gpu +
+             " (--force); while its lease is held (by the process or what it started), no "
+             "worker gets the GPU";
     }
-  }
+    if (coordination::knownToRun(entry.liveness)) {
+      return "process " + std::to_string(entry.record.owner.pid) +
+             " is still running and may still be using GPU " + gpu +
+             " (--force); the next worker may get it too";
+    }
+    if (entry.liveness == coordination::Liveness::kUnjudgeable ||
+        entry.liveness == coordination::Liveness::kLeaseMissing) {
+      return "process " + std::to_string(entry.record.owner.pid) + " of GPU " + gpu +
+             " could not be judged from here (" +
+             (entry.otherPidNamespace
+                  ? "it is of another pid namespace, " +
+                        std::to_string(entry.record.owner.pidNamespace.value_or(0)) + ","
+                  : std::string("no start time was recorded,")) +
+             (entry.record.lease ? " and its lease file is missing" : " and it holds no lease") +
+             "): if it still runs there, it may still be using the GPU";
+    }
+    return {};
+  };
+  for (const std::string& line : shownLines(released, warningOf)) printWarning(line);
 }
 
 /// --stale: every record of a GPU this host does not have, judged by the host's index
@@ -211,16 +235,18 @@ int runStaleRelease(const ReleaseOptions& options) {
   }
   warnAboutReleased(result.released);
   if (result.refused.empty()) return kSuccess;
-  std::string message;
-  for (const coordination::RecordStatus& entry : result.refused) {
-    const std::string pid = std::to_string(entry.record.owner.pid);
-    message += (message.empty() ? "" : "\n") + std::string("kept the record of process ") + pid +
-               " for GPU " + recordedGpu(entry.record) +
-               ", which this host does not have: the process, or what it started, still runs and "
-               "may still use what it holds; `flink-gpu release --owner " +
-               pid + "` removes its records once it no longer does";
-  }
-  printError(message);
+  printError(strings::join(
+      shownLines(result.refused,
+                 [](const coordination::RecordStatus& entry) {
+                   const std::string pid = std::to_string(entry.record.owner.pid);
+                   return "kept the record of process " + pid + " for GPU " +
+                          recordedGpu(entry.record) +
+                          ", which this host does not have: the process, or what it started, "
+                          "still runs and may still use what it holds; `flink-gpu release "
+                          "--owner " +
+                          pid + "` removes its records once it no longer does";
+                 }),
+      "\n"));
   return kDiscoveryFailed;
 }
 
@@ -318,16 +344,20 @@ int runRelease(const ReleaseOptions& options) {
   if (options.format == OutputFormat::kJson)
     printReleased(options, result.released, result.refused);
   if (!result.refused.empty()) {
-    std::string message = "refusing to release: ";
-    for (std::size_t i = 0; i < result.refused.size(); ++i) {
-      const coordination::RecordStatus& entry = result.refused[i];
-      message += (i == 0 ? "" : "; ") + std::string("GPU ") + recordedGpu(entry.record) +
-                 " is held by process " + std::to_string(entry.record.owner.pid) + ", which is " +
-                 (entry.liveness != coordination::Liveness::kLeaseHeld ? "running"
-                  : entry.otherPidNamespace
-                      ? "of another pid namespace and holds its lease"
-                      : "gone but whose lease is held (a process it started still runs)");
-    }
+    std::string message =
+        "refusing to release: " +
+        strings::join(
+            shownLines(result.refused,
+                       [](const coordination::RecordStatus& entry) {
+                         return "GPU " + recordedGpu(entry.record) + " is held by process " +
+                                std::to_string(entry.record.owner.pid) + ", which is " +
+                                (entry.liveness != coordination::Liveness::kLeaseHeld ? "running"
+                                 : entry.otherPidNamespace
+                                     ? "of another pid namespace and holds its lease"
+                                     : "gone but whose lease is held (a process it "
+                                       "started still runs)");
+                       }),
+            "; ");
     message +=
         "\nnothing was released: releasing a running worker's GPU hands it to the next worker "
         "as well; `flink-gpu release --force` releases it anyway";
@@ -344,9 +374,12 @@ int runRelease(const ReleaseOptions& options) {
     return kDiscoveryFailed;
   }
   if (options.format != OutputFormat::kJson) {
-    for (const coordination::RecordStatus& entry : result.released) {
-      std::cout << "released GPU " << recordedGpu(entry.record) << " (owner pid "
-                << entry.record.owner.pid << ")\n";
+    for (const std::string& line :
+         shownLines(result.released, [](const coordination::RecordStatus& entry) {
+           return "released GPU " + recordedGpu(entry.record) + " (owner pid " +
+                  std::to_string(entry.record.owner.pid) + ")";
+         })) {
+      std::cout << line << '\n';
     }
   }
   warnAboutReleased(result.released);

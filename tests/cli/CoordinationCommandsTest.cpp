@@ -806,7 +806,7 @@ TEST_F(CoordinationCommandsTest, ReleaseGoneNamesTwentyRecordsAndCountsTheRest) 
   for (std::string line; std::getline(out, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 22u) << run;
   EXPECT_EQ(lines[19], "released GPU 0 (owner pid 999999019, gone)");
-  EXPECT_EQ(lines[20], "... and 5 more (`--format json` lists every one)");
+  EXPECT_EQ(lines[20], "... and 5 more like these (`--format json` lists every record)");
   EXPECT_THAT(lines[21], ::testing::StartsWith("removed 25 record(s) of owners that are gone"));
   writeScript(coordinationFile(), text, fs::perms::owner_read | fs::perms::owner_write);
   const CliRun json =

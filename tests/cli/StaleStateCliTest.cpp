@@ -223,6 +223,35 @@ TEST_F(StaleStateCliTest, TheStaleOptionsRemoveExactlyThatState) {
   EXPECT_TRUE(nlohmann::json::parse(cli({"status", "--format", "json"}).out).at("stale").empty());
 }
 
+TEST_F(StaleStateCliTest, ReleaseOfManyStaleRecordsNamesTwentyOfEachKindAndCountsTheRest) {
+  // On a host of 2 GPUs: 30 records of GPUs it does not have whose owner runs (kept), and 30 whose
+  // owner is of another pid namespace without a lease (released, each with a warning).
+  host(2);
+  const std::string self = std::to_string(::getpid());
+  std::ofstream records(coordinationFile());
+  for (int gpu = 40; gpu < 70; ++gpu) records << gpu << ' ' << self << '\n';
+  for (int gpu = 80; gpu < 110; ++gpu) records << gpu << " 5000\t777\tpidns=4026999999\n";
+  records.close();
+  const CliRun release = cli({"release", "--stale"});
+  EXPECT_EQ(release.exitCode, 1) << release;
+  const auto count = [](const std::string& text, const std::string& what) {
+    std::size_t found = 0;
+    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+      ++found;
+    }
+    return found;
+  };
+  EXPECT_EQ(count(release.out, "released GPU "), 20u) << release;
+  EXPECT_EQ(count(release.err, "could not be judged from here"), 20u) << release;
+  EXPECT_EQ(count(release.err, "kept the record of process " + self), 20u) << release;
+  EXPECT_EQ(count(release.out + release.err,
+                  "... and 10 more like these (`--format json` lists every record)"),
+            3u)
+      << release;
+  EXPECT_TRUE(contains(release.out, "removed 30 record(s) of GPUs this host does not have"))
+      << release;
+}
+
 TEST_F(StaleStateCliTest, NothingStaleWritesNoFile) {
   host(2);
   for (const std::vector<std::string>& args : {std::vector<std::string>{"release", "--stale"},
