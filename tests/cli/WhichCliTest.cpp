@@ -83,6 +83,20 @@ class WhichCliTest : public ::testing::Test {
 
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
+  /// A TaskManager in the background (a shell, its log in tm.log): the discovery program records
+  /// one GPU for it (written to `granted`), then `between` runs (a shell command, if any), then a
+  /// child of it writes `which --format json` to `answer`, and it sleeps.
+  std::unique_ptr<Background> taskManagerAsking(const std::string& between = "") const {
+    const std::string worker = "'" + std::string(FLINK_GPU_DISCOVERY) +
+                               "' 1 --enable-coordination-mode --owner-pid $$ > '" +
+                               path("granted") + "'" + (between.empty() ? "" : " && " + between) +
+                               " && /bin/sh -c \"" + whichLine("--format json") + " > '" +
+                               path("answer.tmp") + "'; mv '" + path("answer.tmp") + "' '" +
+                               path("answer") + "'\"; exec " + sleepPath() + " 60";
+    return std::make_unique<Background>(withEnvironment({"/bin/sh", "-c", worker}),
+                                        dir_ / "tm.log");
+  }
+
   TempDir dir_{"which"};
 };
 
@@ -129,13 +143,7 @@ TEST_F(WhichCliTest, ASetsidDoesNotCutTheChain) {
 TEST_F(WhichCliTest, TheOwnerOfADiscoveryProgramsRecordsIsFoundFromItsChild) {
   // A TaskManager's way: the discovery program records the GPU for the worker (--owner-pid), and
   // a Python worker the TaskManager starts asks.
-  const std::string worker = "'" + std::string(FLINK_GPU_DISCOVERY) +
-                             "' 1 --enable-coordination-mode --owner-pid $$ > '" + path("granted") +
-                             "' && /bin/sh -c \"" + whichLine("--format json") + " > '" +
-                             path("answer.tmp") + "'; mv '" + path("answer.tmp") + "' '" +
-                             path("answer") + "'\"; exec " + sleepPath() + " 60";
-  const auto taskManager =
-      std::make_unique<Background>(withEnvironment({"/bin/sh", "-c", worker}), dir_ / "tm.log");
+  const auto taskManager = taskManagerAsking();
   const json got = answer("answer", "tm.log");
   EXPECT_EQ(got["owner_pid"], taskManager->pid()) << got << readFile(dir_ / "tm.log");
   ASSERT_EQ(got["gpus"].size(), 1u) << got;
@@ -145,14 +153,8 @@ TEST_F(WhichCliTest, TheOwnerOfADiscoveryProgramsRecordsIsFoundFromItsChild) {
 TEST_F(WhichCliTest, ARecordWrittenTwiceIsOneGpu) {
   // The worker's record copied below itself (as a writer that appended it again leaves it): its
   // GPU once, in the list and in CUDA_VISIBLE_DEVICES.
-  const std::string worker =
-      "'" + std::string(FLINK_GPU_DISCOVERY) + "' 1 --enable-coordination-mode --owner-pid $$ > '" +
-      path("granted") + "' && cp '" + file() + "' '" + path("copy") + "' && cat '" + path("copy") +
-      "' >> '" + file() + "' && /bin/sh -c \"" + whichLine("--format json") + " > '" +
-      path("answer.tmp") + "'; mv '" + path("answer.tmp") + "' '" + path("answer") + "'\"; exec " +
-      sleepPath() + " 60";
-  const auto taskManager =
-      std::make_unique<Background>(withEnvironment({"/bin/sh", "-c", worker}), dir_ / "tm.log");
+  const auto taskManager = taskManagerAsking("cp '" + file() + "' '" + path("copy") + "' && cat '" +
+                                             path("copy") + "' >> '" + file() + "'");
   const json got = answer("answer", "tm.log");
   EXPECT_EQ(got["owner_pid"], taskManager->pid()) << got << readFile(dir_ / "tm.log");
   ASSERT_EQ(got["gpus"].size(), 1u) << got;
