@@ -798,12 +798,18 @@ class WrittenRecords {
 /// so that writing one is never cut in two (see Journal.h).
 constexpr std::size_t kLayoutPage = 4096;
 
+/// The bytes of the blank line that goes before a line of `size` bytes (its '\n' included) at the
+/// end of a text of `length` bytes: the rest of the page when the line would cross a page
+/// boundary, else none.
+std::size_t paddingBefore(std::size_t length, std::size_t size) {
+  const std::size_t used = length % kLayoutPage;
+  return used != 0 && used + size > kLayoutPage && size <= kLayoutPage ? kLayoutPage - used : 0;
+}
+
 /// Before a line of `size` bytes (its '\n' included) goes at the end of `text`: a blank line that
-/// fills the rest of the page when the line would cross a page boundary.
+/// fills the rest of the page when the line would cross a page boundary (paddingBefore).
 void padForLine(std::string& text, std::size_t size) {
-  const std::size_t used = text.size() % kLayoutPage;
-  if (used != 0 && used + size > kLayoutPage && size <= kLayoutPage) {
-    const std::size_t room = kLayoutPage - used;
+  if (const std::size_t room = paddingBefore(text.size(), size); room > 0) {
     text.append(room - 1, ' ');
     text += '\n';
   }
@@ -855,14 +861,12 @@ detail::LineEdit::LineEdit(std::string_view before, const BlankChoice& blank) : 
 std::string detail::LineEdit::text(const std::vector<Record>& added) const {
   // The size of the text laid out in place: the lines kept, then each record added, after the
   // blank line that pads to the next page where it would cross one (appendLine).
+  std::vector<std::string> addedLines;
+  addedLines.reserve(added.size());
+  for (const Record& record : added) addedLines.push_back(formatRecords({record}));
   std::size_t inPlace = size_;
-  for (const Record& record : added) {
-    const std::size_t line = formatRecords({record}).size();
-    const std::size_t used = inPlace % kLayoutPage;
-    if (used != 0 && used + line > kLayoutPage && line <= kLayoutPage) {
-      inPlace += kLayoutPage - used;
-    }
-    inPlace += line;
+  for (const std::string& line : addedLines) {
+    inPlace += paddingBefore(inPlace, line.size()) + line.size();
   }
   std::string text;
   // Compacted when more than half is blank, and when laid out in place the text would pass the
@@ -896,7 +900,7 @@ std::string detail::LineEdit::text(const std::vector<Record>& added) const {
       text += '\n';
     });
   }
-  for (const Record& record : added) appendLine(text, formatRecords({record}));
+  for (const std::string& line : addedLines) appendLine(text, line);
   return text;
 }
 
