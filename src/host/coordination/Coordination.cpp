@@ -964,11 +964,16 @@ void detail::removeFreeLeases(const LockedFile& opened, const std::vector<Record
                               FolderLeaseSpace& space) {
   if (opened.interfered()) return;
   // Free lease files that no record names any more go now (we hold the file's lock).
+  space.removeFreeExcept(namedLeases(records, leasesTaken));
+}
+
+std::unordered_set<std::string> detail::namedLeases(const std::vector<Record>& records,
+                                                    const std::vector<std::string>& leasesTaken) {
   std::unordered_set<std::string> named(leasesTaken.begin(), leasesTaken.end());
   for (const Record& record : records) {
     if (record.lease) named.insert(*record.lease);
   }
-  space.removeFreeExcept(named);
+  return named;
 }
 
 namespace {

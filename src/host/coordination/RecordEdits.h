@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "host/coordination/Coordination.h"
@@ -88,10 +89,14 @@ void dropEarlierAttempt(ParsedRecords& parsed, Ours&& ours, std::vector<LineSpan
   parsed = std::move(kept);
 }
 
+/// The lease names an allocation keeps: those it took (`leasesTaken`) and those the records it
+/// wrote (`records`, what the file now holds) name. Every other free lease file may go.
+std::unordered_set<std::string> namedLeases(const std::vector<Record>& records,
+                                            const std::vector<std::string>& leasesTaken);
+
 /// After an allocation's change is written (allocateInFile's `written`, under the file's lock):
-/// the free lease files that no record of `records` (what the file now holds) names and that it
-/// did not take go (FolderLeaseSpace::removeFreeExcept), unless a writer without the lock changed
-/// the file meanwhile (the records are then not what it holds).
+/// the free lease files not of namedLeases go (FolderLeaseSpace::removeFreeExcept), unless a
+/// writer without the lock changed the file meanwhile (the records are then not what it holds).
 void removeFreeLeases(const LockedFile& opened, const std::vector<Record>& records,
                       const std::vector<std::string>& leasesTaken, FolderLeaseSpace& space);
 

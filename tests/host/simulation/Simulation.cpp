@@ -586,10 +586,7 @@ Writer::Outcome Writer::plan() {
     added.assign(allocation.records.end() - static_cast<std::ptrdiff_t>(allocation.granted.size()),
                  allocation.records.end());
     reclaimed = allocation.reclaimedIndices;
-    named_.insert(allocation.leasesTaken.begin(), allocation.leasesTaken.end());
-    for (const Record& record : allocation.records) {
-      if (record.lease) named_.insert(*record.lease);
-    }
+    named_ = coordination::detail::namedLeases(allocation.records, allocation.leasesTaken);
     what = allocation.satisfied ? "plans GPU(s) " : "finds too few free GPUs";
     for (const std::string& gpu : allocation.granted) what += gpu + " ";
   } else {
@@ -597,10 +594,7 @@ Writer::Outcome Writer::plan() {
     added.assign(shares.records.end() - static_cast<std::ptrdiff_t>(shares.granted.size()),
                  shares.records.end());
     reclaimed = shares.reclaimedIndices;
-    named_.insert(shares.leasesTaken.begin(), shares.leasesTaken.end());
-    for (const Record& record : shares.records) {
-      if (record.lease) named_.insert(*record.lease);
-    }
+    named_ = coordination::detail::namedLeases(shares.records, shares.leasesTaken);
     what = shares.satisfied ? "plans share(s) " : "finds too few free shares";
     for (const coordination::GrantedShare& granted : shares.granted) {
       what += granted.gpu + "/" + std::to_string(granted.slot.index) + " ";
