@@ -26,6 +26,10 @@
 #      status and check on 16,000 health lines; watch's update of them in-process; a coordinated
 #      discovery from a full coordination file, its time and peak. And the peak
 #      memory of `release --junk` against the size of the file it repairs (target: about 2x).
+#   8. storms of 4 and 16 processes taking the coordination file's lock 20 times each, holding it
+#      0.2 or 2 ms (lock_bench): our wait (a try every millisecond, with a deadline) and the one
+#      tried and not kept (woken by the file's close), over a blocking flock, in wall-clock and
+#      CPU time.
 #
 # For reference it also prints process::run / bare spawn (the driver's process layer alone) and
 # `flink-gpu --version` / script (flink-gpu's start-up alone, without a discovery), and for the
@@ -54,7 +58,8 @@ if [[ $# -gt 0 && $1 != -* ]]; then
   shift
 fi
 
-programs=(driver_bench cli_bench discovery_bench placement_bench in_process_bench status_bench)
+programs=(driver_bench cli_bench discovery_bench placement_bench in_process_bench status_bench
+  lock_bench)
 
 for program in "${programs[@]}"; do
   if [[ ! -x $build_dir/bin/$program ]]; then
@@ -76,7 +81,7 @@ done
 
 python3 - "$results/driver_bench.json" "$results/cli_bench.json" \
   "$results/discovery_bench.json" "$results/in_process_bench.json" \
-  "$results/status_bench.json" <<'PY'
+  "$results/status_bench.json" "$results/lock_bench.json" <<'PY'
 import json
 import math
 import statistics
@@ -87,6 +92,9 @@ STATUS_COMMANDS = ("status", "json", "prometheus", "check", "release")
 STATUS_COUNTERS = (*(f"{c}_ratio" for c in STATUS_COMMANDS), *(f"{c}_ms" for c in STATUS_COMMANDS),
                    "cat_ms", "watch_ratio", "watch_ms", "read_ms", "peak_MiB", "file_MiB",
                    "peak_per_file", "version_MiB", "run_ms")
+LOCK_WAYS = ("blocking", "ours", "woken")
+LOCK_COUNTERS = (*(f"{w}_ms" for w in LOCK_WAYS), *(f"{w}_cpu_ms" for w in LOCK_WAYS),
+                 *(f"{w}_ratio" for w in LOCK_WAYS[1:]), *(f"{w}_cpu_ratio" for w in LOCK_WAYS[1:]))
 errors = []
 
 
@@ -117,7 +125,7 @@ def load(path):
             slot["reps"].append(us(entry))
             for counter in ("ratio", "discover_ratio", "version_ratio", "program_ratio",
                             "plain_ratio", "speedup", "in_process_us", "script_us",
-                            *STATUS_COUNTERS):
+                            *STATUS_COUNTERS, *LOCK_COUNTERS):
                 if counter in entry:
                     slot["counters"].setdefault(counter, []).append(entry[counter])
     # A benchmark run once (status_bench's memory, no repetitions) has no aggregates: its
@@ -199,6 +207,7 @@ cli = load(sys.argv[2])
 discovery = load(sys.argv[3])
 in_process = load(sys.argv[4])
 status = load(sys.argv[5])
+lock = load(sys.argv[6])
 
 print("=== Summary: ratio of mean wall-clock times, +/- a rough 95 % interval ===")
 compare(driver, "retrieveResourceInfo / bare spawn+wait", "BM_RetrieveResourceInfo",
@@ -301,6 +310,19 @@ for name in sorted(status):
     kind = ("gone owners' records", "held records")[int(name.rsplit("kind:", 1)[1])]
     print(f"a coordinated discovery from a full file ({size:.1f} MiB, {kind}): {run_ms:.0f} ms, "
           f"peak {peak:.1f} MiB, {peak / size:.0f}x the file")
+for name in sorted(lock, key=lambda n: [int(p.split(":")[1]) for p in n.split("/")[1:]]):
+    if counter_mean(lock, name, "blocking_ms") is None:
+        continue
+    processes, hold = (part.split(":")[1] for part in name.split("/")[1:3])
+    print(f"{processes} processes taking the lock 20 times each, held {hold} us, "
+          f"over a blocking flock:")
+    for way in LOCK_WAYS:
+        ms = counter_mean(lock, name, f"{way}_ms")
+        cpu = counter_mean(lock, name, f"{way}_cpu_ms")
+        ratios = ("" if way == "blocking" else
+                  f"  {counter_mean(lock, name, f'{way}_ratio'):.2f}x the time, "
+                  f"{counter_mean(lock, name, f'{way}_cpu_ratio'):.2f}x the CPU")
+        print(f"    {way:<9} {ms:7.1f} ms, CPU {cpu:7.1f} ms{ratios}")
 for error in dict.fromkeys(errors):
     print(f"FAILED: {error}", file=sys.stderr)
 sys.exit(1 if errors else 0)

@@ -1,9 +1,11 @@
 #include "host/store/LockWait.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 namespace flink::store {
@@ -58,6 +60,12 @@ void LockWait::stillWaiting() {
   toldHolder_ = holder_ ? holder_() : std::nullopt;
   if (toldHolder_) toldCommand_ = commandOf(*toldHolder_);
   tell(LockWaitEvent::Stage::kWaiting);
+}
+
+void LockWait::pause(std::chrono::steady_clock::time_point deadline) const {
+  const auto left = deadline - std::chrono::steady_clock::now();
+  if (left <= std::chrono::steady_clock::duration::zero()) return;
+  std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(left, kRetryInterval));
 }
 
 void LockWait::acquired() {

@@ -298,7 +298,7 @@ LockedFile LockedFile::openWith(LockedFile result, std::chrono::milliseconds loc
                         " after " + std::to_string(lockTimeout.count()) + " ms");
       }
       wait.stillWaiting();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      wait.pause(deadline);
     }
     wait.acquired();
     // Until the descriptor is handed to `result`, every way out (starting again on a replaced

@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <thread>
 #include <utility>
 
 #include "host/enumeration/DeviceIdentifiers.h"
@@ -192,7 +191,7 @@ process::FileDescriptor lockWriters(const std::filesystem::path& path, const std
                    : "cannot lock it: " + std::string(std::strerror(error))));
     }
     wait.stillWaiting();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    wait.pause(deadline);
   }
   wait.acquired();
   return std::move(opened.fd);
