@@ -21,10 +21,11 @@
 #      the second (the speed-up, script / in-process) from BM_PairedInProcessVsScript, with the
 #      in-process figure in microseconds.
 #   7. the commands that read the files, over a bare read of the same file (status_bench):
-#      `flink-gpu status` (text, JSON, Prometheus), `check` and `release --owner` on 100,000
+#      `flink-gpu status` (text, JSON, Prometheus, --gpu 0), `check` and `release --owner` on 100,000
 #      records and on 10,000, and how much longer 100,000 take than 10,000 (linear: about 10x);
 #      status and check on 16,000 health lines; watch's update of them in-process; a coordinated
-#      discovery from a full coordination file, its time and peak. And the peak
+#      discovery from a full coordination file, its time and peak, and status (all, --gpu 0) on
+#      it. And the peak
 #      memory of `release --junk` against the size of the file it repairs (target: about 2x).
 #   8. storms of 4 and 16 processes taking the coordination file's lock 20 times each, holding it
 #      0.2 or 2 ms (lock_bench): our wait (a try every millisecond, with a deadline) and the one
@@ -88,7 +89,7 @@ import statistics
 import sys
 
 UNIT_TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
-STATUS_COMMANDS = ("status", "json", "prometheus", "check", "release")
+STATUS_COMMANDS = ("status", "json", "prometheus", "gpu", "check", "release")
 STATUS_COUNTERS = (*(f"{c}_ratio" for c in STATUS_COMMANDS), *(f"{c}_ms" for c in STATUS_COMMANDS),
                    "cat_ms", "watch_ratio", "watch_ms", "read_ms", "peak_MiB", "file_MiB",
                    "peak_per_file", "version_MiB", "run_ms")
@@ -309,6 +310,17 @@ for name in sorted(status):
         continue
     kind = ("gone owners' records", "held records")[int(name.rsplit("kind:", 1)[1])]
     print(f"a coordinated discovery from a full file ({size:.1f} MiB, {kind}): {run_ms:.0f} ms, "
+          f"peak {peak:.1f} MiB, {peak / size:.0f}x the file")
+for name in sorted(status):
+    if not name.startswith("BM_FullFileStatus/"):
+        continue
+    peak = counter_mean(status, name, "peak_MiB")
+    size = counter_mean(status, name, "file_MiB")
+    run_ms = counter_mean(status, name, "run_ms")
+    if peak is None or not size or run_ms is None:
+        continue
+    command = ("status", "status --gpu 0")[int(name.rsplit("gpu:", 1)[1])]
+    print(f"{command} on a full file ({size:.1f} MiB of gone owners' records): {run_ms:.0f} ms, "
           f"peak {peak:.1f} MiB, {peak / size:.0f}x the file")
 for name in sorted(lock, key=lambda n: [int(p.split(":")[1]) for p in n.split("/")[1:]]):
     if counter_mean(lock, name, "blocking_ms") is None:

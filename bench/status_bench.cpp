@@ -25,10 +25,11 @@
 //
 //   BM_PairedRecords/N    one iteration runs, in rotating order and each timed: `cat` of the file
 //                         (the bare read), `flink-gpu status`, `status --format json`, `status
-//                         --format prometheus`, `check`, and `release --owner P`, P a gone owner of
-//                         one record (so it reads, judges, blanks one line and writes; the file is
-//                         put back outside the timing). Counters `<command>_ratio`: its time over
-//                         cat's; `<command>_ms`: its mean.
+//                         --format prometheus`, `status --gpu 0` (counter name `gpu`: the records
+//                         of one GPU, picked from all), `check`, and `release --owner P`, P a gone
+//                         owner of one record (so it reads, judges, blanks one line and writes; the
+//                         file is put back outside the timing). Counters `<command>_ratio`: its
+//                         time over cat's; `<command>_ms`: its mean.
 //   BM_PairedHealth       the same with `cat` of the health file, status and check.
 //   BM_PairedWatchUpdate  in-process: watch's update for one verdict (health::recordVerdicts: read,
 //                         replace the 667 verdicts of that GPU, write) against a bare read of the
@@ -41,6 +42,8 @@
 //                         back); kind 1, 3 MiB of the holder's records of GPUs the host does not
 //                         have. Its time (`run_ms`), and its peak under ptrace as below
 //                         (`peak_MiB`).
+//   BM_FullFileStatus/gpu  `flink-gpu status` (gpu 0) and `status --gpu 0` (gpu 1) on the first
+//                         of those files: `run_ms`, `peak_MiB` as above.
 //   BM_ReleaseJunkMemory/MiB/kind  one run of `release --junk` under ptrace, read at its exit
 //                         (as cli_bench reads flink-gpu's peak): counters `peak_MiB`, `file_MiB`,
 //                         `peak_per_file` (their ratio), and `version_MiB`, the peak of
@@ -375,6 +378,7 @@ void BM_PairedRecords(benchmark::State& state) {
                     {"status", flinkGpu(file, {"status"})},
                     {"json", flinkGpu(file, {"status", "--format", "json"})},
                     {"prometheus", flinkGpu(file, {"status", "--format", "prometheus"})},
+                    {"gpu", flinkGpu(file, {"status", "--gpu", "0"})},
                     {"check", flinkGpu(file, {"check"}), {0, 1}},
                     {"release", flinkGpu(file, {"release", "--owner", gone}), {0}, [count] {
                        gHost->restoreRecords(count);
@@ -536,6 +540,31 @@ void BM_FullFileAllocation(benchmark::State& state) {
   countPeak(state, file, peakKiB, "the discovery");
 }
 
+/// `status` (command 0) or `status --gpu 0` (command 1) on BM_FullFileAllocation's first file (4
+/// MiB of gone owners' records of the host's GPUs), under ptrace for its peak.
+void BM_FullFileStatus(benchmark::State& state) {
+  const bool oneGpu = state.range(0) == 1;
+  const fs::path file = gHost->dir() / "full-gone-status";
+  long peakKiB = -1;
+  try {
+    writeFullFile(file, 0, gHost->holder());
+    state.counters["file_MiB"] = static_cast<double>(fs::file_size(file)) / (1 << 20);
+    for (auto _ : state) {
+      const Clock::time_point start = Clock::now();
+      peakKiB = flink::bench::measurePeakRssKiB(
+          flinkGpu(file, oneGpu ? std::vector<std::string>{"status", "--gpu", "0"}
+                                : std::vector<std::string>{"status"}),
+          true);
+      state.counters["run_ms"] =
+          std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  countPeak(state, file, peakKiB, oneGpu ? "status --gpu 0" : "status");
+}
+
 /// One iteration a repetition: one runs for seconds (status of 100,000 records: about one).
 void configureSlow(benchmark::internal::Benchmark* benchmark, int repetitions) {
   benchmark->UseRealTime()
@@ -564,6 +593,14 @@ BENCHMARK(BM_PairedWatchUpdate)->Apply([](benchmark::internal::Benchmark* benchm
 BENCHMARK(BM_FullFileAllocation)
     ->DenseRange(0, 1)
     ->ArgName("kind")
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->DisplayAggregatesOnly(true);
+BENCHMARK(BM_FullFileStatus)
+    ->DenseRange(0, 1)
+    ->ArgName("gpu")
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1)

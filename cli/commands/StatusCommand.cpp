@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -86,12 +87,30 @@ HostLook nvmlDevices() {
 /// What status shows of a device: GPUInfo's uuid, name, pci.bus_id and memory.total, those known.
 using DeviceProperties = std::vector<std::pair<std::string, std::string>>;
 
-/// The properties of the device each record names, in record order; empty for a record NVML does
-/// not know (or all, when NVML cannot be used or there is no record).
-std::vector<DeviceProperties> propertiesOfRecords(
-    const coordination::Status& status, const std::vector<discovery::GpuDevice>& devices) {
-  std::vector<DeviceProperties> properties(status.records.size());
-  if (status.records.empty() || devices.empty()) return properties;
+/// What status shows of each of `devices`, in their order.
+std::vector<DeviceProperties> propertiesOfDevices(
+    const std::vector<discovery::GpuDevice>& devices) {
+  std::vector<DeviceProperties> shown(devices.size());
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    for (auto& [key, value] : externalresource::gpu::propertiesOf(devices[i])) {
+      if (key == GPUInfo::PROPERTY_KEY_UUID || key == GPUInfo::PROPERTY_KEY_NAME ||
+          key == GPUInfo::PROPERTY_KEY_PCI_BUS_ID || key == GPUInfo::PROPERTY_KEY_MEMORY_TOTAL) {
+        shown[i].emplace_back(std::move(key), std::move(value));
+      }
+    }
+  }
+  return shown;
+}
+
+/// The properties (of `properties`, one per device of `devices`) of the device each record names,
+/// in record order; nullptr for a record NVML does not know (or all, when NVML cannot be used or
+/// there is no record). Each device's once: a file can hold hundreds of thousands of records of
+/// a few GPUs.
+std::vector<const DeviceProperties*> propertiesOfRecords(
+    const coordination::Status& status, const std::vector<discovery::GpuDevice>& devices,
+    const std::vector<DeviceProperties>& properties) {
+  std::vector<const DeviceProperties*> ofRecords(status.records.size(), nullptr);
+  if (status.records.empty() || devices.empty()) return ofRecords;
   // The device each record names, by the allocators' rule (a container's record names the GPU
   // by its own index, with its UUID); a UnitRef of this index is the device's position.
   const discovery::UnitIndex index = discovery::UnitIndex::of(devices);
@@ -99,15 +118,9 @@ std::vector<DeviceProperties> propertiesOfRecords(
     const coordination::Record& record = status.records[i].record;
     const std::vector<discovery::UnitRef> named = index.namedByRecord(record.gpu, record.uuid);
     if (named.size() != 1) continue;  // none, or a prefix of several GPUs' UUIDs
-    const discovery::GpuDevice& device = devices[named.front()];
-    for (auto& [key, value] : externalresource::gpu::propertiesOf(device)) {
-      if (key == GPUInfo::PROPERTY_KEY_UUID || key == GPUInfo::PROPERTY_KEY_NAME ||
-          key == GPUInfo::PROPERTY_KEY_PCI_BUS_ID || key == GPUInfo::PROPERTY_KEY_MEMORY_TOTAL) {
-        properties[i].emplace_back(std::move(key), std::move(value));
-      }
-    }
+    ofRecords[i] = &properties[named.front()];
   }
-  return properties;
+  return ofRecords;
 }
 
 std::optional<std::string> valueOf(const DeviceProperties& properties, std::string_view key) {
@@ -336,7 +349,7 @@ nlohmann::ordered_json gpuJson(const HostView& host, const Sharing& sharing, std
 
 /// JSON's entry of one record, with what NVML knows of its device.
 nlohmann::ordered_json recordJson(const coordination::RecordStatus& entry,
-                                  const DeviceProperties& properties) {
+                                  const DeviceProperties* properties) {
   nlohmann::ordered_json record;
   record["gpu"] = entry.record.gpu;
   record["vendor"] = std::string(device::vendorOfUnit(entry.record.gpu));
@@ -352,7 +365,9 @@ nlohmann::ordered_json recordJson(const coordination::RecordStatus& entry,
   record["other_pid_namespace"] = entry.otherPidNamespace;
   if (entry.record.uuid) record["record_uuid"] = *entry.record.uuid;
   record["share"] = shareJson(entry.record);
-  for (const auto& [key, value] : properties) record[key] = value;
+  if (properties != nullptr) {
+    for (const auto& [key, value] : *properties) record[key] = value;
+  }
   return record;
 }
 
@@ -362,7 +377,7 @@ nlohmann::ordered_json junkJson(const store::JunkLine& line) {
 
 /// The document, member by member (JsonObjectPrinter): records and GPUs one at a time.
 void printJson(const std::string& file, const coordination::Status& status,
-               const std::vector<DeviceProperties>& properties, const HostView& host,
+               const std::vector<const DeviceProperties*>& properties, const HostView& host,
                const Sharing& sharing) {
   using Json = nlohmann::ordered_json;
   JsonObjectPrinter<Json> document(std::cout);
@@ -475,7 +490,7 @@ void printHost(const HostView& host, const Sharing& sharing, const StatusOptions
 }
 
 void printText(const std::string& file, const coordination::Status& status,
-               const std::vector<DeviceProperties>& properties, const Sharing& sharing,
+               const std::vector<const DeviceProperties*>& properties, const Sharing& sharing,
                const StatusOptions& options) {
   for (const std::string& line : coordination::describeJunk(status.junk, file)) {
     printWarning(line);
@@ -493,8 +508,9 @@ void printText(const std::string& file, const coordination::Status& status,
     return;
   }
   // The DEVICE column only when NVML told something: without NVML the table is as it always was.
-  const bool anyDevice = std::any_of(properties.begin(), properties.end(),
-                                     [](const DeviceProperties& known) { return !known.empty(); });
+  const bool anyDevice = std::any_of(
+      properties.begin(), properties.end(),
+      [](const DeviceProperties* known) { return known != nullptr && !known->empty(); });
   // The SHARE column only where the host shares GPUs: without sharing, the table is as it was.
   const bool anyShare =
       sharing.anyDeclared() ||
@@ -504,6 +520,13 @@ void printText(const std::string& file, const coordination::Status& status,
   if (anyShare) rows.front().push_back("SHARE");
   rows.front().insert(rows.front().end(), {"OWNER PID", "OWNER"});
   if (anyDevice) rows.front().push_back("DEVICE");
+  // Each device described once (a file can hold hundreds of thousands of records of a few GPUs).
+  std::unordered_map<const DeviceProperties*, std::string> described;
+  const auto describeDevice = [&described](const DeviceProperties* device) {
+    auto [at, added] = described.try_emplace(device);
+    if (added) at->second = device != nullptr ? describe(*device) : describe({});
+    return at->second;
+  };
   for (std::size_t i = 0; i < status.records.size(); ++i) {
     const coordination::RecordStatus& entry = status.records[i];
     rows.push_back({entry.record.gpu});
@@ -513,14 +536,14 @@ void printText(const std::string& file, const coordination::Status& status,
     }
     rows.back().insert(rows.back().end(),
                        {std::to_string(entry.record.owner.pid), ownerState(entry)});
-    if (anyDevice) rows.back().push_back(describe(properties[i]));
+    if (anyDevice) rows.back().push_back(describeDevice(properties[i]));
   }
   printTable(std::move(rows), !options.noHeaders);
 }
 
 /// --gpu and --state: keeps the GPUs of the host that are `gpu` (any spelling of it) and in
 /// `state`, and the records that name them. The metrics are never filtered.
-void keepOnly(coordination::Status& status, std::vector<DeviceProperties>& properties,
+void keepOnly(coordination::Status& status, std::vector<const DeviceProperties*>& properties,
               HostView& host, Sharing& sharing, const std::optional<std::string>& gpu,
               const std::optional<GpuState>& state) {
   // No such GPU: a unit no view has.
@@ -541,18 +564,23 @@ void keepOnly(coordination::Status& status, std::vector<DeviceProperties>& prope
   host.gpus = std::move(views);
   host.refs = std::move(refs);
   sharing.declarationOf = std::move(declarations);
-  // A record is shown when it is a holder of a GPU kept.
-  const auto kept = [&host](const coordination::RecordStatus& entry) {
-    return std::any_of(host.gpus.begin(), host.gpus.end(), [&entry](const GpuView& view) {
-      return std::any_of(view.holders.begin(), view.holders.end(),
-                         [&entry](const coordination::RecordStatus& holder) {
-                           return holder.record.gpu == entry.record.gpu &&
-                                  holder.record.owner.pid == entry.record.owner.pid;
-                         });
-    });
+  // A record is shown when it is a holder of a GPU kept: the same GPU text and owner pid. Looked
+  // up in a set, not by a walk of every holder for each record (a file of hundreds of thousands of
+  // records of one GPU made `status --gpu` quadratic: minutes).
+  std::unordered_set<std::string> holders;
+  const auto holderKey = [](const coordination::Record& record) {
+    return std::to_string(record.owner.pid) + ' ' + record.gpu;
+  };
+  for (const GpuView& view : host.gpus) {
+    for (const coordination::RecordStatus& holder : view.holders) {
+      holders.insert(holderKey(holder.record));
+    }
+  }
+  const auto kept = [&](const coordination::RecordStatus& entry) {
+    return holders.count(holderKey(entry.record)) > 0;
   };
   std::vector<coordination::RecordStatus> records;
-  std::vector<DeviceProperties> shown;
+  std::vector<const DeviceProperties*> shown;
   for (std::size_t i = 0; i < status.records.size(); ++i) {
     if (!kept(status.records[i])) continue;
     records.push_back(status.records[i]);
@@ -580,8 +608,13 @@ int runStatus(const StatusOptions& options) {
   const std::vector<discovery::GpuDevice>& devices = look.devices;
   HostView host = viewHost(options.coordination.path, status, devices, true);
   // NVML failing with a version mismatch: the records' devices are the kernel's list.
-  const std::vector<DeviceProperties> properties = propertiesOfRecords(
-      status, devices.empty() && host.kernel ? host.kernel->devices() : devices);
+  const std::vector<discovery::GpuDevice> kernelDevices =
+      devices.empty() && host.kernel ? host.kernel->devices() : std::vector<discovery::GpuDevice>();
+  const std::vector<discovery::GpuDevice>& recordDevices =
+      devices.empty() && host.kernel ? kernelDevices : devices;
+  const std::vector<DeviceProperties> deviceProperties = propertiesOfDevices(recordDevices);
+  const std::vector<const DeviceProperties*> properties =
+      propertiesOfRecords(status, recordDevices, deviceProperties);
   findStale(host, status, devices, look.coverage);
   Sharing sharing = readSharing(options.coordination.path, host);
   if (sharing.file) addStaleDeclarations(sharing.file->parsed, host);
@@ -589,7 +622,7 @@ int runStatus(const StatusOptions& options) {
           judgeUse(host, status, devices, mpsSharedGpus(host, sharing))) {
     printNote(note->text);
   }
-  std::vector<DeviceProperties> shownProperties = properties;
+  std::vector<const DeviceProperties*> shownProperties = properties;
   if (options.gpu || options.state) {
     const std::optional<std::string> gpu =
         options.gpu ? discovery::parseOneGpu(*options.gpu) : std::nullopt;
