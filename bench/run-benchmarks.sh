@@ -300,28 +300,30 @@ for name in sorted(status):
     kind = ("yes", "mixed", "some")[int(name.rsplit("kind:", 1)[1])]
     print(f"release --junk on {size:.0f} MiB ({kind}): peak {peak:.1f} MiB, {peak / size:.2f}x the "
           f"file (flink-gpu --version alone: {version:.1f} MiB)   target about 2x")
-for name in sorted(status):
-    if not name.startswith("BM_FullFileAllocation/"):
-        continue
-    peak = counter_mean(status, name, "peak_MiB")
-    size = counter_mean(status, name, "file_MiB")
-    run_ms = counter_mean(status, name, "run_ms")
-    if peak is None or not size or run_ms is None:
-        continue
-    kind = ("gone owners' records", "held records")[int(name.rsplit("kind:", 1)[1])]
-    print(f"a coordinated discovery from a full file ({size:.1f} MiB, {kind}): {run_ms:.0f} ms, "
-          f"peak {peak:.1f} MiB, {peak / size:.0f}x the file")
-for name in sorted(status):
-    if not name.startswith("BM_FullFileStatus/"):
-        continue
-    peak = counter_mean(status, name, "peak_MiB")
-    size = counter_mean(status, name, "file_MiB")
-    run_ms = counter_mean(status, name, "run_ms")
-    if peak is None or not size or run_ms is None:
-        continue
-    command = ("status", "status --gpu 0")[int(name.rsplit("gpu:", 1)[1])]
-    print(f"{command} on a full file ({size:.1f} MiB of gone owners' records): {run_ms:.0f} ms, "
-          f"peak {peak:.1f} MiB, {peak / size:.0f}x the file")
+
+
+def full_file_runs(prefix, argument, labels, describe):
+    """A line for each run of `prefix` (BM_FullFile…): its time and peak against the file's size;
+    `labels` names the values of its argument `argument`, `describe` makes the line's start."""
+    for name in sorted(status):
+        if not name.startswith(prefix):
+            continue
+        peak = counter_mean(status, name, "peak_MiB")
+        size = counter_mean(status, name, "file_MiB")
+        run_ms = counter_mean(status, name, "run_ms")
+        if peak is None or not size or run_ms is None:
+            continue
+        label = labels[int(name.rsplit(f"{argument}:", 1)[1])]
+        print(f"{describe(label, size)}: {run_ms:.0f} ms, peak {peak:.1f} MiB, "
+              f"{peak / size:.0f}x the file")
+
+
+full_file_runs("BM_FullFileAllocation/", "kind", ("gone owners' records", "held records"),
+               lambda kind, size: f"a coordinated discovery from a full file ({size:.1f} MiB, "
+                                  f"{kind})")
+full_file_runs("BM_FullFileStatus/", "gpu", ("status", "status --gpu 0"),
+               lambda command, size: f"{command} on a full file ({size:.1f} MiB of gone owners' "
+                                     f"records)")
 for name in sorted(lock, key=lambda n: [int(p.split(":")[1]) for p in n.split("/")[1:]]):
     if counter_mean(lock, name, "blocking_ms") is None:
         continue

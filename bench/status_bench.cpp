@@ -514,6 +514,16 @@ void writeFullFile(const fs::path& file, int kind, pid_t holder) {
   std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
 }
 
+/// Runs `argv` under ptrace (measurePeakRssKiB): its peak in KiB (-1 if it failed), and its
+/// wall-clock time as the counter `run_ms`.
+long timedPeak(benchmark::State& state, const std::vector<std::string>& argv) {
+  const Clock::time_point start = Clock::now();
+  const long peakKiB = flink::bench::measurePeakRssKiB(argv, true);
+  state.counters["run_ms"] =
+      std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  return peakKiB;
+}
+
 void BM_FullFileAllocation(benchmark::State& state) {
   const int kind = static_cast<int>(state.range(0));
   const fs::path file = gHost->dir() / (kind == 0 ? "full-gone" : "full-held");
@@ -524,14 +534,9 @@ void BM_FullFileAllocation(benchmark::State& state) {
       writeFullFile(file, kind, gHost->holder());
       state.counters["file_MiB"] = static_cast<double>(fs::file_size(file)) / (1 << 20);
       state.ResumeTiming();
-      const Clock::time_point start = Clock::now();
-      peakKiB = flink::bench::measurePeakRssKiB(
-          {FLINK_GPU_NVIDIA_DISCOVERY, "1", "--gpus", "0,1,2,3,4,5,6,7",
-           "--enable-coordination-mode", "--coordination-file", file.string(), "--owner-pid",
-           std::to_string(gHost->holder())},
-          true);
-      state.counters["run_ms"] =
-          std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      peakKiB = timedPeak(state, {FLINK_GPU_NVIDIA_DISCOVERY, "1", "--gpus", "0,1,2,3,4,5,6,7",
+                                  "--enable-coordination-mode", "--coordination-file",
+                                  file.string(), "--owner-pid", std::to_string(gHost->holder())});
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
@@ -550,13 +555,9 @@ void BM_FullFileStatus(benchmark::State& state) {
     writeFullFile(file, 0, gHost->holder());
     state.counters["file_MiB"] = static_cast<double>(fs::file_size(file)) / (1 << 20);
     for (auto _ : state) {
-      const Clock::time_point start = Clock::now();
-      peakKiB = flink::bench::measurePeakRssKiB(
-          flinkGpu(file, oneGpu ? std::vector<std::string>{"status", "--gpu", "0"}
-                                : std::vector<std::string>{"status"}),
-          true);
-      state.counters["run_ms"] =
-          std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      peakKiB =
+          timedPeak(state, flinkGpu(file, oneGpu ? std::vector<std::string>{"status", "--gpu", "0"}
+                                                 : std::vector<std::string>{"status"}));
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
