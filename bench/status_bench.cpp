@@ -545,7 +545,7 @@ void BM_FullFileAllocation(benchmark::State& state) {
   countPeak(state, file, peakKiB, "the discovery");
 }
 
-/// `status` (command 0) or `status --gpu 0` (command 1) on BM_FullFileAllocation's first file (4
+/// `status` (argument gpu 0) or `status --gpu 0` (gpu 1) on BM_FullFileAllocation's first file (4
 /// MiB of gone owners' records of the host's GPUs), under ptrace for its peak.
 void BM_FullFileStatus(benchmark::State& state) {
   const bool oneGpu = state.range(0) == 1;

@@ -611,7 +611,7 @@ int runStatus(const StatusOptions& options) {
   const std::vector<discovery::GpuDevice> kernelDevices =
       devices.empty() && host.kernel ? host.kernel->devices() : std::vector<discovery::GpuDevice>();
   const std::vector<discovery::GpuDevice>& recordDevices =
-      devices.empty() && host.kernel ? kernelDevices : devices;
+      kernelDevices.empty() ? devices : kernelDevices;
   const std::vector<DeviceProperties> deviceProperties = propertiesOfDevices(recordDevices);
   const std::vector<const DeviceProperties*> properties =
       propertiesOfRecords(status, recordDevices, deviceProperties);
