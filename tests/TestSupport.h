@@ -4,7 +4,9 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -127,6 +129,15 @@ inline constexpr bool kSanitizer =
 #else
     false;
 #endif
+
+/// How many of `all` repetitions of a search (a simulation case's seeds, a race's rounds) a build
+/// with a sanitizer runs: a quarter, at least one. The sanitizers look for memory errors, races and
+/// undefined behaviour along code paths the first repetitions take already, at 10 to 15 times the
+/// main tree's cost; the search through interleavings, which wants many repetitions, is the main
+/// tree's, which runs them all.
+constexpr std::uint64_t repetitionsToRun(std::uint64_t all) {
+  return kSanitizer ? std::max<std::uint64_t>(1, all / 4) : all;
+}
 
 /// The number of threads of this process named `name` (/proc/self/task/*/comm).
 std::size_t threadsNamed(std::string_view name);

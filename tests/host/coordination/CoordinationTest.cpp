@@ -1034,10 +1034,9 @@ TEST_F(CoordinationFileTest, ThirtyTwoOwnersRaceForEightGpusAndNoGpuHasTwoRunnin
   fs::create_directories(file().parent_path());
   const fs::path markers = dir_ / "markers";
   fs::create_directories(markers);
-  // Under a sanitizer a quarter of the rounds, as the simulation runs a quarter of its seeds: each
-  // forked owner costs about ten times the CPU there (25 rounds took 57 s of make test's ASan+UBSan
-  // phase), for the same code paths, which the main tree's 25 rounds race.
-  const int rounds = testing::kSanitizer ? 6 : 25;
+  // Under a sanitizer a quarter of the rounds: each forked owner costs about ten times the CPU
+  // there (25 rounds took 57 s of make test's ASan+UBSan phase).
+  const int rounds = static_cast<int>(testing::repetitionsToRun(25));
   int totalGranted = 0;
   for (int round = 0; round < rounds; ++round) {
     const auto [granted, violations] = raceRound(file(), markers, 32, 8);

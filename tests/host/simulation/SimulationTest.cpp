@@ -5,10 +5,9 @@
 // The default run (ctest label unit) is a few seconds; FLINK_GPU_SIMULATION_SEEDS and
 // FLINK_GPU_SIMULATION_STEPS make it longer (the ctest entry labelled `simulation` does);
 // FLINK_GPU_SIMULATION_PRINT=1 prints every run's steps, failed or not. Under a sanitizer each
-// case runs a quarter of its seeds (kSanitizerSeedShare).
+// case runs a quarter of its seeds (repetitionsToRun, TestSupport.h).
 #include "Simulation.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -20,13 +19,6 @@
 
 namespace flink::testing {
 namespace {
-
-/// The share of each case's seeds a build with a sanitizer runs (at least one seed): the
-/// sanitizers look for memory errors and undefined behaviour along code paths that the first
-/// seeds already take, at 10 to 15 times the main tree's cost (the case of readers without /proc
-/// took 72-90 s under ASan+UBSan, 5 s in the main tree); the search through interleavings, which
-/// wants many seeds, is the main tree's unit run and the label `simulation`.
-constexpr std::uint64_t kSanitizerSeedShare = 4;
 
 std::uint64_t setting(const char* name, std::uint64_t fallback) {
   const char* value = std::getenv(name);
@@ -51,7 +43,9 @@ std::string report(const SimulationOptions& options, const SimulationResult& res
 std::map<std::string, std::size_t> runSeeds(SimulationOptions world, std::uint64_t seeds,
                                             std::size_t steps) {
   const std::uint64_t first = setting("FLINK_GPU_SIMULATION_SEED", 1);
-  if (kSanitizer) seeds = std::max<std::uint64_t>(1, seeds / kSanitizerSeedShare);
+  // Under a sanitizer a quarter of the seeds (the case of readers without /proc took 72-90 s
+  // under ASan+UBSan with all of them, 5 s in the main tree); the label `simulation` runs more.
+  seeds = repetitionsToRun(seeds);
   seeds = setting("FLINK_GPU_SIMULATION_SEEDS", seeds);
   world.steps = setting("FLINK_GPU_SIMULATION_STEPS", steps);
   std::map<std::string, std::size_t> counts;
