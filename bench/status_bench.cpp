@@ -594,19 +594,11 @@ BENCHMARK(BM_PairedWatchUpdate)->Apply([](benchmark::internal::Benchmark* benchm
 BENCHMARK(BM_FullFileAllocation)
     ->DenseRange(0, 1)
     ->ArgName("kind")
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond)
-    ->Iterations(1)
-    ->Repetitions(3)
-    ->DisplayAggregatesOnly(true);
+    ->Apply([](benchmark::internal::Benchmark* benchmark) { configureSlow(benchmark, 3); });
 BENCHMARK(BM_FullFileStatus)
     ->DenseRange(0, 1)
     ->ArgName("gpu")
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond)
-    ->Iterations(1)
-    ->Repetitions(3)
-    ->DisplayAggregatesOnly(true);
+    ->Apply([](benchmark::internal::Benchmark* benchmark) { configureSlow(benchmark, 3); });
 BENCHMARK(BM_ReleaseJunkMemory)
     ->ArgsProduct({{64, 256}, {0, 1, 2}})
     ->ArgNames({"MiB", "kind"})
