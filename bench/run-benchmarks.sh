@@ -21,12 +21,12 @@
 #      the second (the speed-up, script / in-process) from BM_PairedInProcessVsScript, with the
 #      in-process figure in microseconds.
 #   7. the commands that read the files, over a bare read of the same file (status_bench):
-#      `flink-gpu status` (text, JSON, Prometheus, --gpu 0), `check` and `release --owner` on 100,000
-#      records and on 10,000, and how much longer 100,000 take than 10,000 (linear: about 10x);
-#      status and check on 16,000 health lines; watch's update of them in-process; a coordinated
-#      discovery from a full coordination file, its time and peak, and status (all, --gpu 0) on
-#      it. And the peak
-#      memory of `release --junk` against the size of the file it repairs (target: about 2x).
+#      `flink-gpu status` (text, JSON, Prometheus, --gpu 0), `check` and `release --owner` on
+#      100,000 records and on 10,000, and how much longer 100,000 take than 10,000 (linear:
+#      about 10x); status and check on 16,000 health lines; watch's update of them in-process; a
+#      coordinated discovery from a full coordination file, its time and peak, and status (all,
+#      --gpu 0) on it. And the peak memory of `release --junk` against the size of the file it
+#      repairs (target: about 2x).
 #   8. storms of 4 and 16 processes taking the coordination file's lock 20 times each, holding it
 #      0.2 or 2 ms (lock_bench): our wait (a try every millisecond, with a deadline) and the one
 #      tried and not kept (woken by the file's close), over a blocking flock, in wall-clock and
