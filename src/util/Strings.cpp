@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdint>
+#include <cstring>
 
 namespace flink::strings {
 
@@ -19,10 +21,42 @@ std::optional<unsigned> parseUnsigned(std::string_view text) noexcept {
   return value;
 }
 
+namespace {
+
+/// Whether the eight bytes at `at` are all spaces. The coordination file's page layout pads with
+/// spaces (blanked records, the ends of pages), kilobytes of them a line: every parse of the file
+/// trims those lines, and a byte at a time that was most of a parse of a padded file.
+bool eightSpacesAt(const char* at) noexcept {
+  constexpr std::uint64_t kEightSpaces = 0x2020202020202020ULL;
+  std::uint64_t bytes = 0;
+  std::memcpy(&bytes, at, sizeof bytes);
+  return bytes == kEightSpaces;
+}
+
+}  // namespace
+
 std::string_view trim(std::string_view text) noexcept {
-  while (!text.empty() && isSpace(text.front())) text.remove_prefix(1);
-  while (!text.empty() && isSpace(text.back())) text.remove_suffix(1);
-  return text;
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  while (begin != end) {
+    if (end - begin >= 8 && eightSpacesAt(begin)) {
+      begin += 8;
+    } else if (isSpace(*begin)) {
+      ++begin;
+    } else {
+      break;
+    }
+  }
+  while (end != begin) {
+    if (end - begin >= 8 && eightSpacesAt(end - 8)) {
+      end -= 8;
+    } else if (isSpace(end[-1])) {
+      --end;
+    } else {
+      break;
+    }
+  }
+  return {begin, static_cast<std::size_t>(end - begin)};
 }
 
 bool isBlank(std::string_view text) noexcept { return trim(text).empty(); }

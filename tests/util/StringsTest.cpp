@@ -33,6 +33,37 @@ TEST(StringsTest, TrimAndBlank) {
   EXPECT_EQ(trim(" \t 0 \r\n"), "0");
   EXPECT_TRUE(isBlank(" \t\r\n\f"));
   EXPECT_FALSE(isBlank(" x "));
+  EXPECT_EQ(trim(""), "");
+  EXPECT_TRUE(isBlank(""));
+}
+
+TEST(StringsTest, TrimSkipsRunsOfSpacesAsTheByteRuleDoes) {
+  // trim skips eight spaces at a time (a padded coordination file's blank lines): runs of every
+  // length around that, with other whitespace and a word at each place, trim as the plain rule,
+  // one byte at a time, does.
+  const auto plainTrim = [](std::string_view text) {
+    while (!text.empty() && isSpace(text.front())) text.remove_prefix(1);
+    while (!text.empty() && isSpace(text.back())) text.remove_suffix(1);
+    return text;
+  };
+  for (std::size_t before = 0; before <= 20; ++before) {
+    for (std::size_t after = 0; after <= 20; ++after) {
+      for (const std::string_view middle : {"", "x", "a b", "\t", "0 12\t7"}) {
+        for (const char other : {' ', '\t', '\v'}) {
+          std::string text =
+              std::string(before, ' ') + std::string(middle) + std::string(after, ' ');
+          // Another whitespace byte inside each run, where there is one.
+          if (before > 3) text[before / 2] = other;
+          if (after > 3) text[text.size() - after / 2 - 1] = other;
+          EXPECT_EQ(trim(text), plainTrim(text)) << '[' << text << ']';
+          EXPECT_EQ(isBlank(text), plainTrim(text).empty()) << '[' << text << ']';
+        }
+      }
+    }
+  }
+  const std::string page = std::string(4095, ' ') + "0 1\t5" + std::string(4090, ' ');
+  EXPECT_EQ(trim(page), "0 1\t5");
+  EXPECT_TRUE(isBlank(std::string(4095, ' ')));
 }
 
 TEST(StringsTest, IsDigitsIsOneOrMoreAsciiDigitsAndNothingElse) {

@@ -157,15 +157,21 @@ ParsedRecords parseRecords(std::string_view text) {
   // Room for a record on each line that is not blank, made once: a vector grown as it goes
   // would copy a file at its limit of short records (half a million of them, ~250 bytes each)
   // several times and hold two copies at once. What junk leaves unused is never touched.
-  const std::size_t expected = static_cast<std::size_t>(std::count_if(
-      lines.begin(), lines.end(), [](std::string_view line) { return !strings::isBlank(line); }));
+  // Which lines are blank is told once: a padded file's blank lines are kilobytes each.
+  std::vector<bool> blank(lines.size());
+  std::size_t expected = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    blank[i] = strings::isBlank(lines[i]);
+    if (!blank[i]) ++expected;
+  }
   parsed.records.reserve(expected);
   parsed.recordSpans.reserve(expected);
-  for (const std::string_view line : lines) {
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string_view line = lines[i];
     ++lineNumber;
     const LineSpan span{offset, line.size()};
     offset += line.size() + 1;
-    if (strings::isBlank(line)) continue;
+    if (blank[i]) continue;
     if (std::optional<Record> record = parseRecord(line)) {
       parsed.records.push_back(std::move(*record));
       parsed.recordSpans.push_back(span);
