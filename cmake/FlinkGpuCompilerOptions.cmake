@@ -29,11 +29,14 @@ if(FLINK_GPU_TSAN)
   add_link_options(-fsanitize=thread)
 endif()
 
-# flink_gpu_hot_code(<target>): code the tests spend seconds in (the library, the simulation, the
-# fuzzers, whose runs count executions), compiled at -O1 under ASan+UBSan, as AddressSanitizer's
-# documentation advises for speed, where the rest of that tree is at -O0: with the library at -O0
-# the tree's tests took 238 CPU-seconds instead of 145 (the simulation's longest case 45 s instead
-# of 8), for 85 build-seconds saved. Elsewhere it changes nothing.
+# flink_gpu_hot_code(<target>): code the tests spend seconds in (flink-gpu-core: the records, the
+# files beside them, liveness; the simulation; the fuzzers, whose runs count executions), compiled
+# at -O1 under ASan+UBSan, as AddressSanitizer's documentation advises for speed, where the rest
+# of that tree is at -O0: with all of the library at -O0 the tree's tests took 238 CPU-seconds
+# instead of 145 (the simulation's longest case 45 s instead of 8), for 85 build-seconds saved.
+# The rest of the library (flink-gpu-core-cold, flink-gpu-flink), which a test runs about once a
+# process, compiles in 39 s at -O0 against 99 s at -O1, and its tests took about 7 CPU-seconds
+# more (docs/benchmarks.md#make-test). Elsewhere it changes nothing.
 function(flink_gpu_hot_code target)
   if(FLINK_GPU_SANITIZE)
     target_compile_options(${target} PRIVATE -O1)

@@ -45,6 +45,7 @@ endif()
 
 add_library(flink-gpu-static STATIC
   $<TARGET_OBJECTS:flink-gpu-core>
+  $<TARGET_OBJECTS:flink-gpu-core-cold>
   $<TARGET_OBJECTS:flink-gpu-flink>
   $<TARGET_OBJECTS:flink-gpu-logging-header-only>)
 target_include_directories(flink-gpu-static PUBLIC
