@@ -35,8 +35,8 @@ endif()
 # of that tree is at -O0: with all of the library at -O0 the tree's tests took 238 CPU-seconds
 # instead of 145 (the simulation's longest case 45 s instead of 8), for 85 build-seconds saved.
 # The rest of the library (flink-gpu-core-cold, flink-gpu-flink), which a test runs about once a
-# process, compiles in 39 s at -O0 against 99 s at -O1, and its tests took about 7 CPU-seconds
-# more (docs/benchmarks.md#make-test). Elsewhere it changes nothing.
+# process, compiles in 32-35 CPU-seconds at -O0 against 84-92 at -O1, for 4-23 more in the tests
+# (median 16; docs/benchmarks.md#make-test). Elsewhere it changes nothing.
 function(flink_gpu_hot_code target)
   if(FLINK_GPU_SANITIZE)
     target_compile_options(${target} PRIVATE -O1)
