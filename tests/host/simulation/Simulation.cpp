@@ -282,6 +282,9 @@ class Simulation {
   bool failed_ = false;
   std::string failure_;
   std::string world_;
+  // checkRecords' last parse of the file, and the text it parsed.
+  std::string checkedText_;
+  std::optional<ParsedRecords> checkedParse_;
 };
 
 // ---- what an allocator of ours does to the file -------------------------------------------
@@ -1831,11 +1834,15 @@ void Simulation::stepSomeone() {
 
 /// (b): each record of a running user is in the file at the path.
 void Simulation::checkRecords() {
-  std::string text;
-  if (const std::optional<SimulatedFiles::Inode> inode = files.lookup(kFile)) {
-    text = files.contents(*inode);
+  static const std::string kNoFile;
+  const std::optional<SimulatedFiles::Inode> inode = files.lookup(kFile);
+  const std::string& text = inode ? files.contents(*inode) : kNoFile;
+  // The file changes at few of the steps: its records are parsed again only when its text did.
+  if (!checkedParse_ || text != checkedText_) {
+    checkedParse_ = coordination::parseRecords(text);
+    checkedText_ = text;
   }
-  const ParsedRecords parsed = coordination::parseRecords(text);
+  const ParsedRecords& parsed = *checkedParse_;
   for (Grant& grant : grants_) {
     if (grant.ended || grant.excused || grant.released || !anyUserRuns(grant)) continue;
     const std::size_t ours = grant.records.size();
