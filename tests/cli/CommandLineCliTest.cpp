@@ -409,19 +409,8 @@ class FlinkHomeCliTest : public ::testing::Test {
     std::error_code error;
     fs::create_hard_link(kCli, program, error);
     if (error) fs::copy_file(kCli, program);
-    // A sanitizer build's flink-gpu loads the shared library through $ORIGIN/../lib: it comes
-    // along (the installed, static flink-gpu needs none).
-    const fs::path libraries = fs::path(kCli).parent_path().parent_path() / "lib";
-    if (fs::is_directory(libraries)) {
-      fs::create_directories(folder.parent_path() / "lib");
-      for (const fs::directory_entry& entry : fs::directory_iterator(libraries)) {
-        if (!entry.path().filename().string().starts_with("libflink-external-resource-gpu.so")) {
-          continue;
-        }
-        fs::copy(entry.path(), folder.parent_path() / "lib" / entry.path().filename(),
-                 fs::copy_options::copy_symlinks | fs::copy_options::skip_existing);
-      }
-    }
+    // Every build's flink-gpu has the library's code in it, a sanitizer build's too: nothing of
+    // ours comes along.
     return program;
   }
 

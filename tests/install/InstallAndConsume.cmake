@@ -256,7 +256,8 @@ expect_output("consumer output" "${output}" "${two_gpus}")
 
 # --- the installed command-line tool ---------------------------------------
 # From the Flink distribution the plugin component went into: nothing of the dev component there.
-# (Not in the sanitizer builds, whose flink-gpu needs the shared library: from the whole install.)
+# (Not in the sanitizer builds, whose flink-gpu needs the sanitizers' runtime and the shared spdlog
+# and yaml-cpp: from the whole install.)
 set(flink_gpu "${flink_home}/${BINDIR}/flink-gpu")
 if(NOT SELF_CONTAINED)
   set(flink_gpu "${full_prefix}/${BINDIR}/flink-gpu")
