@@ -11,10 +11,16 @@
 //                               exit alone. discover minus this is the discovery itself, so the
 //                               two say whether an excess over the 2x target is start-up
 //                               (loader, libraries) or the driver.
-//   BM_PairedProcesses          the same three, one of each per iteration in rotating order,
-//                               each timed; counters discover_ratio and version_ratio are their
-//                               times over the script's. The steadier figure on a busy machine:
-//                               load that comes and goes hits all three alike.
+//   BM_PairedProcesses          the same three and spawn_floor around the script, one of each
+//                               per iteration in rotating order, each timed; counters
+//                               discover_ratio and version_ratio are their times over the
+//                               script's. The steadier figure on a busy machine: load that comes
+//                               and goes hits all four alike. floor_ratio, spawn_floor's run of
+//                               the script over the script, is the least a program that runs the
+//                               script and passes on its output can cost here
+//                               (bench/spawn_floor.c): a target below it cannot be met on this
+//                               machine by any program. script_us, discover_us and floor_us: the
+//                               three sides' mean times.
 //
 // Peak memory, two counters:
 //   peak_rss_MiB      the program's own peak resident set (VmHWM in /proc/<pid>/status), read
@@ -40,6 +46,9 @@
 
 #ifndef FLINK_GPU_EXECUTABLE
 #error "FLINK_GPU_EXECUTABLE (the path of flink-gpu) must be defined by the build"
+#endif
+#ifndef FLINK_GPU_SPAWN_FLOOR
+#error "FLINK_GPU_SPAWN_FLOOR (the path of spawn_floor) must be defined by the build"
 #endif
 
 namespace {
@@ -74,6 +83,10 @@ std::vector<std::string> discoverCommand() {
 
 std::vector<std::string> versionCommand() { return {FLINK_GPU_EXECUTABLE, "--version"}; }
 
+std::vector<std::string> floorCommand() {
+  return {FLINK_GPU_SPAWN_FLOOR, scriptPath(), "2", "null"};
+}
+
 void BM_ScriptProcess(benchmark::State& state) { runProcessBenchmark(state, scriptCommand()); }
 
 void BM_FlinkGpuDiscoverProcess(benchmark::State& state) {
@@ -86,14 +99,15 @@ void BM_FlinkGpuVersionProcess(benchmark::State& state) {
 
 void BM_PairedProcesses(benchmark::State& state) {
   using Clock = std::chrono::steady_clock;
-  const std::vector<std::string> commands[] = {scriptCommand(), discoverCommand(),
-                                               versionCommand()};
-  Clock::duration spent[3]{};
+  constexpr int kSides = 4;
+  const std::vector<std::string> commands[kSides] = {scriptCommand(), discoverCommand(),
+                                                     versionCommand(), floorCommand()};
+  Clock::duration spent[kSides]{};
   int first = 0;
   for (auto _ : state) {
-    // Rotate the order so that none of the three always follows the same one.
-    for (int offset = 0; offset < 3; ++offset) {
-      const int which = (first + offset) % 3;
+    // Rotate the order so that none of them always follows the same one.
+    for (int offset = 0; offset < kSides; ++offset) {
+      const int which = (first + offset) % kSides;
       const Clock::time_point start = Clock::now();
       if (!spawnAndWait(commands[which]).ok()) {
         state.SkipWithError(("did not run or did not exit with 0: " + commands[which][0]).c_str());
@@ -101,11 +115,16 @@ void BM_PairedProcesses(benchmark::State& state) {
       }
       spent[which] += Clock::now() - start;
     }
-    first = (first + 1) % 3;
+    first = (first + 1) % kSides;
   }
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   state.counters["discover_ratio"] = seconds(spent[1]) / seconds(spent[0]);
   state.counters["version_ratio"] = seconds(spent[2]) / seconds(spent[0]);
+  state.counters["floor_ratio"] = seconds(spent[3]) / seconds(spent[0]);
+  const double iterations = static_cast<double>(state.iterations());
+  state.counters["script_us"] = seconds(spent[0]) * 1e6 / iterations;
+  state.counters["discover_us"] = seconds(spent[1]) * 1e6 / iterations;
+  state.counters["floor_us"] = seconds(spent[3]) * 1e6 / iterations;
 }
 
 BENCHMARK(BM_ScriptProcess)->Apply(flink::bench::configureRepetitions);

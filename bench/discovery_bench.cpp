@@ -9,6 +9,7 @@
 //                     PATH, so the discovery program finds it there as it would find the real one,
 //                     and points $FLINK_GPU_NVML_LIBRARY at a library that does not exist, so that
 //                     on a GPU host the real NVML does not answer in its place.
+//   floor-wrapper.sh  `#!/bin/sh` + `exec <spawn_floor> "$@"`: the floor's wrapper.
 //   coordination      63 records `<gpu> <pid> <start time>` for GPUs 0..62, all owned by a
 //                     holder process this benchmark forks (it pause()s until killed at the end),
 //                     so each allocation checks a live owner and gets the one free GPU, 63.
@@ -26,10 +27,18 @@
 //                            wrapper: BM_CoordinatedDiscovery minus this is the wrapper's cost.
 //   BM_PlainDiscovery        `nvidia-gpu-discovery.sh 1` (no coordination): prints 0. Minus the
 //                            bare nvidia-smi, the cost of the wrapper and the program themselves.
-//   BM_PairedDiscovery       the four above, one of each per iteration in rotating order, each
-//                            timed; counter `ratio` is coordinated / bare (the figure to quote on
-//                            a noisy machine: load that comes and goes hits all of them alike),
-//                            program_ratio and plain_ratio the other two over bare.
+//   BM_PairedDiscovery       the four above and the two floors below, one of each per iteration
+//                            in rotating order, each timed; counter `ratio` is coordinated / bare
+//                            (the figure to quote on a noisy machine: load that comes and goes
+//                            hits all of them alike), program_ratio and plain_ratio two others
+//                            over bare, and the floors over bare:
+//     floor_ratio            `floor-wrapper.sh nvidia-smi …`, an `exec` of bench/spawn_floor.c
+//                            (which runs nvidia-smi and passes on its output, and nothing more)
+//                            from a `#!/bin/sh` file: the least a discovery that is a shell
+//                            wrapper around a program that runs nvidia-smi can cost here;
+//     program_floor_ratio    spawn_floor running nvidia-smi itself: the same without the wrapper.
+//                            A target below a floor cannot be met on this machine by any program.
+//                            bare_us, coordinated_us and floor_us: those sides' mean times.
 //
 // Wall-clock time is what counts (UseRealTime). bench/run-benchmarks.sh prints the ratio
 // coordinated discovery / bare nvidia-smi against the 1.5x target.
@@ -59,6 +68,9 @@
 #ifndef FLINK_GPU_DISCOVERY_PROGRAM
 #error "FLINK_GPU_DISCOVERY_PROGRAM (the path of nvidia-gpu-discovery) must be defined by the build"
 #endif
+#ifndef FLINK_GPU_SPAWN_FLOOR
+#error "FLINK_GPU_SPAWN_FLOOR (the path of spawn_floor) must be defined by the build"
+#endif
 
 namespace {
 
@@ -82,6 +94,9 @@ class StandInHost {
       std::string smi = "#!/bin/sh\nprintf '%s\\n'";
       for (int i = 0; i < kHostGpus; ++i) smi += ' ' + std::to_string(i);
       flink::bench::writeExecutable(nvidiaSmi_, smi + '\n');
+      floorWrapper_ = (dir_ / "floor-wrapper.sh").string();
+      flink::bench::writeExecutable(floorWrapper_,
+                                    "#!/bin/sh\nexec '" FLINK_GPU_SPAWN_FLOOR "' \"$@\"\n");
 
       holder_ = std::make_unique<flink::bench::HolderProcess>();
       flink::bench::writeHeldRecords(coordinationFile_, holder_->pid(), kHostGpus - 1);
@@ -107,6 +122,7 @@ class StandInHost {
 
   const std::string& nvidiaSmi() const noexcept { return nvidiaSmi_; }
   const std::string& coordinationFile() const noexcept { return coordinationFile_; }
+  const std::string& floorWrapper() const noexcept { return floorWrapper_; }
 
  private:
   void cleanUp() noexcept {
@@ -118,6 +134,7 @@ class StandInHost {
   std::filesystem::path dir_;
   std::string nvidiaSmi_;
   std::string coordinationFile_;
+  std::string floorWrapper_;
   std::unique_ptr<flink::bench::HolderProcess> holder_;
 };
 
@@ -155,6 +172,20 @@ Command coordinatedProgram() {
 }
 
 Command plainDiscovery() { return {{FLINK_GPU_DISCOVERY_SCRIPT, "1"}, "0\n"}; }
+
+/// spawn_floor running the bare nvidia-smi: what it prints is nvidia-smi's.
+Command programFloor() {
+  Command command = bareNvidiaSmi();
+  command.argv.insert(command.argv.begin(), FLINK_GPU_SPAWN_FLOOR);
+  return command;
+}
+
+/// The same from the floor's `sh` wrapper.
+Command wrapperFloor() {
+  Command command = bareNvidiaSmi();
+  command.argv.insert(command.argv.begin(), gHost->floorWrapper());
+  return command;
+}
 
 /// Gives back GPU 63: removes the records owned by this process (the discovery's parent).
 void releaseOurs() {
@@ -207,9 +238,9 @@ void BM_PlainDiscovery(benchmark::State& state) { runBenchmark(state, plainDisco
 
 void BM_PairedDiscovery(benchmark::State& state) {
   using Clock = std::chrono::steady_clock;
-  constexpr int kSides = 4;
-  const Command commands[kSides] = {bareNvidiaSmi(), coordinatedDiscovery(), coordinatedProgram(),
-                                    plainDiscovery()};
+  constexpr int kSides = 6;
+  const Command commands[kSides] = {bareNvidiaSmi(),  coordinatedDiscovery(), coordinatedProgram(),
+                                    plainDiscovery(), wrapperFloor(),         programFloor()};
   std::vector<std::vector<char*>> argvs;
   for (const Command& command : commands) argvs.push_back(cArgv(command.argv));
   Clock::duration spent[kSides]{};
@@ -235,8 +266,11 @@ void BM_PairedDiscovery(benchmark::State& state) {
   state.counters["ratio"] = seconds(spent[1]) / seconds(spent[0]);
   state.counters["program_ratio"] = seconds(spent[2]) / seconds(spent[0]);
   state.counters["plain_ratio"] = seconds(spent[3]) / seconds(spent[0]);
+  state.counters["floor_ratio"] = seconds(spent[4]) / seconds(spent[0]);
+  state.counters["program_floor_ratio"] = seconds(spent[5]) / seconds(spent[0]);
   state.counters["bare_us"] = seconds(spent[0]) * 1e6 / iterations;
   state.counters["coordinated_us"] = seconds(spent[1]) * 1e6 / iterations;
+  state.counters["floor_us"] = seconds(spent[4]) * 1e6 / iterations;
 }
 
 BENCHMARK(BM_BareNvidiaSmi)->Apply(flink::bench::configureRepetitions);

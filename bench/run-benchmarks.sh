@@ -35,7 +35,10 @@
 # For reference it also prints process::run / bare spawn (the driver's process layer alone) and
 # `flink-gpu --version` / script (flink-gpu's start-up alone, without a discovery), and for the
 # discovery the program run without its sh wrapper, and a plain (uncoordinated) discovery, each
-# over the bare nvidia-smi.
+# over the bare nvidia-smi. Under targets 2 and 4 it prints their floor on this machine: the
+# same ratio for bench/spawn_floor.c, a C program that only runs the script (or nvidia-smi,
+# from a sh wrapper and without) and passes on its output. A target below its floor cannot be met
+# here by any program; how far above the floor a figure is, is what our code costs.
 #
 # Builds nothing: configure and build first (FLINK_GPU_BENCH=ON, the default), preferably in a
 # Release or RelWithDebInfo build. Usage:
@@ -125,7 +128,9 @@ def load(path):
         else:
             slot["reps"].append(us(entry))
             for counter in ("ratio", "discover_ratio", "version_ratio", "program_ratio",
-                            "plain_ratio", "speedup", "in_process_us", "script_us",
+                            "plain_ratio", "floor_ratio", "program_floor_ratio", "speedup",
+                            "in_process_us", "script_us", "discover_us", "floor_us", "bare_us",
+                            "coordinated_us",
                             *STATUS_COUNTERS, *LOCK_COUNTERS):
                 if counter in entry:
                     slot["counters"].setdefault(counter, []).append(entry[counter])
@@ -203,6 +208,20 @@ def paired(found, name, counter, limit, target, at_least=False):
     print(line)
 
 
+def floor(found, name, counter, limit, what):
+    """The least any program doing `what` costs here (bench/spawn_floor.c, from a paired
+    benchmark), against the target `limit` it sets a bound to."""
+    ratios = found.get(name, {}).get("counters", {}).get(counter, [])
+    if not ratios:
+        return
+    mean_ratio = statistics.fmean(ratios)
+    spread = 2 * statistics.stdev(ratios) / math.sqrt(len(ratios)) if len(ratios) > 1 else 0.0
+    verdict = ("the target is below it: no program can meet it on this machine"
+               if mean_ratio - spread > limit else "the target is above it")
+    print(f"  floor here, {what} ({name} {counter}, {len(ratios)} repetitions): "
+          f"{mean_ratio:.3f} +/- {spread:.3f}   {verdict}")
+
+
 driver = load(sys.argv[1])
 cli = load(sys.argv[2])
 discovery = load(sys.argv[3])
@@ -219,6 +238,10 @@ compare(driver, "process::run / bare spawn+wait (for reference)", "BM_ProcessRun
 compare(cli, "flink-gpu discover process / script process", "BM_FlinkGpuDiscoverProcess",
         "BM_ScriptProcess", 2.0, "<= 2x")
 paired(cli, "BM_PairedProcesses", "discover_ratio", 2.0, "<= 2x")
+floor(cli, "BM_PairedProcesses", "floor_ratio", 2.0,
+      "a C program that only runs the script and passes on its output")
+for counter in ("script_us", "discover_us", "floor_us"):
+    paired(cli, "BM_PairedProcesses", counter, None, None)
 compare(cli, "flink-gpu --version process / script process (start-up alone, for reference)",
         "BM_FlinkGpuVersionProcess", "BM_ScriptProcess", None, None)
 paired(cli, "BM_PairedProcesses", "version_ratio", None, None)
@@ -233,6 +256,12 @@ if "BM_FlinkGpuDiscoverProcess" in cli:
 compare(discovery, "coordinated discovery / bare nvidia-smi (64 GPUs, 63 held)",
         "BM_CoordinatedDiscovery", "BM_BareNvidiaSmi", 1.5, "<= 1.5x")
 paired(discovery, "BM_PairedDiscovery", "ratio", 1.5, "<= 1.5x")
+floor(discovery, "BM_PairedDiscovery", "floor_ratio", 1.5,
+      "a sh wrapper exec'ing a C program that only runs nvidia-smi and passes on its output")
+floor(discovery, "BM_PairedDiscovery", "program_floor_ratio", 1.5,
+      "the same C program without the wrapper")
+for counter in ("bare_us", "coordinated_us", "floor_us"):
+    paired(discovery, "BM_PairedDiscovery", counter, None, None)
 compare(discovery, "coordinated program without the sh wrapper / bare nvidia-smi (for reference)",
         "BM_CoordinatedProgram", "BM_BareNvidiaSmi", None, None)
 paired(discovery, "BM_PairedDiscovery", "program_ratio", None, None)
