@@ -26,6 +26,7 @@ using namespace std::chrono_literals;
 using flink::testing::Background;
 using flink::testing::BoundSocket;
 using flink::testing::CliRun;
+using flink::testing::contains;
 using flink::testing::kCli;
 using flink::testing::readFile;
 using flink::testing::runCli;
