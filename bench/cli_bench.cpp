@@ -11,16 +11,17 @@
 //                               exit alone. discover minus this is the discovery itself, so the
 //                               two say whether an excess over the 2x target is start-up
 //                               (loader, libraries) or the driver.
-//   BM_PairedProcesses          the same three and spawn_floor around the script, one of each
-//                               per iteration in rotating order, each timed; counters
-//                               discover_ratio and version_ratio are their times over the
-//                               script's. The steadier figure on a busy machine: load that comes
-//                               and goes hits all four alike. floor_ratio, spawn_floor's run of
-//                               the script over the script, is the least a program that runs the
-//                               script and passes on its output can cost here
-//                               (bench/spawn_floor.c): a target below it cannot be met on this
-//                               machine by any program. script_us, discover_us and floor_us: the
-//                               three sides' mean times.
+//   BM_PairedProcesses          the same three and both builds of spawn_floor around the
+//                               script, one of each per iteration in rotating order, each timed;
+//                               counters discover_ratio and version_ratio are their times over
+//                               the script's. The steadier figure on a busy machine: load that
+//                               comes and goes hits all sides alike. floor_ratio, spawn_floor's
+//                               run of the script over the script, is the least a program that
+//                               runs the script and passes on its output can cost here on a
+//                               dynamic glibc, as our programs must be (bench/spawn_floor.c);
+//                               static_floor_ratio the same fully static. A target below
+//                               floor_ratio cannot be met here by a program like ours.
+//                               script_us, discover_us and floor_us: those sides' mean times.
 //
 // Peak memory, two counters:
 //   peak_rss_MiB      the program's own peak resident set (VmHWM in /proc/<pid>/status), read
@@ -47,8 +48,8 @@
 #ifndef FLINK_GPU_EXECUTABLE
 #error "FLINK_GPU_EXECUTABLE (the path of flink-gpu) must be defined by the build"
 #endif
-#ifndef FLINK_GPU_SPAWN_FLOOR
-#error "FLINK_GPU_SPAWN_FLOOR (the path of spawn_floor) must be defined by the build"
+#if !defined(FLINK_GPU_SPAWN_FLOOR) || !defined(FLINK_GPU_SPAWN_FLOOR_STATIC)
+#error "FLINK_GPU_SPAWN_FLOOR, FLINK_GPU_SPAWN_FLOOR_STATIC (spawn_floor's builds) must be defined"
 #endif
 
 namespace {
@@ -83,8 +84,8 @@ std::vector<std::string> discoverCommand() {
 
 std::vector<std::string> versionCommand() { return {FLINK_GPU_EXECUTABLE, "--version"}; }
 
-std::vector<std::string> floorCommand() {
-  return {FLINK_GPU_SPAWN_FLOOR, scriptPath(), "2", "null"};
+std::vector<std::string> floorCommand(const char* floor) {
+  return {floor, scriptPath(), "2", "null"};
 }
 
 void BM_ScriptProcess(benchmark::State& state) { runProcessBenchmark(state, scriptCommand()); }
@@ -99,9 +100,10 @@ void BM_FlinkGpuVersionProcess(benchmark::State& state) {
 
 void BM_PairedProcesses(benchmark::State& state) {
   using Clock = std::chrono::steady_clock;
-  constexpr int kSides = 4;
-  const std::vector<std::string> commands[kSides] = {scriptCommand(), discoverCommand(),
-                                                     versionCommand(), floorCommand()};
+  constexpr int kSides = 5;
+  const std::vector<std::string> commands[kSides] = {
+      scriptCommand(), discoverCommand(), versionCommand(), floorCommand(FLINK_GPU_SPAWN_FLOOR),
+      floorCommand(FLINK_GPU_SPAWN_FLOOR_STATIC)};
   Clock::duration spent[kSides]{};
   int first = 0;
   for (auto _ : state) {
@@ -121,6 +123,7 @@ void BM_PairedProcesses(benchmark::State& state) {
   state.counters["discover_ratio"] = seconds(spent[1]) / seconds(spent[0]);
   state.counters["version_ratio"] = seconds(spent[2]) / seconds(spent[0]);
   state.counters["floor_ratio"] = seconds(spent[3]) / seconds(spent[0]);
+  state.counters["static_floor_ratio"] = seconds(spent[4]) / seconds(spent[0]);
   const double iterations = static_cast<double>(state.iterations());
   state.counters["script_us"] = seconds(spent[0]) * 1e6 / iterations;
   state.counters["discover_us"] = seconds(spent[1]) * 1e6 / iterations;

@@ -14,7 +14,7 @@
 //                     holder process this benchmark forks (it pause()s until killed at the end),
 //                     so each allocation checks a live owner and gets the one free GPU, 63.
 //
-//   BM_BareNvidiaSmi         the floor: posix_spawn `nvidia-smi --query-gpu=index
+//   BM_BareNvidiaSmi         the baseline: posix_spawn `nvidia-smi --query-gpu=index
 //                            --format=csv,noheader`, stdout on a pipe read to EOF, waitpid.
 //   BM_CoordinatedDiscovery  the same harness around `nvidia-gpu-discovery.sh 1
 //                            --enable-coordination-mode --coordination-file <file>` (the wrapper
@@ -27,17 +27,19 @@
 //                            wrapper: BM_CoordinatedDiscovery minus this is the wrapper's cost.
 //   BM_PlainDiscovery        `nvidia-gpu-discovery.sh 1` (no coordination): prints 0. Minus the
 //                            bare nvidia-smi, the cost of the wrapper and the program themselves.
-//   BM_PairedDiscovery       the four above and the two floors below, one of each per iteration
-//                            in rotating order, each timed; counter `ratio` is coordinated / bare
-//                            (the figure to quote on a noisy machine: load that comes and goes
-//                            hits all of them alike), program_ratio and plain_ratio two others
-//                            over bare, and the floors over bare:
+//   BM_PairedDiscovery       the four above and the three floors below, one of each per
+//                            iteration in rotating order, each timed; counter `ratio` is
+//                            coordinated / bare (the figure to quote on a noisy machine: load
+//                            that comes and goes hits all of them alike), program_ratio and
+//                            plain_ratio two others over bare, and the floors over bare:
 //     floor_ratio            `floor-wrapper.sh nvidia-smi …`, an `exec` of bench/spawn_floor.c
 //                            (which runs nvidia-smi and passes on its output, and nothing more)
 //                            from a `#!/bin/sh` file: the least a discovery that is a shell
 //                            wrapper around a program that runs nvidia-smi can cost here;
-//     program_floor_ratio    spawn_floor running nvidia-smi itself: the same without the wrapper.
-//                            A target below a floor cannot be met on this machine by any program.
+//     program_floor_ratio    spawn_floor running nvidia-smi itself: the same without the
+//                            wrapper, on a dynamic glibc as our programs must be;
+//     static_program_floor_ratio  the same with spawn_floor built fully static.
+//                            A target below a floor cannot be met here by a program so built.
 //                            bare_us, coordinated_us and floor_us: those sides' mean times.
 //
 // Wall-clock time is what counts (UseRealTime). bench/run-benchmarks.sh prints the ratio
@@ -61,6 +63,7 @@
 #include "BenchSupport.h"
 #include "HeldGpus.h"
 #include "host/coordination/Coordination.h"
+#include "util/Strings.h"
 
 #ifndef FLINK_GPU_DISCOVERY_SCRIPT
 #error "FLINK_GPU_DISCOVERY_SCRIPT (the path of nvidia-gpu-discovery.sh) must be set by the build"
@@ -68,8 +71,8 @@
 #ifndef FLINK_GPU_DISCOVERY_PROGRAM
 #error "FLINK_GPU_DISCOVERY_PROGRAM (the path of nvidia-gpu-discovery) must be defined by the build"
 #endif
-#ifndef FLINK_GPU_SPAWN_FLOOR
-#error "FLINK_GPU_SPAWN_FLOOR (the path of spawn_floor) must be defined by the build"
+#if !defined(FLINK_GPU_SPAWN_FLOOR) || !defined(FLINK_GPU_SPAWN_FLOOR_STATIC)
+#error "FLINK_GPU_SPAWN_FLOOR, FLINK_GPU_SPAWN_FLOOR_STATIC (spawn_floor's builds) must be defined"
 #endif
 
 namespace {
@@ -95,8 +98,9 @@ class StandInHost {
       for (int i = 0; i < kHostGpus; ++i) smi += ' ' + std::to_string(i);
       flink::bench::writeExecutable(nvidiaSmi_, smi + '\n');
       floorWrapper_ = (dir_ / "floor-wrapper.sh").string();
-      flink::bench::writeExecutable(floorWrapper_,
-                                    "#!/bin/sh\nexec '" FLINK_GPU_SPAWN_FLOOR "' \"$@\"\n");
+      flink::bench::writeExecutable(
+          floorWrapper_,
+          "#!/bin/sh\nexec " + flink::strings::shellWord(FLINK_GPU_SPAWN_FLOOR) + " \"$@\"\n");
 
       holder_ = std::make_unique<flink::bench::HolderProcess>();
       flink::bench::writeHeldRecords(coordinationFile_, holder_->pid(), kHostGpus - 1);
@@ -173,10 +177,10 @@ Command coordinatedProgram() {
 
 Command plainDiscovery() { return {{FLINK_GPU_DISCOVERY_SCRIPT, "1"}, "0\n"}; }
 
-/// spawn_floor running the bare nvidia-smi: what it prints is nvidia-smi's.
-Command programFloor() {
+/// `floor` (a build of spawn_floor) running the bare nvidia-smi: what it prints is nvidia-smi's.
+Command programFloor(const char* floor) {
   Command command = bareNvidiaSmi();
-  command.argv.insert(command.argv.begin(), FLINK_GPU_SPAWN_FLOOR);
+  command.argv.insert(command.argv.begin(), floor);
   return command;
 }
 
@@ -238,9 +242,14 @@ void BM_PlainDiscovery(benchmark::State& state) { runBenchmark(state, plainDisco
 
 void BM_PairedDiscovery(benchmark::State& state) {
   using Clock = std::chrono::steady_clock;
-  constexpr int kSides = 6;
-  const Command commands[kSides] = {bareNvidiaSmi(),  coordinatedDiscovery(), coordinatedProgram(),
-                                    plainDiscovery(), wrapperFloor(),         programFloor()};
+  constexpr int kSides = 7;
+  const Command commands[kSides] = {bareNvidiaSmi(),
+                                    coordinatedDiscovery(),
+                                    coordinatedProgram(),
+                                    plainDiscovery(),
+                                    wrapperFloor(),
+                                    programFloor(FLINK_GPU_SPAWN_FLOOR),
+                                    programFloor(FLINK_GPU_SPAWN_FLOOR_STATIC)};
   std::vector<std::vector<char*>> argvs;
   for (const Command& command : commands) argvs.push_back(cArgv(command.argv));
   Clock::duration spent[kSides]{};
@@ -268,6 +277,7 @@ void BM_PairedDiscovery(benchmark::State& state) {
   state.counters["plain_ratio"] = seconds(spent[3]) / seconds(spent[0]);
   state.counters["floor_ratio"] = seconds(spent[4]) / seconds(spent[0]);
   state.counters["program_floor_ratio"] = seconds(spent[5]) / seconds(spent[0]);
+  state.counters["static_program_floor_ratio"] = seconds(spent[6]) / seconds(spent[0]);
   state.counters["bare_us"] = seconds(spent[0]) * 1e6 / iterations;
   state.counters["coordinated_us"] = seconds(spent[1]) * 1e6 / iterations;
   state.counters["floor_us"] = seconds(spent[4]) * 1e6 / iterations;

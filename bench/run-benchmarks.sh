@@ -37,8 +37,9 @@
 # discovery the program run without its sh wrapper, and a plain (uncoordinated) discovery, each
 # over the bare nvidia-smi. Under targets 2 and 4 it prints their floor on this machine: the
 # same ratio for bench/spawn_floor.c, a C program that only runs the script (or nvidia-smi,
-# from a sh wrapper and without) and passes on its output. A target below its floor cannot be met
-# here by any program; how far above the floor a figure is, is what our code costs.
+# from a sh wrapper and without) and passes on its output, linked as our programs are (glibc
+# dynamic) and fully static. A target below the first cannot be met here by a program built as
+# ours must be; how far above the floor a figure is, is what our code costs.
 #
 # Builds nothing: configure and build first (FLINK_GPU_BENCH=ON, the default), preferably in a
 # Release or RelWithDebInfo build. Usage:
@@ -128,7 +129,8 @@ def load(path):
         else:
             slot["reps"].append(us(entry))
             for counter in ("ratio", "discover_ratio", "version_ratio", "program_ratio",
-                            "plain_ratio", "floor_ratio", "program_floor_ratio", "speedup",
+                            "plain_ratio", "floor_ratio", "program_floor_ratio",
+                            "static_floor_ratio", "static_program_floor_ratio", "speedup",
                             "in_process_us", "script_us", "discover_us", "floor_us", "bare_us",
                             "coordinated_us",
                             *STATUS_COUNTERS, *LOCK_COUNTERS):
@@ -209,17 +211,30 @@ def paired(found, name, counter, limit, target, at_least=False):
 
 
 def floor(found, name, counter, limit, what):
-    """The least any program doing `what` costs here (bench/spawn_floor.c, from a paired
-    benchmark), against the target `limit` it sets a bound to."""
+    """The least a program doing `what` costs here (bench/spawn_floor.c, from a paired
+    benchmark), against the target `limit` it bounds."""
     ratios = found.get(name, {}).get("counters", {}).get(counter, [])
     if not ratios:
         return
     mean_ratio = statistics.fmean(ratios)
     spread = 2 * statistics.stdev(ratios) / math.sqrt(len(ratios)) if len(ratios) > 1 else 0.0
-    verdict = ("the target is below it: no program can meet it on this machine"
-               if mean_ratio - spread > limit else "the target is above it")
+    verdict = ("the target is below it: no program so built can meet it here"
+               if mean_ratio - spread > limit else
+               "the target is above it" if mean_ratio + spread <= limit else
+               "inconclusive (the interval straddles the target)")
     print(f"  floor here, {what} ({name} {counter}, {len(ratios)} repetitions): "
           f"{mean_ratio:.3f} +/- {spread:.3f}   {verdict}")
+
+
+def times(found, name, counters):
+    """The mean time of each side of a paired benchmark, in microseconds."""
+    parts = []
+    for counter in counters:
+        values = found.get(name, {}).get("counters", {}).get(counter, [])
+        if values:
+            parts.append(f"{counter.removesuffix('_us')} {statistics.fmean(values):.0f} us")
+    if parts:
+        print(f"  times ({name}): " + ", ".join(parts))
 
 
 driver = load(sys.argv[1])
@@ -239,9 +254,9 @@ compare(cli, "flink-gpu discover process / script process", "BM_FlinkGpuDiscover
         "BM_ScriptProcess", 2.0, "<= 2x")
 paired(cli, "BM_PairedProcesses", "discover_ratio", 2.0, "<= 2x")
 floor(cli, "BM_PairedProcesses", "floor_ratio", 2.0,
-      "a C program that only runs the script and passes on its output")
-for counter in ("script_us", "discover_us", "floor_us"):
-    paired(cli, "BM_PairedProcesses", counter, None, None)
+      "a C program on a dynamic glibc, as ours, that only runs the script and passes on its output")
+floor(cli, "BM_PairedProcesses", "static_floor_ratio", 2.0, "the same C program fully static")
+times(cli, "BM_PairedProcesses", ("script_us", "discover_us", "floor_us"))
 compare(cli, "flink-gpu --version process / script process (start-up alone, for reference)",
         "BM_FlinkGpuVersionProcess", "BM_ScriptProcess", None, None)
 paired(cli, "BM_PairedProcesses", "version_ratio", None, None)
@@ -260,8 +275,9 @@ floor(discovery, "BM_PairedDiscovery", "floor_ratio", 1.5,
       "a sh wrapper exec'ing a C program that only runs nvidia-smi and passes on its output")
 floor(discovery, "BM_PairedDiscovery", "program_floor_ratio", 1.5,
       "the same C program without the wrapper")
-for counter in ("bare_us", "coordinated_us", "floor_us"):
-    paired(discovery, "BM_PairedDiscovery", counter, None, None)
+floor(discovery, "BM_PairedDiscovery", "static_program_floor_ratio", 1.5,
+      "the same C program without the wrapper, fully static")
+times(discovery, "BM_PairedDiscovery", ("bare_us", "coordinated_us", "floor_us"))
 compare(discovery, "coordinated program without the sh wrapper / bare nvidia-smi (for reference)",
         "BM_CoordinatedProgram", "BM_BareNvidiaSmi", None, None)
 paired(discovery, "BM_PairedDiscovery", "program_ratio", None, None)

@@ -5,13 +5,16 @@
  *
  * It starts, runs COMMAND (searched on PATH, as posix_spawnp searches) with its standard output
  * on a pipe, copies what comes down the pipe to its own standard output, waits for COMMAND and
- * exits with its status (127 when it could not be run, 126 on any other failure of its own).
- * Nothing else: no C++ runtime, no parsing of arguments or output, no configuration, no checks.
- * It is C on glibc alone, linked as our programs are (dynamically, PIE), so a run of it costs a
- * process start, a spawn, a few system calls and an exit.
+ * exits with its status (127 when it could not be run, 126 on any other failure of its own, a
+ * failed write included). Nothing else: no C++ runtime, no parsing of arguments or output, no
+ * configuration, no checks. It is C on glibc alone, built twice (bench/CMakeLists.txt):
+ *
+ *   spawn_floor         linked as our programs are: dynamically (they dlopen NVML and plugins,
+ *                       which a static glibc cannot do reliably), PIE, no RUNPATH;
+ *   spawn_floor_static  -static-pie: the least a program on glibc can cost at all.
  *
  * A `flink-gpu discover` of a script does at least this much around the script, so
- * (spawn_floor + script) / script is the least ratio any such program can reach here, and
+ * (spawn_floor + script) / script is the least ratio a program like ours can reach here, and
  * likewise for a discovery program that runs nvidia-smi (cli_bench, discovery_bench). Not
  * installed; not a model of how to write a program (it reports no cause on failure). */
 #define _GNU_SOURCE /* pipe2 */
@@ -55,7 +58,7 @@ int main(int argc, char** argv) {
     const ssize_t got = read(pipeFds[0], buffer, sizeof buffer);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
-      failed = got < 0;
+      if (got < 0) failed = 1;
       break;
     }
     if (writeAll(buffer, got) != 0) failed = 1;
