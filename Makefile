@@ -127,9 +127,9 @@ test-all: build
 # ThreadSanitizer needs a build of its own (it excludes ASan): only the library and the tests
 # that run threads against it (label tsan, see tests/tsan/), to keep `make test` short. Not a
 # unity build: there every library source is compiled on its own, as a build with
-# FLINK_GPU_UNITY_BUILD=OFF compiles it, over the standard headers precompiled (src/). (That
-# check costs about what it saves: a unity TSan tree plus each library source alone through clang
-# -fsyntax-only came to the same CPU time.)
+# FLINK_GPU_UNITY_BUILD=OFF compiles it, over the standard headers precompiled (src/). (Before
+# those headers were precompiled, that check cost about what it saved: a unity TSan tree plus each
+# library source alone through clang -fsyntax-only came to the same CPU time.)
 test-tsan: deps
 	$(MAKE) --no-print-directory tsan-tree
 	ctest --test-dir $(TSAN_DIR) -L tsan --output-on-failure -j $(TEST_JOBS)

@@ -11,7 +11,8 @@
  *
  *   spawn_floor         linked as our programs are: dynamically (they dlopen NVML and plugins,
  *                       which a static glibc cannot do reliably), PIE, no RUNPATH;
- *   spawn_floor_static  -static-pie: the least a program on glibc can cost at all.
+ *   spawn_floor_static  -static-pie: the least a PIE on glibc can cost (plain -static, without
+ *                       the self-relocation, costs a little less again).
  *
  * A `flink-gpu discover` of a script does at least this much around the script, so
  * (spawn_floor + script) / script is the least ratio a program like ours can reach here, and
