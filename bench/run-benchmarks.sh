@@ -189,15 +189,29 @@ def compare(found, label, numerator, denominator, limit, target):
     print(f"    {describe(found, denominator)}")
 
 
+def counter_mean(found, name, counter):
+    values = found.get(name, {}).get("counters", {}).get(counter, [])
+    return statistics.fmean(values) if values else None
+
+
+def counter_interval(found, name, counter):
+    """A counter of a paired benchmark over its repetitions: (how many, their mean, 2 standard
+    errors), or None when it was not measured."""
+    values = found.get(name, {}).get("counters", {}).get(counter, [])
+    if not values:
+        return None
+    spread = 2 * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return len(values), statistics.fmean(values), spread
+
+
 def paired(found, name, counter, limit, target, at_least=False):
     """The per-repetition ratios a paired benchmark reported: their mean +/- 2 standard errors.
     The target is an upper limit, or with at_least a lower one (a speed-up)."""
-    ratios = found.get(name, {}).get("counters", {}).get(counter, [])
-    if not ratios:
+    interval = counter_interval(found, name, counter)
+    if interval is None:
         return
-    mean_ratio = statistics.fmean(ratios)
-    spread = 2 * statistics.stdev(ratios) / math.sqrt(len(ratios)) if len(ratios) > 1 else 0.0
-    line = (f"  same, paired ({name} {counter}, {len(ratios)} repetitions): "
+    repetitions, mean_ratio, spread = interval
+    line = (f"  same, paired ({name} {counter}, {repetitions} repetitions): "
             f"{mean_ratio:.3f} +/- {spread:.3f}")
     if limit is not None and at_least:
         verdict = ("meets target" if mean_ratio - spread >= limit else
@@ -213,26 +227,25 @@ def paired(found, name, counter, limit, target, at_least=False):
 def floor(found, name, counter, limit, what):
     """The least a program doing `what` costs here (bench/spawn_floor.c, from a paired
     benchmark), against the target `limit` it bounds."""
-    ratios = found.get(name, {}).get("counters", {}).get(counter, [])
-    if not ratios:
+    interval = counter_interval(found, name, counter)
+    if interval is None:
         return
-    mean_ratio = statistics.fmean(ratios)
-    spread = 2 * statistics.stdev(ratios) / math.sqrt(len(ratios)) if len(ratios) > 1 else 0.0
+    repetitions, mean_ratio, spread = interval
     verdict = ("the target is below it: no program so built can meet it here"
                if mean_ratio - spread > limit else
                "the target is above it" if mean_ratio + spread <= limit else
                "inconclusive (the interval straddles the target)")
     print(f"  floor here, {what}: {mean_ratio:.3f} +/- {spread:.3f}   {verdict}   "
-          f"[{name} {counter}, {len(ratios)} repetitions]")
+          f"[{name} {counter}, {repetitions} repetitions]")
 
 
 def times(found, name, counters):
     """The mean time of each side of a paired benchmark, in microseconds."""
     parts = []
     for counter in counters:
-        values = found.get(name, {}).get("counters", {}).get(counter, [])
-        if values:
-            parts.append(f"{counter.removesuffix('_us')} {statistics.fmean(values):.0f} us")
+        value = counter_mean(found, name, counter)
+        if value is not None:
+            parts.append(f"{counter.removesuffix('_us')} {value:.0f} us")
     if parts:
         print(f"  times ({name}): " + ", ".join(parts))
 
@@ -287,11 +300,6 @@ paired(in_process, "BM_PairedInProcessVsScript", "speedup", 20.0, ">= 20x (speed
        at_least=True)
 paired(in_process, "BM_PairedInProcessVsScript", "in_process_us", None, None)
 paired(in_process, "BM_PairedInProcessVsScript", "script_us", None, None)
-
-
-def counter_mean(found, name, counter):
-    values = found.get(name, {}).get("counters", {}).get(counter, [])
-    return statistics.fmean(values) if values else None
 
 
 def over_bare(found, name, label, commands, bare):
